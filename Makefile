@@ -1,0 +1,56 @@
+# Two everyday commands, each bootstrapping what it needs on a fresh machine (Python 3.11 + Node 20):
+#   make synth   synthesize every environment in environments/, run the gates, print the summary
+#   make test    lint + the whole test suite in one pytest process
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+PCLUSTER_VENV := .venv-pcluster
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export CDK_DISABLE_CLI_TELEMETRY := true
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: synth test lint format schema benchmark bootstrap clean
+
+bootstrap: $(VENV)/.installed node_modules/.installed $(PCLUSTER_VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+# ParallelCluster's own config schema, in its own environment: aws-parallelcluster pins jsii 1.85 and CDK v1.
+$(PCLUSTER_VENV)/.installed: requirements-pcluster.txt
+	test -x $(PCLUSTER_VENV)/bin/python || $(PYTHON) -m venv $(PCLUSTER_VENV)
+	$(PCLUSTER_VENV)/bin/pip install --quiet --no-deps -r requirements-pcluster.txt
+	touch $@
+
+synth: bootstrap
+	rm -rf cdk.out
+	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet --no-notices --output cdk.out $(if $(ENV),-c environment=$(ENV)) \
+		> cdk.out.log 2>&1; status=$$?; \
+	grep -v -e '^$$' cdk.out.log | grep -iE 'error|fail' | head -40; \
+	$(BIN)/python -m training_clusters.report cdk.out || exit 1; exit $$status
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: $(VENV)/.installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+test: bootstrap lint
+	$(BIN)/python -m pytest
+
+benchmark: bootstrap
+	$(BIN)/python benchmarks/synth.py
+
+clean:
+	rm -rf cdk.out cdk.out.log .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

@@ -1,0 +1,232 @@
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from training_clusters.constructs.lustre import (
+    DataRepository,
+    ExistingLustre,
+    LustreDeploymentType,
+    SharedLustre,
+)
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.errors import ConfigurationError
+
+from ..conftest import AZS
+
+
+@pytest.fixture
+def network(stack: cdk.Stack) -> TrainingNetwork:
+    return TrainingNetwork(stack, "Network", availability_zones=AZS)
+
+
+def test_scratch_2_defaults_to_1200_gib_in_the_placement_subnet_and_is_retained(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    SharedLustre(stack, "Fsx", vpc=network.vpc, subnet=network.placement_subnet())
+    template = Template.from_stack(stack)
+    template.has_resource(
+        "AWS::FSx::FileSystem",
+        {
+            "Properties": Match.object_like(
+                {
+                    "StorageCapacity": 1200,
+                    "FileSystemTypeVersion": "2.15",
+                    "LustreConfiguration": Match.object_like({"DeploymentType": "SCRATCH_2"}),
+                    "SubnetIds": [stack.resolve(network.placement_subnet().subnet_id)],
+                }
+            ),
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+        },
+    )
+
+
+def test_persistent_2_takes_throughput_and_a_customer_key(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    SharedLustre(
+        stack,
+        "Fsx",
+        vpc=network.vpc,
+        deployment_type=LustreDeploymentType.PERSISTENT_2,
+        storage_capacity_gib=4800,
+        per_unit_storage_throughput_mbps=250,
+        kms_key=key,
+    )
+    Template.from_stack(stack).has_resource(
+        "AWS::FSx::FileSystem",
+        {
+            "Properties": Match.object_like(
+                {
+                    "StorageCapacity": 4800,
+                    "KmsKeyId": Match.any_value(),
+                    "LustreConfiguration": Match.object_like(
+                        {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 250}
+                    ),
+                }
+            ),
+            "DeletionPolicy": "Retain",
+        },
+    )
+
+
+def test_clients_get_lustre_ports_988_and_1018_to_1023(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    fs = SharedLustre(stack, "Fsx", vpc=network.vpc)
+    fs.allow_clients_from(network)
+    template = Template.from_stack(stack)
+    fs_group = stack.resolve(fs.security_group.security_group_id)
+    efa_group = stack.resolve(network.efa_security_group.security_group_id)
+    for low, high in ((988, 988), (1018, 1023)):
+        template.has_resource_properties(
+            "AWS::EC2::SecurityGroupIngress",
+            {"GroupId": fs_group, "SourceSecurityGroupId": efa_group, "FromPort": low, "ToPort": high},
+        )
+        # clients whose group denies egress by default get the matching egress rule
+        template.has_resource_properties(
+            "AWS::EC2::SecurityGroupEgress",
+            {"GroupId": efa_group, "DestinationSecurityGroupId": fs_group, "FromPort": low, "ToPort": high},
+        )
+        template.has_resource_properties(
+            "AWS::EC2::SecurityGroupIngress",
+            {"GroupId": fs_group, "SourceSecurityGroupId": fs_group, "FromPort": low, "ToPort": high},
+        )
+    assert fs.connections.default_port is not None
+    assert stack.resolve(fs.connections.default_port.to_string()) == "988"
+
+
+def test_data_repository_association_imports_and_exports(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    bucket = s3.Bucket.from_bucket_name(stack, "Data", "my-datasets")
+    SharedLustre(
+        stack,
+        "Fsx",
+        vpc=network.vpc,
+        data_repository=DataRepository(bucket=bucket, prefix="imagenet", file_system_path="/datasets"),
+    )
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::FSx::DataRepositoryAssociation",
+        {
+            "DataRepositoryPath": "s3://my-datasets/imagenet",
+            "FileSystemPath": "/datasets",
+            "BatchImportMetaDataOnCreate": True,
+            "S3": {
+                "AutoImportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
+                "AutoExportPolicy": {"Events": ["NEW", "CHANGED", "DELETED"]},
+            },
+        },
+    )
+
+
+def test_existing_file_system_is_adopted(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    group = ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0")
+    fs = SharedLustre(
+        stack,
+        "Fsx",
+        vpc=network.vpc,
+        existing=ExistingLustre(
+            file_system_id="fs-0123456789abcdef0",
+            dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+            mount_name="abcdefgh",
+            security_group=group,
+        ),
+    )
+    assert fs.file_system is None
+    assert fs.mount_target() == "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com@tcp:/abcdefgh"
+    Template.from_stack(stack).resource_count_is("AWS::FSx::FileSystem", 0)
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"storage_capacity_gib": 1000},
+            "Test/Fsx: storage_capacity_gib must be 1200 or a multiple of 2400 for SCRATCH_2, got 1000",
+        ),
+        (
+            {
+                "storage_capacity_gib": 3600,
+                "deployment_type": LustreDeploymentType.PERSISTENT_2,
+                "per_unit_storage_throughput_mbps": 125,
+            },
+            "Test/Fsx: storage_capacity_gib must be 1200 or a multiple of 2400 for PERSISTENT_2, got 3600",
+        ),
+        (
+            {"deployment_type": LustreDeploymentType.PERSISTENT_2},
+            "Test/Fsx: per_unit_storage_throughput_mbps is required for PERSISTENT_2; allowed: 125, 250, 500, 1000",
+        ),
+        (
+            {"deployment_type": LustreDeploymentType.PERSISTENT_2, "per_unit_storage_throughput_mbps": 200},
+            "Test/Fsx: per_unit_storage_throughput_mbps must be one of 125, 250, 500, 1000 for PERSISTENT_2, got 200",
+        ),
+        (
+            {"per_unit_storage_throughput_mbps": 125},
+            "Test/Fsx: per_unit_storage_throughput_mbps applies to PERSISTENT_2 only; SCRATCH_2 has a fixed "
+            "throughput, got 125",
+        ),
+    ],
+)
+def test_bad_props_are_clear_errors(
+    stack: cdk.Stack, network: TrainingNetwork, props: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        SharedLustre(stack, "Fsx", vpc=network.vpc, **props)  # type: ignore[arg-type]
+    assert str(error.value) == message
+
+
+def test_customer_key_on_scratch_is_a_clear_error(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        SharedLustre(stack, "Fsx", vpc=network.vpc, kms_key=kms.Key(stack, "Key"))
+    assert str(error.value) == (
+        "Test/Fsx: kms_key applies to PERSISTENT_2 only; SCRATCH_2 is always encrypted with an FSx-managed key"
+    )
+
+
+def test_existing_with_shaping_props_is_a_clear_error(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    group = ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0")
+    existing = ExistingLustre("fs-0123456789abcdef0", "dns", "mount", group)
+    with pytest.raises(ConfigurationError) as error:
+        SharedLustre(stack, "Fsx", vpc=network.vpc, existing=existing, storage_capacity_gib=2400)
+    assert str(error.value) == (
+        "Test/Fsx: existing adopts a file system made elsewhere, so storage_capacity_gib cannot also be given"
+    )
+
+
+@pytest.mark.parametrize(
+    ("repository", "message"),
+    [
+        (
+            {"file_system_path": "datasets"},
+            "Test/Fsx: data_repository.file_system_path must be an absolute path such as /datasets, got 'datasets'",
+        ),
+        (
+            {"prefix": "/imagenet"},
+            "Test/Fsx: data_repository.prefix is an S3 key prefix and must not start with '/', got '/imagenet'",
+        ),
+    ],
+)
+def test_bad_data_repository_is_a_clear_error(
+    stack: cdk.Stack, network: TrainingNetwork, repository: dict[str, str], message: str
+) -> None:
+    bucket = s3.Bucket.from_bucket_name(stack, "Data", "my-datasets")
+    with pytest.raises(ConfigurationError) as error:
+        SharedLustre(
+            stack, "Fsx", vpc=network.vpc, data_repository=DataRepository(bucket=bucket, **repository)
+        )  # type: ignore[arg-type]
+    assert str(error.value) == message
+
+
+def test_lustre_passes_the_gates(app: cdk.App, stack: cdk.Stack, network: TrainingNetwork, gates) -> None:  # type: ignore[no-untyped-def]
+    fs = SharedLustre(
+        stack,
+        "Fsx",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        deployment_type=LustreDeploymentType.PERSISTENT_2,
+        per_unit_storage_throughput_mbps=125,
+        data_repository=DataRepository(bucket=s3.Bucket.from_bucket_name(stack, "Data", "my-datasets")),
+    )
+    fs.allow_clients_from(network)
+    gates(app).assert_clean()

@@ -1,0 +1,157 @@
+from __future__ import annotations
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk.assertions import Match, Template
+
+from training_clusters.constructs.network import ENDPOINT_ONLY_SERVICES, TrainingNetwork
+from training_clusters.errors import ConfigurationError
+
+from ..conftest import AZS
+
+
+def test_default_network_has_private_compute_and_nat_only_public_subnets(stack: cdk.Stack) -> None:
+    TrainingNetwork(stack, "Network", availability_zones=AZS)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::EC2::NatGateway", 1)
+    template.resource_count_is("AWS::EC2::Subnet", 4)
+    # No subnet hands out public IPs, the public ones included.
+    for subnet in template.find_resources("AWS::EC2::Subnet").values():
+        assert subnet["Properties"]["MapPublicIpOnLaunch"] is False
+    template.has_resource_properties("AWS::EC2::FlowLog", {"TrafficType": "ALL"})
+    template.has_resource_properties(
+        "AWS::EC2::VPCEndpoint", {"ServiceName": Match.object_like({}), "VpcEndpointType": "Gateway"}
+    )
+
+
+def test_efa_security_group_allows_all_traffic_in_and_out_to_itself(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    template = Template.from_stack(stack)
+    group_id = stack.resolve(network.efa_security_group.security_group_id)
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {"IpProtocol": "-1", "GroupId": group_id, "SourceSecurityGroupId": group_id},
+    )
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupEgress",
+        {"IpProtocol": "-1", "GroupId": group_id, "DestinationSecurityGroupId": group_id},
+    )
+    groups = template.find_resources("AWS::EC2::SecurityGroup")
+    efa = next(v for v in groups.values() if "EFA" in v["Properties"]["GroupDescription"])
+    # allow_all_outbound=False: CDK writes a deny-all placeholder egress, never 0.0.0.0/0
+    assert all(rule.get("CidrIp") != "0.0.0.0/0" for rule in efa["Properties"].get("SecurityGroupEgress", []))
+
+
+def test_nat_gateway_count_is_configurable(stack: cdk.Stack) -> None:
+    TrainingNetwork(stack, "Network", availability_zones=AZS, nat_gateways=2)
+    Template.from_stack(stack).resource_count_is("AWS::EC2::NatGateway", 2)
+
+
+def test_endpoint_only_mode_has_no_nat_no_public_subnets_and_all_endpoints(stack: cdk.Stack) -> None:
+    TrainingNetwork(stack, "Network", availability_zones=AZS, endpoint_only=True)
+    template = Template.from_stack(stack)
+    template.resource_count_is("AWS::EC2::NatGateway", 0)
+    template.resource_count_is("AWS::EC2::InternetGateway", 0)
+    template.resource_count_is("AWS::EC2::Subnet", 2)
+    interface = [
+        e
+        for e in template.find_resources("AWS::EC2::VPCEndpoint").values()
+        if e["Properties"].get("VpcEndpointType") == "Interface"
+    ]
+    assert len(interface) == len(ENDPOINT_ONLY_SERVICES)
+    names = " ".join(str(stack.resolve(e["Properties"]["ServiceName"])) for e in interface)
+    for service in (
+        "ssm",
+        "ssmmessages",
+        "ec2messages",
+        "logs",
+        "ecr.api",
+        "ecr.dkr",
+        "sts",
+        "sagemaker.api",
+    ):
+        assert f".{service}" in names or f"{service}" in names, service
+
+
+def test_placement_subnet_is_one_private_subnet_in_the_chosen_az(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(
+        stack, "Network", availability_zones=AZS, placement_availability_zone="us-east-1b"
+    )
+    subnet = network.placement_subnet()
+    assert subnet.availability_zone == "us-east-1b"
+    assert subnet.node.path in [s.node.path for s in network.private_subnets]
+    assert network.placement_subnet("us-east-1a").availability_zone == "us-east-1a"
+
+
+def test_existing_vpc_is_adopted(stack: cdk.Stack) -> None:
+    vpc = ec2.Vpc(stack, "Mine", availability_zones=AZS)
+    network = TrainingNetwork(stack, "Network", vpc=vpc)
+    assert network.vpc is vpc
+    Template.from_stack(stack).resource_count_is("AWS::EC2::VPC", 1)
+
+
+def test_network_is_connectable(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    other = ec2.SecurityGroup(stack, "Other", vpc=network.vpc)
+    network.connections.allow_from(other, ec2.Port.tcp(22))
+    assert network.connections.security_groups == [network.efa_security_group]
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"nat_gateways": 0},
+            "Test/Network: nat_gateways is 0, which leaves private subnets without a way out; enable "
+            "endpoint_only to reach AWS through VPC endpoints instead, or use 1 or more NAT gateways",
+        ),
+        (
+            {"nat_gateways": 1, "endpoint_only": True},
+            "Test/Network: nat_gateways must be 0 (or omitted) when endpoint_only is enabled, got 1",
+        ),
+        ({"nat_gateways": -1}, "Test/Network: nat_gateways must be 0 or more, got -1"),
+        ({"nat_gateways": 3}, "Test/Network: nat_gateways must be at most one per AZ (2 AZs), got 3"),
+        (
+            {"cidr": "10.0.0.0"},
+            "Test/Network: cidr prefix must be between /16 and /24 (VPC limits), got '10.0.0.0'",
+        ),
+        ({"cidr": "banana"}, "Test/Network: cidr must be an IPv4 range such as 10.0.0.0/16, got 'banana'"),
+        (
+            {"cidr": "10.0.0.0/20"},
+            "Test/Network: cidr '10.0.0.0/20' (4096 addresses) cannot hold 2 private /18 and 2 public /24 "
+            "subnets; use a larger range or a longer private_subnet_mask",
+        ),
+        ({"private_subnet_mask": 30}, "Test/Network: private_subnet_mask must be between 16 and 28, got 30"),
+        (
+            {"placement_availability_zone": "us-east-1c"},
+            "Test/Network: placement_availability_zone 'us-east-1c' is not one of the VPC's AZs: "
+            "us-east-1a, us-east-1b",
+        ),
+    ],
+)
+def test_bad_props_are_clear_errors(stack: cdk.Stack, props: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        TrainingNetwork(stack, "Network", availability_zones=AZS, **props)  # type: ignore[arg-type]
+    assert str(error.value) == message
+
+
+def test_existing_vpc_with_shaping_props_is_a_clear_error(stack: cdk.Stack) -> None:
+    vpc = ec2.Vpc(stack, "Mine", availability_zones=AZS)
+    with pytest.raises(ConfigurationError) as error:
+        TrainingNetwork(stack, "Network", vpc=vpc, cidr="10.1.0.0/16", nat_gateways=2)
+    assert str(error.value) == (
+        "Test/Network: vpc is an existing VPC, so cidr, nat_gateways cannot also be given (they shape a new VPC)"
+    )
+
+
+def test_unknown_placement_az_lookup_is_a_clear_error(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    with pytest.raises(ConfigurationError, match="availability_zone 'us-east-1f' has no private subnet"):
+        network.placement_subnet("us-east-1f")
+
+
+@pytest.mark.parametrize("endpoint_only", [False, True])
+def test_network_passes_the_gates(app: cdk.App, stack: cdk.Stack, gates, endpoint_only: bool) -> None:  # type: ignore[no-untyped-def]
+    TrainingNetwork(stack, "Network", availability_zones=AZS, endpoint_only=endpoint_only)
+    gates(app).assert_clean()

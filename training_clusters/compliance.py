@@ -1,0 +1,133 @@
+"""cdk-nag (3.x validation plugins) and cfn-lint: the offline gates every template must pass.
+
+Users gate their own CI the same way::
+
+    app = cdk.App()
+    ...
+    add_compliance_checks(app)   # synth fails on any unacknowledged AwsSolutions finding
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+from constructs import IConstruct
+
+AWS_SOLUTIONS = "AwsSolutions"
+
+
+def add_compliance_checks(app: cdk.App) -> None:
+    """Run the AwsSolutions cdk-nag pack on every stack of ``app`` at synth time."""
+    cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+
+
+def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
+    """Acknowledge one AwsSolutions finding on the construct that causes it.
+
+    ``rule`` is the finding as cdk-nag reports it, with its detail when it has one, e.g.
+    ``"AwsSolutions-IAM5[Resource::*]"``; ``reason`` must say why this resource is acceptable.
+    """
+    if not reason.strip():
+        raise ValueError(f"acknowledging {rule} needs a specific reason")
+    cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{AWS_SOLUTIONS}::{rule}", reason=reason))
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One unacknowledged finding of a validation plugin (cdk-nag's AwsSolutions, CDK's own checks)."""
+
+    plugin: str
+    rule: str
+    severity: str
+    construct_path: str
+    description: str
+
+    def __str__(self) -> str:
+        return f"[{self.plugin}] {self.rule} ({self.severity}) on {self.construct_path}: {self.description}"
+
+
+def read_validation_report(assembly_dir: str | Path) -> list[Finding]:
+    """Findings recorded in a cloud assembly's ``validation-report.json`` (absent when there are none)."""
+    report_path = Path(assembly_dir) / "validation-report.json"
+    if not report_path.exists():
+        return []
+    report = json.loads(report_path.read_text())
+    return [
+        Finding(
+            plugin=plugin["pluginName"],
+            rule=violation["ruleName"],
+            severity=violation.get("severity", ""),
+            construct_path=construct["constructPath"],
+            description=violation.get("description", ""),
+        )
+        for plugin in report.get("pluginReports", [])
+        for violation in plugin.get("violations", [])
+        for construct in violation.get("violatingConstructs", [])
+    ]
+
+
+def nag_findings(findings: Iterable[Finding]) -> list[Finding]:
+    """Only the cdk-nag AwsSolutions findings."""
+    return [f for f in findings if f.plugin.startswith(AWS_SOLUTIONS)]
+
+
+def synth_with_checks(app: cdk.App) -> tuple[cdk.cx_api.CloudAssembly | None, list[Finding]]:
+    """Synthesize ``app`` (already carrying :func:`add_compliance_checks`); return the assembly and findings.
+
+    The assembly is None when a plugin reported errors (synth refuses to finish).
+    """
+    try:
+        assembly = app.synth()
+    except RuntimeError as error:
+        if "ValidationFailed" not in str(error):
+            raise
+        return None, read_validation_report(app.outdir)
+    return assembly, read_validation_report(assembly.directory)
+
+
+#: cfn-lint rules we ignore on every template, each with its reason.
+CFN_LINT_IGNORED: dict[str, str] = {
+    "W3005": "redundant DependsOn emitted by CDK's own providers (e.g. Custom::VpcRestrictDefaultSG); not ours",
+    "W3010": "AZs are pinned on purpose: a cluster placement group, its subnet and FSx must share one known AZ",
+}
+
+
+@dataclass(frozen=True)
+class LintMatch:
+    """One cfn-lint finding."""
+
+    rule: str
+    level: str
+    message: str
+    path: str
+
+    def __str__(self) -> str:
+        return f"{self.rule} [{self.level}] {self.path}: {self.message}"
+
+
+def cfn_lint(template_path: str | Path, regions: Iterable[str]) -> list[LintMatch]:
+    """Run cfn-lint (AWS's CloudFormation linter) on one synthesized template."""
+    from cfnlint.api import ManualArgs, lint_file
+
+    matches = lint_file(
+        Path(template_path),
+        config=ManualArgs(regions=list(regions), ignore_checks=list(CFN_LINT_IGNORED)),
+    )
+    return [
+        LintMatch(
+            rule=match.rule.id,
+            level=_level(match.rule.id),
+            message=match.message,
+            path="/".join(str(part) for part in match.path),
+        )
+        for match in matches
+    ]
+
+
+def _level(rule_id: str) -> str:
+    return {"E": "error", "W": "warning", "I": "info"}.get(rule_id[:1], "unknown")

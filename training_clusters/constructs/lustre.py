@@ -1,0 +1,306 @@
+"""SharedLustre: an FSx for Lustre file system that every node of a training cluster mounts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.rules import LUSTRE_FIRST_STEP_GIB, lustre_capacity_problem, lustre_throughput_problem
+
+#: Lustre's server port and the privileged client port range, both needed between clients and servers.
+LUSTRE_PORT = ec2.Port.tcp(988)
+LUSTRE_CLIENT_PORTS = ec2.Port.tcp_range(1018, 1023)
+
+
+class LustreDeploymentType(Enum):
+    """FSx for Lustre deployment types we support."""
+
+    SCRATCH_2 = "SCRATCH_2"
+    """Temporary storage, no replication; cheapest per GiB. For datasets re-importable from S3."""
+    PERSISTENT_2 = "PERSISTENT_2"
+    """Replicated within the AZ, servers replaced on failure, customer KMS keys; for checkpoints."""
+
+
+@dataclass(frozen=True)
+class DataRepository:
+    """Link a path of the file system to an S3 prefix (a data repository association).
+
+    :param bucket: The bucket holding the datasets / receiving checkpoints.
+    :param prefix: Key prefix inside the bucket. Default: the whole bucket.
+    :param file_system_path: Where the prefix appears in the file system. Default: ``/``.
+    :param auto_import: New, changed and deleted S3 objects appear in Lustre. Default: True.
+    :param auto_export: New, changed and deleted Lustre files are written back to S3 (checkpoints).
+        Default: True.
+    :param import_metadata_on_create: List the prefix's objects when the association is created. Default: True.
+    """
+
+    bucket: s3.IBucket
+    prefix: str = ""
+    file_system_path: str = "/"
+    auto_import: bool = True
+    auto_export: bool = True
+    import_metadata_on_create: bool = True
+
+
+@dataclass(frozen=True)
+class ExistingLustre:
+    """Attributes of a file system made elsewhere, for :class:`SharedLustre` to adopt."""
+
+    file_system_id: str
+    dns_name: str
+    mount_name: str
+    security_group: ec2.ISecurityGroup
+
+
+@jsii.implements(ec2.IConnectable)
+class SharedLustre(Construct):
+    """FSx for Lustre in one private subnet, reachable by whatever you allow through ``connections``.
+
+    Example::
+
+        fs = SharedLustre(self, "Fsx", vpc=network.vpc, subnet=network.placement_subnet(),
+                          storage_capacity_gib=1200)
+        fs.allow_clients_from(cluster)   # Lustre ports 988 and 1018-1023 both ways
+
+    Attributes: ``file_system`` (None when adopting an existing one), ``file_system_id``, ``dns_name``,
+    ``mount_name``, ``security_group``, ``connections`` (default port 988).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet | None = None,
+        existing: ExistingLustre | None = None,
+        deployment_type: LustreDeploymentType = LustreDeploymentType.SCRATCH_2,
+        storage_capacity_gib: int | None = None,
+        per_unit_storage_throughput_mbps: int | None = None,
+        data_repository: DataRepository | None = None,
+        kms_key: kms.IKey | None = None,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+    ) -> None:
+        """Create a file system, or adopt ``existing``.
+
+        :param vpc: The VPC of the file system and its clients.
+        :param subnet: The one private subnet the file system lives in; put it in the AZ of the cluster's
+            placement group. Default: the VPC's first private subnet. Not used with ``existing``.
+        :param existing: Adopt a file system created elsewhere. Default: a new one is created. Mutually
+            exclusive with the props that shape a new file system.
+        :param deployment_type: Default: SCRATCH_2.
+        :param storage_capacity_gib: 1200, or a multiple of 2400. Default: 1200.
+        :param per_unit_storage_throughput_mbps: MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000.
+            Required for PERSISTENT_2, not allowed for SCRATCH_2.
+        :param data_repository: Link an S3 prefix (import datasets, export checkpoints). Default: none.
+        :param kms_key: Customer key for data at rest (PERSISTENT_2 only). Default: an AWS-managed key
+            (FSx always encrypts at rest).
+        :param removal_policy: What happens to the file system when it leaves the stack. Default: RETAIN.
+        """
+        super().__init__(scope, id)
+        self.deployment_type = deployment_type
+        self._check_existing_exclusive(
+            existing, storage_capacity_gib, per_unit_storage_throughput_mbps, data_repository, kms_key, subnet
+        )
+        self.file_system: fsx.LustreFileSystem | None
+        if existing is not None:
+            self.file_system = None
+            self.security_group = existing.security_group
+            self.file_system_id: str = existing.file_system_id
+            self.dns_name: str = existing.dns_name
+            self.mount_name: str = existing.mount_name
+        else:
+            capacity = storage_capacity_gib if storage_capacity_gib is not None else LUSTRE_FIRST_STEP_GIB
+            self._check_capacity(capacity)
+            self._check_throughput(per_unit_storage_throughput_mbps)
+            self._check_kms_key(kms_key)
+            self._check_data_repository(data_repository)
+            self.security_group = self._create_security_group(vpc)
+            self.file_system = self._create_file_system(
+                vpc,
+                subnet or vpc.select_subnets(subnet_type=_private_subnet_type(vpc)).subnets[0],
+                capacity,
+                per_unit_storage_throughput_mbps,
+                kms_key,
+                removal_policy,
+            )
+            self.file_system_id = self.file_system.file_system_id
+            self.dns_name = self.file_system.dns_name
+            self.mount_name = self.file_system.mount_name
+            if data_repository is not None:
+                self.data_repository_association = self._associate(data_repository)
+        self._connections = ec2.Connections(security_groups=[self.security_group], default_port=LUSTRE_PORT)
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The file system's security group; the default port is Lustre's 988."""
+        return self._connections
+
+    def allow_clients_from(self, clients: ec2.IConnectable) -> None:
+        """Let ``clients`` mount the file system: Lustre needs port 988 and ports 1018-1023."""
+        self._connections.allow_from(clients, LUSTRE_PORT, "Lustre server port from clients")
+        self._connections.allow_from(clients, LUSTRE_CLIENT_PORTS, "Lustre client ports from clients")
+
+    def mount_target(self) -> str:
+        """``<dns name>@tcp:/<mount name>``, the device part of a Lustre mount or fstab line."""
+        return f"{self.dns_name}@tcp:/{self.mount_name}"
+
+    # ----------------------------------------------------------------------------------------------
+    # validation, one rule per method
+
+    def _check_existing_exclusive(
+        self,
+        existing: ExistingLustre | None,
+        capacity: int | None,
+        throughput: int | None,
+        data_repository: DataRepository | None,
+        kms_key: kms.IKey | None,
+        subnet: ec2.ISubnet | None,
+    ) -> None:
+        if existing is None:
+            return
+        given = [
+            name
+            for name, value in (
+                ("storage_capacity_gib", capacity),
+                ("per_unit_storage_throughput_mbps", throughput),
+                ("data_repository", data_repository),
+                ("kms_key", kms_key),
+                ("subnet", subnet),
+            )
+            if value is not None
+        ]
+        if given:
+            raise fail(
+                self.node.path,
+                "existing",
+                f"adopts a file system made elsewhere, so {', '.join(given)} cannot also be given",
+            )
+
+    def _check_capacity(self, capacity: int) -> None:
+        if is_unresolved(capacity):
+            return
+        problem = lustre_capacity_problem(self.deployment_type.value, capacity)
+        if problem:
+            raise fail(self.node.path, "storage_capacity_gib", problem)
+
+    def _check_throughput(self, throughput: int | None) -> None:
+        if is_unresolved(throughput):
+            return
+        problem = lustre_throughput_problem(self.deployment_type.value, throughput)
+        if problem:
+            raise fail(self.node.path, "per_unit_storage_throughput_mbps", problem)
+
+    def _check_kms_key(self, kms_key: kms.IKey | None) -> None:
+        if kms_key is not None and self.deployment_type is LustreDeploymentType.SCRATCH_2:
+            raise fail(
+                self.node.path,
+                "kms_key",
+                "applies to PERSISTENT_2 only; SCRATCH_2 is always encrypted with an FSx-managed key",
+            )
+
+    def _check_data_repository(self, repository: DataRepository | None) -> None:
+        if repository is None:
+            return
+        if not repository.file_system_path.startswith("/"):
+            raise fail(
+                self.node.path,
+                "data_repository.file_system_path",
+                f"must be an absolute path such as /datasets, got '{repository.file_system_path}'",
+            )
+        if repository.prefix.startswith("/"):
+            raise fail(
+                self.node.path,
+                "data_repository.prefix",
+                f"is an S3 key prefix and must not start with '/', got '{repository.prefix}'",
+            )
+
+    # ----------------------------------------------------------------------------------------------
+    # building
+
+    def _create_security_group(self, vpc: ec2.IVpc) -> ec2.SecurityGroup:
+        group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description="FSx for Lustre: ports 988 and 1018-1023 between servers and allowed clients",
+            allow_all_outbound=False,
+        )
+        # Lustre servers also talk to each other on the same ports.
+        for port, what in ((LUSTRE_PORT, "server port"), (LUSTRE_CLIENT_PORTS, "client ports")):
+            group.add_ingress_rule(group, port, f"Lustre {what} between file servers")
+            group.add_egress_rule(group, port, f"Lustre {what} between file servers")
+        return group
+
+    def _create_file_system(
+        self,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        capacity: int,
+        throughput: int | None,
+        kms_key: kms.IKey | None,
+        removal_policy: cdk.RemovalPolicy,
+    ) -> fsx.LustreFileSystem:
+        configuration = fsx.LustreConfiguration(
+            deployment_type=fsx.LustreDeploymentType(self.deployment_type.value),
+            per_unit_storage_throughput=throughput,
+            data_compression_type=fsx.LustreDataCompressionType.LZ4,
+        )
+        return fsx.LustreFileSystem(
+            self,
+            "Resource",
+            vpc=vpc,
+            vpc_subnet=subnet,
+            storage_capacity_gib=capacity,
+            lustre_configuration=configuration,
+            security_group=self.security_group,
+            kms_key=kms_key,
+            removal_policy=removal_policy,
+            file_system_type_version=fsx.FileSystemTypeVersion.V_2_15,
+        )
+
+    def _associate(self, repository: DataRepository) -> fsx.CfnDataRepositoryAssociation:
+        events = ["NEW", "CHANGED", "DELETED"]
+        prefix = repository.prefix.strip("/")
+        s3_path = (
+            f"s3://{repository.bucket.bucket_name}/{prefix}"
+            if prefix
+            else f"s3://{repository.bucket.bucket_name}"
+        )
+        s3_config = fsx.CfnDataRepositoryAssociation.S3Property(
+            auto_import_policy=(
+                fsx.CfnDataRepositoryAssociation.AutoImportPolicyProperty(events=events)
+                if repository.auto_import
+                else None
+            ),
+            auto_export_policy=(
+                fsx.CfnDataRepositoryAssociation.AutoExportPolicyProperty(events=events)
+                if repository.auto_export
+                else None
+            ),
+        )
+        assert self.file_system is not None
+        return fsx.CfnDataRepositoryAssociation(
+            self,
+            "DataRepositoryAssociation",
+            file_system_id=self.file_system.file_system_id,
+            file_system_path=repository.file_system_path,
+            data_repository_path=s3_path,
+            batch_import_meta_data_on_create=repository.import_metadata_on_create,
+            s3=s3_config,
+        )
+
+
+def _private_subnet_type(vpc: ec2.IVpc) -> ec2.SubnetType:
+    if vpc.isolated_subnets and not vpc.private_subnets:
+        return ec2.SubnetType.PRIVATE_ISOLATED
+    return ec2.SubnetType.PRIVATE_WITH_EGRESS

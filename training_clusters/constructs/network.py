@@ -1,0 +1,368 @@
+"""TrainingNetwork: the private VPC every training environment stands on.
+
+Public subnets hold only NAT gateways; every instance, file system and endpoint lives in private subnets.
+An EFA security group (all traffic in and out to itself, as EFA's OS-bypass transport requires) is shared
+by the orchestrators, and :meth:`TrainingNetwork.placement_subnet` hands out the one private subnet that a
+cluster placement group's instances must share.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Sequence
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from training_clusters.compliance import acknowledge
+from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.rules import nat_gateways_problem
+
+#: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
+#: three orchestrators (ParallelCluster, HyperPod, EKS) call from inside a VPC without a NAT gateway.
+ENDPOINT_ONLY_SERVICES: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
+    "Ssm": ec2.InterfaceVpcEndpointAwsService.SSM,
+    "SsmMessages": ec2.InterfaceVpcEndpointAwsService.SSM_MESSAGES,
+    "Ec2Messages": ec2.InterfaceVpcEndpointAwsService.EC2_MESSAGES,
+    "Logs": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    "Monitoring": ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_MONITORING,
+    "EcrApi": ec2.InterfaceVpcEndpointAwsService.ECR,
+    "EcrDocker": ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+    "Sts": ec2.InterfaceVpcEndpointAwsService.STS,
+    "Ec2": ec2.InterfaceVpcEndpointAwsService.EC2,
+    "Kms": ec2.InterfaceVpcEndpointAwsService.KMS,
+    "SecretsManager": ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER,
+    "CloudFormation": ec2.InterfaceVpcEndpointAwsService.CLOUDFORMATION,
+    "AutoScaling": ec2.InterfaceVpcEndpointAwsService.AUTOSCALING,
+    "ElasticLoadBalancing": ec2.InterfaceVpcEndpointAwsService.ELASTIC_LOAD_BALANCING,
+    "SageMakerApi": ec2.InterfaceVpcEndpointAwsService.SAGEMAKER_API,
+    "Eks": ec2.InterfaceVpcEndpointAwsService.EKS,
+    "EksAuth": ec2.InterfaceVpcEndpointAwsService.EKS_AUTH,
+    "Fsx": ec2.InterfaceVpcEndpointAwsService.FSX,
+    "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
+}
+
+_PUBLIC_SUBNET_MASK = 24
+_MAX_NAT_GATEWAYS_PER_AZ = 1
+
+
+@jsii.implements(ec2.IConnectable)
+class TrainingNetwork(Construct):
+    """A VPC for distributed training: private compute, NAT-only public subnets, flow logs, an EFA group.
+
+    Example::
+
+        network = TrainingNetwork(self, "Network", availability_zones=["us-east-1a", "us-east-1b"])
+        subnet = network.placement_subnet()   # the one subnet a cluster placement group shares
+
+    ``connections`` is the EFA security group's: anything placed in it can exchange all traffic with every
+    other member, which EFA needs; add nothing else to it.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc | None = None,
+        cidr: str | None = None,
+        availability_zones: Sequence[str] | None = None,
+        max_azs: int | None = None,
+        nat_gateways: int | None = None,
+        endpoint_only: bool = False,
+        private_subnet_mask: int = 18,
+        flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        placement_availability_zone: str | None = None,
+    ) -> None:
+        """Create the network, or adopt an existing VPC.
+
+        :param vpc: An existing VPC to build on. Default: a new VPC is created. Mutually exclusive with
+            ``cidr``, ``nat_gateways``, ``endpoint_only`` and ``availability_zones``.
+        :param cidr: IPv4 range of a new VPC. Default: ``10.0.0.0/16``.
+        :param availability_zones: AZs of a new VPC. Default: the first ``max_azs`` of the stack's AZs.
+        :param max_azs: How many AZs a new VPC spans when ``availability_zones`` is omitted. Default: 2.
+        :param nat_gateways: NAT gateways for a new VPC (at most one per AZ). Default: 1, or 0 when
+            ``endpoint_only`` is set. 0 requires ``endpoint_only``.
+        :param endpoint_only: No NAT and no public subnets; private subnets reach AWS only through an S3
+            gateway endpoint and the interface endpoints in :data:`ENDPOINT_ONLY_SERVICES`. Default: False.
+        :param private_subnet_mask: Prefix length of each private subnet. Default: 18 (16,379 addresses,
+            room for the many ENIs of EFA instances and EKS pods).
+        :param flow_logs_retention: Retention of the VPC flow log group. Default: one year.
+        :param placement_availability_zone: The AZ whose private subnet hosts placement groups and FSx.
+            Default: the first AZ of the VPC.
+        """
+        super().__init__(scope, id)
+        self._check_existing_vpc_exclusive(vpc, cidr, nat_gateways, endpoint_only, availability_zones)
+        self._check_nat_gateways(nat_gateways, endpoint_only)
+        self._check_private_subnet_mask(private_subnet_mask)
+        self.endpoint_only = endpoint_only
+        self._placement_az = placement_availability_zone
+        self._literal_cidr: str | None = None
+
+        if vpc is None:
+            nat_count = nat_gateways if nat_gateways is not None else (0 if endpoint_only else 1)
+            resolved_cidr = cidr or "10.0.0.0/16"
+            self._literal_cidr = resolved_cidr
+            self._check_cidr(resolved_cidr, private_subnet_mask, availability_zones, max_azs)
+            self._check_nat_gateways_fit_azs(nat_count, availability_zones, max_azs)
+            self.vpc: ec2.IVpc = self._create_vpc(
+                resolved_cidr, availability_zones, max_azs, nat_count, endpoint_only, private_subnet_mask
+            )
+            self._add_flow_logs(flow_logs_retention)
+        else:
+            self.vpc = vpc
+        self._add_s3_gateway_endpoint()
+        if endpoint_only:
+            self._add_interface_endpoints()
+
+        self.efa_security_group: ec2.ISecurityGroup = self._create_efa_security_group()
+        self._connections = ec2.Connections(security_groups=[self.efa_security_group])
+        if placement_availability_zone is not None:
+            self._check_placement_az(placement_availability_zone)
+
+    # ----------------------------------------------------------------------------------------------
+    # public API
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The EFA security group's connections."""
+        return self._connections
+
+    @property
+    def private_subnets(self) -> list[ec2.ISubnet]:
+        """Private subnets, one per AZ: where all compute, file systems and endpoints live."""
+        selection = self.vpc.select_subnets(subnet_type=self._private_subnet_type())
+        return list(selection.subnets)
+
+    def placement_subnet(self, availability_zone: str | None = None) -> ec2.ISubnet:
+        """The single private subnet a cluster placement group's instances (and their FSx) share.
+
+        Default: the subnet of ``placement_availability_zone``, else of the VPC's first AZ.
+        """
+        wanted = availability_zone or self._placement_az
+        subnets = self.private_subnets
+        if wanted is None:
+            return subnets[0]
+        for subnet in subnets:
+            if subnet.availability_zone == wanted:
+                return subnet
+        available = ", ".join(s.availability_zone for s in subnets)
+        raise fail(
+            self.node.path, "availability_zone", f"'{wanted}' has no private subnet; available: {available}"
+        )
+
+    def placement_subnet_selection(self, availability_zone: str | None = None) -> ec2.SubnetSelection:
+        """:meth:`placement_subnet` as a ``SubnetSelection``."""
+        return ec2.SubnetSelection(subnets=[self.placement_subnet(availability_zone)])
+
+    # ----------------------------------------------------------------------------------------------
+    # validation, one rule per method
+
+    def _check_existing_vpc_exclusive(
+        self,
+        vpc: ec2.IVpc | None,
+        cidr: str | None,
+        nat_gateways: int | None,
+        endpoint_only: bool,
+        availability_zones: Sequence[str] | None,
+    ) -> None:
+        if vpc is None:
+            return
+        given = [
+            name
+            for name, value in (
+                ("cidr", cidr),
+                ("nat_gateways", nat_gateways),
+                ("availability_zones", availability_zones),
+                ("endpoint_only", endpoint_only or None),
+            )
+            if value is not None
+        ]
+        if given:
+            raise fail(
+                self.node.path,
+                "vpc",
+                f"is an existing VPC, so {', '.join(given)} cannot also be given (they shape a new VPC)",
+            )
+
+    def _check_nat_gateways(self, nat_gateways: int | None, endpoint_only: bool) -> None:
+        problem = nat_gateways_problem(nat_gateways, endpoint_only)
+        if problem:
+            raise fail(self.node.path, "nat_gateways", problem)
+
+    def _check_nat_gateways_fit_azs(
+        self, nat_count: int, availability_zones: Sequence[str] | None, max_azs: int | None
+    ) -> None:
+        az_count = len(availability_zones) if availability_zones else (max_azs or 2)
+        if nat_count > az_count * _MAX_NAT_GATEWAYS_PER_AZ:
+            raise fail(
+                self.node.path,
+                "nat_gateways",
+                f"must be at most one per AZ ({az_count} AZs), got {nat_count}",
+            )
+
+    def _check_private_subnet_mask(self, mask: int) -> None:
+        if not 16 <= mask <= 28:
+            raise fail(self.node.path, "private_subnet_mask", f"must be between 16 and 28, got {mask}")
+
+    def _check_cidr(
+        self, cidr: str, private_mask: int, availability_zones: Sequence[str] | None, max_azs: int | None
+    ) -> None:
+        if is_unresolved(cidr):
+            return
+        try:
+            network = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            raise fail(
+                self.node.path, "cidr", f"must be an IPv4 range such as 10.0.0.0/16, got '{cidr}'"
+            ) from None
+        if not 16 <= network.prefixlen <= 24:
+            raise fail(
+                self.node.path, "cidr", f"prefix must be between /16 and /24 (VPC limits), got '{cidr}'"
+            )
+        az_count = len(availability_zones) if availability_zones else (max_azs or 2)
+        needed = az_count * (2 ** (32 - private_mask) + 2 ** (32 - _PUBLIC_SUBNET_MASK))
+        if needed > network.num_addresses:
+            raise fail(
+                self.node.path,
+                "cidr",
+                f"'{cidr}' ({network.num_addresses} addresses) cannot hold {az_count} private /{private_mask} "
+                f"and {az_count} public /{_PUBLIC_SUBNET_MASK} subnets; use a larger range or a longer "
+                "private_subnet_mask",
+            )
+
+    def _check_placement_az(self, availability_zone: str) -> None:
+        azs = [s.availability_zone for s in self.private_subnets]
+        if any(is_unresolved(az) for az in azs) or is_unresolved(availability_zone):
+            return
+        if availability_zone not in azs:
+            raise fail(
+                self.node.path,
+                "placement_availability_zone",
+                f"'{availability_zone}' is not one of the VPC's AZs: {', '.join(azs)}",
+            )
+
+    # ----------------------------------------------------------------------------------------------
+    # building
+
+    def _private_subnet_type(self) -> ec2.SubnetType:
+        if self.endpoint_only:
+            return ec2.SubnetType.PRIVATE_ISOLATED
+        return ec2.SubnetType.PRIVATE_WITH_EGRESS
+
+    def _create_vpc(
+        self,
+        cidr: str,
+        availability_zones: Sequence[str] | None,
+        max_azs: int | None,
+        nat_gateways: int,
+        endpoint_only: bool,
+        private_subnet_mask: int,
+    ) -> ec2.Vpc:
+        subnets = [
+            ec2.SubnetConfiguration(
+                name="Private", subnet_type=self._private_subnet_type(), cidr_mask=private_subnet_mask
+            )
+        ]
+        if not endpoint_only:
+            # Public subnets exist only to hold NAT gateways: nothing launched there gets a public IP.
+            subnets.insert(
+                0,
+                ec2.SubnetConfiguration(
+                    name="Public",
+                    subnet_type=ec2.SubnetType.PUBLIC,
+                    cidr_mask=_PUBLIC_SUBNET_MASK,
+                    map_public_ip_on_launch=False,
+                ),
+            )
+        vpc = ec2.Vpc(
+            self,
+            "Resource",
+            ip_addresses=ec2.IpAddresses.cidr(cidr),
+            availability_zones=list(availability_zones) if availability_zones else None,
+            max_azs=None if availability_zones else (max_azs or 2),
+            nat_gateways=nat_gateways,
+            subnet_configuration=subnets,
+            restrict_default_security_group=True,
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+        )
+        if availability_zones:
+            for subnet in [*vpc.public_subnets, *vpc.private_subnets, *vpc.isolated_subnets]:
+                cdk.Validations.of(subnet).acknowledge(
+                    cdk.Acknowledgment(
+                        id="CloudFormation-Validate::W3010",
+                        reason="AZs are pinned on purpose: a cluster placement group, its subnet and FSx must "
+                        "share one known AZ, and synth must not need credentials to look AZs up",
+                    )
+                )
+        return vpc
+
+    def _add_flow_logs(self, retention: logs.RetentionDays) -> None:
+        log_group = logs.LogGroup(self, "FlowLogs", retention=retention)
+        self.flow_log_group = log_group
+        self.vpc.add_flow_log(
+            "FlowLog",
+            destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
+            traffic_type=ec2.FlowLogTrafficType.ALL,
+        )
+
+    def _add_s3_gateway_endpoint(self) -> None:
+        # Free, and keeps dataset and checkpoint traffic to S3 off the NAT gateway's per-GB charge.
+        self.vpc.add_gateway_endpoint(
+            "S3Endpoint",
+            service=ec2.GatewayVpcEndpointAwsService.S3,
+            subnets=[ec2.SubnetSelection(subnet_type=self._private_subnet_type())],
+        )
+
+    def _add_interface_endpoints(self) -> None:
+        endpoint_sg = ec2.SecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc=self.vpc,
+            description="HTTPS from inside the VPC to its interface endpoints",
+            allow_all_outbound=False,
+        )
+        endpoint_sg.add_ingress_rule(
+            ec2.Peer.ipv4(self._literal_cidr or self.vpc.vpc_cidr_block),
+            ec2.Port.tcp(443),
+            "HTTPS from the VPC",
+        )
+        if self._literal_cidr is None:
+            acknowledge(
+                endpoint_sg,
+                "AwsSolutions-EC23",
+                "The only ingress is HTTPS from the adopted VPC's own CIDR, which cdk-nag cannot evaluate "
+                "because it is a CloudFormation reference; nothing outside the VPC is admitted.",
+            )
+        self.endpoint_security_group = endpoint_sg
+        # DynamoDB is a gateway endpoint: ParallelCluster's head node keeps its cluster state there.
+        self.vpc.add_gateway_endpoint(
+            "DynamoDbEndpoint",
+            service=ec2.GatewayVpcEndpointAwsService.DYNAMODB,
+            subnets=[ec2.SubnetSelection(subnet_type=self._private_subnet_type())],
+        )
+        for name, service in ENDPOINT_ONLY_SERVICES.items():
+            self.vpc.add_interface_endpoint(
+                f"{name}Endpoint",
+                service=service,
+                subnets=ec2.SubnetSelection(subnet_type=self._private_subnet_type()),
+                security_groups=[endpoint_sg],
+                private_dns_enabled=True,
+                open=False,  # our group already admits HTTPS from the VPC CIDR
+            )
+
+    def _create_efa_security_group(self) -> ec2.SecurityGroup:
+        group = ec2.SecurityGroup(
+            self,
+            "EfaSecurityGroup",
+            vpc=self.vpc,
+            description="EFA: all traffic in and out between members (EFA OS-bypass needs both directions)",
+            allow_all_outbound=False,
+        )
+        group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic from members")
+        group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic to members")
+        return group

@@ -1,0 +1,117 @@
+"""TrainingPlacementGroup: keep a training cluster's instances close together on the network."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+
+from aws_cdk import aws_ec2 as ec2
+from constructs import Construct
+
+from training_clusters.constructs._validation import fail, is_unresolved
+
+_MAX_PARTITIONS = 7
+
+
+class PlacementStrategy(Enum):
+    """How EC2 places the group's instances."""
+
+    CLUSTER = "cluster"
+    """Packed into one low-latency network segment in one AZ: what EFA training wants."""
+    PARTITION = "partition"
+    """Spread over up to 7 partitions that share no racks; for large fault-isolated fleets."""
+    SPREAD = "spread"
+    """Each instance on distinct hardware (at most 7 per AZ); for small critical groups such as controllers."""
+
+
+class SpreadLevel(Enum):
+    """Granularity of a spread group."""
+
+    RACK = "rack"
+    HOST = "host"
+
+
+class TrainingPlacementGroup(Construct):
+    """An EC2 placement group, cluster strategy by default.
+
+    Example::
+
+        pg = TrainingPlacementGroup(self, "PlacementGroup", subnets=[network.placement_subnet()])
+        pg.placement_group_name   # for launch templates, ParallelCluster queues, HyperPod
+
+    A cluster group lives in one AZ: pass the subnets its instances use and a mix of AZs is refused.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        strategy: PlacementStrategy = PlacementStrategy.CLUSTER,
+        partitions: int | None = None,
+        spread_level: SpreadLevel | None = None,
+        subnets: Sequence[ec2.ISubnet] | None = None,
+    ) -> None:
+        """Create the placement group.
+
+        :param strategy: Default: CLUSTER.
+        :param partitions: Number of partitions, 1-7, PARTITION only. Default: 2 for PARTITION.
+        :param spread_level: RACK or HOST, SPREAD only. Default: RACK for SPREAD.
+        :param subnets: The subnets the group's instances launch in; checked to share one AZ for CLUSTER.
+            Default: not checked here (orchestrator constructs call :meth:`check_subnets`).
+        """
+        super().__init__(scope, id)
+        self.strategy = strategy
+        self._check_partitions(partitions)
+        self._check_spread_level(spread_level)
+        if subnets is not None:
+            self.check_subnets(subnets, field="subnets")
+        if strategy is PlacementStrategy.PARTITION and partitions is None:
+            partitions = 2
+        if strategy is PlacementStrategy.SPREAD and spread_level is None:
+            spread_level = SpreadLevel.RACK
+        self.placement_group = ec2.PlacementGroup(
+            self,
+            "Resource",
+            strategy=ec2.PlacementGroupStrategy(strategy.name),
+            partitions=partitions,
+            spread_level=ec2.PlacementGroupSpreadLevel(spread_level.name) if spread_level else None,
+        )
+        self.placement_group_name: str = self.placement_group.placement_group_name
+
+    def check_subnets(self, subnets: Sequence[ec2.ISubnet], *, field: str = "subnets") -> None:
+        """Refuse subnets in more than one AZ for a CLUSTER group (EC2 would fail the launch)."""
+        if self.strategy is not PlacementStrategy.CLUSTER:
+            return
+        zones = sorted({s.availability_zone for s in subnets if not is_unresolved(s.availability_zone)})
+        if len(zones) > 1:
+            raise fail(
+                self.node.path,
+                field,
+                f"span {len(zones)} Availability Zones ({', '.join(zones)}); a CLUSTER placement group "
+                "keeps its instances in one AZ, so give subnets of a single AZ",
+            )
+
+    def _check_partitions(self, partitions: int | None) -> None:
+        if partitions is None:
+            return
+        if self.strategy is not PlacementStrategy.PARTITION:
+            raise fail(
+                self.node.path,
+                "partitions",
+                f"applies to the PARTITION strategy only, got {partitions} with {self.strategy.name}",
+            )
+        if not 1 <= partitions <= _MAX_PARTITIONS:
+            raise fail(
+                self.node.path,
+                "partitions",
+                f"must be between 1 and {_MAX_PARTITIONS} per AZ, got {partitions}",
+            )
+
+    def _check_spread_level(self, spread_level: SpreadLevel | None) -> None:
+        if spread_level is not None and self.strategy is not PlacementStrategy.SPREAD:
+            raise fail(
+                self.node.path,
+                "spread_level",
+                f"applies to the SPREAD strategy only, got {spread_level.name} with {self.strategy.name}",
+            )

@@ -1,0 +1,48 @@
+"""Turn environment files into stacks: what ``app.py`` and the tests both call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+import aws_cdk as cdk
+
+from training_clusters.compliance import add_compliance_checks
+from training_clusters.config import EnvironmentConfig, environment_name, load_environment
+from training_clusters.stacks.base import TrainingEnvironmentStack
+
+ENVIRONMENTS_DIR = Path("environments")
+
+
+def environment_files(directory: Path = ENVIRONMENTS_DIR) -> list[Path]:
+    """Every environment file in ``directory``, sorted."""
+    return sorted(p for p in directory.glob("*.yaml") if p.is_file())
+
+
+def stack_id(name: str) -> str:
+    """The CloudFormation stack name of environment ``name``: ``training-<name>``."""
+    return f"training-{name}"
+
+
+def stack_class(config: EnvironmentConfig) -> type[TrainingEnvironmentStack]:
+    """The stack class an environment's orchestrator section asks for."""
+    return TrainingEnvironmentStack
+
+
+def add_environment(app: cdk.App, path: Path) -> TrainingEnvironmentStack:
+    """Load one environment file and add its stack to ``app``."""
+    config = load_environment(path)
+    name = environment_name(config, path)
+    return add_environment_config(app, config, name)
+
+
+def add_environment_config(app: cdk.App, config: EnvironmentConfig, name: str) -> TrainingEnvironmentStack:
+    """Add the stack for an already-loaded environment."""
+    return stack_class(config)(app, stack_id(name), config=config, environment_name=name)
+
+
+def build_app(app: cdk.App, files: Iterable[Path]) -> list[TrainingEnvironmentStack]:
+    """Add every file's stack to ``app`` and turn on the cdk-nag gate."""
+    stacks = [add_environment(app, path) for path in files]
+    add_compliance_checks(app)
+    return stacks

@@ -1,0 +1,149 @@
+"""Summarize a cloud assembly: per template, resources, cdk-nag findings and cfn-lint results.
+
+``python -m training_clusters.report cdk.out`` prints the table ``make synth`` shows and exits non-zero when
+any template has an unacknowledged cdk-nag finding or a cfn-lint error.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from training_clusters.compliance import (
+    AWS_SOLUTIONS,
+    Finding,
+    LintMatch,
+    cfn_lint,
+    read_validation_report,
+)
+
+
+@dataclass(frozen=True)
+class TemplateSummary:
+    """What the gates found in one synthesized template."""
+
+    stack: str
+    region: str
+    resources: int
+    nag_findings: list[Finding]
+    nag_acknowledged: int
+    lint: list[LintMatch]
+
+    @property
+    def lint_errors(self) -> int:
+        return sum(1 for m in self.lint if m.level == "error")
+
+    @property
+    def lint_warnings(self) -> int:
+        return sum(1 for m in self.lint if m.level == "warning")
+
+    @property
+    def passed(self) -> bool:
+        return not self.nag_findings and self.lint_errors == 0
+
+
+def summarize(assembly_dir: str | Path) -> list[TemplateSummary]:
+    """Run the gates over every stack of a cloud assembly."""
+    directory = Path(assembly_dir)
+    manifest = json.loads((directory / "manifest.json").read_text())
+    findings = read_validation_report(directory)
+    summaries = []
+    for name, artifact in sorted(manifest.get("artifacts", {}).items()):
+        if artifact.get("type") != "aws:cloudformation:stack":
+            continue
+        template_file = directory / artifact["properties"]["templateFile"]
+        template = json.loads(template_file.read_text())
+        region = _region(artifact.get("environment", ""))
+        summaries.append(
+            TemplateSummary(
+                stack=name,
+                region=region,
+                resources=len(template.get("Resources", {})),
+                nag_findings=[
+                    f for f in findings if f.plugin.startswith(AWS_SOLUTIONS) and _in_stack(f, name)
+                ],
+                nag_acknowledged=_acknowledged(artifact.get("metadata", {})),
+                lint=cfn_lint(template_file, [region]),
+            )
+        )
+    return summaries
+
+
+def _region(environment: str) -> str:
+    region = environment.rsplit("/", 1)[-1]
+    return region if region and region != "unknown-region" else "us-east-1"
+
+
+def _in_stack(finding: Finding, stack: str) -> bool:
+    return finding.construct_path.split("/", 1)[0] == stack
+
+
+def _acknowledged(metadata: dict[str, list[dict[str, object]]]) -> int:
+    count = 0
+    for entries in metadata.values():
+        for entry in entries:
+            data = entry.get("data")
+            if entry.get("type") == "aws:cdk:acknowledged-rules" and isinstance(data, dict):
+                count += sum(1 for rule in data if str(rule).startswith(f"{AWS_SOLUTIONS}::"))
+    return count
+
+
+def format_table(summaries: list[TemplateSummary]) -> str:
+    """The summary as a plain-text table."""
+    header = (
+        "stack",
+        "region",
+        "resources",
+        "nag open",
+        "nag acknowledged",
+        "lint errors",
+        "lint warnings",
+        "",
+    )
+    rows = [
+        (
+            s.stack,
+            s.region,
+            str(s.resources),
+            str(len(s.nag_findings)),
+            str(s.nag_acknowledged),
+            str(s.lint_errors),
+            str(s.lint_warnings),
+            "ok" if s.passed else "FAIL",
+        )
+        for s in summaries
+    ]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        for row in [header, *rows]
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    directory = Path(args[0] if args else "cdk.out")
+    summaries = summarize(directory)
+    if not summaries:
+        print(f"no stack templates in {directory}", file=sys.stderr)
+        return 1
+    print(format_table(summaries))
+    for summary in summaries:
+        for finding in summary.nag_findings:
+            print(f"  {summary.stack}: {finding}")
+        for match in summary.lint:
+            print(f"  {summary.stack}: {match}")
+    failed = [s.stack for s in summaries if not s.passed]
+    print(
+        f"\n{len(summaries)} template(s); "
+        + (f"FAILED: {', '.join(failed)}" if failed else "all gates passed")
+    )
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

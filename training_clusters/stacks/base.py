@@ -1,0 +1,145 @@
+"""TrainingEnvironmentStack: the network, placement group and shared file system every environment has."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from training_clusters.config import EnvironmentConfig, LustreDeployment, RemovalPolicyChoice
+from training_clusters.constructs.lustre import DataRepository, LustreDeploymentType, SharedLustre
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.placement import PlacementStrategy, TrainingPlacementGroup
+from training_clusters.rules import LOG_RETENTION_DAYS
+
+
+class TrainingEnvironmentStack(cdk.Stack):
+    """Network + placement group + FSx for Lustre, built from an environment file.
+
+    Orchestrator stacks extend it and add their cluster on top; on its own it is the
+    ``network-storage`` environment.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+    ) -> None:
+        self.config = config
+        self.environment_name = environment_name
+        super().__init__(
+            scope,
+            id,
+            env=cdk.Environment(account=config.account, region=config.region),
+            description=f"cdk-training-clusters environment '{environment_name}'",
+            tags={"project": "cdk-training-clusters", "environment": environment_name, **config.tags},
+        )
+        self.network = TrainingNetwork(
+            self,
+            "Network",
+            cidr=config.network.cidr,
+            availability_zones=config.availability_zones,
+            nat_gateways=config.network.nat_gateways,
+            endpoint_only=config.network.endpoint_only,
+            flow_logs_retention=_retention(config.network.flow_logs_retention_days),
+            placement_availability_zone=config.placement_availability_zone,
+        )
+        placement = config.network.placement_group
+        self.placement_group = TrainingPlacementGroup(
+            self,
+            "PlacementGroup",
+            strategy=PlacementStrategy[placement.strategy.name],
+            partitions=placement.partitions,
+            subnets=[self.network.placement_subnet()],
+        )
+        self.shared_storage = self._shared_storage()
+        self.mount_dir = config.storage.lustre.mount_dir if config.storage.lustre else None
+        self._add_base_outputs()
+
+    @property
+    def availability_zones(self) -> list[str]:
+        """The AZs named in the environment file, so synth never has to look them up."""
+        return list(self.config.availability_zones)
+
+    def _shared_storage(self) -> SharedLustre | None:
+        lustre = self.config.storage.lustre
+        if lustre is None:
+            return None
+        repository = None
+        if lustre.data_repository is not None:
+            spec = lustre.data_repository
+            repository = DataRepository(
+                bucket=s3.Bucket.from_bucket_name(self, "DataRepositoryBucket", spec.bucket_name),
+                prefix=spec.prefix,
+                file_system_path=spec.file_system_path,
+                auto_import=spec.auto_import,
+                auto_export=spec.auto_export,
+            )
+        storage = SharedLustre(
+            self,
+            "SharedStorage",
+            vpc=self.network.vpc,
+            subnet=self.network.placement_subnet(),
+            deployment_type=LustreDeploymentType[LustreDeployment(lustre.deployment_type).name],
+            storage_capacity_gib=lustre.storage_capacity_gib,
+            per_unit_storage_throughput_mbps=lustre.per_unit_storage_throughput_mbps,
+            data_repository=repository,
+            removal_policy=(
+                cdk.RemovalPolicy.DESTROY
+                if lustre.removal_policy is RemovalPolicyChoice.DESTROY
+                else cdk.RemovalPolicy.RETAIN
+            ),
+        )
+        storage.allow_clients_from(self.network)
+        return storage
+
+    def _add_base_outputs(self) -> None:
+        cdk.CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id, description="The training VPC")
+        cdk.CfnOutput(
+            self,
+            "PlacementSubnetId",
+            value=self.network.placement_subnet().subnet_id,
+            description="Private subnet (one AZ) shared by the placement group and FSx",
+        )
+        cdk.CfnOutput(
+            self,
+            "PlacementGroupName",
+            value=self.placement_group.placement_group_name,
+            description="EC2 placement group for compute instances",
+        )
+        cdk.CfnOutput(
+            self,
+            "EfaSecurityGroupId",
+            value=self.network.efa_security_group.security_group_id,
+            description="Security group allowing all traffic between EFA members",
+        )
+        if self.shared_storage is not None and self.mount_dir is not None:
+            cdk.CfnOutput(
+                self,
+                "SharedStorageMount",
+                value=cdk.Fn.join("", [self.shared_storage.mount_target(), f" mounted at {self.mount_dir}"]),
+                description="FSx for Lustre device and mount point",
+            )
+            cdk.CfnOutput(
+                self,
+                "SharedStorageMountCommand",
+                value=cdk.Fn.join(
+                    "",
+                    [
+                        f"sudo mkdir -p {self.mount_dir} && sudo mount -t lustre -o relatime,flock ",
+                        self.shared_storage.mount_target(),
+                        f" {self.mount_dir}",
+                    ],
+                ),
+                description="Mount the shared file system by hand on any client in the VPC",
+            )
+        if hasattr(self.network, "flow_log_group"):
+            cdk.CfnOutput(
+                self,
+                "FlowLogGroup",
+                value=self.network.flow_log_group.log_group_name,
+                description="CloudWatch log group of the VPC flow logs",
+            )
+
+
+def _retention(days: int) -> logs.RetentionDays:
+    return logs.RetentionDays[LOG_RETENTION_DAYS[days]]
