@@ -21,7 +21,13 @@ def main() -> None:
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
-    app.synth()
+    try:
+        app.synth()
+    except RuntimeError as error:
+        if "ValidationFailed" not in str(error):
+            raise
+        print("error: cdk-nag / validation findings above must be fixed or acknowledged", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

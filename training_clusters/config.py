@@ -9,7 +9,7 @@ naming the file, the field path, the value received and what is allowed::
 from __future__ import annotations
 
 import re
-from enum import Enum
+from enum import Enum, StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -138,6 +138,50 @@ class StorageConfig(_Model):
     lustre: LustreConfig | None = LustreConfig()
 
 
+# --- HyperPod section ---
+
+
+class HyperPodRole(StrEnum):
+    CONTROLLER = "controller"
+    LOGIN = "login"
+    WORKER = "worker"
+
+
+class NodeRecoveryChoice(StrEnum):
+    AUTOMATIC = "automatic"
+    NONE = "none"
+
+
+class DeepHealthCheckChoice(StrEnum):
+    INSTANCE_STRESS = "InstanceStress"
+    INSTANCE_CONNECTIVITY = "InstanceConnectivity"
+
+
+class HyperPodInstanceGroupConfig(_Model):
+    """``hyperpod.instance_groups[]``: one HyperPod instance group."""
+
+    name: str
+    instance_type: str = Field(description="HyperPod instance type with the ml. prefix, e.g. ml.p5.48xlarge")
+    count: Annotated[int, Field(ge=1)] = 1
+    role: HyperPodRole = HyperPodRole.WORKER
+    partition: str | None = Field(default=None, description="Slurm partition; required for workers.")
+    threads_per_core: int = Field(default=1, description="1 (hyper-threading off) or 2.")
+    extra_volume_gib: int | None = Field(default=None, description="Extra EBS volume at /opt/sagemaker.")
+    deep_health_checks: list[DeepHealthCheckChoice] | None = Field(
+        default=None, description="Default: both checks on GPU/Trainium groups, none on CPU groups."
+    )
+
+
+class HyperPodConfig(_Model):
+    """``hyperpod``: a SageMaker HyperPod cluster orchestrated by Slurm."""
+
+    cluster_name: str
+    node_recovery: NodeRecoveryChoice = NodeRecoveryChoice.AUTOMATIC
+    instance_groups: Annotated[list[HyperPodInstanceGroupConfig], Field(min_length=1)]
+    enable_enroot_pyxis: bool = True
+    enable_observability: bool = False
+
+
 class EnvironmentConfig(_Model):
     """A whole environment file."""
 
@@ -150,6 +194,7 @@ class EnvironmentConfig(_Model):
     tags: dict[str, str] = Field(default_factory=dict)
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
+    hyperpod: HyperPodConfig | None = None
 
     @field_validator("region")
     @classmethod

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 
 from training_clusters.compliance import add_compliance_checks
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
+from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.base import TrainingEnvironmentStack
 
 ENVIRONMENTS_DIR = Path("environments")
@@ -26,14 +27,24 @@ def stack_id(name: str) -> str:
 
 def stack_class(config: EnvironmentConfig) -> type[TrainingEnvironmentStack]:
     """The stack class an environment's orchestrator section asks for."""
+    if config.hyperpod is not None:
+        from training_clusters.stacks.hyperpod import HyperPodEnvironment
+
+        return HyperPodEnvironment
     return TrainingEnvironmentStack
 
 
 def add_environment(app: cdk.App, path: Path) -> TrainingEnvironmentStack:
-    """Load one environment file and add its stack to ``app``."""
+    """Load one environment file and add its stack to ``app``.
+
+    Errors raised while the constructs validate their props are re-raised naming the file too.
+    """
     config = load_environment(path)
     name = environment_name(config, path)
-    return add_environment_config(app, config, name)
+    try:
+        return add_environment_config(app, config, name)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{path}: {error}") from None
 
 
 def add_environment_config(app: cdk.App, config: EnvironmentConfig, name: str) -> TrainingEnvironmentStack:

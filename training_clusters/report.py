@@ -10,6 +10,7 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from training_clusters.compliance import (
     AWS_SOLUTIONS,
@@ -64,7 +65,7 @@ def summarize(assembly_dir: str | Path) -> list[TemplateSummary]:
                 nag_findings=[
                     f for f in findings if f.plugin.startswith(AWS_SOLUTIONS) and _in_stack(f, name)
                 ],
-                nag_acknowledged=_acknowledged(artifact.get("metadata", {})),
+                nag_acknowledged=_acknowledged(_metadata(directory, artifact)),
                 lint=cfn_lint(template_file, [region]),
             )
         )
@@ -78,6 +79,15 @@ def _region(environment: str) -> str:
 
 def _in_stack(finding: Finding, stack: str) -> bool:
     return finding.construct_path.split("/", 1)[0] == stack
+
+
+def _metadata(directory: Path, artifact: dict[str, Any]) -> dict[str, list[dict[str, object]]]:
+    """A stack's construct metadata: inline in the manifest, or in its ``additionalMetadataFile``."""
+    metadata: dict[str, list[dict[str, object]]] = dict(artifact.get("metadata", {}))
+    extra = artifact.get("additionalMetadataFile")
+    if extra and (directory / extra).exists():
+        metadata.update(json.loads((directory / extra).read_text()))
+    return metadata
 
 
 def _acknowledged(metadata: dict[str, list[dict[str, object]]]) -> int:

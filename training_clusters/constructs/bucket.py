@@ -44,6 +44,9 @@ class SecureBucket(Construct):
         :param access_logs_bucket: Where server access logs go. Default: a new log bucket.
         """
         super().__init__(scope, id)
+        # Deliver access logs through a bucket policy, not ACLs, whatever the app's feature flags say:
+        # both buckets keep ACLs disabled (BucketOwnerEnforced).
+        self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)
         self._check_name_prefix(name_prefix)
         self.access_logs_bucket = access_logs_bucket or self._create_log_bucket(removal_policy)
         self.bucket = s3.Bucket(

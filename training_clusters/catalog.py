@@ -1,0 +1,317 @@
+"""Instance-type facts used across the library.
+
+Launch templates read the EFA layout from here (how many interfaces, on how many network cards), the
+ParallelCluster and HyperPod constructs validate instance types against it, preflight checks map a type
+to its on-demand vCPU quota, and acceptance tests read the advertised bandwidth.
+
+>>> from training_clusters.catalog import lookup
+>>> p5 = lookup("p5.48xlarge")
+>>> p5.max_efa_interfaces, p5.gpu_count, p5.hyperpod_name
+(32, 8, 'ml.p5.48xlarge')
+
+The figures live in :mod:`training_clusters.catalog_data`. Those that EC2 reports are regenerated from
+``ec2:DescribeInstanceTypes`` by ``scripts/refresh_catalog.py``; the rest (GPUDirect RDMA, quota family,
+HyperPod availability, MIG) are maintained by hand there, each entry naming its sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Literal, TypedDict
+
+from training_clusters.catalog_data import INSTANCE_TYPE_ROWS
+from training_clusters.errors import ConfigurationError
+
+__all__ = [
+    "CATALOG",
+    "AcceleratorKind",
+    "Accelerators",
+    "AcceleratorsRow",
+    "Architecture",
+    "InstanceType",
+    "InstanceTypeRow",
+    "QuotaFamily",
+    "all_instance_types",
+    "from_row",
+    "lookup",
+    "lookup_hyperpod",
+    "to_row",
+]
+
+HYPERPOD_PREFIX = "ml."
+"""SageMaker spells instance types with this prefix: ``ml.p5.48xlarge``."""
+
+
+class Architecture(StrEnum):
+    """CPU architecture, as EC2 spells it in ``ProcessorInfo.SupportedArchitectures``."""
+
+    X86_64 = "x86_64"
+    ARM64 = "arm64"
+
+
+class AcceleratorKind(StrEnum):
+    """The kind of accelerator an instance carries."""
+
+    NVIDIA_GPU = "nvidia-gpu"
+    TRAINIUM = "trainium"
+
+
+class QuotaFamily(StrEnum):
+    """EC2 on-demand vCPU quota family ("Running On-Demand <family> instances") an instance counts against."""
+
+    P = "P"
+    G_AND_VT = "G and VT"
+    STANDARD = "Standard"
+    TRN = "Trn"
+
+    @property
+    def quota_code(self) -> str:
+        """Service Quotas code of the family's quota in service ``ec2``, e.g. ``L-417A185B`` for P."""
+        return _QUOTAS[self][0]
+
+    @property
+    def quota_name(self) -> str:
+        """Service Quotas name of the family's quota, e.g. ``Running On-Demand P instances``."""
+        return _QUOTAS[self][1]
+
+
+_QUOTAS: Mapping[QuotaFamily, tuple[str, str]] = MappingProxyType(
+    {
+        QuotaFamily.STANDARD: (
+            "L-1216C47A",
+            "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances",
+        ),
+        QuotaFamily.G_AND_VT: ("L-DB2E81BA", "Running On-Demand G and VT instances"),
+        QuotaFamily.P: ("L-417A185B", "Running On-Demand P instances"),
+        QuotaFamily.TRN: ("L-2C3B7624", "Running On-Demand Trn instances"),
+    }
+)
+"""Code and name of each family's "Running On-Demand ... instances" vCPU quota (service code ``ec2``)."""
+
+
+@dataclass(frozen=True)
+class Accelerators:
+    """The accelerators of one instance: all of one model."""
+
+    kind: AcceleratorKind
+    model: str
+    """Model as EC2 names it: ``H100``, ``A10G``, ``L40S``, ``Trainium2`` ..."""
+    count: int
+    """Devices per instance (GPUs, or Neuron devices i.e. Trainium chips)."""
+    memory_gib_each: int
+    """Memory of one device in GiB, rounded to a whole GiB from what EC2 reports in MiB."""
+    mig_capable: bool
+    """Whether the GPU supports NVIDIA Multi-Instance GPU (A100, H100, H200, B200)."""
+
+    @property
+    def total_memory_gib(self) -> int:
+        """Accelerator memory of the whole instance in GiB."""
+        return self.count * self.memory_gib_each
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    """What the library needs to know about one EC2 instance type."""
+
+    name: str
+    """EC2 name, e.g. ``p5.48xlarge``."""
+    vcpus: int
+    """Default vCPUs; this is also what the instance counts against its on-demand vCPU quota."""
+    memory_gib: float
+    architecture: Architecture
+    accelerators: Accelerators | None
+    """GPUs or Trainium chips; ``None`` for CPU-only types."""
+    max_efa_interfaces: int
+    """EC2 ``EfaInfo.MaximumEfaInterfaces``; 0 means the type has no EFA."""
+    max_network_cards: int
+    """EC2 ``NetworkInfo.MaximumNetworkCards``: one EFA interface per card at most."""
+    gpudirect_rdma: bool
+    """Whether ``FI_EFA_USE_DEVICE_RDMA=1`` is safe (p4d/p4de/p5*/p6/trn); on g5 it aborts."""
+    network_gbps: float
+    """Advertised network bandwidth in Gbit/s (the peak, for "Up to ..." types)."""
+    quota_family: QuotaFamily
+    hyperpod_name: str | None
+    """``ml.`` name where SageMaker HyperPod offers the type, else ``None``."""
+    source: str
+    """Where the figures come from."""
+
+    @property
+    def efa_supported(self) -> bool:
+        """Whether the type can carry at least one EFA interface."""
+        return self.max_efa_interfaces > 0
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether the type carries NVIDIA GPUs."""
+        return self.accelerators is not None and self.accelerators.kind is AcceleratorKind.NVIDIA_GPU
+
+    @property
+    def gpu_count(self) -> int:
+        """NVIDIA GPUs per instance; 0 for CPU-only and Trainium types."""
+        return self.accelerators.count if self.is_gpu and self.accelerators is not None else 0
+
+    @property
+    def accelerator_count(self) -> int:
+        """GPUs or Trainium chips per instance; 0 for CPU-only types."""
+        return self.accelerators.count if self.accelerators is not None else 0
+
+    @property
+    def hyperpod_available(self) -> bool:
+        """Whether SageMaker HyperPod offers the type."""
+        return self.hyperpod_name is not None
+
+
+class AcceleratorsRow(TypedDict):
+    """:class:`Accelerators` as plain data, the form ``catalog_data.py`` stores."""
+
+    kind: Literal["nvidia-gpu", "trainium"]
+    model: str
+    count: int
+    memory_gib_each: int
+    mig_capable: bool
+
+
+class InstanceTypeRow(TypedDict):
+    """:class:`InstanceType` as plain data, the form ``catalog_data.py`` stores."""
+
+    name: str
+    vcpus: int
+    memory_gib: float
+    architecture: Literal["x86_64", "arm64"]
+    accelerators: AcceleratorsRow | None
+    max_efa_interfaces: int
+    max_network_cards: int
+    gpudirect_rdma: bool
+    network_gbps: float
+    quota_family: Literal["P", "G and VT", "Standard", "Trn"]
+    hyperpod_name: str | None
+    source: str
+
+
+def from_row(row: InstanceTypeRow) -> InstanceType:
+    """Build an :class:`InstanceType` from its plain-data form."""
+    accelerators = row["accelerators"]
+    return InstanceType(
+        name=row["name"],
+        vcpus=row["vcpus"],
+        memory_gib=float(row["memory_gib"]),
+        architecture=Architecture(row["architecture"]),
+        accelerators=None if accelerators is None else _accelerators_from_row(accelerators),
+        max_efa_interfaces=row["max_efa_interfaces"],
+        max_network_cards=row["max_network_cards"],
+        gpudirect_rdma=row["gpudirect_rdma"],
+        network_gbps=float(row["network_gbps"]),
+        quota_family=QuotaFamily(row["quota_family"]),
+        hyperpod_name=row["hyperpod_name"],
+        source=row["source"],
+    )
+
+
+def _accelerators_from_row(row: AcceleratorsRow) -> Accelerators:
+    return Accelerators(
+        kind=AcceleratorKind(row["kind"]),
+        model=row["model"],
+        count=row["count"],
+        memory_gib_each=row["memory_gib_each"],
+        mig_capable=row["mig_capable"],
+    )
+
+
+def to_row(instance_type: InstanceType) -> InstanceTypeRow:
+    """The plain-data form of an :class:`InstanceType` (inverse of :func:`from_row`)."""
+    accelerators = instance_type.accelerators
+    return {
+        "name": instance_type.name,
+        "vcpus": instance_type.vcpus,
+        "memory_gib": instance_type.memory_gib,
+        "architecture": instance_type.architecture.value,
+        "accelerators": None if accelerators is None else _accelerators_to_row(accelerators),
+        "max_efa_interfaces": instance_type.max_efa_interfaces,
+        "max_network_cards": instance_type.max_network_cards,
+        "gpudirect_rdma": instance_type.gpudirect_rdma,
+        "network_gbps": instance_type.network_gbps,
+        "quota_family": instance_type.quota_family.value,
+        "hyperpod_name": instance_type.hyperpod_name,
+        "source": instance_type.source,
+    }
+
+
+def _accelerators_to_row(accelerators: Accelerators) -> AcceleratorsRow:
+    return {
+        "kind": accelerators.kind.value,
+        "model": accelerators.model,
+        "count": accelerators.count,
+        "memory_gib_each": accelerators.memory_gib_each,
+        "mig_capable": accelerators.mig_capable,
+    }
+
+
+CATALOG: Mapping[str, InstanceType] = MappingProxyType(
+    {row["name"]: from_row(row) for row in sorted(INSTANCE_TYPE_ROWS, key=lambda row: row["name"])}
+)
+"""Every catalogued instance type by EC2 name, sorted by name. Read-only."""
+
+
+def all_instance_types() -> tuple[InstanceType, ...]:
+    """Every catalogued instance type, sorted by name."""
+    return tuple(CATALOG.values())
+
+
+def lookup(name: str, *, field: str = "instance_type") -> InstanceType:
+    """Facts about ``name``, given as ``p5.48xlarge`` or SageMaker's ``ml.p5.48xlarge``.
+
+    ``field`` names the setting being validated; it starts the error message.
+
+    :raises ConfigurationError: ``name`` is not in the catalogue.
+    """
+    _require_string(name, field)
+    found = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
+    if found is None:
+        raise ConfigurationError(
+            f"{field}: {name!r} is not in the catalogue; known types: {', '.join(CATALOG)}"
+        )
+    return found
+
+
+def lookup_hyperpod(name: str, *, field: str = "instance_type") -> InstanceType:
+    """Facts about a SageMaker HyperPod instance type, which must be given in its ``ml.`` form.
+
+    :raises ConfigurationError: ``name`` lacks the ``ml.`` prefix, is not in the catalogue, or is not
+        offered by HyperPod.
+    """
+    _require_string(name, field)
+    if not name.startswith(HYPERPOD_PREFIX):
+        raise ConfigurationError(_missing_prefix_message(name, field))
+    found = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
+    if found is None:
+        raise ConfigurationError(
+            f"{field}: {name!r} is not in the catalogue; known HyperPod types: {_hyperpod_names()}"
+        )
+    if found.hyperpod_name is None:
+        raise ConfigurationError(
+            f"{field}: {name!r} is not offered by SageMaker HyperPod; "
+            f"HyperPod types in the catalogue: {_hyperpod_names()}"
+        )
+    return found
+
+
+def _require_string(name: object, field: str) -> None:
+    if not isinstance(name, str):
+        raise ConfigurationError(
+            f"{field}: expected an instance type name such as 'p5.48xlarge', got {name!r}"
+        )
+
+
+def _missing_prefix_message(name: str, field: str) -> str:
+    message = f"{field}: HyperPod instance types start with {HYPERPOD_PREFIX!r}, got {name!r}"
+    known = CATALOG.get(name)
+    if known is not None and known.hyperpod_name is not None:
+        message += f" (did you mean {known.hyperpod_name!r}?)"
+    return message
+
+
+def _hyperpod_names() -> str:
+    return ", ".join(it.hyperpod_name for it in CATALOG.values() if it.hyperpod_name is not None)

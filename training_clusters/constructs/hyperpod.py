@@ -1,0 +1,628 @@
+"""HyperPodCluster: a SageMaker HyperPod cluster (Slurm) with our lifecycle scripts, ready to train."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk import aws_sagemaker as sagemaker
+from constructs import Construct
+
+from training_clusters.catalog import lookup_hyperpod
+from training_clusters.compliance import acknowledge
+from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs.bucket import SecureBucket
+
+#: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
+ON_CREATE_SCRIPT = "on_create.sh"
+PROVISIONING_PARAMETERS_FILE = "provisioning_parameters.json"
+_CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_PARTITION_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$")
+_MAX_EBS_GIB = 16384
+
+
+class NodeRole(Enum):
+    """What a Slurm instance group does."""
+
+    CONTROLLER = "controller"
+    """Runs slurmctld; exactly one group, of one instance."""
+    LOGIN = "login"
+    """Where users log in and submit jobs; at most one group."""
+    WORKER = "worker"
+    """Runs slurmd in its partition."""
+
+
+class DeepHealthCheck(Enum):
+    """HyperPod's on-start deep health checks for accelerated instances."""
+
+    INSTANCE_STRESS = "InstanceStress"
+    INSTANCE_CONNECTIVITY = "InstanceConnectivity"
+
+
+class NodeRecovery(Enum):
+    """What HyperPod does with a node that fails its health checks."""
+
+    AUTOMATIC = "Automatic"
+    NONE = "None"
+
+
+@dataclass(frozen=True)
+class Orchestrator:
+    """Slurm (configured by our lifecycle scripts) or an existing EKS cluster.
+
+    Slurm is what the shipped environments use and what the tests deploy-check; EKS orchestration is
+    supported by the construct (``Orchestrator.eks(cluster_arn)``) but no environment ships it yet.
+    """
+
+    eks_cluster_arn: str | None = None
+
+    @staticmethod
+    def slurm() -> Orchestrator:
+        return Orchestrator()
+
+    @staticmethod
+    def eks(cluster_arn: str) -> Orchestrator:
+        return Orchestrator(eks_cluster_arn=cluster_arn)
+
+    @property
+    def is_slurm(self) -> bool:
+        return self.eks_cluster_arn is None
+
+
+@dataclass(frozen=True)
+class InstanceGroup:
+    """One HyperPod instance group.
+
+    :param name: Instance group name, e.g. ``worker-group-1``.
+    :param instance_type: HyperPod type with the ``ml.`` prefix, e.g. ``ml.p5.48xlarge``.
+    :param instance_count: Number of instances. Default: 1.
+    :param role: CONTROLLER, LOGIN or WORKER. Default: WORKER.
+    :param partition: Slurm partition of a WORKER group (required for workers under Slurm).
+    :param threads_per_core: 1 (hyper-threading off, usual for training) or 2. Default: 1.
+    :param extra_volume_gib: An extra EBS volume per instance, mounted by HyperPod at
+        ``/opt/sagemaker``. Default: none.
+    :param deep_health_checks: On-start deep health checks. Default: both for GPU / Trainium groups,
+        none for CPU groups (HyperPod offers them on accelerated instances only).
+    """
+
+    name: str
+    instance_type: str
+    instance_count: int = 1
+    role: NodeRole = NodeRole.WORKER
+    partition: str | None = None
+    threads_per_core: int = 1
+    extra_volume_gib: int | None = None
+    deep_health_checks: tuple[DeepHealthCheck, ...] | None = None
+
+
+@dataclass(frozen=True)
+class LustreMount:
+    """The shared FSx for Lustre file system every node mounts (from ``SharedLustre``)."""
+
+    dns_name: str
+    mount_name: str
+    mount_dir: str = "/fsx"
+
+
+@dataclass(frozen=True)
+class LifecycleOptions:
+    """Switches the lifecycle scripts read from ``provisioning_parameters.json``.
+
+    :param enable_enroot_pyxis: Enroot + Pyxis for ``srun --container-image``. Default: True.
+    :param enable_observability: Prometheus node exporter + DCGM exporter. Default: False.
+    """
+
+    enable_enroot_pyxis: bool = True
+    enable_observability: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@jsii.implements(ec2.IConnectable)
+class HyperPodCluster(Construct):
+    """A SageMaker HyperPod cluster whose nodes run our lifecycle scripts from a secure bucket.
+
+    Example::
+
+        cluster = HyperPodCluster(self, "HyperPod", cluster_name="ml-cluster", vpc=network.vpc,
+            subnet=network.placement_subnet(),
+            instance_groups=[
+                InstanceGroup(name="controller-machine", instance_type="ml.c5.xlarge", role=NodeRole.CONTROLLER),
+                InstanceGroup(name="worker-group-1", instance_type="ml.p5.48xlarge", instance_count=2,
+                              partition="gpu"),
+            ],
+            lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name))
+
+    Attributes: ``cluster`` (the L1), ``cluster_name``, ``cluster_arn``, ``role``, ``bucket``,
+    ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters``, ``security_group``,
+    ``connections``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_name: str,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        instance_groups: Sequence[InstanceGroup],
+        lustre: LustreMount | None = None,
+        additional_security_groups: Sequence[ec2.ISecurityGroup] = (),
+        orchestrator: Orchestrator | None = None,
+        node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC,
+        bucket: s3.IBucket | None = None,
+        role: iam.IRole | None = None,
+        lifecycle: LifecycleOptions | None = None,
+        lifecycle_scripts_dir: str | Path | None = None,
+    ) -> None:
+        """Create the cluster, its execution role, bucket and lifecycle upload.
+
+        :param cluster_name: 1-63 letters, digits and hyphens. Replacing it replaces the cluster.
+        :param vpc: The VPC of the cluster.
+        :param subnet: The one private subnet of all nodes (a placement subnet: EFA and FSx share its AZ).
+        :param instance_groups: The groups; under Slurm exactly one CONTROLLER group and workers with
+            partitions.
+        :param lustre: The FSx for Lustre file system to mount. Default: no shared file system.
+        :param additional_security_groups: Added to the cluster's own group, e.g. the network's EFA group.
+            Default: none.
+        :param orchestrator: Default: Slurm, configured by the lifecycle scripts.
+        :param node_recovery: Default: AUTOMATIC (HyperPod replaces failed nodes).
+        :param bucket: Where lifecycle scripts go; its name must start with ``sagemaker-`` for HyperPod's
+            managed policy. Default: a new :class:`SecureBucket` named ``sagemaker-...``.
+        :param role: Execution role of the instances. Default: a least-privilege role made here.
+        :param lifecycle: Lifecycle-script switches. Default: Enroot/Pyxis on, exporters off.
+        :param lifecycle_scripts_dir: Folder uploaded as the lifecycle scripts. Default: the scripts
+            shipped in this package.
+        """
+        super().__init__(scope, id)
+        self._orchestrator = orchestrator or Orchestrator.slurm()
+        self._check_cluster_name(cluster_name)
+        self._check_groups(instance_groups)
+        self.cluster_name = cluster_name
+        self.instance_groups = tuple(instance_groups)
+        self.lifecycle_prefix = f"lifecycle/{cluster_name}/"
+
+        self.security_group = self._create_security_group(vpc)
+        self._connections = ec2.Connections(
+            security_groups=[self.security_group, *additional_security_groups]
+        )
+        self.bucket = bucket or SecureBucket(self, "LifecycleBucket", name_prefix="sagemaker-").bucket
+        self.source_s3_uri = f"s3://{self.bucket.bucket_name}/{self.lifecycle_prefix}"
+        self.provisioning_parameters = self._provisioning_parameters(lustre, lifecycle or LifecycleOptions())
+        self.deployment = self._upload_lifecycle_scripts(lifecycle_scripts_dir)
+        self.role = role or self._create_execution_role(subnet)
+        self.cluster = self._create_cluster(subnet, node_recovery)
+        self.cluster_arn: str = self.cluster.attr_cluster_arn
+        self.cluster_id: str = cdk.Fn.select(1, cdk.Fn.split("cluster/", self.cluster.attr_cluster_arn))
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The cluster's security groups (its own, plus any additional ones)."""
+        return self._connections
+
+    @property
+    def controller_group(self) -> InstanceGroup | None:
+        return next((g for g in self.instance_groups if g.role is NodeRole.CONTROLLER), None)
+
+    # ----------------------------------------------------------------------------------------------
+    # validation, one rule per method
+
+    def _check_cluster_name(self, name: str) -> None:
+        if is_unresolved(name):
+            return
+        if not _CLUSTER_NAME.fullmatch(name):
+            raise fail(
+                self.node.path,
+                "cluster_name",
+                f"must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit, got '{name}'",
+            )
+
+    def _check_groups(self, groups: Sequence[InstanceGroup]) -> None:
+        if not groups:
+            raise fail(self.node.path, "instance_groups", "must hold at least one group, got none")
+        self._check_group_names(groups)
+        for index, group in enumerate(groups):
+            self._check_group(f"instance_groups[{index}]", group)
+        if self._orchestrator.is_slurm:
+            self._check_slurm_roles(groups)
+
+    def _check_group_names(self, groups: Sequence[InstanceGroup]) -> None:
+        seen: set[str] = set()
+        for index, group in enumerate(groups):
+            if not _GROUP_NAME.fullmatch(group.name):
+                raise fail(
+                    self.node.path,
+                    f"instance_groups[{index}].name",
+                    f"must be 1-63 letters, digits and hyphens, got '{group.name}'",
+                )
+            if group.name in seen:
+                raise fail(self.node.path, f"instance_groups[{index}].name", f"'{group.name}' is used twice")
+            seen.add(group.name)
+
+    def _check_group(self, where: str, group: InstanceGroup) -> None:
+        lookup_hyperpod(group.instance_type, field=f"{self.node.path}: {where}.instance_type")
+        if group.instance_count < 1:
+            raise fail(
+                self.node.path, f"{where}.instance_count", f"must be 1 or more, got {group.instance_count}"
+            )
+        if group.threads_per_core not in (1, 2):
+            raise fail(
+                self.node.path, f"{where}.threads_per_core", f"must be 1 or 2, got {group.threads_per_core}"
+            )
+        if group.extra_volume_gib is not None and not 1 <= group.extra_volume_gib <= _MAX_EBS_GIB:
+            raise fail(
+                self.node.path,
+                f"{where}.extra_volume_gib",
+                f"must be between 1 and {_MAX_EBS_GIB}, got {group.extra_volume_gib}",
+            )
+        if group.deep_health_checks and not _is_accelerated(group.instance_type):
+            raise fail(
+                self.node.path,
+                f"{where}.deep_health_checks",
+                f"run on GPU and Trainium instances only, got {group.instance_type}",
+            )
+
+    def _check_slurm_roles(self, groups: Sequence[InstanceGroup]) -> None:
+        controllers = [g.name for g in groups if g.role is NodeRole.CONTROLLER]
+        if len(controllers) != 1:
+            found = ", ".join(controllers) if controllers else "none"
+            raise fail(
+                self.node.path,
+                "instance_groups",
+                f"need exactly one CONTROLLER group under Slurm, got {len(controllers)} ({found})",
+            )
+        logins = [g.name for g in groups if g.role is NodeRole.LOGIN]
+        if len(logins) > 1:
+            raise fail(
+                self.node.path,
+                "instance_groups",
+                f"allow at most one LOGIN group, got {len(logins)} ({', '.join(logins)})",
+            )
+        for index, group in enumerate(groups):
+            self._check_slurm_group(f"instance_groups[{index}]", group)
+        if not any(g.role is NodeRole.WORKER for g in groups):
+            raise fail(
+                self.node.path, "instance_groups", "need at least one WORKER group to run jobs, got none"
+            )
+
+    def _check_slurm_group(self, where: str, group: InstanceGroup) -> None:
+        if group.role is NodeRole.CONTROLLER and group.instance_count != 1:
+            raise fail(
+                self.node.path,
+                f"{where}.instance_count",
+                f"of the CONTROLLER group must be 1, got {group.instance_count}",
+            )
+        if group.role is NodeRole.WORKER and not group.partition:
+            raise fail(self.node.path, f"{where}.partition", f"is required for WORKER group '{group.name}'")
+        if group.role is not NodeRole.WORKER and group.partition:
+            raise fail(
+                self.node.path,
+                f"{where}.partition",
+                f"applies to WORKER groups only, got '{group.partition}' on {group.role.name} group '{group.name}'",
+            )
+        if group.partition and not _PARTITION_NAME.fullmatch(group.partition):
+            raise fail(
+                self.node.path,
+                f"{where}.partition",
+                f"must be letters, digits, '-' or '_' starting with a letter or digit, got '{group.partition}'",
+            )
+
+    # ----------------------------------------------------------------------------------------------
+    # building
+
+    def _create_security_group(self, vpc: ec2.IVpc) -> ec2.SecurityGroup:
+        group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"HyperPod cluster {self.cluster_name}: all traffic between nodes, egress for AWS APIs",
+            allow_all_outbound=True,
+        )
+        # HyperPod requires nodes to reach each other on all ports (Slurm, NCCL, EFA).
+        group.add_ingress_rule(group, ec2.Port.all_traffic(), "All traffic between cluster nodes")
+        return group
+
+    def _provisioning_parameters(
+        self, lustre: LustreMount | None, options: LifecycleOptions
+    ) -> dict[str, Any]:
+        params: dict[str, Any] = {
+            "version": "1.0.0",
+            "workload_manager": "slurm" if self._orchestrator.is_slurm else "eks",
+            "enable_enroot_pyxis": options.enable_enroot_pyxis,
+            "enable_observability": options.enable_observability,
+        }
+        if self._orchestrator.is_slurm:
+            controller = self.controller_group
+            assert controller is not None
+            params["controller_group"] = controller.name
+            login = next((g for g in self.instance_groups if g.role is NodeRole.LOGIN), None)
+            if login is not None:
+                params["login_group"] = login.name
+            params["worker_groups"] = [
+                {"instance_group_name": g.name, "partition_name": g.partition}
+                for g in self.instance_groups
+                if g.role is NodeRole.WORKER
+            ]
+        if lustre is not None:
+            params["fsx_dns_name"] = lustre.dns_name
+            params["fsx_mountname"] = lustre.mount_name
+            params["fsx_mount_dir"] = lustre.mount_dir
+        params.update(options.extra)
+        return params
+
+    def _upload_lifecycle_scripts(self, scripts_dir: str | Path | None) -> s3deploy.BucketDeployment:
+        folder = Path(scripts_dir) if scripts_dir else lifecycle_scripts_path()
+        deployment = s3deploy.BucketDeployment(
+            self,
+            "LifecycleScripts",
+            destination_bucket=self.bucket,
+            destination_key_prefix=self.lifecycle_prefix,
+            sources=[
+                s3deploy.Source.asset(str(folder), exclude=["__pycache__", "*.pyc", "README.md"]),
+                s3deploy.Source.json_data(PROVISIONING_PARAMETERS_FILE, self.provisioning_parameters),
+            ],
+            prune=True,
+            retain_on_delete=True,
+            memory_limit=256,
+        )
+        _acknowledge_bucket_deployment(deployment, self.bucket)
+        return deployment
+
+    def _create_execution_role(self, subnet: ec2.ISubnet) -> iam.Role:
+        stack = cdk.Stack.of(self)
+        role = iam.Role(
+            self,
+            "ExecutionRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description=f"Execution role of the instances of HyperPod cluster {self.cluster_name}",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")
+            ],
+        )
+        acknowledge(
+            role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
+            "AWS's own policy for HyperPod cluster instances (CloudWatch logs and metrics of the cluster, "
+            "lifecycle-script download); AWS keeps it in step with the service, which a copy would not be.",
+        )
+        # The lifecycle prefix only: read, not write. Explicit, rather than relying on the managed policy's
+        # 'sagemaker-*' bucket-name rule, so a user-supplied bucket works too.
+        self.bucket.grant_read(role, f"{self.lifecycle_prefix}*")
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="DescribeForVpcConfig",
+                actions=[
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeVpcs",
+                    "ec2:DescribeDhcpOptions",
+                    "ec2:DescribeSubnets",
+                    "ec2:DescribeSecurityGroups",
+                    "fsx:DescribeFileSystems",
+                ],
+                resources=["*"],
+            )
+        )
+        eni_arn = stack.format_arn(service="ec2", resource="network-interface", resource_name="*")
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="ManageClusterEnis",
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:CreateNetworkInterfacePermission",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:DeleteNetworkInterfacePermission",
+                    "ec2:DetachNetworkInterface",
+                ],
+                resources=[
+                    eni_arn,
+                    stack.format_arn(service="ec2", resource="subnet", resource_name=subnet.subnet_id),
+                    *(
+                        stack.format_arn(
+                            service="ec2", resource="security-group", resource_name=sg.security_group_id
+                        )
+                        for sg in self._connections.security_groups
+                    ),
+                ],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="TagClusterEnis",
+                actions=["ec2:CreateTags"],
+                resources=[eni_arn],
+                conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
+            )
+        )
+        self._acknowledge_role_wildcards(role)
+        return role
+
+    def _acknowledge_role_wildcards(self, role: iam.Role) -> None:
+        policy = role.node.find_child("DefaultPolicy").node.default_child
+        assert policy is not None
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ec2:Describe* (VPCs, subnets, security groups, DHCP options, ENIs) and fsx:DescribeFileSystems do "
+            "not support resource-level permissions; read-only.",
+        )
+        acknowledge(
+            policy,
+            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{_nag_region(self)}:<AWS::AccountId>:"
+            "network-interface/*]",
+            "HyperPod creates one ENI per node in the cluster subnet; their ids are not known before they "
+            "exist. Scoped to this account and region, and to the cluster's subnet and security groups.",
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Action::s3:GetObject*]",
+            "grant_read's object read actions (GetObject, GetObjectVersion, ...), limited to the lifecycle prefix.",
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+            "grant_read's bucket metadata reads on the lifecycle bucket only.",
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Action::s3:List*]",
+            "Listing the lifecycle bucket, which HyperPod does to download the prefix.",
+        )
+        acknowledge(
+            policy,
+            f"AwsSolutions-IAM5[Resource::{_nag_bucket_arn(self.bucket)}/{self.lifecycle_prefix}*]",
+            "Read-only access to the objects of this cluster's lifecycle prefix, which HyperPod downloads.",
+        )
+
+    def _create_cluster(self, subnet: ec2.ISubnet, node_recovery: NodeRecovery) -> sagemaker.CfnCluster:
+        cluster = sagemaker.CfnCluster(
+            self,
+            "Resource",
+            cluster_name=self.cluster_name,
+            instance_groups=[self._instance_group_property(g) for g in self.instance_groups],
+            node_recovery=node_recovery.value,
+            vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
+                security_group_ids=[sg.security_group_id for sg in self._connections.security_groups],
+                subnets=[subnet.subnet_id],
+            ),
+            orchestrator=(
+                None
+                if self._orchestrator.is_slurm
+                else sagemaker.CfnCluster.OrchestratorProperty(
+                    eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(
+                        cluster_arn=self._orchestrator.eks_cluster_arn or ""
+                    )
+                )
+            ),
+        )
+        # Nodes download the scripts at creation and need the role's policies: wait for both (IAM is
+        # eventually consistent, and a missing script fails the whole cluster).
+        cluster.node.add_dependency(self.deployment)
+        cluster.node.add_dependency(self.role)
+        return cluster
+
+    def _instance_group_property(
+        self, group: InstanceGroup
+    ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
+        checks = group.deep_health_checks
+        if checks is None:
+            checks = tuple(DeepHealthCheck) if _is_accelerated(group.instance_type) else ()
+        return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
+            instance_group_name=group.name,
+            instance_type=group.instance_type,
+            instance_count=group.instance_count,
+            execution_role=self.role.role_arn,
+            threads_per_core=group.threads_per_core,
+            life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
+                source_s3_uri=self.source_s3_uri, on_create=ON_CREATE_SCRIPT
+            ),
+            instance_storage_configs=(
+                [
+                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                        ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                            volume_size_in_gb=group.extra_volume_gib
+                        )
+                    )
+                ]
+                if group.extra_volume_gib
+                else None
+            ),
+            on_start_deep_health_checks=[c.value for c in checks] or None,
+        )
+
+
+def lifecycle_scripts_path() -> Path:
+    """The lifecycle scripts shipped inside the installed package."""
+    return Path(str(resources.files("training_clusters") / "lifecycle_scripts"))
+
+
+def ssm_target_hint(cluster_id: str, group: str) -> str:
+    """The SSM target of a HyperPod node: ``sagemaker-cluster:<cluster-id>_<group>-<instance-id>``."""
+    return f"sagemaker-cluster:{cluster_id}_{group}-<instance-id>"
+
+
+def _is_accelerated(instance_type: str) -> bool:
+    return lookup_hyperpod(instance_type).accelerators is not None
+
+
+def _nag_region(scope: Construct) -> str:
+    """The region as cdk-nag spells it inside a policy resource."""
+    region = cdk.Stack.of(scope).region
+    return "<AWS::Region>" if cdk.Token.is_unresolved(region) else region
+
+
+def _nag_bucket_arn(bucket: s3.IBucket) -> str:
+    """A bucket's ARN as cdk-nag spells it: ``<LogicalId.Arn>`` for one made in this stack."""
+    child = bucket.node.default_child
+    if isinstance(child, s3.CfnBucket):
+        return f"<{cdk.Stack.of(bucket).get_logical_id(child)}.Arn>"
+    return f"arn:<AWS::Partition>:s3:::{bucket.bucket_name}"
+
+
+def _nag_assets_bucket_arn(scope: Construct) -> str:
+    """The CDK bootstrap assets bucket's ARN as cdk-nag spells it (default synthesizer layout)."""
+    qualifier = scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or (
+        cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
+    )
+    return f"arn:<AWS::Partition>:s3:::cdk-{qualifier}-assets-<AWS::AccountId>-{_nag_region(scope)}"
+
+
+def _acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment, destination: s3.IBucket) -> None:
+    """CDK's BucketDeployment runs an AWS-written Lambda; acknowledge its findings where they arise."""
+    stack = cdk.Stack.of(deployment)
+    handler = next(
+        (c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")), None
+    )
+    if handler is None:
+        return
+    role = handler.node.try_find_child("ServiceRole")
+    if role is not None:
+        acknowledge(
+            role,
+            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+            "CDK's BucketDeployment handler logs to CloudWatch through AWS's basic execution policy.",
+        )
+        policy = role.node.try_find_child("DefaultPolicy")
+        if policy is not None and policy.node.default_child is not None:
+            wildcards = {
+                **_BUCKET_DEPLOYMENT_WILDCARDS,
+                f"AwsSolutions-IAM5[Resource::{_nag_assets_bucket_arn(deployment)}/*]": (
+                    "BucketDeployment copies the staged lifecycle-script asset out of the CDK assets bucket."
+                ),
+                f"AwsSolutions-IAM5[Resource::{_nag_bucket_arn(destination)}/*]": (
+                    "BucketDeployment writes (and prunes) the lifecycle scripts in the destination bucket."
+                ),
+            }
+            for rule, reason in wildcards.items():
+                acknowledge(policy.node.default_child, rule, reason)
+    acknowledge(
+        handler,
+        "AwsSolutions-L1",
+        "CDK's BucketDeployment handler; its runtime is chosen and updated by aws-cdk-lib, not by us.",
+    )
+
+
+_BUCKET_DEPLOYMENT_WILDCARDS = {
+    "AwsSolutions-IAM5[Action::s3:GetObject*]": "BucketDeployment reads the staged asset from the CDK assets bucket.",
+    "AwsSolutions-IAM5[Action::s3:GetBucket*]": "BucketDeployment reads bucket metadata of source and destination.",
+    "AwsSolutions-IAM5[Action::s3:List*]": "BucketDeployment lists the destination prefix to prune stale scripts.",
+    "AwsSolutions-IAM5[Action::s3:DeleteObject*]": "BucketDeployment prunes scripts removed from the package.",
+    "AwsSolutions-IAM5[Action::s3:Abort*]": "BucketDeployment aborts failed multipart uploads it started.",
+}
+
+
+def provisioning_parameters_json(params: dict[str, Any]) -> str:
+    """Provisioning parameters as the lifecycle scripts read them (for docs and tests)."""
+    return json.dumps(params, indent=2, sort_keys=True)

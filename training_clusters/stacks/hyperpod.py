@@ -1,0 +1,117 @@
+"""HyperPodEnvironment: network + FSx + a SageMaker HyperPod Slurm cluster that mounts it."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from training_clusters.config import (
+    EnvironmentConfig,
+    HyperPodConfig,
+    HyperPodInstanceGroupConfig,
+    NodeRecoveryChoice,
+)
+from training_clusters.constructs.hyperpod import (
+    DeepHealthCheck,
+    HyperPodCluster,
+    InstanceGroup,
+    LifecycleOptions,
+    LustreMount,
+    NodeRecovery,
+    NodeRole,
+    ssm_target_hint,
+)
+from training_clusters.stacks.base import TrainingEnvironmentStack
+
+
+class HyperPodEnvironment(TrainingEnvironmentStack):
+    """A HyperPod cluster in the placement subnet, in the EFA group, mounting the shared FSx."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+    ) -> None:
+        super().__init__(scope, id, config=config, environment_name=environment_name)
+        assert config.hyperpod is not None
+        spec = config.hyperpod
+        lustre = None
+        if self.shared_storage is not None and self.mount_dir is not None:
+            lustre = LustreMount(
+                dns_name=self.shared_storage.dns_name,
+                mount_name=self.shared_storage.mount_name,
+                mount_dir=self.mount_dir,
+            )
+        self.cluster = HyperPodCluster(
+            self,
+            "HyperPod",
+            cluster_name=spec.cluster_name,
+            vpc=self.network.vpc,
+            subnet=self.network.placement_subnet(),
+            instance_groups=[_instance_group(g) for g in spec.instance_groups],
+            lustre=lustre,
+            additional_security_groups=[self.network.efa_security_group],
+            node_recovery=(
+                NodeRecovery.AUTOMATIC
+                if spec.node_recovery is NodeRecoveryChoice.AUTOMATIC
+                else NodeRecovery.NONE
+            ),
+            lifecycle=LifecycleOptions(
+                enable_enroot_pyxis=spec.enable_enroot_pyxis, enable_observability=spec.enable_observability
+            ),
+        )
+        if self.shared_storage is not None:
+            self.shared_storage.allow_clients_from(self.cluster)
+        self._add_outputs(spec)
+
+    def _add_outputs(self, spec: HyperPodConfig) -> None:
+        controller = self.cluster.controller_group
+        assert controller is not None
+        cdk.CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn, description="HyperPod cluster ARN")
+        cdk.CfnOutput(
+            self,
+            "ControllerSsmCommand",
+            value=cdk.Fn.join(
+                "",
+                [
+                    "aws ssm start-session --region ",
+                    self.region,
+                    " --target ",
+                    ssm_target_hint(self.cluster.cluster_id, controller.name),
+                    "   # instance id: aws sagemaker list-cluster-nodes --region ",
+                    self.region,
+                    f" --cluster-name {spec.cluster_name} --instance-group-name-contains {controller.name}"
+                    " --query 'ClusterNodeSummaries[0].InstanceId' --output text",
+                ],
+            ),
+            description="Reach the Slurm controller through SSM (no SSH, no public IP)",
+        )
+        cdk.CfnOutput(
+            self,
+            "LifecycleLogGroup",
+            value=cdk.Fn.join(
+                "", ["/aws/sagemaker/Clusters/", spec.cluster_name, "/", self.cluster.cluster_id]
+            ),
+            description="CloudWatch log group of the lifecycle scripts (one stream per node)",
+        )
+        cdk.CfnOutput(
+            self,
+            "LifecycleScriptsUri",
+            value=self.cluster.source_s3_uri,
+            description="Where the lifecycle scripts and provisioning_parameters.json were uploaded",
+        )
+
+
+def _instance_group(spec: HyperPodInstanceGroupConfig) -> InstanceGroup:
+    return InstanceGroup(
+        name=spec.name,
+        instance_type=spec.instance_type,
+        instance_count=spec.count,
+        role=NodeRole(spec.role.value),
+        partition=spec.partition,
+        threads_per_core=spec.threads_per_core,
+        extra_volume_gib=spec.extra_volume_gib,
+        deep_health_checks=(
+            tuple(DeepHealthCheck(c.value) for c in spec.deep_health_checks)
+            if spec.deep_health_checks is not None
+            else None
+        ),
+    )
