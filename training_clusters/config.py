@@ -9,18 +9,29 @@ naming the file, the field path, the value received and what is allowed::
 from __future__ import annotations
 
 import re
-from enum import Enum, StrEnum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from training_clusters import pcluster_rules
+from training_clusters.catalog import CATALOG
+from training_clusters.constructs.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
+from training_clusters.constructs.eks_sharing import (
+    MigStrategy,
+    Mps,
+    TimeSlicing,
+    efa_problem,
+    gpu_sharing_problem,
+    mig_problem,
+)
 from training_clusters.errors import ConfigurationError
 from training_clusters.rules import (
     LUSTRE_FIRST_STEP_GIB,
-    lustre_capacity_problem,
     log_retention_problem,
+    lustre_capacity_problem,
     lustre_throughput_problem,
     nat_gateways_problem,
 )
@@ -36,17 +47,17 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, str_strip_whitespace=True)
 
 
-class LustreDeployment(str, Enum):
+class LustreDeployment(StrEnum):
     SCRATCH_2 = "SCRATCH_2"
     PERSISTENT_2 = "PERSISTENT_2"
 
 
-class RemovalPolicyChoice(str, Enum):
+class RemovalPolicyChoice(StrEnum):
     RETAIN = "retain"
     DESTROY = "destroy"
 
 
-class PlacementStrategyChoice(str, Enum):
+class PlacementStrategyChoice(StrEnum):
     CLUSTER = "cluster"
     PARTITION = "partition"
     SPREAD = "spread"
@@ -182,6 +193,408 @@ class HyperPodConfig(_Model):
     enable_observability: bool = False
 
 
+# --- ParallelCluster section ---
+
+
+class PclusterQueueUpdateStrategy(StrEnum):
+    DRAIN = "DRAIN"
+    COMPUTE_FLEET_STOP = "COMPUTE_FLEET_STOP"
+    TERMINATE = "TERMINATE"
+
+
+class PclusterCapacityType(StrEnum):
+    ONDEMAND = "ONDEMAND"
+    SPOT = "SPOT"
+
+
+class PclusterPlacementChoice(StrEnum):
+    SHARED = "shared"
+    MANAGED = "managed"
+    NONE = "none"
+
+
+class PclusterDeletionPolicy(StrEnum):
+    RETAIN = "retain"
+    DELETE = "delete"
+
+
+def _raise_if(problem: str | None, field: str = "") -> None:
+    if problem:
+        raise ValueError(f"{field} {problem}" if field else problem)
+
+
+class PclusterComputeResourceConfig(_Model):
+    """``parallelcluster.queues[].compute_resources[]``: one instance type of a Slurm queue."""
+
+    name: str
+    instance_type: str
+    min_count: int = 0
+    max_count: int = 10
+    efa: bool | None = Field(default=None, description="Default: enabled where the instance type has EFA.")
+    gdr_support: bool | None = Field(
+        default=None, description="GPUDirect RDMA. Default: enabled where EFA is and the type has it."
+    )
+    disable_simultaneous_multithreading: bool = False
+
+    @field_validator("name")
+    @classmethod
+    def _name_pattern(cls, value: str) -> str:
+        _raise_if(pcluster_rules.slurm_name_problem(value))
+        return value
+
+    @field_validator("instance_type")
+    @classmethod
+    def _catalogued(cls, value: str) -> str:
+        _raise_if(pcluster_rules.instance_type_problem(value))
+        return value
+
+    @model_validator(mode="after")
+    def _counts(self) -> PclusterComputeResourceConfig:
+        _raise_if(pcluster_rules.max_count_problem(self.max_count), "max_count")
+        _raise_if(pcluster_rules.min_count_problem(self.min_count, self.max_count), "min_count")
+        return self
+
+    @model_validator(mode="after")
+    def _efa_capable(self) -> PclusterComputeResourceConfig:
+        if self.efa:
+            _raise_if(pcluster_rules.efa_problem(CATALOG[self.instance_type]), "efa")
+        return self
+
+    @model_validator(mode="after")
+    def _gdr_supported(self) -> PclusterComputeResourceConfig:
+        if self.gdr_support:
+            _raise_if(pcluster_rules.gdr_problem(CATALOG[self.instance_type], self.efa_enabled), "gdr_support")
+        return self
+
+    @property
+    def efa_enabled(self) -> bool:
+        """``efa``, or whether the instance type has EFA when it is omitted."""
+        return self.efa if self.efa is not None else CATALOG[self.instance_type].efa_supported
+
+
+class PclusterQueueConfig(_Model):
+    """``parallelcluster.queues[]``: one Slurm queue (partition)."""
+
+    name: str
+    compute_resources: list[PclusterComputeResourceConfig]
+    capacity_type: PclusterCapacityType = PclusterCapacityType.ONDEMAND
+    placement: PclusterPlacementChoice | None = Field(
+        default=None,
+        description="shared (the environment's placement group), managed (made by ParallelCluster) or none. "
+        "Default: shared when a compute resource uses EFA, else none.",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_pattern(cls, value: str) -> str:
+        _raise_if(pcluster_rules.slurm_name_problem(value))
+        return value
+
+    @field_validator("compute_resources")
+    @classmethod
+    def _compute_resources(cls, value: list[PclusterComputeResourceConfig]) -> list[PclusterComputeResourceConfig]:
+        _raise_if(pcluster_rules.count_problem(len(value), pcluster_rules.MAX_COMPUTE_RESOURCES_PER_QUEUE))
+        _raise_if(pcluster_rules.duplicates_problem(r.name for r in value), "names")
+        return value
+
+    @model_validator(mode="after")
+    def _efa_needs_placement(self) -> PclusterQueueConfig:
+        efa = [r.name for r in self.compute_resources if r.efa_enabled]
+        if efa and self.placement is PclusterPlacementChoice.NONE:
+            raise ValueError(
+                f"placement is none, but compute resource '{efa[0]}' uses EFA, which needs a placement group; "
+                "use shared or managed"
+            )
+        return self
+
+
+class PclusterHeadNodeConfig(_Model):
+    """``parallelcluster.head_node``: the Slurm controller and login node."""
+
+    instance_type: str = "t3.medium"
+    key_name: str | None = Field(default=None, description="EC2 key pair. Default: none (use SSM).")
+    ssh_allowed_ips: str | None = Field(
+        default=None, description="CIDR or prefix list allowed to SSH (needs key_name). Default: the VPC CIDR."
+    )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _catalogued(cls, value: str) -> str:
+        _raise_if(pcluster_rules.instance_type_problem(value))
+        return value
+
+    @model_validator(mode="after")
+    def _ssh(self) -> PclusterHeadNodeConfig:
+        if self.ssh_allowed_ips is None:
+            return self
+        if self.key_name is None:
+            raise ValueError("ssh_allowed_ips applies only with key_name (without a key pair, use SSM)")
+        _raise_if(pcluster_rules.ssh_allowed_ips_problem(self.ssh_allowed_ips), "ssh_allowed_ips")
+        return self
+
+
+class PclusterSlurmConfig(_Model):
+    """``parallelcluster.slurm``: cluster-wide Slurm settings."""
+
+    queue_update_strategy: PclusterQueueUpdateStrategy = PclusterQueueUpdateStrategy.DRAIN
+    scaledown_idletime_minutes: int = 10
+
+    @field_validator("scaledown_idletime_minutes")
+    @classmethod
+    def _idletime(cls, value: int) -> int:
+        _raise_if(pcluster_rules.scaledown_idletime_problem(value))
+        return value
+
+
+class PclusterCustomActionConfig(_Model):
+    """``parallelcluster.on_node_configured``: a script in S3 every node runs once configured."""
+
+    script: str = Field(description="s3://bucket/key of the script")
+    args: list[str] = Field(default_factory=list)
+
+    @field_validator("script")
+    @classmethod
+    def _s3_uri(cls, value: str) -> str:
+        if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+", value):
+            raise ValueError(f"must be an s3://bucket/key URI, got '{value}'")
+        return value
+
+
+class ParallelClusterConfig(_Model):
+    """``parallelcluster``: an AWS ParallelCluster Slurm cluster on the environment's network and FSx."""
+
+    cluster_name: str | None = Field(default=None, description="Default: the environment's name.")
+    os: str = "alinux2023"
+    head_node: PclusterHeadNodeConfig = PclusterHeadNodeConfig()
+    queues: list[PclusterQueueConfig]
+    slurm: PclusterSlurmConfig = PclusterSlurmConfig()
+    on_node_configured: PclusterCustomActionConfig | None = None
+    log_retention_days: int = 180
+    deletion_policy: PclusterDeletionPolicy = PclusterDeletionPolicy.RETAIN
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _cluster_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(pcluster_rules.cluster_name_problem(value))
+        return value
+
+    @field_validator("os")
+    @classmethod
+    def _supported_os(cls, value: str) -> str:
+        _raise_if(pcluster_rules.os_problem(value))
+        return value
+
+    @field_validator("log_retention_days")
+    @classmethod
+    def _retention(cls, value: int) -> int:
+        _raise_if(pcluster_rules.log_retention_problem(value))
+        return value
+
+    @field_validator("queues")
+    @classmethod
+    def _queues(cls, value: list[PclusterQueueConfig]) -> list[PclusterQueueConfig]:
+        _raise_if(pcluster_rules.count_problem(len(value), pcluster_rules.MAX_QUEUES))
+        _raise_if(pcluster_rules.duplicates_problem(q.name for q in value), "names")
+        total = sum(len(q.compute_resources) for q in value)
+        if total > pcluster_rules.MAX_COMPUTE_RESOURCES_PER_CLUSTER:
+            raise ValueError(
+                f"hold {total} compute resources in all; ParallelCluster allows at most "
+                f"{pcluster_rules.MAX_COMPUTE_RESOURCES_PER_CLUSTER} per cluster"
+            )
+        return value
+
+
+# --- EKS section ---
+
+
+class EksCapacityChoice(StrEnum):
+    ON_DEMAND = "on_demand"
+    SPOT = "spot"
+    CAPACITY_BLOCK = "capacity_block"
+
+
+class EksEfaInterfaceChoice(StrEnum):
+    EFA = "efa"
+    EFA_ONLY = "efa-only"
+
+
+class EksAccessModeChoice(StrEnum):
+    API = "API"
+    API_AND_CONFIG_MAP = "API_AND_CONFIG_MAP"
+
+
+class EksMigStrategyChoice(StrEnum):
+    NONE = "none"
+    SINGLE = "single"
+    MIXED = "mixed"
+
+
+def _catalogued(value: str) -> str:
+    if value not in CATALOG:
+        raise ValueError(f"'{value}' is not in the catalogue; known types: {', '.join(CATALOG)}")
+    return value
+
+
+class EksSystemNodegroupConfig(_Model):
+    """``eks.system_nodegroup``: nodes for CoreDNS, controllers and add-ons."""
+
+    instance_type: str = "t3.large"
+    size: Annotated[int, Field(ge=1)] = 2
+
+    _instance_type = field_validator("instance_type")(_catalogued)
+
+
+class EksEfaNodegroupConfig(_Model):
+    """``eks.efa_nodegroups[]``: EFA instances in the placement group."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
+    instance_type: str
+    size: Annotated[int, Field(ge=1)]
+    efa_interfaces: int | None = Field(default=None, description="Default: the instance's maximum.")
+    efa_interface_type: EksEfaInterfaceChoice = EksEfaInterfaceChoice.EFA
+    capacity_type: EksCapacityChoice = EksCapacityChoice.ON_DEMAND
+    capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
+    labels: dict[str, str] = Field(default_factory=dict)
+
+    _instance_type = field_validator("instance_type")(_catalogued)
+
+    @model_validator(mode="after")
+    def _has_efa(self) -> EksEfaNodegroupConfig:
+        problem = efa_problem(CATALOG[self.instance_type])
+        if problem:
+            raise ValueError(f"instance_type {problem}")
+        return self
+
+    @model_validator(mode="after")
+    def _capacity_block_needs_reservation(self) -> EksEfaNodegroupConfig:
+        if self.capacity_type is EksCapacityChoice.CAPACITY_BLOCK and self.capacity_reservation_id is None:
+            raise ValueError("capacity_reservation_id is required with capacity_block")
+        return self
+
+
+class EksGpuNodegroupConfig(_Model):
+    """``eks.gpu_nodegroups[]``: GPU instances without EFA (sharing, inference, notebooks)."""
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
+    instance_type: str
+    size: Annotated[int, Field(ge=1)]
+    labels: dict[str, str] = Field(default_factory=dict)
+    gpu_taint: bool = True
+
+    _instance_type = field_validator("instance_type")(_catalogued)
+
+
+class EksTimeSlicingConfig(_Model):
+    """``eks.addons.nvidia_device_plugin.time_slicing``."""
+
+    replicas: int
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = True
+
+
+class EksMpsConfig(_Model):
+    """``eks.addons.nvidia_device_plugin.mps``."""
+
+    replicas: int
+
+
+class EksDevicePluginConfig(_Model):
+    """``eks.addons.nvidia_device_plugin``: GPU sharing is time_slicing, mps or a MIG strategy, one at most."""
+
+    enabled: bool = True
+    time_slicing: EksTimeSlicingConfig | None = None
+    mps: EksMpsConfig | None = None
+    mig_strategy: EksMigStrategyChoice = EksMigStrategyChoice.NONE
+
+    @model_validator(mode="after")
+    def _one_way_of_sharing(self) -> EksDevicePluginConfig:
+        problem = gpu_sharing_problem(
+            self.sharing_time_slicing, self.sharing_mps, MigStrategy(self.mig_strategy.value)
+        )
+        if problem:
+            raise ValueError(f"{problem[0]} {problem[1]}")
+        return self
+
+    @property
+    def sharing_time_slicing(self) -> TimeSlicing | None:
+        """``time_slicing`` as the construct's option."""
+        ts = self.time_slicing
+        if ts is None:
+            return None
+        return TimeSlicing(ts.replicas, ts.rename_by_default, ts.fail_requests_greater_than_one)
+
+    @property
+    def sharing_mps(self) -> Mps | None:
+        """``mps`` as the construct's option."""
+        return None if self.mps is None else Mps(self.mps.replicas)
+
+
+class EksMonitoringConfig(_Model):
+    """``eks.addons.gpu_monitoring``: GPU Operator with DCGM exporter, optional Prometheus and Grafana."""
+
+    prometheus: bool = True
+    grafana: bool = True
+
+
+class EksAddonsConfig(_Model):
+    """``eks.addons``."""
+
+    nvidia_device_plugin: EksDevicePluginConfig = EksDevicePluginConfig()
+    efa_device_plugin: bool = Field(default=True, description="Installed when there are EFA nodegroups.")
+    fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
+    gpu_monitoring: EksMonitoringConfig | None = None
+
+
+class EksNcclTestConfig(_Model):
+    """``eks.nccl_test``: the MPIJob written for each EFA nodegroup."""
+
+    enabled: bool = True
+    image: str = DEFAULT_NCCL_TESTS_IMAGE
+
+
+class EksConfig(_Model):
+    """``eks``: an EKS cluster with EFA and GPU nodegroups and GPU add-ons."""
+
+    cluster_name: str | None = Field(default=None, pattern=r"^[a-zA-Z][a-zA-Z0-9_-]{0,99}$")
+    admin_role_arn: str | None = Field(default=None, description="Role made cluster admin (access entry).")
+    admin_role_name: str | None = Field(
+        default=None, pattern=r"^[\w+=,.@-]{1,64}$", description="Same, a role of the deploying account."
+    )
+    public_access_cidrs: list[str] | None = Field(
+        default=None, description="Open the API endpoint to these ranges only. Default: private endpoint."
+    )
+    access_mode: EksAccessModeChoice = EksAccessModeChoice.API
+    system_nodegroup: EksSystemNodegroupConfig = EksSystemNodegroupConfig()
+    efa_nodegroups: list[EksEfaNodegroupConfig] = Field(default_factory=list)
+    gpu_nodegroups: list[EksGpuNodegroupConfig] = Field(default_factory=list)
+    addons: EksAddonsConfig = EksAddonsConfig()
+    nccl_test: EksNcclTestConfig = EksNcclTestConfig()
+
+    @model_validator(mode="after")
+    def _one_admin_role(self) -> EksConfig:
+        if self.admin_role_arn is not None and self.admin_role_name is not None:
+            raise ValueError("admin_role_arn and admin_role_name name the same thing; give one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _unique_nodegroup_names(self) -> EksConfig:
+        names = [g.name for g in self.efa_nodegroups] + [g.name for g in self.gpu_nodegroups]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"nodegroup names must be unique, got {', '.join(repeated)} more than once")
+        return self
+
+    @model_validator(mode="after")
+    def _mig_on_mig_capable_gpus(self) -> EksConfig:
+        strategy = MigStrategy(self.addons.nvidia_device_plugin.mig_strategy.value)
+        for group in [*self.efa_nodegroups, *self.gpu_nodegroups]:
+            problem = mig_problem(CATALOG[group.instance_type], strategy)
+            if problem:
+                raise ValueError(f"addons.nvidia_device_plugin.mig_strategy {problem}")
+        return self
+
+
 class EnvironmentConfig(_Model):
     """A whole environment file."""
 
@@ -195,6 +608,8 @@ class EnvironmentConfig(_Model):
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     hyperpod: HyperPodConfig | None = None
+    parallelcluster: ParallelClusterConfig | None = None
+    eks: EksConfig | None = None
 
     @field_validator("region")
     @classmethod

@@ -460,7 +460,7 @@ class HyperPodCluster(Construct):
         )
         acknowledge(
             policy,
-            f"AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:ec2:{_nag_region(self)}:<AWS::AccountId>:"
+            f"AwsSolutions-IAM5[Resource::arn:{_nag_partition(self)}:ec2:{_nag_region(self)}:<AWS::AccountId>:"
             "network-interface/*]",
             "HyperPod creates one ENI per node in the cluster subnet; their ids are not known before they "
             "exist. Scoped to this account and region, and to the cluster's subnet and security groups.",
@@ -563,6 +563,12 @@ def _nag_region(scope: Construct) -> str:
     return "<AWS::Region>" if cdk.Token.is_unresolved(region) else region
 
 
+def _nag_partition(scope: Construct) -> str:
+    """The partition as cdk-nag spells it (a literal when the stack's region pins it)."""
+    partition = cdk.Stack.of(scope).partition
+    return "<AWS::Partition>" if cdk.Token.is_unresolved(partition) else partition
+
+
 def _nag_bucket_arn(bucket: s3.IBucket) -> str:
     """A bucket's ARN as cdk-nag spells it: ``<LogicalId.Arn>`` for one made in this stack."""
     child = bucket.node.default_child
@@ -576,7 +582,7 @@ def _nag_assets_bucket_arn(scope: Construct) -> str:
     qualifier = scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or (
         cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
     )
-    return f"arn:<AWS::Partition>:s3:::cdk-{qualifier}-assets-<AWS::AccountId>-{_nag_region(scope)}"
+    return f"arn:{_nag_partition(scope)}:s3:::cdk-{qualifier}-assets-<AWS::AccountId>-{_nag_region(scope)}"
 
 
 def _acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment, destination: s3.IBucket) -> None:
