@@ -50,7 +50,7 @@ test: bootstrap lint
 	$(BIN)/python -m pytest
 
 benchmark: bootstrap
-	$(BIN)/python benchmarks/synth.py
+	$(BIN)/python benchmarks/synth.py --suite
 
 clean:
 	rm -rf cdk.out cdk.out.log .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info

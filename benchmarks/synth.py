@@ -1,0 +1,111 @@
+"""Synth-time and test-suite benchmark: ``make benchmark`` (or ``.venv/bin/python benchmarks/synth.py``).
+
+In one process (jsii starts once, as in the test suite) it times:
+  * a bare stack holding one ``ec2.Vpc`` (the floor any CDK app pays), and
+  * each environment in environments/ (our constructs + cdk-nag AwsSolutions),
+each synthesized ``--repeat`` times in a fresh App, and prints the median of each and the ratio
+environment / bare VPC (goal: <= 2.0 for the mean environment). ``--suite`` also times the whole
+test suite in its own process (goal: < 60 s) with and without the tests marked ``slow``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+import aws_cdk as cdk  # noqa: E402
+from aws_cdk import aws_ec2 as ec2  # noqa: E402
+
+from training_clusters.compliance import add_compliance_checks, synth_with_checks  # noqa: E402
+from training_clusters.environments import add_environment, environment_files  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def bare_vpc() -> None:
+    app = cdk.App(outdir=tempfile.mkdtemp())
+    stack = cdk.Stack(app, "Bare", env=cdk.Environment(region="us-east-1"))
+    ec2.Vpc(stack, "Vpc", max_azs=2)
+    app.synth()
+
+
+def environment(path: Path, *, gated: bool) -> Callable[[], None]:
+    def run() -> None:
+        app = cdk.App(outdir=tempfile.mkdtemp())
+        add_environment(app, path)
+        if gated:
+            add_compliance_checks(app)
+            assembly, findings = synth_with_checks(app)
+            assert assembly is not None, findings
+        else:
+            app.synth()
+
+    return run
+
+
+def median_seconds(action: Callable[[], None], repeat: int) -> float:
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def time_suite(extra: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *extra],
+        cwd=ROOT,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--suite", action="store_true", help="also time the test suite")
+    args = parser.parse_args()
+
+    os.chdir(ROOT)
+    start = time.perf_counter()
+    bare_vpc()  # jsii start-up, paid once per process
+    print(f"jsii start-up + first synth: {time.perf_counter() - start:.2f} s")
+    bare = median_seconds(bare_vpc, args.repeat)
+    print(f"bare one-VPC stack: {bare:.3f} s (median of {args.repeat})\n")
+    print(f"{'environment':28} {'synth s':>8} {'ratio':>6} {'+nag s':>8} {'ratio':>6}")
+    ratios = []
+    for path in environment_files(ROOT / "environments"):
+        plain = median_seconds(environment(path, gated=False), args.repeat)
+        gated = median_seconds(environment(path, gated=True), args.repeat)
+        ratios.append(plain / bare)
+        print(f"{path.stem:28} {plain:8.3f} {plain / bare:6.2f} {gated:8.3f} {gated / bare:6.2f}")
+    mean_ratio = statistics.mean(ratios)
+    print(
+        f"\nmean environment / bare VPC ratio: {mean_ratio:.2f} (goal <= 2.0: {'met' if mean_ratio <= 2 else 'NOT met'})"
+    )
+    if args.suite:
+        fast = time_suite(["-m", "not slow"])
+        full = time_suite([])
+        print(
+            f"test suite without slow tests: {fast:.1f} s (goal < 60 s: {'met' if fast < 60 else 'NOT met'})"
+        )
+        print(f"test suite with slow tests (wheel build + clean venv install): {full:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
