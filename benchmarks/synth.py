@@ -22,11 +22,11 @@ from pathlib import Path
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
-import aws_cdk as cdk  # noqa: E402
-from aws_cdk import aws_ec2 as ec2  # noqa: E402
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
 
-from training_clusters.compliance import add_compliance_checks, synth_with_checks  # noqa: E402
-from training_clusters.environments import add_environment, environment_files  # noqa: E402
+from training_clusters.compliance import add_compliance_checks, synth_with_checks
+from training_clusters.environments import add_environment, environment_files
 
 ROOT = Path(__file__).resolve().parent.parent
 

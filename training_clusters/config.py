@@ -263,7 +263,9 @@ class PclusterComputeResourceConfig(_Model):
     @model_validator(mode="after")
     def _gdr_supported(self) -> PclusterComputeResourceConfig:
         if self.gdr_support:
-            _raise_if(pcluster_rules.gdr_problem(CATALOG[self.instance_type], self.efa_enabled), "gdr_support")
+            _raise_if(
+                pcluster_rules.gdr_problem(CATALOG[self.instance_type], self.efa_enabled), "gdr_support"
+            )
         return self
 
     @property
@@ -292,7 +294,9 @@ class PclusterQueueConfig(_Model):
 
     @field_validator("compute_resources")
     @classmethod
-    def _compute_resources(cls, value: list[PclusterComputeResourceConfig]) -> list[PclusterComputeResourceConfig]:
+    def _compute_resources(
+        cls, value: list[PclusterComputeResourceConfig]
+    ) -> list[PclusterComputeResourceConfig]:
         _raise_if(pcluster_rules.count_problem(len(value), pcluster_rules.MAX_COMPUTE_RESOURCES_PER_QUEUE))
         _raise_if(pcluster_rules.duplicates_problem(r.name for r in value), "names")
         return value
@@ -314,7 +318,8 @@ class PclusterHeadNodeConfig(_Model):
     instance_type: str = "t3.medium"
     key_name: str | None = Field(default=None, description="EC2 key pair. Default: none (use SSM).")
     ssh_allowed_ips: str | None = Field(
-        default=None, description="CIDR or prefix list allowed to SSH (needs key_name). Default: the VPC CIDR."
+        default=None,
+        description="CIDR or prefix list allowed to SSH (needs key_name). Default: the VPC CIDR.",
     )
 
     @field_validator("instance_type")
@@ -588,8 +593,11 @@ class EksConfig(_Model):
     @model_validator(mode="after")
     def _mig_on_mig_capable_gpus(self) -> EksConfig:
         strategy = MigStrategy(self.addons.nvidia_device_plugin.mig_strategy.value)
-        for group in [*self.efa_nodegroups, *self.gpu_nodegroups]:
-            problem = mig_problem(CATALOG[group.instance_type], strategy)
+        types = [g.instance_type for g in self.efa_nodegroups] + [
+            g.instance_type for g in self.gpu_nodegroups
+        ]
+        for instance_type in types:
+            problem = mig_problem(CATALOG[instance_type], strategy)
             if problem:
                 raise ValueError(f"addons.nvidia_device_plugin.mig_strategy {problem}")
         return self

@@ -31,6 +31,14 @@ def stack_class(config: EnvironmentConfig) -> type[TrainingEnvironmentStack]:
         from training_clusters.stacks.hyperpod import HyperPodEnvironment
 
         return HyperPodEnvironment
+    if config.parallelcluster is not None:
+        from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
+
+        return ParallelClusterEnvironment
+    if config.eks is not None:
+        from training_clusters.stacks.eks import EksTrainingEnvironment
+
+        return EksTrainingEnvironment
     return TrainingEnvironmentStack
 
 

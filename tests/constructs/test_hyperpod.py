@@ -208,10 +208,25 @@ def test_lifecycle_bucket_is_sagemaker_prefixed_and_retained(stack: cdk.Stack) -
     assert bucket["DeletionPolicy"] == "Retain"
 
 
-def test_eks_orchestrator_sets_the_cluster_arn_and_needs_no_controller(stack: cdk.Stack) -> None:
+def test_eks_orchestrator_without_own_scripts_is_a_clear_error(stack: cdk.Stack) -> None:
+    worker = InstanceGroup(name="gpu", instance_type="ml.g5.8xlarge")
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, [worker], orchestrator=Orchestrator.eks("arn:aws:eks:us-east-1:123456789012:cluster/t"))
+    assert str(error.value) == (
+        "Test/HyperPod: lifecycle_scripts_dir is required with the EKS orchestrator: the shipped lifecycle "
+        "scripts configure Slurm nodes"
+    )
+
+
+def test_eks_orchestrator_sets_the_cluster_arn_and_needs_no_controller(
+    stack: cdk.Stack, tmp_path: Path
+) -> None:
+    scripts = tmp_path / "eks-scripts"
+    scripts.mkdir()
+    (scripts / "on_create.sh").write_text("#!/bin/bash\necho eks node\n")
     arn = "arn:aws:eks:us-east-1:123456789012:cluster/training"
     worker = InstanceGroup(name="gpu", instance_type="ml.g5.8xlarge", instance_count=2)
-    cluster = build(stack, [worker], orchestrator=Orchestrator.eks(arn))
+    cluster = build(stack, [worker], orchestrator=Orchestrator.eks(arn), lifecycle_scripts_dir=scripts)
     Template.from_stack(stack).has_resource_properties(
         "AWS::SageMaker::Cluster", {"Orchestrator": {"Eks": {"ClusterArn": arn}}}
     )

@@ -191,6 +191,7 @@ class HyperPodCluster(Construct):
         self._orchestrator = orchestrator or Orchestrator.slurm()
         self._check_cluster_name(cluster_name)
         self._check_groups(instance_groups)
+        self._check_lifecycle_scripts(lifecycle_scripts_dir)
         self.cluster_name = cluster_name
         self.instance_groups = tuple(instance_groups)
         self.lifecycle_prefix = f"lifecycle/{cluster_name}/"
@@ -228,6 +229,14 @@ class HyperPodCluster(Construct):
                 self.node.path,
                 "cluster_name",
                 f"must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit, got '{name}'",
+            )
+
+    def _check_lifecycle_scripts(self, scripts_dir: str | Path | None) -> None:
+        if not self._orchestrator.is_slurm and scripts_dir is None:
+            raise fail(
+                self.node.path,
+                "lifecycle_scripts_dir",
+                "is required with the EKS orchestrator: the shipped lifecycle scripts configure Slurm nodes",
             )
 
     def _check_groups(self, groups: Sequence[InstanceGroup]) -> None:

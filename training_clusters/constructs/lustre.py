@@ -146,9 +146,11 @@ class SharedLustre(Construct):
         return self._connections
 
     def allow_clients_from(self, clients: ec2.IConnectable) -> None:
-        """Let ``clients`` mount the file system: Lustre needs port 988 and ports 1018-1023."""
-        self._connections.allow_from(clients, LUSTRE_PORT, "Lustre server port from clients")
-        self._connections.allow_from(clients, LUSTRE_CLIENT_PORTS, "Lustre client ports from clients")
+        """Let ``clients`` mount the file system: Lustre ports 988 and 1018-1023, in both directions."""
+        for port, what in ((LUSTRE_PORT, "server port"), (LUSTRE_CLIENT_PORTS, "client ports")):
+            self._connections.allow_from(clients, port, f"Lustre {what} from clients")
+            # Lustre servers also open connections back to clients; ParallelCluster checks for it.
+            self._connections.allow_to(clients, port, f"Lustre {what} to clients")
 
     def mount_target(self) -> str:
         """``<dns name>@tcp:/<mount name>``, the device part of a Lustre mount or fstab line."""

@@ -1,0 +1,298 @@
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk.assertions import Template
+
+from training_clusters.constructs.eks_addons import (
+    EFA_DEVICE_PLUGIN_CHART,
+    NVIDIA_DEVICE_PLUGIN_CHART,
+    EfaDevicePlugin,
+    FsxCsiDriver,
+    GpuMonitoring,
+    MigStrategy,
+    Mps,
+    NvidiaDevicePlugin,
+    TimeSlicing,
+    device_plugin_config,
+    efa_device_plugin_values,
+    gpu_operator_values,
+    kube_prometheus_stack_values,
+    lustre_volume_manifests,
+    nvidia_device_plugin_values,
+)
+from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.errors import ConfigurationError
+
+from ..conftest import AZS, CDK_CONTEXT, REGION, PinnedStack
+
+# --------------------------------------------------------------------------------------------------
+# values, one sharing mode at a time
+
+
+def test_no_sharing_is_whole_gpus() -> None:
+    assert device_plugin_config() == {"version": "v1", "flags": {"migStrategy": "none"}}
+
+
+def test_time_slicing_config() -> None:
+    assert device_plugin_config(time_slicing=TimeSlicing(replicas=10)) == {
+        "version": "v1",
+        "flags": {"migStrategy": "none"},
+        "sharing": {
+            "timeSlicing": {
+                "renameByDefault": False,
+                "failRequestsGreaterThanOne": True,
+                "resources": [{"name": "nvidia.com/gpu", "replicas": 10}],
+            }
+        },
+    }
+
+
+def test_mps_config() -> None:
+    assert device_plugin_config(mps=Mps(replicas=4))["sharing"] == {
+        "mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}
+    }
+
+
+@pytest.mark.parametrize("strategy", [MigStrategy.SINGLE, MigStrategy.MIXED])
+def test_mig_config(strategy: MigStrategy) -> None:
+    assert device_plugin_config(mig_strategy=strategy) == {
+        "version": "v1",
+        "flags": {"migStrategy": strategy.value},
+    }
+
+
+def test_device_plugin_values_embed_the_config_and_pin_our_instance_types() -> None:
+    values = nvidia_device_plugin_values(
+        instance_types=["g5.2xlarge", "g5.8xlarge", "g5.2xlarge"], time_slicing=TimeSlicing(replicas=10)
+    )
+    assert values["config"]["default"] == "default"
+    assert yaml.safe_load(values["config"]["map"]["default"])["sharing"]["timeSlicing"]["resources"] == [
+        {"name": "nvidia.com/gpu", "replicas": 10}
+    ]
+    (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term == {
+        "matchExpressions": [
+            {
+                "key": "node.kubernetes.io/instance-type",
+                "operator": "In",
+                "values": ["g5.2xlarge", "g5.8xlarge"],
+            }
+        ]
+    }
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]
+
+
+def test_efa_plugin_runs_on_exactly_our_types_even_new_ones() -> None:
+    values = efa_device_plugin_values(instance_types=["p6-b200.48xlarge", "p5en.48xlarge"])
+    assert values["supportedInstanceLabels"] == {
+        "keys": ["node.kubernetes.io/instance-type"],
+        "values": ["p5en.48xlarge", "p6-b200.48xlarge"],
+    }
+    assert {t["key"] for t in values["tolerations"]} == {"nvidia.com/gpu", "aws.amazon.com/neuron"}
+
+
+def test_gpu_operator_only_runs_dcgm() -> None:
+    values = gpu_operator_values(service_monitor=True)
+    assert [values[k]["enabled"] for k in ("driver", "toolkit", "devicePlugin", "dcgmExporter")] == [
+        False,
+        False,
+        False,
+        True,
+    ]
+    assert values["dcgmExporter"]["serviceMonitor"] == {"enabled": True}
+
+
+def test_prometheus_scrapes_every_service_monitor_and_grafana_gets_a_generated_password() -> None:
+    values = kube_prometheus_stack_values(grafana=True)
+    assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelectorNilUsesHelmValues"] is False
+    assert values["grafana"] == {"enabled": True, "adminPassword": ""}
+    assert kube_prometheus_stack_values(grafana=False)["grafana"] == {"enabled": False}
+
+
+def test_lustre_volume_is_statically_provisioned() -> None:
+    storage_class, volume, claim = lustre_volume_manifests(
+        file_system_id="fs-0123456789abcdef0", dns_name="fs.example", mount_name="abcdefgh", capacity_gib=1200
+    )
+    assert storage_class["provisioner"] == "fsx.csi.aws.com"
+    assert volume["spec"]["csi"] == {
+        "driver": "fsx.csi.aws.com",
+        "volumeHandle": "fs-0123456789abcdef0",
+        "volumeAttributes": {"dnsname": "fs.example", "mountname": "abcdefgh"},
+    }
+    assert volume["spec"]["capacity"] == {"storage": "1200Gi"}
+    assert claim["spec"]["volumeName"] == volume["metadata"]["name"]
+    assert (
+        claim["spec"]["storageClassName"]
+        == storage_class["metadata"]["name"]
+        == volume["spec"]["storageClassName"]
+    )
+    assert claim["metadata"] == {"name": "fsx-lustre", "namespace": "default"}
+
+
+# --------------------------------------------------------------------------------------------------
+# constructs: one stack, built once
+
+
+@pytest.fixture(scope="module")
+def addons(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stack, GpuEksCluster, dict[str, Any]]:
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("addons")), context=dict(CDK_CONTEXT))
+    stack = PinnedStack(app, "Test", env=cdk.Environment(region=REGION))
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    storage = SharedLustre(stack, "Fsx", vpc=network.vpc, subnet=network.placement_subnet())
+    NvidiaDevicePlugin(
+        stack, "DevicePlugin", cluster=cluster, instance_types=["g5.2xlarge"], mps=Mps(replicas=2)
+    )
+    EfaDevicePlugin(stack, "EfaPlugin", cluster=cluster, instance_types=["p5en.48xlarge"])
+    FsxCsiDriver(stack, "FsxCsi", cluster=cluster, storage=storage, capacity_gib=1200)
+    GpuMonitoring(stack, "Monitoring", cluster=cluster)
+    return stack, cluster, Template.from_stack(stack).to_json()
+
+
+def _charts(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        v["Properties"]["Chart"]: v["Properties"]
+        for v in template["Resources"].values()
+        if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    }
+
+
+def test_charts_are_pinned_and_come_from_their_publishers(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    charts = _charts(addons[2])
+    assert set(charts) == {
+        "nvidia-device-plugin",
+        "aws-efa-k8s-device-plugin",
+        "gpu-operator",
+        "kube-prometheus-stack",
+    }
+    plugin = charts["nvidia-device-plugin"]
+    assert (plugin["Version"], plugin["Repository"]) == (
+        NVIDIA_DEVICE_PLUGIN_CHART.version,
+        NVIDIA_DEVICE_PLUGIN_CHART.repository,
+    )
+    assert charts["aws-efa-k8s-device-plugin"]["Version"] == EFA_DEVICE_PLUGIN_CHART.version
+    assert all(chart["Version"] for chart in charts.values())
+    values = json.loads(charts["aws-efa-k8s-device-plugin"]["Values"])
+    assert values["supportedInstanceLabels"]["values"] == ["p5en.48xlarge"]
+
+
+def test_fsx_csi_is_an_eks_addon_with_pod_identity(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    found = {
+        v["Properties"]["AddonName"]: v
+        for v in template["Resources"].values()
+        if v["Type"] == "AWS::EKS::Addon"
+    }
+    assert set(found) == {"aws-fsx-csi-driver", "eks-pod-identity-agent"}
+    (association,) = found["aws-fsx-csi-driver"]["Properties"]["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "fsx-csi-controller-sa"
+    (volume,) = [
+        json.dumps(v["Properties"]["Manifest"])
+        for v in template["Resources"].values()
+        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and "PersistentVolumeClaim" in json.dumps(v)
+    ]
+    kinds = [
+        volume.index(f'kind\\":\\"{kind}\\"')
+        for kind in ("StorageClass", "PersistentVolume", "PersistentVolumeClaim")
+    ]
+    assert kinds == sorted(kinds)
+
+
+def test_gpu_operator_waits_for_the_prometheus_crds(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    operator = next(
+        v for v in template["Resources"].values()
+        if v["Type"] == "Custom::AWSCDK-EKS-HelmChart" and v["Properties"]["Chart"] == "gpu-operator"
+    )  # fmt: skip
+    assert any("Prometheus" in dependency for dependency in operator["DependsOn"])
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"time_slicing": TimeSlicing(replicas=4), "mps": Mps(replicas=4)},
+            "Test/Plugin0: mps cannot be combined with time_slicing; choose one way of sharing GPUs",
+        ),
+        (
+            {"time_slicing": TimeSlicing(replicas=0)},
+            "Test/Plugin1: time_slicing.replicas must be 2 or more (pods per GPU), got 0",
+        ),
+        ({"mps": Mps(replicas=1)}, "Test/Plugin2: mps.replicas must be 2 or more (pods per GPU), got 1"),
+        (
+            {"mig_strategy": MigStrategy.SINGLE},
+            "Test/Plugin3: mig_strategy SINGLE needs MIG-capable GPUs (A100, H100, H200, B200); 'g5.2xlarge' has A10G",
+        ),
+        (
+            {
+                "mig_strategy": MigStrategy.MIXED,
+                "time_slicing": TimeSlicing(replicas=2),
+                "instance_types": ["p4d.24xlarge"],
+            },
+            "Test/Plugin4: mig_strategy must be NONE when time_slicing is set, got MIXED",
+        ),
+        (
+            {"instance_types": []},
+            "Test/Plugin5: instance_types must name at least one GPU instance type, got none",
+        ),
+        (
+            {"instance_types": ["trn1.32xlarge"]},
+            "Test/Plugin6: instance_types 'trn1.32xlarge' has no NVIDIA GPU",
+        ),
+    ],
+)
+def test_bad_gpu_sharing_is_a_clear_error(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+    props: dict[str, Any],
+    message: str,
+    request: pytest.FixtureRequest,
+) -> None:
+    stack, cluster, _ = addons
+    index = request.node.callspec.indices["props"]
+    arguments: dict[str, Any] = {"instance_types": ["g5.2xlarge"], **props}
+    with pytest.raises(ConfigurationError) as error:
+        NvidiaDevicePlugin(stack, f"Plugin{index}", cluster=cluster, **arguments)
+    assert str(error.value) == message
+
+
+def test_mig_on_mig_capable_gpus_is_fine(addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]]) -> None:
+    stack, cluster, _ = addons
+    plugin = NvidiaDevicePlugin(
+        stack, "Mig", cluster=cluster, instance_types=["p5.48xlarge"], mig_strategy=MigStrategy.MIXED
+    )
+    assert yaml.safe_load(plugin.values["config"]["map"]["default"])["flags"] == {"migStrategy": "mixed"}
+
+
+def test_efa_plugin_on_a_type_without_efa_is_a_clear_error(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    stack, cluster, _ = addons
+    with pytest.raises(ConfigurationError) as error:
+        EfaDevicePlugin(stack, "BadEfa", cluster=cluster, instance_types=["g5.2xlarge"])
+    assert str(error.value) == "Test/BadEfa: instance_types 'g5.2xlarge' has no EFA"
+
+
+def test_grafana_without_prometheus_is_a_clear_error(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    stack, cluster, _ = addons
+    with pytest.raises(ConfigurationError) as error:
+        GpuMonitoring(stack, "BadMonitoring", cluster=cluster, prometheus=False, grafana=True)
+    assert str(error.value) == (
+        "Test/BadMonitoring: grafana needs prometheus (Grafana's data source), got prometheus=False"
+    )

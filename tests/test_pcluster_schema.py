@@ -1,0 +1,134 @@
+"""Golden check: every configuration we emit passes AWS ParallelCluster 3.16's own schema, offline.
+
+The schema runs in ``.venv-pcluster`` (``make bootstrap``); a missing environment fails these tests rather
+than skipping them, so a green suite always means the schema was run.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_s3 as s3
+
+from training_clusters.constructs.lustre import LustreDeploymentType
+from training_clusters.constructs.parallelcluster import (
+    CapacityType,
+    ComputeResource,
+    CustomActionScript,
+    HeadNode,
+    ManagedLustre,
+    OperatingSystem,
+    QueuePlacement,
+    SlurmQueue,
+)
+from training_clusters.environments import add_environment
+from training_clusters.pcluster_schema import (
+    PYTHON_ENV_VAR,
+    SchemaUnavailable,
+    schema_errors,
+    schema_errors_many,
+)
+from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
+
+from .conftest import CDK_CONTEXT, PinnedStack
+from .constructs.test_parallelcluster import C5N, P5, T3, Parts
+
+
+def _environment(file: str) -> Callable[[Path], dict[str, Any]]:
+    def build(environments_dir: Path) -> dict[str, Any]:
+        app = cdk.App(context=dict(CDK_CONTEXT))
+        stack = add_environment(app, environments_dir / file)
+        assert isinstance(stack, ParallelClusterEnvironment)
+        return stack.cluster.concrete_configuration()
+
+    return build
+
+
+def _variant(**props: Any) -> Callable[[Path], dict[str, Any]]:
+    def build(_: Path) -> dict[str, Any]:
+        app = cdk.App(context=dict(CDK_CONTEXT))
+        parts = Parts(PinnedStack(app, "Test", env=cdk.Environment(region="us-east-1")))
+        resolved = {k: v(parts) if callable(v) else v for k, v in props.items()}
+        return parts.cluster(**resolved).concrete_configuration()
+
+    return build
+
+
+def _script(parts: Parts) -> CustomActionScript:
+    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
+    return CustomActionScript(bucket=bucket, key="pc/on-node-configured.sh", args=["--verbose"])
+
+
+EMITTED: dict[str, Callable[[Path], dict[str, Any]]] = {
+    "environments/parallelcluster-c5n.yaml": _environment("parallelcluster-c5n.yaml"),
+    "environments/parallelcluster-p5.yaml": _environment("parallelcluster-p5.yaml"),
+    "gpu and cpu queues": _variant(
+        queues=[
+            SlurmQueue(name="gpu", compute_resources=[P5]),
+            SlurmQueue(name="cpu", compute_resources=[T3], capacity_type=CapacityType.SPOT),
+        ]
+    ),
+    "key pair and prefix list": _variant(head_node=HeadNode(key_name="ops", ssh_allowed_ips="pl-0123abcd")),
+    "managed fsx persistent_2": _variant(
+        file_system=None,
+        managed_file_system=ManagedLustre(
+            deployment_type=LustreDeploymentType.PERSISTENT_2,
+            storage_capacity_gib=2400,
+            per_unit_storage_throughput_mbps=500,
+        ),
+        mount_dir="/fsx",
+    ),
+    "managed placement, no storage, ubuntu, script": _variant(
+        queues=[
+            SlurmQueue(
+                name="compute",
+                compute_resources=[
+                    C5N,
+                    ComputeResource(
+                        name="c5n18", instance_type="c5n.18xlarge", disable_simultaneous_multithreading=True
+                    ),
+                ],
+                placement=QueuePlacement.MANAGED,
+            )
+        ],
+        file_system=None,
+        os=OperatingSystem.UBUNTU2404,
+        on_node_configured=_script,
+        tags={"team": "ml"},
+    ),
+}
+
+
+def test_every_emitted_configuration_passes_parallelclusters_schema(environments_dir: Path) -> None:
+    configurations = {name: build(environments_dir) for name, build in EMITTED.items()}
+    results = schema_errors_many(list(configurations.values()))
+    problems = {name: errors for name, errors in zip(configurations, results, strict=True) if errors}
+    assert problems == {}
+
+
+def test_a_broken_configuration_fails_the_schema(environments_dir: Path) -> None:
+    broken = copy.deepcopy(EMITTED["environments/parallelcluster-c5n.yaml"](environments_dir))
+    broken["Image"]["Os"] = "alinux2"
+    broken["HeadNode"]["Networking"]["SubnetId"] = "${Token[TOKEN.123]}"
+    broken["Scheduling"]["SlurmQueues"][0]["ComputeResources"][0]["Efa"]["Enabled"] = "maybe"
+    broken["HeadNode"]["KeyPair"] = "ops"
+    assert sorted(schema_errors(broken)) == [
+        "HeadNode.KeyPair: Unknown field.",
+        "HeadNode.Networking.SubnetId: String does not match expected pattern.",
+        "Image.Os: Must be one of: alinux2023, ubuntu2204, ubuntu2404, rhel8, rocky8, rhel9, rocky9.",
+        "Scheduling.SlurmQueues.0.ComputeResources.0.Efa.Enabled: Not a valid boolean.",
+    ]
+
+
+def test_missing_schema_environment_is_a_failure_that_says_what_to_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv(PYTHON_ENV_VAR, str(tmp_path / "missing" / "bin" / "python"))
+    with pytest.raises(SchemaUnavailable) as error:
+        schema_errors({"Image": {"Os": "alinux2023"}})
+    assert "run `make bootstrap`" in str(error.value)

@@ -1,0 +1,126 @@
+"""Precise cdk-nag acknowledgements for what aws-cdk-lib's EKS module builds for itself.
+
+``aws_eks.Cluster`` brings its own provider Lambdas, roles and a Step Functions waiter (the cluster
+resource provider and the kubectl provider, nested stacks at the stack's root) plus the cluster's service
+and creation roles. Their findings are CDK's design, not ours: each is acknowledged on the resource that
+causes it, with the finding's exact detail read from the resource itself (never a blanket ``Resource::*``
+for the stack).
+
+The pass runs as an aspect at synth time, after every helm chart and manifest has been added (the kubectl
+provider appears only with the first one).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import IConstruct
+
+from training_clusters.compliance import acknowledge
+
+#: The nested stacks aws-cdk-lib adds at a stack's root for ``aws_eks.Cluster``.
+PROVIDER_STACK_IDS = ("@aws-cdk--aws-eks.ClusterResourceProvider", "@aws-cdk--aws-eks.KubectlProvider")
+
+_PROVIDER_REASON = (
+    "created by aws-cdk-lib's EKS module for its own cluster-resource / kubectl provider "
+    "(Lambda handlers, Provider framework, waiter state machine); CDK scopes it and ships its updates"
+)
+_CLUSTER_ROLE_REASONS = {
+    "AmazonEKSClusterPolicy": "the AWS-managed policy the EKS service role must carry",
+    "AmazonEC2ContainerRegistryPullOnly": "lets CDK's kubectl handler pull its helm and kubectl images",
+    "AmazonElasticContainerRegistryPublicReadOnly": "lets CDK's kubectl handler pull helm charts from ECR Public",
+    "AWSLambdaBasicExecutionRole": "CDK's kubectl handler writes its own logs",
+    "AWSLambdaVPCAccessExecutionRole": "CDK's kubectl handler runs inside the VPC to reach a private endpoint",
+}
+
+
+def nag_detail(value: Any) -> str:
+    """How cdk-nag prints a policy ARN or resource in a finding's detail.
+
+    ``{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/X"]]}`` becomes
+    ``arn:<AWS::Partition>:iam::aws:policy/X``; ``{"Fn::GetAtt": ["Fn", "Arn"]}`` becomes ``<Fn.Arn>``;
+    anything else (e.g. ``Fn::If``) is compact JSON.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, argument),) = value.items()
+        if key == "Ref" and isinstance(argument, str):
+            return f"<{argument}>"
+        if key == "Fn::GetAtt" and isinstance(argument, list) and len(argument) == 2:
+            return f"<{argument[0]}.{argument[1]}>"
+        if key == "Fn::Join" and isinstance(argument, list) and argument[0] == "":
+            parts = [nag_detail(part) for part in argument[1]]
+            if all(not part.startswith("{") for part in parts):
+                return "".join(parts)
+    return json.dumps(value, separators=(",", ":"))
+
+
+@jsii.implements(cdk.IAspect)
+class EksProviderAcknowledgements:
+    """Aspect: acknowledge the findings of CDK's EKS providers and roles, precisely, once per stack."""
+
+    def __init__(self, cluster_scope: IConstruct) -> None:
+        self._cluster_scope = cluster_scope
+        self._done = False
+
+    def visit(self, node: IConstruct) -> None:
+        stack = cdk.Stack.of(self._cluster_scope)
+        if self._done or node is not stack:
+            return
+        self._done = True
+        scopes: list[IConstruct] = [self._cluster_scope]
+        scopes.extend(
+            child
+            for child in (stack.node.try_find_child(name) for name in PROVIDER_STACK_IDS)
+            if child is not None
+        )
+        for scope in scopes:
+            for construct in scope.node.find_all():
+                acknowledge_cdk_resource(construct)
+
+
+def acknowledge_cdk_resource(construct: IConstruct) -> None:
+    """Acknowledge the findings one CDK-made L1 resource causes; our own resources are left alone."""
+    if _is_ours(construct):
+        return
+    if isinstance(construct, lambda_.CfnFunction):
+        acknowledge(construct, "AwsSolutions-L1", _PROVIDER_REASON)
+    elif isinstance(construct, sfn.CfnStateMachine):
+        acknowledge(construct, "AwsSolutions-SF1", _PROVIDER_REASON)
+        acknowledge(construct, "AwsSolutions-SF2", _PROVIDER_REASON)
+    elif isinstance(construct, iam.CfnRole):
+        _acknowledge_managed_policies(construct)
+    elif isinstance(construct, iam.CfnPolicy):
+        _acknowledge_wildcards(construct)
+
+
+def _is_ours(construct: IConstruct) -> bool:
+    """Our node role is built to pass the checks (its managed policies are acknowledged where it is made)."""
+    return "/NodeRole/" in f"/{construct.node.path}/"
+
+
+def _acknowledge_managed_policies(role: iam.CfnRole) -> None:
+    arns = cdk.Stack.of(role).resolve(role.managed_policy_arns) or []
+    for arn in arns:
+        detail = nag_detail(arn)
+        name = next((n for n in _CLUSTER_ROLE_REASONS if n in detail), None)
+        reason = f"{_CLUSTER_ROLE_REASONS[name]}; {_PROVIDER_REASON}" if name else _PROVIDER_REASON
+        acknowledge(role, f"AwsSolutions-IAM4[Policy::{detail}]", reason)
+
+
+def _acknowledge_wildcards(policy: iam.CfnPolicy) -> None:
+    document = cdk.Stack.of(policy).resolve(policy.policy_document) or {}
+    for statement in document.get("Statement", []):
+        for kind, key in (("Resource", "Resource"), ("Action", "Action")):
+            values = statement.get(key, [])
+            for value in values if isinstance(values, list) else [values]:
+                detail = nag_detail(value)
+                if "*" in detail:
+                    acknowledge(policy, f"AwsSolutions-IAM5[{kind}::{detail}]", _PROVIDER_REASON)

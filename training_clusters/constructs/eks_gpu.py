@@ -1,0 +1,716 @@
+"""GpuEksCluster, EfaNodegroup, GpuNodegroup: EKS for GPU training, with EFA correct by construction.
+
+Every nodegroup is a managed nodegroup over our own ``ec2.CfnLaunchTemplate`` holding the instance type:
+CDK's nodegroup allow-lists lag behind new hardware (``aws_eks_v2`` refuses p5.48xlarge with the AL2023
+NVIDIA AMI, both modules call p6-b200.48xlarge malformed), and its L2 launch template cannot declare the
+network interfaces EFA needs.
+
+Example::
+
+    cluster = GpuEksCluster(self, "Eks", vpc=network.vpc, admin_role_arn="arn:aws:iam::111122223333:role/Admin")
+    EfaNodegroup(self, "P5", cluster=cluster, instance_type="p5.48xlarge", desired_size=2,
+                 subnet=network.placement_subnet(), placement_group=placement_group,
+                 efa_security_group=network.efa_security_group)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Mapping, Sequence
+from enum import Enum
+
+import aws_cdk as cdk
+import jsii
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from constructs import Construct
+
+from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType, lookup
+from training_clusters.compliance import acknowledge
+from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs.eks_compliance import EksProviderAcknowledgements
+from training_clusters.constructs.eks_sharing import efa_problem
+from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.errors import ConfigurationError
+
+#: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
+KUBERNETES_VERSION = "1.33"
+
+#: Every control-plane log type: EKS sends them to CloudWatch Logs ``/aws/eks/<cluster>/cluster``.
+CONTROL_PLANE_LOGS: tuple[eks.ClusterLoggingTypes, ...] = (
+    eks.ClusterLoggingTypes.API,
+    eks.ClusterLoggingTypes.AUDIT,
+    eks.ClusterLoggingTypes.AUTHENTICATOR,
+    eks.ClusterLoggingTypes.CONTROLLER_MANAGER,
+    eks.ClusterLoggingTypes.SCHEDULER,
+)
+
+#: AWS-managed policies every EKS worker node needs.
+NODE_MANAGED_POLICIES = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEKS_CNI_Policy",
+    "AmazonEC2ContainerRegistryReadOnly",
+)
+
+GPU_TAINT_KEY = "nvidia.com/gpu"
+NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+ROOT_DEVICE_NAME = "/dev/xvda"
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+_MIN_ROOT_VOLUME_GIB = 20
+
+
+class AccessMode(Enum):
+    """How the cluster authenticates IAM principals. Access entries need one of these two."""
+
+    API = "API"
+    """Access entries only (the EKS API); the ``aws-auth`` ConfigMap is ignored."""
+    API_AND_CONFIG_MAP = "API_AND_CONFIG_MAP"
+    """Access entries and the legacy ``aws-auth`` ConfigMap."""
+
+
+class CapacityType(Enum):
+    """How a nodegroup's instances are bought."""
+
+    ON_DEMAND = "ON_DEMAND"
+    SPOT = "SPOT"
+    """Interruptible; poor for multi-node training, fine for experiments."""
+    CAPACITY_BLOCK = "CAPACITY_BLOCK"
+    """An EC2 Capacity Block for ML; needs ``capacity_reservation_id``."""
+
+
+class EfaInterfaceType(Enum):
+    """Interface type of the EFA interfaces after the primary one (the primary is always ``efa``)."""
+
+    EFA = "efa"
+    """EFA with an IP address (ENA + EFA): works with every VPC CNI version, uses one VPC IP per card."""
+    EFA_ONLY = "efa-only"
+    """EFA without an IP address: saves VPC IPs; needs VPC CNI 1.18.5 or later on EKS."""
+
+
+@jsii.implements(ec2.IConnectable)
+class GpuEksCluster(Construct):
+    """An EKS cluster for GPU training: private, encrypted, fully logged, administered through access entries.
+
+    Example::
+
+        cluster = GpuEksCluster(self, "Eks", vpc=network.vpc,
+                                admin_role_arn="arn:aws:iam::111122223333:role/Admin")
+
+    Attributes: ``cluster`` (the ``aws_eks.Cluster``), ``cluster_name``, ``cluster_security_group``,
+    ``secrets_key``, ``node_role`` (shared by the nodegroups), ``system_nodegroup``, ``connections`` (the
+    cluster security group's: allow file systems to it).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        vpc: ec2.IVpc,
+        subnets: Sequence[ec2.ISubnet] | None = None,
+        admin_role_arn: str | None = None,
+        public_access_cidrs: Sequence[str] | None = None,
+        access_mode: AccessMode = AccessMode.API,
+        cluster_name: str | None = None,
+        secrets_key: kms.IKey | None = None,
+        system_instance_type: str = "t3.large",
+        system_node_count: int = 2,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+    ) -> None:
+        """Create the cluster and its system nodegroup.
+
+        :param vpc: The VPC of the cluster.
+        :param subnets: Subnets of the control plane's ENIs and the system nodes. Default: the VPC's private
+            subnets (with egress, else isolated).
+        :param admin_role_arn: IAM role given ``AmazonEKSClusterAdminPolicy`` through an access entry.
+            Default: none (only the CloudFormation execution role that creates the cluster is admin).
+        :param public_access_cidrs: Open the API endpoint publicly, but only to these IPv4 ranges
+            (``0.0.0.0/0`` is refused). Default: the endpoint is private, reachable only from the VPC.
+        :param access_mode: Default: API (access entries only).
+        :param cluster_name: Default: generated by CloudFormation.
+        :param secrets_key: KMS key encrypting Kubernetes secrets. Default: a new key with rotation on.
+        :param system_instance_type: Instance type of the system nodes (CoreDNS, controllers, add-ons).
+            Default: ``t3.large``.
+        :param system_node_count: How many system nodes. Default: 2.
+        :param removal_policy: What happens to the cluster when it leaves the stack. Default: DESTROY (a
+            cluster holds no data of its own; storage lives in FSx).
+        """
+        super().__init__(scope, id)
+        self._check_admin_role_arn(admin_role_arn)
+        self._check_public_access_cidrs(public_access_cidrs)
+        self._check_system_node_count(system_node_count)
+        system_type = catalog_entry(self, system_instance_type, "system_instance_type")
+
+        self.secrets_key: kms.IKey = secrets_key or kms.Key(
+            self,
+            "SecretsKey",
+            enable_key_rotation=True,
+            description="Envelope encryption of Kubernetes secrets",
+        )
+        self.kubectl_layer = KubectlV33Layer(self, "KubectlLayer")
+        chosen_subnets = list(subnets) if subnets else _private_subnets(vpc)
+        self.cluster = eks.Cluster(
+            self,
+            "Resource",
+            version=eks.KubernetesVersion.of(KUBERNETES_VERSION),
+            kubectl_layer=self.kubectl_layer,
+            vpc=vpc,
+            vpc_subnets=[ec2.SubnetSelection(subnets=chosen_subnets)],
+            cluster_name=cluster_name,
+            default_capacity=0,
+            endpoint_access=_endpoint_access(public_access_cidrs),
+            place_cluster_handler_in_vpc=True,
+            secrets_encryption_key=self.secrets_key,
+            cluster_logging=list(CONTROL_PLANE_LOGS),
+            authentication_mode=eks.AuthenticationMode(access_mode.value),
+            removal_policy=removal_policy,
+        )
+        self.cluster_name: str = self.cluster.cluster_name
+        self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
+        self._connections = ec2.Connections(security_groups=[self.cluster_security_group])
+        if admin_role_arn is not None:
+            self.cluster.grant_access(
+                "AdminAccess",
+                admin_role_arn,
+                [
+                    eks.AccessPolicy.from_access_policy_name(
+                        "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                    )
+                ],
+            )
+        self.admin_role_arn = admin_role_arn
+        self.node_role = self._create_node_role()
+        self.system_nodegroup = _managed_nodegroup(
+            self,
+            "SystemNodegroup",
+            cluster=self,
+            instance_type=system_type,
+            launch_template=node_launch_template(
+                self, "SystemLaunchTemplate", instance_type=system_type.name
+            ),
+            subnets=chosen_subnets,
+            desired_size=system_node_count,
+            min_size=system_node_count,
+            max_size=system_node_count,
+            labels={"training-clusters/role": "system"},
+            taints=(),
+            capacity_type=CapacityType.ON_DEMAND,
+        )
+        self._acknowledge_cdk_providers()
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The cluster security group's connections (every node carries this group)."""
+        return self._connections
+
+    def update_kubeconfig_command(self, region: str) -> str:
+        """The ``aws eks update-kubeconfig`` command for the admin role (a string with tokens)."""
+        command = f"aws eks update-kubeconfig --name {self.cluster_name} --region {region}"
+        if self.admin_role_arn is not None:
+            command += f" --role-arn {self.admin_role_arn}"
+        return command
+
+    # ----------------------------------------------------------------------------------------------
+    # validation, one rule per method
+
+    def _check_admin_role_arn(self, admin_role_arn: str | None) -> None:
+        if admin_role_arn is None or is_unresolved(admin_role_arn):
+            return
+        if not _ROLE_ARN.fullmatch(admin_role_arn):
+            raise fail(
+                self.node.path,
+                "admin_role_arn",
+                f"must be an IAM role ARN such as arn:aws:iam::111122223333:role/Admin, got '{admin_role_arn}'",
+            )
+
+    def _check_public_access_cidrs(self, cidrs: Sequence[str] | None) -> None:
+        if cidrs is None:
+            return
+        if len(cidrs) == 0:
+            raise fail(
+                self.node.path,
+                "public_access_cidrs",
+                "must list at least one IPv4 range when given; omit it for a private endpoint",
+            )
+        for cidr in cidrs:
+            if is_unresolved(cidr):
+                continue
+            try:
+                network = ipaddress.IPv4Network(cidr)
+            except ValueError:
+                raise fail(
+                    self.node.path,
+                    "public_access_cidrs",
+                    f"must hold IPv4 ranges such as 203.0.113.0/24, got '{cidr}'",
+                ) from None
+            if network.prefixlen == 0:
+                raise fail(
+                    self.node.path,
+                    "public_access_cidrs",
+                    f"must not open the API endpoint to the whole internet, got '{cidr}'; list your own ranges",
+                )
+
+    def _check_system_node_count(self, count: int) -> None:
+        if count < 1:
+            raise fail(self.node.path, "system_node_count", f"must be 1 or more, got {count}")
+
+    # ----------------------------------------------------------------------------------------------
+    # building
+
+    def _create_node_role(self) -> iam.Role:
+        role = iam.Role(
+            self,
+            "NodeRole",
+            assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
+            description="EKS worker nodes of the training cluster",
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name(name) for name in NODE_MANAGED_POLICIES
+            ],
+        )
+        for name in NODE_MANAGED_POLICIES:
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]",
+                f"{name} is the AWS-managed policy EKS requires on every worker node role; AWS keeps it "
+                "current with what the kubelet, the VPC CNI and image pulls need",
+            )
+        return role
+
+    def _acknowledge_cdk_providers(self) -> None:
+        """CDK's own provider Lambdas and roles: acknowledged precisely at synth time (see eks_compliance)."""
+        cdk.Aspects.of(cdk.Stack.of(self)).add(EksProviderAcknowledgements(self))
+
+
+def catalog_entry(scope: Construct, name: str, field: str) -> InstanceType:
+    """The catalogue entry of ``name``; an unknown type is a ConfigurationError naming ``scope``'s path."""
+    try:
+        return lookup(name, field=field)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{scope.node.path}: {error}") from None
+
+
+def _private_subnets(vpc: ec2.IVpc) -> list[ec2.ISubnet]:
+    if vpc.private_subnets:
+        return list(vpc.private_subnets)
+    return list(vpc.isolated_subnets)
+
+
+def _endpoint_access(public_access_cidrs: Sequence[str] | None) -> eks.EndpointAccess:
+    if public_access_cidrs is None:
+        return eks.EndpointAccess.PRIVATE
+    return eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(*public_access_cidrs)
+
+
+# --------------------------------------------------------------------------------------------------
+# launch templates and nodegroups
+
+
+def node_launch_template(
+    scope: Construct,
+    id: str,
+    *,
+    instance_type: str,
+    root_volume_size_gib: int = 100,
+    network_interfaces: Sequence[ec2.CfnLaunchTemplate.NetworkInterfaceProperty] | None = None,
+    placement_group_name: str | None = None,
+    capacity_reservation_id: str | None = None,
+    capacity_block: bool = False,
+) -> ec2.CfnLaunchTemplate:
+    """A launch template for an EKS managed nodegroup: instance type, IMDSv2, encrypted gp3 root volume.
+
+    The instance type lives here, not on the nodegroup, so CDK's nodegroup allow-lists never block new
+    hardware. IMDSv2 is required with a hop limit of 2 so pods (one hop further) can still reach it.
+    """
+    data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
+        instance_type=instance_type,
+        metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+        ),
+        block_device_mappings=[
+            ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
+                device_name=ROOT_DEVICE_NAME,
+                ebs=ec2.CfnLaunchTemplate.EbsProperty(
+                    volume_size=root_volume_size_gib,
+                    volume_type="gp3",
+                    encrypted=True,
+                    delete_on_termination=True,
+                ),
+            )
+        ],
+        network_interfaces=list(network_interfaces) if network_interfaces else None,
+        placement=(
+            ec2.CfnLaunchTemplate.PlacementProperty(group_name=placement_group_name)
+            if placement_group_name
+            else None
+        ),
+        capacity_reservation_specification=(
+            ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
+                capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
+                    capacity_reservation_id=capacity_reservation_id
+                )
+            )
+            if capacity_reservation_id
+            else None
+        ),
+        instance_market_options=(
+            ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(market_type="capacity-block")
+            if capacity_block
+            else None
+        ),
+    )
+    return ec2.CfnLaunchTemplate(scope, id, launch_template_data=data)
+
+
+def efa_network_interfaces(
+    *,
+    count: int,
+    security_group_ids: Sequence[str],
+    interface_type: EfaInterfaceType = EfaInterfaceType.EFA,
+) -> list[ec2.CfnLaunchTemplate.NetworkInterfaceProperty]:
+    """One EFA interface per network card: card 0 / device 0 ``efa``, then card i / device 1.
+
+    Security groups go on every interface (never at template level once interfaces are declared) and no
+    subnet is given (EKS places the interfaces in the nodegroup's subnet).
+    """
+    interfaces = [
+        ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
+            network_card_index=0,
+            device_index=0,
+            interface_type=EfaInterfaceType.EFA.value,
+            groups=list(security_group_ids),
+            delete_on_termination=True,
+        )
+    ]
+    interfaces.extend(
+        ec2.CfnLaunchTemplate.NetworkInterfaceProperty(
+            network_card_index=card,
+            device_index=1,
+            interface_type=interface_type.value,
+            groups=list(security_group_ids),
+            delete_on_termination=True,
+        )
+        for card in range(1, count)
+    )
+    return interfaces
+
+
+def ami_type_for(instance_type: InstanceType) -> eks.NodegroupAmiType:
+    """The EKS-optimized AL2023 AMI type for an instance: NVIDIA for GPUs, Neuron for Trainium."""
+    arm = instance_type.architecture is Architecture.ARM64
+    accelerators = instance_type.accelerators
+    if accelerators is None:
+        return (
+            eks.NodegroupAmiType.AL2023_ARM_64_STANDARD
+            if arm
+            else eks.NodegroupAmiType.AL2023_X86_64_STANDARD
+        )
+    if accelerators.kind is AcceleratorKind.TRAINIUM:
+        return eks.NodegroupAmiType.AL2023_X86_64_NEURON
+    return eks.NodegroupAmiType.AL2023_ARM_64_NVIDIA if arm else eks.NodegroupAmiType.AL2023_X86_64_NVIDIA
+
+
+def accelerator_taints(instance_type: InstanceType) -> tuple[eks.TaintSpec, ...]:
+    """``nvidia.com/gpu`` (or ``aws.amazon.com/neuron``) NoSchedule, so only accelerator pods land here."""
+    accelerators = instance_type.accelerators
+    if accelerators is None:
+        return ()
+    key = NEURON_TAINT_KEY if accelerators.kind is AcceleratorKind.TRAINIUM else GPU_TAINT_KEY
+    return (eks.TaintSpec(key=key, value="true", effect=eks.TaintEffect.NO_SCHEDULE),)
+
+
+def _managed_nodegroup(
+    scope: Construct,
+    id: str,
+    *,
+    cluster: GpuEksCluster,
+    instance_type: InstanceType,
+    launch_template: ec2.CfnLaunchTemplate,
+    subnets: Sequence[ec2.ISubnet],
+    desired_size: int,
+    min_size: int,
+    max_size: int,
+    labels: Mapping[str, str],
+    taints: Sequence[eks.TaintSpec],
+    capacity_type: CapacityType,
+) -> eks.Nodegroup:
+    return eks.Nodegroup(
+        scope,
+        id,
+        cluster=cluster.cluster,
+        node_role=cluster.node_role,
+        ami_type=ami_type_for(instance_type),
+        capacity_type=eks.CapacityType(capacity_type.value),
+        launch_template_spec=eks.LaunchTemplateSpec(
+            id=launch_template.ref, version=launch_template.attr_latest_version_number
+        ),
+        subnets=ec2.SubnetSelection(subnets=list(subnets)),
+        desired_size=desired_size,
+        min_size=min_size,
+        max_size=max_size,
+        labels=dict(labels) or None,
+        taints=list(taints) or None,
+        enable_node_auto_repair=True,
+    )
+
+
+class _Sizes:
+    """Validated desired / min / max sizes of a nodegroup."""
+
+    def __init__(self, path: str, desired: int, minimum: int | None, maximum: int | None) -> None:
+        self.desired = desired
+        self.min = desired if minimum is None else minimum
+        self.max = desired if maximum is None else maximum
+        if desired < 0:
+            raise fail(path, "desired_size", f"must be 0 or more, got {desired}")
+        if not self.min <= desired <= self.max:
+            raise fail(
+                path,
+                "desired_size",
+                f"must lie between min_size and max_size ({self.min}..{self.max}), got {desired}",
+            )
+        if self.max < 1:
+            raise fail(path, "max_size", f"must be 1 or more, got {self.max}")
+
+
+class EfaNodegroup(Construct):
+    """A managed nodegroup of EFA instances in one placement group and one subnet.
+
+    Example::
+
+        EfaNodegroup(self, "P5", cluster=cluster, instance_type="p5.48xlarge", desired_size=2,
+                     subnet=network.placement_subnet(), placement_group=placement_group,
+                     efa_security_group=network.efa_security_group)
+
+    The launch template declares one EFA interface per network card, up to the instance's maximum from
+    the catalogue (p5.48xlarge 32, p5en 16, p6-b200 8, p4d 4, trn1 8, g5.8xlarge 1), each carrying the
+    cluster security group and the EFA security group. Nodes get the ``nvidia.com/gpu`` NoSchedule taint
+    (``aws.amazon.com/neuron`` for Trainium) and node auto-repair.
+
+    Attributes: ``nodegroup``, ``launch_template``, ``instance_type`` (the catalogue entry),
+    ``efa_interfaces`` (how many), ``desired_size``, ``labels``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        instance_type: str,
+        subnet: ec2.ISubnet,
+        placement_group: TrainingPlacementGroup,
+        efa_security_group: ec2.ISecurityGroup,
+        desired_size: int,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        efa_interfaces: int | None = None,
+        efa_interface_type: EfaInterfaceType = EfaInterfaceType.EFA,
+        capacity_type: CapacityType = CapacityType.ON_DEMAND,
+        capacity_reservation_id: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        root_volume_size_gib: int = 200,
+    ) -> None:
+        """Create the launch template and the nodegroup.
+
+        :param cluster: The cluster the nodes join.
+        :param instance_type: An EFA-capable type from the catalogue, e.g. ``p5.48xlarge``.
+        :param subnet: The one subnet (and so AZ) of the placement group, e.g. ``network.placement_subnet()``.
+        :param placement_group: The placement group the instances launch into.
+        :param efa_security_group: The group allowing all traffic between EFA members.
+        :param desired_size: How many nodes.
+        :param min_size: Default: ``desired_size``.
+        :param max_size: Default: ``desired_size``.
+        :param efa_interfaces: EFA interfaces per node, one per network card. Default: the instance's maximum.
+        :param efa_interface_type: Type of the interfaces after the primary. Default: EFA.
+        :param capacity_type: Default: ON_DEMAND.
+        :param capacity_reservation_id: Capacity reservation (``cr-...``) to launch into; required for
+            CAPACITY_BLOCK, not allowed with SPOT. Default: none.
+        :param labels: Kubernetes node labels. Default: none beyond what EKS sets.
+        :param root_volume_size_gib: Encrypted gp3 root volume (container images are large). Default: 200.
+        """
+        super().__init__(scope, id)
+        self.instance_type = catalog_entry(self, instance_type, "instance_type")
+        self._check_efa_supported()
+        self.efa_interfaces = self._check_efa_interfaces(efa_interfaces)
+        self._check_capacity_reservation(capacity_type, capacity_reservation_id)
+        self._check_root_volume(root_volume_size_gib)
+        sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
+        placement_group.check_subnets([subnet], field="subnet")
+
+        security_group_ids = [
+            cluster.cluster_security_group.security_group_id,
+            efa_security_group.security_group_id,
+        ]
+        self.launch_template = node_launch_template(
+            self,
+            "LaunchTemplate",
+            instance_type=self.instance_type.name,
+            root_volume_size_gib=root_volume_size_gib,
+            network_interfaces=efa_network_interfaces(
+                count=self.efa_interfaces,
+                security_group_ids=security_group_ids,
+                interface_type=efa_interface_type,
+            ),
+            placement_group_name=placement_group.placement_group_name,
+            capacity_reservation_id=capacity_reservation_id,
+            capacity_block=capacity_type is CapacityType.CAPACITY_BLOCK,
+        )
+        self.labels: dict[str, str] = dict(labels or {})
+        self.desired_size = sizes.desired
+        self.nodegroup = _managed_nodegroup(
+            self,
+            "Resource",
+            cluster=cluster,
+            instance_type=self.instance_type,
+            launch_template=self.launch_template,
+            subnets=[subnet],
+            desired_size=sizes.desired,
+            min_size=sizes.min,
+            max_size=sizes.max,
+            labels=self.labels,
+            taints=accelerator_taints(self.instance_type),
+            capacity_type=capacity_type,
+        )
+
+    # ----------------------------------------------------------------------------------------------
+    # validation, one rule per method
+
+    def _check_efa_supported(self) -> None:
+        problem = efa_problem(self.instance_type)
+        if problem:
+            raise fail(self.node.path, "instance_type", problem)
+
+    def _check_efa_interfaces(self, wanted: int | None) -> int:
+        maximum = min(self.instance_type.max_efa_interfaces, self.instance_type.max_network_cards)
+        if wanted is None:
+            return maximum
+        if not 1 <= wanted <= maximum:
+            raise fail(
+                self.node.path,
+                "efa_interfaces",
+                f"must be between 1 and {maximum} for {self.instance_type.name} (one per network card), "
+                f"got {wanted}",
+            )
+        return wanted
+
+    def _check_capacity_reservation(self, capacity_type: CapacityType, reservation_id: str | None) -> None:
+        if capacity_type is CapacityType.CAPACITY_BLOCK and reservation_id is None:
+            raise fail(
+                self.node.path,
+                "capacity_reservation_id",
+                "is required with CAPACITY_BLOCK (the cr-... id of the purchased Capacity Block)",
+            )
+        if capacity_type is CapacityType.SPOT and reservation_id is not None:
+            raise fail(
+                self.node.path,
+                "capacity_reservation_id",
+                f"applies to ON_DEMAND and CAPACITY_BLOCK only, got '{reservation_id}' with SPOT",
+            )
+
+    def _check_root_volume(self, size_gib: int) -> None:
+        if size_gib < _MIN_ROOT_VOLUME_GIB:
+            raise fail(
+                self.node.path,
+                "root_volume_size_gib",
+                f"must be at least {_MIN_ROOT_VOLUME_GIB} (the EKS AMI's own size), got {size_gib}",
+            )
+
+
+class GpuNodegroup(Construct):
+    """A managed nodegroup of GPU instances without EFA (inference, notebooks, GPU sharing).
+
+    Example::
+
+        GpuNodegroup(self, "Gpu", cluster=cluster, instance_type="g5.2xlarge", desired_size=1,
+                     labels={"eks-node": "gpu"})
+
+    Same launch-template hardening as :class:`EfaNodegroup` (IMDSv2, encrypted gp3 root volume, instance
+    type in the template), in any private subnet, with node auto-repair.
+
+    Attributes: ``nodegroup``, ``launch_template``, ``instance_type``, ``desired_size``, ``labels``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        instance_type: str,
+        desired_size: int,
+        min_size: int | None = None,
+        max_size: int | None = None,
+        subnets: Sequence[ec2.ISubnet] | None = None,
+        labels: Mapping[str, str] | None = None,
+        gpu_taint: bool = True,
+        capacity_type: CapacityType = CapacityType.ON_DEMAND,
+        root_volume_size_gib: int = 100,
+    ) -> None:
+        """Create the launch template and the nodegroup.
+
+        :param cluster: The cluster the nodes join.
+        :param instance_type: A GPU or Trainium type from the catalogue, e.g. ``g5.2xlarge``.
+        :param desired_size: How many nodes.
+        :param min_size: Default: ``desired_size``.
+        :param max_size: Default: ``desired_size``.
+        :param subnets: Default: the cluster's VPC's private subnets.
+        :param labels: Kubernetes node labels. Default: none beyond what EKS sets.
+        :param gpu_taint: Taint nodes ``nvidia.com/gpu=true:NoSchedule`` so only GPU pods land there.
+            Default: True.
+        :param capacity_type: ON_DEMAND or SPOT. Default: ON_DEMAND.
+        :param root_volume_size_gib: Encrypted gp3 root volume. Default: 100.
+        """
+        super().__init__(scope, id)
+        self.instance_type = catalog_entry(self, instance_type, "instance_type")
+        self._check_accelerated()
+        self._check_capacity_type(capacity_type)
+        if root_volume_size_gib < _MIN_ROOT_VOLUME_GIB:
+            raise fail(
+                self.node.path,
+                "root_volume_size_gib",
+                f"must be at least {_MIN_ROOT_VOLUME_GIB} (the EKS AMI's own size), got {root_volume_size_gib}",
+            )
+        sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
+        self.launch_template = node_launch_template(
+            self,
+            "LaunchTemplate",
+            instance_type=self.instance_type.name,
+            root_volume_size_gib=root_volume_size_gib,
+        )
+        self.labels: dict[str, str] = dict(labels or {})
+        self.desired_size = sizes.desired
+        self.nodegroup = _managed_nodegroup(
+            self,
+            "Resource",
+            cluster=cluster,
+            instance_type=self.instance_type,
+            launch_template=self.launch_template,
+            subnets=list(subnets) if subnets else _private_subnets(cluster.cluster.vpc),
+            desired_size=sizes.desired,
+            min_size=sizes.min,
+            max_size=sizes.max,
+            labels=self.labels,
+            taints=accelerator_taints(self.instance_type) if gpu_taint else (),
+            capacity_type=capacity_type,
+        )
+
+    def _check_accelerated(self) -> None:
+        if self.instance_type.accelerators is None:
+            raise fail(
+                self.node.path,
+                "instance_type",
+                f"'{self.instance_type.name}' has no GPU or Trainium accelerator; use a type such as g5.2xlarge",
+            )
+
+    def _check_capacity_type(self, capacity_type: CapacityType) -> None:
+        if capacity_type is CapacityType.CAPACITY_BLOCK:
+            raise fail(
+                self.node.path,
+                "capacity_type",
+                "CAPACITY_BLOCK is for EfaNodegroup (it needs a placement group and a reservation id); "
+                "use ON_DEMAND or SPOT",
+            )

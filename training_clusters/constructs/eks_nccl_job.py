@@ -1,0 +1,207 @@
+"""The NCCL acceptance job: an MPIJob running ``all_reduce_perf`` across one EFA nodegroup.
+
+Pure data, no CDK: the manifest is a dict, written as YAML and applied with ``kubectl apply -f`` once the
+MPI Operator is installed. It fixes the two mistakes of the seed run: ``LD_LIBRARY_PATH`` is exported to
+the workers with ``-x``, and ``FI_EFA_USE_DEVICE_RDMA=1`` is set only where GPUDirect RDMA exists (on g5
+it aborts with "EFA device has no rdma-read capability").
+
+>>> from training_clusters.catalog import lookup
+>>> job = nccl_test_mpijob(name="nccl-p5", instance_type=lookup("p5.48xlarge"), workers=2, efa_interfaces=32)
+>>> job["spec"]["mpiReplicaSpecs"]["Worker"]["replicas"]
+2
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from training_clusters.catalog import InstanceType
+from training_clusters.errors import ConfigurationError
+
+#: AWS's public image with NCCL, nccl-tests, aws-ofi-nccl, libfabric (EFA) and Open MPI, as used in the
+#: EKS user guide. Pin a digest of it (``...@sha256:...``) for repeatable acceptance runs.
+DEFAULT_NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
+MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
+ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
+#: Where that image keeps Open MPI, NCCL, libfabric and the OFI plugin: exported to every rank.
+LD_LIBRARY_PATH = (
+    "/opt/amazon/openmpi/lib:/opt/nccl/build/lib:/opt/amazon/efa/lib:/opt/aws-ofi-nccl/install/lib:"
+    "/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
+)
+#: Hugepages EFA's libfabric wants beside the EFA devices (the EKS user guide's figure).
+HUGEPAGES_2MI = "5210Mi"
+
+
+def nccl_environment(instance_type: InstanceType) -> dict[str, str]:
+    """Environment of every rank: EFA as the libfabric provider, RDMA only with GPUDirect RDMA."""
+    env = {"FI_PROVIDER": "efa", "NCCL_DEBUG": "INFO", "LD_LIBRARY_PATH": LD_LIBRARY_PATH}
+    if instance_type.gpudirect_rdma:
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+    return env
+
+
+def mpirun_command(
+    *, instance_type: InstanceType, workers: int, extra_test_args: tuple[str, ...] = ()
+) -> list[str]:
+    """The launcher's ``mpirun`` command line: one rank per GPU, the environment exported with ``-x``."""
+    gpus = instance_type.gpu_count
+    exported: list[str] = ["-x", "PATH"]
+    for name in nccl_environment(instance_type):
+        exported += ["-x", name]
+    return [
+        MPIRUN,
+        "--allow-run-as-root",
+        "--tag-output",
+        "-np",
+        str(workers * gpus),
+        "--bind-to",
+        "none",
+        "--map-by",
+        f"ppr:{gpus}:node",
+        *exported,
+        "--mca",
+        "pml",
+        "^ucx",
+        "--mca",
+        "btl",
+        "tcp,self",
+        "--mca",
+        "btl_tcp_if_exclude",
+        "lo,docker0,veth_def_agent",
+        ALL_REDUCE_PERF,
+        "-b",
+        "8",
+        "-e",
+        "16G",
+        "-f",
+        "2",
+        "-g",
+        "1",
+        "-c",
+        "1",
+        "-n",
+        "100",
+        *extra_test_args,
+    ]
+
+
+def nccl_test_mpijob(
+    *,
+    name: str,
+    instance_type: InstanceType,
+    workers: int,
+    efa_interfaces: int,
+    image: str = DEFAULT_NCCL_TESTS_IMAGE,
+    namespace: str = "default",
+    worker_memory: str = "32000Mi",
+) -> dict[str, Any]:
+    """An ``kubeflow.org/v2beta1`` MPIJob running ``all_reduce_perf`` on ``workers`` nodes of one type.
+
+    :param name: The MPIJob's name.
+    :param instance_type: The nodegroup's instance type (catalogue entry); must carry NVIDIA GPUs.
+    :param workers: Worker pods, one per node: the nodegroup's size.
+    :param efa_interfaces: ``vpc.amazonaws.com/efa`` each worker requests: the nodegroup's interfaces.
+    :param image: Default: :data:`DEFAULT_NCCL_TESTS_IMAGE`.
+    :param namespace: Default: ``default``.
+    :param worker_memory: Memory request and limit of each worker. Default: ``32000Mi``.
+    """
+    _check(name, instance_type, workers, efa_interfaces)
+    gpus = instance_type.gpu_count
+    env = [{"name": key, "value": value} for key, value in nccl_environment(instance_type).items()]
+    limits = {
+        "nvidia.com/gpu": gpus,
+        "vpc.amazonaws.com/efa": efa_interfaces,
+        "hugepages-2Mi": HUGEPAGES_2MI,
+        "memory": worker_memory,
+    }
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "runPolicy": {"cleanPodPolicy": "Running", "backoffLimit": 20},
+            "slotsPerWorker": gpus,
+            "mpiReplicaSpecs": {
+                "Launcher": {
+                    "replicas": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "OnFailure",
+                            "containers": [
+                                {
+                                    "name": "launcher",
+                                    "image": image,
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "env": env,
+                                    "command": mpirun_command(instance_type=instance_type, workers=workers),
+                                }
+                            ],
+                        }
+                    },
+                },
+                "Worker": {
+                    "replicas": workers,
+                    "template": {
+                        "spec": {
+                            "nodeSelector": {"node.kubernetes.io/instance-type": instance_type.name},
+                            "tolerations": [
+                                {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+                            ],
+                            "containers": [
+                                {
+                                    "name": "worker",
+                                    "image": image,
+                                    "imagePullPolicy": "IfNotPresent",
+                                    "env": env,
+                                    "resources": {"limits": dict(limits), "requests": dict(limits)},
+                                    "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
+                                }
+                            ],
+                            "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
+                        }
+                    },
+                },
+            },
+        },
+    }
+
+
+def write_manifest(manifest: dict[str, Any], path: str | Path) -> Path:
+    """Write ``manifest`` as YAML to ``path`` (parents created); returns the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    return target
+
+
+def _check(name: str, instance_type: InstanceType, workers: int, efa_interfaces: int) -> None:
+    if not instance_type.is_gpu:
+        raise ConfigurationError(
+            f"nccl test: instance_type '{instance_type.name}' has no NVIDIA GPU; NCCL tests need GPUs"
+        )
+    if workers < 1:
+        raise ConfigurationError(f"nccl test: workers must be 1 or more, got {workers}")
+    if not 1 <= efa_interfaces <= instance_type.max_efa_interfaces:
+        raise ConfigurationError(
+            f"nccl test: efa_interfaces must be between 1 and {instance_type.max_efa_interfaces} for "
+            f"{instance_type.name}, got {efa_interfaces}"
+        )
+    if not name or len(name) > 63:
+        raise ConfigurationError(f"nccl test: name must be 1 to 63 characters, got '{name}'")
+
+
+#: The MPI Operator release the NCCL job is written for. Kubeflow publishes it as a plain manifest, not a
+#: helm chart, so it is applied with kubectl (server-side: its CRD is too large for client-side apply).
+MPI_OPERATOR_VERSION = "v0.7.0"
+MPI_OPERATOR_MANIFEST_URL = f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
+
+
+def run_instructions(manifest_path: str, job_name: str) -> str:
+    """Shell commands that install the MPI Operator, start the job and follow the launcher's output."""
+    return (
+        f"kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL} && kubectl apply -f {manifest_path} && "
+        f"kubectl logs -f job/{job_name}-launcher"
+    )

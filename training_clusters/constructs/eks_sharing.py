@@ -1,0 +1,92 @@
+"""GPU sharing options of the NVIDIA device plugin and their rules, free of CDK imports.
+
+Shared by :class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin` and the environment file's
+``eks.addons.nvidia_device_plugin`` section, so both refuse the same combinations with the same words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from training_clusters.catalog import InstanceType
+
+MIN_SHARING_REPLICAS = 2
+
+
+class MigStrategy(Enum):
+    """How the device plugin exposes MIG partitions (A100, H100, H200, B200 only)."""
+
+    NONE = "none"
+    """Whole GPUs only."""
+    SINGLE = "single"
+    """Every GPU of a node split the same way; partitions appear as ``nvidia.com/gpu``."""
+    MIXED = "mixed"
+    """Partitions appear as ``nvidia.com/mig-<profile>`` resources."""
+
+
+@dataclass(frozen=True)
+class TimeSlicing:
+    """Share each GPU between ``replicas`` pods by CUDA time-slicing (no memory isolation).
+
+    :param replicas: Pods per GPU, 2 or more.
+    :param rename_by_default: Advertise shared GPUs as ``nvidia.com/gpu.shared``. Default: False.
+    :param fail_requests_greater_than_one: Refuse pods asking for more than one shared GPU (which would
+        not get more compute). Default: True.
+    """
+
+    replicas: int
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = True
+
+
+@dataclass(frozen=True)
+class Mps:
+    """Share each GPU between ``replicas`` pods through CUDA MPS (memory and compute split evenly).
+
+    :param replicas: Pods per GPU, 2 or more.
+    """
+
+    replicas: int
+
+
+def gpu_sharing_problem(
+    time_slicing: TimeSlicing | None, mps: Mps | None, mig_strategy: MigStrategy
+) -> tuple[str, str] | None:
+    """``(field, sentence)`` explaining a bad sharing combination, or None when it is fine."""
+    if time_slicing is not None and mps is not None:
+        return "mps", "cannot be combined with time_slicing; choose one way of sharing GPUs"
+    if mig_strategy is not MigStrategy.NONE and (time_slicing is not None or mps is not None):
+        chosen = "time_slicing" if time_slicing is not None else "mps"
+        return "mig_strategy", f"must be NONE when {chosen} is set, got {mig_strategy.name}"
+    for field, sharing in (("time_slicing", time_slicing), ("mps", mps)):
+        if sharing is not None and sharing.replicas < MIN_SHARING_REPLICAS:
+            return (
+                f"{field}.replicas",
+                f"must be {MIN_SHARING_REPLICAS} or more (pods per GPU), got {sharing.replicas}",
+            )
+    return None
+
+
+def mig_problem(instance_type: InstanceType, mig_strategy: MigStrategy) -> str | None:
+    """Why ``mig_strategy`` cannot apply to ``instance_type``'s GPUs, or None."""
+    if mig_strategy is MigStrategy.NONE:
+        return None
+    accelerators = instance_type.accelerators
+    if accelerators is not None and accelerators.mig_capable:
+        return None
+    model = accelerators.model if accelerators is not None else "no GPU"
+    return (
+        f"{mig_strategy.name} needs MIG-capable GPUs (A100, H100, H200, B200); "
+        f"'{instance_type.name}' has {model}"
+    )
+
+
+def efa_problem(instance_type: InstanceType) -> str | None:
+    """Why ``instance_type`` cannot host an EFA nodegroup, or None."""
+    if instance_type.efa_supported:
+        return None
+    return (
+        f"'{instance_type.name}' has no EFA; use an EFA-capable type such as g5.8xlarge or p5.48xlarge, "
+        "or a GPU nodegroup for nodes without EFA"
+    )

@@ -1,0 +1,866 @@
+"""ParallelCluster: a Slurm cluster from typed props, deployed through AWS ParallelCluster's own provider.
+
+The construct builds the ParallelCluster 3.16 cluster configuration (the document ``pcluster create-cluster``
+reads) and deploys it as a ``Custom::PclusterCluster`` served by ParallelCluster's published CloudFormation
+provider, added as a nested stack for a pinned version. The same configuration can be exported as
+``cluster-config.yaml`` (:meth:`ParallelCluster.render_config`) for users who prefer the ``pcluster`` CLI.
+
+Closed by default: the head node sits in a private subnet, SSH is open only to the VPC CIDR (never to
+0.0.0.0/0, ParallelCluster's default), there is no key pair, access is through SSM Session Manager, IMDSv2
+is enforced, and compute nodes never get a public IP.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import jsii
+import yaml
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from constructs import Construct
+
+from training_clusters.catalog import CATALOG, InstanceType
+from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs.lustre import LustreDeploymentType, SharedLustre
+from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.errors import ConfigurationError
+from training_clusters.pcluster_rules import (
+    MAX_COMPUTE_RESOURCES_PER_CLUSTER,
+    MAX_COMPUTE_RESOURCES_PER_QUEUE,
+    MAX_QUEUES,
+    PCLUSTER_VERSION,
+    cluster_name_problem,
+    count_problem,
+    duplicates_problem,
+    efa_problem,
+    gdr_problem,
+    instance_type_problem,
+    log_retention_problem,
+    max_count_problem,
+    min_count_problem,
+    mount_dir_problem,
+    os_problem,
+    scaledown_idletime_problem,
+    slurm_name_problem,
+    ssh_allowed_ips_problem,
+)
+from training_clusters.rules import lustre_capacity_problem, lustre_throughput_problem
+
+#: ParallelCluster's published provider template (a SAM template: deploying it needs CAPABILITY_AUTO_EXPAND,
+#: which ``cdk deploy`` grants).
+PROVIDER_TEMPLATE_URL = (
+    "https://${AWS::Region}-aws-parallelcluster.s3.${AWS::Region}.${AWS::URLSuffix}"
+    f"/parallelcluster/{PCLUSTER_VERSION}/templates/custom_resource/cluster.yaml"
+)
+CUSTOM_RESOURCE_TYPE = "Custom::PclusterCluster"
+SSM_POLICY = "AmazonSSMManagedInstanceCore"
+
+#: What :func:`substitute_placeholders` puts in place of a reference it has no value for, by resource type.
+PLACEHOLDER_PREFIXES: Mapping[str, str] = {
+    "AWS::EC2::Subnet": "subnet-0123456789abcdef",
+    "AWS::EC2::SecurityGroup": "sg-0123456789abcdef",
+    "AWS::FSx::FileSystem": "fs-0123456789abcdef",
+    "AWS::EC2::PlacementGroup": "training-placement-group-",
+    "AWS::S3::Bucket": "training-bucket-",
+}
+PSEUDO_PARAMETER_PLACEHOLDERS: Mapping[str, str] = {
+    "AWS::Partition": "aws",
+    "AWS::URLSuffix": "amazonaws.com",
+    "AWS::AccountId": "123456789012",
+    "AWS::Region": "us-east-1",
+}
+VPC_CIDR_PLACEHOLDER = "10.0.0.0/16"
+
+
+class OperatingSystem(Enum):
+    """``Image.Os``: the operating systems ParallelCluster 3.16 supports."""
+
+    ALINUX2023 = "alinux2023"
+    UBUNTU2204 = "ubuntu2204"
+    UBUNTU2404 = "ubuntu2404"
+    RHEL8 = "rhel8"
+    RHEL9 = "rhel9"
+    ROCKY8 = "rocky8"
+    ROCKY9 = "rocky9"
+
+
+class QueueUpdateStrategy(Enum):
+    """What happens to running compute nodes when a queue's settings change."""
+
+    DRAIN = "DRAIN"
+    """Nodes finish their jobs, then are replaced."""
+    COMPUTE_FLEET_STOP = "COMPUTE_FLEET_STOP"
+    """The update waits until the compute fleet is stopped."""
+    TERMINATE = "TERMINATE"
+    """Nodes are replaced at once; their jobs are requeued."""
+
+
+class CapacityType(Enum):
+    """How a queue buys its instances."""
+
+    ONDEMAND = "ONDEMAND"
+    SPOT = "SPOT"
+
+
+class QueuePlacement(Enum):
+    """The placement group of a queue's compute nodes."""
+
+    SHARED = "shared"
+    """The cluster's ``placement_group`` (a :class:`TrainingPlacementGroup` made by this library)."""
+    MANAGED = "managed"
+    """ParallelCluster creates one per compute resource."""
+    NONE = "none"
+    """No placement group; not allowed with EFA."""
+
+
+class DeletionPolicy(Enum):
+    """What ParallelCluster does with a cluster (or the file system it made) when the stack lets go of it."""
+
+    RETAIN = "Retain"
+    DELETE = "Delete"
+
+
+@dataclass(frozen=True)
+class HeadNode:
+    """The Slurm controller and login node.
+
+    :param instance_type: Default: ``t3.medium``.
+    :param key_name: EC2 key pair for SSH. Default: none (reach the node with SSM Session Manager).
+    :param ssh_allowed_ips: Where SSH may come from: an IPv4 CIDR or a prefix list id; needs ``key_name``.
+        Default: the VPC CIDR (so ParallelCluster's own default, 0.0.0.0/0, never applies).
+    :param subnet: A private subnet. Default: the cluster's ``subnet``.
+    """
+
+    instance_type: str = "t3.medium"
+    key_name: str | None = None
+    ssh_allowed_ips: str | None = None
+    subnet: ec2.ISubnet | None = None
+
+
+@dataclass(frozen=True)
+class ComputeResource:
+    """One instance type of a queue and how many of it Slurm may run.
+
+    :param name: ``^[a-z][a-z0-9-]*$``, at most 25 characters, unique in its queue.
+    :param instance_type: An EC2 type from :mod:`training_clusters.catalog`.
+    :param min_count: Nodes always running. Default: 0 (everything scales from zero).
+    :param max_count: Nodes at most. Default: 10 (ParallelCluster's default).
+    :param efa: Elastic Fabric Adapter. Default: enabled where the catalogue says the type supports it.
+    :param gdr_support: GPUDirect RDMA over EFA. Default: enabled where EFA is and the type has it
+        (ParallelCluster enables it by itself where supported; the flag documents and checks the intent).
+    :param disable_simultaneous_multithreading: One thread per core. Default: False.
+    """
+
+    name: str
+    instance_type: str
+    min_count: int = 0
+    max_count: int = 10
+    efa: bool | None = None
+    gdr_support: bool | None = None
+    disable_simultaneous_multithreading: bool = False
+
+
+@dataclass(frozen=True)
+class SlurmQueue:
+    """A Slurm partition.
+
+    :param name: ``^[a-z][a-z0-9-]*$``, at most 25 characters, unique in the cluster.
+    :param compute_resources: 1 to 50 compute resources.
+    :param capacity_type: Default: ONDEMAND.
+    :param placement: Default: SHARED when a compute resource uses EFA and the cluster has a
+        ``placement_group``, MANAGED when one uses EFA and it has none, else NONE.
+    """
+
+    name: str
+    compute_resources: Sequence[ComputeResource]
+    capacity_type: CapacityType = CapacityType.ONDEMAND
+    placement: QueuePlacement | None = None
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """Cluster-wide Slurm settings.
+
+    Slurm requeues batch jobs whose node fails (its ``JobRequeue=1`` default, which ParallelCluster keeps),
+    and ParallelCluster replaces the failed node.
+
+    :param queue_update_strategy: Default: DRAIN (running jobs finish before nodes are replaced).
+    :param scaledown_idletime_minutes: Idle minutes before a dynamic node is terminated. Default: 10.
+    """
+
+    queue_update_strategy: QueueUpdateStrategy = QueueUpdateStrategy.DRAIN
+    scaledown_idletime_minutes: int = 10
+
+
+@dataclass(frozen=True)
+class ManagedLustre:
+    """An FSx for Lustre file system that ParallelCluster creates with the cluster.
+
+    :param deployment_type: Default: SCRATCH_2.
+    :param storage_capacity_gib: 1200, or a multiple of 2400. Default: 1200.
+    :param per_unit_storage_throughput_mbps: 125/250/500/1000, PERSISTENT_2 only (and required there).
+    :param deletion_policy: What happens to the file system when the cluster is deleted. Default: RETAIN.
+    """
+
+    deployment_type: LustreDeploymentType = LustreDeploymentType.SCRATCH_2
+    storage_capacity_gib: int = 1200
+    per_unit_storage_throughput_mbps: int | None = None
+    deletion_policy: DeletionPolicy = DeletionPolicy.RETAIN
+
+
+@dataclass(frozen=True)
+class CustomActionScript:
+    """A script every node runs once configured (``OnNodeConfigured``); nodes get read access to it.
+
+    :param bucket: The bucket holding the script.
+    :param key: The script's object key, e.g. ``scripts/on-node-configured.sh``.
+    :param args: Arguments passed to the script. Default: none.
+    """
+
+    bucket: s3.IBucket
+    key: str
+    args: Sequence[str] = ()
+
+
+@jsii.implements(ec2.IConnectable)
+class ParallelCluster(Construct):
+    """An AWS ParallelCluster Slurm cluster on our network, placement group and shared file system.
+
+    Example::
+
+        cluster = ParallelCluster(self, "Cluster", cluster_name="training", vpc=network.vpc,
+                                  subnet=network.placement_subnet(), placement_group=placement,
+                                  efa_security_group=network.efa_security_group, file_system=fsx,
+                                  queues=[SlurmQueue(name="compute", compute_resources=[
+                                      ComputeResource(name="c5n", instance_type="c5n.9xlarge", max_count=2)])])
+        fsx.allow_clients_from(cluster)   # Lustre ports from every node
+        fsx.connections.allow_to(cluster, LUSTRE_PORT)   # and back: ParallelCluster checks both directions
+        fsx.connections.allow_to(cluster, LUSTRE_CLIENT_PORTS)
+
+    Attributes: ``configuration`` (the cluster configuration, CloudFormation tokens included),
+    ``cluster_name``, ``provider`` (the nested provider stack), ``resource`` (the custom resource),
+    ``head_node_instance_id``, ``validation_messages``, ``security_group`` and ``connections`` (a group every
+    node carries, for storage clients).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster_name: str,
+        vpc: ec2.IVpc,
+        subnet: ec2.ISubnet,
+        queues: Sequence[SlurmQueue],
+        head_node: HeadNode | None = None,
+        os: OperatingSystem = OperatingSystem.ALINUX2023,
+        placement_group: TrainingPlacementGroup | None = None,
+        efa_security_group: ec2.ISecurityGroup | None = None,
+        file_system: SharedLustre | None = None,
+        managed_file_system: ManagedLustre | None = None,
+        mount_dir: str = "/shared",
+        slurm_settings: SlurmSettings | None = None,
+        on_node_configured: CustomActionScript | None = None,
+        log_retention_days: int = 180,
+        tags: Mapping[str, str] | None = None,
+        deletion_policy: DeletionPolicy = DeletionPolicy.RETAIN,
+    ) -> None:
+        """Build the configuration, the provider and the cluster.
+
+        :param cluster_name: ParallelCluster's name (also the name of the stack it creates): a letter, then
+            letters, digits and hyphens, at most 60; different from this stack's name. Immutable.
+        :param vpc: The VPC of the cluster; its CIDR is where SSH may come from by default.
+        :param subnet: The one private subnet of the compute nodes (a cluster placement group's AZ).
+        :param queues: 1 to 50 Slurm queues, at most 50 compute resources in all.
+        :param head_node: Default: ``HeadNode()`` (t3.medium, no key pair, SSH only from the VPC CIDR).
+        :param os: Default: ALINUX2023.
+        :param placement_group: The group SHARED queues use. Default: none (EFA queues get a MANAGED one).
+        :param efa_security_group: A group allowing all traffic between its members, added to every queue.
+            Default: none (ParallelCluster's own compute group already allows all traffic between nodes).
+        :param file_system: Our :class:`SharedLustre`, mounted on every node at ``mount_dir``. Default: none.
+            Mutually exclusive with ``managed_file_system``.
+        :param managed_file_system: An FSx for Lustre that ParallelCluster creates. Default: none.
+        :param mount_dir: Where the shared file system is mounted. Default: ``/shared``.
+        :param slurm_settings: Default: ``SlurmSettings()`` (DRAIN, 10 idle minutes).
+        :param on_node_configured: A script every node runs once configured. Default: none.
+        :param log_retention_days: CloudWatch retention of the cluster's logs. Default: 180
+            (ParallelCluster's default).
+        :param tags: Tags ParallelCluster puts on everything it creates. Default: none.
+        :param deletion_policy: What happens to the cluster when it leaves the stack. Default: RETAIN
+            (the cluster, and any file system on it, outlives the stack; delete it with ``pcluster``).
+        """
+        super().__init__(scope, id)
+        self.cluster_name = cluster_name
+        self.head_node = head_node or HeadNode()
+        self.slurm_settings = slurm_settings or SlurmSettings()
+        self.queues = list(queues)
+
+        self._check_cluster_name(cluster_name)
+        self._check_cluster_name_differs_from_stack(cluster_name)
+        self._check_os(os)
+        self._check_queue_count()
+        self._check_queue_names()
+        self._check_queue_names_unique()
+        self._check_compute_resource_counts()
+        self._check_compute_resource_names()
+        self._check_compute_resource_names_unique()
+        self._check_min_max_counts()
+        instances = self._check_instance_types()
+        self._check_efa_capable(instances)
+        self._check_gdr_supported(instances)
+        self._check_efa_has_placement(instances, placement_group)
+        self._check_shared_placement_has_group(instances, placement_group)
+        self._check_private_subnets(vpc, subnet)
+        self._check_ssh()
+        self._check_storage_exclusive(file_system, managed_file_system)
+        self._check_managed_lustre(managed_file_system)
+        self._check_mount_dir(mount_dir, file_system, managed_file_system)
+        self._check_log_retention(log_retention_days)
+        self._check_scaledown_idletime()
+        self._check_script(on_node_configured)
+
+        self.security_group = ec2.SecurityGroup(
+            self,
+            "SecurityGroup",
+            vpc=vpc,
+            description=f"ParallelCluster {cluster_name}: every node, as a client of shared storage",
+            allow_all_outbound=False,
+        )
+        self._connections = ec2.Connections(security_groups=[self.security_group])
+        self.configuration: dict[str, Any] = _ClusterConfigurationBuilder(
+            vpc=vpc,
+            subnet=subnet,
+            head_node=self.head_node,
+            queues=self.queues,
+            instances=instances,
+            os=os,
+            placement_group=placement_group,
+            node_groups=[g for g in (efa_security_group,) if g is not None],
+            client_group=self.security_group,
+            file_system=file_system,
+            managed_file_system=managed_file_system,
+            mount_dir=mount_dir,
+            slurm_settings=self.slurm_settings,
+            on_node_configured=on_node_configured,
+            log_retention_days=log_retention_days,
+            tags=dict(tags or {}),
+        ).build()
+
+        self.provider = cdk.CfnStack(self, "Provider", template_url=cdk.Fn.sub(PROVIDER_TEMPLATE_URL))
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=self.provider.get_att("Outputs.ServiceToken").to_string(),
+            resource_type=CUSTOM_RESOURCE_TYPE,
+            properties={
+                "ClusterName": cluster_name,
+                "ClusterConfiguration": self.configuration,
+                "DeletionPolicy": deletion_policy.value,
+            },
+        )
+        # ParallelCluster checks at create time that nodes can reach the internet (or endpoints) and mount the
+        # file system: create the cluster only after the network, the storage and their rules exist.
+        self.resource.node.add_dependency(vpc, self.security_group)
+        if file_system is not None:
+            self.resource.node.add_dependency(file_system)
+        self.head_node_instance_id: str = self.resource.get_att_string("headNode.instanceId")
+        self.validation_messages: str = self.resource.get_att_string("validationMessages")
+
+    # ----------------------------------------------------------------------------------------------
+    # public API
+
+    @property
+    def connections(self) -> ec2.Connections:
+        """The group every node carries: allow it on storage (``fs.allow_clients_from(cluster)``)."""
+        return self._connections
+
+    def ssm_command(self) -> str:
+        """``aws ssm start-session --target <head node> --region <region>`` (a token until deploy)."""
+        command: str = cdk.Fn.join(
+            "",
+            [
+                "aws ssm start-session --target ",
+                self.head_node_instance_id,
+                " --region ",
+                cdk.Stack.of(self).region,
+            ],
+        )
+        return command
+
+    def render_config(self, values: Mapping[str, str] | None = None) -> str:
+        """The configuration as ``cluster-config.yaml`` for ``pcluster create-cluster``.
+
+        :param values: Deployed values for CloudFormation references, keyed by the referenced logical id
+            (``Ref``) or ``LogicalId.Attribute`` (``Fn::GetAtt``), e.g. from a deployed stack's outputs.
+            Default: realistic placeholders (``subnet-0123456789abcdef0``, ``sg-...``, ``fs-...``).
+        """
+        return yaml.safe_dump(self.concrete_configuration(values), sort_keys=False)
+
+    def write_config(self, path: str | Path, values: Mapping[str, str] | None = None) -> Path:
+        """Write :meth:`render_config` to ``path`` (e.g. ``cluster-config.yaml``) and return it."""
+        target = Path(path)
+        target.write_text(self.render_config(values))
+        return target
+
+    def concrete_configuration(self, values: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The configuration with every token replaced by ``values`` or placeholders (see render_config)."""
+        stack = cdk.Stack.of(self)
+        region = stack.region if not cdk.Token.is_unresolved(stack.region) else None
+        resolved = stack.resolve(self.configuration)
+        result: dict[str, Any] = substitute_placeholders(
+            resolved, resource_types=resource_types(stack), values=values, region=region
+        )
+        return result
+
+    # ----------------------------------------------------------------------------------------------
+    # validation, one rule per method
+
+    def _check_cluster_name(self, name: str) -> None:
+        if is_unresolved(name):
+            return
+        problem = cluster_name_problem(name)
+        if problem:
+            raise fail(self.node.path, "cluster_name", problem)
+
+    def _check_cluster_name_differs_from_stack(self, name: str) -> None:
+        stack_name = cdk.Stack.of(self).stack_name
+        if is_unresolved(name) or is_unresolved(stack_name):
+            return
+        if name == stack_name:
+            raise fail(
+                self.node.path,
+                "cluster_name",
+                f"'{name}' must differ from the stack's name: ParallelCluster creates a stack of that name",
+            )
+
+    def _check_os(self, os: object) -> None:
+        if isinstance(os, OperatingSystem):
+            return
+        problem = os_problem(str(os)) or f"must be an OperatingSystem, got {os!r}"
+        raise fail(self.node.path, "os", problem)
+
+    def _check_queue_count(self) -> None:
+        problem = count_problem(len(self.queues), MAX_QUEUES)
+        if problem:
+            raise fail(self.node.path, "queues", problem)
+
+    def _check_queue_names(self) -> None:
+        for i, queue in enumerate(self.queues):
+            problem = slurm_name_problem(queue.name)
+            if problem:
+                raise fail(self.node.path, f"queues[{i}].name", problem)
+
+    def _check_queue_names_unique(self) -> None:
+        problem = duplicates_problem(q.name for q in self.queues)
+        if problem:
+            raise fail(self.node.path, "queues[].name", problem)
+
+    def _check_compute_resource_counts(self) -> None:
+        for i, queue in enumerate(self.queues):
+            problem = count_problem(len(queue.compute_resources), MAX_COMPUTE_RESOURCES_PER_QUEUE)
+            if problem:
+                raise fail(self.node.path, f"queues[{i}].compute_resources", problem)
+        total = sum(len(q.compute_resources) for q in self.queues)
+        if total > MAX_COMPUTE_RESOURCES_PER_CLUSTER:
+            raise fail(
+                self.node.path,
+                "queues",
+                f"hold {total} compute resources in all; ParallelCluster allows at most "
+                f"{MAX_COMPUTE_RESOURCES_PER_CLUSTER} per cluster",
+            )
+
+    def _check_compute_resource_names(self) -> None:
+        for field, resource in self._compute_resources():
+            problem = slurm_name_problem(resource.name)
+            if problem:
+                raise fail(self.node.path, f"{field}.name", problem)
+
+    def _check_compute_resource_names_unique(self) -> None:
+        for i, queue in enumerate(self.queues):
+            problem = duplicates_problem(r.name for r in queue.compute_resources)
+            if problem:
+                raise fail(self.node.path, f"queues[{i}].compute_resources[].name", problem)
+
+    def _check_min_max_counts(self) -> None:
+        for field, resource in self._compute_resources():
+            problem = max_count_problem(resource.max_count)
+            if problem:
+                raise fail(self.node.path, f"{field}.max_count", problem)
+            problem = min_count_problem(resource.min_count, resource.max_count)
+            if problem:
+                raise fail(self.node.path, f"{field}.min_count", problem)
+
+    def _check_instance_types(self) -> dict[str, InstanceType]:
+        fields = [("head_node.instance_type", self.head_node.instance_type)]
+        fields += [(f"{field}.instance_type", r.instance_type) for field, r in self._compute_resources()]
+        for field, name in fields:
+            problem = instance_type_problem(name)
+            if problem:
+                raise fail(self.node.path, field, problem)
+        return {name: CATALOG[name] for _, name in fields}
+
+    def _check_efa_capable(self, instances: Mapping[str, InstanceType]) -> None:
+        for field, resource in self._compute_resources():
+            if resource.efa:
+                problem = efa_problem(instances[resource.instance_type])
+                if problem:
+                    raise fail(self.node.path, f"{field}.efa", problem)
+
+    def _check_gdr_supported(self, instances: Mapping[str, InstanceType]) -> None:
+        for field, resource in self._compute_resources():
+            if resource.gdr_support:
+                efa = _efa_enabled(resource, instances[resource.instance_type])
+                problem = gdr_problem(instances[resource.instance_type], efa)
+                if problem:
+                    raise fail(self.node.path, f"{field}.gdr_support", problem)
+
+    def _check_efa_has_placement(
+        self, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
+    ) -> None:
+        for i, queue in enumerate(self.queues):
+            efa = [r.name for r in queue.compute_resources if _efa_enabled(r, instances[r.instance_type])]
+            if efa and _placement(queue, instances, group) is QueuePlacement.NONE:
+                raise fail(
+                    self.node.path,
+                    f"queues[{i}].placement",
+                    f"is NONE, but compute resource '{efa[0]}' uses EFA, which needs a placement group; "
+                    "use SHARED or MANAGED",
+                )
+
+    def _check_shared_placement_has_group(
+        self, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
+    ) -> None:
+        for i, queue in enumerate(self.queues):
+            if group is None and _placement(queue, instances, group) is QueuePlacement.SHARED:
+                raise fail(
+                    self.node.path,
+                    f"queues[{i}].placement",
+                    "is SHARED, but the cluster has no placement_group; give one or use MANAGED",
+                )
+
+    def _check_private_subnets(self, vpc: ec2.IVpc, subnet: ec2.ISubnet) -> None:
+        public = {s.subnet_id for s in vpc.public_subnets}
+        for field, candidate in (("subnet", subnet), ("head_node.subnet", self.head_node.subnet)):
+            if candidate is not None and candidate.subnet_id in public:
+                raise fail(
+                    self.node.path,
+                    field,
+                    "is a public subnet; cluster nodes live in private subnets and never get a public IP",
+                )
+
+    def _check_ssh(self) -> None:
+        allowed = self.head_node.ssh_allowed_ips
+        if allowed is None or is_unresolved(allowed):
+            return
+        if self.head_node.key_name is None:
+            raise fail(
+                self.node.path,
+                "head_node.ssh_allowed_ips",
+                "applies only with head_node.key_name (without a key pair, reach the head node with SSM)",
+            )
+        problem = ssh_allowed_ips_problem(allowed)
+        if problem:
+            raise fail(self.node.path, "head_node.ssh_allowed_ips", problem)
+
+    def _check_storage_exclusive(
+        self, file_system: SharedLustre | None, managed: ManagedLustre | None
+    ) -> None:
+        if file_system is not None and managed is not None:
+            raise fail(
+                self.node.path,
+                "managed_file_system",
+                "cannot be given together with file_system; mount our SharedLustre or let ParallelCluster "
+                "create one, not both",
+            )
+
+    def _check_managed_lustre(self, managed: ManagedLustre | None) -> None:
+        if managed is None:
+            return
+        deployment = managed.deployment_type.value
+        problem = lustre_capacity_problem(deployment, managed.storage_capacity_gib)
+        if problem:
+            raise fail(self.node.path, "managed_file_system.storage_capacity_gib", problem)
+        problem = lustre_throughput_problem(deployment, managed.per_unit_storage_throughput_mbps)
+        if problem:
+            raise fail(self.node.path, "managed_file_system.per_unit_storage_throughput_mbps", problem)
+
+    def _check_mount_dir(
+        self, mount_dir: str, file_system: SharedLustre | None, managed: ManagedLustre | None
+    ) -> None:
+        if file_system is None and managed is None:
+            return
+        problem = mount_dir_problem(mount_dir)
+        if problem:
+            raise fail(self.node.path, "mount_dir", problem)
+
+    def _check_log_retention(self, days: int) -> None:
+        problem = log_retention_problem(days)
+        if problem:
+            raise fail(self.node.path, "log_retention_days", problem)
+
+    def _check_scaledown_idletime(self) -> None:
+        problem = scaledown_idletime_problem(self.slurm_settings.scaledown_idletime_minutes)
+        if problem:
+            raise fail(self.node.path, "slurm_settings.scaledown_idletime_minutes", problem)
+
+    def _check_script(self, script: CustomActionScript | None) -> None:
+        if script is None or is_unresolved(script.key):
+            return
+        if not script.key or script.key.startswith("/"):
+            raise fail(
+                self.node.path,
+                "on_node_configured.key",
+                f"must be an object key such as scripts/on-node-configured.sh, got '{script.key}'",
+            )
+
+    def _compute_resources(self) -> list[tuple[str, ComputeResource]]:
+        return [
+            (f"queues[{i}].compute_resources[{j}]", resource)
+            for i, queue in enumerate(self.queues)
+            for j, resource in enumerate(queue.compute_resources)
+        ]
+
+
+def _efa_enabled(resource: ComputeResource, instance: InstanceType) -> bool:
+    return resource.efa if resource.efa is not None else instance.efa_supported
+
+
+def _gdr_enabled(resource: ComputeResource, instance: InstanceType) -> bool:
+    if resource.gdr_support is not None:
+        return resource.gdr_support
+    return _efa_enabled(resource, instance) and instance.gpudirect_rdma
+
+
+def _placement(
+    queue: SlurmQueue, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
+) -> QueuePlacement:
+    if queue.placement is not None:
+        return queue.placement
+    if not any(_efa_enabled(r, instances[r.instance_type]) for r in queue.compute_resources):
+        return QueuePlacement.NONE
+    return QueuePlacement.SHARED if group is not None else QueuePlacement.MANAGED
+
+
+@dataclass(frozen=True)
+class _ClusterConfigurationBuilder:
+    """Turns validated props into ParallelCluster's configuration document (PascalCase keys)."""
+
+    vpc: ec2.IVpc
+    subnet: ec2.ISubnet
+    head_node: HeadNode
+    queues: Sequence[SlurmQueue]
+    instances: Mapping[str, InstanceType]
+    os: OperatingSystem
+    placement_group: TrainingPlacementGroup | None
+    node_groups: Sequence[ec2.ISecurityGroup]
+    client_group: ec2.ISecurityGroup
+    file_system: SharedLustre | None
+    managed_file_system: ManagedLustre | None
+    mount_dir: str
+    slurm_settings: SlurmSettings
+    on_node_configured: CustomActionScript | None
+    log_retention_days: int
+    tags: Mapping[str, str]
+
+    def build(self) -> dict[str, Any]:
+        configuration: dict[str, Any] = {
+            "Image": {"Os": self.os.value},
+            "HeadNode": self._head_node(),
+            "Scheduling": {
+                "Scheduler": "slurm",
+                "SlurmSettings": {
+                    "QueueUpdateStrategy": self.slurm_settings.queue_update_strategy.value,
+                    "ScaledownIdletime": self.slurm_settings.scaledown_idletime_minutes,
+                },
+                "SlurmQueues": [self._queue(queue) for queue in self.queues],
+            },
+            "Monitoring": {
+                "Logs": {"CloudWatch": {"Enabled": True, "RetentionInDays": self.log_retention_days}}
+            },
+        }
+        storage = self._shared_storage()
+        if storage is not None:
+            configuration["SharedStorage"] = [storage]
+        if self.tags:
+            configuration["Tags"] = [{"Key": k, "Value": v} for k, v in self.tags.items()]
+        return configuration
+
+    def _head_node(self) -> dict[str, Any]:
+        head = self.head_node
+        ssh: dict[str, Any] = {"AllowedIps": head.ssh_allowed_ips or self.vpc.vpc_cidr_block}
+        if head.key_name is not None:
+            ssh["KeyName"] = head.key_name
+        ssm = iam.ManagedPolicy.from_aws_managed_policy_name(SSM_POLICY).managed_policy_arn
+        node: dict[str, Any] = {
+            "InstanceType": head.instance_type,
+            "Networking": {
+                "SubnetId": (head.subnet or self.subnet).subnet_id,
+                "AdditionalSecurityGroups": [self.client_group.security_group_id],
+            },
+            "Ssh": ssh,
+            "Iam": {"AdditionalIamPolicies": [{"Policy": ssm}], **self._script_access()},
+            "Imds": {"Secured": True},
+        }
+        actions = self._custom_actions()
+        if actions:
+            node["CustomActions"] = actions
+        return node
+
+    def _queue(self, queue: SlurmQueue) -> dict[str, Any]:
+        groups = [g.security_group_id for g in (*self.node_groups, self.client_group)]
+        result: dict[str, Any] = {
+            "Name": queue.name,
+            "CapacityType": queue.capacity_type.value,
+            "ComputeResources": [self._compute_resource(r) for r in queue.compute_resources],
+            "Networking": {
+                "SubnetIds": [self.subnet.subnet_id],
+                "AssignPublicIp": False,
+                "PlacementGroup": self._placement_group(queue),
+                "AdditionalSecurityGroups": groups,
+            },
+        }
+        access = self._script_access()
+        if access:
+            result["Iam"] = access
+        actions = self._custom_actions()
+        if actions:
+            result["CustomActions"] = actions
+        return result
+
+    def _compute_resource(self, resource: ComputeResource) -> dict[str, Any]:
+        instance = self.instances[resource.instance_type]
+        efa = _efa_enabled(resource, instance)
+        result: dict[str, Any] = {
+            "Name": resource.name,
+            "InstanceType": resource.instance_type,
+            "MinCount": resource.min_count,
+            "MaxCount": resource.max_count,
+            "Efa": {"Enabled": efa, "GdrSupport": _gdr_enabled(resource, instance)},
+        }
+        if resource.disable_simultaneous_multithreading:
+            result["DisableSimultaneousMultithreading"] = True
+        return result
+
+    def _placement_group(self, queue: SlurmQueue) -> dict[str, Any]:
+        placement = _placement(queue, self.instances, self.placement_group)
+        if placement is QueuePlacement.SHARED and self.placement_group is not None:
+            return {"Enabled": True, "Name": self.placement_group.placement_group_name}
+        return {"Enabled": placement is QueuePlacement.MANAGED}
+
+    def _shared_storage(self) -> dict[str, Any] | None:
+        if self.file_system is not None:
+            settings: dict[str, Any] = {"FileSystemId": self.file_system.file_system_id}
+        elif self.managed_file_system is not None:
+            managed = self.managed_file_system
+            settings = {
+                "DeploymentType": managed.deployment_type.value,
+                "StorageCapacity": managed.storage_capacity_gib,
+                "DataCompressionType": "LZ4",
+                "DeletionPolicy": managed.deletion_policy.value,
+            }
+            if managed.per_unit_storage_throughput_mbps is not None:
+                settings["PerUnitStorageThroughput"] = managed.per_unit_storage_throughput_mbps
+        else:
+            return None
+        return {
+            "MountDir": self.mount_dir,
+            "Name": "shared",
+            "StorageType": "FsxLustre",
+            "FsxLustreSettings": settings,
+        }
+
+    def _custom_actions(self) -> dict[str, Any]:
+        script = self.on_node_configured
+        if script is None:
+            return {}
+        action: dict[str, Any] = {"Script": f"s3://{script.bucket.bucket_name}/{script.key}"}
+        if script.args:
+            action["Args"] = list(script.args)
+        return {"OnNodeConfigured": action}
+
+    def _script_access(self) -> dict[str, Any]:
+        script = self.on_node_configured
+        if script is None:
+            return {}
+        return {"S3Access": [{"BucketName": script.bucket.bucket_name, "KeyName": script.key}]}
+
+
+# --------------------------------------------------------------------------------------------------
+# export: tokens -> concrete values
+
+
+def resource_types(stack: cdk.Stack) -> dict[str, str]:
+    """``{logical id: CloudFormation type}`` of every resource in ``stack``."""
+    types: dict[str, str] = {}
+    for child in stack.node.find_all():
+        if isinstance(child, cdk.CfnResource) and cdk.Stack.of(child) is stack:
+            types[stack.resolve(child.logical_id)] = child.cfn_resource_type
+    return types
+
+
+def substitute_placeholders(
+    resolved: Any,
+    *,
+    resource_types: Mapping[str, str],
+    values: Mapping[str, str] | None = None,
+    region: str | None = None,
+) -> Any:
+    """Replace CloudFormation intrinsics in an already-resolved document with concrete values.
+
+    ``Ref``/``Fn::GetAtt`` take ``values[logical id]`` / ``values["LogicalId.Attribute"]`` when given, else a
+    realistic placeholder chosen by the referenced resource's type (one distinct id per resource);
+    pseudo parameters take ``region`` and fixed placeholders; ``Fn::Join`` is joined after substitution.
+    A pure function: it reads only its arguments.
+
+    :raises ConfigurationError: an intrinsic it cannot turn into a value (e.g. ``Fn::ImportValue``).
+    """
+    given = dict(values or {})
+    pseudo = {**PSEUDO_PARAMETER_PLACEHOLDERS, **({"AWS::Region": region} if region else {})}
+    counters: dict[str, itertools.count[int]] = {}
+    assigned: dict[str, str] = {}
+
+    def placeholder(key: str, logical_id: str, attribute: str | None) -> str:
+        if key in given:
+            return given[key]
+        if key in assigned:
+            return assigned[key]
+        kind = resource_types.get(logical_id, "")
+        if kind == "AWS::EC2::VPC" and attribute == "CidrBlock":
+            value = VPC_CIDR_PLACEHOLDER
+        elif kind in PLACEHOLDER_PREFIXES:
+            value = f"{PLACEHOLDER_PREFIXES[kind]}{next(counters.setdefault(kind, itertools.count())):x}"
+        else:
+            value = f"placeholder-{logical_id.lower()}"
+        assigned[key] = value
+        return value
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, list):
+            return [walk(item) for item in node]
+        if not isinstance(node, dict):
+            return node
+        if len(node) == 1:
+            ((key, argument),) = node.items()
+            if key == "Ref":
+                if argument in pseudo:
+                    return given.get(argument, pseudo[argument])
+                return placeholder(argument, argument, None)
+            if key == "Fn::GetAtt":
+                logical_id, attribute = argument if isinstance(argument, list) else argument.split(".", 1)
+                return placeholder(f"{logical_id}.{attribute}", logical_id, attribute)
+            if key == "Fn::Join":
+                separator, parts = argument
+                return separator.join(str(walk(part)) for part in parts)
+            if key.startswith("Fn::"):
+                raise ConfigurationError(f"cannot render {key} into a concrete value: {argument!r}")
+        return {key: walk(value) for key, value in node.items()}
+
+    return walk(resolved)

@@ -1,0 +1,287 @@
+# shellcheck shell=bash disable=SC2034  # settings used by the other files on_create.sh sources
+#
+# Reads the two JSON inputs of a lifecycle run with python3 (present on HyperPod AMIs):
+#   provisioning_parameters.json  uploaded next to these scripts by the CDK construct
+#   resource_config.json          written by HyperPod at /opt/ml/config/resource_config.json
+# and sets TC_* shell variables. Values are validated here, once, because they end up in fstab,
+# slurm.conf and command lines.
+
+TC_PARAMS_FILE="${TC_PARAMS_FILE:-${TC_HOME:-.}/provisioning_parameters.json}"
+
+# Filled by tc_load_params
+TC_CONTROLLER_GROUP=""
+TC_LOGIN_GROUP=""
+TC_FSX_DNS_NAME=""
+TC_FSX_MOUNTNAME=""
+TC_FSX_MOUNT_DIR=""
+TC_ENABLE_OBSERVABILITY=""
+TC_ENABLE_ENROOT_PYXIS=""
+TC_SLURM_REQUEUE_EXIT=""
+TC_WORKER_GROUPS=()
+
+# Filled by tc_detect_role
+TC_ROLE=""
+TC_GROUP=""
+TC_PARTITION=""
+TC_NODE_IP=""
+TC_INSTANCE_ID=""
+TC_CONTROLLER_IPS=""
+TC_WORKER_NODES=()
+
+tc_preflight() {
+    if ! command -v "$TC_PYTHON" >/dev/null 2>&1; then
+        tc_error "python3 not found (TC_PYTHON='${TC_PYTHON}'): it is needed to read the JSON configuration"
+        return 1
+    fi
+    if [[ ! -f $TC_PARAMS_FILE ]]; then
+        tc_error "provisioning parameters not found at ${TC_PARAMS_FILE}: upload provisioning_parameters.json next to on_create.sh"
+        return 1
+    fi
+    if [[ ! -f $TC_RESOURCE_CONFIG ]]; then
+        tc_error "HyperPod resource config not found at ${TC_RESOURCE_CONFIG} (set SAGEMAKER_RESOURCE_CONFIG_PATH to override)"
+        return 1
+    fi
+    tc_load_params "$TC_PARAMS_FILE"
+    log "parameters: controller_group=${TC_CONTROLLER_GROUP} login_group=${TC_LOGIN_GROUP:-<none>}" \
+        "worker_groups=${TC_WORKER_GROUPS[*]:-<none>} fsx=${TC_FSX_DNS_NAME:-<none>}@tcp:/${TC_FSX_MOUNTNAME:-<none>}" \
+        "fsx_mount_dir=${TC_FSX_MOUNT_DIR} enable_enroot_pyxis=${TC_ENABLE_ENROOT_PYXIS}" \
+        "enable_observability=${TC_ENABLE_OBSERVABILITY} slurm_requeue_exit=${TC_SLURM_REQUEUE_EXIT:-<none>}"
+}
+
+# tc_load_params FILE: validate provisioning_parameters.json and set the TC_* parameter variables.
+tc_load_params() {
+    local out key value
+    out="$("$TC_PYTHON" -I -S - "$1" <<'PY'
+import json
+import re
+import sys
+
+path = sys.argv[1]
+
+
+def fail(message):
+    print(f"provisioning_parameters.json: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+try:
+    with open(path, encoding="utf-8") as handle:
+        params = json.load(handle)
+except (OSError, ValueError) as error:
+    fail(f"cannot read {path}: {error}")
+if not isinstance(params, dict):
+    fail(f"must be a JSON object, got {type(params).__name__}")
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+DNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
+ABS_DIR = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+
+
+def text(key, pattern, allowed, required=False, default=""):
+    value = params.get(key, default)
+    if value is None or value == "":
+        if required:
+            fail(f"{key} is required: {allowed}")
+        return ""
+    if not isinstance(value, str) or not pattern.match(value):
+        fail(f"{key} must be {allowed}, got {value!r}")
+    return value
+
+
+def flag(key, default):
+    value = params.get(key, default)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str) and value.lower() in ("true", "false"):
+        return value.lower()
+    fail(f"{key} must be true or false, got {value!r}")
+
+
+manager = params.get("workload_manager", "slurm")
+if manager != "slurm":
+    fail(f"workload_manager must be 'slurm' (these scripts set up Slurm), got {manager!r}")
+
+names = "a name of letters, digits, '.', '_' or '-'"
+out = {
+    "controller_group": text("controller_group", NAME, names, required=True),
+    "login_group": text("login_group", NAME, names),
+    "fsx_dns_name": text("fsx_dns_name", DNS, "a DNS name such as fs-0123.fsx.us-east-1.amazonaws.com"),
+    "fsx_mountname": text("fsx_mountname", NAME, "the FSx for Lustre mount name such as 'abcdefgh'"),
+    "fsx_mount_dir": text("fsx_mount_dir", ABS_DIR, "an absolute path such as '/fsx'", default="/fsx"),
+    "enable_observability": flag("enable_observability", False),
+    "enable_enroot_pyxis": flag("enable_enroot_pyxis", True),
+}
+if bool(out["fsx_dns_name"]) != bool(out["fsx_mountname"]):
+    fail("fsx_dns_name and fsx_mountname must be given together (or both left out to skip FSx), "
+         f"got fsx_dns_name={out['fsx_dns_name']!r} fsx_mountname={out['fsx_mountname']!r}")
+
+codes = params.get("slurm_requeue_exit_codes", [75])
+if not isinstance(codes, list) or not all(
+    isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 255 for code in codes
+):
+    fail(f"slurm_requeue_exit_codes must be a list of exit codes 0-255, got {codes!r}")
+out["slurm_requeue_exit"] = ",".join(str(code) for code in codes)
+
+groups = params.get("worker_groups", [])
+if not isinstance(groups, list):
+    fail(f"worker_groups must be a list of {{instance_group_name, partition_name}}, got {groups!r}")
+lines = []
+for index, group in enumerate(groups):
+    where = f"worker_groups[{index}]"
+    if not isinstance(group, dict):
+        fail(f"{where} must be an object with instance_group_name and partition_name, got {group!r}")
+    name = group.get("instance_group_name")
+    if not isinstance(name, str) or not NAME.match(name):
+        fail(f"{where}.instance_group_name must be {names}, got {name!r}")
+    partition = group.get("partition_name") or name
+    if not isinstance(partition, str) or not NAME.match(partition):
+        fail(f"{where}.partition_name must be {names}, got {partition!r}")
+    if name in (out["controller_group"], out["login_group"]):
+        fail(f"{where}.instance_group_name {name!r} is already the controller or login group")
+    lines.append(f"worker_group={name}:{partition}")
+
+for key, value in out.items():
+    print(f"{key}={value}")
+print("\n".join(lines))
+PY
+)"
+    TC_WORKER_GROUPS=()
+    while IFS='=' read -r key value; do
+        case $key in
+            controller_group) TC_CONTROLLER_GROUP=$value ;;
+            login_group) TC_LOGIN_GROUP=$value ;;
+            fsx_dns_name) TC_FSX_DNS_NAME=$value ;;
+            fsx_mountname) TC_FSX_MOUNTNAME=$value ;;
+            fsx_mount_dir) TC_FSX_MOUNT_DIR=$value ;;
+            enable_observability) TC_ENABLE_OBSERVABILITY=$value ;;
+            enable_enroot_pyxis) TC_ENABLE_ENROOT_PYXIS=$value ;;
+            slurm_requeue_exit) TC_SLURM_REQUEUE_EXIT=$value ;;
+            worker_group) TC_WORKER_GROUPS+=("$value") ;;
+            "") ;;
+            *) warn "ignoring unexpected parameter line: ${key}" ;;
+        esac
+    done <<<"$out"
+}
+
+# tc_local_ips: this node's IPv4 addresses, space separated (hostname -I, else ip addr).
+tc_local_ips() {
+    local ips
+    local -a addresses=()
+    ips="$(hostname -I 2>/dev/null || true)"
+    if [[ -z ${ips//[[:space:]]/} ]]; then
+        ips="$(ip -4 -o addr show 2>/dev/null | awk '{ split($4, a, "/"); printf "%s ", a[1] }' || true)"
+    fi
+    read -r -a addresses <<<"$ips" || true
+    printf '%s' "${addresses[*]}"
+}
+
+# tc_detect_role: match this node's IP against resource_config.json and set TC_ROLE
+# (controller | login | worker), TC_GROUP, TC_PARTITION, TC_CONTROLLER_IPS, TC_WORKER_NODES.
+tc_detect_role() {
+    local ips out key value
+    ips="$(tc_local_ips)"
+    log "local IPv4 addresses: ${ips:-<none>}"
+    out="$("$TC_PYTHON" -I -S - "$TC_RESOURCE_CONFIG" "$ips" "$TC_CONTROLLER_GROUP" "$TC_LOGIN_GROUP" \
+        "${TC_WORKER_GROUPS[@]}" <<'PY'
+import json
+import sys
+
+path, ips, controller, login = sys.argv[1], sys.argv[2].split(), sys.argv[3], sys.argv[4]
+partitions = dict(entry.split(":", 1) for entry in sys.argv[5:])
+
+
+def fail(message, code=3):
+    print(f"resource_config.json: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+try:
+    with open(path, encoding="utf-8") as handle:
+        config = json.load(handle)
+    groups = config["InstanceGroups"]
+    if not isinstance(groups, list):
+        raise TypeError("InstanceGroups is not a list")
+except (OSError, ValueError, KeyError, TypeError) as error:
+    fail(f"cannot read InstanceGroups from {path}: {error!r}", code=2)
+
+
+def group_name(group):
+    return group.get("Name") or group.get("InstanceGroupName") or ""
+
+
+def addresses(group):
+    return [i.get("CustomerIpAddress") for i in group.get("Instances") or [] if i.get("CustomerIpAddress")]
+
+
+mine = None
+for group in groups:
+    for instance in group.get("Instances") or []:
+        if instance.get("CustomerIpAddress") in ips:
+            mine = (group, instance)
+            break
+    if mine:
+        break
+if mine is None:
+    known = ", ".join(f"{group_name(g)}={'/'.join(addresses(g)) or '-'}" for g in groups) or "none"
+    fail(f"this node's IPv4 addresses ({', '.join(ips) or 'none found'}) are not listed in {path} "
+         f"(known instances: {known}); cannot tell this node's role")
+
+group, instance = mine
+name = group_name(group)
+if name == controller:
+    role, partition = "controller", ""
+elif login and name == login:
+    role, partition = "login", ""
+elif name in partitions:
+    role, partition = "worker", partitions[name]
+else:
+    fail(f"this node's instance group {name!r} is not controller_group {controller!r}, "
+         f"login_group {login or '<none>'!r} or one of worker_groups {sorted(partitions)} "
+         "in provisioning_parameters.json; cannot tell this node's role")
+
+controller_ips = [ip for g in groups if group_name(g) == controller for ip in addresses(g)]
+if not controller_ips:
+    fail(f"no instance of controller_group {controller!r} is listed in {path}")
+
+print(f"role={role}")
+print(f"group={name}")
+print(f"partition={partition}")
+print(f"node_ip={instance.get('CustomerIpAddress')}")
+print(f"instance_id={instance.get('InstanceId', '')}")
+print(f"controller_ips={','.join(controller_ips)}")
+present = {group_name(g) for g in groups}
+for worker_group, worker_partition in partitions.items():
+    if worker_group not in present:
+        print(f"warning=worker group {worker_group!r} has no instances in {path}")
+for g in groups:
+    if group_name(g) in partitions:
+        for ip in addresses(g):
+            print(f"worker_node={partitions[group_name(g)]}:{ip}")
+PY
+)"
+    TC_WORKER_NODES=()
+    while IFS='=' read -r key value; do
+        case $key in
+            role) TC_ROLE=$value ;;
+            group) TC_GROUP=$value ;;
+            partition) TC_PARTITION=$value ;;
+            node_ip) TC_NODE_IP=$value ;;
+            instance_id) TC_INSTANCE_ID=$value ;;
+            controller_ips) TC_CONTROLLER_IPS=$value ;;
+            worker_node) TC_WORKER_NODES+=("$value") ;;
+            warning) warn "$value" ;;
+            "") ;;
+            *) warn "ignoring unexpected role line: ${key}" ;;
+        esac
+    done <<<"$out"
+    log "this node: role=${TC_ROLE} group=${TC_GROUP} partition=${TC_PARTITION:-<none>}" \
+        "ip=${TC_NODE_IP} instance=${TC_INSTANCE_ID:-?} controller=${TC_CONTROLLER_IPS}"
+    tc_write_file "${TC_STATE_DIR}/node.env" 0644 <<EOF
+# Written by the training-clusters lifecycle scripts (on_create.sh).
+TC_ROLE=${TC_ROLE}
+TC_GROUP=${TC_GROUP}
+TC_PARTITION=${TC_PARTITION}
+TC_NODE_IP=${TC_NODE_IP}
+TC_CONTROLLER_IPS=${TC_CONTROLLER_IPS}
+EOF
+}

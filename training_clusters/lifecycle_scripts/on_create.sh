@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+#
+# SageMaker HyperPod (Slurm) OnCreate entry point of the cdk-training-clusters lifecycle scripts.
+#
+# HyperPod downloads LifeCycleConfig.SourceS3Uri (this folder plus provisioning_parameters.json)
+# to some folder on every new node and runs this script as root. It configures the node for its
+# role (controller, login or worker), step by step; each step is logged with a timestamp to
+# $TC_LOG_FILE (default /var/log/provision/provisioning.log) and to stdout. The first failing step
+# ends the run with one line `FAILED step '<name>' (exit N)` and the same exit status.
+#
+# Running it twice gives the same node. See README.md for the flow and for running it locally.
+set -euo pipefail
+
+TC_HOME="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+cd -- "$TC_HOME"
+
+source lib/common.sh
+source lib/cluster_config.sh
+source lib/apt.sh
+source lib/apt_hotfix.sh
+source lib/fsx.sh
+source lib/shared_home.sh
+source lib/enroot_pyxis.sh
+source lib/slurm.sh
+source lib/observability.sh
+
+main() {
+    local step
+    tc_install_traps
+    log "on_create.sh started (scripts: ${TC_HOME}, root: ${TC_ROOT:-/}, log: ${TC_LOG_FILE})"
+
+    run_step preflight tc_preflight
+    run_step detect-role tc_detect_role
+    run_step apt-hotfix tc_apt_hotfix
+    run_step apt-update tc_apt_update
+
+    if [[ -n $TC_FSX_DNS_NAME ]]; then
+        run_step lustre-client tc_ensure_lustre_client
+        run_step mount-fsx tc_mount_fsx
+        run_step shared-home tc_setup_shared_home
+    else
+        for step in lustre-client mount-fsx shared-home; do
+            skip_step "$step" "no fsx_dns_name / fsx_mountname in provisioning_parameters.json"
+        done
+    fi
+
+    if [[ $TC_ENABLE_ENROOT_PYXIS == true ]]; then
+        run_step enroot-pyxis tc_setup_enroot_pyxis
+    else
+        skip_step enroot-pyxis "enable_enroot_pyxis is false"
+    fi
+
+    run_step "slurm-${TC_ROLE}" tc_setup_slurm
+
+    if [[ $TC_ENABLE_OBSERVABILITY == true ]]; then
+        run_step observability tc_setup_observability
+    else
+        skip_step observability "enable_observability is false"
+    fi
+
+    log "SUCCESS: node provisioned as ${TC_ROLE} (group ${TC_GROUP}) in ${SECONDS}s"
+}
+
+mkdir -p -- "$(dirname -- "$TC_LOG_FILE")"
+# A pipeline rather than `exec > >(tee ...)`: tee has written everything when the script exits.
+main "$@" 2>&1 | tee -a -- "$TC_LOG_FILE"

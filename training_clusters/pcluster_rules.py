@@ -1,0 +1,193 @@
+"""AWS ParallelCluster 3.16 rules that its config schema does not check, free of CDK imports.
+
+The limits and patterns are ParallelCluster's own (``pcluster/constants.py`` and
+``pcluster/validators/cluster_validators.py`` of aws-parallelcluster 3.16.1): its validators apply them only
+when a cluster is created, with AWS credentials; here they fail at synth time or when an environment file is
+loaded. Each ``*_problem`` function returns ``None`` when the value is fine, else the sentence that explains
+what is allowed; the caller prefixes the field (a construct prop or an environment-file path).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterable
+
+from training_clusters.catalog import CATALOG, InstanceType
+
+#: The ParallelCluster release whose CloudFormation provider and schema this library targets.
+PCLUSTER_VERSION = "3.16.1"
+
+#: ``Image.Os`` values ParallelCluster 3.16 accepts.
+SUPPORTED_OSES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9", "rocky8", "rocky9")
+#: Operating systems earlier releases accepted, with why they are gone.
+RETIRED_OSES = {
+    "alinux2": "Amazon Linux 2 is no longer supported by ParallelCluster 3.16",
+    "ubuntu2004": "Ubuntu 20.04 is no longer supported by ParallelCluster 3.16",
+    "centos7": "CentOS 7 is no longer supported by ParallelCluster 3.16",
+}
+
+CLUSTER_NAME_MAX_LENGTH = 60
+_CLUSTER_NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]*$")
+#: Queue and compute-resource names (ParallelCluster's ``NameValidator`` applies to both).
+NAME_MAX_LENGTH = 25
+_NAME = re.compile(r"^[a-z][a-z0-9-]*$")
+MAX_QUEUES = 50
+MAX_COMPUTE_RESOURCES_PER_QUEUE = 50
+MAX_COMPUTE_RESOURCES_PER_CLUSTER = 50
+
+#: ``Monitoring.Logs.CloudWatch.RetentionInDays`` values ParallelCluster accepts (a subset of CloudWatch's).
+LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
+
+#: Directories ParallelCluster refuses as shared-storage mount points.
+RESERVED_MOUNT_DIRS = frozenset(
+    (
+        "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/media", "/mnt", "/opt",
+        "/opt/parallelcluster", "/opt/parallelcluster/shared", "/opt/parallelcluster/shared_login_nodes",
+        "/opt/slurm", "/opt/intel", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
+    )
+)  # fmt: skip
+_MOUNT_DIR = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+_PREFIX_LIST = re.compile(r"^pl-[a-zA-Z0-9]+$")
+
+
+def os_problem(os: str) -> str | None:
+    """``Image.Os``: one of :data:`SUPPORTED_OSES`."""
+    if os in SUPPORTED_OSES:
+        return None
+    allowed = ", ".join(SUPPORTED_OSES)
+    if os in RETIRED_OSES:
+        return f"'{os}' is not allowed: {RETIRED_OSES[os]}; use one of {allowed}"
+    return f"must be one of {allowed}, got '{os}'"
+
+
+def cluster_name_problem(name: str) -> str | None:
+    """``ClusterName``: a letter, then letters, digits and hyphens; at most 60 characters."""
+    if _CLUSTER_NAME.fullmatch(name) and len(name) <= CLUSTER_NAME_MAX_LENGTH:
+        return None
+    return (
+        f"must start with a letter and hold only letters, digits and hyphens, at most "
+        f"{CLUSTER_NAME_MAX_LENGTH} characters, got '{name}'"
+    )
+
+
+def slurm_name_problem(name: str) -> str | None:
+    """Queue and compute-resource names: ``^[a-z][a-z0-9-]*$``, at most 25 characters, not ``default``."""
+    if not _NAME.fullmatch(name):
+        return (
+            "must start with a lowercase letter and hold only lowercase letters, digits and hyphens, "
+            f"got '{name}'"
+        )
+    if len(name) > NAME_MAX_LENGTH:
+        return f"must be at most {NAME_MAX_LENGTH} characters, got '{name}' ({len(name)})"
+    if name == "default":
+        return "must not be 'default' (reserved by Slurm)"
+    return None
+
+
+def duplicates_problem(names: Iterable[str]) -> str | None:
+    """Names that must be unique."""
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for name in names:
+        if name in seen and name not in repeated:
+            repeated.append(name)
+        seen.add(name)
+    if not repeated:
+        return None
+    return f"must be unique, got {', '.join(repr(n) for n in repeated)} more than once"
+
+
+def count_problem(count: int, maximum: int) -> str | None:
+    """How many queues / compute resources: at least one, at most ``maximum``."""
+    if 1 <= count <= maximum:
+        return None
+    return f"must hold between 1 and {maximum} entries, got {count}"
+
+
+def min_count_problem(min_count: int, max_count: int) -> str | None:
+    """``MinCount``: 0 or more and not above ``MaxCount`` (the caller prefixes ``min_count``)."""
+    if min_count < 0:
+        return f"must be 0 or more, got {min_count}"
+    if min_count > max_count:
+        return f"{min_count} is greater than max_count {max_count}"
+    return None
+
+
+def max_count_problem(max_count: int) -> str | None:
+    """``MaxCount``: 1 or more."""
+    if max_count < 1:
+        return f"must be 1 or more, got {max_count}"
+    return None
+
+
+def efa_problem(instance: InstanceType) -> str | None:
+    """``Efa.Enabled`` on an instance type without EFA."""
+    if instance.efa_supported:
+        return None
+    capable = ", ".join(name for name, it in CATALOG.items() if it.efa_supported)
+    return (
+        f"is enabled, but {instance.name} has no EFA interface; EFA-capable types in the catalogue: {capable}"
+    )
+
+
+def gdr_problem(instance: InstanceType, efa_enabled: bool) -> str | None:
+    """``Efa.GdrSupport`` where GPUDirect RDMA does not exist, or without EFA."""
+    if not efa_enabled:
+        return "requires efa to be enabled"
+    if instance.gpudirect_rdma:
+        return None
+    capable = ", ".join(name for name, it in CATALOG.items() if it.gpudirect_rdma)
+    return f"is enabled, but {instance.name} has no GPUDirect RDMA; types with it in the catalogue: {capable}"
+
+
+def ssh_allowed_ips_problem(allowed: str) -> str | None:
+    """``HeadNode.Ssh.AllowedIps``: an IPv4 CIDR narrower than the internet, or a prefix list id."""
+    if _PREFIX_LIST.fullmatch(allowed):
+        return None
+    try:
+        network = ipaddress.IPv4Network(allowed, strict=False)
+    except ValueError:
+        return f"must be an IPv4 CIDR such as 10.0.0.0/16 or a prefix list id (pl-...), got '{allowed}'"
+    if network.prefixlen == 0:
+        return f"must not open SSH to the whole internet, got '{allowed}'; give the VPC CIDR or a prefix list"
+    return None
+
+
+def log_retention_problem(days: int) -> str | None:
+    """``RetentionInDays``: one of :data:`LOG_RETENTION_DAYS`."""
+    if days in LOG_RETENTION_DAYS:
+        return None
+    return f"must be one of {', '.join(str(d) for d in LOG_RETENTION_DAYS)}, got {days}"
+
+
+def scaledown_idletime_problem(minutes: int) -> str | None:
+    """``ScaledownIdletime``: whole minutes, 1 or more."""
+    if minutes >= 1:
+        return None
+    return f"must be 1 or more minutes, got {minutes}"
+
+
+def mount_dir_problem(mount_dir: str) -> str | None:
+    """Shared-storage ``MountDir``: an absolute directory ParallelCluster does not reserve."""
+    if not _MOUNT_DIR.fullmatch(mount_dir):
+        return f"must be an absolute directory such as /shared, got '{mount_dir}'"
+    if mount_dir in RESERVED_MOUNT_DIRS:
+        return (
+            f"'{mount_dir}' is reserved by the operating system or ParallelCluster; use e.g. /shared or /fsx"
+        )
+    return None
+
+
+def script_uri_problem(uri: str) -> str | None:
+    """Custom-action ``Script``: an ``s3://`` or ``https://`` URI."""
+    if uri.startswith(("s3://", "https://")):
+        return None
+    return f"must be an s3:// or https:// URI, got '{uri}'"
+
+
+def instance_type_problem(name: str) -> str | None:
+    """An instance type the catalogue knows (it holds the EFA and GPUDirect RDMA facts we check)."""
+    if name in CATALOG:
+        return None
+    return f"'{name}' is not in the catalogue; known types: {', '.join(CATALOG)}"

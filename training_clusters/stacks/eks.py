@@ -1,0 +1,227 @@
+"""EksTrainingEnvironment: an EKS cluster for GPU training on the environment's network, placement group and FSx."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from training_clusters.config import (
+    EksCapacityChoice,
+    EksConfig,
+    EksEfaInterfaceChoice,
+    EnvironmentConfig,
+)
+from training_clusters.constructs.eks_addons import (
+    EfaDevicePlugin,
+    FsxCsiDriver,
+    GpuMonitoring,
+    NvidiaDevicePlugin,
+)
+from training_clusters.constructs.eks_gpu import (
+    AccessMode,
+    CapacityType,
+    EfaInterfaceType,
+    EfaNodegroup,
+    GpuEksCluster,
+    GpuNodegroup,
+)
+from training_clusters.constructs.eks_nccl_job import nccl_test_mpijob, run_instructions, write_manifest
+from training_clusters.constructs.eks_sharing import MigStrategy
+from training_clusters.errors import ConfigurationError
+from training_clusters.stacks.base import TrainingEnvironmentStack
+
+_CAPACITY = {
+    EksCapacityChoice.ON_DEMAND: CapacityType.ON_DEMAND,
+    EksCapacityChoice.SPOT: CapacityType.SPOT,
+    EksCapacityChoice.CAPACITY_BLOCK: CapacityType.CAPACITY_BLOCK,
+}
+_INTERFACE = {
+    EksEfaInterfaceChoice.EFA: EfaInterfaceType.EFA,
+    EksEfaInterfaceChoice.EFA_ONLY: EfaInterfaceType.EFA_ONLY,
+}
+
+
+class EksTrainingEnvironment(TrainingEnvironmentStack):
+    """Network + placement group + FSx (from the base) and an EKS cluster with EFA and GPU nodegroups.
+
+    Built from the environment file's ``eks`` section. Attributes: ``cluster``, ``efa_nodegroups`` and
+    ``gpu_nodegroups`` (by name), ``device_plugin``, ``efa_device_plugin``, ``fsx_csi``, ``monitoring``
+    (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name) and
+    ``nccl_job_files`` (where they were written: the cloud assembly directory).
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+    ) -> None:
+        super().__init__(scope, id, config=config, environment_name=environment_name)
+        if config.eks is None:
+            raise ConfigurationError(f"{environment_name}: eks: required for an EKS environment")
+        settings = config.eks
+        self.cluster = GpuEksCluster(
+            self,
+            "Eks",
+            vpc=self.network.vpc,
+            subnets=self.network.private_subnets,
+            admin_role_arn=self._admin_role_arn(settings),
+            public_access_cidrs=settings.public_access_cidrs,
+            access_mode=AccessMode[settings.access_mode.name],
+            cluster_name=settings.cluster_name,
+            system_instance_type=settings.system_nodegroup.instance_type,
+            system_node_count=settings.system_nodegroup.size,
+        )
+        if self.shared_storage is not None:
+            self.shared_storage.allow_clients_from(self.cluster)
+        self.efa_nodegroups = self._efa_nodegroups(settings)
+        self.gpu_nodegroups = self._gpu_nodegroups(settings)
+        self._add_addons(settings)
+        self.nccl_jobs: dict[str, dict[str, Any]] = {}
+        self.nccl_job_files: dict[str, Path] = {}
+        if settings.nccl_test.enabled:
+            self._write_nccl_jobs(settings)
+        self._add_eks_outputs()
+
+    # ----------------------------------------------------------------------------------------------
+    # nodegroups
+
+    def _admin_role_arn(self, settings: EksConfig) -> str | None:
+        if settings.admin_role_name is None:
+            return settings.admin_role_arn
+        arn: str = cdk.Arn.format(
+            cdk.ArnComponents(
+                service="iam", region="", resource="role", resource_name=settings.admin_role_name
+            ),
+            self,
+        )
+        return arn
+
+    def _efa_nodegroups(self, settings: EksConfig) -> dict[str, EfaNodegroup]:
+        return {
+            group.name: EfaNodegroup(
+                self,
+                f"EfaNodegroup-{group.name}",
+                cluster=self.cluster,
+                instance_type=group.instance_type,
+                subnet=self.network.placement_subnet(),
+                placement_group=self.placement_group,
+                efa_security_group=self.network.efa_security_group,
+                desired_size=group.size,
+                efa_interfaces=group.efa_interfaces,
+                efa_interface_type=_INTERFACE[group.efa_interface_type],
+                capacity_type=_CAPACITY[group.capacity_type],
+                capacity_reservation_id=group.capacity_reservation_id,
+                labels=group.labels,
+            )
+            for group in settings.efa_nodegroups
+        }
+
+    def _gpu_nodegroups(self, settings: EksConfig) -> dict[str, GpuNodegroup]:
+        return {
+            group.name: GpuNodegroup(
+                self,
+                f"GpuNodegroup-{group.name}",
+                cluster=self.cluster,
+                instance_type=group.instance_type,
+                desired_size=group.size,
+                subnets=self.network.private_subnets,
+                labels=group.labels,
+                gpu_taint=group.gpu_taint,
+            )
+            for group in settings.gpu_nodegroups
+        }
+
+    # ----------------------------------------------------------------------------------------------
+    # add-ons
+
+    def _add_addons(self, settings: EksConfig) -> None:
+        addons = settings.addons
+        instance_types = [g.instance_type for g in self.efa_nodegroups.values()]
+        instance_types += [g.instance_type for g in self.gpu_nodegroups.values()]
+        gpu_types = sorted({t.name for t in instance_types if t.is_gpu})
+        plugin = addons.nvidia_device_plugin
+        self.device_plugin: NvidiaDevicePlugin | None = None
+        if plugin.enabled and gpu_types:
+            self.device_plugin = NvidiaDevicePlugin(
+                self,
+                "NvidiaDevicePlugin",
+                cluster=self.cluster,
+                instance_types=gpu_types,
+                time_slicing=plugin.sharing_time_slicing,
+                mps=plugin.sharing_mps,
+                mig_strategy=MigStrategy(plugin.mig_strategy.value),
+            )
+        self.efa_device_plugin: EfaDevicePlugin | None = None
+        if addons.efa_device_plugin and self.efa_nodegroups:
+            self.efa_device_plugin = EfaDevicePlugin(
+                self,
+                "EfaDevicePlugin",
+                cluster=self.cluster,
+                instance_types=sorted({g.instance_type.name for g in self.efa_nodegroups.values()}),
+            )
+        self.fsx_csi: FsxCsiDriver | None = None
+        lustre = self.config.storage.lustre
+        if addons.fsx_csi_driver and self.shared_storage is not None and lustre is not None:
+            self.fsx_csi = FsxCsiDriver(
+                self,
+                "FsxCsiDriver",
+                cluster=self.cluster,
+                storage=self.shared_storage,
+                capacity_gib=lustre.storage_capacity_gib,
+            )
+            # The add-on turns ACTIVE only once its pods can run.
+            self.fsx_csi.addon.node.add_dependency(self.cluster.system_nodegroup)
+        self.monitoring: GpuMonitoring | None = None
+        if addons.gpu_monitoring is not None:
+            self.monitoring = GpuMonitoring(
+                self,
+                "GpuMonitoring",
+                cluster=self.cluster,
+                prometheus=addons.gpu_monitoring.prometheus,
+                grafana=addons.gpu_monitoring.grafana,
+            )
+
+    # ----------------------------------------------------------------------------------------------
+    # NCCL acceptance jobs and outputs
+
+    def _write_nccl_jobs(self, settings: EksConfig) -> None:
+        outdir = Path(cdk.Stage.of(self).outdir)
+        for name, group in self.efa_nodegroups.items():
+            if not group.instance_type.is_gpu:
+                continue
+            job = nccl_test_mpijob(
+                name=f"nccl-tests-{name}",
+                instance_type=group.instance_type,
+                workers=group.desired_size,
+                efa_interfaces=group.efa_interfaces,
+                image=settings.nccl_test.image,
+            )
+            self.nccl_jobs[name] = job
+            self.nccl_job_files[name] = write_manifest(
+                job, outdir / f"{self.stack_name}.nccl-tests-{name}.yaml"
+            )
+
+    def _add_eks_outputs(self) -> None:
+        cdk.CfnOutput(
+            self,
+            "UpdateKubeconfigCommand",
+            value=self.cluster.update_kubeconfig_command(self.config.region),
+            description="Point kubectl at the cluster (run from inside the VPC unless public_access_cidrs is set)",
+        )
+        cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="The EKS cluster")
+        for name, path in self.nccl_job_files.items():
+            cdk.CfnOutput(
+                self,
+                f"NcclTest{''.join(part.capitalize() for part in name.split('-'))}",
+                value=run_instructions(_display_path(path), f"nccl-tests-{name}"),
+                description=f"Run the NCCL all_reduce_perf acceptance job on nodegroup {name}",
+            )
+
+
+def _display_path(path: Path) -> str:
+    try:
+        return os.path.relpath(path)
+    except ValueError:
+        return str(path)
