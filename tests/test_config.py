@@ -115,6 +115,18 @@ def test_bad_documents_name_the_field_the_value_and_what_is_allowed(
     assert line in lines
 
 
+def test_two_orchestrator_sections_are_a_clear_error() -> None:
+    hyperpod = {"cluster_name": "x", "instance_groups": [{"name": "c", "instance_type": "ml.c5.xlarge"}]}
+    eks: dict[str, Any] = {}
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(with_(hyperpod=hyperpod, eks=eks), source="env.yaml")
+    assert (
+        "  (document): an environment has one orchestrator, got sections hyperpod, eks; keep one of "
+        "hyperpod, parallelcluster, eks (or none, for network and storage only)"
+        in str(error.value).splitlines()
+    )
+
+
 def test_loading_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "broken.yaml"
     path.write_text(yaml.safe_dump(with_(storage={"lustre": {"storag_capacity_gib": 1200}})))

@@ -36,6 +36,7 @@ __all__ = [
     "QuotaFamily",
     "all_instance_types",
     "from_row",
+    "instance_type_problem",
     "lookup",
     "lookup_hyperpod",
     "to_row",
@@ -270,10 +271,17 @@ def lookup(name: str, *, field: str = "instance_type") -> InstanceType:
     _require_string(name, field)
     found = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
     if found is None:
-        raise ConfigurationError(
-            f"{field}: {name!r} is not in the catalogue; known types: {', '.join(CATALOG)}"
-        )
+        raise ConfigurationError(f"{field}: {_not_catalogued(name)}")
     return found
+
+
+def instance_type_problem(name: str) -> str | None:
+    """Why ``name`` (an EC2 name such as ``p5.48xlarge``) is not usable here, or None when catalogued."""
+    return None if name in CATALOG else _not_catalogued(name)
+
+
+def _not_catalogued(name: str) -> str:
+    return f"{name!r} is not in the catalogue; known types: {', '.join(CATALOG)}"
 
 
 def lookup_hyperpod(name: str, *, field: str = "instance_type") -> InstanceType:

@@ -10,11 +10,14 @@ Users gate their own CI the same way::
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
@@ -35,6 +38,72 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     if not reason.strip():
         raise ValueError(f"acknowledging {rule} needs a specific reason")
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{AWS_SOLUTIONS}::{rule}", reason=reason))
+
+
+def nag_detail(value: Any) -> str:
+    """How cdk-nag prints a policy ARN or resource in a finding's detail.
+
+    ``{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/X"]]}`` becomes
+    ``arn:<AWS::Partition>:iam::aws:policy/X``; ``{"Fn::GetAtt": ["Fn", "Arn"]}`` becomes ``<Fn.Arn>``, ``${AWS::Region}`` inside ``Fn::Sub`` ``<AWS::Region>``;
+    anything else (e.g. ``Fn::If``) is compact JSON. Pass values through ``Stack.resolve`` first.
+    """
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and len(value) == 1:
+        ((key, argument),) = value.items()
+        if key == "Ref" and isinstance(argument, str):
+            return f"<{argument}>"
+        if key == "Fn::GetAtt" and isinstance(argument, list) and len(argument) == 2:
+            return f"<{argument[0]}.{argument[1]}>"
+        if key == "Fn::Sub" and isinstance(argument, str):
+            return re.sub(r"\$\{([^}]+)\}", r"<\1>", argument)
+        if key == "Fn::Join" and isinstance(argument, list) and argument[0] == "":
+            parts = [nag_detail(part) for part in argument[1]]
+            if all(not part.startswith("{") for part in parts):
+                return "".join(parts)
+    return json.dumps(value, separators=(",", ":"))
+
+
+def wildcard_finding(scope: IConstruct, kind: str, value: Any) -> str:
+    """The AwsSolutions-IAM5 finding id for ``value`` (an action or resource, possibly a token)."""
+    return f"AwsSolutions-IAM5[{kind}::{nag_detail(cdk.Stack.of(scope).resolve(value))}]"
+
+
+def acknowledge_wildcards(
+    policy: iam.CfnPolicy, reasons: Mapping[str, str], default: str | None = None
+) -> None:
+    """Acknowledge each wildcard (IAM5) finding of ``policy``, read from its resolved document.
+
+    ``reasons`` maps a finding id (see :func:`wildcard_finding`) to its reason; a wildcard without one gets
+    ``default``, and with no default it stays unacknowledged, so a new wildcard fails the gate.
+    """
+    document = cdk.Stack.of(policy).resolve(policy.policy_document) or {}
+    for statement in document.get("Statement", []):
+        for kind in ("Resource", "Action"):
+            values = statement.get(kind, [])
+            for value in values if isinstance(values, list) else [values]:
+                detail = nag_detail(value)
+                if "*" not in detail:
+                    continue
+                rule = f"AwsSolutions-IAM5[{kind}::{detail}]"
+                reason = reasons.get(rule, default)
+                if reason is not None:
+                    acknowledge(policy, rule, reason)
+
+
+def acknowledge_managed_policies(
+    role: iam.CfnRole, reasons: Mapping[str, str], default: str | None = None
+) -> None:
+    """Acknowledge each AWS-managed policy (IAM4) finding of ``role``.
+
+    ``reasons`` maps a policy name (e.g. ``AWSLambdaBasicExecutionRole``) to its reason; a policy without
+    one gets ``default``, and with no default it stays unacknowledged.
+    """
+    for arn in cdk.Stack.of(role).resolve(role.managed_policy_arns) or []:
+        detail = nag_detail(arn)
+        reason = next((r for name, r in reasons.items() if detail.endswith(f"/{name}")), default)
+        if reason is not None:
+            acknowledge(role, f"AwsSolutions-IAM4[Policy::{detail}]", reason)
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from training_clusters import pcluster_rules
-from training_clusters.catalog import CATALOG
+from training_clusters.catalog import CATALOG, instance_type_problem
 from training_clusters.constructs.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.constructs.eks_sharing import (
     MigStrategy,
@@ -223,6 +223,11 @@ def _raise_if(problem: str | None, field: str = "") -> None:
         raise ValueError(f"{field} {problem}" if field else problem)
 
 
+def _catalogued(value: str) -> str:
+    _raise_if(instance_type_problem(value))
+    return value
+
+
 class PclusterComputeResourceConfig(_Model):
     """``parallelcluster.queues[].compute_resources[]``: one instance type of a Slurm queue."""
 
@@ -242,11 +247,7 @@ class PclusterComputeResourceConfig(_Model):
         _raise_if(pcluster_rules.slurm_name_problem(value))
         return value
 
-    @field_validator("instance_type")
-    @classmethod
-    def _catalogued(cls, value: str) -> str:
-        _raise_if(pcluster_rules.instance_type_problem(value))
-        return value
+    _instance_type = field_validator("instance_type")(_catalogued)
 
     @model_validator(mode="after")
     def _counts(self) -> PclusterComputeResourceConfig:
@@ -322,11 +323,7 @@ class PclusterHeadNodeConfig(_Model):
         description="CIDR or prefix list allowed to SSH (needs key_name). Default: the VPC CIDR.",
     )
 
-    @field_validator("instance_type")
-    @classmethod
-    def _catalogued(cls, value: str) -> str:
-        _raise_if(pcluster_rules.instance_type_problem(value))
-        return value
+    _instance_type = field_validator("instance_type")(_catalogued)
 
     @model_validator(mode="after")
     def _ssh(self) -> PclusterHeadNodeConfig:
@@ -433,12 +430,6 @@ class EksMigStrategyChoice(StrEnum):
     NONE = "none"
     SINGLE = "single"
     MIXED = "mixed"
-
-
-def _catalogued(value: str) -> str:
-    if value not in CATALOG:
-        raise ValueError(f"'{value}' is not in the catalogue; known types: {', '.join(CATALOG)}")
-    return value
 
 
 class EksSystemNodegroupConfig(_Model):
@@ -603,6 +594,10 @@ class EksConfig(_Model):
         return self
 
 
+#: The sections that each make an environment's cluster; at most one per file.
+ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks")
+
+
 class EnvironmentConfig(_Model):
     """A whole environment file."""
 
@@ -657,6 +652,16 @@ class EnvironmentConfig(_Model):
             raise ValueError(
                 f"network.placement_availability_zone: '{chosen}' must be one of availability_zones "
                 f"({', '.join(self.availability_zones)})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _one_orchestrator(self) -> EnvironmentConfig:
+        given = [name for name in ORCHESTRATOR_SECTIONS if getattr(self, name) is not None]
+        if len(given) > 1:
+            raise ValueError(
+                f"an environment has one orchestrator, got sections {', '.join(given)}; keep one of "
+                f"{', '.join(ORCHESTRATOR_SECTIONS)} (or none, for network and storage only)"
             )
         return self
 

@@ -177,17 +177,3 @@ def mount_dir_problem(mount_dir: str) -> str | None:
             f"'{mount_dir}' is reserved by the operating system or ParallelCluster; use e.g. /shared or /fsx"
         )
     return None
-
-
-def script_uri_problem(uri: str) -> str | None:
-    """Custom-action ``Script``: an ``s3://`` or ``https://`` URI."""
-    if uri.startswith(("s3://", "https://")):
-        return None
-    return f"must be an s3:// or https:// URI, got '{uri}'"
-
-
-def instance_type_problem(name: str) -> str | None:
-    """An instance type the catalogue knows (it holds the EFA and GPUDirect RDMA facts we check)."""
-    if name in CATALOG:
-        return None
-    return f"'{name}' is not in the catalogue; known types: {', '.join(CATALOG)}"

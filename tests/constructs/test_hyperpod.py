@@ -103,11 +103,12 @@ def test_provisioning_parameters_match_the_groups_and_the_fsx(stack: cdk.Stack) 
 def test_provisioning_parameters_are_uploaded_as_a_file(stack: cdk.Stack, tmp_path: Path) -> None:
     build(stack)
     assembly = cdk.Stage.of(stack).synth()  # type: ignore[union-attr]
+    assert assembly.directory
     # Source.json_data stages the document as a zip asset whose markers are replaced at deploy time.
-    deployment = next(iter(Template.from_stack(stack).find_resources("Custom::CDKBucketDeployment").values()))
+    template = assembly.get_stack_by_name(stack.stack_name).template
+    deployment = next(r for r in template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment")
     assert len(deployment["Properties"]["SourceObjectKeys"]) == 2
     assert deployment["Properties"]["SourceMarkers"][1]  # the tokens (FSx DNS, mount name) to fill in
-    assert assembly.directory
 
 
 def test_login_group_is_named_in_the_parameters(stack: cdk.Stack) -> None:

@@ -3,17 +3,24 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
-from aws_cdk.assertions import Template
 
-from training_clusters.environments import add_environment, environment_files
+from training_clusters.config import load_environment
+from training_clusters.environments import add_environment, environment_files, stack_class
+from training_clusters.stacks.base import TrainingEnvironmentStack
+from training_clusters.stacks.eks import EksTrainingEnvironment
+from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
-from ..conftest import CDK_CONTEXT, ROOT
+from ..conftest import CDK_CONTEXT, ROOT, GateResult
 
 ENVIRONMENTS = environment_files(ROOT / "environments")
+EKS = [p for p in ENVIRONMENTS if p.stem.startswith("eks-")]
+PARALLELCLUSTER = [p for p in ENVIRONMENTS if p.stem.startswith("parallelcluster-")]
 
 
 def test_the_seed_environments_are_shipped() -> None:
@@ -21,15 +28,51 @@ def test_the_seed_environments_are_shipped() -> None:
     assert {"network-storage", "hyperpod-slurm", "hyperpod-p5"} <= names
 
 
+@pytest.fixture(scope="module")
+def gated(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Callable[[Path], tuple[TrainingEnvironmentStack, GateResult]]:
+    """Each environment synthesized once with the gates, shared by every test of this module."""
+    results: dict[Path, tuple[TrainingEnvironmentStack, GateResult]] = {}
+
+    def get(path: Path) -> tuple[TrainingEnvironmentStack, GateResult]:
+        if path not in results:
+            outdir = tmp_path_factory.mktemp(path.stem) / "cdk.out"
+            app = cdk.App(outdir=str(outdir), context=dict(CDK_CONTEXT))
+            stack = add_environment(app, path)
+            results[path] = (stack, GateResult(app))
+        return results[path]
+
+    return get
+
+
+def template_of(stack: TrainingEnvironmentStack, result: GateResult) -> dict[str, Any]:
+    assert result.assembly is not None
+    template: dict[str, Any] = json.loads((Path(result.assembly.directory) / stack.template_file).read_text())
+    return template
+
+
 @pytest.mark.parametrize("path", ENVIRONMENTS, ids=[p.stem for p in ENVIRONMENTS])
-def test_environment_passes_the_gates(tmp_path: Path, gates, path: Path) -> None:  # type: ignore[no-untyped-def]
-    app = cdk.App(outdir=str(tmp_path / "cdk.out"), context=dict(CDK_CONTEXT))
-    stack = add_environment(app, path)
-    result = gates(app)
+def test_environment_passes_the_gates(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
+    stack, result = gated(path)
     result.assert_clean()
-    template = Template.from_stack(stack).to_json()
-    _assert_secure_by_default(template)
+    _assert_secure_by_default(template_of(stack, result))
     assert stack.stack_name == f"training-{path.stem}"
+    assert type(stack) is stack_class(load_environment(path))
+
+
+@pytest.mark.parametrize("path", EKS, ids=[p.stem for p in EKS])
+def test_eks_environment_says_how_to_reach_the_cluster(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
+    stack, result = gated(path)
+    assert isinstance(stack, EksTrainingEnvironment)
+    command = json.dumps(template_of(stack, result)["Outputs"]["UpdateKubeconfigCommand"]["Value"])
+    assert "aws eks update-kubeconfig --name " in command and "--role-arn" in command
+
+
+@pytest.mark.parametrize("path", PARALLELCLUSTER, ids=[p.stem for p in PARALLELCLUSTER])
+def test_parallelcluster_environment_builds_its_stack_class(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
+    stack, _ = gated(path)
+    assert isinstance(stack, ParallelClusterEnvironment)
 
 
 def _assert_secure_by_default(template: dict[str, object]) -> None:

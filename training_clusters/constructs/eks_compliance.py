@@ -12,9 +12,6 @@ provider appears only with the first one).
 
 from __future__ import annotations
 
-import json
-from typing import Any
-
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_iam as iam
@@ -22,7 +19,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import IConstruct
 
-from training_clusters.compliance import acknowledge
+from training_clusters.compliance import acknowledge, acknowledge_managed_policies, acknowledge_wildcards
 
 #: The nested stacks aws-cdk-lib adds at a stack's root for ``aws_eks.Cluster``.
 PROVIDER_STACK_IDS = ("@aws-cdk--aws-eks.ClusterResourceProvider", "@aws-cdk--aws-eks.KubectlProvider")
@@ -38,28 +35,6 @@ _CLUSTER_ROLE_REASONS = {
     "AWSLambdaBasicExecutionRole": "CDK's kubectl handler writes its own logs",
     "AWSLambdaVPCAccessExecutionRole": "CDK's kubectl handler runs inside the VPC to reach a private endpoint",
 }
-
-
-def nag_detail(value: Any) -> str:
-    """How cdk-nag prints a policy ARN or resource in a finding's detail.
-
-    ``{"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/X"]]}`` becomes
-    ``arn:<AWS::Partition>:iam::aws:policy/X``; ``{"Fn::GetAtt": ["Fn", "Arn"]}`` becomes ``<Fn.Arn>``;
-    anything else (e.g. ``Fn::If``) is compact JSON.
-    """
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        ((key, argument),) = value.items()
-        if key == "Ref" and isinstance(argument, str):
-            return f"<{argument}>"
-        if key == "Fn::GetAtt" and isinstance(argument, list) and len(argument) == 2:
-            return f"<{argument[0]}.{argument[1]}>"
-        if key == "Fn::Join" and isinstance(argument, list) and argument[0] == "":
-            parts = [nag_detail(part) for part in argument[1]]
-            if all(not part.startswith("{") for part in parts):
-                return "".join(parts)
-    return json.dumps(value, separators=(",", ":"))
 
 
 @jsii.implements(cdk.IAspect)
@@ -107,20 +82,9 @@ def _is_ours(construct: IConstruct) -> bool:
 
 
 def _acknowledge_managed_policies(role: iam.CfnRole) -> None:
-    arns = cdk.Stack.of(role).resolve(role.managed_policy_arns) or []
-    for arn in arns:
-        detail = nag_detail(arn)
-        name = next((n for n in _CLUSTER_ROLE_REASONS if n in detail), None)
-        reason = f"{_CLUSTER_ROLE_REASONS[name]}; {_PROVIDER_REASON}" if name else _PROVIDER_REASON
-        acknowledge(role, f"AwsSolutions-IAM4[Policy::{detail}]", reason)
+    reasons = {name: f"{why}; {_PROVIDER_REASON}" for name, why in _CLUSTER_ROLE_REASONS.items()}
+    acknowledge_managed_policies(role, reasons, default=_PROVIDER_REASON)
 
 
 def _acknowledge_wildcards(policy: iam.CfnPolicy) -> None:
-    document = cdk.Stack.of(policy).resolve(policy.policy_document) or {}
-    for statement in document.get("Statement", []):
-        for kind, key in (("Resource", "Resource"), ("Action", "Action")):
-            values = statement.get(key, [])
-            for value in values if isinstance(values, list) else [values]:
-                detail = nag_detail(value)
-                if "*" in detail:
-                    acknowledge(policy, f"AwsSolutions-IAM5[{kind}::{detail}]", _PROVIDER_REASON)
+    acknowledge_wildcards(policy, {}, default=_PROVIDER_REASON)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,10 +17,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from training_clusters.catalog import lookup_hyperpod
-from training_clusters.compliance import acknowledge
+from training_clusters.compliance import (
+    acknowledge,
+    acknowledge_managed_policies,
+    acknowledge_wildcards,
+    wildcard_finding,
+)
 from training_clusters.constructs._validation import fail, is_unresolved
 from training_clusters.constructs.bucket import SecureBucket
 
@@ -110,7 +114,12 @@ class InstanceGroup:
 
 @dataclass(frozen=True)
 class LustreMount:
-    """The shared FSx for Lustre file system every node mounts (from ``SharedLustre``)."""
+    """The shared FSx for Lustre file system every node mounts (from ``SharedLustre``).
+
+    :param dns_name: The file system's DNS name.
+    :param mount_name: Its Lustre mount name.
+    :param mount_dir: Where nodes mount it. Default: ``/fsx``.
+    """
 
     dns_name: str
     mount_name: str
@@ -123,6 +132,8 @@ class LifecycleOptions:
 
     :param enable_enroot_pyxis: Enroot + Pyxis for ``srun --container-image``. Default: True.
     :param enable_observability: Prometheus node exporter + DCGM exporter. Default: False.
+    :param extra: More keys for ``provisioning_parameters.json`` (e.g. ``slurm_requeue_exit_codes``),
+        overriding the generated ones. Default: none.
     """
 
     enable_enroot_pyxis: bool = True
@@ -387,7 +398,7 @@ class HyperPodCluster(Construct):
             retain_on_delete=True,
             memory_limit=256,
         )
-        _acknowledge_bucket_deployment(deployment, self.bucket)
+        _acknowledge_bucket_deployment(deployment)
         return deployment
 
     def _create_execution_role(self, subnet: ec2.ISubnet) -> iam.Role:
@@ -401,11 +412,13 @@ class HyperPodCluster(Construct):
                 iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")
             ],
         )
-        acknowledge(
-            role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonSageMakerClusterInstanceRolePolicy]",
-            "AWS's own policy for HyperPod cluster instances (CloudWatch logs and metrics of the cluster, "
-            "lifecycle-script download); AWS keeps it in step with the service, which a copy would not be.",
+        acknowledge_managed_policies(
+            _cfn(role),
+            {
+                "AmazonSageMakerClusterInstanceRolePolicy": "AWS's own policy for HyperPod cluster instances "
+                "(CloudWatch logs and metrics of the cluster, lifecycle-script download); AWS keeps it in step "
+                "with the service, which a copy would not be."
+            },
         )
         # The lifecycle prefix only: read, not write. Explicit, rather than relying on the managed policy's
         # 'sagemaker-*' bucket-name rule, so a user-supplied bucket works too.
@@ -455,45 +468,28 @@ class HyperPodCluster(Construct):
                 conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
             )
         )
-        self._acknowledge_role_wildcards(role)
+        self._acknowledge_role_wildcards(role, eni_arn)
         return role
 
-    def _acknowledge_role_wildcards(self, role: iam.Role) -> None:
-        policy = role.node.find_child("DefaultPolicy").node.default_child
-        assert policy is not None
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5[Resource::*]",
-            "ec2:Describe* (VPCs, subnets, security groups, DHCP options, ENIs) and fsx:DescribeFileSystems do "
-            "not support resource-level permissions; read-only.",
-        )
-        acknowledge(
-            policy,
-            f"AwsSolutions-IAM5[Resource::arn:{_nag_partition(self)}:ec2:{_nag_region(self)}:<AWS::AccountId>:"
-            "network-interface/*]",
-            "HyperPod creates one ENI per node in the cluster subnet; their ids are not known before they "
-            "exist. Scoped to this account and region, and to the cluster's subnet and security groups.",
-        )
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5[Action::s3:GetObject*]",
-            "grant_read's object read actions (GetObject, GetObjectVersion, ...), limited to the lifecycle prefix.",
-        )
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5[Action::s3:GetBucket*]",
-            "grant_read's bucket metadata reads on the lifecycle bucket only.",
-        )
-        acknowledge(
-            policy,
-            "AwsSolutions-IAM5[Action::s3:List*]",
-            "Listing the lifecycle bucket, which HyperPod does to download the prefix.",
-        )
-        acknowledge(
-            policy,
-            f"AwsSolutions-IAM5[Resource::{_nag_bucket_arn(self.bucket)}/{self.lifecycle_prefix}*]",
-            "Read-only access to the objects of this cluster's lifecycle prefix, which HyperPod downloads.",
-        )
+    def _acknowledge_role_wildcards(self, role: iam.Role, eni_arn: str) -> None:
+        prefix_objects = self.bucket.arn_for_objects(f"{self.lifecycle_prefix}*")
+        reasons = {
+            wildcard_finding(self, "Resource", "*"): "ec2:Describe* (VPCs, subnets, security groups, DHCP "
+            "options, ENIs) and fsx:DescribeFileSystems do not support resource-level permissions; read-only.",
+            wildcard_finding(self, "Resource", eni_arn): "HyperPod creates one ENI per node in the cluster "
+            "subnet; their ids are not known before they exist. Scoped to this account and region, and to the "
+            "cluster's subnet and security groups.",
+            wildcard_finding(self, "Resource", prefix_objects): "Read-only access to the objects of this "
+            "cluster's lifecycle prefix, which HyperPod downloads.",
+            wildcard_finding(self, "Action", "s3:GetObject*"): "grant_read's object read actions (GetObject, "
+            "GetObjectVersion, ...), limited to the lifecycle prefix.",
+            wildcard_finding(self, "Action", "s3:GetBucket*"): "grant_read's bucket metadata reads on the "
+            "lifecycle bucket only.",
+            wildcard_finding(
+                self, "Action", "s3:List*"
+            ): "Listing the lifecycle bucket, which HyperPod does to download the prefix.",
+        }
+        acknowledge_wildcards(_cfn(role.node.find_child("DefaultPolicy")), reasons)
 
     def _create_cluster(self, subnet: ec2.ISubnet, node_recovery: NodeRecovery) -> sagemaker.CfnCluster:
         cluster = sagemaker.CfnCluster(
@@ -566,78 +562,32 @@ def _is_accelerated(instance_type: str) -> bool:
     return lookup_hyperpod(instance_type).accelerators is not None
 
 
-def _nag_region(scope: Construct) -> str:
-    """The region as cdk-nag spells it inside a policy resource."""
-    region = cdk.Stack.of(scope).region
-    return "<AWS::Region>" if cdk.Token.is_unresolved(region) else region
+def _cfn(construct: IConstruct) -> Any:
+    """The L1 resource behind an L2 construct."""
+    child = construct.node.default_child
+    assert child is not None, construct.node.path
+    return child
 
 
-def _nag_partition(scope: Construct) -> str:
-    """The partition as cdk-nag spells it (a literal when the stack's region pins it)."""
-    partition = cdk.Stack.of(scope).partition
-    return "<AWS::Partition>" if cdk.Token.is_unresolved(partition) else partition
-
-
-def _nag_bucket_arn(bucket: s3.IBucket) -> str:
-    """A bucket's ARN as cdk-nag spells it: ``<LogicalId.Arn>`` for one made in this stack."""
-    child = bucket.node.default_child
-    if isinstance(child, s3.CfnBucket):
-        return f"<{cdk.Stack.of(bucket).get_logical_id(child)}.Arn>"
-    return f"arn:<AWS::Partition>:s3:::{bucket.bucket_name}"
-
-
-def _nag_assets_bucket_arn(scope: Construct) -> str:
-    """The CDK bootstrap assets bucket's ARN as cdk-nag spells it (default synthesizer layout)."""
-    qualifier = scope.node.try_get_context("@aws-cdk/core:bootstrapQualifier") or (
-        cdk.DefaultStackSynthesizer.DEFAULT_QUALIFIER
-    )
-    return f"arn:{_nag_partition(scope)}:s3:::cdk-{qualifier}-assets-<AWS::AccountId>-{_nag_region(scope)}"
-
-
-def _acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment, destination: s3.IBucket) -> None:
-    """CDK's BucketDeployment runs an AWS-written Lambda; acknowledge its findings where they arise."""
-    stack = cdk.Stack.of(deployment)
+def _acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment) -> None:
+    """CDK's BucketDeployment runs an aws-cdk-lib Lambda; acknowledge its findings on its resources."""
     handler = next(
-        (c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")), None
+        (
+            c
+            for c in cdk.Stack.of(deployment).node.children
+            if c.node.id.startswith("Custom::CDKBucketDeployment")
+        ),
+        None,
     )
     if handler is None:
         return
-    role = handler.node.try_find_child("ServiceRole")
-    if role is not None:
-        acknowledge(
-            role,
-            "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
-            "CDK's BucketDeployment handler logs to CloudWatch through AWS's basic execution policy.",
-        )
-        policy = role.node.try_find_child("DefaultPolicy")
-        if policy is not None and policy.node.default_child is not None:
-            wildcards = {
-                **_BUCKET_DEPLOYMENT_WILDCARDS,
-                f"AwsSolutions-IAM5[Resource::{_nag_assets_bucket_arn(deployment)}/*]": (
-                    "BucketDeployment copies the staged lifecycle-script asset out of the CDK assets bucket."
-                ),
-                f"AwsSolutions-IAM5[Resource::{_nag_bucket_arn(destination)}/*]": (
-                    "BucketDeployment writes (and prunes) the lifecycle scripts in the destination bucket."
-                ),
-            }
-            for rule, reason in wildcards.items():
-                acknowledge(policy.node.default_child, rule, reason)
-    acknowledge(
-        handler,
-        "AwsSolutions-L1",
-        "CDK's BucketDeployment handler; its runtime is chosen and updated by aws-cdk-lib, not by us.",
+    reason = (
+        "CDK's BucketDeployment handler (aws-cdk-lib's design): it copies the staged lifecycle-script asset from "
+        "the CDK assets bucket into the lifecycle prefix and prunes stale files there."
     )
-
-
-_BUCKET_DEPLOYMENT_WILDCARDS = {
-    "AwsSolutions-IAM5[Action::s3:GetObject*]": "BucketDeployment reads the staged asset from the CDK assets bucket.",
-    "AwsSolutions-IAM5[Action::s3:GetBucket*]": "BucketDeployment reads bucket metadata of source and destination.",
-    "AwsSolutions-IAM5[Action::s3:List*]": "BucketDeployment lists the destination prefix to prune stale scripts.",
-    "AwsSolutions-IAM5[Action::s3:DeleteObject*]": "BucketDeployment prunes scripts removed from the package.",
-    "AwsSolutions-IAM5[Action::s3:Abort*]": "BucketDeployment aborts failed multipart uploads it started.",
-}
-
-
-def provisioning_parameters_json(params: dict[str, Any]) -> str:
-    """Provisioning parameters as the lifecycle scripts read them (for docs and tests)."""
-    return json.dumps(params, indent=2, sort_keys=True)
+    role = handler.node.find_child("ServiceRole")
+    acknowledge_managed_policies(
+        _cfn(role), {"AWSLambdaBasicExecutionRole": "CDK's BucketDeployment handler writes its own logs."}
+    )
+    acknowledge_wildcards(_cfn(role.node.find_child("DefaultPolicy")), {}, default=reason)
+    acknowledge(handler, "AwsSolutions-L1", f"{reason} Its runtime is chosen and updated by aws-cdk-lib.")

@@ -27,7 +27,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.catalog import CATALOG, InstanceType
+from training_clusters.catalog import CATALOG, InstanceType, instance_type_problem
 from training_clusters.constructs._validation import fail, is_unresolved
 from training_clusters.constructs.lustre import LustreDeploymentType, SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -42,7 +42,6 @@ from training_clusters.pcluster_rules import (
     duplicates_problem,
     efa_problem,
     gdr_problem,
-    instance_type_problem,
     log_retention_problem,
     max_count_problem,
     min_count_problem,
@@ -241,9 +240,7 @@ class ParallelCluster(Construct):
                                   efa_security_group=network.efa_security_group, file_system=fsx,
                                   queues=[SlurmQueue(name="compute", compute_resources=[
                                       ComputeResource(name="c5n", instance_type="c5n.9xlarge", max_count=2)])])
-        fsx.allow_clients_from(cluster)   # Lustre ports from every node
-        fsx.connections.allow_to(cluster, LUSTRE_PORT)   # and back: ParallelCluster checks both directions
-        fsx.connections.allow_to(cluster, LUSTRE_CLIENT_PORTS)
+        fsx.allow_clients_from(cluster)   # Lustre ports both ways: ParallelCluster checks both directions
 
     Attributes: ``configuration`` (the cluster configuration, CloudFormation tokens included),
     ``cluster_name``, ``provider`` (the nested provider stack), ``resource`` (the custom resource),

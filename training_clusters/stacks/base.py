@@ -24,6 +24,11 @@ class TrainingEnvironmentStack(cdk.Stack):
     def __init__(
         self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
     ) -> None:
+        """Build the shared layer.
+
+        :param config: The loaded environment file.
+        :param environment_name: Names the stack's description and the ``environment`` tag.
+        """
         self.config = config
         self.environment_name = environment_name
         super().__init__(

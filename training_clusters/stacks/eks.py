@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -221,7 +220,5 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
 
 
 def _display_path(path: Path) -> str:
-    try:
-        return os.path.relpath(path)
-    except ValueError:
-        return str(path)
+    """``cdk.out/<file>``: the same whatever folder synth ran from, so the template stays stable."""
+    return f"{path.parent.name}/{path.name}"
