@@ -293,6 +293,15 @@ def catalog_entry(scope: Construct, name: str, field: str) -> InstanceType:
         raise ConfigurationError(f"{scope.node.path}: {error}") from None
 
 
+def _check_root_volume(scope: Construct, size_gib: int) -> None:
+    if size_gib < _MIN_ROOT_VOLUME_GIB:
+        raise fail(
+            scope.node.path,
+            "root_volume_size_gib",
+            f"must be at least {_MIN_ROOT_VOLUME_GIB} (the EKS AMI's own size), got {size_gib}",
+        )
+
+
 def _private_subnets(vpc: ec2.IVpc) -> list[ec2.ISubnet]:
     if vpc.private_subnets:
         return list(vpc.private_subnets)
@@ -537,7 +546,7 @@ class EfaNodegroup(Construct):
         self._check_efa_supported()
         self.efa_interfaces = self._check_efa_interfaces(efa_interfaces)
         self._check_capacity_reservation(capacity_type, capacity_reservation_id)
-        self._check_root_volume(root_volume_size_gib)
+        _check_root_volume(self, root_volume_size_gib)
         sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
         placement_group.check_subnets([subnet], field="subnet")
 
@@ -611,14 +620,6 @@ class EfaNodegroup(Construct):
                 f"applies to ON_DEMAND and CAPACITY_BLOCK only, got '{reservation_id}' with SPOT",
             )
 
-    def _check_root_volume(self, size_gib: int) -> None:
-        if size_gib < _MIN_ROOT_VOLUME_GIB:
-            raise fail(
-                self.node.path,
-                "root_volume_size_gib",
-                f"must be at least {_MIN_ROOT_VOLUME_GIB} (the EKS AMI's own size), got {size_gib}",
-            )
-
 
 class GpuNodegroup(Construct):
     """A managed nodegroup of GPU instances without EFA (inference, notebooks, GPU sharing).
@@ -668,12 +669,7 @@ class GpuNodegroup(Construct):
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_accelerated()
         self._check_capacity_type(capacity_type)
-        if root_volume_size_gib < _MIN_ROOT_VOLUME_GIB:
-            raise fail(
-                self.node.path,
-                "root_volume_size_gib",
-                f"must be at least {_MIN_ROOT_VOLUME_GIB} (the EKS AMI's own size), got {root_volume_size_gib}",
-            )
+        _check_root_volume(self, root_volume_size_gib)
         sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
         self.launch_template = node_launch_template(
             self,
