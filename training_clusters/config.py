@@ -17,7 +17,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from training_clusters import pcluster_rules
-from training_clusters.catalog import CATALOG, instance_type_problem
+from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
 from training_clusters.constructs.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.constructs.eks_sharing import (
     MigStrategy,
@@ -39,6 +39,8 @@ from training_clusters.rules import (
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_MAX_TAG_KEY, _MAX_TAG_VALUE = 128, 256
 
 
 class _Model(BaseModel):
@@ -109,6 +111,16 @@ class DataRepositoryConfig(_Model):
     file_system_path: str = "/"
     auto_import: bool = True
     auto_export: bool = True
+
+    @field_validator("bucket_name")
+    @classmethod
+    def _bucket_name_shape(cls, value: str) -> str:
+        if not _BUCKET_NAME.fullmatch(value) or ".." in value:
+            raise ValueError(
+                "must be an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens, starting and "
+                f"ending with a letter or digit, got '{value}'"
+            )
+        return value
 
 
 class LustreConfig(_Model):
@@ -181,6 +193,15 @@ class HyperPodInstanceGroupConfig(_Model):
     deep_health_checks: list[DeepHealthCheckChoice] | None = Field(
         default=None, description="Default: both checks on GPU/Trainium groups, none on CPU groups."
     )
+
+    @field_validator("instance_type")
+    @classmethod
+    def _hyperpod_type(cls, value: str) -> str:
+        try:
+            lookup_hyperpod(value, field="instance_type")
+        except ConfigurationError as error:
+            raise ValueError(str(error).removeprefix("instance_type: ")) from None
+        return value
 
 
 class HyperPodConfig(_Model):
@@ -540,13 +561,20 @@ class EksAddonsConfig(_Model):
     efa_device_plugin: bool = Field(default=True, description="Installed when there are EFA nodegroups.")
     fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
     gpu_monitoring: EksMonitoringConfig | None = None
+    mpi_operator: bool = Field(
+        default=True, description="Kubeflow MPI Operator (runs MPIJobs such as the NCCL acceptance job)."
+    )
 
 
 class EksNcclTestConfig(_Model):
-    """``eks.nccl_test``: the MPIJob written for each EFA nodegroup."""
+    """``eks.nccl_test``: the MPIJob written for each EFA nodegroup, optionally applied by the stack."""
 
     enabled: bool = True
     image: str = DEFAULT_NCCL_TESTS_IMAGE
+    apply: bool = Field(
+        default=False,
+        description="Apply the MPIJob at deploy time (it runs once the nodes are up). Needs addons.mpi_operator.",
+    )
 
 
 class EksConfig(_Model):
@@ -571,6 +599,16 @@ class EksConfig(_Model):
     def _one_admin_role(self) -> EksConfig:
         if self.admin_role_arn is not None and self.admin_role_name is not None:
             raise ValueError("admin_role_arn and admin_role_name name the same thing; give one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _applied_job_needs_operator(self) -> EksConfig:
+        if self.nccl_test.apply and not (self.nccl_test.enabled and self.addons.mpi_operator):
+            raise ValueError(
+                "nccl_test.apply: true needs nccl_test.enabled: true and addons.mpi_operator: true "
+                f"(got enabled: {str(self.nccl_test.enabled).lower()}, "
+                f"mpi_operator: {str(self.addons.mpi_operator).lower()})"
+            )
         return self
 
     @model_validator(mode="after")
@@ -621,6 +659,16 @@ class EnvironmentConfig(_Model):
             raise ValueError(f"must be an AWS region such as us-east-1, got '{value}'")
         return value
 
+    @field_validator("account", mode="before")
+    @classmethod
+    def _account_quoted(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise ValueError(
+                f"must be a 12-digit AWS account id in quotes, got the number {value} "
+                "(unquoted, YAML reads digits as a number and drops leading zeros)"
+            )
+        return value
+
     @field_validator("account")
     @classmethod
     def _account_shape(cls, value: str | None) -> str | None:
@@ -635,6 +683,20 @@ class EnvironmentConfig(_Model):
             raise ValueError(
                 f"must start with a letter and hold only letters, digits and hyphens (max 63), got '{value}'"
             )
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_allowed_by_cloudformation(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, tag in value.items():
+            if not 1 <= len(key) <= _MAX_TAG_KEY:
+                raise ValueError(f"keys must be 1-{_MAX_TAG_KEY} characters, got '{key}' ({len(key)})")
+            if key.lower().startswith("aws:"):
+                raise ValueError(f"keys must not start with 'aws:' (reserved for AWS), got '{key}'")
+            if len(tag) > _MAX_TAG_VALUE:
+                raise ValueError(
+                    f"values must be at most {_MAX_TAG_VALUE} characters, got {len(tag)} for '{key}'"
+                )
         return value
 
     @model_validator(mode="after")
@@ -677,6 +739,11 @@ def environment_name(config: EnvironmentConfig, path: Path | None) -> str:
         return config.name
     if path is None:
         raise ConfigurationError("name: required when the environment does not come from a file")
+    if not _NAME.fullmatch(path.stem):
+        raise ConfigurationError(
+            f"{path}: the file name '{path.stem}' names the environment and its stack, so it must start with "
+            "a letter and hold only letters, digits and hyphens (max 63); rename the file or set name:"
+        )
     return path.stem
 
 
@@ -684,9 +751,14 @@ def load_environment(path: str | Path) -> EnvironmentConfig:
     """Read and validate one environment file."""
     file = Path(path)
     try:
-        document = yaml.safe_load(file.read_text())
+        document = yaml.safe_load(file.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ConfigurationError(f"{file}: no such environment file") from None
+    except UnicodeDecodeError as error:
+        line = error.object[: error.start].count(b"\n") + 1
+        raise ConfigurationError(f"{file}: line {line} is not UTF-8 text; save the file as UTF-8") from None
+    except OSError as error:
+        raise ConfigurationError(f"{file}: cannot be read: {error.strerror}") from None
     except yaml.YAMLError as error:
         raise ConfigurationError(f"{file}: not valid YAML: {error}") from None
     return parse_environment(document, source=str(file))
@@ -694,6 +766,10 @@ def load_environment(path: str | Path) -> EnvironmentConfig:
 
 def parse_environment(document: Any, *, source: str = "<environment>") -> EnvironmentConfig:
     """Validate an already-parsed environment document."""
+    if document is None:
+        raise ConfigurationError(
+            f"{source}: is empty; an environment needs at least region and availability_zones"
+        )
     if not isinstance(document, dict):
         raise ConfigurationError(f"{source}: must be a mapping of sections, got {type(document).__name__}")
     try:
@@ -717,6 +793,9 @@ def _message(problem: Any) -> str:
         return f"unknown key (got value {value!r}); check the spelling against environments/schema.json"
     if kind == "missing":
         return "required, but missing"
+    if kind == "model_type":
+        hint = "; an empty section reads as null: fill it in or delete it" if value is None else ""
+        return f"must be a section of key: value settings, got {value!r}{hint}"
     message = str(problem["msg"]).removeprefix("Value error, ")
     if kind in ("value_error", "assertion_error"):
         return message

@@ -26,6 +26,8 @@ from training_clusters.constructs.eks_addons import (
     nvidia_device_plugin_values,
 )
 from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
+from training_clusters.constructs.eks_release_manifest import MpiOperator, ReleaseManifest
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
@@ -155,6 +157,7 @@ def addons(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stack, GpuEksC
     EfaDevicePlugin(stack, "EfaPlugin", cluster=cluster, instance_types=["p5en.48xlarge"])
     FsxCsiDriver(stack, "FsxCsi", cluster=cluster, storage=storage, capacity_gib=1200)
     GpuMonitoring(stack, "Monitoring", cluster=cluster)
+    MpiOperator(stack, "MpiOperator", cluster=cluster)
     return stack, cluster, Template.from_stack(stack).to_json()
 
 
@@ -296,3 +299,104 @@ def test_grafana_without_prometheus_is_a_clear_error(
     assert str(error.value) == (
         "Test/BadMonitoring: grafana needs prometheus (Grafana's data source), got prometheus=False"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# MPI Operator: the release manifest applied at deploy time by our handler
+
+
+def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: v for k, v in template["Resources"].items() if v["Type"] == kind}
+
+
+def test_mpi_operator_applies_the_pinned_release_manifest(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    ((_, resource),) = _of_type(template, "Custom::ReleaseManifest").items()
+    props = resource["Properties"]
+    assert props["ManifestUrl"] == MPI_OPERATOR_MANIFEST_URL
+    assert "/v0.7.0/" in props["ManifestUrl"]
+    assert props["WaitForCrds"] == "true"
+    assert props["ClusterName"] == {"Ref": _logical_id(template, "Custom::AWSCDK-EKS-Cluster")}
+    # applied only once the handler can reach and authenticate to the cluster
+    depends = set(resource["DependsOn"])
+    access_entries = _of_type(template, "AWS::EKS::AccessEntry")
+    assert any(k in depends for k in access_entries)
+
+
+def test_mpi_operator_handler_runs_in_the_private_subnets_with_kubectl(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    (handler,) = (
+        v["Properties"]
+        for v in _of_type(template, "AWS::Lambda::Function").values()
+        if v["Properties"].get("Handler") == "index.on_event"
+    )
+    assert handler["VpcConfig"]["SubnetIds"]
+    assert handler["Runtime"].startswith("python3.")
+    assert len(handler["Layers"]) == 1  # the cluster's kubectl layer
+    role_id = handler["Role"]["Fn::GetAtt"][0]
+    (entry,) = (
+        v["Properties"]
+        for v in _of_type(template, "AWS::EKS::AccessEntry").values()
+        if v["Properties"]["PrincipalArn"] == {"Fn::GetAtt": [role_id, "Arn"]}
+    )
+    assert entry["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"}
+
+
+def test_mpi_operator_handler_policy_is_least_privilege(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    (policy,) = (
+        v["Properties"]["PolicyDocument"]
+        for k, v in _of_type(template, "AWS::IAM::Policy").items()
+        if k.startswith("MpiOperatorHandlerRole")
+    )
+    by_action = {
+        action: statement["Resource"]
+        for statement in policy["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert by_action["eks:DescribeCluster"] == {
+        "Fn::GetAtt": [_logical_id(template, "Custom::AWSCDK-EKS-Cluster"), "Arn"]
+    }
+    wildcard = sorted(a for a, r in by_action.items() if r == "*")
+    assert wildcard and all(
+        a.startswith("ec2:") and ("NetworkInterface" in a or "PrivateIp" in a) for a in wildcard
+    )
+    assert not any(a.endswith("*") for a in by_action)
+
+
+@pytest.mark.parametrize(
+    ("url", "fragment"),
+    [
+        ("http://example.com/v1.0.0/x.yaml", "must be an https:// URL"),
+        ("https://raw.githubusercontent.com/kubeflow/mpi-operator/master/deploy/x.yaml", "release tag"),
+        ("https://example.com/latest/x.yaml", "release tag"),
+    ],
+)
+def test_release_manifest_refuses_unpinned_urls(stack: cdk.Stack, url: str, fragment: str) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    with pytest.raises(ConfigurationError, match=fragment) as error:
+        ReleaseManifest(stack, "Manifest", cluster=cluster, url=url)
+    assert "Test/Manifest: url" in str(error.value) and url in str(error.value)
+
+
+def test_release_manifest_checks_sha256_shape_and_operator_version(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    with pytest.raises(ConfigurationError, match="sha256 must be 64 hexadecimal digits, got 'abc'"):
+        ReleaseManifest(stack, "Manifest", cluster=cluster, url="https://example.com/v1/x.yaml", sha256="abc")
+    with pytest.raises(
+        ConfigurationError, match=r"version must be a release tag such as v0\.7\.0, got 'master'"
+    ):
+        MpiOperator(stack, "Operator", cluster=cluster, version="master")
+
+
+def _logical_id(template: dict[str, Any], kind: str) -> str:
+    (logical_id,) = _of_type(template, kind)
+    return logical_id

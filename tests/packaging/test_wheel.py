@@ -1,8 +1,17 @@
-"""The package is importable by other CDK apps: build the wheel, install it in a clean venv, synth an app."""
+"""The package is importable by other CDK apps: build the wheel, install it, synth a downstream app.
+
+Installing into a clean virtual environment would download aws-cdk-lib and friends (a minute on this
+machine), so the wheel is installed without dependencies into a folder of its own and run with the
+project's dependencies; a separate test checks that every third-party module the package imports at
+module level is declared in the wheel's ``Requires-Dist``.
+"""
 
 from __future__ import annotations
 
+import ast
+import importlib.metadata
 import os
+import re
 import subprocess
 import sys
 import zipfile
@@ -14,8 +23,7 @@ from ..conftest import ROOT
 
 DOWNSTREAM_APP = """
 import aws_cdk as cdk
-from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.constructs import SharedLustre, TrainingNetwork
 from training_clusters.compliance import add_compliance_checks
 
 app = cdk.App()
@@ -31,32 +39,51 @@ app.synth()
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(ROOT)],
-        check=True,
+    built = subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
         capture_output=True,
+        text=True,
     )
-    (built,) = out.glob("cdk_training_clusters-*.whl")
-    return built
+    assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
+    (wheel_file,) = out.glob("cdk_training_clusters-*.whl")
+    return wheel_file
 
 
-def test_wheel_carries_the_lifecycle_scripts_and_type_marker(wheel: Path) -> None:
+def test_wheel_carries_the_lifecycle_scripts_handlers_and_type_marker(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "training_clusters/py.typed" in names
     assert "training_clusters/lifecycle_scripts/on_create.sh" in names
     assert any(n.startswith("training_clusters/lifecycle_scripts/lib/") for n in names)
+    assert "training_clusters/handlers/release_manifest/index.py" in names
     assert not any(n.startswith("constructs/") for n in names), (
         "must never ship a top-level constructs package"
     )
+    assert not any(n.startswith("tests/") for n in names)
 
 
-@pytest.mark.slow
+def test_every_module_level_import_is_a_declared_dependency(wheel: Path) -> None:
+    metadata = next(n for n in zipfile.ZipFile(wheel).namelist() if n.endswith(".dist-info/METADATA"))
+    requires = {
+        _normalise(re.split(r"[ ;<>=!~\[(]", line.removeprefix("Requires-Dist: "), maxsplit=1)[0])
+        for line in zipfile.ZipFile(wheel).read(metadata).decode().splitlines()
+        if line.startswith("Requires-Dist: ") and "extra ==" not in line
+    }
+    distributions = importlib.metadata.packages_distributions()
+    undeclared: dict[str, str] = {}
+    for source in (ROOT / "training_clusters").rglob("*.py"):
+        for module in _module_level_imports(source):
+            if module in sys.stdlib_module_names or module == "training_clusters":
+                continue
+            providers = {_normalise(d) for d in distributions.get(module, [module])}
+            if not providers & requires:
+                undeclared[module] = str(source.relative_to(ROOT))
+    assert undeclared == {}, f"imported but not in Requires-Dist {sorted(requires)}"
+
+
 def test_downstream_app_synthesizes_with_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    python = venv / "bin" / "python"
+    target = tmp_path / "site"
     install = subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", str(wheel)],
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
         capture_output=True,
         text=True,
     )
@@ -64,23 +91,33 @@ def test_downstream_app_synthesizes_with_the_installed_wheel(wheel: Path, tmp_pa
     app_dir = tmp_path / "app"
     app_dir.mkdir()
     (app_dir / "app.py").write_text(DOWNSTREAM_APP)
-    env = {
-        **os.environ,
-        "CDK_OUTDIR": str(app_dir / "cdk.out"),
-        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-    }
-    env.pop("PYTHONPATH", None)
-    result = subprocess.run([str(python), "app.py"], cwd=app_dir, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    template = (app_dir / "cdk.out" / "Downstream.template.json").read_text()
-    assert "AWS::FSx::FileSystem" in template
-    # the installed copy, not the source tree, was used
+    # The installed copy comes first on the path, ahead of the editable checkout.
+    env = {**os.environ, "CDK_OUTDIR": str(app_dir / "cdk.out"), "PYTHONPATH": str(target)}
     where = subprocess.run(
-        [str(python), "-c", "import training_clusters, sys; print(training_clusters.__file__)"],
+        [sys.executable, "-c", "import training_clusters; print(training_clusters.__file__)"],
         cwd=app_dir,
         env=env,
         capture_output=True,
         text=True,
         check=True,
     ).stdout
-    assert str(venv) in where
+    assert where.startswith(str(target)), where
+    result = subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    template = (app_dir / "cdk.out" / "Downstream.template.json").read_text()
+    assert "AWS::FSx::FileSystem" in template
+
+
+def _module_level_imports(source: Path) -> set[str]:
+    """Top-level module names imported at module level (imports inside functions are optional extras)."""
+    found: set[str] = set()
+    for statement in ast.parse(source.read_text()).body:
+        if isinstance(statement, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in statement.names)
+        elif isinstance(statement, ast.ImportFrom) and statement.level == 0 and statement.module:
+            found.add(statement.module.split(".")[0])
+    return found
+
+
+def _normalise(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()

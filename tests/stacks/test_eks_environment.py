@@ -1,13 +1,16 @@
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 import yaml
+from aws_cdk.assertions import Template
 
 from training_clusters.config import parse_environment
-from training_clusters.environments import add_environment
+from training_clusters.constructs.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
+from training_clusters.environments import add_environment, add_environment_config
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.eks import EksTrainingEnvironment
 
@@ -44,15 +47,43 @@ def test_g5_environment_writes_the_nccl_job_and_says_how_to_run_it(g5_stack: Eks
     assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (1, 1)
     env = {e["name"] for e in worker["template"]["spec"]["containers"][0]["env"]}
     assert "FI_EFA_USE_DEVICE_RDMA" not in env  # g5 has no GPUDirect RDMA
-    from aws_cdk.assertions import Template
-
     outputs = Template.from_stack(g5_stack).find_outputs("NcclTestG5")
     (output,) = outputs.values()
-    assert (
-        "kubectl apply --server-side -f https://raw.githubusercontent.com/kubeflow/mpi-operator/"
-        in output["Value"]
+    # the stack installs the operator and applies the job: the output only follows the launcher
+    assert output["Value"] == "kubectl logs -f job/nccl-tests-g5-launcher"
+
+
+def test_g5_environment_applies_the_job_after_the_operator_and_the_nodes(
+    g5_stack: EksTrainingEnvironment,
+) -> None:
+    assert g5_stack.mpi_operator is not None
+    template = Template.from_stack(g5_stack).to_json()
+    (job_id,) = (
+        k
+        for k, v in template["Resources"].items()
+        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        and "MPIJob" in json.dumps(v["Properties"]["Manifest"])
     )
-    assert "nccl-tests-g5.yaml" in output["Value"]
+    depends = set(template["Resources"][job_id]["DependsOn"])
+    stack = cdk.Stack.of(g5_stack)
+    operator_id = stack.get_logical_id(g5_stack.mpi_operator.resource.node.default_child)
+    nodegroup_id = stack.get_logical_id(g5_stack.efa_nodegroups["g5"].nodegroup.node.default_child)
+    assert {operator_id, nodegroup_id} <= depends
+
+
+def test_without_the_operator_the_output_installs_it_and_applies_the_job(app: cdk.App) -> None:
+    document = yaml.safe_load((ROOT / "environments" / "eks-g5-efa.yaml").read_text())
+    document["eks"]["addons"]["mpi_operator"] = False
+    document["eks"]["nccl_test"]["apply"] = False
+    stack = add_environment_config(app, parse_environment(document), "g5-no-operator")
+    assert isinstance(stack, EksTrainingEnvironment) and stack.mpi_operator is None
+    template = Template.from_stack(stack).to_json()
+    assert not [v for v in template["Resources"].values() if v["Type"] == "Custom::ReleaseManifest"]
+    (output,) = Template.from_stack(stack).find_outputs("NcclTestG5").values()
+    assert output["Value"].startswith(
+        f"kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL} && kubectl apply -f "
+    )
+    assert output["Value"].endswith("nccl-tests-g5.yaml && kubectl logs -f job/nccl-tests-g5-launcher")
 
 
 def test_g5_environment_has_both_device_plugins_and_fsx_csi(g5_stack: EksTrainingEnvironment) -> None:

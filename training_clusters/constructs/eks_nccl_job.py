@@ -193,15 +193,32 @@ def _check(name: str, instance_type: InstanceType, workers: int, efa_interfaces:
         raise ConfigurationError(f"nccl test: name must be 1 to 63 characters, got '{name}'")
 
 
-#: The MPI Operator release the NCCL job is written for. Kubeflow publishes it as a plain manifest, not a
-#: helm chart, so it is applied with kubectl (server-side: its CRD is too large for client-side apply).
+#: The MPI Operator release the stack installs (MPIJob ``kubeflow.org/v2beta1``; the seed used v0.6.0).
 MPI_OPERATOR_VERSION = "v0.7.0"
-MPI_OPERATOR_MANIFEST_URL = f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{MPI_OPERATOR_VERSION}/deploy/v2beta1/mpi-operator.yaml"
 
 
-def run_instructions(manifest_path: str, job_name: str) -> str:
-    """Shell commands that install the MPI Operator, start the job and follow the launcher's output."""
+def mpi_operator_manifest_url(version: str = MPI_OPERATOR_VERSION) -> str:
+    """Where Kubeflow publishes the MPI Operator's release manifest for tag ``version``."""
     return (
-        f"kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL} && kubectl apply -f {manifest_path} && "
-        f"kubectl logs -f job/{job_name}-launcher"
+        f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
     )
+
+
+MPI_OPERATOR_MANIFEST_URL = mpi_operator_manifest_url()
+
+
+def run_instructions(
+    manifest_path: str, job_name: str, *, install_operator: bool = False, applied: bool = False
+) -> str:
+    """Shell commands that start the job (unless the stack applied it) and follow the launcher's output.
+
+    :param install_operator: Prefix the MPI Operator's install (when the stack does not install it).
+    :param applied: The stack applied the job already: only follow its output.
+    """
+    steps = []
+    if install_operator:
+        steps.append(f"kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL}")
+    if not applied:
+        steps.append(f"kubectl apply -f {manifest_path}")
+    steps.append(f"kubectl logs -f job/{job_name}-launcher")
+    return " && ".join(steps)

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_eks as eks
 from constructs import Construct
 
 from training_clusters.config import (
@@ -29,6 +30,7 @@ from training_clusters.constructs.eks_gpu import (
     GpuNodegroup,
 )
 from training_clusters.constructs.eks_nccl_job import nccl_test_mpijob, run_instructions, write_manifest
+from training_clusters.constructs.eks_release_manifest import MpiOperator
 from training_clusters.constructs.eks_sharing import MigStrategy
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.base import TrainingEnvironmentStack
@@ -48,9 +50,10 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
     """Network + placement group + FSx (from the base) and an EKS cluster with EFA and GPU nodegroups.
 
     Built from the environment file's ``eks`` section. Attributes: ``cluster``, ``efa_nodegroups`` and
-    ``gpu_nodegroups`` (by name), ``device_plugin``, ``efa_device_plugin``, ``fsx_csi``, ``monitoring``
-    (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name) and
-    ``nccl_job_files`` (where they were written: the cloud assembly directory).
+    ``gpu_nodegroups`` (by name), ``device_plugin``, ``efa_device_plugin``, ``fsx_csi``, ``monitoring``,
+    ``mpi_operator`` (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name),
+    ``nccl_job_files`` (where they were written: the cloud assembly directory) and ``applied_nccl_jobs``
+    (the jobs the stack applies itself, by nodegroup name, when ``nccl_test.apply`` is set).
     """
 
     def __init__(
@@ -79,8 +82,11 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         self._add_addons(settings)
         self.nccl_jobs: dict[str, dict[str, Any]] = {}
         self.nccl_job_files: dict[str, Path] = {}
+        self.applied_nccl_jobs: dict[str, eks.KubernetesManifest] = {}
         if settings.nccl_test.enabled:
             self._write_nccl_jobs(settings)
+        if settings.nccl_test.apply:
+            self._apply_nccl_jobs()
         self._add_eks_outputs()
 
     # ----------------------------------------------------------------------------------------------
@@ -172,6 +178,9 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             )
             # The add-on turns ACTIVE only once its pods can run.
             self.fsx_csi.addon.node.add_dependency(self.cluster.system_nodegroup)
+        self.mpi_operator: MpiOperator | None = None
+        if addons.mpi_operator:
+            self.mpi_operator = MpiOperator(self, "MpiOperator", cluster=self.cluster)
         self.monitoring: GpuMonitoring | None = None
         if addons.gpu_monitoring is not None:
             self.monitoring = GpuMonitoring(
@@ -202,6 +211,15 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 job, outdir / f"{self.stack_name}.nccl-tests-{name}.yaml"
             )
 
+    def _apply_nccl_jobs(self) -> None:
+        """Apply each written MPIJob once the operator's CRD exists and its nodegroup has been created."""
+        assert self.mpi_operator is not None  # the config requires addons.mpi_operator with nccl_test.apply
+        for name, job in self.nccl_jobs.items():
+            manifest = self.cluster.cluster.add_manifest(f"NcclTest-{name}", job)
+            manifest.node.add_dependency(self.mpi_operator.resource)
+            manifest.node.add_dependency(self.efa_nodegroups[name])
+            self.applied_nccl_jobs[name] = manifest
+
     def _add_eks_outputs(self) -> None:
         cdk.CfnOutput(
             self,
@@ -214,7 +232,12 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             cdk.CfnOutput(
                 self,
                 f"NcclTest{''.join(part.capitalize() for part in name.split('-'))}",
-                value=run_instructions(_display_path(path), f"nccl-tests-{name}"),
+                value=run_instructions(
+                    _display_path(path),
+                    f"nccl-tests-{name}",
+                    install_operator=self.mpi_operator is None,
+                    applied=name in self.applied_nccl_jobs,
+                ),
                 description=f"Run the NCCL all_reduce_perf acceptance job on nodegroup {name}",
             )
 

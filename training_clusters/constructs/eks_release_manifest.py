@@ -1,0 +1,206 @@
+"""Install software that is published only as a release manifest (no helm chart) at deploy time.
+
+Kubeflow ships the MPI Operator as one YAML file per release tag. CDK's ``add_manifest`` needs the objects
+inline, which would copy the publisher's file into this repository; :class:`ReleaseManifest` instead runs
+a small Lambda (``training_clusters/handlers/release_manifest``) that downloads the pinned release when
+the stack deploys and applies it server-side with the kubectl of the cluster's kubectl layer.
+
+Example::
+
+    operator = MpiOperator(self, "MpiOperator", cluster=cluster)
+    job = cluster.cluster.add_manifest("NcclTest", nccl_test_mpijob(...))
+    job.node.add_dependency(operator)   # the MPIJob kind exists once the operator's CRD is established
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_eks as eks
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import custom_resources as cr
+from constructs import Construct
+
+from training_clusters.compliance import acknowledge, acknowledge_managed_policies, acknowledge_wildcards
+from training_clusters.constructs._validation import fail
+from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.eks_nccl_job import MPI_OPERATOR_VERSION, mpi_operator_manifest_url
+
+__all__ = ["MpiOperator", "ReleaseManifest"]
+
+HANDLER_DIR = Path(__file__).resolve().parent.parent / "handlers" / "release_manifest"
+#: Moving references: a manifest behind one of these could change under a deployed stack.
+_UNPINNED = re.compile(r"/(master|main|latest|HEAD)/")
+_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
+_HANDLER_REASON = (
+    "the release-manifest handler runs in the cluster's private subnets; Lambda needs these EC2 "
+    "network-interface actions on any resource to attach and detach its VPC interfaces"
+)
+_PROVIDER_REASON = (
+    "aws-cdk-lib's custom-resource Provider framework (its design): it invokes our release-manifest handler "
+    "and reports back to CloudFormation"
+)
+
+
+class ReleaseManifest(Construct):
+    """Apply the manifest at a pinned HTTPS URL to an EKS cluster when the stack deploys.
+
+    The handler is a cluster admin (an access entry with ``AmazonEKSClusterAdminPolicy``: installing CRDs
+    and cluster roles needs it), runs in the cluster's private subnets with the cluster security group, and
+    reaches the URL through the VPC's NAT gateway. Updating ``url`` applies the new release in place;
+    removing the construct deletes the manifest's objects (skipped when the cluster is already gone).
+
+    Attributes: ``handler`` (the Lambda function), ``resource`` (the custom resource: depend on it).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        url: str,
+        sha256: str | None = None,
+        wait_for_crds: bool = True,
+    ) -> None:
+        """Create the handler and the custom resource.
+
+        :param cluster: The cluster to apply to.
+        :param url: ``https://`` URL of the manifest at a release tag (``master``/``main``/``latest`` refused).
+        :param sha256: Hex digest the downloaded manifest must have. Default: not checked (the tag pins it).
+        :param wait_for_crds: Wait until the manifest's CRDs are established, so objects of their kinds can
+            be applied next. Default: True.
+        """
+        super().__init__(scope, id)
+        self._check_url(url)
+        self._check_sha256(sha256)
+        eks_cluster = cluster.cluster
+        log_group = logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_YEAR)
+        role = iam.Role(
+            self,
+            "HandlerRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"Applies {url} to the EKS cluster",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn])
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:AssignPrivateIpAddresses",
+                    "ec2:UnassignPrivateIpAddresses",
+                ],
+                resources=["*"],
+            )
+        )
+        self.handler = lambda_.Function(
+            self,
+            "Handler",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="index.on_event",
+            code=lambda_.Code.from_asset(str(HANDLER_DIR), exclude=["__pycache__", "*.pyc"]),
+            layers=[cluster.kubectl_layer],
+            role=role,
+            log_group=log_group,
+            timeout=cdk.Duration.minutes(10),
+            memory_size=1024,
+            vpc=eks_cluster.vpc,
+            vpc_subnets=ec2.SubnetSelection(subnets=list(eks_cluster.kubectl_private_subnets or [])),
+            security_groups=[eks_cluster.kubectl_security_group or cluster.cluster_security_group],
+            description=f"Applies {url} to the EKS cluster",
+        )
+        access = eks.AccessEntry(
+            self,
+            "AccessEntry",
+            cluster=eks_cluster,
+            principal=role.role_arn,
+            access_policies=[
+                eks.AccessPolicy.from_access_policy_name(
+                    "AmazonEKSClusterAdminPolicy", access_scope_type=eks.AccessScopeType.CLUSTER
+                )
+            ],
+        )
+        provider = cr.Provider(self, "Provider", on_event_handler=self.handler)
+        self.resource = cdk.CustomResource(
+            self,
+            "Resource",
+            service_token=provider.service_token,
+            resource_type="Custom::ReleaseManifest",
+            properties={
+                "ClusterName": eks_cluster.cluster_name,
+                "ManifestUrl": url,
+                "Sha256": sha256 or "",
+                "WaitForCrds": "true" if wait_for_crds else "false",
+            },
+        )
+        # The handler's ENIs and access entry must outlive every apply/delete it makes.
+        self.resource.node.add_dependency(access)
+        self.resource.node.add_dependency(role)
+        self._acknowledge(role, provider)
+
+    def _check_url(self, url: str) -> None:
+        if not url.startswith("https://"):
+            raise fail(self.node.path, "url", f"must be an https:// URL, got '{url}'")
+        if _UNPINNED.search(url):
+            raise fail(
+                self.node.path,
+                "url",
+                f"must point at a release tag, not master/main/latest/HEAD, got '{url}'",
+            )
+
+    def _check_sha256(self, sha256: str | None) -> None:
+        if sha256 is not None and not _SHA256.fullmatch(sha256):
+            raise fail(self.node.path, "sha256", f"must be 64 hexadecimal digits, got '{sha256}'")
+
+    def _acknowledge(self, role: iam.Role, provider: cr.Provider) -> None:
+        policy = role.node.find_child("DefaultPolicy").node.default_child
+        acknowledge_wildcards(policy, {"AwsSolutions-IAM5[Resource::*]": _HANDLER_REASON})
+        framework = provider.node.find_child("framework-onEvent")
+        acknowledge(framework, "AwsSolutions-L1", f"{_PROVIDER_REASON}; aws-cdk-lib chooses its runtime")
+        framework_role = framework.node.find_child("ServiceRole")
+        acknowledge_managed_policies(
+            framework_role.node.default_child,
+            {"AWSLambdaBasicExecutionRole": f"{_PROVIDER_REASON}; it writes its own logs"},
+        )
+        acknowledge_wildcards(
+            framework_role.node.find_child("DefaultPolicy").node.default_child, {}, default=_PROVIDER_REASON
+        )
+
+
+class MpiOperator(ReleaseManifest):
+    """Kubeflow's MPI Operator (``MPIJob`` v2beta1), from its release manifest at ``version``.
+
+    Example::
+
+        MpiOperator(self, "MpiOperator", cluster=cluster)
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, cluster: GpuEksCluster, version: str = MPI_OPERATOR_VERSION
+    ) -> None:
+        """:param version: Release tag of kubeflow/mpi-operator. Default: :data:`MPI_OPERATOR_VERSION`."""
+        if not re.fullmatch(r"v\d+\.\d+\.\d+", version):
+            raise fail(
+                f"{scope.node.path}/{id}", "version", f"must be a release tag such as v0.7.0, got '{version}'"
+            )
+        super().__init__(
+            scope,
+            id,
+            cluster=cluster,
+            url=mpi_operator_manifest_url(version),
+        )
+        self.version = version
