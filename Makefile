@@ -49,6 +49,10 @@ format: $(VENV)/.installed
 test: bootstrap lint
 	$(BIN)/python -m pytest
 
+# The environment file's JSON Schema, for editor completion (see README: "Editor completion").
+schema: $(VENV)/.installed
+	$(BIN)/training-clusters schema > environments/schema.json
+
 benchmark: bootstrap
 	$(BIN)/python benchmarks/synth.py --suite
 

@@ -19,6 +19,7 @@ from training_clusters.compliance import (
     cfn_lint,
     read_validation_report,
 )
+from training_clusters.tables import text_table
 
 
 @dataclass(frozen=True)
@@ -125,13 +126,7 @@ def format_table(summaries: list[TemplateSummary]) -> str:
         )
         for s in summaries
     ]
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
-    lines = [
-        "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
-        for row in [header, *rows]
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths).rstrip())
-    return "\n".join(lines)
+    return text_table(header, rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,243 @@
+"""The ``training-clusters`` console script: what to do with an environment file before and after deploy.
+
+::
+
+    training-clusters preflight environments/eks-g5-efa.yaml [--region R] [--profile P]
+    training-clusters render-pcluster environments/parallelcluster-c5n.yaml [-o cluster-config.yaml]
+    training-clusters acceptance environments/parallelcluster-c5n.yaml [-d acceptance/]
+    training-clusters catalog
+    training-clusters schema > environments/schema.json
+
+Every command prints a table for people or, with ``--output json``, one JSON document for scripts.
+Exit status: 0 success, 1 a check failed (preflight), 2 a bad environment file or command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from training_clusters.catalog import all_instance_types
+from training_clusters.config import EnvironmentConfig, environment_name, load_environment
+from training_clusters.errors import ConfigurationError
+from training_clusters.tables import text_table
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
+    """Run one command; return the exit status (the console script exits with it)."""
+    out = stdout or sys.stdout
+    args = _parser().parse_args(argv)
+    try:
+        status: int = args.command(args, out)
+    except ConfigurationError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    return status
+
+
+# --------------------------------------------------------------------------------------------------
+# commands
+
+
+def _preflight(args: argparse.Namespace, out: TextIO) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    from training_clusters.preflight import AwsClients, preflight
+
+    config = load_environment(args.file)
+    region = args.region or config.region
+    try:
+        session = boto3.session.Session(profile_name=args.profile, region_name=region)
+        checks = preflight(config, AwsClients.from_session(session, region))
+    except BotoCoreError as error:  # no credentials, unknown profile, no network
+        print(f"error: cannot reach AWS in {region}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    failed = [check for check in checks if not check.passed]
+    if args.output == "json":
+        _json(
+            out,
+            {
+                "file": str(args.file),
+                "region": region,
+                "passed": not failed,
+                "checks": [c.as_dict() for c in checks],
+            },
+        )
+    else:
+        rows = [(c.check, c.needed, c.available, "pass" if c.passed else "FAIL", c.remedy) for c in checks]
+        print(text_table(("check", "needed", "available", "result", "how to fix"), rows), file=out)
+        verdict = (
+            f"{len(failed)} of {len(checks)} checks failed" if failed else f"all {len(checks)} checks passed"
+        )
+        print(f"\n{args.file} in {region}: {verdict}", file=out)
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
+    config, name = _load(args.file)
+    if config.parallelcluster is None:
+        raise ConfigurationError(
+            f"{args.file}: parallelcluster: render-pcluster needs a parallelcluster section"
+        )
+    import aws_cdk as cdk
+
+    from training_clusters.environments import add_environment
+    from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
+
+    stack = add_environment(cdk.App(), Path(args.file))
+    assert isinstance(stack, ParallelClusterEnvironment)
+    rendered = stack.cluster.render_config()
+    if args.output_file:
+        Path(args.output_file).write_text(rendered)
+    if args.output == "json":
+        _json(
+            out,
+            {"environment": name, "file": args.output_file, "config": stack.cluster.concrete_configuration()},
+        )
+    elif args.output_file:
+        print(
+            f"wrote {args.output_file} (ParallelCluster {name}); placeholders mark deploy-time ids", file=out
+        )
+    else:
+        out.write(rendered)
+    return EXIT_OK
+
+
+def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
+    from training_clusters.acceptance import acceptance_jobs, write_jobs
+
+    config, name = _load(args.file)
+    jobs = acceptance_jobs(config, name)
+    directory = Path(args.directory or f"acceptance/{name}")
+    paths = write_jobs(jobs, directory) if jobs else []
+    if args.output == "json":
+        _json(out, {"environment": name, "directory": str(directory), "jobs": [j.as_dict() for j in jobs]})
+        return EXIT_OK
+    if not jobs:
+        print(f"{name}: no EFA-enabled compute in this environment, so there is nothing to verify", file=out)
+        return EXIT_OK
+    rows = [(str(path), job.expected) for path, job in zip(paths, jobs, strict=True)]
+    print(text_table(("job", "a working EFA reaches"), rows), file=out)
+    print("", file=out)
+    for job in jobs:
+        print(f"- {job.filename}: {job.description}", file=out)
+    return EXIT_OK
+
+
+def _catalog(args: argparse.Namespace, out: TextIO) -> int:
+    types = all_instance_types()
+    if args.output == "json":
+        from training_clusters.catalog import to_row
+
+        _json(out, [to_row(t) for t in types])
+        return EXIT_OK
+    rows = [
+        (
+            t.name,
+            str(t.vcpus),
+            f"{t.memory_gib:g}",
+            f"{t.accelerators.count} x {t.accelerators.model}" if t.accelerators else "-",
+            str(t.max_efa_interfaces or "-"),
+            str(t.max_network_cards),
+            "yes" if t.gpudirect_rdma else "no",
+            f"{t.network_gbps:g}",
+            t.quota_family.value,
+            t.hyperpod_name or "-",
+        )
+        for t in types
+    ]
+    header = (
+        "type",
+        "vCPUs",
+        "GiB",
+        "accelerators",
+        "EFA",
+        "cards",
+        "GPUDirect",
+        "Gbit/s",
+        "quota",
+        "HyperPod",
+    )
+    print(text_table(header, rows), file=out)
+    return EXIT_OK
+
+
+def _schema(args: argparse.Namespace, out: TextIO) -> int:
+    _json(out, environment_schema())
+    return EXIT_OK
+
+
+def environment_schema() -> dict[str, Any]:
+    """JSON Schema of the environment file (for editor completion; the loader stays the authority)."""
+    schema = EnvironmentConfig.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    schema["title"] = "cdk-training-clusters environment file"
+    return schema
+
+
+# --------------------------------------------------------------------------------------------------
+# plumbing
+
+
+def _load(file: str) -> tuple[EnvironmentConfig, str]:
+    path = Path(file)
+    config = load_environment(path)
+    return config, environment_name(config, path)
+
+
+def _json(out: TextIO, document: Any) -> None:
+    json.dump(document, out, indent=2, sort_keys=False, default=str)
+    out.write("\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="training-clusters", description="Check, render and verify cdk-training-clusters environments."
+    )
+    parser.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+
+    command = commands.add_parser(
+        "preflight", help="check quotas, offerings, EFA and FSx limits before deploy"
+    )
+    command.add_argument("file", help="environment file")
+    command.add_argument("--region", help="default: the file's region")
+    command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
+    command.set_defaults(command=_preflight)
+
+    command = commands.add_parser("render-pcluster", help="the ParallelCluster cluster-config.yaml")
+    command.add_argument("file", help="environment file with a parallelcluster section")
+    command.add_argument("-o", "--output-file", help="write it here; default: standard output")
+    command.set_defaults(command=_render_pcluster)
+
+    command = commands.add_parser("acceptance", help="write the EFA / NCCL verification jobs")
+    command.add_argument("file", help="environment file")
+    command.add_argument("-d", "--directory", help="default: acceptance/<environment>")
+    command.set_defaults(command=_acceptance)
+
+    command = commands.add_parser("catalog", help="the instance-type facts the library uses")
+    command.set_defaults(command=_catalog)
+
+    command = commands.add_parser("schema", help="JSON Schema of the environment file")
+    command.set_defaults(command=_schema)
+    return parser
+
+
+def console() -> None:
+    """Entry point of the ``training-clusters`` script."""
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # piped into head & co.
+        sys.stderr.close()
+        sys.exit(EXIT_OK)
+
+
+if __name__ == "__main__":
+    console()
