@@ -41,6 +41,8 @@ _ACCOUNT = re.compile(r"^\d{12}$")
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _MAX_TAG_KEY, _MAX_TAG_VALUE = 128, 256
+PROJECT_TAG = "cdk-training-clusters"
+COST_CENTRE_TAG = "cost-centre"
 
 
 class _Model(BaseModel):
@@ -645,7 +647,13 @@ class EnvironmentConfig(_Model):
     region: str
     account: str | None = None
     availability_zones: Annotated[list[str], Field(min_length=1, max_length=3)]
-    tags: dict[str, str] = Field(default_factory=dict)
+    cost_centre: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=_MAX_TAG_VALUE,
+        description="Tagged as 'cost-centre' on every resource, with 'project' and 'environment'.",
+    )
+    tags: dict[str, str] = Field(default_factory=dict, description="More tags for every resource.")
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     hyperpod: HyperPodConfig | None = None
@@ -693,6 +701,10 @@ class EnvironmentConfig(_Model):
                 raise ValueError(f"keys must be 1-{_MAX_TAG_KEY} characters, got '{key}' ({len(key)})")
             if key.lower().startswith("aws:"):
                 raise ValueError(f"keys must not start with 'aws:' (reserved for AWS), got '{key}'")
+            if key in ("project", "environment", COST_CENTRE_TAG):
+                raise ValueError(
+                    f"'{key}' is set by the library (project, environment) or by cost_centre; remove it from tags"
+                )
             if len(tag) > _MAX_TAG_VALUE:
                 raise ValueError(
                     f"values must be at most {_MAX_TAG_VALUE} characters, got {len(tag)} for '{key}'"
@@ -726,6 +738,13 @@ class EnvironmentConfig(_Model):
                 f"{', '.join(ORCHESTRATOR_SECTIONS)} (or none, for network and storage only)"
             )
         return self
+
+    def resource_tags(self, environment_name: str) -> dict[str, str]:
+        """The tags every resource of the environment carries: project, environment, cost centre, ``tags``."""
+        tags = {"project": PROJECT_TAG, "environment": environment_name}
+        if self.cost_centre is not None:
+            tags[COST_CENTRE_TAG] = self.cost_centre
+        return {**tags, **self.tags}
 
     @property
     def placement_availability_zone(self) -> str:

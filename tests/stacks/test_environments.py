@@ -75,6 +75,62 @@ def test_parallelcluster_environment_builds_its_stack_class(gated, path: Path) -
     assert isinstance(stack, ParallelClusterEnvironment)
 
 
+#: Output that says how to connect, per orchestrator section.
+_CONNECT = {
+    "eks": "UpdateKubeconfigCommand",
+    "parallelcluster": "HeadNodeSsmCommand",
+    "hyperpod": "ControllerSsmCommand",
+}
+_LOGS = {
+    "eks": "ControlPlaneLogGroup",
+    "parallelcluster": "ClusterLogGroups",
+    "hyperpod": "LifecycleLogGroup",
+}
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=[p.stem for p in ENVIRONMENTS])
+def test_environment_outputs_how_to_connect_where_logs_are_and_the_mount_point(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
+    stack, result = gated(path)
+    outputs = template_of(stack, result)["Outputs"]
+    config = load_environment(path)
+    section = next((name for name in _CONNECT if getattr(config, name) is not None), None)
+    assert "FlowLogGroup" in outputs
+    if section is not None:
+        assert {_CONNECT[section], _LOGS[section]} <= set(outputs), sorted(outputs)
+    if config.storage.lustre is not None:
+        assert f"mounted at {config.storage.lustre.mount_dir}" in json.dumps(outputs["SharedStorageMount"])
+        assert "SharedStorageMountCommand" in outputs
+        if section == "eks":
+            assert "claimName: fsx-lustre" in outputs["SharedStorageClaim"]["Value"]
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=[p.stem for p in ENVIRONMENTS])
+def test_every_taggable_resource_carries_project_environment_and_cost_centre(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
+    stack, result = gated(path)
+    expected = load_environment(path).resource_tags(path.stem)
+    assert {"project", "environment", "cost-centre"} <= set(expected)
+    assert result.assembly is not None
+    tagged = 0
+    for artifact in result.assembly.stacks_recursively:
+        template = json.loads((Path(result.assembly.directory) / artifact.template_file).read_text())
+        for logical_id, resource in template["Resources"].items():
+            tags = (resource.get("Properties") or {}).get("Tags")
+            if tags is None:
+                continue
+            found = {t["Key"]: t["Value"] for t in tags} if isinstance(tags, list) else dict(tags)
+            assert expected.items() <= found.items(), f"{artifact.stack_name}/{logical_id}: {found}"
+            tagged += 1
+            if resource["Type"] == "AWS::EC2::LaunchTemplate":
+                specs = resource["Properties"]["LaunchTemplateData"]["TagSpecifications"]
+                assert {s["ResourceType"] for s in specs} >= {"instance", "volume"}
+                for spec in specs:
+                    assert expected.items() <= {t["Key"]: t["Value"] for t in spec["Tags"]}.items()
+    assert tagged >= 10
+    if isinstance(stack, ParallelClusterEnvironment):
+        pcluster_tags = {t["Key"]: t["Value"] for t in stack.cluster.concrete_configuration()["Tags"]}
+        assert expected.items() <= pcluster_tags.items()
+
+
 def _assert_secure_by_default(template: dict[str, object]) -> None:
     text = json.dumps(template)
     resources = template["Resources"]

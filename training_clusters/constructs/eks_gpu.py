@@ -332,8 +332,18 @@ def node_launch_template(
     """A launch template for an EKS managed nodegroup: instance type, IMDSv2, encrypted gp3 root volume.
 
     The instance type lives here, not on the nodegroup, so CDK's nodegroup allow-lists never block new
-    hardware. IMDSv2 is required with a hop limit of 2 so pods (one hop further) can still reach it.
+    hardware. IMDSv2 is required with a hop limit of 2 so pods (one hop further) can still reach it. The
+    stack's tags go onto the instances, their volumes and interfaces (a nodegroup's own tags do not), so
+    GPU hours show up under the environment's cost centre.
     """
+    stack_tags = cdk.Stack.of(scope).tags.tag_values()
+    tag_specifications = [
+        ec2.CfnLaunchTemplate.TagSpecificationProperty(
+            resource_type=resource_type,
+            tags=[cdk.CfnTag(key=key, value=value) for key, value in sorted(stack_tags.items())],
+        )
+        for resource_type in ("instance", "volume", "network-interface")
+    ]
     data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
         instance_type=instance_type,
         metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
@@ -370,6 +380,7 @@ def node_launch_template(
             if capacity_block
             else None
         ),
+        tag_specifications=tag_specifications if stack_tags else None,
     )
     return ec2.CfnLaunchTemplate(scope, id, launch_template_data=data)
 

@@ -36,8 +36,12 @@ class TrainingEnvironmentStack(cdk.Stack):
             id,
             env=cdk.Environment(account=config.account, region=config.region),
             description=f"cdk-training-clusters environment '{environment_name}'",
-            tags={"project": "cdk-training-clusters", "environment": environment_name, **config.tags},
+            tags=config.resource_tags(environment_name),
         )
+        # Stack tags reach what CloudFormation creates at deploy time; the aspect also writes them into the
+        # templates (reviewable, tested) and into the nested stacks.
+        for key, value in config.resource_tags(environment_name).items():
+            cdk.Tags.of(self).add(key, value)
         self.network = TrainingNetwork(
             self,
             "Network",

@@ -228,6 +228,19 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             description="Point kubectl at the cluster (run from inside the VPC unless public_access_cidrs is set)",
         )
         cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="The EKS cluster")
+        cdk.CfnOutput(
+            self,
+            "ControlPlaneLogGroup",
+            value=f"/aws/eks/{self.cluster.cluster_name}/cluster",
+            description="CloudWatch log group of the control plane (api, audit, authenticator, ...)",
+        )
+        if self.fsx_csi is not None:
+            cdk.CfnOutput(
+                self,
+                "SharedStorageClaim",
+                value=f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
+                description="How pods mount the shared FSx for Lustre file system",
+            )
         for name, path in self.nccl_job_files.items():
             cdk.CfnOutput(
                 self,

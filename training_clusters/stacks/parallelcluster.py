@@ -72,7 +72,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             ),
             on_node_configured=self._script(spec.on_node_configured),
             log_retention_days=spec.log_retention_days,
-            tags={"project": "cdk-training-clusters", "environment": environment_name, **config.tags},
+            tags=config.resource_tags(environment_name),
             deletion_policy=DeletionPolicy[spec.deletion_policy.name],
         )
         if self.shared_storage is not None:
@@ -108,6 +108,12 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             "ValidationMessages",
             value=self.cluster.validation_messages,
             description="ParallelCluster's validation warnings about the cluster configuration",
+        )
+        cdk.CfnOutput(
+            self,
+            "ClusterLogGroups",
+            value=f"/aws/parallelcluster/{self.cluster.cluster_name}-*",
+            description="CloudWatch log group of the cluster (ParallelCluster appends its creation timestamp)",
         )
 
 

@@ -1,0 +1,648 @@
+"""Preflight against fake accounts: real boto3 clients under botocore's Stubber.
+
+The Stubber checks every call's parameters and every canned answer against the services' own models, and
+that the calls come in the order expected; ``Account.run`` also asserts that every queued answer was used.
+No CDK here: these tests stay fast.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import boto3
+import pytest
+from botocore.exceptions import NoCredentialsError
+from botocore.stub import Stubber
+
+from training_clusters.config import EnvironmentConfig, load_environment, parse_environment
+from training_clusters.preflight import (
+    AwsClients,
+    Capacity,
+    Check,
+    InstanceDemand,
+    Service,
+    instance_demands,
+    preflight,
+)
+
+ENVIRONMENTS = Path(__file__).resolve().parents[2] / "environments"
+REGION = "us-east-1"
+AZS = ["us-east-1a", "us-east-1b", "us-east-1c"]
+
+STANDARD = ("L-1216C47A", "Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances")
+G_AND_VT = ("L-DB2E81BA", "Running On-Demand G and VT instances")
+P = ("L-417A185B", "Running On-Demand P instances")
+STANDARD_SPOT = ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests")
+LUSTRE_SCRATCH = ("L-AD2FC696", "Lustre Scratch storage capacity")
+LUSTRE_PERSISTENT_2 = ("L-8F1B9C74", "Lustre Persistent_2 storage capacity")
+
+#: The seed's EKS case: one g5.8xlarge (32 vCPUs) in an EFA nodegroup, beside the default system nodes.
+SEED = {
+    "region": REGION,
+    "availability_zones": ["us-east-1a", "us-east-1b"],
+    "storage": {"lustre": None},
+    "eks": {"efa_nodegroups": [{"name": "g5", "instance_type": "g5.8xlarge", "size": 1}]},
+}
+
+
+@cache
+def session() -> boto3.session.Session:
+    """One session for the module: it caches the service models (EC2's takes ~0.5 s to load)."""
+    return boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="x", region_name=REGION)
+
+
+def environment(name: str) -> EnvironmentConfig:
+    return load_environment(ENVIRONMENTS / f"{name}.yaml")
+
+
+def quota(service: str, code: str, name: str, value: float, *, adjustable: bool = True) -> dict[str, Any]:
+    return {
+        "ServiceCode": service,
+        "QuotaCode": code,
+        "QuotaName": name,
+        "Value": value,
+        "Adjustable": adjustable,
+    }
+
+
+class Account:
+    """A fake account: answers queued in the order preflight asks (see ``preflight``'s docstring)."""
+
+    def __init__(self, region: str = REGION) -> None:
+        self.clients = AwsClients.from_session(session(), region)  # fresh clients, fresh Stubbers
+        self.quotas = Stubber(self.clients.service_quotas)
+        self.ec2 = Stubber(self.clients.ec2)
+
+    def ec2_quota(self, code_and_name: tuple[str, str], value: float, *, adjustable: bool = True) -> None:
+        code, name = code_and_name
+        self.quotas.add_response(
+            "get_service_quota",
+            {"Quota": quota("ec2", code, name, value, adjustable=adjustable)},
+            {"ServiceCode": "ec2", "QuotaCode": code},
+        )
+
+    def listed_quotas(
+        self, service: str, quotas: list[dict[str, Any]], *, page: int = 100, defaults: bool = False
+    ) -> None:
+        """``ListServiceQuotas`` (or the AWS-default listing) of ``service``, ``page`` quotas a page."""
+        operation = "list_aws_default_service_quotas" if defaults else "list_service_quotas"
+        chunks = [quotas[i : i + page] for i in range(0, len(quotas), page)] or [[]]
+        for number, chunk in enumerate(chunks):
+            response: dict[str, Any] = {"Quotas": chunk}
+            if number + 1 < len(chunks):
+                response["NextToken"] = f"page-{number + 1}"
+            expected: dict[str, Any] = {"ServiceCode": service, "MaxResults": 100}
+            if number:
+                expected["NextToken"] = f"page-{number}"
+            self.quotas.add_response(operation, response, expected)
+
+    def offerings(self, offered: dict[str, list[str]]) -> None:
+        """EC2 offers each type (in the order preflight first meets them) in the AZs given."""
+        self.ec2.add_response(
+            "describe_instance_type_offerings",
+            {
+                "InstanceTypeOfferings": [
+                    {"InstanceType": t, "LocationType": "availability-zone", "Location": az}
+                    for t, zones in offered.items()
+                    for az in zones
+                ]
+            },
+            {
+                "LocationType": "availability-zone",
+                "Filters": [{"Name": "instance-type", "Values": list(offered)}],
+            },
+        )
+
+    def efa(self, supported: dict[str, bool]) -> None:
+        self.ec2.add_response(
+            "describe_instance_types",
+            {
+                "InstanceTypes": [
+                    {"InstanceType": t, "NetworkInfo": {"EfaSupported": s}} for t, s in supported.items()
+                ]
+            },
+            {"InstanceTypes": list(supported)},
+        )
+
+    def run(self, config: EnvironmentConfig) -> list[Check]:
+        with self.quotas, self.ec2:
+            checks = preflight(config, self.clients)
+        self.quotas.assert_no_pending_responses()
+        self.ec2.assert_no_pending_responses()
+        return checks
+
+
+def failures(checks: list[Check]) -> list[Check]:
+    return [c for c in checks if not c.passed]
+
+
+def only(checks: list[Check], starting: str) -> Check:
+    found = [c for c in checks if c.check.startswith(starting)]
+    assert len(found) == 1, [c.check for c in checks]
+    return found[0]
+
+
+# --------------------------------------------------------------------------------------------------
+# what the file asks for
+
+
+def test_eks_demands_place_efa_groups_in_the_placement_az_and_others_in_every_az() -> None:
+    demands = instance_demands(environment("eks-g5-efa"))
+
+    assert demands == (
+        InstanceDemand(
+            instance_type="t3.large",
+            count=2,
+            where="eks.system_nodegroup",
+            count_field="eks.system_nodegroup.size",
+            service=Service.EC2,
+            capacity=Capacity.ON_DEMAND,
+            availability_zones=("us-east-1a", "us-east-1b"),
+            in_placement_az=False,
+            efa=False,
+        ),
+        InstanceDemand(
+            instance_type="g5.8xlarge",
+            count=2,
+            where="eks.efa_nodegroups[g5]",
+            count_field="eks.efa_nodegroups[g5].size",
+            service=Service.EC2,
+            capacity=Capacity.ON_DEMAND,
+            availability_zones=("us-east-1a",),
+            in_placement_az=True,
+            efa=True,
+        ),
+    )
+    assert [d.vcpus for d in demands] == [4, 64]
+
+
+def test_gpu_nodegroups_span_every_az_without_efa() -> None:
+    (_, gpu) = instance_demands(environment("eks-gpu-sharing"))
+
+    assert (gpu.where, gpu.instance_type, gpu.count) == ("eks.gpu_nodegroups[gpu]", "g5.2xlarge", 1)
+    assert gpu.availability_zones == ("us-east-1a", "us-east-1b")
+    assert not gpu.efa
+
+
+def test_parallelcluster_demands_count_the_head_node_and_each_queue_at_max_count() -> None:
+    head, compute = instance_demands(environment("parallelcluster-c5n"))
+
+    assert (head.where, head.instance_type, head.count, head.efa) == (
+        "parallelcluster.head_node",
+        "t3.medium",
+        1,
+        False,
+    )
+    assert (compute.where, compute.count, compute.efa) == (
+        "parallelcluster.queues[compute].compute_resources[c5n]",
+        2,
+        True,
+    )
+    assert compute.vcpus == 72
+    assert head.availability_zones == compute.availability_zones == ("us-east-1a",)
+
+
+def test_hyperpod_demands_count_against_sagemaker() -> None:
+    demands = instance_demands(environment("hyperpod-p5"))
+
+    assert [(d.instance_type, d.count, d.service) for d in demands] == [
+        ("ml.m5.2xlarge", 1, Service.SAGEMAKER),
+        ("ml.m5.2xlarge", 1, Service.SAGEMAKER),
+        ("ml.p5.48xlarge", 2, Service.SAGEMAKER),
+    ]
+    assert (
+        demands[2].description
+        == "ml.p5.48xlarge \N{MULTIPLICATION SIGN} 2 in hyperpod.instance_groups[gpu-workers]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("group", "capacity"),
+    [
+        ({"capacity_type": "spot"}, Capacity.SPOT),
+        (
+            {"capacity_type": "capacity_block", "capacity_reservation_id": "cr-0123456789abcdef0"},
+            Capacity.CAPACITY_BLOCK,
+        ),
+        ({"capacity_reservation_id": "cr-0123456789abcdef0"}, Capacity.CAPACITY_RESERVATION),
+        ({}, Capacity.ON_DEMAND),
+    ],
+)
+def test_eks_capacity_types(group: dict[str, str], capacity: Capacity) -> None:
+    document = {
+        **SEED,
+        "eks": {"efa_nodegroups": [{"name": "p5", "instance_type": "p5.48xlarge", "size": 2, **group}]},
+    }
+
+    assert instance_demands(parse_environment(document))[1].capacity is capacity
+
+
+# --------------------------------------------------------------------------------------------------
+# passing accounts
+
+
+def test_eks_environment_passes_in_an_account_with_room() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.ec2_quota(G_AND_VT, 64)  # exactly the 2 g5.8xlarge of 32 vCPUs each
+    account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
+    account.efa({"g5.8xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(environment("eks-g5-efa"))
+
+    assert failures(checks) == []
+    assert [c.check for c in checks] == [
+        f"EC2 quota {STANDARD[0]} {STANDARD[1]}",
+        f"EC2 quota {G_AND_VT[0]} {G_AND_VT[1]}",
+        "EC2 offering t3.large",
+        "EC2 offering g5.8xlarge",
+        "EFA on g5.8xlarge",
+        f"FSx quota {LUSTRE_SCRATCH[0]} {LUSTRE_SCRATCH[1]}",
+    ]
+    g5 = checks[1]
+    assert g5.needed == "64 vCPUs (g5.8xlarge \N{MULTIPLICATION SIGN} 2 in eks.efa_nodegroups[g5])"
+    assert (g5.available, g5.remedy) == ("64 vCPUs", "")
+    assert checks[-1].needed == "1200 GiB (storage.lustre.storage_capacity_gib, SCRATCH_2)"
+
+
+def test_parallelcluster_environment_passes_with_head_node_and_queue_in_one_quota() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 128)
+    account.offerings({"t3.medium": AZS, "c5n.9xlarge": ["us-east-1a"]})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(environment("parallelcluster-c5n"))
+
+    assert failures(checks) == []
+    standard = only(checks, "EC2 quota")
+    assert standard.needed.startswith(
+        "74 vCPUs (t3.medium \N{MULTIPLICATION SIGN} 1 in parallelcluster.head_node + "
+    )
+    assert only(checks, "EC2 offering c5n.9xlarge").available == "offered in us-east-1a"
+
+
+def test_hyperpod_environment_passes_reading_sagemaker_quotas_page_by_page() -> None:
+    unrelated = [
+        quota("sagemaker", f"L-{n:08X}", f"ml.c5.{n}xlarge for endpoint usage", 4) for n in range(1, 5)
+    ]
+    sagemaker = [
+        *unrelated,
+        quota("sagemaker", "L-0000A001", "ml.m5.2xlarge for cluster usage", 4),
+        quota("sagemaker", "L-0000A002", "ml.p5.48xlarge for cluster usage", 2),
+        quota(
+            "sagemaker", "L-0000A003", "Maximum number instances allowed per SageMaker HyperPod cluster", 20
+        ),
+        quota(
+            "sagemaker",
+            "L-0000A004",
+            "Total number of instances allowed across SageMaker HyperPod clusters",
+            100,
+        ),
+        quota(
+            "sagemaker",
+            "L-0000A005",
+            "Maximum size of EBS volume in GB for a SageMaker HyperPod cluster instance",
+            2000,
+        ),
+    ]
+    account = Account()
+    account.listed_quotas("sagemaker", sagemaker, page=3)  # three pages
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_PERSISTENT_2, 100800)])
+
+    checks = account.run(environment("hyperpod-p5"))
+
+    assert failures(checks) == []
+    assert [(c.check, c.needed.split(" (")[0], c.available) for c in checks] == [
+        ("SageMaker quota L-0000A001 ml.m5.2xlarge for cluster usage", "2 instances", "4 instances"),
+        ("SageMaker quota L-0000A002 ml.p5.48xlarge for cluster usage", "2 instances", "2 instances"),
+        (
+            "SageMaker quota L-0000A003 Maximum number instances allowed per SageMaker HyperPod cluster",
+            "4 instances",
+            "20 instances",
+        ),
+        (
+            "SageMaker quota L-0000A004 Total number of instances allowed across SageMaker HyperPod clusters",
+            "4 instances",
+            "100 instances",
+        ),
+        (
+            "SageMaker quota L-0000A005 Maximum size of EBS volume in GB for a SageMaker HyperPod cluster instance",
+            "500 GB",
+            "2000 GB",
+        ),
+        ("FSx quota L-8F1B9C74 Lustre Persistent_2 storage capacity", "4800 GiB", "100800 GiB"),
+    ]
+
+
+def test_spot_queues_count_against_the_spot_quota() -> None:
+    document = environment("parallelcluster-c5n").model_dump(mode="json", exclude_none=True)
+    document["parallelcluster"]["queues"][0]["capacity_type"] = "SPOT"
+    account = Account()
+    account.ec2_quota(STANDARD, 8)  # the head node
+    account.ec2_quota(STANDARD_SPOT, 72)  # 2 c5n.9xlarge of 36 vCPUs
+    account.offerings({"t3.medium": AZS, "c5n.9xlarge": AZS})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(parse_environment(document))
+
+    assert failures(checks) == []
+    assert only(checks, f"EC2 quota {STANDARD_SPOT[0]}").needed.startswith("72 vCPUs (c5n.9xlarge")
+
+
+def test_capacity_blocks_skip_the_on_demand_quota_and_say_so() -> None:
+    document = {
+        **SEED,
+        "eks": {
+            "efa_nodegroups": [
+                {
+                    "name": "p5",
+                    "instance_type": "p5.48xlarge",
+                    "size": 2,
+                    "capacity_type": "capacity_block",
+                    "capacity_reservation_id": "cr-0123456789abcdef0",
+                }
+            ]
+        },
+    }
+    account = Account()
+    account.ec2_quota(STANDARD, 640)  # system nodes only: no call for the P quota
+    account.offerings({"t3.large": AZS, "p5.48xlarge": AZS})
+    account.efa({"p5.48xlarge": True})
+
+    checks = account.run(parse_environment(document))
+
+    assert failures(checks) == []
+    skipped = only(checks, "EC2 quota for eks.efa_nodegroups[p5]")
+    assert skipped.needed == "384 vCPUs (p5.48xlarge \N{MULTIPLICATION SIGN} 2 in eks.efa_nodegroups[p5])"
+    assert skipped.available.startswith(
+        "skipped: instances launched into Capacity Block cr-0123456789abcdef0"
+    )
+
+
+def test_a_quota_with_only_an_aws_default_value_is_read_from_the_defaults() -> None:
+    account = Account()
+    account.quotas.add_client_error(
+        "get_service_quota",
+        service_error_code="NoSuchResourceException",
+        service_message="The request failed because the specified service quota does not exist.",
+        http_status_code=400,
+        expected_params={"ServiceCode": "ec2", "QuotaCode": STANDARD[0]},
+    )
+    account.quotas.add_response(
+        "get_aws_default_service_quota",
+        {"Quota": quota("ec2", *STANDARD, 5)},
+        {"ServiceCode": "ec2", "QuotaCode": STANDARD[0]},
+    )
+    account.ec2_quota(G_AND_VT, 32)
+    account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
+    account.efa({"g5.8xlarge": True})
+
+    checks = account.run(parse_environment(SEED))
+
+    assert failures(checks) == []
+    assert only(checks, f"EC2 quota {STANDARD[0]}").available == "5 vCPUs (AWS default value)"
+
+
+# --------------------------------------------------------------------------------------------------
+# each failure
+
+
+def test_seed_quota_case_fails_naming_the_quota_the_vcpus_needed_and_the_quota() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.ec2_quota(G_AND_VT, 8)
+    account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
+    account.efa({"g5.8xlarge": True})
+
+    checks = account.run(parse_environment(SEED))
+
+    [failed] = failures(checks)
+    assert failed == Check(
+        check="EC2 quota L-DB2E81BA Running On-Demand G and VT instances",
+        needed="32 vCPUs (g5.8xlarge \N{MULTIPLICATION SIGN} 1 in eks.efa_nodegroups[g5])",
+        available="8 vCPUs",
+        passed=False,
+        remedy=(
+            "aws service-quotas request-service-quota-increase --service-code ec2 "
+            "--quota-code L-DB2E81BA --desired-value 32 --region us-east-1"
+        ),
+    )
+    assert failed.message.startswith(
+        "FAIL: EC2 quota L-DB2E81BA Running On-Demand G and VT instances: needed 32 vCPUs "
+    )
+    assert "available 8 vCPUs" in failed.message
+    assert failed.as_dict()["passed"] is False
+
+
+def test_a_quota_that_cannot_be_raised_says_which_field_to_lower() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.ec2_quota(G_AND_VT, 8, adjustable=False)
+    account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
+    account.efa({"g5.8xlarge": True})
+
+    [failed] = failures(account.run(parse_environment(SEED)))
+
+    assert failed.remedy == "the quota is not adjustable: lower eks.efa_nodegroups[g5].size to fit 8 vCPUs"
+
+
+def test_sagemaker_cluster_usage_quota_too_small_fails() -> None:
+    account = Account()
+    account.listed_quotas(
+        "sagemaker",
+        [
+            quota("sagemaker", "L-0000B001", "ml.c5.xlarge for cluster usage", 1),
+            quota(
+                "sagemaker",
+                "L-0000B002",
+                "Maximum number instances allowed per SageMaker HyperPod cluster",
+                20,
+            ),
+            quota(
+                "sagemaker",
+                "L-0000B003",
+                "Total number of instances allowed across SageMaker HyperPod clusters",
+                100,
+            ),
+        ],
+    )
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(environment("hyperpod-slurm"))
+
+    [failed] = failures(checks)
+    assert failed.check == "SageMaker quota L-0000B001 ml.c5.xlarge for cluster usage"
+    assert failed.needed == (
+        "2 instances (ml.c5.xlarge \N{MULTIPLICATION SIGN} 1 in hyperpod.instance_groups[controller-machine]"
+        " + ml.c5.xlarge \N{MULTIPLICATION SIGN} 1 in hyperpod.instance_groups[worker-group-1])"
+    )
+    assert failed.available == "1 instances"
+    assert "--service-code sagemaker --quota-code L-0000B001 --desired-value 2" in failed.remedy
+
+
+def test_a_sagemaker_quota_missing_from_the_account_is_reported_as_not_found() -> None:
+    per_cluster = quota(
+        "sagemaker", "L-0000B002", "Maximum number instances allowed per SageMaker HyperPod cluster", 20
+    )
+    across = quota(
+        "sagemaker", "L-0000B003", "Total number of instances allowed across SageMaker HyperPod clusters", 100
+    )
+    account = Account()
+    account.listed_quotas("sagemaker", [per_cluster, across])
+    account.listed_quotas("sagemaker", [per_cluster, across], defaults=True)  # asked once, on the first miss
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(environment("hyperpod-slurm"))
+
+    assert failures(checks) == []
+    missing = only(checks, "SageMaker quota ml.c5.xlarge for cluster usage")
+    assert missing.available == "not found in Service Quotas (sagemaker, us-east-1): not verified"
+
+
+def test_an_instance_type_not_offered_in_the_placement_az_fails_and_names_an_az_that_offers_it() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.ec2_quota(G_AND_VT, 64)
+    account.offerings({"t3.large": AZS, "g5.8xlarge": ["us-east-1b", "us-east-1c"]})
+    account.efa({"g5.8xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    [failed] = failures(account.run(environment("eks-g5-efa")))
+
+    assert failed.check == "EC2 offering g5.8xlarge"
+    assert failed.needed == "us-east-1a (eks.efa_nodegroups[g5])"
+    assert failed.available == "offered in us-east-1b, us-east-1c"
+    assert failed.remedy.startswith(
+        "g5.8xlarge is not offered in us-east-1a: set network.placement_availability_zone to us-east-1b"
+    )
+
+
+def test_an_instance_type_missing_from_one_of_several_azs_fails() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.ec2_quota(G_AND_VT, 64)
+    account.offerings({"t3.large": ["us-east-1a"], "g5.8xlarge": AZS})
+    account.efa({"g5.8xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    [failed] = failures(account.run(environment("eks-g5-efa")))
+
+    assert (failed.check, failed.needed) == (
+        "EC2 offering t3.large",
+        "us-east-1a, us-east-1b (eks.system_nodegroup)",
+    )
+    assert failed.remedy.startswith(
+        "t3.large is not offered in us-east-1b: pick availability_zones where it is (us-east-1a)"
+    )
+
+
+def test_efa_asked_of_a_type_without_efa_fails() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.ec2_quota(G_AND_VT, 64)
+    account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
+    account.efa({"g5.8xlarge": False})  # the catalogue says yes; the region's EC2 has the last word
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    [failed] = failures(account.run(environment("eks-g5-efa")))
+
+    assert (failed.check, failed.needed, failed.available) == (
+        "EFA on g5.8xlarge",
+        "EFA (eks.efa_nodegroups[g5])",
+        "EfaSupported: false",
+    )
+    assert failed.remedy == (
+        "choose an EFA-capable instance type for eks.efa_nodegroups[g5], or move the group to eks.gpu_nodegroups"
+    )
+
+
+def test_lustre_capacity_above_the_fsx_quota_fails() -> None:
+    account = Account()
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 0)])
+
+    [failed] = account.run(environment("network-storage"))
+
+    assert (failed.passed, failed.check, failed.available) == (
+        False,
+        "FSx quota L-AD2FC696 Lustre Scratch storage capacity",
+        "0 GiB",
+    )
+    assert "--service-code fsx --quota-code L-AD2FC696 --desired-value 1200" in failed.remedy
+
+
+def test_an_fsx_quota_the_account_does_not_list_passes_as_not_found() -> None:
+    account = Account()
+    account.listed_quotas("fsx", [quota("fsx", "L-C48231E5", "Lustre Scratch file systems", 100)])
+    account.listed_quotas("fsx", [], defaults=True)
+
+    [check] = account.run(environment("network-storage"))
+
+    assert check.passed
+    assert check.available == "not found in Service Quotas (fsx, us-east-1): not verified"
+
+
+def test_aws_errors_become_failed_checks_naming_the_call_and_the_permission() -> None:
+    account = Account()
+    account.quotas.add_client_error(
+        "get_service_quota",
+        service_error_code="AccessDeniedException",
+        service_message="User: arn:aws:iam::123456789012:user/ci is not authorized to perform: servicequotas:GetServiceQuota",
+        http_status_code=400,
+    )
+    account.ec2_quota(G_AND_VT, 64)
+    account.ec2.add_client_error(
+        "describe_instance_type_offerings",
+        service_error_code="UnauthorizedOperation",
+        service_message="You are not authorized to perform this operation.",
+        http_status_code=403,
+    )
+    account.efa({"g5.8xlarge": True})
+
+    checks = account.run(parse_environment(SEED))
+
+    quota_error, offering_error = failures(checks)
+    assert quota_error.check == f"EC2 quota {STANDARD[0]} {STANDARD[1]}"
+    assert quota_error.available.startswith(
+        "unknown: servicequotas:GetServiceQuota failed with AccessDeniedException: User: arn:aws:iam::"
+    )
+    assert quota_error.remedy.startswith("allow servicequotas:GetServiceQuota to the caller")
+    assert offering_error.check == "EC2 instance-type offerings"
+    assert "ec2:DescribeInstanceTypeOfferings failed with UnauthorizedOperation" in offering_error.available
+    assert offering_error.remedy.startswith("allow ec2:DescribeInstanceTypeOfferings to the caller")
+
+
+def test_missing_credentials_become_a_failed_check() -> None:
+    class NoCredentials:
+        meta = SimpleNamespace(region_name=REGION)
+
+        def __getattr__(self, name: str) -> Any:
+            def call(*args: object, **kwargs: object) -> None:
+                raise NoCredentialsError()
+
+            return call
+
+    clients = AwsClients(service_quotas=NoCredentials(), ec2=NoCredentials())
+
+    [failed] = preflight(environment("network-storage"), clients)
+
+    assert (failed.passed, failed.available) == (False, "unknown: Unable to locate credentials")
+    assert failed.remedy.startswith("configure credentials")
+
+
+def test_clients_in_another_region_than_the_file_fail() -> None:
+    account = Account(region="us-west-2")
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    [failed] = failures(account.run(environment("network-storage")))
+
+    assert (failed.check, failed.needed, failed.available) == (
+        "region",
+        "us-east-1 (the file's region)",
+        "us-west-2 (where preflight looked)",
+    )

@@ -1,0 +1,877 @@
+"""Pre-deploy checks of an environment file against the AWS account it will deploy into.
+
+A deployment that runs out of quota fails half-way, often an hour in (FSx and EKS are slow to create and
+slower to roll back). :func:`preflight` asks the account first, read-only::
+
+    import boto3
+    from training_clusters.config import load_environment
+    from training_clusters.preflight import AwsClients, preflight
+
+    config = load_environment("environments/eks-g5-efa.yaml")
+    clients = AwsClients.from_session(boto3.session.Session(profile_name="dev"), config.region)
+    for check in preflight(config, clients):
+        print(check.message)
+
+What is checked:
+
+- **EC2 vCPU quotas**: the vCPUs each quota family needs (instances times vCPUs from the catalogue), against
+  the account's "Running On-Demand <family> instances" quota, or "All <family> Spot Instance Requests" for
+  Spot capacity. Instances launched into a Capacity Block or a capacity reservation are reported as
+  skipped: they need no further On-Demand vCPU quota (the reservation's size, type and AZ are not checked).
+- **SageMaker HyperPod quotas**: "ml.<type> for cluster usage" per instance type (instances, summed over
+  the instance groups), the instances-per-cluster and instances-across-clusters quotas, and the EBS volume
+  size quota where ``extra_volume_gib`` is set. Found by name in ``ListServiceQuotas`` (their codes are
+  not documented).
+- **Offerings**: every EC2 instance type is offered in each AZ it would launch in (the placement AZ for
+  EFA nodegroups and ParallelCluster, ``availability_zones`` for the other EKS nodegroups).
+- **EFA**: EC2 reports ``EfaSupported`` for every type the file asks EFA of.
+- **FSx for Lustre**: ``storage.lustre.storage_capacity_gib`` against the account-wide storage quota of
+  its deployment type.
+
+A quota compares what the file needs with the quota's value: capacity already in use in the account
+(running instances, other clusters, other file systems) is not subtracted, so a pass means "enough if
+nothing else is running". A quota that Service Quotas does not know in the region is reported as a
+passing check whose ``available`` says "not found": nothing was verified. An AWS error (access denied,
+expired credentials ...) becomes a failed check saying which call failed and what to fix.
+
+Not checked: HyperPod AZ availability (no API lists ``ml.`` types per AZ), capacity itself (quota is
+permission to ask, not capacity), placement-group, VPC, ENI and EIP quotas.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+import boto3
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+    ParamValidationError,
+    PartialCredentialsError,
+    StubResponseError,
+)
+
+from training_clusters.catalog import HYPERPOD_PREFIX, QuotaFamily, lookup
+from training_clusters.config import (
+    EksCapacityChoice,
+    EnvironmentConfig,
+    LustreDeployment,
+    PclusterCapacityType,
+)
+
+__all__ = [
+    "LUSTRE_STORAGE_QUOTAS",
+    "REQUIRED_IAM_ACTIONS",
+    "SPOT_QUOTAS",
+    "AwsClients",
+    "Capacity",
+    "Check",
+    "InstanceDemand",
+    "Service",
+    "instance_demands",
+    "preflight",
+]
+
+SPOT_QUOTAS: Mapping[QuotaFamily, tuple[str, str]] = MappingProxyType(
+    {
+        QuotaFamily.STANDARD: (
+            "L-34B43A08",
+            "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+        ),
+        QuotaFamily.G_AND_VT: ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+        QuotaFamily.P: ("L-7212CCBC", "All P Spot Instance Requests"),
+        QuotaFamily.TRN: ("L-6B0D517C", "All Trn Spot Instance Requests"),
+    }
+)
+"""Code and name of each family's Spot vCPU quota (service code ``ec2``).
+
+Source: Amazon EC2 User Guide, "Spot Instance quotas"
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html), whose table links each quota
+to its Service Quotas console page by code. The On-Demand codes live in :class:`QuotaFamily`.
+"""
+
+LUSTRE_STORAGE_QUOTAS: Mapping[LustreDeployment, tuple[str, tuple[str, ...]]] = MappingProxyType(
+    {
+        LustreDeployment.SCRATCH_2: ("L-AD2FC696", ("Lustre Scratch storage capacity",)),
+        LustreDeployment.PERSISTENT_2: (
+            "L-8F1B9C74",
+            ("Lustre Persistent_2 storage capacity", "Lustre Persistent_2 file storage capacity"),
+        ),
+    }
+)
+"""Code and names of the account-wide FSx for Lustre storage quota (GiB, service code ``fsx``) per type.
+
+Names: FSx for Lustre User Guide, "Quotas" (https://docs.aws.amazon.com/fsx/latest/LustreGuide/limits.html),
+"Quotas that you can increase" (default 100800 GiB for scratch). Codes: as ``ListServiceQuotas`` lists them
+(not in the AWS docs), so the quota is matched by code or by any of its names.
+"""
+
+REQUIRED_IAM_ACTIONS = (
+    "servicequotas:GetServiceQuota",
+    "servicequotas:GetAWSDefaultServiceQuota",
+    "servicequotas:ListServiceQuotas",
+    "servicequotas:ListAWSDefaultServiceQuotas",
+    "ec2:DescribeInstanceTypeOfferings",
+    "ec2:DescribeInstanceTypes",
+)
+"""Every action preflight calls: all read-only."""
+
+# SageMaker quota names, from the SageMaker Developer Guide, HyperPod prerequisites, "List of common service
+# quotas" (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites.html): per type
+# "ml.<instance_type> for cluster usage" (instances), and the three below. Their codes are not documented.
+_SAGEMAKER_PER_CLUSTER = re.compile(r"maximum number (of )?instances allowed per sagemaker hyperpod cluster")
+_SAGEMAKER_ACROSS_CLUSTERS = re.compile(
+    r"total number of instances allowed across sagemaker hyperpod clusters"
+)
+_SAGEMAKER_EBS = re.compile(r"maximum size of ebs volume in gb for a (sagemaker )?hyperpod cluster instance")
+_TIMES = "\N{MULTIPLICATION SIGN}"
+_PAGE_SIZE = 100
+"""Service Quotas' largest page."""
+
+_ACCESS_DENIED = {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "UnauthorizedException"}
+_BAD_CREDENTIALS = {
+    "AuthFailure",
+    "ExpiredToken",
+    "ExpiredTokenException",
+    "InvalidClientTokenId",
+    "RequestExpired",
+    "UnrecognizedClientException",
+}
+_THROTTLED = {"Throttling", "ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"}
+
+
+# --------------------------------------------------------------------------------------------------
+# results
+
+
+@dataclass(frozen=True)
+class Check:
+    """One row of the preflight table."""
+
+    check: str
+    """What was checked, e.g. ``EC2 quota L-DB2E81BA Running On-Demand G and VT instances``."""
+    needed: str
+    """What the environment needs and which groups of the file need it, e.g. 32 vCPUs (g5.8xlarge,
+    1 instance, in eks.efa_nodegroups[g5])."""
+    available: str
+    """What the account has, e.g. ``8 vCPUs``; starts with "skipped" or says "not found" when not verified."""
+    passed: bool
+    remedy: str
+    """How to fix it (the exact quota-increase command, or the field to change); empty when passed."""
+
+    @property
+    def message(self) -> str:
+        """The row as one sentence."""
+        verdict = "pass" if self.passed else "FAIL"
+        text = f"{verdict}: {self.check}: needed {self.needed}; available {self.available}"
+        return f"{text}; fix: {self.remedy}" if self.remedy else text
+
+    def as_dict(self) -> dict[str, object]:
+        """The row as plain data (for JSON)."""
+        return {
+            "check": self.check,
+            "needed": self.needed,
+            "available": self.available,
+            "passed": self.passed,
+            "remedy": self.remedy,
+        }
+
+
+@dataclass(frozen=True)
+class AwsClients:
+    """The boto3 clients preflight calls, all in the environment's region (tests pass Stubber-wrapped ones)."""
+
+    service_quotas: Any
+    ec2: Any
+
+    @classmethod
+    def from_session(cls, session: boto3.session.Session, region: str) -> AwsClients:
+        """Clients of ``session`` in ``region``, with standard retries for throttling."""
+        config = Config(retries={"mode": "standard", "max_attempts": 5})
+        return cls(
+            service_quotas=session.client("service-quotas", region_name=region, config=config),
+            ec2=session.client("ec2", region_name=region, config=config),
+        )
+
+    @property
+    def region(self) -> str:
+        """The region the clients call."""
+        return str(self.ec2.meta.region_name)
+
+
+# --------------------------------------------------------------------------------------------------
+# what the environment asks for (pure)
+
+
+class Service(StrEnum):
+    """Who launches the instances, and so whose quotas they count against."""
+
+    EC2 = "ec2"
+    SAGEMAKER = "sagemaker"
+
+
+class Capacity(StrEnum):
+    """How the instances are bought."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    CAPACITY_BLOCK = "capacity-block"
+    CAPACITY_RESERVATION = "capacity-reservation"
+
+
+@dataclass(frozen=True)
+class InstanceDemand:
+    """One group of instances the environment launches."""
+
+    instance_type: str
+    """As the file spells it: ``g5.8xlarge``, or ``ml.p5.48xlarge`` for HyperPod."""
+    count: int
+    """Instances at most (a ParallelCluster queue scales to ``max_count``)."""
+    where: str
+    """Where in the file, e.g. ``eks.efa_nodegroups[g5]``."""
+    count_field: str
+    """The setting that sets ``count``, e.g. ``eks.efa_nodegroups[g5].size``."""
+    service: Service
+    capacity: Capacity
+    availability_zones: tuple[str, ...]
+    """The AZs the group may launch in."""
+    in_placement_az: bool
+    """Whether the group lives in the placement subnet (``network.placement_availability_zone``)."""
+    efa: bool
+    """Whether the file asks for EFA on these instances."""
+    capacity_reservation_id: str | None = None
+
+    @property
+    def ec2_instance_type(self) -> str:
+        """The EC2 name, without SageMaker's ``ml.`` prefix."""
+        return self.instance_type.removeprefix(HYPERPOD_PREFIX)
+
+    @property
+    def vcpus(self) -> int:
+        """vCPUs of the whole group, as EC2 vCPU quotas count them (catalogue vCPUs times count)."""
+        return lookup(self.ec2_instance_type).vcpus * self.count
+
+    @property
+    def description(self) -> str:
+        """Type, count and place: ``g5.8xlarge \N{MULTIPLICATION SIGN} 2 in eks.efa_nodegroups[g5]``."""
+        return f"{self.instance_type} {_TIMES} {self.count} in {self.where}"
+
+
+def instance_demands(config: EnvironmentConfig) -> tuple[InstanceDemand, ...]:
+    """Every instance group ``config`` launches, in file order."""
+    return (*_hyperpod_demands(config), *_parallelcluster_demands(config), *_eks_demands(config))
+
+
+def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    if config.hyperpod is None:
+        return []
+    # The HyperPod stack puts every instance group in the placement subnet; HyperPod sets up EFA itself.
+    return [
+        InstanceDemand(
+            instance_type=group.instance_type,
+            count=group.count,
+            where=f"hyperpod.instance_groups[{group.name}]",
+            count_field=f"hyperpod.instance_groups[{group.name}].count",
+            service=Service.SAGEMAKER,
+            capacity=Capacity.ON_DEMAND,
+            availability_zones=(config.placement_availability_zone,),
+            in_placement_az=True,
+            efa=False,
+        )
+        for group in config.hyperpod.instance_groups
+    ]
+
+
+def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    spec = config.parallelcluster
+    if spec is None:
+        return []
+    placement = (config.placement_availability_zone,)
+    demands = [
+        InstanceDemand(
+            instance_type=spec.head_node.instance_type,
+            count=1,
+            where="parallelcluster.head_node",
+            count_field="parallelcluster.head_node.instance_type",
+            service=Service.EC2,
+            capacity=Capacity.ON_DEMAND,
+            availability_zones=placement,
+            in_placement_az=True,
+            efa=False,
+        )
+    ]
+    for queue in spec.queues:
+        capacity = Capacity.SPOT if queue.capacity_type is PclusterCapacityType.SPOT else Capacity.ON_DEMAND
+        demands.extend(
+            InstanceDemand(
+                instance_type=resource.instance_type,
+                count=resource.max_count,
+                where=f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}]",
+                count_field=(
+                    f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}].max_count"
+                ),
+                service=Service.EC2,
+                capacity=capacity,
+                availability_zones=placement,
+                in_placement_az=True,
+                efa=resource.efa_enabled,
+            )
+            for resource in queue.compute_resources
+        )
+    return demands
+
+
+_EKS_CAPACITY = {
+    EksCapacityChoice.ON_DEMAND: Capacity.ON_DEMAND,
+    EksCapacityChoice.SPOT: Capacity.SPOT,
+    EksCapacityChoice.CAPACITY_BLOCK: Capacity.CAPACITY_BLOCK,
+}
+
+
+def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    eks = config.eks
+    if eks is None:
+        return []
+    every_az = tuple(config.availability_zones)
+    demands = [
+        InstanceDemand(
+            instance_type=eks.system_nodegroup.instance_type,
+            count=eks.system_nodegroup.size,
+            where="eks.system_nodegroup",
+            count_field="eks.system_nodegroup.size",
+            service=Service.EC2,
+            capacity=Capacity.ON_DEMAND,
+            availability_zones=every_az,
+            in_placement_az=False,
+            efa=False,
+        )
+    ]
+    for efa_group in eks.efa_nodegroups:
+        capacity = _EKS_CAPACITY[efa_group.capacity_type]
+        if capacity is Capacity.ON_DEMAND and efa_group.capacity_reservation_id is not None:
+            capacity = Capacity.CAPACITY_RESERVATION
+        demands.append(
+            InstanceDemand(
+                instance_type=efa_group.instance_type,
+                count=efa_group.size,
+                where=f"eks.efa_nodegroups[{efa_group.name}]",
+                count_field=f"eks.efa_nodegroups[{efa_group.name}].size",
+                service=Service.EC2,
+                capacity=capacity,
+                availability_zones=(config.placement_availability_zone,),
+                in_placement_az=True,
+                efa=True,
+                capacity_reservation_id=efa_group.capacity_reservation_id,
+            )
+        )
+    demands.extend(
+        InstanceDemand(
+            instance_type=gpu_group.instance_type,
+            count=gpu_group.size,
+            where=f"eks.gpu_nodegroups[{gpu_group.name}]",
+            count_field=f"eks.gpu_nodegroups[{gpu_group.name}].size",
+            service=Service.EC2,
+            capacity=Capacity.ON_DEMAND,
+            availability_zones=every_az,
+            in_placement_az=False,
+            efa=False,
+        )
+        for gpu_group in eks.gpu_nodegroups
+    )
+    return demands
+
+
+# --------------------------------------------------------------------------------------------------
+# the checks
+
+
+def preflight(config: EnvironmentConfig, clients: AwsClients) -> list[Check]:
+    """Check ``config`` against the account behind ``clients``; the deployment is safe to try when all pass.
+
+    Calls, in this order: Service Quotas (EC2 quotas, then SageMaker, then FSx) and EC2 (offerings, then
+    instance types), read-only; see :data:`REQUIRED_IAM_ACTIONS`.
+    """
+    demands = instance_demands(config)
+    return [
+        *_region_check(config, clients),
+        *_ec2_quota_checks(demands, clients),
+        *_sagemaker_quota_checks(config, demands, clients),
+        *_offering_checks(config, demands, clients),
+        *_efa_checks(demands, clients),
+        *_lustre_quota_checks(config, clients),
+    ]
+
+
+def _region_check(config: EnvironmentConfig, clients: AwsClients) -> list[Check]:
+    if clients.region == config.region:
+        return []
+    return [
+        Check(
+            check="region",
+            needed=f"{config.region} (the file's region)",
+            available=f"{clients.region} (where preflight looked)",
+            passed=False,
+            remedy=f"run preflight in {config.region}: its quotas and AZs are the ones that matter",
+        )
+    ]
+
+
+# --- EC2 quotas
+
+
+def _ec2_quota_checks(demands: Sequence[InstanceDemand], clients: AwsClients) -> list[Check]:
+    groups: dict[tuple[str, str], list[InstanceDemand]] = {}
+    reserved: list[Check] = []
+    for demand in demands:
+        if demand.service is not Service.EC2:
+            continue
+        if demand.capacity in (Capacity.CAPACITY_BLOCK, Capacity.CAPACITY_RESERVATION):
+            reserved.append(_reserved_check(demand))
+            continue
+        groups.setdefault(_ec2_quota(demand), []).append(demand)
+    checks = [_ec2_quota_check(code, name, members, clients) for (code, name), members in groups.items()]
+    return checks + reserved
+
+
+def _ec2_quota(demand: InstanceDemand) -> tuple[str, str]:
+    family = lookup(demand.ec2_instance_type).quota_family
+    if demand.capacity is Capacity.SPOT:
+        return SPOT_QUOTAS[family]
+    return family.quota_code, family.quota_name
+
+
+def _ec2_quota_check(code: str, name: str, members: Sequence[InstanceDemand], clients: AwsClients) -> Check:
+    vcpus = sum(m.vcpus for m in members)
+    needed = f"{vcpus} vCPUs ({' + '.join(m.description for m in members)})"
+    try:
+        quota = _get_quota(clients.service_quotas, "ec2", code)
+    except (ClientError, BotoCoreError) as error:
+        return _failed_call(f"EC2 quota {code} {name}", needed, error, clients.service_quotas)
+    if quota is None:
+        return _not_found(f"EC2 quota {code} {name}", needed, "ec2", clients.region)
+    check = f"EC2 quota {code} {quota.name or name}"
+    fields = " / ".join(m.count_field for m in members)
+    return _compare(check, needed, vcpus, quota, "vCPUs", "ec2", clients.region, fields)
+
+
+def _reserved_check(demand: InstanceDemand) -> Check:
+    kind = "Capacity Block" if demand.capacity is Capacity.CAPACITY_BLOCK else "capacity reservation"
+    return Check(
+        check=f"EC2 quota for {demand.where}",
+        needed=f"{demand.vcpus} vCPUs ({demand.description})",
+        available=(
+            f"skipped: instances launched into {kind} {demand.capacity_reservation_id} need no further "
+            "On-Demand vCPU quota (the reservation's size, instance type and AZ are not checked)"
+        ),
+        passed=True,
+        remedy="",
+    )
+
+
+# --- SageMaker (HyperPod) quotas
+
+
+@dataclass(frozen=True)
+class _Wanted:
+    """One SageMaker quota to compare with what the file needs."""
+
+    label: str
+    matches: Callable[[_Quota], bool]
+    amount: int
+    detail: str
+    unit: str
+    field: str
+    """The setting to lower when the quota cannot be raised."""
+
+    @property
+    def needed(self) -> str:
+        return f"{self.amount} {self.unit} ({self.detail})"
+
+
+def _sagemaker_quota_checks(
+    config: EnvironmentConfig, demands: Sequence[InstanceDemand], clients: AwsClients
+) -> list[Check]:
+    if config.hyperpod is None:
+        return []
+    wanted = _sagemaker_wanted(config, [d for d in demands if d.service is Service.SAGEMAKER])
+    quotas = _QuotaList(clients.service_quotas, "sagemaker")
+    checks: list[Check] = []
+    for item in wanted:
+        try:
+            quota = quotas.find(item.matches)
+        except (ClientError, BotoCoreError) as error:
+            summary = "; ".join(f"{w.label}: {w.amount} {w.unit}" for w in wanted)
+            return [*checks, _failed_call("SageMaker quotas for HyperPod", summary, error, quotas.client)]
+        if quota is None:
+            checks.append(
+                _not_found(f"SageMaker quota {item.label}", item.needed, "sagemaker", clients.region)
+            )
+            continue
+        check = f"SageMaker quota {quota.code} {quota.name}"
+        checks.append(
+            _compare(
+                check, item.needed, item.amount, quota, item.unit, "sagemaker", clients.region, item.field
+            )
+        )
+    return checks
+
+
+def _sagemaker_wanted(config: EnvironmentConfig, groups: Sequence[InstanceDemand]) -> list[_Wanted]:
+    assert config.hyperpod is not None
+    by_type: dict[str, list[InstanceDemand]] = {}
+    for demand in groups:
+        by_type.setdefault(demand.instance_type, []).append(demand)
+    wanted = [
+        _Wanted(
+            label=f"{instance_type} for cluster usage",
+            matches=_exactly(f"{instance_type} for cluster usage"),
+            amount=sum(m.count for m in members),
+            detail=" + ".join(m.description for m in members),
+            unit="instances",
+            field=" / ".join(m.count_field for m in members),
+        )
+        for instance_type, members in by_type.items()
+    ]
+    total = sum(d.count for d in groups)
+    cluster = f"hyperpod cluster {config.hyperpod.cluster_name}"
+    wanted.append(
+        _Wanted(
+            label="Maximum number instances allowed per SageMaker HyperPod cluster",
+            matches=_named(_SAGEMAKER_PER_CLUSTER),
+            amount=total,
+            detail=f"all instance groups of {cluster}",
+            unit="instances",
+            field="hyperpod.instance_groups[].count",
+        )
+    )
+    wanted.append(
+        _Wanted(
+            label="Total number of instances allowed across SageMaker HyperPod clusters",
+            matches=_named(_SAGEMAKER_ACROSS_CLUSTERS),
+            amount=total,
+            detail=f"{cluster}; other clusters in the account not counted",
+            unit="instances",
+            field="hyperpod.instance_groups[].count",
+        )
+    )
+    volumes = [(g.name, g.extra_volume_gib) for g in config.hyperpod.instance_groups if g.extra_volume_gib]
+    if volumes:
+        name, size = max(volumes, key=lambda item: item[1] or 0)
+        wanted.append(
+            _Wanted(
+                label="Maximum size of EBS volume in GB for a SageMaker HyperPod cluster instance",
+                matches=_named(_SAGEMAKER_EBS),
+                amount=size or 0,
+                detail=f"hyperpod.instance_groups[{name}].extra_volume_gib",
+                unit="GB",
+                field=f"hyperpod.instance_groups[{name}].extra_volume_gib",
+            )
+        )
+    return wanted
+
+
+# --- offerings and EFA
+
+
+def _offering_checks(
+    config: EnvironmentConfig, demands: Sequence[InstanceDemand], clients: AwsClients
+) -> list[Check]:
+    groups = [d for d in demands if d.service is Service.EC2]
+    if not groups:
+        return []
+    types = list(dict.fromkeys(d.instance_type for d in groups))
+    try:
+        offered = _offered_azs(clients.ec2, types)
+    except (ClientError, BotoCoreError) as error:
+        needed = "; ".join(f"{d.instance_type} in {', '.join(d.availability_zones)}" for d in groups)
+        return [_failed_call("EC2 instance-type offerings", needed, error, clients.ec2)]
+    return [_offering_check(config, d, offered.get(d.instance_type, set()), clients.region) for d in groups]
+
+
+def _offered_azs(ec2: Any, instance_types: list[str]) -> dict[str, set[str]]:
+    offered: dict[str, set[str]] = {}
+    pages = ec2.get_paginator("describe_instance_type_offerings").paginate(
+        LocationType="availability-zone", Filters=[{"Name": "instance-type", "Values": instance_types}]
+    )
+    for page in pages:
+        for offering in page.get("InstanceTypeOfferings", []):
+            offered.setdefault(offering["InstanceType"], set()).add(offering["Location"])
+    return offered
+
+
+def _offering_check(
+    config: EnvironmentConfig, demand: InstanceDemand, offered: set[str], region: str
+) -> Check:
+    missing = [az for az in demand.availability_zones if az not in offered]
+    zones = ", ".join(sorted(offered))
+    return Check(
+        check=f"EC2 offering {demand.instance_type}",
+        needed=f"{', '.join(demand.availability_zones)} ({demand.where})",
+        available=f"offered in {zones}" if offered else f"not offered in {region}",
+        passed=not missing,
+        remedy=_offering_remedy(config, demand, offered, missing, region) if missing else "",
+    )
+
+
+def _offering_remedy(
+    config: EnvironmentConfig, demand: InstanceDemand, offered: set[str], missing: list[str], region: str
+) -> str:
+    instance_type = demand.instance_type
+    other_type = f"or choose another instance type for {demand.where}"
+    if not offered:
+        return f"{instance_type} is not offered in {region}: choose another instance type for {demand.where}"
+    not_here = f"{instance_type} is not offered in {', '.join(missing)}"
+    if demand.in_placement_az:
+        candidates = [az for az in config.availability_zones if az in offered]
+        if candidates:
+            return f"{not_here}: set network.placement_availability_zone to {candidates[0]}, {other_type}"
+        return (
+            f"{not_here}: add one of {', '.join(sorted(offered))} to availability_zones and make it "
+            f"network.placement_availability_zone, {other_type}"
+        )
+    return f"{not_here}: pick availability_zones where it is ({', '.join(sorted(offered))}), {other_type}"
+
+
+def _efa_checks(demands: Sequence[InstanceDemand], clients: AwsClients) -> list[Check]:
+    groups = [d for d in demands if d.efa and d.service is Service.EC2]
+    if not groups:
+        return []
+    types = list(dict.fromkeys(d.instance_type for d in groups))
+    try:
+        described = clients.ec2.describe_instance_types(InstanceTypes=types)["InstanceTypes"]
+    except (ClientError, BotoCoreError) as error:
+        return [_failed_call("EFA support", f"EFA on {', '.join(types)}", error, clients.ec2)]
+    supported = {t["InstanceType"]: bool(t.get("NetworkInfo", {}).get("EfaSupported")) for t in described}
+    return [_efa_check(d, supported.get(d.instance_type)) for d in groups]
+
+
+def _efa_check(demand: InstanceDemand, supported: bool | None) -> Check:
+    if supported is None:
+        available = "not described by EC2 in this region"
+    else:
+        available = f"EfaSupported: {str(supported).lower()}"
+    if demand.where.startswith("eks."):
+        drop_efa = "move the group to eks.gpu_nodegroups"
+    else:
+        drop_efa = "set efa: false on it"
+    return Check(
+        check=f"EFA on {demand.instance_type}",
+        needed=f"EFA ({demand.where})",
+        available=available,
+        passed=bool(supported),
+        remedy="" if supported else f"choose an EFA-capable instance type for {demand.where}, or {drop_efa}",
+    )
+
+
+# --- FSx for Lustre
+
+
+def _lustre_quota_checks(config: EnvironmentConfig, clients: AwsClients) -> list[Check]:
+    lustre = config.storage.lustre
+    if lustre is None:
+        return []
+    code, names = LUSTRE_STORAGE_QUOTAS[lustre.deployment_type]
+    capacity = lustre.storage_capacity_gib
+    needed = f"{capacity} GiB (storage.lustre.storage_capacity_gib, {lustre.deployment_type.value})"
+    label = f"FSx quota {code} {names[0]}"
+    quotas = _QuotaList(clients.service_quotas, "fsx")
+    try:
+        quota = quotas.find(_coded(code, names))
+    except (ClientError, BotoCoreError) as error:
+        return [_failed_call(label, needed, error, quotas.client)]
+    if quota is None:
+        return [_not_found(label, needed, "fsx", clients.region)]
+    check = f"FSx quota {quota.code} {quota.name}"
+    return [
+        _compare(
+            check,
+            needed,
+            capacity,
+            quota,
+            "GiB",
+            "fsx",
+            clients.region,
+            "storage.lustre.storage_capacity_gib",
+        )
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# Service Quotas
+
+
+@dataclass(frozen=True)
+class _Quota:
+    code: str
+    name: str
+    value: float
+    adjustable: bool
+    default_only: bool
+    """True when the value is AWS's default because Service Quotas has no applied value for the account."""
+
+
+def _quota_from(raw: Mapping[str, Any], *, default_only: bool) -> _Quota | None:
+    if raw.get("Value") is None:
+        return None
+    return _Quota(
+        code=str(raw.get("QuotaCode", "")),
+        name=str(raw.get("QuotaName", "")),
+        value=float(raw["Value"]),
+        adjustable=bool(raw.get("Adjustable", True)),
+        default_only=default_only,
+    )
+
+
+def _error_code(error: ClientError) -> str:
+    return str(error.response.get("Error", {}).get("Code", ""))
+
+
+def _get_quota(client: Any, service_code: str, quota_code: str) -> _Quota | None:
+    """The applied value, else AWS's default (Service Quotas has only the default for some quotas)."""
+    try:
+        raw = client.get_service_quota(ServiceCode=service_code, QuotaCode=quota_code)["Quota"]
+        applied = _quota_from(raw, default_only=False)
+        if applied is not None:
+            return applied
+    except ClientError as error:
+        if _error_code(error) != "NoSuchResourceException":
+            raise
+    try:
+        raw = client.get_aws_default_service_quota(ServiceCode=service_code, QuotaCode=quota_code)["Quota"]
+    except ClientError as error:
+        if _error_code(error) == "NoSuchResourceException":
+            return None
+        raise
+    return _quota_from(raw, default_only=True)
+
+
+def _normal(name: str) -> str:
+    return " ".join(name.lower().split())
+
+
+def _named(pattern: re.Pattern[str]) -> Callable[[_Quota], bool]:
+    return lambda quota: pattern.fullmatch(_normal(quota.name)) is not None
+
+
+def _exactly(name: str) -> Callable[[_Quota], bool]:
+    return lambda quota: _normal(quota.name) == _normal(name)
+
+
+def _coded(code: str, names: Iterable[str]) -> Callable[[_Quota], bool]:
+    wanted = {_normal(n) for n in names}
+    return lambda quota: quota.code == code or _normal(quota.name) in wanted
+
+
+class _QuotaList:
+    """One service's quotas, listed once; AWS's defaults are listed too if a quota is missing."""
+
+    def __init__(self, client: Any, service_code: str) -> None:
+        self.client = client
+        self._service_code = service_code
+        self._applied: list[_Quota] | None = None
+        self._defaults: list[_Quota] | None = None
+
+    def find(self, matches: Callable[[_Quota], bool]) -> _Quota | None:
+        """The first quota ``matches`` accepts, or None."""
+        if self._applied is None:
+            self._applied = self._list("list_service_quotas", default_only=False)
+        found = next((q for q in self._applied if matches(q)), None)
+        if found is not None:
+            return found
+        if self._defaults is None:
+            self._defaults = self._list("list_aws_default_service_quotas", default_only=True)
+        return next((q for q in self._defaults if matches(q)), None)
+
+    def _list(self, operation: str, *, default_only: bool) -> list[_Quota]:
+        pages = self.client.get_paginator(operation).paginate(
+            ServiceCode=self._service_code, PaginationConfig={"PageSize": _PAGE_SIZE}
+        )
+        quotas = (
+            _quota_from(raw, default_only=default_only) for page in pages for raw in page.get("Quotas", [])
+        )
+        return [q for q in quotas if q is not None]
+
+
+# --------------------------------------------------------------------------------------------------
+# building rows
+
+
+def _amount(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _compare(
+    check: str,
+    needed: str,
+    amount: int,
+    quota: _Quota,
+    unit: str,
+    service_code: str,
+    region: str,
+    field: str,
+) -> Check:
+    passed = amount <= quota.value
+    available = f"{_amount(quota.value)} {unit}" + (" (AWS default value)" if quota.default_only else "")
+    if passed:
+        remedy = ""
+    elif quota.adjustable:
+        remedy = (
+            f"aws service-quotas request-service-quota-increase --service-code {service_code} "
+            f"--quota-code {quota.code} --desired-value {amount} --region {region}"
+        )
+    else:
+        remedy = f"the quota is not adjustable: lower {field} to fit {_amount(quota.value)} {unit}"
+    return Check(check=check, needed=needed, available=available, passed=passed, remedy=remedy)
+
+
+def _not_found(check: str, needed: str, service_code: str, region: str) -> Check:
+    return Check(
+        check=check,
+        needed=needed,
+        available=f"not found in Service Quotas ({service_code}, {region}): not verified",
+        passed=True,
+        remedy="",
+    )
+
+
+def _failed_call(check: str, needed: str, error: ClientError | BotoCoreError, client: Any) -> Check:
+    if isinstance(error, ParamValidationError | StubResponseError):
+        # Our call does not fit the service model (or a test's Stubber expected another): a bug, not an answer.
+        raise error
+    if isinstance(error, ClientError):
+        code = _error_code(error) or "Error"
+        action = f"{client.meta.service_model.signing_name}:{error.operation_name}"
+        message = str(error.response.get("Error", {}).get("Message", "")) or str(error)
+        available = f"unknown: {action} failed with {code}: {message}"
+        remedy = _client_error_remedy(code, action)
+    else:
+        available = f"unknown: {error}"
+        remedy = _sdk_error_remedy(error)
+    return Check(check=check, needed=needed, available=available, passed=False, remedy=remedy)
+
+
+def _client_error_remedy(code: str, action: str) -> str:
+    if code in _ACCESS_DENIED:
+        return f"allow {action} to the caller (preflight needs {', '.join(REQUIRED_IAM_ACTIONS)})"
+    if code in _BAD_CREDENTIALS:
+        return "refresh the credentials (e.g. aws sso login --profile P) and run preflight again"
+    if code.startswith("InvalidInstanceType"):
+        return (
+            "EC2 does not know an instance type in this region: see the offering checks, choose another type"
+        )
+    if code in _THROTTLED:
+        return "AWS throttled the call: run preflight again in a minute"
+    return f"run preflight again; if {action} keeps failing, check the region and the account"
+
+
+def _sdk_error_remedy(error: BotoCoreError) -> str:
+    if isinstance(error, NoCredentialsError | PartialCredentialsError):
+        return "configure credentials: --profile P, AWS_PROFILE, or aws configure"
+    return "check the network and the region, then run preflight again"
