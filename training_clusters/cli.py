@@ -111,23 +111,36 @@ def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
-    from training_clusters.acceptance import acceptance_jobs, write_jobs
+    from training_clusters.acceptance import acceptance_plan, write_jobs
 
     config, name = _load(args.file)
-    jobs = acceptance_jobs(config, name)
+    plan = acceptance_plan(config, name)
     directory = Path(args.directory or f"acceptance/{name}")
-    paths = write_jobs(jobs, directory) if jobs else []
+    paths = write_jobs(plan.jobs, directory) if plan.jobs else []
     if args.output == "json":
-        _json(out, {"environment": name, "directory": str(directory), "jobs": [j.as_dict() for j in jobs]})
+        _json(
+            out,
+            {
+                "environment": name,
+                "directory": str(directory),
+                "jobs": [
+                    {**job.as_dict(), "path": str(path)} for job, path in zip(plan.jobs, paths, strict=True)
+                ],
+                "skipped": list(plan.skipped),
+                "reason": plan.reason,
+            },
+        )
         return EXIT_OK
-    if not jobs:
-        print(f"{name}: no EFA-enabled compute in this environment, so there is nothing to verify", file=out)
+    if plan.reason:
+        print(f"{name}: {plan.reason}", file=out)
         return EXIT_OK
-    rows = [(str(path), job.expected) for path, job in zip(paths, jobs, strict=True)]
+    rows = [(str(path), job.expected) for path, job in zip(paths, plan.jobs, strict=True)]
     print(text_table(("job", "a working EFA reaches"), rows), file=out)
     print("", file=out)
-    for job in jobs:
+    for job in plan.jobs:
         print(f"- {job.filename}: {job.description}", file=out)
+    for skipped in plan.skipped:
+        print(f"- skipped: {skipped}", file=out)
     return EXIT_OK
 
 

@@ -202,6 +202,10 @@ def test_fsx_csi_is_an_eks_addon_with_pod_identity(
     assert set(found) == {"aws-fsx-csi-driver", "eks-pod-identity-agent"}
     (association,) = found["aws-fsx-csi-driver"]["Properties"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "fsx-csi-controller-sa"
+    # ACTIVE only once its pods can run: created after the system nodes
+    stack, cluster = addons[0], addons[1]
+    system_nodegroup = stack.get_logical_id(cluster.system_nodegroup.node.default_child)
+    assert system_nodegroup in found["aws-fsx-csi-driver"]["DependsOn"]
     (volume,) = [
         json.dumps(v["Properties"]["Manifest"])
         for v in template["Resources"].values()

@@ -430,6 +430,8 @@ class FsxCsiDriver(Construct):
             ],
         )
         self.addon.node.add_dependency(self.pod_identity_agent)
+        # The add-on turns ACTIVE only once its pods can run: on the system nodes.
+        self.addon.node.add_dependency(cluster.system_nodegroup)
         self.manifest = eks.KubernetesManifest(
             self,
             "Volume",

@@ -169,11 +169,23 @@ def nccl_test_mpijob(
     }
 
 
+class _NoAliasDumper(yaml.SafeDumper):
+    """Writes shared objects (the launcher's and workers' env) in full instead of as YAML anchors."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+def manifest_yaml(manifest: dict[str, Any]) -> str:
+    """``manifest`` as YAML for ``kubectl apply -f``, keys in order, no anchors."""
+    return yaml.dump(manifest, Dumper=_NoAliasDumper, sort_keys=False)
+
+
 def write_manifest(manifest: dict[str, Any], path: str | Path) -> Path:
     """Write ``manifest`` as YAML to ``path`` (parents created); returns the path."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(yaml.safe_dump(manifest, sort_keys=False))
+    target.write_text(manifest_yaml(manifest))
     return target
 
 

@@ -176,8 +176,6 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 storage=self.shared_storage,
                 capacity_gib=lustre.storage_capacity_gib,
             )
-            # The add-on turns ACTIVE only once its pods can run.
-            self.fsx_csi.addon.node.add_dependency(self.cluster.system_nodegroup)
         self.mpi_operator: MpiOperator | None = None
         if addons.mpi_operator:
             self.mpi_operator = MpiOperator(self, "MpiOperator", cluster=self.cluster)

