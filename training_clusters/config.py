@@ -572,7 +572,7 @@ class EksNcclTestConfig(_Model):
     """``eks.nccl_test``: the MPIJob written for each EFA nodegroup, optionally applied by the stack."""
 
     enabled: bool = True
-    image: str = DEFAULT_NCCL_TESTS_IMAGE
+    image: str = Field(default=DEFAULT_NCCL_TESTS_IMAGE, min_length=1)
     apply: bool = Field(
         default=False,
         description="Apply the MPIJob at deploy time (it runs once the nodes are up). Needs addons.mpi_operator.",
@@ -726,6 +726,15 @@ class EnvironmentConfig(_Model):
             raise ValueError(
                 f"network.placement_availability_zone: '{chosen}' must be one of availability_zones "
                 f"({', '.join(self.availability_zones)})"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _eks_needs_a_way_out(self) -> EnvironmentConfig:
+        if self.eks is not None and self.network.endpoint_only:
+            raise ValueError(
+                "network.endpoint_only: true leaves the EKS cluster no route to its helm chart repositories "
+                "and the MPI Operator release; use nat_gateways: 1 (or more) with an eks section"
             )
         return self
 
