@@ -9,6 +9,7 @@ Users gate their own CI the same way::
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -181,12 +182,11 @@ class LintMatch:
 
 def cfn_lint(template_path: str | Path, regions: Iterable[str]) -> list[LintMatch]:
     """Run cfn-lint (AWS's CloudFormation linter) on one synthesized template."""
-    from cfnlint.api import ManualArgs, lint_file
+    from cfnlint.api import ManualArgs, lint
 
-    matches = lint_file(
-        Path(template_path),
-        config=ManualArgs(regions=list(regions), ignore_checks=list(CFN_LINT_IGNORED)),
-    )
+    wanted = tuple(regions)
+    config = ManualArgs(regions=list(wanted), ignore_checks=list(CFN_LINT_IGNORED))
+    matches = lint(Path(template_path).read_text(), rules=_cfn_lint_rules(wanted), config=config)
     return [
         LintMatch(
             rule=match.rule.id,
@@ -196,6 +196,15 @@ def cfn_lint(template_path: str | Path, regions: Iterable[str]) -> list[LintMatc
         )
         for match in matches
     ]
+
+
+@functools.cache
+def _cfn_lint_rules(regions: tuple[str, ...]) -> Any:
+    """cfn-lint's rule collection, loaded once per process (loading it costs more than linting a template)."""
+    from cfnlint.config import ConfigMixIn
+    from cfnlint.runner import Runner
+
+    return Runner(ConfigMixIn(regions=list(regions), ignore_checks=list(CFN_LINT_IGNORED))).rules
 
 
 def _level(rule_id: str) -> str:
