@@ -36,12 +36,11 @@ class TrainingEnvironmentStack(cdk.Stack):
             id,
             env=cdk.Environment(account=config.account, region=config.region),
             description=f"cdk-training-clusters environment '{environment_name}'",
+            # Stack tags: CloudFormation puts them on every resource it creates that takes tags, nested
+            # stacks included. (A tag aspect would write them into the templates too, at a third of an EKS
+            # stack's synth time.) Instances launched by nodegroups get them from the launch templates.
             tags=config.resource_tags(environment_name),
         )
-        # Stack tags reach what CloudFormation creates at deploy time; the aspect also writes them into the
-        # templates (reviewable, tested) and into the nested stacks.
-        for key, value in config.resource_tags(environment_name).items():
-            cdk.Tags.of(self).add(key, value)
         self.network = TrainingNetwork(
             self,
             "Network",
