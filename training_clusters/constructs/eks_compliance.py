@@ -39,17 +39,20 @@ _CLUSTER_ROLE_REASONS = {
 
 @jsii.implements(cdk.IAspect)
 class EksProviderAcknowledgements:
-    """Aspect: acknowledge the findings of CDK's EKS providers and roles, precisely, once per stack."""
+    """Aspect: acknowledge the findings of CDK's EKS providers and roles, precisely, once per stack.
+
+    Add it to a construct without children: it acts on its first visit, whichever node that is.
+    """
 
     def __init__(self, cluster_scope: IConstruct) -> None:
         self._cluster_scope = cluster_scope
         self._done = False
 
     def visit(self, node: IConstruct) -> None:
-        stack = cdk.Stack.of(self._cluster_scope)
-        if self._done or node is not stack:
+        if self._done:
             return
         self._done = True
+        stack = cdk.Stack.of(self._cluster_scope)
         scopes: list[IConstruct] = [self._cluster_scope]
         scopes.extend(
             child
@@ -63,7 +66,9 @@ class EksProviderAcknowledgements:
 
 def acknowledge_cdk_resource(construct: IConstruct) -> None:
     """Acknowledge the findings one CDK-made L1 resource causes; our own resources are left alone."""
-    if _is_ours(construct):
+    # Type first: each path lookup is a round trip to jsii, and most constructs are none of these.
+    kinds = (lambda_.CfnFunction, sfn.CfnStateMachine, iam.CfnRole, iam.CfnPolicy)
+    if not isinstance(construct, kinds) or _is_ours(construct):
         return
     if isinstance(construct, lambda_.CfnFunction):
         acknowledge(construct, "AwsSolutions-L1", _PROVIDER_REASON)

@@ -281,8 +281,12 @@ class GpuEksCluster(Construct):
         return role
 
     def _acknowledge_cdk_providers(self) -> None:
-        """CDK's own provider Lambdas and roles: acknowledged precisely at synth time (see eks_compliance)."""
-        cdk.Aspects.of(cdk.Stack.of(self)).add(EksProviderAcknowledgements(self))
+        """CDK's own provider Lambdas and roles: acknowledged precisely at synth time (see eks_compliance).
+
+        The aspect sits on an empty child, so it runs once at synth (after every chart and manifest has
+        been added) instead of calling back into Python for every construct of the stack.
+        """
+        cdk.Aspects.of(Construct(self, "CdkProviderAcknowledgements")).add(EksProviderAcknowledgements(self))
 
 
 def catalog_entry(scope: Construct, name: str, field: str) -> InstanceType:
