@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future
 from pathlib import Path
 
 import aws_cdk as cdk
 import pytest
 
-from training_clusters.compliance import (
-    Finding,
-    LintMatch,
-    add_compliance_checks,
-    cfn_lint,
-    synth_with_checks,
-)
+from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks
+from training_clusters.environments import add_environment, environment_files
+from training_clusters.lint import LintMatch, cfn_lint
+from training_clusters.stacks.base import TrainingEnvironmentStack
+
+from . import background as background_work
 
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
@@ -46,18 +46,33 @@ def stack(app: cdk.App) -> cdk.Stack:
 
 
 class GateResult:
-    """The outcome of synthesizing an app with cdk-nag, plus cfn-lint over every template."""
+    """The outcome of synthesizing an app with cdk-nag, plus cfn-lint over every template.
 
-    def __init__(self, app: cdk.App) -> None:
+    With ``background=True`` cfn-lint runs in the background worker and ``lint`` waits for it.
+    """
+
+    def __init__(self, app: cdk.App, *, background: bool = False) -> None:
         add_compliance_checks(app)
         assembly, self.findings = synth_with_checks(app)
         self.assembly = assembly
-        self.lint: list[LintMatch] = []
+        self._lint: list[LintMatch] | None = None
+        self._pending: list[Future[list[LintMatch]]] = []
+        templates = []
         if assembly is not None:
             for stack in assembly.stacks:
                 region = stack.environment.region
                 lint_region = region if region and region != "unknown-region" else REGION
-                self.lint.extend(cfn_lint(Path(assembly.directory) / stack.template_file, [lint_region]))
+                templates.append((Path(assembly.directory) / stack.template_file, [lint_region]))
+        if background:
+            self._pending = [background_work.submit_lint(path, regions) for path, regions in templates]
+        else:
+            self._lint = [match for path, regions in templates for match in cfn_lint(path, regions)]
+
+    @property
+    def lint(self) -> list[LintMatch]:
+        if self._lint is None:
+            self._lint = [match for future in self._pending for match in future.result()]
+        return self._lint
 
     @property
     def nag(self) -> list[Finding]:
@@ -71,6 +86,53 @@ class GateResult:
         assert self.assembly is not None, "synth refused: " + "\n".join(map(str, self.findings))
         assert self.nag == [], "\n".join(map(str, self.nag))
         assert self.lint_errors == [], "\n".join(map(str, self.lint_errors))
+
+
+class EnvironmentGates:
+    """Each shipped environment synthesized once with the gates, its cfn-lint running in the background.
+
+    ``start`` synthesizes them all up front (the first test that runs asks for it when any test of the
+    session uses these gates), so their linting overlaps the rest of the suite; ``get`` returns one.
+    """
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._results: dict[Path, tuple[TrainingEnvironmentStack, GateResult] | BaseException] = {}
+
+    def start(self, paths: Iterable[Path]) -> None:
+        for path in paths:
+            if path not in self._results:
+                try:
+                    self._results[path] = self._gate(path)
+                except Exception as error:  # reported by the test that asks for this environment
+                    self._results[path] = error
+
+    def get(self, path: Path) -> tuple[TrainingEnvironmentStack, GateResult]:
+        self.start([path])
+        result = self._results[path]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def _gate(self, path: Path) -> tuple[TrainingEnvironmentStack, GateResult]:
+        outdir = self._directory / path.stem / "cdk.out"
+        app = cdk.App(outdir=str(outdir), context=dict(CDK_CONTEXT))
+        stack = add_environment(app, path)
+        return stack, GateResult(app, background=True)
+
+
+@pytest.fixture(scope="session")
+def environment_gates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvironmentGates]:
+    yield EnvironmentGates(tmp_path_factory.mktemp("environments"))
+    background_work.shutdown()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _start_background_work(request: pytest.FixtureRequest) -> None:
+    """Synthesize the environments first when the session gates them, so cfn-lint overlaps the rest."""
+    if any("environment_gates" in getattr(item, "fixturenames", ()) for item in request.session.items):
+        gates: EnvironmentGates = request.getfixturevalue("environment_gates")
+        gates.start(environment_files(ROOT / "environments"))
 
 
 @pytest.fixture

@@ -11,6 +11,7 @@ import shutil
 import stat
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests import background
 from tests.lifecycle.sandbox import REAL_TOOLS
 from training_clusters.acceptance import (
     AcceptanceJob,
@@ -202,20 +204,27 @@ def test_without_lustre_the_home_directory_holds_the_builds() -> None:
     assert "readonly SHARED_DIR=''\n" in jobs[0].content
 
 
-def test_shellcheck_clean(tmp_path: Path) -> None:
+def _shellcheck_every_script() -> tuple[list[Path], subprocess.CompletedProcess[str]]:
+    directory = Path(tempfile.mkdtemp(prefix="acceptance-shellcheck-"))
     files = [
         path
         for stem in sorted(EXPECTED_FILES)
-        for path in write_jobs(_plan(stem).jobs, tmp_path / stem)
+        for path in write_jobs(_plan(stem).jobs, directory / stem)
         if path.suffix in (".sbatch", ".sh")
     ]
-    assert len(files) == 4 + 6 + 6 + 2
     result = subprocess.run(
         [_shellcheck(), "--severity=style", "--format=gcc", *map(str, files)],
         capture_output=True,
         text=True,
         check=False,
     )
+    shutil.rmtree(directory)
+    return files, result
+
+
+def test_shellcheck_clean() -> None:
+    files, result = _SHELLCHECK.result()
+    assert len(files) == 4 + 6 + 6 + 2
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -714,3 +723,8 @@ def test_check_mode_never_touches_mpi(bash: Bash) -> None:
     result = bash.check(*P5_NCCL_EFA, nccl_output(peak=355.1, ranks=16))
     assert result.returncode == 0
     assert not os.path.exists(bash.tmp / "acceptance")
+
+
+# Last, once every helper above is defined: started when this module is collected, so it runs
+# alongside the rest of the suite.
+_SHELLCHECK = background.start(_shellcheck_every_script)

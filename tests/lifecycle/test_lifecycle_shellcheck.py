@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import background
 from tests.lifecycle.sandbox import SCRIPTS, STUB
 
 SHELL_FILES = [*sorted(SCRIPTS.rglob("*.sh")), STUB]
@@ -26,14 +27,22 @@ def test_the_scripts_are_found() -> None:
     assert {"on_create.sh", "lib/common.sh", "lib/apt.sh", "lib/apt_hotfix.sh"} <= names
 
 
-def test_shellcheck_clean() -> None:
+def _shellcheck_all() -> subprocess.CompletedProcess[str]:
     # One process for all files: on_create.sh with -x follows every `source` anyway.
-    result = subprocess.run(
+    return subprocess.run(
         [shellcheck(), "-x", "--severity=style", "--format=gcc", *map(str, SHELL_FILES)],
         capture_output=True,
         text=True,
         check=False,
     )
+
+
+#: Started when this module is collected, so it runs alongside the rest of the suite.
+_SHELLCHECK = background.start(_shellcheck_all)
+
+
+def test_shellcheck_clean() -> None:
+    result = _SHELLCHECK.result()
     assert result.returncode == 0, result.stdout + result.stderr
 
 

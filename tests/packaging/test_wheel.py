@@ -14,10 +14,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests import background
 
 from ..conftest import ROOT
 
@@ -36,17 +40,76 @@ app.synth()
 """
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("dist")
+@dataclass(frozen=True)
+class Downstream:
+    """The wheel, and what happened when a downstream app used it."""
+
+    wheel: Path
+    installed_from: str
+    run: subprocess.CompletedProcess[str]
+    template: str | None
+
+
+def _build_install_and_run() -> Downstream:
+    work = Path(tempfile.mkdtemp(prefix="wheel-"))
     built = subprocess.run(
-        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(ROOT)],
+        [
+            sys.executable,
+            "-m",
+            "build",
+            "--wheel",
+            "--no-isolation",
+            "--outdir",
+            str(work / "dist"),
+            str(ROOT),
+        ],
         capture_output=True,
         text=True,
     )
     assert built.returncode == 0, built.stdout[-2000:] + built.stderr[-2000:]
-    (wheel_file,) = out.glob("cdk_training_clusters-*.whl")
-    return wheel_file
+    (wheel_file,) = (work / "dist").glob("cdk_training_clusters-*.whl")
+    target = work / "site"
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--target",
+            str(target),
+            str(wheel_file),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert install.returncode == 0, install.stderr[-3000:]
+    app_dir = work / "app"
+    app_dir.mkdir()
+    (app_dir / "app.py").write_text(DOWNSTREAM_APP)
+    # The installed copy comes first on the path, ahead of the editable checkout.
+    env = {**os.environ, "CDK_OUTDIR": str(app_dir / "cdk.out"), "PYTHONPATH": str(target)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import training_clusters; print(training_clusters.__file__)"],
+        cwd=app_dir,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    run = subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, capture_output=True, text=True)
+    template = app_dir / "cdk.out" / "Downstream.template.json"
+    return Downstream(wheel_file, where, run, template.read_text() if template.exists() else None)
+
+
+#: Started when this module is collected: building, installing and running it overlap the rest of the suite.
+_DOWNSTREAM = background.start(_build_install_and_run)
+
+
+@pytest.fixture(scope="module")
+def wheel() -> Path:
+    return _DOWNSTREAM.result().wheel
 
 
 def test_wheel_carries_the_lifecycle_scripts_handlers_and_type_marker(wheel: Path) -> None:
@@ -80,32 +143,12 @@ def test_every_module_level_import_is_a_declared_dependency(wheel: Path) -> None
     assert undeclared == {}, f"imported but not in Requires-Dist {sorted(requires)}"
 
 
-def test_downstream_app_synthesizes_with_the_installed_wheel(wheel: Path, tmp_path: Path) -> None:
-    target = tmp_path / "site"
-    install = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--target", str(target), str(wheel)],
-        capture_output=True,
-        text=True,
-    )
-    assert install.returncode == 0, install.stderr[-3000:]
-    app_dir = tmp_path / "app"
-    app_dir.mkdir()
-    (app_dir / "app.py").write_text(DOWNSTREAM_APP)
-    # The installed copy comes first on the path, ahead of the editable checkout.
-    env = {**os.environ, "CDK_OUTDIR": str(app_dir / "cdk.out"), "PYTHONPATH": str(target)}
-    where = subprocess.run(
-        [sys.executable, "-c", "import training_clusters; print(training_clusters.__file__)"],
-        cwd=app_dir,
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert where.startswith(str(target)), where
-    result = subprocess.run([sys.executable, "app.py"], cwd=app_dir, env=env, capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr[-3000:]
-    template = (app_dir / "cdk.out" / "Downstream.template.json").read_text()
-    assert "AWS::FSx::FileSystem" in template
+def test_downstream_app_synthesizes_with_the_installed_wheel() -> None:
+    downstream = _DOWNSTREAM.result()
+    assert downstream.installed_from.startswith(tempfile.gettempdir()), downstream.installed_from
+    assert "/site/training_clusters/" in downstream.installed_from
+    assert downstream.run.returncode == 0, downstream.run.stderr[-3000:]
+    assert downstream.template is not None and "AWS::FSx::FileSystem" in downstream.template
 
 
 def _module_level_imports(source: Path) -> set[str]:

@@ -7,16 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
 import pytest
 
 from training_clusters.config import load_environment
-from training_clusters.environments import add_environment, environment_files, stack_class
+from training_clusters.environments import environment_files, stack_class
 from training_clusters.stacks.base import TrainingEnvironmentStack
 from training_clusters.stacks.eks import EksTrainingEnvironment
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
-from ..conftest import CDK_CONTEXT, ROOT, GateResult
+from ..conftest import ROOT, EnvironmentGates, GateResult
 
 ENVIRONMENTS = environment_files(ROOT / "environments")
 EKS = [p for p in ENVIRONMENTS if p.stem.startswith("eks-")]
@@ -28,22 +27,12 @@ def test_the_seed_environments_are_shipped() -> None:
     assert {"network-storage", "hyperpod-slurm", "hyperpod-p5"} <= names
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def gated(
-    tmp_path_factory: pytest.TempPathFactory,
+    environment_gates: EnvironmentGates,
 ) -> Callable[[Path], tuple[TrainingEnvironmentStack, GateResult]]:
-    """Each environment synthesized once with the gates, shared by every test of this module."""
-    results: dict[Path, tuple[TrainingEnvironmentStack, GateResult]] = {}
-
-    def get(path: Path) -> tuple[TrainingEnvironmentStack, GateResult]:
-        if path not in results:
-            outdir = tmp_path_factory.mktemp(path.stem) / "cdk.out"
-            app = cdk.App(outdir=str(outdir), context=dict(CDK_CONTEXT))
-            stack = add_environment(app, path)
-            results[path] = (stack, GateResult(app))
-        return results[path]
-
-    return get
+    """Each environment synthesized once per session with the gates (see conftest.EnvironmentGates)."""
+    return environment_gates.get
 
 
 def template_of(stack: TrainingEnvironmentStack, result: GateResult) -> dict[str, Any]:

@@ -1,0 +1,45 @@
+"""Work the suite hands to the machine's other core while the main process synthesizes.
+
+cfn-lint is pure Python and takes longer per template than CDK takes to synthesize it, so linting in one
+worker process (spawned: it never starts jsii) overlaps the rest of the suite. Tests that mostly wait on a
+subprocess (shellcheck, the wheel build and its downstream app) start it with :func:`start` when their
+module is collected. Results are awaited where a test asserts on them, so a failure still fails the test
+that owns it.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from training_clusters.lint import LintMatch, cfn_lint
+
+T = TypeVar("T")
+
+_pool: ProcessPoolExecutor | None = None
+#: For work that waits on subprocesses (the GIL is released while it waits).
+_threads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="background")
+
+
+def start(work: Callable[[], T]) -> Future[T]:
+    """Run ``work`` (subprocess-bound) in a background thread now; ``.result()`` where a test needs it."""
+    return _threads.submit(work)
+
+
+def submit_lint(template: Path, regions: Iterable[str]) -> Future[list[LintMatch]]:
+    """cfn-lint ``template`` in the background worker."""
+    global _pool
+    if _pool is None:
+        _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    return _pool.submit(cfn_lint, template, list(regions))
+
+
+def shutdown() -> None:
+    """Stop the worker (end of session)."""
+    global _pool
+    if _pool is not None:
+        _pool.shutdown(cancel_futures=True)
+        _pool = None
