@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -174,3 +175,10 @@ def test_the_console_script_is_installed() -> None:
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
     for command in ("preflight", "render-pcluster", "acceptance", "catalog", "schema"):
         assert command in result.stdout
+
+
+def test_readme_lists_exactly_the_iam_actions_preflight_calls() -> None:
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("- **preflight**") : readme.index("- **render-pcluster**")]
+    listed = set(re.findall(r"`((?:servicequotas|ec2):\w+)`", section))
+    assert listed == set(preflight.REQUIRED_IAM_ACTIONS)
