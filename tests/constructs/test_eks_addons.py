@@ -341,6 +341,7 @@ def test_mpi_operator_handler_runs_in_the_private_subnets_with_kubectl(
     assert handler["VpcConfig"]["SubnetIds"]
     assert handler["Runtime"].startswith("python3.")
     assert len(handler["Layers"]) == 1  # the cluster's kubectl layer
+    assert handler["Environment"]["Variables"] == {"AWS_STS_REGIONAL_ENDPOINTS": "regional"}
     role_id = handler["Role"]["Fn::GetAtt"][0]
     (entry,) = (
         v["Properties"]

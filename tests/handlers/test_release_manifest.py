@@ -220,3 +220,17 @@ def test_oversized_manifest_is_refused(
     )
     with pytest.raises(index.ManifestError, match="larger than"):
         index.on_event(_event("Create"), None, session=session)
+
+
+@pytest.mark.parametrize(
+    ("region", "host"),
+    [("us-east-1", "sts.us-east-1.amazonaws.com"), ("cn-north-1", "sts.cn-north-1.amazonaws.com.cn")],
+)
+def test_token_is_signed_for_the_regional_sts_endpoint_of_the_partition(region: str, host: str) -> None:
+    session = boto3.session.Session(
+        aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="secret", region_name=region
+    )
+    token = index.eks_token(session, CLUSTER)
+    encoded = token.removeprefix("k8s-aws-v1.")
+    url = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    assert urllib.parse.urlparse(url).hostname == host

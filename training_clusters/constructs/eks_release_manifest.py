@@ -122,6 +122,7 @@ class ReleaseManifest(Construct):
             vpc_subnets=ec2.SubnetSelection(subnets=list(eks_cluster.kubectl_private_subnets or [])),
             security_groups=[eks_cluster.kubectl_security_group or cluster.cluster_security_group],
             description=f"Applies {url} to the EKS cluster",
+            environment={"AWS_STS_REGIONAL_ENDPOINTS": "regional"},
         )
         access = eks.AccessEntry(
             self,

@@ -116,7 +116,9 @@ def download(url: str, sha256: str | None) -> bytes:
 def eks_token(session: Any, cluster_name: str) -> str:
     """A bearer token for the cluster's API: a presigned STS GetCallerIdentity URL, as aws-iam-authenticator makes."""
     region = session.region_name
-    sts = session.client("sts", region_name=region, endpoint_url=f"https://sts.{region}.amazonaws.com")
+    # The regional endpoint of the region's partition (aws, aws-cn, aws-us-gov), resolved by botocore; the
+    # function sets AWS_STS_REGIONAL_ENDPOINTS=regional for botocore versions that default to global.
+    sts = session.client("sts", region_name=region)
 
     def add_cluster_header(request: Any, **_: Any) -> None:
         request.headers["x-k8s-aws-id"] = cluster_name
