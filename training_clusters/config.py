@@ -11,10 +11,18 @@ from __future__ import annotations
 import re
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from training_clusters import pcluster_rules
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
@@ -46,9 +54,25 @@ COST_CENTRE_TAG = "cost-centre"
 
 
 class _Model(BaseModel):
-    """Strict base: unknown keys are errors, enum values are kept as enums."""
+    """Strict base: unknown keys are errors, enum values are kept as enums, ``true`` is not a number."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, str_strip_whitespace=True)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        # pydantic reads YAML's true/false as 1/0 in a number field; `size: true` is a mistake, not a count
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _is_number(field.annotation):
+            raise ValueError(f"must be a number, got {str(value).lower()}")
+        return value
+
+
+def _is_number(annotation: Any) -> bool:
+    """Whether a field's type is int or float (possibly Optional or Annotated)."""
+    if annotation in (int, float):
+        return True
+    return any(_is_number(argument) for argument in get_args(annotation) if argument is not type(None))
 
 
 class LustreDeployment(StrEnum):
