@@ -171,6 +171,8 @@ class LustreConfig(_Model):
     def _absolute_mount_dir(cls, value: str) -> str:
         if not re.fullmatch(r"/[A-Za-z0-9._/-]*", value) or value == "/":
             raise ValueError(f"must be an absolute directory such as /fsx, got '{value}'")
+        if any(part in (".", "..") for part in value.split("/")):
+            raise ValueError(f"must not contain '.' or '..' segments, got '{value}'")
         return value
 
     @model_validator(mode="after")
