@@ -317,8 +317,8 @@ def test_eks_job_is_the_mpijob_with_its_expected_bandwidth(
     job = _manifest(stem, nodegroup)
     assert (job["kind"], job["metadata"]["name"]) == ("MPIJob", f"nccl-tests-{nodegroup}")
     assert job["metadata"]["annotations"] == {
-        "training-clusters/expected-busbw-gbps": expected,
-        "training-clusters/minimum-busbw-gbps": minimum,
+        "training-clusters/expected-busbw-GBps": expected,
+        "training-clusters/minimum-busbw-GBps": minimum,
     }
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2

@@ -738,8 +738,8 @@ def _eks_jobs(
         name=job_name, instance_type=instance, workers=workers, efa_interfaces=efa_interfaces, image=image
     )
     job["metadata"]["annotations"] = {
-        "training-clusters/expected-busbw-gbps": _plain(expectation.expected),
-        "training-clusters/minimum-busbw-gbps": _plain(expectation.limit),
+        "training-clusters/expected-busbw-GBps": _plain(expectation.expected),
+        "training-clusters/minimum-busbw-GBps": _plain(expectation.limit),
     }
     check_command = f"kubectl logs job/{job_name}-launcher | bash {check_file}"
     header = [
