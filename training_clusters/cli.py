@@ -3,7 +3,7 @@
 ::
 
     training-clusters preflight environments/eks-g5-efa.yaml [--region R] [--profile P]
-    training-clusters render-pcluster environments/parallelcluster-c5n.yaml [-o cluster-config.yaml]
+    training-clusters render-pcluster environments/parallelcluster-c5n.yaml [-o cluster-config.yaml] [--deployed]
     training-clusters acceptance environments/parallelcluster-c5n.yaml [-d acceptance/]
     training-clusters catalog
     training-clusters schema > environments/schema.json
@@ -20,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
+
+import yaml
 
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
@@ -88,26 +90,47 @@ def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
         )
     import aws_cdk as cdk
 
-    from training_clusters.environments import add_environment
+    from training_clusters.environments import add_environment, stack_id
     from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
     stack = add_environment(cdk.App(), Path(args.file))
     assert isinstance(stack, ParallelClusterEnvironment)
-    rendered = stack.cluster.render_config()
+    values = _deployed_values(stack, stack_id(name), config.region, args.profile) if args.deployed else None
+    document = stack.cluster.concrete_configuration(values)
+    rendered = yaml.safe_dump(document, sort_keys=False)
     if args.output_file:
         Path(args.output_file).write_text(rendered)
     if args.output == "json":
         _json(
             out,
-            {"environment": name, "file": args.output_file, "config": stack.cluster.concrete_configuration()},
+            {"environment": name, "file": args.output_file, "deployed": args.deployed, "config": document},
         )
     elif args.output_file:
-        print(
-            f"wrote {args.output_file} (ParallelCluster {name}); placeholders mark deploy-time ids", file=out
+        what = (
+            "deployed ids"
+            if args.deployed
+            else "placeholders mark deploy-time ids (use --deployed after deploy)"
         )
+        print(f"wrote {args.output_file} (ParallelCluster {name}); {what}", file=out)
     else:
         out.write(rendered)
     return EXIT_OK
+
+
+def _deployed_values(stack: Any, stack_name: str, region: str, profile: str | None) -> dict[str, str]:
+    import boto3
+    from botocore.exceptions import BotoCoreError
+
+    from training_clusters.deployed import deployed_values, references
+
+    wanted = references(stack.resolve(stack.cluster.configuration))
+    try:
+        session = boto3.session.Session(profile_name=profile, region_name=region)
+        return deployed_values(
+            stack_name, wanted, cloudformation=session.client("cloudformation"), ec2=session.client("ec2")
+        )
+    except BotoCoreError as error:
+        raise ConfigurationError(f"cannot read stack {stack_name} in {region}: {error}") from None
 
 
 def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
@@ -228,6 +251,12 @@ def _parser() -> argparse.ArgumentParser:
     command = commands.add_parser("render-pcluster", help="the ParallelCluster cluster-config.yaml")
     command.add_argument("file", help="environment file with a parallelcluster section")
     command.add_argument("-o", "--output-file", help="write it here; default: standard output")
+    command.add_argument(
+        "--deployed", action="store_true", help="fill in the ids of the deployed stack (needs credentials)"
+    )
+    command.add_argument(
+        "--profile", help="AWS profile for --deployed; default: the standard credential chain"
+    )
     command.set_defaults(command=_render_pcluster)
 
     command = commands.add_parser("acceptance", help="write the EFA / NCCL verification jobs")

@@ -1,0 +1,176 @@
+"""``render-pcluster --deployed``: the cluster config with the deployed stack's ids, read through botocore's
+Stubber (CloudFormation ListStackResources, EC2 DescribeVpcs checked against their service models)."""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+
+from training_clusters import cli
+from training_clusters.deployed import deployed_values, references
+from training_clusters.environments import add_environment
+from training_clusters.errors import ConfigurationError
+from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
+
+from ..conftest import CDK_CONTEXT, ROOT
+
+FILE = ROOT / "environments" / "parallelcluster-c5n.yaml"
+STACK = "training-parallelcluster-c5n"
+PHYSICAL_PREFIX = {
+    "AWS::EC2::Subnet": "subnet-0d",
+    "AWS::EC2::SecurityGroup": "sg-0d",
+    "AWS::FSx::FileSystem": "fs-0d",
+    "AWS::EC2::VPC": "vpc-0d",
+    "AWS::EC2::PlacementGroup": "training-pg-",
+}
+
+
+@pytest.fixture(scope="module")
+def referenced() -> dict[str, str]:
+    """``{logical id: resource type}`` of what the c5n cluster config references."""
+    stack = add_environment(cdk.App(context=dict(CDK_CONTEXT)), FILE)
+    assert isinstance(stack, ParallelClusterEnvironment)
+    types = {
+        stack.resolve(c.logical_id): c.cfn_resource_type
+        for c in stack.node.find_all()
+        if isinstance(c, cdk.CfnResource)
+    }
+    return {
+        key.split(".")[0]: types[key.split(".")[0]]
+        for key in references(stack.resolve(stack.cluster.configuration))
+    }
+
+
+def _summaries(referenced: dict[str, str]) -> list[dict[str, Any]]:
+    summaries = [
+        {
+            "LogicalResourceId": logical_id,
+            "PhysicalResourceId": f"{PHYSICAL_PREFIX.get(kind, 'x-')}{index:015x}",
+            "ResourceType": kind,
+            "LastUpdatedTimestamp": "2026-11-29T00:00:00Z",
+            "ResourceStatus": "CREATE_COMPLETE",
+        }
+        for index, (logical_id, kind) in enumerate(sorted(referenced.items()), start=1)
+    ]
+    # one resource still being created has no physical id yet: ignored unless referenced
+    summaries.append(
+        {
+            "LogicalResourceId": "Pending",
+            "ResourceType": "AWS::SSM::Parameter",
+            "LastUpdatedTimestamp": "2026-11-29T00:00:00Z",
+            "ResourceStatus": "CREATE_IN_PROGRESS",
+        }
+    )
+    return summaries
+
+
+class FakeSession:
+    def __init__(self, **_: Any) -> None:
+        session = boto3.session.Session(
+            aws_access_key_id="x", aws_secret_access_key="x", region_name="us-east-1"
+        )
+        self.clients = {name: session.client(name) for name in ("cloudformation", "ec2")}
+        self.stubs = {name: Stubber(client) for name, client in self.clients.items()}
+
+    def client(self, name: str) -> Any:
+        return self.clients[name]
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, session: FakeSession, *argv: str) -> tuple[int, str]:
+    monkeypatch.setattr(boto3.session, "Session", lambda **kwargs: session)
+    out = io.StringIO()
+    with session.stubs["cloudformation"], session.stubs["ec2"]:
+        status = cli.main(list(argv), stdout=out)
+    return status, out.getvalue()
+
+
+def test_deployed_render_has_the_stacks_ids_and_no_placeholders(
+    monkeypatch: pytest.MonkeyPatch, referenced: dict[str, str]
+) -> None:
+    session = FakeSession()
+    summaries = _summaries(referenced)
+    session.stubs["cloudformation"].add_response(
+        "list_stack_resources", {"StackResourceSummaries": summaries}, {"StackName": STACK}
+    )
+    (vpc,) = (s for s in summaries if s["ResourceType"] == "AWS::EC2::VPC")
+    session.stubs["ec2"].add_response(
+        "describe_vpcs",
+        {"Vpcs": [{"VpcId": vpc["PhysicalResourceId"], "CidrBlock": "10.42.0.0/16"}]},
+        {"VpcIds": [vpc["PhysicalResourceId"]]},
+    )
+    status, text = _run(monkeypatch, session, "render-pcluster", str(FILE), "--deployed")
+    assert status == 0
+    config = yaml.safe_load(text)
+    ids = {s["ResourceType"]: s["PhysicalResourceId"] for s in summaries if "PhysicalResourceId" in s}
+    assert config["HeadNode"]["Networking"]["SubnetId"] == ids["AWS::EC2::Subnet"]
+    assert config["HeadNode"]["Ssh"]["AllowedIps"] == "10.42.0.0/16"
+    assert config["SharedStorage"][0]["FsxLustreSettings"]["FileSystemId"] == ids["AWS::FSx::FileSystem"]
+    assert "0123456789abcdef" not in text  # no placeholder left
+    for stub in session.stubs.values():
+        stub.assert_no_pending_responses()
+
+
+def test_a_stack_that_is_not_deployed_is_a_clear_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session = FakeSession()
+    session.stubs["cloudformation"].add_client_error(
+        "list_stack_resources",
+        service_error_code="ValidationError",
+        service_message=f"Stack with id {STACK} does not exist",
+    )
+    status, _ = _run(monkeypatch, session, "render-pcluster", str(FILE), "--deployed")
+    err = capsys.readouterr().err
+    assert status == 2
+    assert f"Stack with id {STACK} does not exist (deploy it first" in err
+    assert "Traceback" not in err
+
+
+def test_attributes_it_cannot_read_are_named_not_guessed() -> None:
+    session = FakeSession()
+    session.stubs["cloudformation"].add_response(
+        "list_stack_resources",
+        {
+            "StackResourceSummaries": [
+                {
+                    "LogicalResourceId": "Fs",
+                    "PhysicalResourceId": "fs-0abc",
+                    "ResourceType": "AWS::FSx::FileSystem",
+                    "LastUpdatedTimestamp": "2026-11-29T00:00:00Z",
+                    "ResourceStatus": "CREATE_COMPLETE",
+                }
+            ]
+        },
+        {"StackName": "s"},
+    )
+    with session.stubs["cloudformation"], pytest.raises(ConfigurationError) as error:
+        deployed_values(
+            "s", {"Fs", "Fs.DNSName", "Gone"}, cloudformation=session.clients["cloudformation"], ec2=None
+        )
+    assert str(error.value) == (
+        "s: cannot resolve Fs.DNSName (AWS::FSx::FileSystem attribute DNSName is not read by this command); "
+        "Gone (not a resource of s)"
+    )
+
+
+def test_references_skip_pseudo_parameters() -> None:
+    document = {
+        "A": {"Ref": "Subnet"},
+        "B": [{"Fn::GetAtt": ["Sg", "GroupId"]}, {"Fn::Join": ["", [{"Ref": "AWS::Partition"}, "x"]]}],
+        "C": {"Fn::GetAtt": "Vpc.CidrBlock"},
+    }
+    assert references(document) == {"Subnet", "Sg.GroupId", "Vpc.CidrBlock"}
+
+
+def test_the_file_is_written_and_says_whether_ids_are_real(tmp_path: Path) -> None:
+    target = tmp_path / "cluster-config.yaml"
+    out = io.StringIO()
+    assert cli.main(["render-pcluster", str(FILE), "-o", str(target)], stdout=out) == 0
+    assert "placeholders mark deploy-time ids (use --deployed after deploy)" in out.getvalue()
