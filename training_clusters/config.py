@@ -587,6 +587,9 @@ class EksAddonsConfig(_Model):
 
     nvidia_device_plugin: EksDevicePluginConfig = EksDevicePluginConfig()
     efa_device_plugin: bool = Field(default=True, description="Installed when there are EFA nodegroups.")
+    neuron_device_plugin: bool = Field(
+        default=True, description="AWS Neuron's device plugin, installed when a nodegroup has Trainium."
+    )
     fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
     gpu_monitoring: EksMonitoringConfig | None = None
     mpi_operator: bool = Field(

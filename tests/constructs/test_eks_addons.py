@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import aws_cdk as cdk
@@ -10,12 +11,14 @@ from aws_cdk.assertions import Template
 
 from training_clusters.constructs.eks_addons import (
     EFA_DEVICE_PLUGIN_CHART,
+    NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
     EfaDevicePlugin,
     FsxCsiDriver,
     GpuMonitoring,
     MigStrategy,
     Mps,
+    NeuronDevicePlugin,
     NvidiaDevicePlugin,
     TimeSlicing,
     device_plugin_config,
@@ -23,6 +26,7 @@ from training_clusters.constructs.eks_addons import (
     gpu_operator_values,
     kube_prometheus_stack_values,
     lustre_volume_manifests,
+    neuron_device_plugin_values,
     nvidia_device_plugin_values,
 )
 from training_clusters.constructs.eks_gpu import GpuEksCluster
@@ -158,6 +162,7 @@ def addons(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stack, GpuEksC
     FsxCsiDriver(stack, "FsxCsi", cluster=cluster, storage=storage, capacity_gib=1200)
     GpuMonitoring(stack, "Monitoring", cluster=cluster)
     MpiOperator(stack, "MpiOperator", cluster=cluster)
+    NeuronDevicePlugin(stack, "NeuronPlugin", cluster=cluster, instance_types=["trn1.32xlarge"])
     return stack, cluster, Template.from_stack(stack).to_json()
 
 
@@ -178,6 +183,7 @@ def test_charts_are_pinned_and_come_from_their_publishers(
         "aws-efa-k8s-device-plugin",
         "gpu-operator",
         "kube-prometheus-stack",
+        "neuron-helm-chart",
     }
     plugin = charts["nvidia-device-plugin"]
     assert (plugin["Version"], plugin["Repository"]) == (
@@ -405,3 +411,43 @@ def test_release_manifest_checks_sha256_shape_and_operator_version(stack: cdk.St
 def _logical_id(template: dict[str, Any], kind: str) -> str:
     (logical_id,) = _of_type(template, kind)
     return logical_id
+
+
+# --------------------------------------------------------------------------------------------------
+# Neuron device plugin (Trainium)
+
+
+def test_neuron_values_name_our_types_and_turn_off_the_extras() -> None:
+    assert neuron_device_plugin_values(
+        instance_types=["trn2.48xlarge", "trn1.32xlarge", "trn1.32xlarge"]
+    ) == {
+        "neuronInstances": ["trn1.32xlarge", "trn2.48xlarge"],
+        "npd": {"enabled": False},
+        "scheduler": {"enabled": False},
+    }
+
+
+def test_neuron_chart_comes_pinned_from_ecr_public(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    chart = _charts(addons[2])["neuron-helm-chart"]
+    assert (chart["Repository"], chart["Version"]) == (NEURON_HELM_CHART.repository, "1.9.0")
+    assert chart["Repository"].startswith("oci://public.ecr.aws/neuron/")
+    assert json.loads(chart["Values"])["neuronInstances"] == ["trn1.32xlarge"]
+
+
+@pytest.mark.parametrize(
+    ("instance_types", "message"),
+    [
+        (["p5.48xlarge"], "instance_types 'p5.48xlarge' has no Trainium (Neuron) devices"),
+        (["c5.xlarge"], "instance_types 'c5.xlarge' has no Trainium (Neuron) devices"),
+        ([], "instance_types must name at least one Trainium instance type, got none"),
+    ],
+)
+def test_neuron_plugin_refuses_non_trainium_types(
+    stack: cdk.Stack, instance_types: list[str], message: str
+) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        NeuronDevicePlugin(stack, "Neuron", cluster=cluster, instance_types=instance_types)

@@ -175,3 +175,16 @@ def test_public_endpoint_open_to_the_world_is_refused_when_the_stack_is_built(ap
         "training-x/Eks: public_access_cidrs must not open the API endpoint to the whole internet, got "
         "'0.0.0.0/0'; list your own ranges"
     )
+
+
+def test_trainium_nodegroups_get_the_neuron_device_plugin_not_nvidias(app: cdk.App) -> None:
+    document = yaml.safe_load((ROOT / "environments" / "eks-p5-efa.yaml").read_text())
+    document["eks"]["efa_nodegroups"] = [{"name": "trn", "instance_type": "trn1.32xlarge", "size": 2}]
+    document["eks"]["gpu_nodegroups"] = []
+    stack = add_environment_config(app, parse_environment(document), "trn")
+    assert isinstance(stack, EksTrainingEnvironment)
+    assert stack.neuron_device_plugin is not None
+    assert stack.neuron_device_plugin.values["neuronInstances"] == ["trn1.32xlarge"]
+    assert stack.device_plugin is None  # no NVIDIA GPUs
+    assert stack.efa_device_plugin is not None
+    assert stack.efa_device_plugin.values["supportedInstanceLabels"]["values"] == ["trn1.32xlarge"]

@@ -44,6 +44,7 @@ _EXPORTS = {
     "AccessMode": "eks_gpu",
     "NvidiaDevicePlugin": "eks_addons",
     "EfaDevicePlugin": "eks_addons",
+    "NeuronDevicePlugin": "eks_addons",
     "FsxCsiDriver": "eks_addons",
     "GpuMonitoring": "eks_addons",
     "TimeSlicing": "eks_sharing",

@@ -23,7 +23,7 @@ from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from training_clusters.catalog import InstanceType
+from training_clusters.catalog import AcceleratorKind, InstanceType
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs._validation import fail
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster, catalog_entry
@@ -40,6 +40,7 @@ __all__ = [
     "EFA_DEVICE_PLUGIN_CHART",
     "GPU_OPERATOR_CHART",
     "KUBE_PROMETHEUS_STACK_CHART",
+    "NEURON_HELM_CHART",
     "NVIDIA_DEVICE_PLUGIN_CHART",
     "EfaDevicePlugin",
     "FsxCsiDriver",
@@ -47,6 +48,7 @@ __all__ = [
     "HelmChartSpec",
     "MigStrategy",
     "Mps",
+    "NeuronDevicePlugin",
     "NvidiaDevicePlugin",
     "TimeSlicing",
     "device_plugin_config",
@@ -54,6 +56,7 @@ __all__ = [
     "gpu_operator_values",
     "kube_prometheus_stack_values",
     "lustre_volume_manifests",
+    "neuron_device_plugin_values",
     "nvidia_device_plugin_values",
 ]
 
@@ -86,6 +89,15 @@ EFA_DEVICE_PLUGIN_CHART = HelmChartSpec(
     version="v0.5.20",
     namespace="kube-system",
     release="aws-efa-k8s-device-plugin",
+)
+#: AWS Neuron's chart (device plugin advertising ``aws.amazon.com/neuron`` / ``neuroncore``), published as an
+#: OCI artifact on ECR Public: https://github.com/aws-neuron/neuron-helm-charts (1.9.0 = Neuron SDK 2.31).
+NEURON_HELM_CHART = HelmChartSpec(
+    chart="neuron-helm-chart",
+    repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
+    version="1.9.0",
+    namespace="kube-system",
+    release="neuron-helm-chart",
 )
 #: NVIDIA GPU Operator, used here for DCGM metrics only (the EKS AMI carries driver and toolkit).
 GPU_OPERATOR_CHART = HelmChartSpec(
@@ -296,6 +308,63 @@ class EfaDevicePlugin(Construct):
             if not catalog_entry(self, name, "instance_types").efa_supported:
                 raise fail(self.node.path, "instance_types", f"'{name}' has no EFA")
         self.values = efa_device_plugin_values(instance_types=instance_types)
+        self.chart = _helm_chart(self, cluster, chart, self.values)
+
+
+# --------------------------------------------------------------------------------------------------
+# Neuron device plugin (Trainium)
+
+
+def neuron_device_plugin_values(*, instance_types: Sequence[str]) -> dict[str, Any]:
+    """Helm values of AWS Neuron's chart: the device plugin only, on exactly these instance types.
+
+    The chart's ``neuronInstances`` list feeds its node affinity; like the EFA plugin's, a built-in list
+    lags new hardware, so it names our types. Its node problem detector is off (EKS node auto-repair,
+    which our nodegroups turn on, already replaces unhealthy nodes, and it runs privileged) and so is the
+    optional scheduler extension (whole-device requests need none).
+    """
+    return {
+        "neuronInstances": sorted(set(instance_types)),
+        "npd": {"enabled": False},
+        "scheduler": {"enabled": False},
+    }
+
+
+class NeuronDevicePlugin(Construct):
+    """AWS Neuron's device plugin on the given Trainium instance types (``aws.amazon.com/neuron`` resources).
+
+    Example::
+
+        NeuronDevicePlugin(self, "NeuronPlugin", cluster=cluster, instance_types=["trn1.32xlarge"])
+
+    Attributes: ``chart``, ``values``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        instance_types: Sequence[str],
+        chart: HelmChartSpec = NEURON_HELM_CHART,
+    ) -> None:
+        """Install the chart.
+
+        :param cluster: The cluster.
+        :param instance_types: The Trainium instance types of the nodegroups.
+        :param chart: Default: :data:`NEURON_HELM_CHART`.
+        """
+        super().__init__(scope, id)
+        if not instance_types:
+            raise fail(
+                self.node.path, "instance_types", "must name at least one Trainium instance type, got none"
+            )
+        for name in instance_types:
+            accelerators = catalog_entry(self, name, "instance_types").accelerators
+            if accelerators is None or accelerators.kind is not AcceleratorKind.TRAINIUM:
+                raise fail(self.node.path, "instance_types", f"'{name}' has no Trainium (Neuron) devices")
+        self.values = neuron_device_plugin_values(instance_types=instance_types)
         self.chart = _helm_chart(self, cluster, chart, self.values)
 
 

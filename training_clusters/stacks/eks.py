@@ -9,6 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks as eks
 from constructs import Construct
 
+from training_clusters.catalog import AcceleratorKind, InstanceType
 from training_clusters.config import (
     EksCapacityChoice,
     EksConfig,
@@ -19,6 +20,7 @@ from training_clusters.constructs.eks_addons import (
     EfaDevicePlugin,
     FsxCsiDriver,
     GpuMonitoring,
+    NeuronDevicePlugin,
     NvidiaDevicePlugin,
 )
 from training_clusters.constructs.eks_gpu import (
@@ -50,7 +52,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
     """Network + placement group + FSx (from the base) and an EKS cluster with EFA and GPU nodegroups.
 
     Built from the environment file's ``eks`` section. Attributes: ``cluster``, ``efa_nodegroups`` and
-    ``gpu_nodegroups`` (by name), ``device_plugin``, ``efa_device_plugin``, ``fsx_csi``, ``monitoring``,
+    ``gpu_nodegroups`` (by name), ``device_plugin``, ``efa_device_plugin``, ``neuron_device_plugin``,
+    ``fsx_csi``, ``monitoring``,
     ``mpi_operator`` (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name),
     ``nccl_job_files`` (where they were written: the cloud assembly directory) and ``applied_nccl_jobs``
     (the jobs the stack applies itself, by nodegroup name, when ``nccl_test.apply`` is set).
@@ -166,6 +169,12 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 cluster=self.cluster,
                 instance_types=sorted({g.instance_type.name for g in self.efa_nodegroups.values()}),
             )
+        trainium_types = sorted({t.name for t in instance_types if _is_trainium(t)})
+        self.neuron_device_plugin: NeuronDevicePlugin | None = None
+        if addons.neuron_device_plugin and trainium_types:
+            self.neuron_device_plugin = NeuronDevicePlugin(
+                self, "NeuronDevicePlugin", cluster=self.cluster, instance_types=trainium_types
+            )
         self.fsx_csi: FsxCsiDriver | None = None
         lustre = self.config.storage.lustre
         if addons.fsx_csi_driver and self.shared_storage is not None and lustre is not None:
@@ -251,6 +260,11 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 ),
                 description=f"Run the NCCL all_reduce_perf acceptance job on nodegroup {name}",
             )
+
+
+def _is_trainium(instance_type: InstanceType) -> bool:
+    accelerators = instance_type.accelerators
+    return accelerators is not None and accelerators.kind is AcceleratorKind.TRAINIUM
 
 
 def _display_path(path: Path) -> str:
