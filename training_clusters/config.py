@@ -591,6 +591,11 @@ class EksAddonsConfig(_Model):
         default=True, description="AWS Neuron's device plugin, installed when a nodegroup has Trainium."
     )
     fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
+    fsx_csi_driver_version: str | None = Field(
+        default=None,
+        pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
+        description="Pin the aws-fsx-csi-driver add-on (e.g. v1.6.0-eksbuild.1). Default: EKS's default.",
+    )
     gpu_monitoring: EksMonitoringConfig | None = None
     mpi_operator: bool = Field(
         default=True, description="Kubeflow MPI Operator (runs MPIJobs such as the NCCL acceptance job)."

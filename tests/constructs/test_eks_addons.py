@@ -451,3 +451,24 @@ def test_neuron_plugin_refuses_non_trainium_types(
     cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         NeuronDevicePlugin(stack, "Neuron", cluster=cluster, instance_types=instance_types)
+
+
+def test_fsx_csi_addon_version_can_be_pinned_and_is_checked(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    storage = SharedLustre(stack, "Fsx", vpc=network.vpc, subnet=network.placement_subnet())
+    with pytest.raises(
+        ConfigurationError, match=r"addon_version must look like v1\.6\.0-eksbuild\.1 .*got 'latest'"
+    ):
+        FsxCsiDriver(
+            stack, "Bad", cluster=cluster, storage=storage, capacity_gib=1200, addon_version="latest"
+        )
+    pinned = FsxCsiDriver(
+        stack,
+        "FsxCsi",
+        cluster=cluster,
+        storage=storage,
+        capacity_gib=1200,
+        addon_version="v1.6.0-eksbuild.1",
+    )
+    assert stack.resolve(pinned.addon.addon_version) == "v1.6.0-eksbuild.1"

@@ -14,6 +14,7 @@ Example::
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -453,6 +454,7 @@ class FsxCsiDriver(Construct):
         capacity_gib: int,
         claim_name: str = "fsx-lustre",
         namespace: str = "default",
+        addon_version: str | None = None,
     ) -> None:
         """Install the add-ons and the volume.
 
@@ -461,8 +463,17 @@ class FsxCsiDriver(Construct):
         :param capacity_gib: Its storage capacity (what the PV and PVC advertise).
         :param claim_name: Name of the PVC pods mount. Default: ``fsx-lustre``.
         :param namespace: Namespace of the PVC. Default: ``default``.
+        :param addon_version: Pin the ``aws-fsx-csi-driver`` add-on, e.g. ``v1.6.0-eksbuild.1`` (list them with
+            ``aws eks describe-addon-versions --addon-name aws-fsx-csi-driver``). Default: the version EKS
+            picks as default for the cluster's Kubernetes version when the add-on is created.
         """
         super().__init__(scope, id)
+        if addon_version is not None and not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", addon_version):
+            raise fail(
+                self.node.path,
+                "addon_version",
+                f"must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got '{addon_version}'",
+            )
         self.claim_name = claim_name
         self.pod_identity_agent = eks.CfnAddon(
             self,
@@ -490,6 +501,7 @@ class FsxCsiDriver(Construct):
             self,
             "Resource",
             addon_name=FSX_CSI_ADDON,
+            addon_version=addon_version,
             cluster_name=cluster.cluster_name,
             resolve_conflicts="OVERWRITE",
             pod_identity_associations=[

@@ -184,6 +184,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 cluster=self.cluster,
                 storage=self.shared_storage,
                 capacity_gib=lustre.storage_capacity_gib,
+                addon_version=addons.fsx_csi_driver_version,
             )
         self.mpi_operator: MpiOperator | None = None
         if addons.mpi_operator:
