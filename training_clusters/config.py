@@ -15,6 +15,7 @@ from typing import Annotated, Any, get_args
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -51,6 +52,31 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _MAX_TAG_KEY, _MAX_TAG_VALUE = 128, 256
 PROJECT_TAG = "cdk-training-clusters"
 COST_CENTRE_TAG = "cost-centre"
+
+
+_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
+_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def _kubernetes_labels(labels: dict[str, str]) -> dict[str, str]:
+    """Kubernetes label syntax: ``[prefix/]name`` keys and values of at most 63 characters."""
+    for key, value in labels.items():
+        prefix, _, name = key.rpartition("/")
+        if (
+            not name
+            or not _LABEL_NAME.fullmatch(name)
+            or (prefix and not (len(prefix) <= 253 and _LABEL_PREFIX.fullmatch(prefix)))
+        ):
+            raise ValueError(
+                f"label key '{key}' is not a Kubernetes label key ([dns-prefix/]name, name up to 63 letters, "
+                "digits, '-', '_', '.', starting and ending with a letter or digit)"
+            )
+        if not _LABEL_NAME.fullmatch(str(value)):
+            raise ValueError(
+                f"label value '{value}' of '{key}' is not a Kubernetes label value (up to 63 letters, digits, "
+                "'-', '_', '.', starting and ending with a letter or digit)"
+            )
+    return labels
 
 
 class _Model(BaseModel):
@@ -500,7 +526,7 @@ class EksEfaNodegroupConfig(_Model):
     efa_interface_type: EksEfaInterfaceChoice = EksEfaInterfaceChoice.EFA
     capacity_type: EksCapacityChoice = EksCapacityChoice.ON_DEMAND
     capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], AfterValidator(_kubernetes_labels)] = Field(default_factory=dict)
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
@@ -524,7 +550,7 @@ class EksGpuNodegroupConfig(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
     instance_type: str
     size: Annotated[int, Field(ge=1)]
-    labels: dict[str, str] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], AfterValidator(_kubernetes_labels)] = Field(default_factory=dict)
     gpu_taint: bool = True
 
     _instance_type = field_validator("instance_type")(_catalogued)
