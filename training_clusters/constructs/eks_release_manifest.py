@@ -119,7 +119,12 @@ class ReleaseManifest(Construct):
             timeout=cdk.Duration.minutes(10),
             memory_size=1024,
             vpc=eks_cluster.vpc,
-            vpc_subnets=ec2.SubnetSelection(subnets=list(eks_cluster.kubectl_private_subnets or [])),
+            # where CDK's own kubectl handler runs; the VPC's private subnets if CDK placed it elsewhere
+            vpc_subnets=(
+                ec2.SubnetSelection(subnets=list(eks_cluster.kubectl_private_subnets))
+                if eks_cluster.kubectl_private_subnets
+                else ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
+            ),
             security_groups=[eks_cluster.kubectl_security_group or cluster.cluster_security_group],
             description=f"Applies {url} to the EKS cluster",
             environment={"AWS_STS_REGIONAL_ENDPOINTS": "regional"},
