@@ -12,22 +12,30 @@ from training_clusters.environments import build_app, environment_files
 from training_clusters.errors import ConfigurationError
 
 
-def main() -> None:
-    app = cdk.App()
+def run(app: cdk.App) -> int:
+    """Build the environment named by ``-c environment=FILE`` (every file when absent) and synthesize it.
+
+    Returns the exit status: 0, 1 when cdk-nag or CDK validation findings stop the synth, 2 for a bad file.
+    """
     chosen = app.node.try_get_context("environment")
     files = [Path(chosen)] if chosen else environment_files()
     try:
         build_app(app, files)
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
+        return 2
     try:
         app.synth()
     except RuntimeError as error:
         if "ValidationFailed" not in str(error):
             raise
         print("error: cdk-nag / validation findings above must be fixed or acknowledged", file=sys.stderr)
-        sys.exit(1)
+        return 1
+    return 0
+
+
+def main() -> None:
+    sys.exit(run(cdk.App()))
 
 
 if __name__ == "__main__":
