@@ -150,6 +150,11 @@ class InstanceType:
         return self.accelerators is not None and self.accelerators.kind is AcceleratorKind.NVIDIA_GPU
 
     @property
+    def is_trainium(self) -> bool:
+        """Whether the type carries AWS Trainium chips (Neuron devices)."""
+        return self.accelerators is not None and self.accelerators.kind is AcceleratorKind.TRAINIUM
+
+    @property
     def gpu_count(self) -> int:
         """NVIDIA GPUs per instance; 0 for CPU-only and Trainium types."""
         return self.accelerators.count if self.is_gpu and self.accelerators is not None else 0

@@ -15,7 +15,7 @@ Example::
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from aws_cdk import aws_eks as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from training_clusters.catalog import AcceleratorKind, InstanceType
+from training_clusters.catalog import InstanceType
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs._validation import fail
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster, catalog_entry
@@ -303,11 +303,7 @@ class EfaDevicePlugin(Construct):
         :param chart: Default: :data:`EFA_DEVICE_PLUGIN_CHART`.
         """
         super().__init__(scope, id)
-        if not instance_types:
-            raise fail(self.node.path, "instance_types", "must name at least one EFA instance type, got none")
-        for name in instance_types:
-            if not catalog_entry(self, name, "instance_types").efa_supported:
-                raise fail(self.node.path, "instance_types", f"'{name}' has no EFA")
+        _check_instance_types(self, instance_types, "EFA", "EFA", lambda entry: entry.efa_supported)
         self.values = efa_device_plugin_values(instance_types=instance_types)
         self.chart = _helm_chart(self, cluster, chart, self.values)
 
@@ -357,16 +353,28 @@ class NeuronDevicePlugin(Construct):
         :param chart: Default: :data:`NEURON_HELM_CHART`.
         """
         super().__init__(scope, id)
-        if not instance_types:
-            raise fail(
-                self.node.path, "instance_types", "must name at least one Trainium instance type, got none"
-            )
-        for name in instance_types:
-            accelerators = catalog_entry(self, name, "instance_types").accelerators
-            if accelerators is None or accelerators.kind is not AcceleratorKind.TRAINIUM:
-                raise fail(self.node.path, "instance_types", f"'{name}' has no Trainium (Neuron) devices")
+        _check_instance_types(
+            self, instance_types, "Trainium", "Trainium (Neuron) devices", lambda entry: entry.is_trainium
+        )
         self.values = neuron_device_plugin_values(instance_types=instance_types)
         self.chart = _helm_chart(self, cluster, chart, self.values)
+
+
+def _check_instance_types(
+    scope: Construct,
+    instance_types: Sequence[str],
+    kind: str,
+    feature: str,
+    has: Callable[[InstanceType], bool],
+) -> None:
+    """Every type is catalogued and has ``feature``; at least one type is given."""
+    if not instance_types:
+        raise fail(
+            scope.node.path, "instance_types", f"must name at least one {kind} instance type, got none"
+        )
+    for name in instance_types:
+        if not has(catalog_entry(scope, name, "instance_types")):
+            raise fail(scope.node.path, "instance_types", f"'{name}' has no {feature}")
 
 
 # --------------------------------------------------------------------------------------------------

@@ -9,7 +9,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks as eks
 from constructs import Construct
 
-from training_clusters.catalog import AcceleratorKind, InstanceType
 from training_clusters.config import (
     EksCapacityChoice,
     EksConfig,
@@ -169,7 +168,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 cluster=self.cluster,
                 instance_types=sorted({g.instance_type.name for g in self.efa_nodegroups.values()}),
             )
-        trainium_types = sorted({t.name for t in instance_types if _is_trainium(t)})
+        trainium_types = sorted({t.name for t in instance_types if t.is_trainium})
         self.neuron_device_plugin: NeuronDevicePlugin | None = None
         if addons.neuron_device_plugin and trainium_types:
             self.neuron_device_plugin = NeuronDevicePlugin(
@@ -261,11 +260,6 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 ),
                 description=f"Run the NCCL all_reduce_perf acceptance job on nodegroup {name}",
             )
-
-
-def _is_trainium(instance_type: InstanceType) -> bool:
-    accelerators = instance_type.accelerators
-    return accelerators is not None and accelerators.kind is AcceleratorKind.TRAINIUM
 
 
 def _display_path(path: Path) -> str:
