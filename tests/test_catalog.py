@@ -374,3 +374,20 @@ def test_enum_values_are_the_strings_aws_uses() -> None:
 def test_instance_type_is_a_plain_value_object() -> None:
     copy = dataclasses.replace(CATALOG["p5.48xlarge"])
     assert copy == CATALOG["p5.48xlarge"] and isinstance(copy, InstanceType)
+
+
+@pytest.mark.parametrize(
+    ("family", "code", "quota_name"),
+    [
+        (QuotaFamily.P, "L-7212CCBC", "All P Spot Instance Requests"),
+        (QuotaFamily.G_AND_VT, "L-3819A6DF", "All G and VT Spot Instance Requests"),
+        (
+            QuotaFamily.STANDARD,
+            "L-34B43A08",
+            "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+        ),
+        (QuotaFamily.TRN, "L-6B0D517C", "All Trn Spot Instance Requests"),
+    ],
+)
+def test_spot_quota_codes_and_names(family: QuotaFamily, code: str, quota_name: str) -> None:
+    assert (family.spot_quota_code, family.spot_quota_name) == (code, quota_name)

@@ -78,6 +78,16 @@ class QuotaFamily(StrEnum):
         """Service Quotas name of the family's quota, e.g. ``Running On-Demand P instances``."""
         return _QUOTAS[self][1]
 
+    @property
+    def spot_quota_code(self) -> str:
+        """Service Quotas code of the family's Spot vCPU quota, e.g. ``L-7212CCBC`` for P."""
+        return _SPOT_QUOTAS[self][0]
+
+    @property
+    def spot_quota_name(self) -> str:
+        """Service Quotas name of the family's Spot vCPU quota, e.g. ``All P Spot Instance Requests``."""
+        return _SPOT_QUOTAS[self][1]
+
 
 _QUOTAS: Mapping[QuotaFamily, tuple[str, str]] = MappingProxyType(
     {
@@ -91,6 +101,24 @@ _QUOTAS: Mapping[QuotaFamily, tuple[str, str]] = MappingProxyType(
     }
 )
 """Code and name of each family's "Running On-Demand ... instances" vCPU quota (service code ``ec2``)."""
+
+_SPOT_QUOTAS: Mapping[QuotaFamily, tuple[str, str]] = MappingProxyType(
+    {
+        QuotaFamily.STANDARD: (
+            "L-34B43A08",
+            "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
+        ),
+        QuotaFamily.G_AND_VT: ("L-3819A6DF", "All G and VT Spot Instance Requests"),
+        QuotaFamily.P: ("L-7212CCBC", "All P Spot Instance Requests"),
+        QuotaFamily.TRN: ("L-6B0D517C", "All Trn Spot Instance Requests"),
+    }
+)
+"""Code and name of each family's Spot vCPU quota (service code ``ec2``).
+
+Source: Amazon EC2 User Guide, "Spot Instance quotas"
+(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html), whose table links each quota
+to its Service Quotas console page by code.
+"""
 
 
 @dataclass(frozen=True)

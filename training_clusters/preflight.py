@@ -58,7 +58,7 @@ from botocore.exceptions import (
     StubResponseError,
 )
 
-from training_clusters.catalog import HYPERPOD_PREFIX, QuotaFamily, lookup
+from training_clusters.catalog import HYPERPOD_PREFIX, lookup
 from training_clusters.config import (
     EksCapacityChoice,
     EnvironmentConfig,
@@ -69,7 +69,6 @@ from training_clusters.config import (
 __all__ = [
     "LUSTRE_STORAGE_QUOTAS",
     "REQUIRED_IAM_ACTIONS",
-    "SPOT_QUOTAS",
     "AwsClients",
     "Capacity",
     "Check",
@@ -78,24 +77,6 @@ __all__ = [
     "instance_demands",
     "preflight",
 ]
-
-SPOT_QUOTAS: Mapping[QuotaFamily, tuple[str, str]] = MappingProxyType(
-    {
-        QuotaFamily.STANDARD: (
-            "L-34B43A08",
-            "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests",
-        ),
-        QuotaFamily.G_AND_VT: ("L-3819A6DF", "All G and VT Spot Instance Requests"),
-        QuotaFamily.P: ("L-7212CCBC", "All P Spot Instance Requests"),
-        QuotaFamily.TRN: ("L-6B0D517C", "All Trn Spot Instance Requests"),
-    }
-)
-"""Code and name of each family's Spot vCPU quota (service code ``ec2``).
-
-Source: Amazon EC2 User Guide, "Spot Instance quotas"
-(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/using-spot-limits.html), whose table links each quota
-to its Service Quotas console page by code. The On-Demand codes live in :class:`QuotaFamily`.
-"""
 
 LUSTRE_STORAGE_QUOTAS: Mapping[LustreDeployment, tuple[str, tuple[str, ...]]] = MappingProxyType(
     {
@@ -443,7 +424,7 @@ def _ec2_quota_checks(demands: Sequence[InstanceDemand], clients: AwsClients) ->
 def _ec2_quota(demand: InstanceDemand) -> tuple[str, str]:
     family = lookup(demand.ec2_instance_type).quota_family
     if demand.capacity is Capacity.SPOT:
-        return SPOT_QUOTAS[family]
+        return family.spot_quota_code, family.spot_quota_name
     return family.quota_code, family.quota_name
 
 

