@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
@@ -113,6 +114,15 @@ class EnvironmentGates:
         if isinstance(result, BaseException):
             raise result
         return result
+
+    def template(self, path: Path) -> dict[str, Any]:
+        """The environment's synthesized template (read from the gated assembly: no second synth)."""
+        stack, result = self.get(path)
+        assert result.assembly is not None, "synth refused: " + "\n".join(map(str, result.findings))
+        template: dict[str, Any] = json.loads(
+            (Path(result.assembly.directory) / stack.template_file).read_text()
+        )
+        return template
 
     def _gate(self, path: Path) -> tuple[TrainingEnvironmentStack, GateResult]:
         outdir = self._directory / path.stem / "cdk.out"

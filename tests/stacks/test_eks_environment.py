@@ -10,11 +10,11 @@ from aws_cdk.assertions import Template
 
 from training_clusters.config import parse_environment
 from training_clusters.constructs.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
-from training_clusters.environments import add_environment, add_environment_config
+from training_clusters.environments import add_environment_config
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.eks import EksTrainingEnvironment
 
-from ..conftest import ROOT
+from ..conftest import ROOT, EnvironmentGates
 
 EKS_FILES = sorted((ROOT / "environments").glob("eks-*.yaml"))
 
@@ -28,17 +28,19 @@ def test_the_four_eks_environments_exist() -> None:
     ]
 
 
-@pytest.fixture(scope="module")
-def g5_stack(tmp_path_factory: pytest.TempPathFactory) -> EksTrainingEnvironment:
-    from ..conftest import CDK_CONTEXT
-
-    app = cdk.App(outdir=str(tmp_path_factory.mktemp("g5") / "cdk.out"), context=dict(CDK_CONTEXT))
-    stack = add_environment(app, ROOT / "environments" / "eks-g5-efa.yaml")
+@pytest.fixture
+def g5(environment_gates: EnvironmentGates) -> tuple[EksTrainingEnvironment, dict[str, Any]]:
+    """The shipped eks-g5-efa environment and its template, from the session's gated synth (no second synth)."""
+    path = ROOT / "environments" / "eks-g5-efa.yaml"
+    stack, _ = environment_gates.get(path)
     assert isinstance(stack, EksTrainingEnvironment)
-    return stack
+    return stack, environment_gates.template(path)
 
 
-def test_g5_environment_writes_the_nccl_job_and_says_how_to_run_it(g5_stack: EksTrainingEnvironment) -> None:
+def test_g5_environment_writes_the_nccl_job_and_says_how_to_run_it(
+    g5: tuple[EksTrainingEnvironment, dict[str, Any]],
+) -> None:
+    g5_stack, template = g5
     job = yaml.safe_load(g5_stack.nccl_job_files["g5"].read_text())
     assert job == g5_stack.nccl_jobs["g5"]
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
@@ -47,17 +49,16 @@ def test_g5_environment_writes_the_nccl_job_and_says_how_to_run_it(g5_stack: Eks
     assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (1, 1)
     env = {e["name"] for e in worker["template"]["spec"]["containers"][0]["env"]}
     assert "FI_EFA_USE_DEVICE_RDMA" not in env  # g5 has no GPUDirect RDMA
-    outputs = Template.from_stack(g5_stack).find_outputs("NcclTestG5")
-    (output,) = outputs.values()
+    output = template["Outputs"]["NcclTestG5"]
     # the stack installs the operator and applies the job: the output only follows the launcher
     assert output["Value"] == "kubectl logs -f job/nccl-tests-g5-launcher"
 
 
 def test_g5_environment_applies_the_job_after_the_operator_and_the_nodes(
-    g5_stack: EksTrainingEnvironment,
+    g5: tuple[EksTrainingEnvironment, dict[str, Any]],
 ) -> None:
+    g5_stack, template = g5
     assert g5_stack.mpi_operator is not None
-    template = Template.from_stack(g5_stack).to_json()
     (job_id,) = (
         k
         for k, v in template["Resources"].items()
@@ -79,14 +80,17 @@ def test_without_the_operator_the_output_installs_it_and_applies_the_job(app: cd
     assert isinstance(stack, EksTrainingEnvironment) and stack.mpi_operator is None
     template = Template.from_stack(stack).to_json()
     assert not [v for v in template["Resources"].values() if v["Type"] == "Custom::ReleaseManifest"]
-    (output,) = Template.from_stack(stack).find_outputs("NcclTestG5").values()
+    output = template["Outputs"]["NcclTestG5"]
     assert output["Value"].startswith(
         f"kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL} && kubectl apply -f "
     )
     assert output["Value"].endswith("nccl-tests-g5.yaml && kubectl logs -f job/nccl-tests-g5-launcher")
 
 
-def test_g5_environment_has_both_device_plugins_and_fsx_csi(g5_stack: EksTrainingEnvironment) -> None:
+def test_g5_environment_has_both_device_plugins_and_fsx_csi(
+    g5: tuple[EksTrainingEnvironment, dict[str, Any]],
+) -> None:
+    g5_stack = g5[0]
     assert g5_stack.device_plugin is not None and g5_stack.efa_device_plugin is not None
     assert g5_stack.efa_device_plugin.values["supportedInstanceLabels"]["values"] == ["g5.8xlarge"]
     assert g5_stack.fsx_csi is not None

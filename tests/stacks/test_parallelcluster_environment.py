@@ -11,9 +11,11 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters.config import load_environment, parse_environment
-from training_clusters.environments import add_environment, stack_class
+from training_clusters.environments import stack_class
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
+
+from ..conftest import EnvironmentGates
 
 
 def seed_document(environments_dir: Path) -> dict[str, Any]:
@@ -21,9 +23,17 @@ def seed_document(environments_dir: Path) -> dict[str, Any]:
     return document
 
 
-def test_seed_environment_is_the_seed_cluster(app: cdk.App, environments_dir: Path) -> None:
-    stack = add_environment(app, environments_dir / "parallelcluster-c5n.yaml")
+def _shipped(gates: EnvironmentGates, path: Path) -> tuple[ParallelClusterEnvironment, Template]:
+    """A shipped environment and its template, from the session's gated synth (no second synth)."""
+    stack, _ = gates.get(path)
     assert isinstance(stack, ParallelClusterEnvironment)
+    return stack, Template.from_json(gates.template(path))
+
+
+def test_seed_environment_is_the_seed_cluster(
+    environment_gates: EnvironmentGates, environments_dir: Path
+) -> None:
+    stack, template = _shipped(environment_gates, environments_dir / "parallelcluster-c5n.yaml")
     config = stack.cluster.concrete_configuration()
     assert config["Image"] == {"Os": "alinux2023"}
     assert config["HeadNode"]["InstanceType"] == "t3.medium"
@@ -42,7 +52,6 @@ def test_seed_environment_is_the_seed_cluster(app: cdk.App, environments_dir: Pa
     assert queue["Networking"]["AssignPublicIp"] is False
     assert queue["Networking"]["PlacementGroup"]["Enabled"] is True
     assert config["SharedStorage"][0]["MountDir"] == "/shared"
-    template = Template.from_stack(stack)
     template.resource_properties_count_is("AWS::FSx::FileSystem", {"StorageCapacity": 1200}, 1)
     outputs = template.to_json()["Outputs"]
     assert outputs["ClusterName"]["Value"] == "c5n-training"
@@ -54,12 +63,13 @@ def test_seed_environment_is_the_seed_cluster(app: cdk.App, environments_dir: Pa
     assert "ValidationMessages" in outputs and "HeadNodeInstanceId" in outputs
 
 
-def test_file_system_and_nodes_allow_lustre_both_ways(app: cdk.App, environments_dir: Path) -> None:
-    stack = add_environment(app, environments_dir / "parallelcluster-c5n.yaml")
-    assert isinstance(stack, ParallelClusterEnvironment) and stack.shared_storage is not None
+def test_file_system_and_nodes_allow_lustre_both_ways(
+    environment_gates: EnvironmentGates, environments_dir: Path
+) -> None:
+    stack, template = _shipped(environment_gates, environments_dir / "parallelcluster-c5n.yaml")
+    assert stack.shared_storage is not None
     fsx_group = stack.resolve(stack.shared_storage.security_group.security_group_id)
     node_group = stack.resolve(stack.cluster.security_group.security_group_id)
-    template = Template.from_stack(stack)
     for port in (988, 1018):
         template.has_resource_properties(
             "AWS::EC2::SecurityGroupIngress",
@@ -71,14 +81,15 @@ def test_file_system_and_nodes_allow_lustre_both_ways(app: cdk.App, environments
         )
 
 
-def test_p5_environment_has_efa_and_gpudirect_rdma(app: cdk.App, environments_dir: Path) -> None:
-    stack = add_environment(app, environments_dir / "parallelcluster-p5.yaml")
-    assert isinstance(stack, ParallelClusterEnvironment)
+def test_p5_environment_has_efa_and_gpudirect_rdma(
+    environment_gates: EnvironmentGates, environments_dir: Path
+) -> None:
+    stack, template = _shipped(environment_gates, environments_dir / "parallelcluster-p5.yaml")
     config = stack.cluster.concrete_configuration()
     resource = config["Scheduling"]["SlurmQueues"][0]["ComputeResources"][0]
     assert resource["InstanceType"] == "p5.48xlarge"
     assert resource["Efa"] == {"Enabled": True, "GdrSupport": True}
-    Template.from_stack(stack).has_resource_properties(
+    template.has_resource_properties(
         "AWS::FSx::FileSystem",
         {
             "LustreConfiguration": {
