@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_stepfunctions as sfn
 from cdk_nag import AwsSolutionsChecks
 from constructs import IConstruct
 
@@ -109,6 +111,37 @@ def acknowledge_managed_policies(
         reason = next((r for name, r in reasons.items() if detail.endswith(f"/{name}")), default)
         if reason is not None:
             acknowledge(role, f"AwsSolutions-IAM4[Policy::{detail}]", reason)
+
+
+def acknowledge_cdk_made(
+    scope: IConstruct,
+    reason: str,
+    *,
+    managed_policy_reasons: Mapping[str, str] | None = None,
+    skip: Callable[[IConstruct], bool] | None = None,
+) -> None:
+    """Acknowledge what aws-cdk-lib builds for itself under ``scope``, on each resource that causes it.
+
+    Provider Lambdas (L1: aws-cdk-lib chooses their runtime), their roles' AWS-managed policies (IAM4,
+    ``managed_policy_reasons`` by policy name, else ``reason``), their policies' wildcards (IAM5) and waiter
+    state machines (SF1, SF2). ``reason`` says what the resources are for; ``skip`` leaves out our own
+    resources under ``scope``, which must pass on their own.
+    """
+    kinds = (lambda_.CfnFunction, sfn.CfnStateMachine, iam.CfnRole, iam.CfnPolicy)
+    for construct in scope.node.find_all():
+        # Type first: each path lookup in ``skip`` is a round trip to jsii, and most constructs are none of these.
+        if not isinstance(construct, kinds) or (skip is not None and skip(construct)):
+            continue
+        if isinstance(construct, lambda_.CfnFunction):
+            acknowledge(construct, "AwsSolutions-L1", f"{reason}; aws-cdk-lib chooses its runtime")
+        elif isinstance(construct, sfn.CfnStateMachine):
+            acknowledge(construct, "AwsSolutions-SF1", reason)
+            acknowledge(construct, "AwsSolutions-SF2", reason)
+        elif isinstance(construct, iam.CfnRole):
+            reasons = {name: f"{why}; {reason}" for name, why in (managed_policy_reasons or {}).items()}
+            acknowledge_managed_policies(construct, reasons, default=reason)
+        else:
+            acknowledge_wildcards(construct, {}, default=reason)
 
 
 @dataclass(frozen=True)

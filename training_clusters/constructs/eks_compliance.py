@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 import jsii
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_stepfunctions as sfn
 from constructs import IConstruct
 
-from training_clusters.compliance import acknowledge, acknowledge_managed_policies, acknowledge_wildcards
+from training_clusters.compliance import acknowledge_cdk_made
 
 #: The nested stacks aws-cdk-lib adds at a stack's root for ``aws_eks.Cluster``.
 PROVIDER_STACK_IDS = ("@aws-cdk--aws-eks.ClusterResourceProvider", "@aws-cdk--aws-eks.KubectlProvider")
@@ -60,36 +57,11 @@ class EksProviderAcknowledgements:
             if child is not None
         )
         for scope in scopes:
-            for construct in scope.node.find_all():
-                acknowledge_cdk_resource(construct)
-
-
-def acknowledge_cdk_resource(construct: IConstruct) -> None:
-    """Acknowledge the findings one CDK-made L1 resource causes; our own resources are left alone."""
-    # Type first: each path lookup is a round trip to jsii, and most constructs are none of these.
-    kinds = (lambda_.CfnFunction, sfn.CfnStateMachine, iam.CfnRole, iam.CfnPolicy)
-    if not isinstance(construct, kinds) or _is_ours(construct):
-        return
-    if isinstance(construct, lambda_.CfnFunction):
-        acknowledge(construct, "AwsSolutions-L1", _PROVIDER_REASON)
-    elif isinstance(construct, sfn.CfnStateMachine):
-        acknowledge(construct, "AwsSolutions-SF1", _PROVIDER_REASON)
-        acknowledge(construct, "AwsSolutions-SF2", _PROVIDER_REASON)
-    elif isinstance(construct, iam.CfnRole):
-        _acknowledge_managed_policies(construct)
-    elif isinstance(construct, iam.CfnPolicy):
-        _acknowledge_wildcards(construct)
+            acknowledge_cdk_made(
+                scope, _PROVIDER_REASON, managed_policy_reasons=_CLUSTER_ROLE_REASONS, skip=_is_ours
+            )
 
 
 def _is_ours(construct: IConstruct) -> bool:
     """Our node role is built to pass the checks (its managed policies are acknowledged where it is made)."""
     return "/NodeRole/" in f"/{construct.node.path}/"
-
-
-def _acknowledge_managed_policies(role: iam.CfnRole) -> None:
-    reasons = {name: f"{why}; {_PROVIDER_REASON}" for name, why in _CLUSTER_ROLE_REASONS.items()}
-    acknowledge_managed_policies(role, reasons, default=_PROVIDER_REASON)
-
-
-def _acknowledge_wildcards(policy: iam.CfnPolicy) -> None:
-    acknowledge_wildcards(policy, {}, default=_PROVIDER_REASON)

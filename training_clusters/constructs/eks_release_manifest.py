@@ -26,7 +26,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.compliance import acknowledge, acknowledge_managed_policies, acknowledge_wildcards
+from training_clusters.compliance import acknowledge_cdk_made, acknowledge_wildcards
 from training_clusters.constructs._validation import fail
 from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.constructs.eks_nccl_job import MPI_OPERATOR_VERSION, mpi_operator_manifest_url
@@ -175,15 +175,12 @@ class ReleaseManifest(Construct):
     def _acknowledge(self, role: iam.Role, provider: cr.Provider) -> None:
         policy = role.node.find_child("DefaultPolicy").node.default_child
         acknowledge_wildcards(policy, {"AwsSolutions-IAM5[Resource::*]": _HANDLER_REASON})
-        framework = provider.node.find_child("framework-onEvent")
-        acknowledge(framework, "AwsSolutions-L1", f"{_PROVIDER_REASON}; aws-cdk-lib chooses its runtime")
-        framework_role = framework.node.find_child("ServiceRole")
-        acknowledge_managed_policies(
-            framework_role.node.default_child,
-            {"AWSLambdaBasicExecutionRole": f"{_PROVIDER_REASON}; it writes its own logs"},
-        )
-        acknowledge_wildcards(
-            framework_role.node.find_child("DefaultPolicy").node.default_child, {}, default=_PROVIDER_REASON
+        acknowledge_cdk_made(
+            provider,
+            _PROVIDER_REASON,
+            managed_policy_reasons={
+                "AWSLambdaBasicExecutionRole": "the framework Lambda writes its own logs"
+            },
         )
 
 

@@ -21,7 +21,7 @@ from constructs import Construct, IConstruct
 
 from training_clusters.catalog import lookup_hyperpod
 from training_clusters.compliance import (
-    acknowledge,
+    acknowledge_cdk_made,
     acknowledge_managed_policies,
     acknowledge_wildcards,
     wildcard_finding,
@@ -581,13 +581,11 @@ def _acknowledge_bucket_deployment(deployment: s3deploy.BucketDeployment) -> Non
     )
     if handler is None:
         return
-    reason = (
-        "CDK's BucketDeployment handler (aws-cdk-lib's design): it copies the staged lifecycle-script asset from "
-        "the CDK assets bucket into the lifecycle prefix and prunes stale files there."
+    acknowledge_cdk_made(
+        handler,
+        "CDK's BucketDeployment handler (aws-cdk-lib's design): it copies the staged lifecycle-script asset "
+        "from the CDK assets bucket into the lifecycle prefix and prunes stale files there",
+        managed_policy_reasons={
+            "AWSLambdaBasicExecutionRole": "CDK's BucketDeployment handler writes its own logs"
+        },
     )
-    role = handler.node.find_child("ServiceRole")
-    acknowledge_managed_policies(
-        _cfn(role), {"AWSLambdaBasicExecutionRole": "CDK's BucketDeployment handler writes its own logs."}
-    )
-    acknowledge_wildcards(_cfn(role.node.find_child("DefaultPolicy")), {}, default=reason)
-    acknowledge(handler, "AwsSolutions-L1", f"{reason} Its runtime is chosen and updated by aws-cdk-lib.")
