@@ -543,8 +543,8 @@ def _sbatch(script: _Script, environment: str, shared_dir: str) -> str:
     ]
     settings = _settings(script, shared_dir, ranks_per_node)
     body = {
-        "osu-bw": [_COMMON, _OSU_BANDWIDTH_CHECK, _NETWORK, _OSU_RUN],
-        "osu-latency": [_COMMON, _OSU_LATENCY_CHECK, _NETWORK, _OSU_RUN],
+        "osu-bw": [_COMMON, _OSU_BANDWIDTH_CHECK, _OSU_CHECK_OUTPUT, _NETWORK, _OSU_RUN],
+        "osu-latency": [_COMMON, _OSU_LATENCY_CHECK, _OSU_CHECK_OUTPUT, _NETWORK, _OSU_RUN],
         "nccl-tests": [_COMMON, _NCCL_CHECK, _NETWORK, _NCCL_RUN],
     }[script.test]
     return "\n".join([*header, "set -euo pipefail", "", settings, *body, _ENTRY])
@@ -866,7 +866,9 @@ measure() {
         END { if (seen) printf "%.2f\n", peak }
     ' "$1"
 }
+"""
 
+_OSU_CHECK_OUTPUT = r"""# --- gate: the OSU figure ``measure`` reads, judged against the expectation ---
 check_output() {
     local measured
     measured="$(measure "$1")"
@@ -886,13 +888,6 @@ measure() {
         }
         END { if (has8) printf "%.2f\n", at8; else if (seen) printf "%.2f\n", first }
     ' "$1"
-}
-
-check_output() {
-    local measured
-    measured="$(measure "$1")"
-    [[ -n ${measured} ]] || no_figures "$1" || return
-    judge "${measured}"
 }
 """
 

@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import yaml
-
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
 from training_clusters.errors import ConfigurationError
@@ -96,11 +94,10 @@ def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
     stack = add_environment(cdk.App(), Path(args.file))
     assert isinstance(stack, ParallelClusterEnvironment)
     values = _deployed_values(stack, stack_id(name), config.region, args.profile) if args.deployed else None
-    document = stack.cluster.concrete_configuration(values)
-    rendered = yaml.safe_dump(document, sort_keys=False)
     if args.output_file:
-        Path(args.output_file).write_text(rendered)
+        stack.cluster.write_config(args.output_file, values)
     if args.output == "json":
+        document = stack.cluster.concrete_configuration(values)
         _json(
             out,
             {"environment": name, "file": args.output_file, "deployed": args.deployed, "config": document},
@@ -113,7 +110,7 @@ def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
         )
         print(f"wrote {args.output_file} (ParallelCluster {name}); {what}", file=out)
     else:
-        out.write(rendered)
+        out.write(stack.cluster.render_config(values))
     return EXIT_OK
 
 
