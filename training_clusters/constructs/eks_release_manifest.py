@@ -153,9 +153,9 @@ class ReleaseManifest(Construct):
                 "WaitForCrds": "true" if wait_for_crds else "false",
             },
         )
-        # The handler's ENIs and access entry must outlive every apply/delete it makes.
+        # The access entry must outlive every apply/delete the handler makes (its role and policy already do:
+        # the resource depends on the provider, which depends on the handler, which depends on them).
         self.resource.node.add_dependency(access)
-        self.resource.node.add_dependency(role)
         self._acknowledge(role, provider)
 
     def _check_url(self, url: str) -> None:
