@@ -93,11 +93,11 @@ def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
 
     stack = add_environment(cdk.App(), Path(args.file))
     assert isinstance(stack, ParallelClusterEnvironment)
-    values = _deployed_values(stack, stack_id(name), config.region, args.profile) if args.deployed else None
+    values = _deployed_values(stack_id(name), config.region, args.profile) if args.deployed else None
     if args.output_file:
-        stack.cluster.write_config(args.output_file, values)
+        stack.cluster.write_config(args.output_file, values, strict=args.deployed)
     if args.output == "json":
-        document = stack.cluster.concrete_configuration(values)
+        document = stack.cluster.concrete_configuration(values, strict=args.deployed)
         _json(
             out,
             {"environment": name, "file": args.output_file, "deployed": args.deployed, "config": document},
@@ -110,21 +110,20 @@ def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
         )
         print(f"wrote {args.output_file} (ParallelCluster {name}); {what}", file=out)
     else:
-        out.write(stack.cluster.render_config(values))
+        out.write(stack.cluster.render_config(values, strict=args.deployed))
     return EXIT_OK
 
 
-def _deployed_values(stack: Any, stack_name: str, region: str, profile: str | None) -> dict[str, str]:
+def _deployed_values(stack_name: str, region: str, profile: str | None) -> dict[str, str]:
     import boto3
     from botocore.exceptions import BotoCoreError
 
-    from training_clusters.deployed import deployed_values, references
+    from training_clusters.deployed import deployed_values
 
-    wanted = references(stack.resolve(stack.cluster.configuration))
     try:
         session = boto3.session.Session(profile_name=profile, region_name=region)
         return deployed_values(
-            stack_name, wanted, cloudformation=session.client("cloudformation"), ec2=session.client("ec2")
+            stack_name, cloudformation=session.client("cloudformation"), ec2=session.client("ec2")
         )
     except BotoCoreError as error:
         raise ConfigurationError(f"cannot read stack {stack_name} in {region}: {error}") from None

@@ -14,7 +14,8 @@ import yaml
 from botocore.stub import Stubber
 
 from training_clusters import cli
-from training_clusters.deployed import deployed_values, references
+from training_clusters.constructs.parallelcluster import substitute_placeholders
+from training_clusters.deployed import deployed_values
 from training_clusters.environments import add_environment
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
@@ -34,17 +35,13 @@ PHYSICAL_PREFIX = {
 
 @pytest.fixture(scope="module")
 def referenced() -> dict[str, str]:
-    """``{logical id: resource type}`` of what the c5n cluster config references."""
+    """``{logical id: resource type}`` of every resource of the c5n stack, as CloudFormation would list them."""
     stack = add_environment(cdk.App(context=dict(CDK_CONTEXT)), FILE)
     assert isinstance(stack, ParallelClusterEnvironment)
-    types = {
+    return {
         stack.resolve(c.logical_id): c.cfn_resource_type
         for c in stack.node.find_all()
-        if isinstance(c, cdk.CfnResource)
-    }
-    return {
-        key.split(".")[0]: types[key.split(".")[0]]
-        for key in references(stack.resolve(stack.cluster.configuration))
+        if isinstance(c, cdk.CfnResource) and cdk.Stack.of(c) is stack
     }
 
 
@@ -108,10 +105,13 @@ def test_deployed_render_has_the_stacks_ids_and_no_placeholders(
     status, text = _run(monkeypatch, session, "render-pcluster", str(FILE), "--deployed")
     assert status == 0
     config = yaml.safe_load(text)
-    ids = {s["ResourceType"]: s["PhysicalResourceId"] for s in summaries if "PhysicalResourceId" in s}
-    assert config["HeadNode"]["Networking"]["SubnetId"] == ids["AWS::EC2::Subnet"]
+    ids: dict[str, set[str]] = {}
+    for summary in summaries:
+        if "PhysicalResourceId" in summary:
+            ids.setdefault(summary["ResourceType"], set()).add(summary["PhysicalResourceId"])
+    assert config["HeadNode"]["Networking"]["SubnetId"] in ids["AWS::EC2::Subnet"]
     assert config["HeadNode"]["Ssh"]["AllowedIps"] == "10.42.0.0/16"
-    assert config["SharedStorage"][0]["FsxLustreSettings"]["FileSystemId"] == ids["AWS::FSx::FileSystem"]
+    assert {config["SharedStorage"][0]["FsxLustreSettings"]["FileSystemId"]} == ids["AWS::FSx::FileSystem"]
     assert "0123456789abcdef" not in text  # no placeholder left
     for stub in session.stubs.values():
         stub.assert_no_pending_responses()
@@ -133,40 +133,62 @@ def test_a_stack_that_is_not_deployed_is_a_clear_error(
     assert "Traceback" not in err
 
 
-def test_attributes_it_cannot_read_are_named_not_guessed() -> None:
+def test_deployed_values_answer_refs_and_the_attributes_that_are_physical_ids() -> None:
     session = FakeSession()
-    session.stubs["cloudformation"].add_response(
-        "list_stack_resources",
+    summaries = [
         {
-            "StackResourceSummaries": [
-                {
-                    "LogicalResourceId": "Fs",
-                    "PhysicalResourceId": "fs-0abc",
-                    "ResourceType": "AWS::FSx::FileSystem",
-                    "LastUpdatedTimestamp": "2026-11-29T00:00:00Z",
-                    "ResourceStatus": "CREATE_COMPLETE",
-                }
-            ]
+            "LogicalResourceId": "Sg",
+            "PhysicalResourceId": "sg-0abc",
+            "ResourceType": "AWS::EC2::SecurityGroup",
         },
-        {"StackName": "s"},
+        {"LogicalResourceId": "Vpc", "PhysicalResourceId": "vpc-0abc", "ResourceType": "AWS::EC2::VPC"},
+        {"LogicalResourceId": "Fs", "PhysicalResourceId": "fs-0abc", "ResourceType": "AWS::FSx::FileSystem"},
+        {"LogicalResourceId": "Pending", "ResourceType": "AWS::SSM::Parameter"},
+    ]
+    for summary in summaries:
+        summary.update({"LastUpdatedTimestamp": "2026-11-29T00:00:00Z", "ResourceStatus": "CREATE_COMPLETE"})
+    session.stubs["cloudformation"].add_response(
+        "list_stack_resources", {"StackResourceSummaries": summaries}, {"StackName": "s"}
     )
-    with session.stubs["cloudformation"], pytest.raises(ConfigurationError) as error:
-        deployed_values(
-            "s", {"Fs", "Fs.DNSName", "Gone"}, cloudformation=session.clients["cloudformation"], ec2=None
+    session.stubs["ec2"].add_response(
+        "describe_vpcs",
+        {"Vpcs": [{"VpcId": "vpc-0abc", "CidrBlock": "10.9.0.0/16"}]},
+        {"VpcIds": ["vpc-0abc"]},
+    )
+    with session.stubs["cloudformation"], session.stubs["ec2"]:
+        values = deployed_values(
+            "s", cloudformation=session.clients["cloudformation"], ec2=session.clients["ec2"]
         )
-    assert str(error.value) == (
-        "s: cannot resolve Fs.DNSName (AWS::FSx::FileSystem attribute DNSName is not read by this command); "
-        "Gone (not a resource of s)"
-    )
-
-
-def test_references_skip_pseudo_parameters() -> None:
-    document = {
-        "A": {"Ref": "Subnet"},
-        "B": [{"Fn::GetAtt": ["Sg", "GroupId"]}, {"Fn::Join": ["", [{"Ref": "AWS::Partition"}, "x"]]}],
-        "C": {"Fn::GetAtt": "Vpc.CidrBlock"},
+    assert values == {
+        "Sg": "sg-0abc",
+        "Sg.GroupId": "sg-0abc",
+        "Vpc": "vpc-0abc",
+        "Vpc.VpcId": "vpc-0abc",
+        "Vpc.CidrBlock": "10.9.0.0/16",
+        "Fs": "fs-0abc",
     }
-    assert references(document) == {"Subnet", "Sg.GroupId", "Vpc.CidrBlock"}
+
+
+def test_strict_rendering_names_references_without_a_value_and_never_guesses() -> None:
+    document = {
+        "A": {"Ref": "Fs"},
+        "B": {"Fn::GetAtt": ["Fs", "DNSName"]},
+        "C": {"Ref": "Gone"},
+        "D": {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}]]},
+    }
+    types = {"Fs": "AWS::FSx::FileSystem"}
+    with pytest.raises(ConfigurationError) as error:
+        substitute_placeholders(document, resource_types=types, values={"Fs": "fs-0abc"}, strict=True)
+    assert str(error.value) == (
+        "no deployed value for Fs.DNSName (AWS::FSx::FileSystem), Gone (not a resource of the stack)"
+    )
+    rendered = substitute_placeholders(
+        document,
+        resource_types=types,
+        values={"Fs": "fs-0abc", "Fs.DNSName": "fs.example", "Gone": "x"},
+        strict=True,
+    )
+    assert rendered == {"A": "fs-0abc", "B": "fs.example", "C": "x", "D": "arn:aws"}
 
 
 def test_the_file_is_written_and_says_whether_ids_are_real(tmp_path: Path) -> None:

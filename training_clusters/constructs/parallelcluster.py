@@ -392,28 +392,35 @@ class ParallelCluster(Construct):
         )
         return command
 
-    def render_config(self, values: Mapping[str, str] | None = None) -> str:
+    def render_config(self, values: Mapping[str, str] | None = None, *, strict: bool = False) -> str:
         """The configuration as ``cluster-config.yaml`` for ``pcluster create-cluster``.
 
         :param values: Deployed values for CloudFormation references, keyed by the referenced logical id
-            (``Ref``) or ``LogicalId.Attribute`` (``Fn::GetAtt``), e.g. from a deployed stack's outputs.
-            Default: realistic placeholders (``subnet-0123456789abcdef0``, ``sg-...``, ``fs-...``).
+            (``Ref``) or ``LogicalId.Attribute`` (``Fn::GetAtt``), e.g. from
+            :func:`training_clusters.deployed.deployed_values`. Default: realistic placeholders
+            (``subnet-0123456789abcdef0``, ``sg-...``, ``fs-...``).
+        :param strict: Refuse placeholders: a reference missing from ``values`` is a ConfigurationError
+            naming it. Default: False.
         """
-        return yaml.safe_dump(self.concrete_configuration(values), sort_keys=False)
+        return yaml.safe_dump(self.concrete_configuration(values, strict=strict), sort_keys=False)
 
-    def write_config(self, path: str | Path, values: Mapping[str, str] | None = None) -> Path:
+    def write_config(
+        self, path: str | Path, values: Mapping[str, str] | None = None, *, strict: bool = False
+    ) -> Path:
         """Write :meth:`render_config` to ``path`` (e.g. ``cluster-config.yaml``) and return it."""
         target = Path(path)
-        target.write_text(self.render_config(values))
+        target.write_text(self.render_config(values, strict=strict))
         return target
 
-    def concrete_configuration(self, values: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def concrete_configuration(
+        self, values: Mapping[str, str] | None = None, *, strict: bool = False
+    ) -> dict[str, Any]:
         """The configuration with every token replaced by ``values`` or placeholders (see render_config)."""
         stack = cdk.Stack.of(self)
         region = stack.region if not cdk.Token.is_unresolved(stack.region) else None
         resolved = stack.resolve(self.configuration)
         result: dict[str, Any] = substitute_placeholders(
-            resolved, resource_types=resource_types(stack), values=values, region=region
+            resolved, resource_types=resource_types(stack), values=values, region=region, strict=strict
         )
         return result
 
@@ -809,17 +816,21 @@ def substitute_placeholders(
     resource_types: Mapping[str, str],
     values: Mapping[str, str] | None = None,
     region: str | None = None,
+    strict: bool = False,
 ) -> Any:
     """Replace CloudFormation intrinsics in an already-resolved document with concrete values.
 
     ``Ref``/``Fn::GetAtt`` take ``values[logical id]`` / ``values["LogicalId.Attribute"]`` when given, else a
     realistic placeholder chosen by the referenced resource's type (one distinct id per resource);
     pseudo parameters take ``region`` and fixed placeholders; ``Fn::Join`` is joined after substitution.
+    With ``strict``, a reference missing from ``values`` is an error instead of a placeholder.
     A pure function: it reads only its arguments.
 
-    :raises ConfigurationError: an intrinsic it cannot turn into a value (e.g. ``Fn::ImportValue``).
+    :raises ConfigurationError: an intrinsic it cannot turn into a value (e.g. ``Fn::ImportValue``), or with
+        ``strict`` the references ``values`` lacks, each with its resource type.
     """
     given = dict(values or {})
+    missing: set[str] = set()
     pseudo = {**PSEUDO_PARAMETER_PLACEHOLDERS, **({"AWS::Region": region} if region else {})}
     counters: dict[str, itertools.count[int]] = {}
     assigned: dict[str, str] = {}
@@ -830,6 +841,8 @@ def substitute_placeholders(
         if key in assigned:
             return assigned[key]
         kind = resource_types.get(logical_id, "")
+        if strict:
+            missing.add(f"{key} ({kind or 'not a resource of the stack'})")
         if kind == "AWS::EC2::VPC" and attribute == "CidrBlock":
             value = VPC_CIDR_PLACEHOLDER
         elif kind in PLACEHOLDER_PREFIXES:
@@ -860,4 +873,7 @@ def substitute_placeholders(
                 raise ConfigurationError(f"cannot render {key} into a concrete value: {argument!r}")
         return {key: walk(value) for key, value in node.items()}
 
-    return walk(resolved)
+    document = walk(resolved)
+    if missing:
+        raise ConfigurationError("no deployed value for " + ", ".join(sorted(missing)))
+    return document
