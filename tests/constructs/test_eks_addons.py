@@ -297,7 +297,10 @@ def test_efa_plugin_on_a_type_without_efa_is_a_clear_error(
     stack, cluster, _ = addons
     with pytest.raises(ConfigurationError) as error:
         EfaDevicePlugin(stack, "BadEfa", cluster=cluster, instance_types=["g5.2xlarge"])
-    assert str(error.value) == "Test/BadEfa: instance_types 'g5.2xlarge' has no EFA"
+    assert str(error.value) == (
+        "Test/BadEfa: instance_types 'g5.2xlarge' has no EFA; give EFA instance types "
+        "(`training-clusters catalog` lists them)"
+    )
 
 
 def test_grafana_without_prometheus_is_a_clear_error(

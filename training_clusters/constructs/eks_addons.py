@@ -374,7 +374,11 @@ def _check_instance_types(
         )
     for name in instance_types:
         if not has(catalog_entry(scope, name, "instance_types")):
-            raise fail(scope.node.path, "instance_types", f"'{name}' has no {feature}")
+            raise fail(
+                scope.node.path,
+                "instance_types",
+                f"'{name}' has no {feature}; give {kind} instance types (`training-clusters catalog` lists them)",
+            )
 
 
 # --------------------------------------------------------------------------------------------------
