@@ -31,16 +31,16 @@ from training_clusters.environments import add_environment, environment_files
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def bare_vpc() -> None:
-    app = cdk.App(outdir=tempfile.mkdtemp())
+def bare_vpc(outdir: str) -> None:
+    app = cdk.App(outdir=outdir)
     stack = cdk.Stack(app, "Bare", env=cdk.Environment(region="us-east-1"))
     ec2.Vpc(stack, "Vpc", max_azs=2)
     app.synth()
 
 
-def environment(path: Path, *, gated: bool) -> Callable[[], None]:
-    def run() -> None:
-        app = cdk.App(outdir=tempfile.mkdtemp())
+def environment(path: Path, *, gated: bool) -> Callable[[str], None]:
+    def run(outdir: str) -> None:
+        app = cdk.App(outdir=outdir)
         add_environment(app, path)
         if gated:
             add_compliance_checks(app)
@@ -52,12 +52,16 @@ def environment(path: Path, *, gated: bool) -> Callable[[], None]:
     return run
 
 
-def median_seconds(action: Callable[[], None], repeat: int) -> float:
+def median_seconds(action: Callable[[str], None], repeat: int) -> float:
+    """Median wall time of ``action`` after one untimed warm-up run (as the bare VPC gets), each run
+    writing a fresh cloud assembly (deleted after timing)."""
     samples = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        action()
-        samples.append(time.perf_counter() - start)
+    for run in range(repeat + 1):
+        with tempfile.TemporaryDirectory(prefix="benchmark-") as outdir:
+            start = time.perf_counter()
+            action(outdir)
+            if run:
+                samples.append(time.perf_counter() - start)
     return statistics.median(samples)
 
 
@@ -82,7 +86,8 @@ def main() -> int:
 
     os.chdir(ROOT)
     start = time.perf_counter()
-    bare_vpc()  # jsii start-up, paid once per process
+    with tempfile.TemporaryDirectory(prefix="benchmark-") as outdir:
+        bare_vpc(outdir)  # jsii start-up, paid once per process
     print(f"jsii start-up + first synth: {time.perf_counter() - start:.2f} s")
     bare = median_seconds(bare_vpc, args.repeat)
     print(f"bare one-VPC stack: {bare:.3f} s (median of {args.repeat})\n")

@@ -464,11 +464,11 @@ def _pcluster_export(run: Run) -> None:
 @check("EKS for GPU training")
 def _eks(run: Run) -> None:
     ns = run.namespace
-    ((_, cluster),) = run.of_type("Custom::AWSCDK-EKS-Cluster").items()
-    config = cluster["Properties"]["Config"]
-    assert config["version"] == "1.33"
-    assert config["resourcesVpcConfig"]["endpointPublicAccess"] is False
-    assert config["resourcesVpcConfig"]["endpointPrivateAccess"] is True
+    ((_, cluster),) = run.of_type("AWS::EKS::Cluster").items()
+    properties = cluster["Properties"]
+    assert properties["Version"] == "1.33"
+    assert properties["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+    assert properties["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
     access = [e["Properties"]["PrincipalArn"] for e in run.of_type("AWS::EKS::AccessEntry").values()]
     # the admin role; the MPI Operator's handler (added further down the README) has its own entry
     assert [arn for arn in access if isinstance(arn, str)] == [ADMIN_ROLE]

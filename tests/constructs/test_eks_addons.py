@@ -331,7 +331,7 @@ def test_mpi_operator_applies_the_pinned_release_manifest(
     assert props["ManifestUrl"] == MPI_OPERATOR_MANIFEST_URL
     assert "/v0.7.0/" in props["ManifestUrl"]
     assert props["WaitForCrds"] == "true"
-    assert props["ClusterName"] == {"Ref": _logical_id(template, "Custom::AWSCDK-EKS-Cluster")}
+    assert props["ClusterName"] == {"Ref": _logical_id(template, "AWS::EKS::Cluster")}
     # applied only once the handler can reach and authenticate to the cluster
     depends = set(resource["DependsOn"])
     access_entries = _of_type(template, "AWS::EKS::AccessEntry")
@@ -375,7 +375,7 @@ def test_mpi_operator_handler_policy_is_least_privilege(
         for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
     }
     assert by_action["eks:DescribeCluster"] == {
-        "Fn::GetAtt": [_logical_id(template, "Custom::AWSCDK-EKS-Cluster"), "Arn"]
+        "Fn::GetAtt": [_logical_id(template, "AWS::EKS::Cluster"), "Arn"]
     }
     wildcard = sorted(a for a, r in by_action.items() if r == "*")
     assert wildcard and all(

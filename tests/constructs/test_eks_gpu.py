@@ -10,6 +10,7 @@ import pytest
 from training_clusters.catalog import AcceleratorKind, all_instance_types
 from training_clusters.constructs.eks_gpu import (
     CONTROL_PLANE_LOGS,
+    AccessMode,
     CapacityType,
     EfaInterfaceType,
     EfaNodegroup,
@@ -184,20 +185,21 @@ def test_cluster_is_private_encrypted_logged_and_uses_access_entries(
     synthesized: tuple[dict[str, Any], GateResult],
 ) -> None:
     template = synthesized[0]
-    (cluster,) = _resources(template, "Custom::AWSCDK-EKS-Cluster").values()
-    config = cluster["Config"]
-    assert config["version"] == "1.33"
-    assert config["resourcesVpcConfig"]["endpointPublicAccess"] is False
-    assert config["resourcesVpcConfig"]["endpointPrivateAccess"] is True
-    assert config["accessConfig"]["authenticationMode"] == "API"
-    assert config["encryptionConfig"][0]["resources"] == ["secrets"]
-    assert sorted(config["logging"]["clusterLogging"][0]["types"]) == [
+    (cluster,) = _resources(template, "AWS::EKS::Cluster").values()
+    assert cluster["Version"] == "1.33"
+    assert cluster["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
+    assert cluster["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
+    assert cluster["AccessConfig"]["AuthenticationMode"] == "API"
+    assert cluster["EncryptionConfig"][0]["Resources"] == ["secrets"]
+    assert sorted(t["Type"] for t in cluster["Logging"]["ClusterLogging"]["EnabledTypes"]) == [
         "api",
         "audit",
         "authenticator",
         "controllerManager",
         "scheduler",
     ]
+    # the native resource: no CDK cluster-resource provider, no nested stacks
+    assert not _resources(template, "AWS::CloudFormation::Stack")
     assert len(CONTROL_PLANE_LOGS) == 5
     keys = _resources(template, "AWS::KMS::Key").values()
     assert [k["EnableKeyRotation"] for k in keys] == [True]
@@ -214,10 +216,42 @@ def test_public_endpoint_is_restricted_to_the_given_ranges(stack: cdk.Stack) -> 
     GpuEksCluster(stack, "Eks", vpc=network.vpc, public_access_cidrs=["203.0.113.0/24"])
     from aws_cdk.assertions import Template
 
-    (cluster,) = Template.from_stack(stack).find_resources("Custom::AWSCDK-EKS-Cluster").values()
-    vpc_config = cluster["Properties"]["Config"]["resourcesVpcConfig"]
-    assert vpc_config["endpointPublicAccess"] is True
-    assert vpc_config["publicAccessCidrs"] == ["203.0.113.0/24"]
+    (cluster,) = Template.from_stack(stack).find_resources("AWS::EKS::Cluster").values()
+    vpc_config = cluster["Properties"]["ResourcesVpcConfig"]
+    assert vpc_config["EndpointPublicAccess"] is True
+    assert vpc_config["PublicAccessCidrs"] == ["203.0.113.0/24"]
+
+
+def test_kubectl_provider_runs_in_the_private_subnets_with_the_cluster_security_group(
+    synthesized: tuple[dict[str, Any], GateResult],
+) -> None:
+    """The endpoint is private: CDK's kubectl handler must run inside the VPC to install any chart."""
+    template = synthesized[0]
+    (cluster_id,) = _resources(template, "AWS::EKS::Cluster")
+    (handler,) = (
+        f
+        for f in _resources(template, "AWS::Lambda::Function").values()
+        if f.get("Description", "").startswith("onEvent handler for EKS kubectl")
+    )
+    assert handler["VpcConfig"]["SecurityGroupIds"] == [
+        {"Fn::GetAtt": [cluster_id, "ClusterSecurityGroupId"]}
+    ]
+    subnets = {json.dumps(s, sort_keys=True) for s in handler["VpcConfig"]["SubnetIds"]}
+    private = {
+        json.dumps({"Ref": k}, sort_keys=True)
+        for k, v in _resources(template, "AWS::EC2::Subnet").items()
+        if v.get("MapPublicIpOnLaunch") is not True and "Private" in k
+    }
+    assert subnets and subnets <= private
+
+
+def test_access_mode_api_and_config_map_reaches_the_cluster(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    GpuEksCluster(stack, "Eks", vpc=network.vpc, access_mode=AccessMode.API_AND_CONFIG_MAP)
+    from aws_cdk.assertions import Template
+
+    (cluster,) = Template.from_stack(stack).find_resources("AWS::EKS::Cluster").values()
+    assert cluster["Properties"]["AccessConfig"]["AuthenticationMode"] == "API_AND_CONFIG_MAP"
 
 
 # --------------------------------------------------------------------------------------------------

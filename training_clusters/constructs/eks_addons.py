@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from aws_cdk import aws_eks as eks
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 

@@ -2,8 +2,12 @@
 
 Every nodegroup is a managed nodegroup over our own ``ec2.CfnLaunchTemplate`` holding the instance type:
 CDK's nodegroup allow-lists lag behind new hardware (``aws_eks_v2`` refuses p5.48xlarge with the AL2023
-NVIDIA AMI, both modules call p6-b200.48xlarge malformed), and its L2 launch template cannot declare the
-network interfaces EFA needs.
+NVIDIA AMI when the type is on the nodegroup, and calls p6-b200.48xlarge malformed), and its L2 launch
+template cannot declare the network interfaces EFA needs.
+
+The cluster is ``aws_eks_v2.Cluster``: the native ``AWS::EKS::Cluster`` resource (no cluster-resource
+provider of CDK's own), with CDK's kubectl provider in the private subnets for the helm charts and
+manifests the add-ons install.
 
 Example::
 
@@ -23,7 +27,7 @@ from enum import Enum
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks as eks
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
@@ -32,7 +36,7 @@ from constructs import Construct
 from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType, lookup
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs._validation import fail, is_unresolved
-from training_clusters.constructs.eks_compliance import EksProviderAcknowledgements
+from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.eks_sharing import efa_problem
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
@@ -100,8 +104,9 @@ class GpuEksCluster(Construct):
         cluster = GpuEksCluster(self, "Eks", vpc=network.vpc,
                                 admin_role_arn="arn:aws:iam::111122223333:role/Admin")
 
-    Attributes: ``cluster`` (the ``aws_eks.Cluster``), ``cluster_name``, ``cluster_security_group``,
-    ``secrets_key``, ``node_role`` (shared by the nodegroups), ``system_nodegroup``, ``connections`` (the
+    Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``cluster_name``, ``cluster_security_group``,
+    ``secrets_key``, ``kubectl_layer``, ``subnets`` (of the control plane, the system nodes and the kubectl
+    provider), ``node_role`` (shared by the nodegroups), ``system_nodegroup``, ``connections`` (the
     cluster security group's: allow file systems to it).
     """
 
@@ -152,23 +157,31 @@ class GpuEksCluster(Construct):
             description="Envelope encryption of Kubernetes secrets",
         )
         self.kubectl_layer = KubectlV33Layer(self, "KubectlLayer")
-        chosen_subnets = list(subnets) if subnets else _private_subnets(vpc)
+        self.subnets: list[ec2.ISubnet] = list(subnets) if subnets else _private_subnets(vpc)
         self.cluster = eks.Cluster(
             self,
             "Resource",
             version=eks.KubernetesVersion.of(KUBERNETES_VERSION),
-            kubectl_layer=self.kubectl_layer,
+            kubectl_provider_options=eks.KubectlProviderOptions(
+                kubectl_layer=self.kubectl_layer,
+                # in the VPC, so it reaches a private endpoint (with the cluster security group)
+                private_subnets=self.subnets,
+            ),
             vpc=vpc,
-            vpc_subnets=[ec2.SubnetSelection(subnets=chosen_subnets)],
+            vpc_subnets=[ec2.SubnetSelection(subnets=self.subnets)],
             cluster_name=cluster_name,
             default_capacity=0,
+            default_capacity_type=eks.DefaultCapacityType.NODEGROUP,
             endpoint_access=_endpoint_access(public_access_cidrs),
-            place_cluster_handler_in_vpc=True,
             secrets_encryption_key=self.secrets_key,
             cluster_logging=list(CONTROL_PLANE_LOGS),
-            authentication_mode=eks.AuthenticationMode(access_mode.value),
             removal_policy=removal_policy,
         )
+        if access_mode is not AccessMode.API:
+            # aws_eks_v2 always asks for API; the legacy ConfigMap mode is a property of the same resource.
+            cfn_cluster = self.cluster.node.default_child
+            assert isinstance(cfn_cluster, cdk.CfnResource)
+            cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", access_mode.value)
         self.cluster_name: str = self.cluster.cluster_name
         self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
         self._connections = ec2.Connections(security_groups=[self.cluster_security_group])
@@ -192,7 +205,7 @@ class GpuEksCluster(Construct):
             launch_template=node_launch_template(
                 self, "SystemLaunchTemplate", instance_type=system_type.name
             ),
-            subnets=chosen_subnets,
+            subnets=self.subnets,
             desired_size=system_node_count,
             min_size=system_node_count,
             max_size=system_node_count,
@@ -200,7 +213,7 @@ class GpuEksCluster(Construct):
             taints=(),
             capacity_type=CapacityType.ON_DEMAND,
         )
-        self._acknowledge_cdk_providers()
+        acknowledge_eks_made(self)
 
     @property
     def connections(self) -> ec2.Connections:
@@ -279,14 +292,6 @@ class GpuEksCluster(Construct):
                 "current with what the kubelet, the VPC CNI and image pulls need",
             )
         return role
-
-    def _acknowledge_cdk_providers(self) -> None:
-        """CDK's own provider Lambdas and roles: acknowledged precisely at synth time (see eks_compliance).
-
-        The aspect sits on an empty child, so it runs once at synth (after every chart and manifest has
-        been added) instead of calling back into Python for every construct of the stack.
-        """
-        cdk.Aspects.of(Construct(self, "CdkProviderAcknowledgements")).add(EksProviderAcknowledgements(self))
 
 
 def catalog_entry(scope: Construct, name: str, field: str) -> InstanceType:

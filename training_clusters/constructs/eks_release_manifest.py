@@ -19,7 +19,7 @@ from pathlib import Path
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
-from aws_cdk import aws_eks as eks
+from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -119,13 +119,9 @@ class ReleaseManifest(Construct):
             timeout=cdk.Duration.minutes(10),
             memory_size=1024,
             vpc=eks_cluster.vpc,
-            # where CDK's own kubectl handler runs; the VPC's private subnets if CDK placed it elsewhere
-            vpc_subnets=(
-                ec2.SubnetSelection(subnets=list(eks_cluster.kubectl_private_subnets))
-                if eks_cluster.kubectl_private_subnets
-                else ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_WITH_EGRESS)
-            ),
-            security_groups=[eks_cluster.kubectl_security_group or cluster.cluster_security_group],
+            # where CDK's own kubectl provider runs: the cluster's private subnets, the cluster security group
+            vpc_subnets=ec2.SubnetSelection(subnets=cluster.subnets),
+            security_groups=[cluster.cluster_security_group],
             description=f"Applies {url} to the EKS cluster",
             environment={"AWS_STS_REGIONAL_ENDPOINTS": "regional"},
         )

@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import aws_eks as eks
+from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from training_clusters.config import (
