@@ -9,17 +9,28 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-import aws_cdk as cdk
-import pytest
-
-from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks
-from training_clusters.environments import add_environment, environment_files
-from training_clusters.lint import LintMatch, cfn_lint
-from training_clusters.stacks.base import TrainingEnvironmentStack
-
-from . import background as background_work
-
+#: What this process's CDK does differently from a user's ``cdk synth`` (set before jsii starts):
+#: * CDK's built-in template validation is off: cfn-lint itself lints every template a test gates, and the
+#:   built-in copy of its rules cost ~12 CPU-seconds per run without any test asserting on it;
+#: * assets are not staged: templates are identical, but staging copies the kubectl and AWS CLI layer zips
+#:   (~60 MB) into every EKS assembly, ~25 CPU-seconds per run.
+#: ``make synth`` and the subprocesses that play a user (the wheel's downstream app) run with neither.
+SUITE_ONLY_ENVIRONMENT = {
+    "CDK_VALIDATION": "false",
+    "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:disable-asset-staging": True}),
+}
+os.environ.update(SUITE_ONLY_ENVIRONMENT)
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+
+import aws_cdk as cdk  # noqa: E402  (after the environment above: importing it starts jsii)
+import pytest  # noqa: E402
+
+from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
+from training_clusters.environments import add_environment, environment_files  # noqa: E402
+from training_clusters.lint import LintMatch, cfn_lint  # noqa: E402
+from training_clusters.stacks.base import TrainingEnvironmentStack  # noqa: E402
+
+from . import background as background_work  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -148,6 +159,11 @@ def _start_background_work(request: pytest.FixtureRequest) -> None:
 @pytest.fixture
 def gates() -> Callable[[cdk.App], GateResult]:
     return GateResult
+
+
+def user_environment() -> dict[str, str]:
+    """This process's environment without :data:`SUITE_ONLY_ENVIRONMENT`: for subprocesses playing a user."""
+    return {k: v for k, v in os.environ.items() if k not in SUITE_ONLY_ENVIRONMENT}
 
 
 def template_of(stack: cdk.Stack) -> dict[str, object]:

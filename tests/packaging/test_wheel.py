@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
-import os
 import re
 import shutil
 import subprocess
@@ -24,7 +23,7 @@ import pytest
 
 from tests import background
 
-from ..conftest import ROOT
+from ..conftest import ROOT, user_environment
 
 DOWNSTREAM_APP = """
 import aws_cdk as cdk
@@ -98,8 +97,8 @@ def _build_install_and_run() -> Downstream:
     app_dir = work / "app"
     app_dir.mkdir()
     (app_dir / "app.py").write_text(DOWNSTREAM_APP)
-    # The installed copy comes first on the path, ahead of the editable checkout.
-    env = {**os.environ, "CDK_OUTDIR": str(app_dir / "cdk.out"), "PYTHONPATH": str(target)}
+    # The installed copy comes first on the path, ahead of the editable checkout; CDK as a user runs it.
+    env = {**user_environment(), "CDK_OUTDIR": str(app_dir / "cdk.out"), "PYTHONPATH": str(target)}
     where = subprocess.run(
         [sys.executable, "-c", "import training_clusters; print(training_clusters.__file__)"],
         cwd=app_dir,
