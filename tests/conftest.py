@@ -38,6 +38,25 @@ REGION = "us-east-1"
 AZS = ["us-east-1a", "us-east-1b"]
 
 
+#: Fixtures whose results the background worker finishes (cfn-lint of gated stacks and environments).
+_AWAITING_FIXTURES = {"gated_stacks", "environment_gates"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules that await the background worker run last, whole: by then it has linted what they assert on.
+
+    The autouse ``_start_background_work`` still starts that work before the first test.
+    """
+
+    def awaits(item: pytest.Item) -> bool:
+        return bool(_AWAITING_FIXTURES & set(getattr(item, "fixturenames", ()))) or (
+            item.get_closest_marker("lint") is not None
+        )
+
+    late_modules = {item.module for item in items if awaits(item)}  # type: ignore[attr-defined]
+    items.sort(key=lambda item: item.module in late_modules)  # type: ignore[attr-defined]  # stable sort
+
+
 @pytest.fixture
 def app(tmp_path: Path) -> cdk.App:
     """A fresh app with the project's feature flags, writing into a per-test folder."""
@@ -142,18 +161,87 @@ class EnvironmentGates:
         return stack, GateResult(app, background=True)
 
 
+#: Gated test stacks, registered by their test modules at import (see :func:`gated_stack`).
+_GATED_STACKS: dict[str, Callable[[cdk.Stack], None]] = {}
+
+
+def gated_stack(name: str) -> Callable[[Callable[[cdk.Stack], None]], Callable[[cdk.Stack], None]]:
+    """Register ``build(stack)`` as the gated test stack ``name``.
+
+    ``build`` fills a :class:`PinnedStack` named ``Test``. Every registered stack is synthesized with the
+    gates when the session starts, its cfn-lint running in the background worker while the suite goes on;
+    the test asserts on ``gated_stacks.get(name)``.
+    """
+
+    def register(build: Callable[[cdk.Stack], None]) -> Callable[[cdk.Stack], None]:
+        if name in _GATED_STACKS:
+            raise ValueError(f"gated test stack {name!r} is registered twice")
+        _GATED_STACKS[name] = build
+        return build
+
+    return register
+
+
+class GatedStacks:
+    """The registered gated test stacks, each synthesized once (see :func:`gated_stack`)."""
+
+    def __init__(self, directory: Path) -> None:
+        self._directory = directory
+        self._results: dict[str, GateResult | BaseException] = {}
+
+    def start(self) -> None:
+        for name in _GATED_STACKS:
+            if name not in self._results:
+                try:
+                    self._results[name] = self._gate(name)
+                except Exception as error:  # reported by the test that asks for this stack
+                    self._results[name] = error
+
+    def get(self, name: str) -> GateResult:
+        if name not in self._results:
+            self._results[name] = self._gate(name)
+        result = self._results[name]
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    def template(self, name: str) -> dict[str, Any]:
+        result = self.get(name)
+        assert result.assembly is not None, "synth refused: " + "\n".join(map(str, result.findings))
+        template: dict[str, Any] = json.loads(
+            (Path(result.assembly.directory) / "Test.template.json").read_text()
+        )
+        return template
+
+    def _gate(self, name: str) -> GateResult:
+        app = cdk.App(outdir=str(self._directory / name / "cdk.out"), context=dict(CDK_CONTEXT))
+        _GATED_STACKS[name](PinnedStack(app, "Test", env=cdk.Environment(region=REGION)))
+        return GateResult(app, background=True)
+
+
 @pytest.fixture(scope="session")
-def environment_gates(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnvironmentGates]:
-    yield EnvironmentGates(tmp_path_factory.mktemp("environments"))
-    background_work.shutdown()
+def gated_stacks(tmp_path_factory: pytest.TempPathFactory) -> GatedStacks:
+    return GatedStacks(tmp_path_factory.mktemp("gated"))
+
+
+@pytest.fixture(scope="session")
+def environment_gates(tmp_path_factory: pytest.TempPathFactory) -> EnvironmentGates:
+    return EnvironmentGates(tmp_path_factory.mktemp("environments"))
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _start_background_work(request: pytest.FixtureRequest) -> None:
-    """Synthesize the environments first when the session gates them, so cfn-lint overlaps the rest."""
-    if any("environment_gates" in getattr(item, "fixturenames", ()) for item in request.session.items):
+def _start_background_work(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Synthesize the environments and the gated test stacks first when the session gates them, so their
+    cfn-lint overlaps the rest of the suite."""
+    fixtures = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    if "environment_gates" in fixtures:
         gates: EnvironmentGates = request.getfixturevalue("environment_gates")
         gates.start(environment_files(ROOT / "environments"))
+    if "gated_stacks" in fixtures:
+        stacks: GatedStacks = request.getfixturevalue("gated_stacks")
+        stacks.start()
+    yield
+    background_work.shutdown()
 
 
 @pytest.fixture

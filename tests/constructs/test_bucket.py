@@ -7,6 +7,8 @@ from aws_cdk.assertions import Match, Template
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.errors import ConfigurationError
 
+from ..conftest import GatedStacks, gated_stack
+
 
 def test_bucket_is_private_encrypted_versioned_logged_and_retained(stack: cdk.Stack) -> None:
     scripts = SecureBucket(stack, "Scripts")
@@ -71,6 +73,10 @@ def test_bad_name_prefix_is_a_clear_error(stack: cdk.Stack, prefix: str) -> None
     )
 
 
-def test_bucket_passes_the_gates(app: cdk.App, stack: cdk.Stack, gates) -> None:  # type: ignore[no-untyped-def]
+@gated_stack("bucket")
+def _gated_bucket(stack: cdk.Stack) -> None:
     SecureBucket(stack, "Scripts", name_prefix="sagemaker-")
-    gates(app).assert_clean()
+
+
+def test_bucket_passes_the_gates(gated_stacks: GatedStacks) -> None:
+    gated_stacks.get("bucket").assert_clean()

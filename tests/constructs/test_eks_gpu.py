@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -21,7 +20,7 @@ from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS, CDK_CONTEXT, REGION, GateResult, PinnedStack
+from ..conftest import AZS, CDK_CONTEXT, REGION, GatedStacks, GateResult, PinnedStack, gated_stack
 
 EFA_TYPES = [t for t in all_instance_types() if t.efa_supported]
 ADMIN = "arn:aws:iam::111122223333:role/Admin"
@@ -31,12 +30,9 @@ def _node_id(name: str) -> str:
     return "Efa" + name.replace(".", "").replace("-", "")
 
 
-@pytest.fixture(scope="module")
-def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], GateResult]:
-    """One stack holding a cluster, an EFA nodegroup per catalogued EFA type and a plain GPU nodegroup,
-    synthesized once through the gates (cdk-nag + cfn-lint)."""
-    app = cdk.App(outdir=str(tmp_path_factory.mktemp("eks") / "cdk.out"), context=dict(CDK_CONTEXT))
-    stack = PinnedStack(app, "Test", env=cdk.Environment(region=REGION))
+@gated_stack("eks-every-efa-type")
+def _gated_eks(stack: cdk.Stack) -> None:
+    """A cluster, an EFA nodegroup per catalogued EFA type and a plain GPU nodegroup."""
     network = TrainingNetwork(stack, "Network", availability_zones=AZS)
     placement = TrainingPlacementGroup(stack, "PlacementGroup")
     cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc, admin_role_arn=ADMIN)
@@ -56,10 +52,12 @@ def synthesized(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any
     GpuNodegroup(
         stack, "Gpu", cluster=cluster, instance_type="g5.2xlarge", desired_size=1, labels={"eks-node": "gpu"}
     )
-    gates = GateResult(app)
-    assert gates.assembly is not None, "\n".join(map(str, gates.findings))
-    template = json.loads((Path(gates.assembly.directory) / "Test.template.json").read_text())
-    return template, gates
+
+
+@pytest.fixture(scope="module")
+def synthesized(gated_stacks: GatedStacks) -> tuple[dict[str, Any], GateResult]:
+    """That stack, synthesized once through the gates (cdk-nag + cfn-lint)."""
+    return gated_stacks.template("eks-every-efa-type"), gated_stacks.get("eks-every-efa-type")
 
 
 def _resources(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:

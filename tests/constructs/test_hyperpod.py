@@ -21,7 +21,7 @@ from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS
+from ..conftest import AZS, GatedStacks, gated_stack
 
 CONTROLLER = InstanceGroup(name="controller-machine", instance_type="ml.c5.xlarge", role=NodeRole.CONTROLLER)
 WORKERS = InstanceGroup(
@@ -358,6 +358,10 @@ def test_bad_cluster_name_is_a_clear_error(stack: cdk.Stack, name: str) -> None:
     )
 
 
-def test_hyperpod_passes_the_gates(app: cdk.App, stack: cdk.Stack, gates) -> None:  # type: ignore[no-untyped-def]
+@gated_stack("hyperpod")
+def _gated_hyperpod(stack: cdk.Stack) -> None:
     build(stack)
-    gates(app).assert_clean()
+
+
+def test_hyperpod_passes_the_gates(gated_stacks: GatedStacks) -> None:
+    gated_stacks.get("hyperpod").assert_clean()

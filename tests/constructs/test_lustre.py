@@ -16,7 +16,7 @@ from training_clusters.constructs.lustre import (
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS
+from ..conftest import AZS, GatedStacks, gated_stack
 
 
 @pytest.fixture
@@ -218,7 +218,9 @@ def test_bad_data_repository_is_a_clear_error(
     assert str(error.value) == message
 
 
-def test_lustre_passes_the_gates(app: cdk.App, stack: cdk.Stack, network: TrainingNetwork, gates) -> None:  # type: ignore[no-untyped-def]
+@gated_stack("lustre")
+def _gated_lustre(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
     fs = SharedLustre(
         stack,
         "Fsx",
@@ -229,4 +231,7 @@ def test_lustre_passes_the_gates(app: cdk.App, stack: cdk.Stack, network: Traini
         data_repository=DataRepository(bucket=s3.Bucket.from_bucket_name(stack, "Data", "my-datasets")),
     )
     fs.allow_clients_from(network)
-    gates(app).assert_clean()
+
+
+def test_lustre_passes_the_gates(gated_stacks: GatedStacks) -> None:
+    gated_stacks.get("lustre").assert_clean()

@@ -8,7 +8,7 @@ from aws_cdk.assertions import Match, Template
 from training_clusters.constructs.network import ENDPOINT_ONLY_SERVICES, TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS
+from ..conftest import AZS, GatedStacks, gated_stack
 
 
 def test_default_network_has_private_compute_and_nat_only_public_subnets(stack: cdk.Stack) -> None:
@@ -151,7 +151,16 @@ def test_unknown_placement_az_lookup_is_a_clear_error(stack: cdk.Stack) -> None:
         network.placement_subnet("us-east-1f")
 
 
-@pytest.mark.parametrize("endpoint_only", [False, True])
-def test_network_passes_the_gates(app: cdk.App, stack: cdk.Stack, gates, endpoint_only: bool) -> None:  # type: ignore[no-untyped-def]
-    TrainingNetwork(stack, "Network", availability_zones=AZS, endpoint_only=endpoint_only)
-    gates(app).assert_clean()
+@gated_stack("network-nat")
+def _gated_network_with_nat(stack: cdk.Stack) -> None:
+    TrainingNetwork(stack, "Network", availability_zones=AZS)
+
+
+@gated_stack("network-endpoint-only")
+def _gated_endpoint_only_network(stack: cdk.Stack) -> None:
+    TrainingNetwork(stack, "Network", availability_zones=AZS, endpoint_only=True)
+
+
+@pytest.mark.parametrize("name", ["network-nat", "network-endpoint-only"])
+def test_network_passes_the_gates(gated_stacks: GatedStacks, name: str) -> None:
+    gated_stacks.get(name).assert_clean()

@@ -27,7 +27,7 @@ from training_clusters.constructs.parallelcluster import (
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS
+from ..conftest import AZS, GatedStacks, gated_stack
 
 C5N = ComputeResource(name="c5n", instance_type="c5n.9xlarge", max_count=2)
 P5 = ComputeResource(name="p5", instance_type="p5.48xlarge", max_count=4)
@@ -571,7 +571,9 @@ def test_bad_props_are_clear_errors(
         assert str(error.value) == message
 
 
-def test_parallelcluster_passes_the_gates(app: cdk.App, parts: Parts, gates) -> None:  # type: ignore[no-untyped-def]
+@gated_stack("parallelcluster")
+def _gated_parallelcluster(stack: cdk.Stack) -> None:
+    parts = Parts(stack)
     bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
     cluster = parts.cluster(
         head_node=HeadNode(key_name="ops"),
@@ -582,4 +584,7 @@ def test_parallelcluster_passes_the_gates(app: cdk.App, parts: Parts, gates) -> 
         on_node_configured=CustomActionScript(bucket=bucket, key="setup.sh"),
     )
     parts.fsx.allow_clients_from(cluster)
-    gates(app).assert_clean()
+
+
+def test_parallelcluster_passes_the_gates(gated_stacks: GatedStacks) -> None:
+    gated_stacks.get("parallelcluster").assert_clean()
