@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +24,8 @@ os.environ.update(SUITE_ONLY_ENVIRONMENT)
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 import aws_cdk as cdk  # noqa: E402  (after the environment above: importing it starts jsii)
+import botocore.loaders  # noqa: E402
+import botocore.session  # noqa: E402
 import pytest  # noqa: E402
 
 from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
@@ -31,6 +34,10 @@ from training_clusters.lint import LintMatch, cfn_lint  # noqa: E402
 from training_clusters.stacks.base import TrainingEnvironmentStack  # noqa: E402
 
 from . import background as background_work  # noqa: E402
+
+#: One botocore model loader for every session the tests create (Stubber tests make dozens): each new
+#: session would otherwise parse the same service-model JSON again. The models are read-only data.
+botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
 
 ROOT = Path(__file__).resolve().parent.parent
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
