@@ -3,14 +3,17 @@
 In one process (jsii starts once, as in the test suite) it times:
   * a bare stack holding one ``ec2.Vpc`` (the floor any CDK app pays), and
   * each environment in environments/ (our constructs + cdk-nag AwsSolutions),
-each synthesized ``--repeat`` times in a fresh App, and prints the median of each and the ratio
-environment / bare VPC (goal: <= 2.0 for the mean environment). ``--suite`` also times the whole
-test suite in its own process (goal: < 60 s).
+each synthesized ``--repeat`` times (after one untimed warm-up) into a fresh cloud assembly, and prints
+the median of each and the ratio environment / bare VPC (goal: <= 2.0 for the mean environment). The bare
+VPC is timed again next to every environment and its median taken over all those samples, so a change
+in the machine's load during the run moves both sides of the ratio alike. ``--suite`` also times the
+whole test suite in its own process (goal: < 60 s).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -38,6 +41,20 @@ def bare_vpc(outdir: str) -> None:
     app.synth()
 
 
+def resource_count(outdir: str) -> int:
+    """Resources in every template of a cloud assembly (nested stacks included)."""
+    return sum(
+        len(json.loads(template.read_text()).get("Resources", {}))
+        for template in Path(outdir).glob("*.template.json")
+    )
+
+
+def counted(action: Callable[[str], None]) -> int:
+    with tempfile.TemporaryDirectory(prefix="benchmark-") as outdir:
+        action(outdir)
+        return resource_count(outdir)
+
+
 def environment(path: Path, *, gated: bool) -> Callable[[str], None]:
     def run(outdir: str) -> None:
         app = cdk.App(outdir=outdir)
@@ -52,9 +69,9 @@ def environment(path: Path, *, gated: bool) -> Callable[[str], None]:
     return run
 
 
-def median_seconds(action: Callable[[str], None], repeat: int) -> float:
-    """Median wall time of ``action`` after one untimed warm-up run (as the bare VPC gets), each run
-    writing a fresh cloud assembly (deleted after timing)."""
+def timed_samples(action: Callable[[str], None], repeat: int) -> list[float]:
+    """Wall times of ``repeat`` runs of ``action`` after one untimed warm-up, each run writing a fresh
+    cloud assembly (deleted after timing)."""
     samples = []
     for run in range(repeat + 1):
         with tempfile.TemporaryDirectory(prefix="benchmark-") as outdir:
@@ -62,7 +79,7 @@ def median_seconds(action: Callable[[str], None], repeat: int) -> float:
             action(outdir)
             if run:
                 samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return samples
 
 
 def time_suite(extra: list[str]) -> float:
@@ -89,16 +106,30 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="benchmark-") as outdir:
         bare_vpc(outdir)  # jsii start-up, paid once per process
     print(f"jsii start-up + first synth: {time.perf_counter() - start:.2f} s")
-    bare = median_seconds(bare_vpc, args.repeat)
-    print(f"bare one-VPC stack: {bare:.3f} s (median of {args.repeat})\n")
-    print(f"{'environment':28} {'synth s':>8} {'ratio':>6} {'+nag s':>8} {'ratio':>6}")
-    ratios = []
+    bare_samples: list[float] = []
+    timings: dict[str, tuple[float, float]] = {}
     for path in environment_files(ROOT / "environments"):
-        plain = median_seconds(environment(path, gated=False), args.repeat)
-        gated = median_seconds(environment(path, gated=True), args.repeat)
-        ratios.append(plain / bare)
-        print(f"{path.stem:28} {plain:8.3f} {plain / bare:6.2f} {gated:8.3f} {gated / bare:6.2f}")
-    mean_ratio = statistics.mean(ratios)
+        bare_samples += timed_samples(bare_vpc, args.repeat)
+        plain = statistics.median(timed_samples(environment(path, gated=False), args.repeat))
+        gated = statistics.median(timed_samples(environment(path, gated=True), args.repeat))
+        timings[path.stem] = (plain, gated)
+    bare = statistics.median(bare_samples)
+    bare_resources = counted(bare_vpc)
+    print(
+        f"bare one-VPC stack: {bare:.3f} s, {bare_resources} resources "
+        f"(median of {len(bare_samples)}, taken next to each environment)\n"
+    )
+    print(
+        f"{'environment':24} {'synth s':>8} {'ratio':>6} {'+nag s':>8} {'ratio':>6} {'resources':>9} {'per res.':>8}"
+    )
+    for name, (plain, gated) in timings.items():
+        resources = counted(environment(ROOT / "environments" / f"{name}.yaml", gated=False))
+        per_resource = (plain / resources) / (bare / bare_resources)
+        print(
+            f"{name:24} {plain:8.3f} {plain / bare:6.2f} {gated:8.3f} {gated / bare:6.2f} "
+            f"{resources:9d} {per_resource:8.2f}"
+        )
+    mean_ratio = statistics.mean(plain / bare for plain, _ in timings.values())
     print(
         f"\nmean environment / bare VPC ratio: {mean_ratio:.2f} (goal <= 2.0: {'met' if mean_ratio <= 2 else 'NOT met'})"
     )
