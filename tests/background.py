@@ -37,6 +37,11 @@ def submit_lint(template: Path, regions: Iterable[str]) -> Future[list[LintMatch
     return _pool.submit(cfn_lint, template, list(regions))
 
 
+def lint(template: Path, regions: Iterable[str]) -> list[LintMatch]:
+    """cfn-lint ``template`` in the background worker and wait: the main process never loads cfn-lint's rules."""
+    return submit_lint(template, regions).result()
+
+
 def shutdown() -> None:
     """Stop the worker (end of session)."""
     global _pool

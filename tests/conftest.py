@@ -269,6 +269,6 @@ def template_of(stack: cdk.Stack) -> dict[str, object]:
     return result
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def environments_dir() -> Iterator[Path]:
     yield ROOT / "environments"

@@ -32,7 +32,7 @@ def test_cfn_lint_reports_a_lustre_capacity_cloudformation_would_reject(tmp_path
     }
     path = tmp_path / "t.json"
     path.write_text(json.dumps(template))
-    errors = [m for m in background.submit_lint(path, ["us-east-1"]).result() if m.level == "error"]
+    errors = [m for m in background.lint(path, ["us-east-1"]) if m.level == "error"]
     assert errors, "cfn-lint should reject 1000 GiB of SCRATCH_2"
 
 
@@ -53,7 +53,7 @@ def test_unacknowledged_nag_finding_blocks_synth_and_acknowledging_clears_it(tmp
     assembly, findings = synth_with_checks(app)
     assert assembly is not None
     assert not [f for f in findings if f.plugin.startswith("AwsSolutions")]
-    summary = summarize(assembly.directory)
+    summary = summarize(assembly.directory, lint=background.lint)
     assert summary[0].nag_acknowledged == 1
     assert summary[0].passed
     assert "S" in format_table(summary)
@@ -74,7 +74,7 @@ def test_report_exits_non_zero_when_a_template_fails(
     add_compliance_checks(app)
     synth_with_checks(app)
     # synth refused, but the assembly folder holds the templates and the validation report
-    assert main([str(tmp_path / "c")]) == 1
+    assert main([str(tmp_path / "c")], lint=background.lint) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out
     assert "AwsSolutions-S1" in out

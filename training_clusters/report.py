@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,8 +47,12 @@ class TemplateSummary:
         return not self.nag_findings and self.lint_errors == 0
 
 
-def summarize(assembly_dir: str | Path) -> list[TemplateSummary]:
-    """Run the gates over every stack of a cloud assembly."""
+#: How a template is linted: cfn-lint in this process unless the caller hands the work elsewhere.
+Linter = Callable[[Path, list[str]], list[LintMatch]]
+
+
+def summarize(assembly_dir: str | Path, *, lint: Linter = cfn_lint) -> list[TemplateSummary]:
+    """Run the gates over every stack of a cloud assembly (``lint``: see :data:`Linter`)."""
     directory = Path(assembly_dir)
     manifest = json.loads((directory / "manifest.json").read_text())
     findings = read_validation_report(directory)
@@ -67,7 +72,7 @@ def summarize(assembly_dir: str | Path) -> list[TemplateSummary]:
                     f for f in findings if f.plugin.startswith(AWS_SOLUTIONS) and _in_stack(f, name)
                 ],
                 nag_acknowledged=_acknowledged(_metadata(directory, artifact)),
-                lint=cfn_lint(template_file, [region]),
+                lint=lint(template_file, [region]),
             )
         )
     return summaries
@@ -129,10 +134,10 @@ def format_table(summaries: list[TemplateSummary]) -> str:
     return text_table(header, rows)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint) -> int:
     args = sys.argv[1:] if argv is None else argv
     directory = Path(args[0] if args else "cdk.out")
-    summaries = summarize(directory)
+    summaries = summarize(directory, lint=lint)
     if not summaries:
         print(f"no stack templates in {directory}", file=sys.stderr)
         return 1
