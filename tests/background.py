@@ -10,6 +10,8 @@ that owns it.
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
@@ -19,9 +21,20 @@ from training_clusters.lint import LintMatch, cfn_lint
 
 T = TypeVar("T")
 
+#: Background work yields to the main process: its tests are the suite's critical path, the background has slack.
+NICENESS = 10
+
+
+def _yield_to_the_main_process() -> None:
+    """Lower this thread's priority (Linux schedules threads; the subprocesses it starts inherit it)."""
+    os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICENESS)
+
+
 _pool: ProcessPoolExecutor | None = None
 #: For work that waits on subprocesses (the GIL is released while it waits).
-_threads = ThreadPoolExecutor(max_workers=3, thread_name_prefix="background")
+_threads = ThreadPoolExecutor(
+    max_workers=3, thread_name_prefix="background", initializer=_yield_to_the_main_process
+)
 
 
 def start(work: Callable[[], T]) -> Future[T]:
@@ -33,7 +46,11 @@ def submit_lint(template: Path, regions: Iterable[str]) -> Future[list[LintMatch
     """cfn-lint ``template`` in the background worker."""
     global _pool
     if _pool is None:
-        _pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        _pool = ProcessPoolExecutor(
+            max_workers=1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_yield_to_the_main_process,
+        )
     return _pool.submit(cfn_lint, template, list(regions))
 
 
