@@ -15,7 +15,7 @@ from typing import Any
 #:   built-in copy of its rules cost ~12 CPU-seconds per run without any test asserting on it;
 #: * assets are not staged: templates are identical, but staging copies the kubectl and AWS CLI layer zips
 #:   (~60 MB) into every EKS assembly, ~25 CPU-seconds per run.
-#: ``make synth`` and the subprocesses that play a user (the wheel's downstream app) run with neither.
+#: ``make synth`` runs with neither; the wheel's downstream app stages its assets as a user's synth does.
 SUITE_ONLY_ENVIRONMENT = {
     "CDK_VALIDATION": "false",
     "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:disable-asset-staging": True}),

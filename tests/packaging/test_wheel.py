@@ -97,8 +97,15 @@ def _build_install_and_run() -> Downstream:
     app_dir = work / "app"
     app_dir.mkdir()
     (app_dir / "app.py").write_text(DOWNSTREAM_APP)
-    # The installed copy comes first on the path, ahead of the editable checkout; CDK as a user runs it.
-    env = {**user_environment(), "CDK_OUTDIR": str(app_dir / "cdk.out"), "PYTHONPATH": str(target)}
+    # The installed copy comes first on the path, ahead of the editable checkout. Assets are staged as in a
+    # user's synth (package data must be found); CDK's built-in validation stays off as in the rest of the
+    # suite (its engine costs ~10 CPU-seconds to start, and this test asserts on our package, not on it).
+    env = {
+        **user_environment(),
+        "CDK_VALIDATION": "false",
+        "CDK_OUTDIR": str(app_dir / "cdk.out"),
+        "PYTHONPATH": str(target),
+    }
     where = subprocess.run(
         [sys.executable, "-c", "import training_clusters; print(training_clusters.__file__)"],
         cwd=app_dir,
