@@ -5,8 +5,9 @@ from __future__ import annotations
 import functools
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 import aws_cdk as cdk  # noqa: E402  (after the environment above: importing it starts jsii)
 import botocore.loaders  # noqa: E402
 import botocore.session  # noqa: E402
+import jsii._kernel.providers.process as jsii_process  # noqa: E402
 import pytest  # noqa: E402
 
 from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
@@ -39,7 +41,33 @@ from . import background as background_work  # noqa: E402
 #: session would otherwise parse the same service-model JSON again. The models are read-only data.
 botocore.session.create_loader = functools.cache(botocore.loaders.create_loader)  # type: ignore[attr-defined]
 
+#: jsii talks to its one node process over one pipe: one thread at a time. The session's up-front synths
+#: run in a thread of their own (:func:`_start_background_work`) holding this lock for their whole run; a
+#: test that reaches jsii meanwhile waits at its first call instead of interleaving with them.
+JSII_LOCK = threading.RLock()
+_jsii_send = jsii_process._NodeProcess.send
+
+
+def _send_one_thread_at_a_time(self: Any, request: Any, response_type: Any) -> Any:
+    with JSII_LOCK:
+        return _jsii_send(self, request, response_type)
+
+
+jsii_process._NodeProcess.send = _send_one_thread_at_a_time  # type: ignore[method-assign]
+
 ROOT = Path(__file__).resolve().parent.parent
+
+#: Test modules that never reach jsii: they run first, while the up-front synths run beside them. (One
+#: that does reach jsii is still correct, only slower: it waits for the lock.)
+WITHOUT_JSII = (
+    "tests/lifecycle/",
+    "tests/handlers/",
+    "tests/cli/test_preflight.py",
+    "tests/test_acceptance.py",
+    "tests/test_catalog.py",
+    "tests/test_config.py",
+    "tests/test_refresh_catalog.py",
+)
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
 REGION = "us-east-1"
 AZS = ["us-east-1a", "us-east-1b"]
@@ -50,18 +78,21 @@ _AWAITING_FIXTURES = {"gated_stacks", "environment_gates"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules that await the background worker run last, whole: by then it has linted what they assert on.
-
-    The autouse ``_start_background_work`` still starts that work before the first test.
-    """
+    """Modules without jsii run first (beside the up-front synths); modules that await the background
+    worker run last, whole: by then it has linted what they assert on."""
 
     def awaits(item: pytest.Item) -> bool:
         return bool(_AWAITING_FIXTURES & set(getattr(item, "fixturenames", ()))) or (
             item.get_closest_marker("lint") is not None
         )
 
+    def without_jsii(item: pytest.Item) -> bool:
+        path = Path(str(item.path)).relative_to(ROOT).as_posix()
+        return path.startswith(WITHOUT_JSII)
+
     late_modules = {item.module for item in items if awaits(item)}  # type: ignore[attr-defined]
-    items.sort(key=lambda item: item.module in late_modules)  # type: ignore[attr-defined]  # stable sort
+    # stable sort: modules without jsii, then the rest, then those awaiting the background worker
+    items.sort(key=lambda item: 0 if without_jsii(item) else 2 if item.module in late_modules else 1)  # type: ignore[attr-defined]
 
 
 @pytest.fixture
@@ -146,6 +177,7 @@ class EnvironmentGates:
                     self._results[path] = error
 
     def get(self, path: Path) -> tuple[TrainingEnvironmentStack, GateResult]:
+        _await_up_front_synths()
         self.start([path])
         result = self._results[path]
         if isinstance(result, BaseException):
@@ -205,6 +237,7 @@ class GatedStacks:
                     self._results[name] = error
 
     def get(self, name: str) -> GateResult:
+        _await_up_front_synths()
         if name not in self._results:
             self._results[name] = self._gate(name)
         result = self._results[name]
@@ -236,18 +269,40 @@ def environment_gates(tmp_path_factory: pytest.TempPathFactory) -> EnvironmentGa
     return EnvironmentGates(tmp_path_factory.mktemp("environments"))
 
 
+_up_front: Future[None] | None = None
+
+
+def _await_up_front_synths() -> None:
+    if _up_front is not None:
+        _up_front.result()
+
+
+def _synthesize_holding_jsii(work: list[Callable[[], None]]) -> None:
+    with JSII_LOCK:
+        for step in work:
+            step()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _start_background_work(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Synthesize the environments and the gated test stacks first when the session gates them, so their
-    cfn-lint overlaps the rest of the suite."""
+    """Synthesize the environments and the gated test stacks up front when the session gates them.
+
+    They run in a thread of their own while the modules without jsii run, and their cfn-lint goes to the
+    background worker as each is synthesized, so it overlaps the rest of the suite.
+    """
+    global _up_front
     fixtures = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    work: list[Callable[[], None]] = []
     if "environment_gates" in fixtures:
         gates: EnvironmentGates = request.getfixturevalue("environment_gates")
-        gates.start(environment_files(ROOT / "environments"))
+        work.append(lambda: gates.start(environment_files(ROOT / "environments")))
     if "gated_stacks" in fixtures:
         stacks: GatedStacks = request.getfixturevalue("gated_stacks")
-        stacks.start()
-    yield
+        work.append(stacks.start)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="up-front-synths") as thread:
+        _up_front = thread.submit(_synthesize_holding_jsii, work) if work else None
+        yield
+        _await_up_front_synths()
     background_work.shutdown()
 
 
