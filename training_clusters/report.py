@@ -71,7 +71,7 @@ def summarize(assembly_dir: str | Path, *, lint: Linter = cfn_lint) -> list[Temp
                 nag_findings=[
                     f for f in findings if f.plugin.startswith(AWS_SOLUTIONS) and _in_stack(f, name)
                 ],
-                nag_acknowledged=_acknowledged(_metadata(directory, artifact)),
+                nag_acknowledged=_acknowledged(stack_metadata(directory, artifact)),
                 lint=lint(template_file, [region]),
             )
         )
@@ -87,7 +87,7 @@ def _in_stack(finding: Finding, stack: str) -> bool:
     return finding.construct_path.split("/", 1)[0] == stack
 
 
-def _metadata(directory: Path, artifact: dict[str, Any]) -> dict[str, list[dict[str, object]]]:
+def stack_metadata(directory: Path, artifact: dict[str, Any]) -> dict[str, list[dict[str, object]]]:
     """A stack's construct metadata: inline in the manifest, or in its ``additionalMetadataFile``."""
     metadata: dict[str, list[dict[str, object]]] = dict(artifact.get("metadata", {}))
     extra = artifact.get("additionalMetadataFile")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -19,6 +20,7 @@ from training_clusters.constructs.eks_gpu import (
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
+from training_clusters.report import stack_metadata
 
 from ..conftest import AZS, CDK_CONTEXT, REGION, GatedStacks, GateResult, PinnedStack, gated_stack
 
@@ -91,6 +93,36 @@ def _nodegroup_of(template: dict[str, Any], instance_type: str) -> dict[str, Any
 
 #: cfn-lint knows these types are not offered in us-east-1 (E3628); every other finding would be ours.
 NOT_IN_US_EAST_1 = {"p5e.48xlarge", "trn2.48xlarge"}
+
+
+def test_cdk_made_findings_are_acknowledged_on_each_resource_with_their_detail(
+    gated_stacks: GatedStacks,
+) -> None:
+    """aws_eks_v2's own resources (cluster role, kubectl provider) get acknowledgements one by one, never a
+    blanket one on the cluster or the stack."""
+    assembly = gated_stacks.get("eks-every-efa-type").assembly
+    assert assembly is not None
+    directory = Path(assembly.directory)
+    artifact = json.loads((directory / "manifest.json").read_text())["artifacts"]["Test"]
+    metadata = stack_metadata(directory, artifact)
+    resources = {
+        path for path, entries in metadata.items() for e in entries if e["type"] == "aws:cdk:logicalId"
+    }
+    acknowledged = {
+        path: list(entry["data"])
+        for path, entries in metadata.items()
+        for entry in entries
+        if entry["type"] == "aws:cdk:acknowledged-rules" and path.startswith("/Test/Eks/")
+    }
+    assert any(path.endswith("/KubectlProvider/Handler/Resource") for path in acknowledged)
+    assert any(path.endswith("/Eks/Resource/Role/Resource") for path in acknowledged)
+    for path, rules in acknowledged.items():
+        # on a CloudFormation resource; our node role's managed policies are acknowledged where it is made
+        assert path in resources or path == "/Test/Eks/NodeRole", path
+        for rule in rules:
+            assert rule.startswith("AwsSolutions::AwsSolutions-"), rule
+            if "-IAM4" in rule or "-IAM5" in rule:
+                assert rule.endswith("]") and "[" in rule, rule
 
 
 def test_the_whole_stack_passes_cdk_nag_and_cfn_lint(synthesized: tuple[dict[str, Any], GateResult]) -> None:
