@@ -1,4 +1,4 @@
-"""Shared fixtures: a fresh CDK app per test, synth with the gates, cfn-lint on the result."""
+"""Shared fixtures: a fresh CDK app per test, gated stacks synthesized up front, cfn-lint in the background."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ import pytest  # noqa: E402
 
 from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
 from training_clusters.environments import add_environment, environment_files  # noqa: E402
-from training_clusters.lint import LintMatch, cfn_lint  # noqa: E402
+from training_clusters.lint import LintMatch  # noqa: E402
 from training_clusters.stacks.base import TrainingEnvironmentStack  # noqa: E402
 
 from . import background as background_work  # noqa: E402
@@ -117,10 +117,10 @@ def stack(app: cdk.App) -> cdk.Stack:
 class GateResult:
     """The outcome of synthesizing an app with cdk-nag, plus cfn-lint over every template.
 
-    With ``background=True`` cfn-lint runs in the background worker and ``lint`` waits for it.
+    cfn-lint runs in the background worker; ``lint`` waits for it.
     """
 
-    def __init__(self, app: cdk.App, *, background: bool = False) -> None:
+    def __init__(self, app: cdk.App) -> None:
         add_compliance_checks(app)
         assembly, self.findings = synth_with_checks(app)
         self.assembly = assembly
@@ -132,10 +132,7 @@ class GateResult:
                 region = stack.environment.region
                 lint_region = region if region and region != "unknown-region" else REGION
                 templates.append((Path(assembly.directory) / stack.template_file, [lint_region]))
-        if background:
-            self._pending = [background_work.submit_lint(path, regions) for path, regions in templates]
-        else:
-            self._lint = [match for path, regions in templates for match in cfn_lint(path, regions)]
+        self._pending = [background_work.submit_lint(path, regions) for path, regions in templates]
 
     @property
     def lint(self) -> list[LintMatch]:
@@ -197,7 +194,7 @@ class EnvironmentGates:
         outdir = self._directory / path.stem / "cdk.out"
         app = cdk.App(outdir=str(outdir), context=dict(CDK_CONTEXT))
         stack = add_environment(app, path)
-        return stack, GateResult(app, background=True)
+        return stack, GateResult(app)
 
 
 #: Gated test stacks, registered by their test modules at import (see :func:`gated_stack`).
@@ -256,7 +253,7 @@ class GatedStacks:
     def _gate(self, name: str) -> GateResult:
         app = cdk.App(outdir=str(self._directory / name / "cdk.out"), context=dict(CDK_CONTEXT))
         _GATED_STACKS[name](PinnedStack(app, "Test", env=cdk.Environment(region=REGION)))
-        return GateResult(app, background=True)
+        return GateResult(app)
 
 
 @pytest.fixture(scope="session")
@@ -304,11 +301,6 @@ def _start_background_work(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         _await_up_front_synths()
     background_work.shutdown()
-
-
-@pytest.fixture
-def gates() -> Callable[[cdk.App], GateResult]:
-    return GateResult
 
 
 def user_environment() -> dict[str, str]:

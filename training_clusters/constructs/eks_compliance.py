@@ -21,7 +21,6 @@ _PROVIDER_REASON = (
 _CLUSTER_ROLE_REASONS = {
     "AmazonEKSClusterPolicy": "the AWS-managed policy the EKS service role must carry",
     "AmazonEC2ContainerRegistryReadOnly": "lets CDK's kubectl handler pull its helm and kubectl images",
-    "AmazonEC2ContainerRegistryPullOnly": "lets CDK's kubectl handler pull its helm and kubectl images",
     "AmazonElasticContainerRegistryPublicReadOnly": "lets CDK's kubectl handler pull helm charts from ECR Public",
     "AWSLambdaBasicExecutionRole": "CDK's kubectl handler writes its own logs",
     "AWSLambdaVPCAccessExecutionRole": "CDK's kubectl handler runs inside the VPC to reach a private endpoint",
