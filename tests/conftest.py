@@ -303,11 +303,6 @@ def _start_background_work(request: pytest.FixtureRequest) -> Iterator[None]:
     background_work.shutdown()
 
 
-def user_environment() -> dict[str, str]:
-    """This process's environment without :data:`SUITE_ONLY_ENVIRONMENT`: for subprocesses playing a user."""
-    return {k: v for k, v in os.environ.items() if k not in SUITE_ONLY_ENVIRONMENT}
-
-
 def template_of(stack: cdk.Stack) -> dict[str, object]:
     """The synthesized template as a dict (without the gates)."""
     from aws_cdk.assertions import Template

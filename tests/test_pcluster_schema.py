@@ -26,7 +26,6 @@ from training_clusters.constructs.parallelcluster import (
     QueuePlacement,
     SlurmQueue,
 )
-from training_clusters.environments import add_environment
 from training_clusters.pcluster_schema import (
     PYTHON_ENV_VAR,
     SchemaUnavailable,
@@ -35,22 +34,21 @@ from training_clusters.pcluster_schema import (
 )
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
-from .conftest import CDK_CONTEXT, PinnedStack
+from .conftest import CDK_CONTEXT, ROOT, EnvironmentGates, PinnedStack
 from .constructs.test_parallelcluster import C5N, P5, T3, Parts
 
 
-def _environment(file: str) -> Callable[[Path], dict[str, Any]]:
-    def build(environments_dir: Path) -> dict[str, Any]:
-        app = cdk.App(context=dict(CDK_CONTEXT))
-        stack = add_environment(app, environments_dir / file)
+def _environment(file: str) -> Callable[[EnvironmentGates], dict[str, Any]]:
+    def build(environments: EnvironmentGates) -> dict[str, Any]:
+        stack, _ = environments.get(ROOT / "environments" / file)  # the session's own build of the file
         assert isinstance(stack, ParallelClusterEnvironment)
         return stack.cluster.concrete_configuration()
 
     return build
 
 
-def _variant(**props: Any) -> Callable[[Path], dict[str, Any]]:
-    def build(_: Path) -> dict[str, Any]:
+def _variant(**props: Any) -> Callable[[EnvironmentGates], dict[str, Any]]:
+    def build(_: EnvironmentGates) -> dict[str, Any]:
         app = cdk.App(context=dict(CDK_CONTEXT))
         parts = Parts(PinnedStack(app, "Test", env=cdk.Environment(region="us-east-1")))
         resolved = {k: v(parts) if callable(v) else v for k, v in props.items()}
@@ -64,7 +62,7 @@ def _script(parts: Parts) -> CustomActionScript:
     return CustomActionScript(bucket=bucket, key="pc/on-node-configured.sh", args=["--verbose"])
 
 
-EMITTED: dict[str, Callable[[Path], dict[str, Any]]] = {
+EMITTED: dict[str, Callable[[EnvironmentGates], dict[str, Any]]] = {
     "environments/parallelcluster-c5n.yaml": _environment("parallelcluster-c5n.yaml"),
     "environments/parallelcluster-p5.yaml": _environment("parallelcluster-p5.yaml"),
     "gpu and cpu queues": _variant(
@@ -117,9 +115,9 @@ BROKEN = "a broken copy of environments/parallelcluster-c5n.yaml"
 
 
 @pytest.fixture(scope="module")
-def schema_results(environments_dir: Path) -> dict[str, list[str]]:
+def schema_results(environment_gates: EnvironmentGates) -> dict[str, list[str]]:
     """Every emitted configuration and one broken on purpose, through the schema in one subprocess."""
-    configurations = {name: build(environments_dir) for name, build in EMITTED.items()}
+    configurations = {name: build(environment_gates) for name, build in EMITTED.items()}
     configurations[BROKEN] = _broken(configurations["environments/parallelcluster-c5n.yaml"])
     results = schema_errors_many(list(configurations.values()))
     return dict(zip(configurations, results, strict=True))

@@ -16,11 +16,10 @@ from botocore.stub import Stubber
 from training_clusters import cli
 from training_clusters.constructs.parallelcluster import substitute_placeholders
 from training_clusters.deployed import deployed_values
-from training_clusters.environments import add_environment
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
-from ..conftest import CDK_CONTEXT, ROOT
+from ..conftest import ROOT, EnvironmentGates
 
 FILE = ROOT / "environments" / "parallelcluster-c5n.yaml"
 STACK = "training-parallelcluster-c5n"
@@ -34,9 +33,9 @@ PHYSICAL_PREFIX = {
 
 
 @pytest.fixture(scope="module")
-def referenced() -> dict[str, str]:
+def referenced(environment_gates: EnvironmentGates) -> dict[str, str]:
     """``{logical id: resource type}`` of every resource of the c5n stack, as CloudFormation would list them."""
-    stack = add_environment(cdk.App(context=dict(CDK_CONTEXT)), FILE)
+    stack, _ = environment_gates.get(FILE)
     assert isinstance(stack, ParallelClusterEnvironment)
     return {
         stack.resolve(c.logical_id): c.cfn_resource_type

@@ -265,7 +265,8 @@ def test_gpu_operator_waits_for_the_prometheus_crds(
         ),
         (
             {"instance_types": ["trn1.32xlarge"]},
-            "Test/Plugin6: instance_types 'trn1.32xlarge' has no NVIDIA GPU",
+            "Test/Plugin6: instance_types 'trn1.32xlarge' has no NVIDIA GPU; give GPU instance types "
+            "(`training-clusters catalog` lists them)",
         ),
     ],
 )

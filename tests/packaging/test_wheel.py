@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import importlib.metadata
+import os
 import re
 import shutil
 import subprocess
@@ -23,7 +24,7 @@ import pytest
 
 from tests import background
 
-from ..conftest import ROOT, user_environment
+from ..conftest import ROOT
 
 DOWNSTREAM_APP = """
 import aws_cdk as cdk
@@ -100,12 +101,8 @@ def _build_install_and_run() -> Downstream:
     # The installed copy comes first on the path, ahead of the editable checkout. Assets are staged as in a
     # user's synth (package data must be found); CDK's built-in validation stays off as in the rest of the
     # suite (its engine costs ~10 CPU-seconds to start, and this test asserts on our package, not on it).
-    env = {
-        **user_environment(),
-        "CDK_VALIDATION": "false",
-        "CDK_OUTDIR": str(app_dir / "cdk.out"),
-        "PYTHONPATH": str(target),
-    }
+    env = {**os.environ, "CDK_OUTDIR": str(app_dir / "cdk.out"), "PYTHONPATH": str(target)}
+    env.pop("CDK_CONTEXT_JSON")  # the suite's context that skips asset staging
     where = subprocess.run(
         [sys.executable, "-c", "import training_clusters; print(training_clusters.__file__)"],
         cwd=app_dir,

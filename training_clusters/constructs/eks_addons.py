@@ -229,7 +229,7 @@ class NvidiaDevicePlugin(Construct):
         :param chart: Default: :data:`NVIDIA_DEVICE_PLUGIN_CHART`.
         """
         super().__init__(scope, id)
-        types = self._check_instance_types(instance_types)
+        types = _check_instance_types(self, instance_types, "GPU", "NVIDIA GPU", lambda entry: entry.is_gpu)
         self._check_sharing(time_slicing, mps, mig_strategy)
         self._check_mig_capable(types, mig_strategy)
         self.values = nvidia_device_plugin_values(
@@ -239,15 +239,6 @@ class NvidiaDevicePlugin(Construct):
             mig_strategy=mig_strategy,
         )
         self.chart = _helm_chart(self, cluster, chart, self.values)
-
-    def _check_instance_types(self, instance_types: Sequence[str]) -> list[InstanceType]:
-        if not instance_types:
-            raise fail(self.node.path, "instance_types", "must name at least one GPU instance type, got none")
-        types = [catalog_entry(self, name, "instance_types") for name in instance_types]
-        for found in types:
-            if not found.is_gpu:
-                raise fail(self.node.path, "instance_types", f"'{found.name}' has no NVIDIA GPU")
-        return types
 
     def _check_sharing(self, time_slicing: TimeSlicing | None, mps: Mps | None, mig: MigStrategy) -> None:
         problem = gpu_sharing_problem(time_slicing, mps, mig)
@@ -366,19 +357,21 @@ def _check_instance_types(
     kind: str,
     feature: str,
     has: Callable[[InstanceType], bool],
-) -> None:
-    """Every type is catalogued and has ``feature``; at least one type is given."""
+) -> list[InstanceType]:
+    """The catalogue entries of ``instance_types``: at least one, each with ``feature``."""
     if not instance_types:
         raise fail(
             scope.node.path, "instance_types", f"must name at least one {kind} instance type, got none"
         )
-    for name in instance_types:
-        if not has(catalog_entry(scope, name, "instance_types")):
+    entries = [catalog_entry(scope, name, "instance_types") for name in instance_types]
+    for entry in entries:
+        if not has(entry):
             raise fail(
                 scope.node.path,
                 "instance_types",
-                f"'{name}' has no {feature}; give {kind} instance types (`training-clusters catalog` lists them)",
+                f"'{entry.name}' has no {feature}; give {kind} instance types (`training-clusters catalog` lists them)",
             )
+    return entries
 
 
 # --------------------------------------------------------------------------------------------------
