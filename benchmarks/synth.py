@@ -49,12 +49,6 @@ def resource_count(outdir: str) -> int:
     )
 
 
-def counted(action: Callable[[str], None]) -> int:
-    with tempfile.TemporaryDirectory(prefix="benchmark-") as outdir:
-        action(outdir)
-        return resource_count(outdir)
-
-
 def environment(path: Path, *, gated: bool) -> Callable[[str], None]:
     def run(outdir: str) -> None:
         app = cdk.App(outdir=outdir)
@@ -69,17 +63,19 @@ def environment(path: Path, *, gated: bool) -> Callable[[str], None]:
     return run
 
 
-def timed_samples(action: Callable[[str], None], repeat: int) -> list[float]:
+def timed_samples(action: Callable[[str], None], repeat: int) -> tuple[list[float], int]:
     """Wall times of ``repeat`` runs of ``action`` after one untimed warm-up, each run writing a fresh
-    cloud assembly (deleted after timing)."""
+    cloud assembly (deleted after timing), and the resources in that assembly (counted untimed)."""
     samples = []
+    resources = 0
     for run in range(repeat + 1):
         with tempfile.TemporaryDirectory(prefix="benchmark-") as outdir:
             start = time.perf_counter()
             action(outdir)
             if run:
                 samples.append(time.perf_counter() - start)
-    return samples
+            resources = resource_count(outdir)
+    return samples, resources
 
 
 def time_suite(extra: list[str]) -> float:
@@ -107,14 +103,15 @@ def main() -> int:
         bare_vpc(outdir)  # jsii start-up, paid once per process
     print(f"jsii start-up + first synth: {time.perf_counter() - start:.2f} s")
     bare_samples: list[float] = []
-    timings: dict[str, tuple[float, float]] = {}
+    bare_resources = 0
+    timings: dict[str, tuple[float, float, int]] = {}
     for path in environment_files(ROOT / "environments"):
-        bare_samples += timed_samples(bare_vpc, args.repeat)
-        plain = statistics.median(timed_samples(environment(path, gated=False), args.repeat))
-        gated = statistics.median(timed_samples(environment(path, gated=True), args.repeat))
-        timings[path.stem] = (plain, gated)
+        samples, bare_resources = timed_samples(bare_vpc, args.repeat)
+        bare_samples += samples
+        plain, resources = timed_samples(environment(path, gated=False), args.repeat)
+        gated, _ = timed_samples(environment(path, gated=True), args.repeat)
+        timings[path.stem] = (statistics.median(plain), statistics.median(gated), resources)
     bare = statistics.median(bare_samples)
-    bare_resources = counted(bare_vpc)
     print(
         f"bare one-VPC stack: {bare:.3f} s, {bare_resources} resources "
         f"(median of {len(bare_samples)}, taken next to each environment)\n"
@@ -122,14 +119,13 @@ def main() -> int:
     print(
         f"{'environment':24} {'synth s':>8} {'ratio':>6} {'+nag s':>8} {'ratio':>6} {'resources':>9} {'per res.':>8}"
     )
-    for name, (plain, gated) in timings.items():
-        resources = counted(environment(ROOT / "environments" / f"{name}.yaml", gated=False))
-        per_resource = (plain / resources) / (bare / bare_resources)
+    for name, (plain_s, gated_s, resources) in timings.items():
+        per_resource = (plain_s / resources) / (bare / bare_resources)
         print(
-            f"{name:24} {plain:8.3f} {plain / bare:6.2f} {gated:8.3f} {gated / bare:6.2f} "
+            f"{name:24} {plain_s:8.3f} {plain_s / bare:6.2f} {gated_s:8.3f} {gated_s / bare:6.2f} "
             f"{resources:9d} {per_resource:8.2f}"
         )
-    mean_ratio = statistics.mean(plain / bare for plain, _ in timings.values())
+    mean_ratio = statistics.mean(plain_s / bare for plain_s, _, _ in timings.values())
     print(
         f"\nmean environment / bare VPC ratio: {mean_ratio:.2f} (goal <= 2.0: {'met' if mean_ratio <= 2 else 'NOT met'})"
     )

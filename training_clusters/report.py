@@ -135,6 +135,11 @@ def format_table(summaries: list[TemplateSummary]) -> str:
 
 
 def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint) -> int:
+    """``python -m training_clusters.report [ASSEMBLY]``: the gates' table; 1 when any template fails.
+
+    :param argv: Default: ``sys.argv[1:]``; the assembly folder defaults to ``cdk.out``.
+    :param lint: Default: cfn-lint in this process (see :data:`Linter`).
+    """
     args = sys.argv[1:] if argv is None else argv
     directory = Path(args[0] if args else "cdk.out")
     summaries = summarize(directory, lint=lint)

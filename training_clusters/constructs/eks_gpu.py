@@ -129,8 +129,8 @@ class GpuEksCluster(Construct):
         """Create the cluster and its system nodegroup.
 
         :param vpc: The VPC of the cluster.
-        :param subnets: Subnets of the control plane's ENIs and the system nodes. Default: the VPC's private
-            subnets (with egress, else isolated).
+        :param subnets: Subnets of the control plane's ENIs, the system nodes and CDK's kubectl provider.
+            Default: the VPC's private subnets (with egress, else isolated).
         :param admin_role_arn: IAM role given ``AmazonEKSClusterAdminPolicy`` through an access entry.
             Default: none (only the CloudFormation execution role that creates the cluster is admin).
         :param public_access_cidrs: Open the API endpoint publicly, but only to these IPv4 ranges
