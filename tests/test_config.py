@@ -55,7 +55,7 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
         ),
         (
             with_(storage={"lustre": {"deployment_type": "SCRATCH_1"}}),
-            "  storage.lustre.deployment_type: Input should be 'SCRATCH_2' or 'PERSISTENT_2', got 'SCRATCH_1'",
+            "  storage.lustre.deployment_type: must be one of SCRATCH_2, PERSISTENT_2, got 'SCRATCH_1'",
         ),
         (
             with_(storage={"lustre": {"mount_dir": "fsx"}}),
@@ -78,7 +78,7 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
         ),
         (
             with_(network={"placement_group": {"strategy": "clustered"}}),
-            "  network.placement_group.strategy: Input should be 'cluster', 'partition' or 'spread', got 'clustered'",
+            "  network.placement_group.strategy: must be one of cluster, partition, spread, got 'clustered'",
         ),
         (
             with_(network={"nat_gateways": "two"}),
@@ -101,7 +101,7 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
                     "instance_groups": [{"name": "c", "instance_type": "ml.c5.xlarge", "role": "head"}],
                 }
             ),
-            "  hyperpod.instance_groups.0.role: Input should be 'controller', 'login' or 'worker', got 'head'",
+            "  hyperpod.instance_groups.0.role: must be one of controller, login, worker, got 'head'",
         ),
     ],
 )

@@ -9,7 +9,7 @@ naming the file, the field path, the value received and what is allowed::
 from __future__ import annotations
 
 import re
-from enum import StrEnum
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
@@ -19,17 +19,19 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    GetCoreSchemaHandler,
+    GetJsonSchemaHandler,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema, core_schema
 
-from training_clusters import pcluster_rules
+from training_clusters.acceptance.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
-from training_clusters.constructs.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.constructs.eks_sharing import (
-    MigStrategy,
     Mps,
     TimeSlicing,
     efa_problem,
@@ -37,13 +39,33 @@ from training_clusters.constructs.eks_sharing import (
     mig_problem,
 )
 from training_clusters.errors import ConfigurationError
-from training_clusters.rules import (
+from training_clusters.options import (
+    AccessMode,
+    Choice,
+    DeepHealthCheck,
+    DeletionPolicy,
+    EfaInterfaceType,
+    LustreDeploymentType,
+    MigStrategy,
+    NodegroupCapacityType,
+    NodeRecovery,
+    NodeRole,
+    OperatingSystem,
+    PlacementStrategy,
+    QueueCapacityType,
+    QueuePlacement,
+    QueueUpdateStrategy,
+    RemovalPolicy,
+)
+from training_clusters.rules import hyperpod as hyperpod_rules
+from training_clusters.rules import parallelcluster as pcluster_rules
+from training_clusters.rules.logs import cloudwatch_retention_problem
+from training_clusters.rules.lustre import (
     LUSTRE_FIRST_STEP_GIB,
-    log_retention_problem,
     lustre_capacity_problem,
     lustre_throughput_problem,
-    nat_gateways_problem,
 )
+from training_clusters.rules.network import nat_gateways_problem
 
 _REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 _ACCOUNT = re.compile(r"^\d{12}$")
@@ -94,6 +116,22 @@ class _Model(BaseModel):
         return value
 
 
+@dataclass(frozen=True)
+class _FileChoice:
+    """A field holding a :class:`~training_clusters.options.Choice`: parsed by its one conversion, and listed
+    in the JSON Schema with the spellings a file may use."""
+
+    choice: type[Choice]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+        return core_schema.no_info_plain_validator_function(self.choice.parse)
+
+    def __get_pydantic_json_schema__(
+        self, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        return {"type": "string", "enum": self.choice.spellings()}
+
+
 def _is_number(annotation: Any) -> bool:
     """Whether a field's type is int or float (possibly Optional or Annotated)."""
     if annotation in (int, float):
@@ -101,26 +139,10 @@ def _is_number(annotation: Any) -> bool:
     return any(_is_number(argument) for argument in get_args(annotation) if argument is not type(None))
 
 
-class LustreDeployment(StrEnum):
-    SCRATCH_2 = "SCRATCH_2"
-    PERSISTENT_2 = "PERSISTENT_2"
-
-
-class RemovalPolicyChoice(StrEnum):
-    RETAIN = "retain"
-    DESTROY = "destroy"
-
-
-class PlacementStrategyChoice(StrEnum):
-    CLUSTER = "cluster"
-    PARTITION = "partition"
-    SPREAD = "spread"
-
-
 class PlacementGroupConfig(_Model):
     """``network.placement_group``: the group compute instances share."""
 
-    strategy: PlacementStrategyChoice = PlacementStrategyChoice.CLUSTER
+    strategy: Annotated[PlacementStrategy, _FileChoice(PlacementStrategy)] = PlacementStrategy.CLUSTER
     partitions: Annotated[int, Field(ge=1, le=7)] | None = None
 
 
@@ -142,7 +164,7 @@ class NetworkConfig(_Model):
     @field_validator("flow_logs_retention_days")
     @classmethod
     def _retention_period(cls, value: int) -> int:
-        problem = log_retention_problem(value)
+        problem = cloudwatch_retention_problem(value)
         if problem:
             raise ValueError(problem)
         return value
@@ -178,16 +200,18 @@ class DataRepositoryConfig(_Model):
 class LustreConfig(_Model):
     """``storage.lustre``: the shared FSx for Lustre file system."""
 
-    deployment_type: LustreDeployment = LustreDeployment.SCRATCH_2
+    deployment_type: Annotated[LustreDeploymentType, _FileChoice(LustreDeploymentType)] = (
+        LustreDeploymentType.SCRATCH_2
+    )
     storage_capacity_gib: int = LUSTRE_FIRST_STEP_GIB
     per_unit_storage_throughput_mbps: int | None = None
     mount_dir: str = "/fsx"
     data_repository: DataRepositoryConfig | None = None
-    removal_policy: RemovalPolicyChoice = RemovalPolicyChoice.RETAIN
+    removal_policy: Annotated[RemovalPolicy, _FileChoice(RemovalPolicy)] = RemovalPolicy.RETAIN
 
     @model_validator(mode="after")
     def _capacity_steps(self) -> LustreConfig:
-        problem = lustre_capacity_problem(self.deployment_type.value, self.storage_capacity_gib)
+        problem = lustre_capacity_problem(self.deployment_type, self.storage_capacity_gib)
         if problem:
             raise ValueError(f"storage_capacity_gib {problem}")
         return self
@@ -203,7 +227,7 @@ class LustreConfig(_Model):
 
     @model_validator(mode="after")
     def _throughput_matches_type(self) -> LustreConfig:
-        problem = lustre_throughput_problem(self.deployment_type.value, self.per_unit_storage_throughput_mbps)
+        problem = lustre_throughput_problem(self.deployment_type, self.per_unit_storage_throughput_mbps)
         if problem:
             raise ValueError(f"per_unit_storage_throughput_mbps {problem}")
         return self
@@ -218,35 +242,26 @@ class StorageConfig(_Model):
 # --- HyperPod section ---
 
 
-class HyperPodRole(StrEnum):
-    CONTROLLER = "controller"
-    LOGIN = "login"
-    WORKER = "worker"
-
-
-class NodeRecoveryChoice(StrEnum):
-    AUTOMATIC = "automatic"
-    NONE = "none"
-
-
-class DeepHealthCheckChoice(StrEnum):
-    INSTANCE_STRESS = "InstanceStress"
-    INSTANCE_CONNECTIVITY = "InstanceConnectivity"
-
-
 class HyperPodInstanceGroupConfig(_Model):
     """``hyperpod.instance_groups[]``: one HyperPod instance group."""
 
     name: str
     instance_type: str = Field(description="HyperPod instance type with the ml. prefix, e.g. ml.p5.48xlarge")
     count: Annotated[int, Field(ge=1)] = 1
-    role: HyperPodRole = HyperPodRole.WORKER
+    role: Annotated[NodeRole, _FileChoice(NodeRole)] = NodeRole.WORKER
     partition: str | None = Field(default=None, description="Slurm partition; required for workers.")
     threads_per_core: int = Field(default=1, description="1 (hyper-threading off) or 2.")
     extra_volume_gib: int | None = Field(default=None, description="Extra EBS volume at /opt/sagemaker.")
-    deep_health_checks: list[DeepHealthCheckChoice] | None = Field(
+    deep_health_checks: list[Annotated[DeepHealthCheck, _FileChoice(DeepHealthCheck)]] | None = Field(
         default=None, description="Default: both checks on GPU/Trainium groups, none on CPU groups."
     )
+
+    @field_validator("partition")
+    @classmethod
+    def _partition_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(hyperpod_rules.partition_name_problem(value))
+        return value
 
     @field_validator("instance_type")
     @classmethod
@@ -262,35 +277,13 @@ class HyperPodConfig(_Model):
     """``hyperpod``: a SageMaker HyperPod cluster orchestrated by Slurm."""
 
     cluster_name: str
-    node_recovery: NodeRecoveryChoice = NodeRecoveryChoice.AUTOMATIC
+    node_recovery: Annotated[NodeRecovery, _FileChoice(NodeRecovery)] = NodeRecovery.AUTOMATIC
     instance_groups: Annotated[list[HyperPodInstanceGroupConfig], Field(min_length=1)]
     enable_enroot_pyxis: bool = True
     enable_observability: bool = False
 
 
 # --- ParallelCluster section ---
-
-
-class PclusterQueueUpdateStrategy(StrEnum):
-    DRAIN = "DRAIN"
-    COMPUTE_FLEET_STOP = "COMPUTE_FLEET_STOP"
-    TERMINATE = "TERMINATE"
-
-
-class PclusterCapacityType(StrEnum):
-    ONDEMAND = "ONDEMAND"
-    SPOT = "SPOT"
-
-
-class PclusterPlacementChoice(StrEnum):
-    SHARED = "shared"
-    MANAGED = "managed"
-    NONE = "none"
-
-
-class PclusterDeletionPolicy(StrEnum):
-    RETAIN = "retain"
-    DELETE = "delete"
 
 
 def _raise_if(problem: str | None, field: str = "") -> None:
@@ -333,7 +326,7 @@ class PclusterComputeResourceConfig(_Model):
     @model_validator(mode="after")
     def _efa_capable(self) -> PclusterComputeResourceConfig:
         if self.efa:
-            _raise_if(pcluster_rules.efa_problem(CATALOG[self.instance_type]), "efa")
+            _raise_if(pcluster_rules.efa_enabled_problem(CATALOG[self.instance_type]), "efa")
         return self
 
     @model_validator(mode="after")
@@ -355,8 +348,8 @@ class PclusterQueueConfig(_Model):
 
     name: str
     compute_resources: list[PclusterComputeResourceConfig]
-    capacity_type: PclusterCapacityType = PclusterCapacityType.ONDEMAND
-    placement: PclusterPlacementChoice | None = Field(
+    capacity_type: Annotated[QueueCapacityType, _FileChoice(QueueCapacityType)] = QueueCapacityType.ONDEMAND
+    placement: Annotated[QueuePlacement, _FileChoice(QueuePlacement)] | None = Field(
         default=None,
         description="shared (the environment's placement group), managed (made by ParallelCluster) or none. "
         "Default: shared when a compute resource uses EFA, else none.",
@@ -380,7 +373,7 @@ class PclusterQueueConfig(_Model):
     @model_validator(mode="after")
     def _efa_needs_placement(self) -> PclusterQueueConfig:
         efa = [r.name for r in self.compute_resources if r.efa_enabled]
-        if efa and self.placement is PclusterPlacementChoice.NONE:
+        if efa and self.placement is QueuePlacement.NONE:
             raise ValueError(
                 f"placement is none, but compute resource '{efa[0]}' uses EFA, which needs a placement group; "
                 "use shared or managed"
@@ -413,7 +406,9 @@ class PclusterHeadNodeConfig(_Model):
 class PclusterSlurmConfig(_Model):
     """``parallelcluster.slurm``: cluster-wide Slurm settings."""
 
-    queue_update_strategy: PclusterQueueUpdateStrategy = PclusterQueueUpdateStrategy.DRAIN
+    queue_update_strategy: Annotated[QueueUpdateStrategy, _FileChoice(QueueUpdateStrategy)] = (
+        QueueUpdateStrategy.DRAIN
+    )
     scaledown_idletime_minutes: int = 10
 
     @field_validator("scaledown_idletime_minutes")
@@ -441,13 +436,13 @@ class ParallelClusterConfig(_Model):
     """``parallelcluster``: an AWS ParallelCluster Slurm cluster on the environment's network and FSx."""
 
     cluster_name: str | None = Field(default=None, description="Default: the environment's name.")
-    os: str = "alinux2023"
+    os: Annotated[OperatingSystem, _FileChoice(OperatingSystem)] = OperatingSystem.ALINUX2023
     head_node: PclusterHeadNodeConfig = PclusterHeadNodeConfig()
     queues: list[PclusterQueueConfig]
     slurm: PclusterSlurmConfig = PclusterSlurmConfig()
     on_node_configured: PclusterCustomActionConfig | None = None
     log_retention_days: int = 180
-    deletion_policy: PclusterDeletionPolicy = PclusterDeletionPolicy.RETAIN
+    deletion_policy: Annotated[DeletionPolicy, _FileChoice(DeletionPolicy)] = DeletionPolicy.RETAIN
 
     @field_validator("cluster_name")
     @classmethod
@@ -456,16 +451,17 @@ class ParallelClusterConfig(_Model):
             _raise_if(pcluster_rules.cluster_name_problem(value))
         return value
 
-    @field_validator("os")
+    @field_validator("os", mode="before")
     @classmethod
-    def _supported_os(cls, value: str) -> str:
-        _raise_if(pcluster_rules.os_problem(value))
+    def _supported_os(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            _raise_if(pcluster_rules.os_problem(value.strip().lower()))  # names a retired OS and why
         return value
 
     @field_validator("log_retention_days")
     @classmethod
     def _retention(cls, value: int) -> int:
-        _raise_if(pcluster_rules.log_retention_problem(value))
+        _raise_if(pcluster_rules.pcluster_log_retention_problem(value))
         return value
 
     @field_validator("queues")
@@ -485,28 +481,6 @@ class ParallelClusterConfig(_Model):
 # --- EKS section ---
 
 
-class EksCapacityChoice(StrEnum):
-    ON_DEMAND = "on_demand"
-    SPOT = "spot"
-    CAPACITY_BLOCK = "capacity_block"
-
-
-class EksEfaInterfaceChoice(StrEnum):
-    EFA = "efa"
-    EFA_ONLY = "efa-only"
-
-
-class EksAccessModeChoice(StrEnum):
-    API = "API"
-    API_AND_CONFIG_MAP = "API_AND_CONFIG_MAP"
-
-
-class EksMigStrategyChoice(StrEnum):
-    NONE = "none"
-    SINGLE = "single"
-    MIXED = "mixed"
-
-
 class EksSystemNodegroupConfig(_Model):
     """``eks.system_nodegroup``: nodes for CoreDNS, controllers and add-ons."""
 
@@ -523,8 +497,10 @@ class EksEfaNodegroupConfig(_Model):
     instance_type: str
     size: Annotated[int, Field(ge=1)]
     efa_interfaces: int | None = Field(default=None, description="Default: the instance's maximum.")
-    efa_interface_type: EksEfaInterfaceChoice = EksEfaInterfaceChoice.EFA
-    capacity_type: EksCapacityChoice = EksCapacityChoice.ON_DEMAND
+    efa_interface_type: Annotated[EfaInterfaceType, _FileChoice(EfaInterfaceType)] = EfaInterfaceType.EFA
+    capacity_type: Annotated[NodegroupCapacityType, _FileChoice(NodegroupCapacityType)] = (
+        NodegroupCapacityType.ON_DEMAND
+    )
     capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
     labels: Annotated[dict[str, str], AfterValidator(_kubernetes_labels)] = Field(default_factory=dict)
 
@@ -539,7 +515,10 @@ class EksEfaNodegroupConfig(_Model):
 
     @model_validator(mode="after")
     def _capacity_block_needs_reservation(self) -> EksEfaNodegroupConfig:
-        if self.capacity_type is EksCapacityChoice.CAPACITY_BLOCK and self.capacity_reservation_id is None:
+        if (
+            self.capacity_type is NodegroupCapacityType.CAPACITY_BLOCK
+            and self.capacity_reservation_id is None
+        ):
             raise ValueError("capacity_reservation_id is required with capacity_block")
         return self
 
@@ -576,13 +555,11 @@ class EksDevicePluginConfig(_Model):
     enabled: bool = True
     time_slicing: EksTimeSlicingConfig | None = None
     mps: EksMpsConfig | None = None
-    mig_strategy: EksMigStrategyChoice = EksMigStrategyChoice.NONE
+    mig_strategy: Annotated[MigStrategy, _FileChoice(MigStrategy)] = MigStrategy.NONE
 
     @model_validator(mode="after")
     def _one_way_of_sharing(self) -> EksDevicePluginConfig:
-        problem = gpu_sharing_problem(
-            self.sharing_time_slicing, self.sharing_mps, MigStrategy(self.mig_strategy.value)
-        )
+        problem = gpu_sharing_problem(self.sharing_time_slicing, self.sharing_mps, self.mig_strategy)
         if problem:
             raise ValueError(f"{problem[0]} {problem[1]}")
         return self
@@ -650,7 +627,7 @@ class EksConfig(_Model):
     public_access_cidrs: list[str] | None = Field(
         default=None, description="Open the API endpoint to these ranges only. Default: private endpoint."
     )
-    access_mode: EksAccessModeChoice = EksAccessModeChoice.API
+    access_mode: Annotated[AccessMode, _FileChoice(AccessMode)] = AccessMode.API
     system_nodegroup: EksSystemNodegroupConfig = EksSystemNodegroupConfig()
     efa_nodegroups: list[EksEfaNodegroupConfig] = Field(default_factory=list)
     gpu_nodegroups: list[EksGpuNodegroupConfig] = Field(default_factory=list)
@@ -683,7 +660,7 @@ class EksConfig(_Model):
 
     @model_validator(mode="after")
     def _mig_on_mig_capable_gpus(self) -> EksConfig:
-        strategy = MigStrategy(self.addons.nvidia_device_plugin.mig_strategy.value)
+        strategy = self.addons.nvidia_device_plugin.mig_strategy
         types = [g.instance_type for g in self.efa_nodegroups] + [
             g.instance_type for g in self.gpu_nodegroups
         ]

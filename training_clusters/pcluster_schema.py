@@ -9,7 +9,7 @@ with a region set and no credentials::
 
 The schema checks field names, types, enumerations and patterns (e.g. ``subnet-...`` ids, which is why
 tokens must be replaced by placeholders first); the rules it leaves to online validators are checked by
-:mod:`training_clusters.pcluster_rules`.
+:mod:`training_clusters.rules.parallelcluster`.
 """
 
 from __future__ import annotations

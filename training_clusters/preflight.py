@@ -59,12 +59,8 @@ from botocore.exceptions import (
 )
 
 from training_clusters.catalog import HYPERPOD_PREFIX, lookup
-from training_clusters.config import (
-    EksCapacityChoice,
-    EnvironmentConfig,
-    LustreDeployment,
-    PclusterCapacityType,
-)
+from training_clusters.config import EnvironmentConfig
+from training_clusters.options import LustreDeploymentType, QueueCapacityType
 
 __all__ = [
     "LUSTRE_STORAGE_QUOTAS",
@@ -78,10 +74,10 @@ __all__ = [
     "preflight",
 ]
 
-LUSTRE_STORAGE_QUOTAS: Mapping[LustreDeployment, tuple[str, tuple[str, ...]]] = MappingProxyType(
+LUSTRE_STORAGE_QUOTAS: Mapping[LustreDeploymentType, tuple[str, tuple[str, ...]]] = MappingProxyType(
     {
-        LustreDeployment.SCRATCH_2: ("L-AD2FC696", ("Lustre Scratch storage capacity",)),
-        LustreDeployment.PERSISTENT_2: (
+        LustreDeploymentType.SCRATCH_2: ("L-AD2FC696", ("Lustre Scratch storage capacity",)),
+        LustreDeploymentType.PERSISTENT_2: (
             "L-8F1B9C74",
             ("Lustre Persistent_2 storage capacity", "Lustre Persistent_2 file storage capacity"),
         ),
@@ -289,7 +285,7 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
         )
     ]
     for queue in spec.queues:
-        capacity = Capacity.SPOT if queue.capacity_type is PclusterCapacityType.SPOT else Capacity.ON_DEMAND
+        capacity = Capacity.SPOT if queue.capacity_type is QueueCapacityType.SPOT else Capacity.ON_DEMAND
         demands.extend(
             InstanceDemand(
                 instance_type=resource.instance_type,
@@ -307,13 +303,6 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             for resource in queue.compute_resources
         )
     return demands
-
-
-_EKS_CAPACITY = {
-    EksCapacityChoice.ON_DEMAND: Capacity.ON_DEMAND,
-    EksCapacityChoice.SPOT: Capacity.SPOT,
-    EksCapacityChoice.CAPACITY_BLOCK: Capacity.CAPACITY_BLOCK,
-}
 
 
 def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
@@ -335,7 +324,7 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
         )
     ]
     for efa_group in eks.efa_nodegroups:
-        capacity = _EKS_CAPACITY[efa_group.capacity_type]
+        capacity = Capacity[efa_group.capacity_type.name]  # the same names: ON_DEMAND, SPOT, CAPACITY_BLOCK
         if capacity is Capacity.ON_DEMAND and efa_group.capacity_reservation_id is not None:
             capacity = Capacity.CAPACITY_RESERVATION
         demands.append(

@@ -325,7 +325,7 @@ def test_eks_orchestrator_sets_the_cluster_arn_and_needs_no_controller(
         ),
         (
             [CONTROLLER, InstanceGroup(name="under_score", instance_type="ml.c5.xlarge", partition="dev")],
-            "Test/HyperPod: instance_groups[1].name must be 1-63 letters, digits and hyphens, got 'under_score'",
+            "Test/HyperPod: instance_groups[1].name must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit (no '_' or '.'), got 'under_score'",
         ),
     ],
 )
@@ -354,7 +354,7 @@ def test_bad_cluster_name_is_a_clear_error(stack: cdk.Stack, name: str) -> None:
         )
     assert str(error.value) == (
         "Test/HyperPod: cluster_name must be 1-63 letters, digits and hyphens, starting and ending with a letter "
-        f"or digit, got '{name}'"
+        f"or digit (no '_' or '.'), got '{name}'"
     )
 
 

@@ -2,8 +2,9 @@
 
 Names load on first use (PEP 562), so importing the package does not start jsii; the environment-file
 model and the console script import pure-data modules such as ``eks_sharing`` without paying for CDK.
-Option types whose names repeat across modules (``CapacityType`` of ParallelCluster and of EKS) are
-imported from their modules.
+Options (``LustreDeploymentType``, ``NodeRole``, ``QueueCapacityType`` ...) live in
+:mod:`training_clusters.options`, importable from here too; every construct also takes an option's value as a
+string (``deployment_type="PERSISTENT_2"``).
 """
 
 from __future__ import annotations
@@ -16,18 +17,18 @@ _EXPORTS = {
     "SharedLustre": "lustre",
     "ExistingLustre": "lustre",
     "DataRepository": "lustre",
-    "LustreDeploymentType": "lustre",
+    "LustreDeploymentType": "training_clusters.options",
     "TrainingPlacementGroup": "placement",
-    "PlacementStrategy": "placement",
-    "SpreadLevel": "placement",
+    "PlacementStrategy": "training_clusters.options",
+    "SpreadLevel": "training_clusters.options",
     "SecureBucket": "bucket",
     "HyperPodCluster": "hyperpod",
     "InstanceGroup": "hyperpod",
     "LifecycleOptions": "hyperpod",
     "LustreMount": "hyperpod",
-    "NodeRole": "hyperpod",
-    "NodeRecovery": "hyperpod",
-    "DeepHealthCheck": "hyperpod",
+    "NodeRole": "training_clusters.options",
+    "NodeRecovery": "training_clusters.options",
+    "DeepHealthCheck": "training_clusters.options",
     "Orchestrator": "hyperpod",
     "ParallelCluster": "parallelcluster",
     "HeadNode": "parallelcluster",
@@ -36,12 +37,12 @@ _EXPORTS = {
     "SlurmSettings": "parallelcluster",
     "ManagedLustre": "parallelcluster",
     "CustomActionScript": "parallelcluster",
-    "OperatingSystem": "parallelcluster",
+    "OperatingSystem": "training_clusters.options",
     "GpuEksCluster": "eks_gpu",
     "EfaNodegroup": "eks_gpu",
     "GpuNodegroup": "eks_gpu",
-    "EfaInterfaceType": "eks_gpu",
-    "AccessMode": "eks_gpu",
+    "EfaInterfaceType": "training_clusters.options",
+    "AccessMode": "training_clusters.options",
     "NvidiaDevicePlugin": "eks_addons",
     "EfaDevicePlugin": "eks_addons",
     "NeuronDevicePlugin": "eks_addons",
@@ -49,10 +50,14 @@ _EXPORTS = {
     "GpuMonitoring": "eks_addons",
     "TimeSlicing": "eks_sharing",
     "Mps": "eks_sharing",
-    "MigStrategy": "eks_sharing",
+    "MigStrategy": "training_clusters.options",
     "MpiOperator": "eks_release_manifest",
     "ReleaseManifest": "eks_release_manifest",
-    "nccl_test_mpijob": "eks_nccl_job",
+    "QueueCapacityType": "training_clusters.options",
+    "QueuePlacement": "training_clusters.options",
+    "QueueUpdateStrategy": "training_clusters.options",
+    "DeletionPolicy": "training_clusters.options",
+    "NodegroupCapacityType": "training_clusters.options",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -62,7 +67,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__name__}.{module}"), name)
+    return getattr(import_module(module if "." in module else f"{__name__}.{module}"), name)
 
 
 def __dir__() -> list[str]:

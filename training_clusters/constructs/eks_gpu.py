@@ -22,7 +22,6 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping, Sequence
-from enum import Enum
 
 import aws_cdk as cdk
 import jsii
@@ -35,11 +34,13 @@ from constructs import Construct
 
 from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType, lookup
 from training_clusters.compliance import acknowledge
-from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs._validation import fail, is_unresolved, option
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.eks_sharing import efa_problem
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
+from training_clusters.options import AccessMode, EfaInterfaceType
+from training_clusters.options import NodegroupCapacityType as CapacityType
 
 #: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
 KUBERNETES_VERSION = "1.33"
@@ -53,46 +54,25 @@ CONTROL_PLANE_LOGS: tuple[eks.ClusterLoggingTypes, ...] = (
     eks.ClusterLoggingTypes.SCHEDULER,
 )
 
-#: AWS-managed policies every EKS worker node needs.
+#: AWS-managed policies every EKS worker node needs. The VPC CNI's policy is not among them: the CNI gets it
+#: through EKS Pod Identity (:data:`VPC_CNI_POLICY`), so pods cannot borrow it from the node.
 NODE_MANAGED_POLICIES = (
     "AmazonEKSWorkerNodePolicy",
-    "AmazonEKS_CNI_Policy",
     "AmazonEC2ContainerRegistryReadOnly",
 )
+#: The AWS-managed policy of the Amazon VPC CNI (``aws-node`` in ``kube-system``), given to its own role.
+VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
+VPC_CNI_NAMESPACE = "kube-system"
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+#: Instance metadata answers only one network hop away: the node itself and host-network pods, not pods.
+IMDS_HOP_LIMIT = 1
+_MAX_IMDS_HOP_LIMIT = 64
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
 ROOT_DEVICE_NAME = "/dev/xvda"
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _MIN_ROOT_VOLUME_GIB = 20
-
-
-class AccessMode(Enum):
-    """How the cluster authenticates IAM principals. Access entries need one of these two."""
-
-    API = "API"
-    """Access entries only (the EKS API); the ``aws-auth`` ConfigMap is ignored."""
-    API_AND_CONFIG_MAP = "API_AND_CONFIG_MAP"
-    """Access entries and the legacy ``aws-auth`` ConfigMap."""
-
-
-class CapacityType(Enum):
-    """How a nodegroup's instances are bought."""
-
-    ON_DEMAND = "ON_DEMAND"
-    SPOT = "SPOT"
-    """Interruptible; poor for multi-node training, fine for experiments."""
-    CAPACITY_BLOCK = "CAPACITY_BLOCK"
-    """An EC2 Capacity Block for ML; needs ``capacity_reservation_id``."""
-
-
-class EfaInterfaceType(Enum):
-    """Interface type of the EFA interfaces after the primary one (the primary is always ``efa``)."""
-
-    EFA = "efa"
-    """EFA with an IP address (ENA + EFA): works with every VPC CNI version, uses one VPC IP per card."""
-    EFA_ONLY = "efa-only"
-    """EFA without an IP address: saves VPC IPs; needs VPC CNI 1.18.5 or later on EKS."""
 
 
 @jsii.implements(ec2.IConnectable)
@@ -104,10 +84,23 @@ class GpuEksCluster(Construct):
         cluster = GpuEksCluster(self, "Eks", vpc=network.vpc,
                                 admin_role_arn="arn:aws:iam::111122223333:role/Admin")
 
+    Credentials: the node role carries only what the kubelet and image pulls need
+    (:data:`NODE_MANAGED_POLICIES`), and the nodes' launch templates answer instance metadata one hop away
+    only (:data:`IMDS_HOP_LIMIT`), so pods cannot read the node role's credentials. Whatever in the cluster
+    calls AWS gets its own role through EKS Pod Identity (the ``eks-pod-identity-agent`` add-on, installed
+    here): the VPC CNI (``kube-system/aws-node``, with ``AmazonEKS_CNI_Policy``) here, the FSx and EBS CSI
+    controllers in :mod:`~training_clusters.constructs.eks_addons`. What still reads instance metadata runs
+    on the host or in its network namespace: the kubelet and ``nodeadm``, ``aws-node`` (ENI and IP facts;
+    credentials come from Pod Identity), the Pod Identity agent (it exchanges the node role's credentials
+    for pods' roles, which ``AmazonEKSWorkerNodePolicy`` allows) and the EFA device plugin. The FSx and EBS
+    CSI drivers' pods fall back to the Kubernetes API for instance facts; your own pods that call AWS need
+    a Pod Identity association of their own (``aws_eks_v2.ServiceAccount`` with ``POD_IDENTITY``).
+
     Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``cluster_name``, ``cluster_security_group``,
     ``secrets_key``, ``kubectl_layer``, ``subnets`` (of the control plane, the system nodes and the kubectl
-    provider), ``node_role`` (shared by the nodegroups), ``system_nodegroup``, ``connections`` (the
-    cluster security group's: allow file systems to it).
+    provider), ``node_role`` (shared by the nodegroups), ``pod_identity_agent`` (the add-on, CDK's own),
+    ``vpc_cni_role`` and ``vpc_cni_pod_identity`` (its association), ``system_nodegroup``, ``connections``
+    (the cluster security group's: allow file systems to it).
     """
 
     def __init__(
@@ -119,7 +112,7 @@ class GpuEksCluster(Construct):
         subnets: Sequence[ec2.ISubnet] | None = None,
         admin_role_arn: str | None = None,
         public_access_cidrs: Sequence[str] | None = None,
-        access_mode: AccessMode = AccessMode.API,
+        access_mode: AccessMode | str = AccessMode.API,
         cluster_name: str | None = None,
         secrets_key: kms.IKey | None = None,
         system_instance_type: str = "t3.large",
@@ -145,6 +138,7 @@ class GpuEksCluster(Construct):
             cluster holds no data of its own; storage lives in FSx).
         """
         super().__init__(scope, id)
+        access_mode = option(self, "access_mode", AccessMode, access_mode)
         self._check_admin_role_arn(admin_role_arn)
         self._check_public_access_cidrs(public_access_cidrs)
         self._check_system_node_count(system_node_count)
@@ -181,7 +175,7 @@ class GpuEksCluster(Construct):
             # aws_eks_v2 always asks for API; the legacy ConfigMap mode is a property of the same resource.
             cfn_cluster = self.cluster.node.default_child
             assert isinstance(cfn_cluster, cdk.CfnResource)
-            cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", access_mode.value)
+            cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", str(access_mode))
         self.cluster_name: str = self.cluster.cluster_name
         self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
         self._connections = ec2.Connections(security_groups=[self.cluster_security_group])
@@ -197,6 +191,18 @@ class GpuEksCluster(Construct):
             )
         self.admin_role_arn = admin_role_arn
         self.node_role = self._create_node_role()
+        # CDK's own add-on (aws_eks_v2 creates it on first use, as its POD_IDENTITY service accounts do).
+        self.pod_identity_agent: eks.IAddon = self.cluster.eks_pod_identity_agent
+        self.vpc_cni_role = self._create_vpc_cni_role()
+        # Every nodegroup depends on it: aws-node pods get Pod Identity only if it exists when they start.
+        self.vpc_cni_pod_identity = eks.CfnPodIdentityAssociation(
+            self,
+            "VpcCniPodIdentity",
+            cluster_name=self.cluster_name,
+            namespace=VPC_CNI_NAMESPACE,
+            service_account=VPC_CNI_SERVICE_ACCOUNT,
+            role_arn=self.vpc_cni_role.role_arn,
+        )
         self.system_nodegroup = _managed_nodegroup(
             self,
             "SystemNodegroup",
@@ -213,7 +219,8 @@ class GpuEksCluster(Construct):
             taints=(),
             capacity_type=CapacityType.ON_DEMAND,
         )
-        acknowledge_eks_made(self)
+        # CDK's own resources all live under the aws_eks_v2 cluster; ours acknowledge where they are made.
+        acknowledge_eks_made(self.cluster)
 
     @property
     def connections(self) -> ec2.Connections:
@@ -289,8 +296,27 @@ class GpuEksCluster(Construct):
                 role,
                 f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]",
                 f"{name} is the AWS-managed policy EKS requires on every worker node role; AWS keeps it "
-                "current with what the kubelet, the VPC CNI and image pulls need",
+                "current with what the kubelet and image pulls need",
             )
+        return role
+
+    def _create_vpc_cni_role(self) -> iam.Role:
+        """The VPC CNI's role, trusted by EKS Pod Identity (``sts:AssumeRole`` and ``sts:TagSession``)."""
+        role = iam.Role(
+            self,
+            "VpcCniRole",
+            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+            description="Amazon VPC CNI (kube-system/aws-node) through EKS Pod Identity",
+            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(VPC_CNI_POLICY)],
+        )
+        resource = role.node.default_child
+        assert isinstance(resource, iam.CfnRole)
+        acknowledge(
+            resource,
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{VPC_CNI_POLICY}]",
+            f"{VPC_CNI_POLICY} is the AWS-managed policy of the VPC CNI (ENI and IP address management), "
+            "which AWS keeps current with the plugin; only aws-node's pods can assume this role",
+        )
         return role
 
 
@@ -300,6 +326,18 @@ def catalog_entry(scope: Construct, name: str, field: str) -> InstanceType:
         return lookup(name, field=field)
     except ConfigurationError as error:
         raise ConfigurationError(f"{scope.node.path}: {error}") from None
+
+
+def _check_imds_hop_limit(scope: Construct, hop_limit: int) -> None:
+    if is_unresolved(hop_limit):
+        return
+    if not 1 <= hop_limit <= _MAX_IMDS_HOP_LIMIT:
+        raise fail(
+            scope.node.path,
+            "imds_hop_limit",
+            f"must be between 1 and {_MAX_IMDS_HOP_LIMIT} (1 keeps pods away from the node's credentials), "
+            f"got {hop_limit}",
+        )
 
 
 def _check_root_volume(scope: Construct, size_gib: int) -> None:
@@ -337,11 +375,13 @@ def node_launch_template(
     placement_group_name: str | None = None,
     capacity_reservation_id: str | None = None,
     capacity_block: bool = False,
+    imds_hop_limit: int = IMDS_HOP_LIMIT,
 ) -> ec2.CfnLaunchTemplate:
     """A launch template for an EKS managed nodegroup: instance type, IMDSv2, encrypted gp3 root volume.
 
     The instance type lives here, not on the nodegroup, so CDK's nodegroup allow-lists never block new
-    hardware. IMDSv2 is required with a hop limit of 2 so pods (one hop further) can still reach it. The
+    hardware. IMDSv2 is required, with a hop limit of ``imds_hop_limit`` (default 1: the node and its
+    host-network pods reach instance metadata, other pods, one hop further, do not). The
     stack's tags go onto the instances, their volumes and interfaces (a nodegroup's own tags do not), so
     GPU hours show up under the environment's cost centre.
     """
@@ -356,7 +396,7 @@ def node_launch_template(
     data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(
         instance_type=instance_type,
         metadata_options=ec2.CfnLaunchTemplate.MetadataOptionsProperty(
-            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=2
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=imds_hop_limit
         ),
         block_device_mappings=[
             ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
@@ -466,7 +506,7 @@ def _managed_nodegroup(
     taints: Sequence[eks.TaintSpec],
     capacity_type: CapacityType,
 ) -> eks.Nodegroup:
-    return eks.Nodegroup(
+    nodegroup = eks.Nodegroup(
         scope,
         id,
         cluster=cluster.cluster,
@@ -484,6 +524,9 @@ def _managed_nodegroup(
         taints=list(taints) or None,
         enable_node_auto_repair=True,
     )
+    # aws-node gets its credentials through Pod Identity only if the association exists when its pod starts.
+    nodegroup.node.add_dependency(cluster.vpc_cni_pod_identity)
+    return nodegroup
 
 
 class _Sizes:
@@ -537,11 +580,12 @@ class EfaNodegroup(Construct):
         min_size: int | None = None,
         max_size: int | None = None,
         efa_interfaces: int | None = None,
-        efa_interface_type: EfaInterfaceType = EfaInterfaceType.EFA,
-        capacity_type: CapacityType = CapacityType.ON_DEMAND,
+        efa_interface_type: EfaInterfaceType | str = EfaInterfaceType.EFA,
+        capacity_type: CapacityType | str = CapacityType.ON_DEMAND,
         capacity_reservation_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         root_volume_size_gib: int = 200,
+        imds_hop_limit: int = IMDS_HOP_LIMIT,
     ) -> None:
         """Create the launch template and the nodegroup.
 
@@ -560,13 +604,18 @@ class EfaNodegroup(Construct):
             CAPACITY_BLOCK, not allowed with SPOT. Default: none.
         :param labels: Kubernetes node labels. Default: none beyond what EKS sets.
         :param root_volume_size_gib: Encrypted gp3 root volume (container images are large). Default: 200.
+        :param imds_hop_limit: IMDSv2 PUT response hop limit. Default: 1, so pods outside the host network
+            cannot read the node role's credentials; 2 lets every pod reach instance metadata.
         """
         super().__init__(scope, id)
+        efa_interface_type = option(self, "efa_interface_type", EfaInterfaceType, efa_interface_type)
+        capacity_type = option(self, "capacity_type", CapacityType, capacity_type)
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_efa_supported()
         self.efa_interfaces = self._check_efa_interfaces(efa_interfaces)
         self._check_capacity_reservation(capacity_type, capacity_reservation_id)
         _check_root_volume(self, root_volume_size_gib)
+        _check_imds_hop_limit(self, imds_hop_limit)
         sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
         placement_group.check_subnets([subnet], field="subnet")
 
@@ -587,6 +636,7 @@ class EfaNodegroup(Construct):
             placement_group_name=placement_group.placement_group_name,
             capacity_reservation_id=capacity_reservation_id,
             capacity_block=capacity_type is CapacityType.CAPACITY_BLOCK,
+            imds_hop_limit=imds_hop_limit,
         )
         self.labels: dict[str, str] = dict(labels or {})
         self.desired_size = sizes.desired
@@ -649,8 +699,8 @@ class GpuNodegroup(Construct):
         GpuNodegroup(self, "Gpu", cluster=cluster, instance_type="g5.2xlarge", desired_size=1,
                      labels={"eks-node": "gpu"})
 
-    Same launch-template hardening as :class:`EfaNodegroup` (IMDSv2, encrypted gp3 root volume, instance
-    type in the template), in any private subnet, with node auto-repair.
+    Same launch-template hardening as :class:`EfaNodegroup` (IMDSv2 with hop limit 1, encrypted gp3 root
+    volume, instance type in the template), in any private subnet, with node auto-repair.
 
     Attributes: ``nodegroup``, ``launch_template``, ``instance_type``, ``desired_size``, ``labels``.
     """
@@ -668,8 +718,9 @@ class GpuNodegroup(Construct):
         subnets: Sequence[ec2.ISubnet] | None = None,
         labels: Mapping[str, str] | None = None,
         gpu_taint: bool = True,
-        capacity_type: CapacityType = CapacityType.ON_DEMAND,
+        capacity_type: CapacityType | str = CapacityType.ON_DEMAND,
         root_volume_size_gib: int = 100,
+        imds_hop_limit: int = IMDS_HOP_LIMIT,
     ) -> None:
         """Create the launch template and the nodegroup.
 
@@ -684,18 +735,23 @@ class GpuNodegroup(Construct):
             Default: True.
         :param capacity_type: ON_DEMAND or SPOT. Default: ON_DEMAND.
         :param root_volume_size_gib: Encrypted gp3 root volume. Default: 100.
+        :param imds_hop_limit: IMDSv2 PUT response hop limit. Default: 1, so pods outside the host network
+            cannot read the node role's credentials; 2 lets every pod reach instance metadata.
         """
         super().__init__(scope, id)
+        capacity_type = option(self, "capacity_type", CapacityType, capacity_type)
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_accelerated()
         self._check_capacity_type(capacity_type)
         _check_root_volume(self, root_volume_size_gib)
+        _check_imds_hop_limit(self, imds_hop_limit)
         sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
         self.launch_template = node_launch_template(
             self,
             "LaunchTemplate",
             instance_type=self.instance_type.name,
             root_volume_size_gib=root_volume_size_gib,
+            imds_hop_limit=imds_hop_limit,
         )
         self.labels: dict[str, str] = dict(labels or {})
         self.desired_size = sizes.desired

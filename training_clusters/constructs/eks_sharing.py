@@ -7,22 +7,11 @@ Shared by :class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin` a
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from training_clusters.catalog import InstanceType
+from training_clusters.options import MigStrategy
 
 MIN_SHARING_REPLICAS = 2
-
-
-class MigStrategy(Enum):
-    """How the device plugin exposes MIG partitions (A100, H100, H200, B200 only)."""
-
-    NONE = "none"
-    """Whole GPUs only."""
-    SINGLE = "single"
-    """Every GPU of a node split the same way; partitions appear as ``nvidia.com/gpu``."""
-    MIXED = "mixed"
-    """Partitions appear as ``nvidia.com/mig-<profile>`` resources."""
 
 
 @dataclass(frozen=True)
@@ -89,4 +78,38 @@ def efa_problem(instance_type: InstanceType) -> str | None:
     return (
         f"'{instance_type.name}' has no EFA; use an EFA-capable type such as g5.8xlarge or p5.48xlarge, "
         "or a GPU nodegroup for nodes without EFA"
+    )
+
+
+#: Clients one MPS control daemon serves per GPU on Volta and later ("Client-Server Connection Limits" in
+#: NVIDIA's Multi-Process Service documentation, https://docs.nvidia.com/deploy/mps/): an MPS replica more
+#: would be a pod whose CUDA context cannot be created.
+MAX_MPS_REPLICAS = 48
+
+
+def mps_replicas_problem(mps: Mps | None) -> tuple[str, str] | None:
+    """``(field, sentence)`` when ``mps`` asks for more pods per GPU than the MPS daemon serves, or None."""
+    if mps is None or mps.replicas <= MAX_MPS_REPLICAS:
+        return None
+    return (
+        "mps.replicas",
+        f"must be at most {MAX_MPS_REPLICAS} (the clients one MPS control daemon serves per GPU), "
+        f"got {mps.replicas}",
+    )
+
+
+def mig_partitioning_problem(mig_strategy: MigStrategy) -> tuple[str, str] | None:
+    """``(field, sentence)`` refusing a MIG strategy while nothing here partitions GPUs, or None for NONE.
+
+    A strategy only tells the device plugin how to advertise partitions that already exist. This library
+    installs no MIG manager and sets no ``nvidia.com/mig.config`` node label, so the GPUs stay whole and
+    SINGLE or MIXED would silently advertise whole GPUs.
+    """
+    if mig_strategy is MigStrategy.NONE:
+        return None
+    return (
+        "mig_strategy",
+        f"must be NONE, got {mig_strategy.name}: nothing in this library partitions GPUs into MIG instances "
+        "(no GPU Operator MIG manager, no nvidia.com/mig.config node label), so the device plugin would "
+        "advertise whole GPUs without an error; share GPUs with time_slicing or mps instead",
     )

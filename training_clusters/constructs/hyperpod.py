@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -26,41 +24,19 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     wildcard_finding,
 )
-from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs._validation import fail, is_unresolved, option
 from training_clusters.constructs.bucket import SecureBucket
+from training_clusters.options import DeepHealthCheck, NodeRecovery, NodeRole
+from training_clusters.rules.hyperpod import (
+    cluster_name_problem,
+    instance_group_name_problem,
+    partition_name_problem,
+)
 
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
 ON_CREATE_SCRIPT = "on_create.sh"
 PROVISIONING_PARAMETERS_FILE = "provisioning_parameters.json"
-_CLUSTER_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_GROUP_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
-_PARTITION_NAME = re.compile(r"^[a-zA-Z0-9][a-zA-Z0-9_-]{0,62}$")
 _MAX_EBS_GIB = 16384
-
-
-class NodeRole(Enum):
-    """What a Slurm instance group does."""
-
-    CONTROLLER = "controller"
-    """Runs slurmctld; exactly one group, of one instance."""
-    LOGIN = "login"
-    """Where users log in and submit jobs; at most one group."""
-    WORKER = "worker"
-    """Runs slurmd in its partition."""
-
-
-class DeepHealthCheck(Enum):
-    """HyperPod's on-start deep health checks for accelerated instances."""
-
-    INSTANCE_STRESS = "InstanceStress"
-    INSTANCE_CONNECTIVITY = "InstanceConnectivity"
-
-
-class NodeRecovery(Enum):
-    """What HyperPod does with a node that fails its health checks."""
-
-    AUTOMATIC = "Automatic"
-    NONE = "None"
 
 
 @dataclass(frozen=True)
@@ -105,11 +81,11 @@ class InstanceGroup:
     name: str
     instance_type: str
     instance_count: int = 1
-    role: NodeRole = NodeRole.WORKER
+    role: NodeRole | str = NodeRole.WORKER
     partition: str | None = None
     threads_per_core: int = 1
     extra_volume_gib: int | None = None
-    deep_health_checks: tuple[DeepHealthCheck, ...] | None = None
+    deep_health_checks: Sequence[DeepHealthCheck | str] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,7 +149,7 @@ class HyperPodCluster(Construct):
         lustre: LustreMount | None = None,
         additional_security_groups: Sequence[ec2.ISecurityGroup] = (),
         orchestrator: Orchestrator | None = None,
-        node_recovery: NodeRecovery = NodeRecovery.AUTOMATIC,
+        node_recovery: NodeRecovery | str = NodeRecovery.AUTOMATIC,
         bucket: s3.IBucket | None = None,
         role: iam.IRole | None = None,
         lifecycle: LifecycleOptions | None = None,
@@ -200,6 +176,8 @@ class HyperPodCluster(Construct):
         """
         super().__init__(scope, id)
         self._orchestrator = orchestrator or Orchestrator.slurm()
+        node_recovery = option(self, "node_recovery", NodeRecovery, node_recovery)
+        instance_groups = [self._group_options(i, g) for i, g in enumerate(instance_groups)]
         self._check_cluster_name(cluster_name)
         self._check_groups(instance_groups)
         self._check_lifecycle_scripts(lifecycle_scripts_dir)
@@ -232,15 +210,41 @@ class HyperPodCluster(Construct):
     # ----------------------------------------------------------------------------------------------
     # validation, one rule per method
 
+    def _group_options(self, index: int, group: InstanceGroup) -> InstanceGroup:
+        """The group with its options as members (a string names one), checked with their field paths."""
+        if not isinstance(group, InstanceGroup):
+            raise fail(
+                self.node.path,
+                f"instance_groups[{index}]",
+                f"must be an InstanceGroup, got {type(group).__name__}",
+            )
+        where = f"instance_groups[{index}]"
+        checks = group.deep_health_checks
+        if isinstance(checks, str):
+            raise fail(
+                self.node.path,
+                f"{where}.deep_health_checks",
+                f"must be a list of {DeepHealthCheck.allowed()}, got the single string {checks!r}",
+            )
+        return replace(
+            group,
+            role=option(self, f"{where}.role", NodeRole, group.role),
+            deep_health_checks=(
+                None
+                if checks is None
+                else tuple(
+                    option(self, f"{where}.deep_health_checks[{i}]", DeepHealthCheck, check)
+                    for i, check in enumerate(checks)
+                )
+            ),
+        )
+
     def _check_cluster_name(self, name: str) -> None:
         if is_unresolved(name):
             return
-        if not _CLUSTER_NAME.fullmatch(name):
-            raise fail(
-                self.node.path,
-                "cluster_name",
-                f"must be 1-63 letters, digits and hyphens, starting and ending with a letter or digit, got '{name}'",
-            )
+        problem = cluster_name_problem(name)
+        if problem:
+            raise fail(self.node.path, "cluster_name", problem)
 
     def _check_lifecycle_scripts(self, scripts_dir: str | Path | None) -> None:
         if not self._orchestrator.is_slurm and scripts_dir is None:
@@ -262,12 +266,9 @@ class HyperPodCluster(Construct):
     def _check_group_names(self, groups: Sequence[InstanceGroup]) -> None:
         seen: set[str] = set()
         for index, group in enumerate(groups):
-            if not _GROUP_NAME.fullmatch(group.name):
-                raise fail(
-                    self.node.path,
-                    f"instance_groups[{index}].name",
-                    f"must be 1-63 letters, digits and hyphens, got '{group.name}'",
-                )
+            problem = instance_group_name_problem(group.name)
+            if problem:
+                raise fail(self.node.path, f"instance_groups[{index}].name", problem)
             if group.name in seen:
                 raise fail(self.node.path, f"instance_groups[{index}].name", f"'{group.name}' is used twice")
             seen.add(group.name)
@@ -331,14 +332,11 @@ class HyperPodCluster(Construct):
             raise fail(
                 self.node.path,
                 f"{where}.partition",
-                f"applies to WORKER groups only, got '{group.partition}' on {group.role.name} group '{group.name}'",
+                f"applies to WORKER groups only, got '{group.partition}' on {NodeRole.parse(group.role).name} group '{group.name}'",
             )
-        if group.partition and not _PARTITION_NAME.fullmatch(group.partition):
-            raise fail(
-                self.node.path,
-                f"{where}.partition",
-                f"must be letters, digits, '-' or '_' starting with a letter or digit, got '{group.partition}'",
-            )
+        problem = partition_name_problem(group.partition) if group.partition else None
+        if problem:
+            raise fail(self.node.path, f"{where}.partition", problem)
 
     # ----------------------------------------------------------------------------------------------
     # building
@@ -544,7 +542,7 @@ class HyperPodCluster(Construct):
                 if group.extra_volume_gib
                 else None
             ),
-            on_start_deep_health_checks=[c.value for c in checks] or None,
+            on_start_deep_health_checks=[str(c) for c in checks] or None,
         )
 
 

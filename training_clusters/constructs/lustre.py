@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 import aws_cdk as cdk
 import jsii
@@ -13,21 +12,17 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.constructs._validation import fail, is_unresolved
-from training_clusters.rules import LUSTRE_FIRST_STEP_GIB, lustre_capacity_problem, lustre_throughput_problem
+from training_clusters.constructs._validation import fail, is_unresolved, option, to_removal_policy
+from training_clusters.options import LustreDeploymentType, RemovalPolicy
+from training_clusters.rules.lustre import (
+    LUSTRE_FIRST_STEP_GIB,
+    lustre_capacity_problem,
+    lustre_throughput_problem,
+)
 
 #: Lustre's server port and the privileged client port range, both needed between clients and servers.
 LUSTRE_PORT = ec2.Port.tcp(988)
 LUSTRE_CLIENT_PORTS = ec2.Port.tcp_range(1018, 1023)
-
-
-class LustreDeploymentType(Enum):
-    """FSx for Lustre deployment types we support."""
-
-    SCRATCH_2 = "SCRATCH_2"
-    """Temporary storage, no replication; cheapest per GiB. For datasets re-importable from S3."""
-    PERSISTENT_2 = "PERSISTENT_2"
-    """Replicated within the AZ, servers replaced on failure, customer KMS keys; for checkpoints."""
 
 
 @dataclass(frozen=True)
@@ -83,12 +78,12 @@ class SharedLustre(Construct):
         vpc: ec2.IVpc,
         subnet: ec2.ISubnet | None = None,
         existing: ExistingLustre | None = None,
-        deployment_type: LustreDeploymentType = LustreDeploymentType.SCRATCH_2,
+        deployment_type: LustreDeploymentType | str = LustreDeploymentType.SCRATCH_2,
         storage_capacity_gib: int | None = None,
         per_unit_storage_throughput_mbps: int | None = None,
         data_repository: DataRepository | None = None,
         kms_key: kms.IKey | None = None,
-        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         """Create a file system, or adopt ``existing``.
 
@@ -104,10 +99,12 @@ class SharedLustre(Construct):
         :param data_repository: Link an S3 prefix (import datasets, export checkpoints). Default: none.
         :param kms_key: Customer key for data at rest (PERSISTENT_2 only). Default: an AWS-managed key
             (FSx always encrypts at rest).
-        :param removal_policy: What happens to the file system when it leaves the stack. Default: RETAIN.
+        :param removal_policy: What happens to the file system when it leaves the stack: a ``cdk.RemovalPolicy``,
+            or ``RemovalPolicy`` / ``"retain"`` / ``"destroy"``. Default: RETAIN.
         """
         super().__init__(scope, id)
-        self.deployment_type = deployment_type
+        self.deployment_type = option(self, "deployment_type", LustreDeploymentType, deployment_type)
+        removal = to_removal_policy(self, "removal_policy", removal_policy)
         self._check_existing_exclusive(
             existing, storage_capacity_gib, per_unit_storage_throughput_mbps, data_repository, kms_key, subnet
         )
@@ -131,7 +128,7 @@ class SharedLustre(Construct):
                 capacity,
                 per_unit_storage_throughput_mbps,
                 kms_key,
-                removal_policy,
+                removal,
             )
             self.file_system_id = self.file_system.file_system_id
             self.dns_name = self.file_system.dns_name

@@ -19,7 +19,7 @@ from constructs import Construct
 
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs._validation import fail, is_unresolved
-from training_clusters.rules import nat_gateways_problem
+from training_clusters.rules.network import nat_gateways_problem
 
 #: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
 #: three orchestrators (ParallelCluster, HyperPod, EKS) call from inside a VPC without a NAT gateway.

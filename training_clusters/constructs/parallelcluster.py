@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,20 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.catalog import CATALOG, InstanceType, instance_type_problem
-from training_clusters.constructs._validation import fail, is_unresolved
-from training_clusters.constructs.lustre import LustreDeploymentType, SharedLustre
+from training_clusters.constructs._validation import fail, is_unresolved, option
+from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
-from training_clusters.pcluster_rules import (
+from training_clusters.options import (
+    DeletionPolicy,
+    LustreDeploymentType,
+    OperatingSystem,
+    QueueCapacityType,
+    QueuePlacement,
+    QueueUpdateStrategy,
+)
+from training_clusters.rules.lustre import lustre_capacity_problem, lustre_throughput_problem
+from training_clusters.rules.parallelcluster import (
     MAX_COMPUTE_RESOURCES_PER_CLUSTER,
     MAX_COMPUTE_RESOURCES_PER_QUEUE,
     MAX_QUEUES,
@@ -40,18 +48,17 @@ from training_clusters.pcluster_rules import (
     cluster_name_problem,
     count_problem,
     duplicates_problem,
-    efa_problem,
+    efa_enabled_problem,
     gdr_problem,
-    log_retention_problem,
     max_count_problem,
     min_count_problem,
     mount_dir_problem,
     os_problem,
+    pcluster_log_retention_problem,
     scaledown_idletime_problem,
     slurm_name_problem,
     ssh_allowed_ips_problem,
 )
-from training_clusters.rules import lustre_capacity_problem, lustre_throughput_problem
 
 #: ParallelCluster's published provider template (a SAM template: deploying it needs CAPABILITY_AUTO_EXPAND,
 #: which ``cdk deploy`` grants).
@@ -77,54 +84,6 @@ PSEUDO_PARAMETER_PLACEHOLDERS: Mapping[str, str] = {
     "AWS::Region": "us-east-1",
 }
 VPC_CIDR_PLACEHOLDER = "10.0.0.0/16"
-
-
-class OperatingSystem(Enum):
-    """``Image.Os``: the operating systems ParallelCluster 3.16 supports."""
-
-    ALINUX2023 = "alinux2023"
-    UBUNTU2204 = "ubuntu2204"
-    UBUNTU2404 = "ubuntu2404"
-    RHEL8 = "rhel8"
-    RHEL9 = "rhel9"
-    ROCKY8 = "rocky8"
-    ROCKY9 = "rocky9"
-
-
-class QueueUpdateStrategy(Enum):
-    """What happens to running compute nodes when a queue's settings change."""
-
-    DRAIN = "DRAIN"
-    """Nodes finish their jobs, then are replaced."""
-    COMPUTE_FLEET_STOP = "COMPUTE_FLEET_STOP"
-    """The update waits until the compute fleet is stopped."""
-    TERMINATE = "TERMINATE"
-    """Nodes are replaced at once; their jobs are requeued."""
-
-
-class CapacityType(Enum):
-    """How a queue buys its instances."""
-
-    ONDEMAND = "ONDEMAND"
-    SPOT = "SPOT"
-
-
-class QueuePlacement(Enum):
-    """The placement group of a queue's compute nodes."""
-
-    SHARED = "shared"
-    """The cluster's ``placement_group`` (a :class:`TrainingPlacementGroup` made by this library)."""
-    MANAGED = "managed"
-    """ParallelCluster creates one per compute resource."""
-    NONE = "none"
-    """No placement group; not allowed with EFA."""
-
-
-class DeletionPolicy(Enum):
-    """What ParallelCluster does with a cluster (or the file system it made) when the stack lets go of it."""
-
-    RETAIN = "Retain"
-    DELETE = "Delete"
 
 
 @dataclass(frozen=True)
@@ -180,8 +139,8 @@ class SlurmQueue:
 
     name: str
     compute_resources: Sequence[ComputeResource]
-    capacity_type: CapacityType = CapacityType.ONDEMAND
-    placement: QueuePlacement | None = None
+    capacity_type: QueueCapacityType | str = QueueCapacityType.ONDEMAND
+    placement: QueuePlacement | str | None = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +154,7 @@ class SlurmSettings:
     :param scaledown_idletime_minutes: Idle minutes before a dynamic node is terminated. Default: 10.
     """
 
-    queue_update_strategy: QueueUpdateStrategy = QueueUpdateStrategy.DRAIN
+    queue_update_strategy: QueueUpdateStrategy | str = QueueUpdateStrategy.DRAIN
     scaledown_idletime_minutes: int = 10
 
 
@@ -209,10 +168,10 @@ class ManagedLustre:
     :param deletion_policy: What happens to the file system when the cluster is deleted. Default: RETAIN.
     """
 
-    deployment_type: LustreDeploymentType = LustreDeploymentType.SCRATCH_2
+    deployment_type: LustreDeploymentType | str = LustreDeploymentType.SCRATCH_2
     storage_capacity_gib: int = 1200
     per_unit_storage_throughput_mbps: int | None = None
-    deletion_policy: DeletionPolicy = DeletionPolicy.RETAIN
+    deletion_policy: DeletionPolicy | str = DeletionPolicy.RETAIN
 
 
 @dataclass(frozen=True)
@@ -258,7 +217,7 @@ class ParallelCluster(Construct):
         subnet: ec2.ISubnet,
         queues: Sequence[SlurmQueue],
         head_node: HeadNode | None = None,
-        os: OperatingSystem = OperatingSystem.ALINUX2023,
+        os: OperatingSystem | str = OperatingSystem.ALINUX2023,
         placement_group: TrainingPlacementGroup | None = None,
         efa_security_group: ec2.ISecurityGroup | None = None,
         file_system: SharedLustre | None = None,
@@ -268,7 +227,7 @@ class ParallelCluster(Construct):
         on_node_configured: CustomActionScript | None = None,
         log_retention_days: int = 180,
         tags: Mapping[str, str] | None = None,
-        deletion_policy: DeletionPolicy = DeletionPolicy.RETAIN,
+        deletion_policy: DeletionPolicy | str = DeletionPolicy.RETAIN,
     ) -> None:
         """Build the configuration, the provider and the cluster.
 
@@ -297,12 +256,14 @@ class ParallelCluster(Construct):
         super().__init__(scope, id)
         self.cluster_name = cluster_name
         self.head_node = head_node or HeadNode()
-        self.slurm_settings = slurm_settings or SlurmSettings()
-        self.queues = list(queues)
+        self.slurm_settings = self._settings_options(slurm_settings or SlurmSettings())
+        self.queues = [self._queue_options(i, q) for i, q in enumerate(queues)]
+        os = self._os_option(os)
+        deletion_policy = option(self, "deletion_policy", DeletionPolicy, deletion_policy)
+        managed_file_system = self._managed_lustre_options(managed_file_system)
 
         self._check_cluster_name(cluster_name)
         self._check_cluster_name_differs_from_stack(cluster_name)
-        self._check_os(os)
         self._check_queue_count()
         self._check_queue_names()
         self._check_queue_names_unique()
@@ -360,7 +321,7 @@ class ParallelCluster(Construct):
             properties={
                 "ClusterName": cluster_name,
                 "ClusterConfiguration": self.configuration,
-                "DeletionPolicy": deletion_policy.value,
+                "DeletionPolicy": str(deletion_policy),
             },
         )
         # ParallelCluster checks at create time that nodes can reach the internet (or endpoints) and mount the
@@ -445,11 +406,46 @@ class ParallelCluster(Construct):
                 f"'{name}' must differ from the stack's name: ParallelCluster creates a stack of that name",
             )
 
-    def _check_os(self, os: object) -> None:
-        if isinstance(os, OperatingSystem):
-            return
-        problem = os_problem(str(os)) or f"must be an OperatingSystem, got {os!r}"
-        raise fail(self.node.path, "os", problem)
+    # ----------------------------------------------------------------------------------------------
+    # options given as strings become their members here, before any rule reads them
+
+    def _os_option(self, os: object) -> OperatingSystem:
+        if isinstance(os, str) and not isinstance(os, OperatingSystem) and os_problem(os):
+            raise fail(self.node.path, "os", os_problem(os) or "")  # names a retired OS and why
+        return option(self, "os", OperatingSystem, os)
+
+    def _queue_options(self, index: int, queue: SlurmQueue) -> SlurmQueue:
+        where = f"queues[{index}]"
+        placement = queue.placement
+        return replace(
+            queue,
+            capacity_type=option(self, f"{where}.capacity_type", QueueCapacityType, queue.capacity_type),
+            placement=None
+            if placement is None
+            else option(self, f"{where}.placement", QueuePlacement, placement),
+        )
+
+    def _settings_options(self, settings: SlurmSettings) -> SlurmSettings:
+        strategy = settings.queue_update_strategy
+        return replace(
+            settings,
+            queue_update_strategy=option(
+                self, "slurm_settings.queue_update_strategy", QueueUpdateStrategy, strategy
+            ),
+        )
+
+    def _managed_lustre_options(self, managed: ManagedLustre | None) -> ManagedLustre | None:
+        if managed is None:
+            return None
+        return replace(
+            managed,
+            deployment_type=option(
+                self, "managed_file_system.deployment_type", LustreDeploymentType, managed.deployment_type
+            ),
+            deletion_policy=option(
+                self, "managed_file_system.deletion_policy", DeletionPolicy, managed.deletion_policy
+            ),
+        )
 
     def _check_queue_count(self) -> None:
         problem = count_problem(len(self.queues), MAX_QUEUES)
@@ -514,7 +510,7 @@ class ParallelCluster(Construct):
     def _check_efa_capable(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():
             if resource.efa:
-                problem = efa_problem(instances[resource.instance_type])
+                problem = efa_enabled_problem(instances[resource.instance_type])
                 if problem:
                     raise fail(self.node.path, f"{field}.efa", problem)
 
@@ -588,7 +584,7 @@ class ParallelCluster(Construct):
     def _check_managed_lustre(self, managed: ManagedLustre | None) -> None:
         if managed is None:
             return
-        deployment = managed.deployment_type.value
+        deployment = str(managed.deployment_type)
         problem = lustre_capacity_problem(deployment, managed.storage_capacity_gib)
         if problem:
             raise fail(self.node.path, "managed_file_system.storage_capacity_gib", problem)
@@ -606,7 +602,7 @@ class ParallelCluster(Construct):
             raise fail(self.node.path, "mount_dir", problem)
 
     def _check_log_retention(self, days: int) -> None:
-        problem = log_retention_problem(days)
+        problem = pcluster_log_retention_problem(days)
         if problem:
             raise fail(self.node.path, "log_retention_days", problem)
 
@@ -647,7 +643,7 @@ def _placement(
     queue: SlurmQueue, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
 ) -> QueuePlacement:
     if queue.placement is not None:
-        return queue.placement
+        return QueuePlacement.parse(queue.placement)
     if not any(_efa_enabled(r, instances[r.instance_type]) for r in queue.compute_resources):
         return QueuePlacement.NONE
     return QueuePlacement.SHARED if group is not None else QueuePlacement.MANAGED
@@ -681,7 +677,7 @@ class _ClusterConfigurationBuilder:
             "Scheduling": {
                 "Scheduler": "slurm",
                 "SlurmSettings": {
-                    "QueueUpdateStrategy": self.slurm_settings.queue_update_strategy.value,
+                    "QueueUpdateStrategy": str(self.slurm_settings.queue_update_strategy),
                     "ScaledownIdletime": self.slurm_settings.scaledown_idletime_minutes,
                 },
                 "SlurmQueues": [self._queue(queue) for queue in self.queues],
@@ -722,7 +718,7 @@ class _ClusterConfigurationBuilder:
         groups = [g.security_group_id for g in (*self.node_groups, self.client_group)]
         result: dict[str, Any] = {
             "Name": queue.name,
-            "CapacityType": queue.capacity_type.value,
+            "CapacityType": str(queue.capacity_type),
             "ComputeResources": [self._compute_resource(r) for r in queue.compute_resources],
             "Networking": {
                 "SubnetIds": [self.subnet.subnet_id],
@@ -765,10 +761,10 @@ class _ClusterConfigurationBuilder:
         elif self.managed_file_system is not None:
             managed = self.managed_file_system
             settings = {
-                "DeploymentType": managed.deployment_type.value,
+                "DeploymentType": str(managed.deployment_type),
                 "StorageCapacity": managed.storage_capacity_gib,
                 "DataCompressionType": "LZ4",
-                "DeletionPolicy": managed.deletion_policy.value,
+                "DeletionPolicy": str(managed.deletion_policy),
             }
             if managed.per_unit_storage_throughput_mbps is not None:
                 settings["PerUnitStorageThroughput"] = managed.per_unit_storage_throughput_mbps

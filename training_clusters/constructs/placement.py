@@ -3,32 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
 
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs._validation import fail, is_unresolved, option
+from training_clusters.options import PlacementStrategy, SpreadLevel
 
 _MAX_PARTITIONS = 7
-
-
-class PlacementStrategy(Enum):
-    """How EC2 places the group's instances."""
-
-    CLUSTER = "cluster"
-    """Packed into one low-latency network segment in one AZ: what EFA training wants."""
-    PARTITION = "partition"
-    """Spread over up to 7 partitions that share no racks; for large fault-isolated fleets."""
-    SPREAD = "spread"
-    """Each instance on distinct hardware (at most 7 per AZ); for small critical groups such as controllers."""
-
-
-class SpreadLevel(Enum):
-    """Granularity of a spread group."""
-
-    RACK = "rack"
-    HOST = "host"
 
 
 class TrainingPlacementGroup(Construct):
@@ -47,9 +29,9 @@ class TrainingPlacementGroup(Construct):
         scope: Construct,
         id: str,
         *,
-        strategy: PlacementStrategy = PlacementStrategy.CLUSTER,
+        strategy: PlacementStrategy | str = PlacementStrategy.CLUSTER,
         partitions: int | None = None,
-        spread_level: SpreadLevel | None = None,
+        spread_level: SpreadLevel | str | None = None,
         subnets: Sequence[ec2.ISubnet] | None = None,
     ) -> None:
         """Create the placement group.
@@ -61,7 +43,9 @@ class TrainingPlacementGroup(Construct):
             Default: not checked here (orchestrator constructs call :meth:`check_subnets`).
         """
         super().__init__(scope, id)
-        self.strategy = strategy
+        self.strategy = strategy = option(self, "strategy", PlacementStrategy, strategy)
+        if spread_level is not None:
+            spread_level = option(self, "spread_level", SpreadLevel, spread_level)
         self._check_partitions(partitions)
         self._check_spread_level(spread_level)
         if subnets is not None:

@@ -37,7 +37,7 @@ MAX_COMPUTE_RESOURCES_PER_QUEUE = 50
 MAX_COMPUTE_RESOURCES_PER_CLUSTER = 50
 
 #: ``Monitoring.Logs.CloudWatch.RetentionInDays`` values ParallelCluster accepts (a subset of CloudWatch's).
-LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
+PCLUSTER_LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 
 #: Directories ParallelCluster refuses as shared-storage mount points.
 RESERVED_MOUNT_DIRS = frozenset(
@@ -121,7 +121,7 @@ def max_count_problem(max_count: int) -> str | None:
     return None
 
 
-def efa_problem(instance: InstanceType) -> str | None:
+def efa_enabled_problem(instance: InstanceType) -> str | None:
     """``Efa.Enabled`` on an instance type without EFA."""
     if instance.efa_supported:
         return None
@@ -154,11 +154,11 @@ def ssh_allowed_ips_problem(allowed: str) -> str | None:
     return None
 
 
-def log_retention_problem(days: int) -> str | None:
-    """``RetentionInDays``: one of :data:`LOG_RETENTION_DAYS`."""
-    if days in LOG_RETENTION_DAYS:
+def pcluster_log_retention_problem(days: int) -> str | None:
+    """``RetentionInDays``: one of :data:`PCLUSTER_LOG_RETENTION_DAYS`."""
+    if days in PCLUSTER_LOG_RETENTION_DAYS:
         return None
-    return f"must be one of {', '.join(str(d) for d in LOG_RETENTION_DAYS)}, got {days}"
+    return f"must be one of {', '.join(str(d) for d in PCLUSTER_LOG_RETENTION_DAYS)}, got {days}"
 
 
 def scaledown_idletime_problem(minutes: int) -> str | None:

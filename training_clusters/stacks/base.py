@@ -7,11 +7,11 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.config import EnvironmentConfig, LustreDeployment, RemovalPolicyChoice
-from training_clusters.constructs.lustre import DataRepository, LustreDeploymentType, SharedLustre
+from training_clusters.config import EnvironmentConfig
+from training_clusters.constructs.lustre import DataRepository, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.placement import PlacementStrategy, TrainingPlacementGroup
-from training_clusters.rules import LOG_RETENTION_DAYS
+from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
 
 class TrainingEnvironmentStack(cdk.Stack):
@@ -55,7 +55,7 @@ class TrainingEnvironmentStack(cdk.Stack):
         self.placement_group = TrainingPlacementGroup(
             self,
             "PlacementGroup",
-            strategy=PlacementStrategy[placement.strategy.name],
+            strategy=placement.strategy,
             partitions=placement.partitions,
             subnets=[self.network.placement_subnet()],
         )
@@ -87,15 +87,11 @@ class TrainingEnvironmentStack(cdk.Stack):
             "SharedStorage",
             vpc=self.network.vpc,
             subnet=self.network.placement_subnet(),
-            deployment_type=LustreDeploymentType[LustreDeployment(lustre.deployment_type).name],
+            deployment_type=lustre.deployment_type,
             storage_capacity_gib=lustre.storage_capacity_gib,
             per_unit_storage_throughput_mbps=lustre.per_unit_storage_throughput_mbps,
             data_repository=repository,
-            removal_policy=(
-                cdk.RemovalPolicy.DESTROY
-                if lustre.removal_policy is RemovalPolicyChoice.DESTROY
-                else cdk.RemovalPolicy.RETAIN
-            ),
+            removal_policy=lustre.removal_policy,
         )
         storage.allow_clients_from(self.network)
         return storage
@@ -150,4 +146,4 @@ class TrainingEnvironmentStack(cdk.Stack):
 
 
 def _retention(days: int) -> logs.RetentionDays:
-    return logs.RetentionDays[LOG_RETENTION_DAYS[days]]
+    return logs.RetentionDays[CLOUDWATCH_RETENTION_DAYS[days]]

@@ -9,12 +9,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from training_clusters.config import (
-    EksCapacityChoice,
-    EksConfig,
-    EksEfaInterfaceChoice,
-    EnvironmentConfig,
-)
+from training_clusters.acceptance.eks_nccl_job import nccl_test_mpijob, run_instructions, write_manifest
+from training_clusters.config import EksConfig, EnvironmentConfig
 from training_clusters.constructs.eks_addons import (
     EfaDevicePlugin,
     FsxCsiDriver,
@@ -22,29 +18,10 @@ from training_clusters.constructs.eks_addons import (
     NeuronDevicePlugin,
     NvidiaDevicePlugin,
 )
-from training_clusters.constructs.eks_gpu import (
-    AccessMode,
-    CapacityType,
-    EfaInterfaceType,
-    EfaNodegroup,
-    GpuEksCluster,
-    GpuNodegroup,
-)
-from training_clusters.constructs.eks_nccl_job import nccl_test_mpijob, run_instructions, write_manifest
+from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.constructs.eks_release_manifest import MpiOperator
-from training_clusters.constructs.eks_sharing import MigStrategy
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.base import TrainingEnvironmentStack
-
-_CAPACITY = {
-    EksCapacityChoice.ON_DEMAND: CapacityType.ON_DEMAND,
-    EksCapacityChoice.SPOT: CapacityType.SPOT,
-    EksCapacityChoice.CAPACITY_BLOCK: CapacityType.CAPACITY_BLOCK,
-}
-_INTERFACE = {
-    EksEfaInterfaceChoice.EFA: EfaInterfaceType.EFA,
-    EksEfaInterfaceChoice.EFA_ONLY: EfaInterfaceType.EFA_ONLY,
-}
 
 
 class EksTrainingEnvironment(TrainingEnvironmentStack):
@@ -72,7 +49,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             subnets=self.network.private_subnets,
             admin_role_arn=self._admin_role_arn(settings),
             public_access_cidrs=settings.public_access_cidrs,
-            access_mode=AccessMode[settings.access_mode.name],
+            access_mode=settings.access_mode,
             cluster_name=settings.cluster_name,
             system_instance_type=settings.system_nodegroup.instance_type,
             system_node_count=settings.system_nodegroup.size,
@@ -117,8 +94,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 efa_security_group=self.network.efa_security_group,
                 desired_size=group.size,
                 efa_interfaces=group.efa_interfaces,
-                efa_interface_type=_INTERFACE[group.efa_interface_type],
-                capacity_type=_CAPACITY[group.capacity_type],
+                efa_interface_type=group.efa_interface_type,
+                capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
                 labels=group.labels,
             )
@@ -158,7 +135,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 instance_types=gpu_types,
                 time_slicing=plugin.sharing_time_slicing,
                 mps=plugin.sharing_mps,
-                mig_strategy=MigStrategy(plugin.mig_strategy.value),
+                mig_strategy=plugin.mig_strategy,
             )
         self.efa_device_plugin: EfaDevicePlugin | None = None
         if addons.efa_device_plugin and self.efa_nodegroups:

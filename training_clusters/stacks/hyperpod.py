@@ -5,20 +5,12 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
-from training_clusters.config import (
-    EnvironmentConfig,
-    HyperPodConfig,
-    HyperPodInstanceGroupConfig,
-    NodeRecoveryChoice,
-)
+from training_clusters.config import EnvironmentConfig, HyperPodConfig, HyperPodInstanceGroupConfig
 from training_clusters.constructs.hyperpod import (
-    DeepHealthCheck,
     HyperPodCluster,
     InstanceGroup,
     LifecycleOptions,
     LustreMount,
-    NodeRecovery,
-    NodeRole,
     ssm_target_hint,
 )
 from training_clusters.stacks.base import TrainingEnvironmentStack
@@ -49,11 +41,7 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
             instance_groups=[_instance_group(g) for g in spec.instance_groups],
             lustre=lustre,
             additional_security_groups=[self.network.efa_security_group],
-            node_recovery=(
-                NodeRecovery.AUTOMATIC
-                if spec.node_recovery is NodeRecoveryChoice.AUTOMATIC
-                else NodeRecovery.NONE
-            ),
+            node_recovery=spec.node_recovery,
             lifecycle=LifecycleOptions(
                 enable_enroot_pyxis=spec.enable_enroot_pyxis, enable_observability=spec.enable_observability
             ),
@@ -105,13 +93,9 @@ def _instance_group(spec: HyperPodInstanceGroupConfig) -> InstanceGroup:
         name=spec.name,
         instance_type=spec.instance_type,
         instance_count=spec.count,
-        role=NodeRole(spec.role.value),
+        role=spec.role,
         partition=spec.partition,
         threads_per_core=spec.threads_per_core,
         extra_volume_gib=spec.extra_volume_gib,
-        deep_health_checks=(
-            tuple(DeepHealthCheck(c.value) for c in spec.deep_health_checks)
-            if spec.deep_health_checks is not None
-            else None
-        ),
+        deep_health_checks=spec.deep_health_checks,
     )

@@ -11,29 +11,17 @@ from training_clusters.config import (
     ParallelClusterConfig,
     PclusterComputeResourceConfig,
     PclusterCustomActionConfig,
-    PclusterPlacementChoice,
     PclusterQueueConfig,
 )
 from training_clusters.constructs.parallelcluster import (
-    CapacityType,
     ComputeResource,
     CustomActionScript,
-    DeletionPolicy,
     HeadNode,
-    OperatingSystem,
     ParallelCluster,
-    QueuePlacement,
-    QueueUpdateStrategy,
     SlurmQueue,
     SlurmSettings,
 )
 from training_clusters.stacks.base import TrainingEnvironmentStack
-
-_PLACEMENT = {
-    PclusterPlacementChoice.SHARED: QueuePlacement.SHARED,
-    PclusterPlacementChoice.MANAGED: QueuePlacement.MANAGED,
-    PclusterPlacementChoice.NONE: QueuePlacement.NONE,
-}
 
 
 class ParallelClusterEnvironment(TrainingEnvironmentStack):
@@ -61,19 +49,19 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
                 key_name=spec.head_node.key_name,
                 ssh_allowed_ips=spec.head_node.ssh_allowed_ips,
             ),
-            os=OperatingSystem(spec.os),
+            os=spec.os,
             placement_group=self.placement_group,
             efa_security_group=self.network.efa_security_group,
             file_system=self.shared_storage,
             mount_dir=self.mount_dir or "/shared",
             slurm_settings=SlurmSettings(
-                queue_update_strategy=QueueUpdateStrategy(spec.slurm.queue_update_strategy.value),
+                queue_update_strategy=spec.slurm.queue_update_strategy,
                 scaledown_idletime_minutes=spec.slurm.scaledown_idletime_minutes,
             ),
             on_node_configured=self._script(spec.on_node_configured),
             log_retention_days=spec.log_retention_days,
             tags=config.resource_tags(environment_name),
-            deletion_policy=DeletionPolicy[spec.deletion_policy.name],
+            deletion_policy=spec.deletion_policy,
         )
         if self.shared_storage is not None:
             # both directions: ParallelCluster's create-time check wants outbound Lustre rules too
@@ -121,8 +109,8 @@ def _queue(spec: PclusterQueueConfig) -> SlurmQueue:
     return SlurmQueue(
         name=spec.name,
         compute_resources=[_compute_resource(r) for r in spec.compute_resources],
-        capacity_type=CapacityType(spec.capacity_type.value),
-        placement=_PLACEMENT[spec.placement] if spec.placement is not None else None,
+        capacity_type=spec.capacity_type,
+        placement=spec.placement,
     )
 
 

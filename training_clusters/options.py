@@ -1,0 +1,250 @@
+"""Every option a construct prop or an environment-file field chooses from, defined once, free of CDK.
+
+Each option is a :class:`Choice`: a ``StrEnum`` whose value is the spelling the AWS service (or CDK) uses.
+The constructs take these members; the environment file is typed with the same classes. Either may be given
+as a string instead, in any case and with ``-`` or ``_`` alike (``"persistent_2"``, ``"Automatic"``,
+``"efa_only"``); :meth:`Choice.parse` is the one place that conversion happens::
+
+    >>> NodeRecovery.parse("automatic")
+    <NodeRecovery.AUTOMATIC: 'Automatic'>
+    >>> LustreDeploymentType.parse("scratch-1")
+    Traceback (most recent call last):
+    ...
+    training_clusters.errors.ConfigurationError: must be one of SCRATCH_2, PERSISTENT_2, got 'scratch-1'
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Self
+
+from training_clusters.errors import ConfigurationError
+
+
+class Choice(StrEnum):
+    """An option with a fixed set of values; members compare equal to their service spelling."""
+
+    @classmethod
+    def parse(cls, value: Any) -> Self:
+        """The member ``value`` names: a member, its value or its name, in any case, ``-`` and ``_`` alike.
+
+        :raises ConfigurationError: naming the allowed values and the value received (the caller adds the
+            field it came from).
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            wanted = _fold(value)
+            for member in cls:
+                if wanted in (_fold(member.value), _fold(member.name)):
+                    return member
+        raise ConfigurationError(f"must be one of {cls.allowed()}, got {_shown(value)}")
+
+    @classmethod
+    def allowed(cls) -> str:
+        """The values, comma-separated, for messages."""
+        return ", ".join(member.value for member in cls)
+
+    @classmethod
+    def spellings(cls) -> list[str]:
+        """What an environment file may write: each value as AWS spells it and in lower case."""
+        spellings: list[str] = []
+        for member in cls:
+            for spelling in (member.value, member.value.lower()):
+                if spelling not in spellings:
+                    spellings.append(spelling)
+        return spellings
+
+
+def _fold(text: str) -> str:
+    return text.strip().lower().replace("-", "_")
+
+
+def _shown(value: Any) -> str:
+    """A received value as messages show it: strings quoted, other types named, long ones cut short."""
+    if isinstance(value, str):
+        return repr(value if len(value) <= 60 else value[:57] + "...")
+    if isinstance(value, StrEnum):
+        return f"{type(value).__name__}.{value.name} (an option of another kind)"
+    return f"{type(value).__name__} {str(value)[:60]}"
+
+
+# --- network and storage ---
+
+
+class RemovalPolicy(Choice):
+    """What happens to a stateful resource (file system, bucket) when it leaves the stack."""
+
+    RETAIN = "retain"
+    """Kept, with its data; delete it yourself when you no longer need it. The default everywhere."""
+    DESTROY = "destroy"
+    """Deleted with the stack, data included. For tests and throw-away environments."""
+
+
+class PlacementStrategy(Choice):
+    """How EC2 places a placement group's instances."""
+
+    CLUSTER = "cluster"
+    """Packed into one low-latency network segment in one AZ: what EFA training wants."""
+    PARTITION = "partition"
+    """Spread over up to 7 partitions that share no racks; for large fault-isolated fleets."""
+    SPREAD = "spread"
+    """Each instance on distinct hardware (at most 7 per AZ); for small critical groups such as controllers."""
+
+
+class SpreadLevel(Choice):
+    """Granularity of a spread placement group."""
+
+    RACK = "rack"
+    HOST = "host"
+
+
+class LustreDeploymentType(Choice):
+    """FSx for Lustre deployment types we support."""
+
+    SCRATCH_2 = "SCRATCH_2"
+    """Temporary storage, no replication; cheapest per GiB. For datasets re-importable from S3."""
+    PERSISTENT_2 = "PERSISTENT_2"
+    """Replicated within the AZ, servers replaced on failure, customer KMS keys; for checkpoints."""
+
+
+# --- SageMaker HyperPod ---
+
+
+class NodeRole(Choice):
+    """What a HyperPod Slurm instance group does."""
+
+    CONTROLLER = "controller"
+    """Runs slurmctld; exactly one group, of one instance."""
+    LOGIN = "login"
+    """Where users log in and submit jobs; at most one group."""
+    WORKER = "worker"
+    """Runs slurmd in its partition."""
+
+
+class DeepHealthCheck(Choice):
+    """HyperPod's on-start deep health checks for accelerated instances."""
+
+    INSTANCE_STRESS = "InstanceStress"
+    INSTANCE_CONNECTIVITY = "InstanceConnectivity"
+
+
+class NodeRecovery(Choice):
+    """What HyperPod does with a node that fails its health checks."""
+
+    AUTOMATIC = "Automatic"
+    NONE = "None"
+
+
+# --- AWS ParallelCluster ---
+
+
+class OperatingSystem(Choice):
+    """``Image.Os``: the operating systems ParallelCluster 3.16 supports."""
+
+    ALINUX2023 = "alinux2023"
+    UBUNTU2204 = "ubuntu2204"
+    UBUNTU2404 = "ubuntu2404"
+    RHEL8 = "rhel8"
+    RHEL9 = "rhel9"
+    ROCKY8 = "rocky8"
+    ROCKY9 = "rocky9"
+
+
+class QueueUpdateStrategy(Choice):
+    """What happens to running compute nodes when a queue's settings change."""
+
+    DRAIN = "DRAIN"
+    """Nodes finish their jobs, then are replaced."""
+    COMPUTE_FLEET_STOP = "COMPUTE_FLEET_STOP"
+    """The update waits until the compute fleet is stopped."""
+    TERMINATE = "TERMINATE"
+    """Nodes are replaced at once; their jobs are requeued."""
+
+
+class QueueCapacityType(Choice):
+    """How a ParallelCluster queue buys its instances (``CapacityType``)."""
+
+    ONDEMAND = "ONDEMAND"
+    SPOT = "SPOT"
+
+
+class QueuePlacement(Choice):
+    """The placement group of a ParallelCluster queue's compute nodes."""
+
+    SHARED = "shared"
+    """The cluster's ``placement_group`` (a :class:`TrainingPlacementGroup` made by this library)."""
+    MANAGED = "managed"
+    """ParallelCluster creates one per compute resource."""
+    NONE = "none"
+    """No placement group; not allowed with EFA."""
+
+
+class DeletionPolicy(Choice):
+    """What ParallelCluster does with a cluster when the stack lets go of it."""
+
+    RETAIN = "Retain"
+    DELETE = "Delete"
+
+
+# --- Amazon EKS ---
+
+
+class AccessMode(Choice):
+    """How an EKS cluster authenticates IAM principals. Access entries need one of these two."""
+
+    API = "API"
+    """Access entries only (the EKS API); the ``aws-auth`` ConfigMap is ignored."""
+    API_AND_CONFIG_MAP = "API_AND_CONFIG_MAP"
+    """Access entries and the legacy ``aws-auth`` ConfigMap."""
+
+
+class NodegroupCapacityType(Choice):
+    """How an EKS managed nodegroup's instances are bought (``CapacityType``)."""
+
+    ON_DEMAND = "ON_DEMAND"
+    SPOT = "SPOT"
+    """Interruptible; poor for multi-node training, fine for experiments."""
+    CAPACITY_BLOCK = "CAPACITY_BLOCK"
+    """An EC2 Capacity Block for ML; needs ``capacity_reservation_id``."""
+
+
+class EfaInterfaceType(Choice):
+    """Interface type of the EFA interfaces after the primary one (the primary is always ``efa``)."""
+
+    EFA = "efa"
+    """EFA with an IP address (ENA + EFA): works with every VPC CNI version, uses one VPC IP per card."""
+    EFA_ONLY = "efa-only"
+    """EFA without an IP address: saves VPC IPs; needs VPC CNI 1.18.5 or later on EKS."""
+
+
+class MigStrategy(Choice):
+    """How the NVIDIA device plugin exposes MIG partitions (A100, H100, H200, B200 only)."""
+
+    NONE = "none"
+    """Whole GPUs only."""
+    SINGLE = "single"
+    """Every GPU of a node split the same way; partitions appear as ``nvidia.com/gpu``."""
+    MIXED = "mixed"
+    """Partitions appear as ``nvidia.com/mig-<profile>`` resources."""
+
+
+#: Every option, for tests and the schema.
+ALL_CHOICES: tuple[type[Choice], ...] = (
+    RemovalPolicy,
+    PlacementStrategy,
+    SpreadLevel,
+    LustreDeploymentType,
+    NodeRole,
+    DeepHealthCheck,
+    NodeRecovery,
+    OperatingSystem,
+    QueueUpdateStrategy,
+    QueueCapacityType,
+    QueuePlacement,
+    DeletionPolicy,
+    AccessMode,
+    NodegroupCapacityType,
+    EfaInterfaceType,
+    MigStrategy,
+)

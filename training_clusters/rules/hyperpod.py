@@ -1,0 +1,39 @@
+"""SageMaker HyperPod: names the CreateCluster API accepts.
+
+The patterns are the API's own (botocore's ``sagemaker`` model: ``ClusterName``, ``ClusterInstanceGroupName``
+and ``ClusterPartitionName`` all use ``[a-zA-Z0-9](-*[a-zA-Z0-9])*``; see
+https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_CreateCluster.html). Checked here so a bad
+name fails at synth time instead of half-way through a deployment.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
+NAME_MAX_LENGTH = 63
+PARTITION_NAME_MAX_LENGTH = 1024
+
+
+def _name_problem(name: str, maximum: int) -> str | None:
+    if _NAME.fullmatch(name) and len(name) <= maximum:
+        return None
+    return (
+        f"must be 1-{maximum} letters, digits and hyphens, starting and ending with a letter or digit "
+        f"(no '_' or '.'), got '{name}'"
+    )
+
+
+def cluster_name_problem(name: str) -> str | None:
+    """``ClusterName``: 1-63 letters, digits and hyphens, starting and ending with a letter or digit."""
+    return _name_problem(name, NAME_MAX_LENGTH)
+
+
+def instance_group_name_problem(name: str) -> str | None:
+    """``InstanceGroupName``: the same pattern as cluster names."""
+    return _name_problem(name, NAME_MAX_LENGTH)
+
+
+def partition_name_problem(name: str) -> str | None:
+    """A Slurm partition (``SlurmConfig.PartitionNames``): the same pattern, so no ``_``."""
+    return _name_problem(name, PARTITION_NAME_MAX_LENGTH)
