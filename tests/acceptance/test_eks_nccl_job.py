@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training_clusters.catalog import lookup
-from training_clusters.constructs.eks_nccl_job import (
+from training_clusters.acceptance.eks_nccl_job import (
     HUGEPAGES_2MI,
     mpirun_command,
     nccl_test_mpijob,
     run_instructions,
     write_manifest,
 )
+from training_clusters.catalog import lookup
 from training_clusters.errors import ConfigurationError
 
 

@@ -9,6 +9,7 @@ import pytest
 import yaml
 from aws_cdk.assertions import Template
 
+from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.constructs.eks_addons import (
     EFA_DEVICE_PLUGIN_CHART,
     NEURON_HELM_CHART,
@@ -30,7 +31,6 @@ from training_clusters.constructs.eks_addons import (
     nvidia_device_plugin_values,
 )
 from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.constructs.eks_release_manifest import MpiOperator, ReleaseManifest
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork

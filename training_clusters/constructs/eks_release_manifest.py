@@ -26,10 +26,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_VERSION, mpi_operator_manifest_url
 from training_clusters.compliance import acknowledge_cdk_made, acknowledge_wildcards
 from training_clusters.constructs._validation import fail
 from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_nccl_job import MPI_OPERATOR_VERSION, mpi_operator_manifest_url
 
 __all__ = ["MpiOperator", "ReleaseManifest"]
 

@@ -1,0 +1,29 @@
+"""Which acceptance jobs an environment gets: the Slurm scripts or the EKS MPIJobs, and what is skipped."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from training_clusters.acceptance.eks import eks_plan
+from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
+from training_clusters.acceptance.slurm import slurm_plan
+
+if TYPE_CHECKING:
+    from training_clusters.config import EnvironmentConfig
+
+
+def acceptance_plan(config: EnvironmentConfig, environment_name: str) -> AcceptancePlan:
+    """The acceptance jobs of an environment, and what it leaves untested and why."""
+    if config.eks is not None:
+        return eks_plan(config, environment_name)
+    return slurm_plan(config, environment_name)
+
+
+def acceptance_jobs(config: EnvironmentConfig, environment_name: str) -> list[AcceptanceJob]:
+    """The verification jobs of an environment (empty when nothing in it has EFA)."""
+    return list(acceptance_plan(config, environment_name).jobs)
+
+
+def no_jobs_reason(config: EnvironmentConfig, environment_name: str) -> str | None:
+    """Why an environment has no acceptance jobs, or ``None`` when it has some."""
+    return acceptance_plan(config, environment_name).reason
