@@ -10,10 +10,13 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
+from training_clusters.catalog import lookup
 from training_clusters.constructs.eks_addons import (
     EFA_DEVICE_PLUGIN_CHART,
+    EFA_DEVICE_PLUGIN_IMAGE_TAG,
     NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
+    EbsCsiDriver,
     EfaDevicePlugin,
     FsxCsiDriver,
     GpuMonitoring,
@@ -23,7 +26,9 @@ from training_clusters.constructs.eks_addons import (
     NvidiaDevicePlugin,
     TimeSlicing,
     device_plugin_config,
+    device_plugin_node_labels,
     efa_device_plugin_values,
+    gp3_storage_class_manifest,
     gpu_operator_values,
     kube_prometheus_stack_values,
     lustre_volume_manifests,
@@ -66,6 +71,22 @@ def test_mps_config() -> None:
     }
 
 
+def test_mps_nodes_carry_the_label_the_charts_mps_daemon_selects() -> None:
+    """Chart 0.19.0 runs its MPS control daemon only where nvidia.com/mps.capable=true; GFD, which would set
+    it, stays off, so the GPU nodegroups must carry it (without the daemon a node advertises no GPUs)."""
+    values = nvidia_device_plugin_values(instance_types=["g5.2xlarge"], mps=Mps(replicas=4))
+    assert values["gfd"] == {"enabled": False}
+    config = yaml.safe_load(values["config"]["map"]["default"])
+    assert config["sharing"] == {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
+    assert device_plugin_node_labels(lookup("g5.2xlarge"), mps=Mps(replicas=4)) == {
+        "nvidia.com/mps.capable": "true"
+    }
+    assert device_plugin_node_labels(lookup("g5.2xlarge"), mps=None) == {}
+    assert device_plugin_node_labels(lookup("trn1.32xlarge"), mps=Mps(replicas=4)) == {}
+    # the daemon shares the plugin's affinity and tolerations: it must reach the tainted GPU nodes
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]
+
+
 @pytest.mark.parametrize("strategy", [MigStrategy.SINGLE, MigStrategy.MIXED])
 def test_mig_config(strategy: MigStrategy) -> None:
     assert device_plugin_config(mig_strategy=strategy) == {
@@ -98,12 +119,21 @@ def test_device_plugin_values_embed_the_config_and_pin_our_instance_types() -> N
 
 
 def test_efa_plugin_runs_on_exactly_our_types_even_new_ones() -> None:
-    values = efa_device_plugin_values(instance_types=["p6-b200.48xlarge", "p5en.48xlarge"])
+    values = efa_device_plugin_values(instance_types=["p6-b300.48xlarge", "p5en.48xlarge"])
     assert values["supportedInstanceLabels"] == {
         "keys": ["node.kubernetes.io/instance-type"],
-        "values": ["p5en.48xlarge", "p6-b200.48xlarge"],
+        "values": ["p5en.48xlarge", "p6-b300.48xlarge"],
     }
     assert {t["key"] for t in values["tolerations"]} == {"nvidia.com/gpu", "aws.amazon.com/neuron"}
+
+
+def test_efa_plugin_pins_the_image_its_chart_ships() -> None:
+    """The pin names the chart (aws/eks-charts v0.5.20), whose appVersion is plugin image v0.5.13."""
+    assert (EFA_DEVICE_PLUGIN_CHART.version, EFA_DEVICE_PLUGIN_IMAGE_TAG) == ("v0.5.20", "v0.5.13")
+    assert efa_device_plugin_values(instance_types=["p5.48xlarge"])["image"] == {"tag": "v0.5.13"}
+    assert efa_device_plugin_values(instance_types=["p5.48xlarge"], image_tag="v0.5.20")["image"] == {
+        "tag": "v0.5.20"
+    }
 
 
 def test_gpu_operator_only_runs_dcgm() -> None:
@@ -122,6 +152,47 @@ def test_prometheus_scrapes_every_service_monitor_and_grafana_gets_a_generated_p
     assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelectorNilUsesHelmValues"] is False
     assert values["grafana"] == {"enabled": True, "adminPassword": ""}
     assert kube_prometheus_stack_values(grafana=False)["grafana"] == {"enabled": False}
+
+
+def test_without_a_storage_class_metrics_live_in_the_pod() -> None:
+    spec = kube_prometheus_stack_values(grafana=True)["prometheus"]["prometheusSpec"]
+    assert "storageSpec" not in spec and "retentionSize" not in spec
+
+
+def test_prometheus_and_grafana_keep_their_data_on_volumes_of_the_storage_class() -> None:
+    values = kube_prometheus_stack_values(
+        grafana=True, storage_class="gp3", prometheus_volume_gib=50, grafana_volume_gib=10
+    )
+    spec = values["prometheus"]["prometheusSpec"]
+    assert spec["retention"] == "15d"
+    assert spec["retentionSize"] == "46080MB"  # 90% of 50 GiB: the TSDB never fills its volume
+    assert spec["storageSpec"] == {
+        "volumeClaimTemplate": {
+            "spec": {
+                "storageClassName": "gp3",
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "50Gi"}},
+            }
+        }
+    }
+    assert values["grafana"]["persistence"] == {
+        "enabled": True,
+        "storageClassName": "gp3",
+        "accessModes": ["ReadWriteOnce"],
+        "size": "10Gi",
+    }
+    # a ReadWriteOnce volume cannot be mounted by the old and the new Grafana pod at once
+    assert values["grafana"]["deploymentStrategy"] == {"type": "Recreate"}
+    assert "persistence" not in kube_prometheus_stack_values(grafana=False, storage_class="gp3")["grafana"]
+
+
+def test_gp3_storage_class_is_encrypted_and_binds_where_the_pod_runs() -> None:
+    storage_class = gp3_storage_class_manifest()
+    assert storage_class["provisioner"] == "ebs.csi.aws.com"
+    assert storage_class["parameters"] == {"type": "gp3", "encrypted": "true"}
+    assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"  # EBS volumes live in one AZ
+    assert storage_class["reclaimPolicy"] == "Retain"
+    assert gp3_storage_class_manifest(name="fast", reclaim_policy="Delete")["reclaimPolicy"] == "Delete"
 
 
 def test_lustre_volume_is_statically_provisioned() -> None:
@@ -194,6 +265,7 @@ def test_charts_are_pinned_and_come_from_their_publishers(
     assert all(chart["Version"] for chart in charts.values())
     values = json.loads(charts["aws-efa-k8s-device-plugin"]["Values"])
     assert values["supportedInstanceLabels"]["values"] == ["p5en.48xlarge"]
+    assert values["image"] == {"tag": "v0.5.13"}  # what chart v0.5.20 ships, stated rather than inherited
 
 
 def test_fsx_csi_is_an_eks_addon_with_pod_identity(
@@ -205,13 +277,15 @@ def test_fsx_csi_is_an_eks_addon_with_pod_identity(
         for v in template["Resources"].values()
         if v["Type"] == "AWS::EKS::Addon"
     }
-    assert set(found) == {"aws-fsx-csi-driver", "eks-pod-identity-agent"}
+    assert set(found) == {"aws-fsx-csi-driver", "aws-ebs-csi-driver", "eks-pod-identity-agent"}
+    assert len(_of_type(template, "AWS::EKS::Addon")) == 3  # one Pod Identity agent, the cluster's
     (association,) = found["aws-fsx-csi-driver"]["Properties"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "fsx-csi-controller-sa"
-    # ACTIVE only once its pods can run: created after the system nodes
+    # ACTIVE only once its pods can run: created after the system nodes and the cluster's one agent
     stack, cluster = addons[0], addons[1]
     system_nodegroup = stack.get_logical_id(cluster.system_nodegroup.node.default_child)
-    assert system_nodegroup in found["aws-fsx-csi-driver"]["DependsOn"]
+    agent = stack.get_logical_id(cluster.pod_identity_agent.node.default_child)
+    assert {system_nodegroup, agent} <= set(found["aws-fsx-csi-driver"]["DependsOn"])
     (volume,) = [
         json.dumps(v["Properties"]["Manifest"])
         for v in template["Resources"].values()
@@ -222,6 +296,72 @@ def test_fsx_csi_is_an_eks_addon_with_pod_identity(
         for kind in ("StorageClass", "PersistentVolume", "PersistentVolumeClaim")
     ]
     assert kinds == sorted(kinds)
+
+
+def _applied(resource: dict[str, Any]) -> list[dict[str, Any]]:
+    """The objects a KubernetesManifest applies, without the prune label CDK adds to each."""
+    objects: list[dict[str, Any]] = json.loads(resource["Properties"]["Manifest"])
+    for applied in objects:
+        applied["metadata"].pop("labels", None)
+    return objects
+
+
+def _role_of(template: dict[str, Any], role_arn: dict[str, Any]) -> dict[str, Any]:
+    properties: dict[str, Any] = template["Resources"][role_arn["Fn::GetAtt"][0]]["Properties"]
+    return properties
+
+
+def _trusts_pod_identity_only(role: dict[str, Any]) -> bool:
+    (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
+    return statement["Principal"] == {"Service": "pods.eks.amazonaws.com"} and sorted(
+        statement["Action"]
+    ) == ["sts:AssumeRole", "sts:TagSession"]
+
+
+def test_ebs_csi_controller_gets_its_own_role_through_pod_identity(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    stack, cluster, template = addons
+    (addon,) = (
+        v for v in template["Resources"].values()
+        if v["Type"] == "AWS::EKS::Addon" and v["Properties"]["AddonName"] == "aws-ebs-csi-driver"
+    )  # fmt: skip
+    (association,) = addon["Properties"]["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "ebs-csi-controller-sa"
+    role = _role_of(template, association["RoleArn"])
+    assert _trusts_pod_identity_only(role)
+    (policy,) = role["ManagedPolicyArns"]
+    assert policy["Fn::Join"][1][-1] == ":iam::aws:policy/AmazonEBSCSIDriverPolicy"
+    agent = stack.get_logical_id(cluster.pod_identity_agent.node.default_child)
+    system_nodegroup = stack.get_logical_id(cluster.system_nodegroup.node.default_child)
+    assert {agent, system_nodegroup} <= set(addon["DependsOn"])
+
+
+def test_prometheus_claims_its_volumes_after_the_gp3_storage_class_exists(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    manifests = _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource")
+    (storage_class_id,) = (
+        k for k, v in manifests.items() if "ebs.csi.aws.com" in v["Properties"]["Manifest"]
+    )  # fmt: skip
+    storage_class = _applied(manifests[storage_class_id])
+    assert storage_class == [gp3_storage_class_manifest(name="gp3", reclaim_policy="Retain")]
+    ebs_addon = next(
+        k for k, v in template["Resources"].items()
+        if v["Type"] == "AWS::EKS::Addon" and v["Properties"]["AddonName"] == "aws-ebs-csi-driver"
+    )  # fmt: skip
+    assert ebs_addon in manifests[storage_class_id]["DependsOn"]
+    (prometheus_id,) = (
+        k for k, v in template["Resources"].items()
+        if v["Type"] == "Custom::AWSCDK-EKS-HelmChart" and v["Properties"]["Chart"] == "kube-prometheus-stack"
+    )  # fmt: skip
+    prometheus = template["Resources"][prometheus_id]
+    assert storage_class_id in prometheus["DependsOn"]
+    values = json.loads(prometheus["Properties"]["Values"])
+    claim = values["prometheus"]["prometheusSpec"]["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == "gp3"
+    assert values["grafana"]["persistence"]["storageClassName"] == "gp3"
 
 
 def test_gpu_operator_waits_for_the_prometheus_crds(
@@ -268,6 +408,25 @@ def test_gpu_operator_waits_for_the_prometheus_crds(
             "Test/Plugin6: instance_types 'trn1.32xlarge' has no NVIDIA GPU; give GPU instance types "
             "(`training-clusters catalog` lists them)",
         ),
+        (
+            {"mps": Mps(replicas=49)},
+            "Test/Plugin7: mps.replicas must be at most 48 (the clients one MPS control daemon serves per "
+            "GPU), got 49",
+        ),
+        (
+            {"mig_strategy": MigStrategy.SINGLE, "instance_types": ["p5.48xlarge"]},
+            "Test/Plugin8: mig_strategy must be NONE, got SINGLE: nothing in this library partitions GPUs "
+            "into MIG instances (no GPU Operator MIG manager, no nvidia.com/mig.config node label), so the "
+            "device plugin would advertise whole GPUs without an error; share GPUs with time_slicing or mps "
+            "instead",
+        ),
+        (
+            {"mig_strategy": MigStrategy.MIXED, "instance_types": ["p4d.24xlarge", "p5.48xlarge"]},
+            "Test/Plugin9: mig_strategy must be NONE, got MIXED: nothing in this library partitions GPUs "
+            "into MIG instances (no GPU Operator MIG manager, no nvidia.com/mig.config node label), so the "
+            "device plugin would advertise whole GPUs without an error; share GPUs with time_slicing or mps "
+            "instead",
+        ),
     ],
 )
 def test_bad_gpu_sharing_is_a_clear_error(
@@ -284,12 +443,11 @@ def test_bad_gpu_sharing_is_a_clear_error(
     assert str(error.value) == message
 
 
-def test_mig_on_mig_capable_gpus_is_fine(addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]]) -> None:
+def test_mps_up_to_the_daemons_limit_is_fine(addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]]) -> None:
     stack, cluster, _ = addons
-    plugin = NvidiaDevicePlugin(
-        stack, "Mig", cluster=cluster, instance_types=["p5.48xlarge"], mig_strategy=MigStrategy.MIXED
-    )
-    assert yaml.safe_load(plugin.values["config"]["map"]["default"])["flags"] == {"migStrategy": "mixed"}
+    plugin = NvidiaDevicePlugin(stack, "Mps48", cluster=cluster, instance_types=["g5.2xlarge"], mps=Mps(48))
+    config = yaml.safe_load(plugin.values["config"]["map"]["default"])
+    assert config["sharing"]["mps"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 48}]
 
 
 def test_efa_plugin_on_a_type_without_efa_is_a_clear_error(
@@ -313,6 +471,56 @@ def test_grafana_without_prometheus_is_a_clear_error(
     assert str(error.value) == (
         "Test/BadMonitoring: grafana needs prometheus (Grafana's data source), got prometheus=False"
     )
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"persistent_storage": False, "ebs_csi_driver": "mine"},
+            "Test/Monitoring0: ebs_csi_driver is only used to persist metrics; got one with "
+            "persistent_storage=False",
+        ),
+        ({"prometheus_volume_gib": 0}, "Test/Monitoring1: prometheus_volume_gib must be 1 or more, got 0"),
+        ({"grafana_volume_gib": -5}, "Test/Monitoring2: grafana_volume_gib must be 1 or more, got -5"),
+    ],
+)
+def test_bad_monitoring_storage_is_a_clear_error(
+    stack: cdk.Stack, props: dict[str, Any], message: str, request: pytest.FixtureRequest
+) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    if props.get("ebs_csi_driver") == "mine":
+        props = {**props, "ebs_csi_driver": EbsCsiDriver(stack, "Ebs", cluster=cluster)}
+    index = request.node.callspec.indices["props"]
+    with pytest.raises(ConfigurationError) as error:
+        GpuMonitoring(stack, f"Monitoring{index}", cluster=cluster, **props)
+    assert str(error.value) == message
+
+
+def test_ephemeral_monitoring_installs_no_ebs_driver_and_a_given_driver_is_used(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    ephemeral = GpuMonitoring(stack, "Ephemeral", cluster=cluster, persistent_storage=False)
+    assert ephemeral.ebs_csi_driver is None
+    assert ephemeral.prometheus_values is not None
+    assert "storageSpec" not in ephemeral.prometheus_values["prometheus"]["prometheusSpec"]
+    mine = EbsCsiDriver(
+        stack, "Ebs", cluster=cluster, storage_class_name="fast", removal_policy=cdk.RemovalPolicy.DESTROY
+    )
+    persistent = GpuMonitoring(stack, "Persistent", cluster=cluster, ebs_csi_driver=mine)
+    assert persistent.ebs_csi_driver is mine
+    assert persistent.prometheus_values is not None
+    assert persistent.prometheus_values["grafana"]["persistence"]["storageClassName"] == "fast"
+    template = Template.from_stack(stack).to_json()
+    addons = [v["Properties"]["AddonName"] for v in _of_type(template, "AWS::EKS::Addon").values()]
+    assert sorted(addons) == ["aws-ebs-csi-driver", "eks-pod-identity-agent"]  # one driver for both
+    (storage_class,) = (
+        _applied(v)
+        for v in _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").values()
+        if "ebs.csi.aws.com" in v["Properties"]["Manifest"]
+    )
+    assert storage_class == [gp3_storage_class_manifest(name="fast", reclaim_policy="Delete")]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -176,16 +176,17 @@ def test_efa_nodegroup_takes_the_type_from_the_launch_template(
         assert nodegroup["Taints"] == [{"Effect": "NO_SCHEDULE", "Key": "nvidia.com/gpu", "Value": "true"}]
 
 
-def test_every_launch_template_requires_imdsv2_and_encrypts_its_gp3_root_volume(
+def test_every_launch_template_requires_imdsv2_one_hop_away_and_encrypts_its_gp3_root_volume(
     synthesized: tuple[dict[str, Any], GateResult],
 ) -> None:
     templates = _resources(synthesized[0], "AWS::EC2::LaunchTemplate").values()
     assert len(templates) == len(EFA_TYPES) + 2  # + system + GPU nodegroups
     for props in templates:
         data = props["LaunchTemplateData"]
+        # hop limit 1: the node and host-network pods reach instance metadata, other pods do not
         assert data["MetadataOptions"] == {
             "HttpEndpoint": "enabled",
-            "HttpPutResponseHopLimit": 2,
+            "HttpPutResponseHopLimit": 1,
             "HttpTokens": "required",
         }
         (root,) = data["BlockDeviceMappings"]
@@ -202,6 +203,50 @@ def test_plain_gpu_nodegroup_is_labelled_and_tainted_without_efa(
     assert nodegroup["Labels"] == {"eks-node": "gpu"}
     assert nodegroup["AmiType"] == "AL2023_x86_64_NVIDIA"
     assert len(nodegroup["Subnets"]) == 2
+
+
+def _managed_policy_names(role: dict[str, Any]) -> list[str]:
+    return sorted(arn["Fn::Join"][1][-1].rsplit("/", 1)[1] for arn in role.get("ManagedPolicyArns", []))
+
+
+def test_vpc_cni_gets_its_policy_through_pod_identity_not_the_node_role(
+    synthesized: tuple[dict[str, Any], GateResult],
+) -> None:
+    template = synthesized[0]
+    (cluster_id,) = _resources(template, "AWS::EKS::Cluster")
+    (association,) = _resources(template, "AWS::EKS::PodIdentityAssociation").values()
+    assert (association["Namespace"], association["ServiceAccount"]) == ("kube-system", "aws-node")
+    assert association["ClusterName"] == {"Ref": cluster_id}
+    role = template["Resources"][association["RoleArn"]["Fn::GetAtt"][0]]["Properties"]
+    (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    assert _managed_policy_names(role) == ["AmazonEKS_CNI_Policy"]
+    # the nodes' own role no longer carries it: pods cannot borrow the CNI's permissions
+    node_roles = {
+        json.dumps(ng["NodeRole"], sort_keys=True)
+        for ng in _resources(template, "AWS::EKS::Nodegroup").values()
+    }
+    (node_role,) = node_roles
+    node_role_props = template["Resources"][json.loads(node_role)["Fn::GetAtt"][0]]["Properties"]
+    assert _managed_policy_names(node_role_props) == [
+        "AmazonEC2ContainerRegistryReadOnly",
+        "AmazonEKSWorkerNodePolicy",
+    ]
+
+
+def test_every_nodegroup_waits_for_the_vpc_cni_association_and_one_agent_runs(
+    synthesized: tuple[dict[str, Any], GateResult],
+) -> None:
+    """aws-node pods get Pod Identity credentials only if the association exists when they start."""
+    template = synthesized[0]
+    (association_id,) = _resources(template, "AWS::EKS::PodIdentityAssociation")
+    nodegroups = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::EKS::Nodegroup"}
+    assert len(nodegroups) == len(EFA_TYPES) + 2
+    for logical_id, nodegroup in nodegroups.items():
+        assert association_id in nodegroup.get("DependsOn", []), logical_id
+    addons = [a["AddonName"] for a in _resources(template, "AWS::EKS::Addon").values()]
+    assert addons == ["eks-pod-identity-agent"]
 
 
 def test_system_nodegroup_is_two_t3_large(synthesized: tuple[dict[str, Any], GateResult]) -> None:
@@ -334,6 +379,11 @@ def validation_scope(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stac
         ),
         ({"desired_size": -1}, "Test/Bad7: desired_size must be 0 or more, got -1"),
         ({"instance_type": "p9.mega"}, None),
+        (
+            {"imds_hop_limit": 0},
+            "Test/Bad9: imds_hop_limit must be between 1 and 64 (1 keeps pods away from the node's "
+            "credentials), got 0",
+        ),
     ],
 )
 def test_bad_efa_nodegroups_are_clear_errors(
@@ -374,6 +424,11 @@ def test_bad_efa_nodegroups_are_clear_errors(
             {"capacity_type": CapacityType.CAPACITY_BLOCK},
             "Test/Gpu1: capacity_type CAPACITY_BLOCK is for EfaNodegroup (it needs a placement group and a "
             "reservation id); use ON_DEMAND or SPOT",
+        ),
+        (
+            {"imds_hop_limit": 65},
+            "Test/Gpu2: imds_hop_limit must be between 1 and 64 (1 keeps pods away from the node's "
+            "credentials), got 65",
         ),
     ],
 )
@@ -453,3 +508,14 @@ def test_capacity_block_goes_into_the_launch_template(
     }
     assert stack.resolve(group.nodegroup.node.default_child.capacity_type) == "CAPACITY_BLOCK"  # type: ignore[union-attr]
     assert group.efa_interfaces == 16
+
+
+def test_a_wider_metadata_hop_limit_is_a_deliberate_choice(
+    validation_scope: tuple[cdk.Stack, GpuEksCluster, Any, Any],
+) -> None:
+    stack, cluster, _, _ = validation_scope
+    group = GpuNodegroup(
+        stack, "Hop2", cluster=cluster, instance_type="g5.2xlarge", desired_size=1, imds_hop_limit=2
+    )
+    data = stack.resolve(group.launch_template.launch_template_data)
+    assert data["metadataOptions"]["httpPutResponseHopLimit"] == 2

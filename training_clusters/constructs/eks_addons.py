@@ -10,6 +10,11 @@ Example::
                        time_slicing=TimeSlicing(replicas=10))
     EfaDevicePlugin(self, "EfaPlugin", cluster=cluster, instance_types=["p5.48xlarge"])
     FsxCsiDriver(self, "FsxCsi", cluster=cluster, storage=shared_lustre, capacity_gib=1200)
+    GpuMonitoring(self, "Monitoring", cluster=cluster)   # Prometheus and Grafana on gp3 volumes
+
+Every add-on that calls AWS has its own role through EKS Pod Identity (the cluster installs the agent):
+the FSx for Lustre CSI controller (:class:`FsxCsiDriver`) and the EBS CSI controller (:class:`EbsCsiDriver`).
+The device plugins, the GPU Operator's DCGM exporter and kube-prometheus-stack call no AWS API.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aws_cdk as cdk
 import yaml
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -26,23 +32,28 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import acknowledge
-from training_clusters.constructs._validation import fail
+from training_clusters.constructs._validation import fail, is_unresolved
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster, catalog_entry
 from training_clusters.constructs.eks_sharing import (
-    MigStrategy,
     Mps,
     TimeSlicing,
     gpu_sharing_problem,
+    mig_partitioning_problem,
     mig_problem,
+    mps_replicas_problem,
 )
 from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.options import MigStrategy
 
 __all__ = [
     "EFA_DEVICE_PLUGIN_CHART",
+    "EFA_DEVICE_PLUGIN_IMAGE_TAG",
     "GPU_OPERATOR_CHART",
     "KUBE_PROMETHEUS_STACK_CHART",
+    "MPS_CAPABLE_LABEL",
     "NEURON_HELM_CHART",
     "NVIDIA_DEVICE_PLUGIN_CHART",
+    "EbsCsiDriver",
     "EfaDevicePlugin",
     "FsxCsiDriver",
     "GpuMonitoring",
@@ -53,7 +64,9 @@ __all__ = [
     "NvidiaDevicePlugin",
     "TimeSlicing",
     "device_plugin_config",
+    "device_plugin_node_labels",
     "efa_device_plugin_values",
+    "gp3_storage_class_manifest",
     "gpu_operator_values",
     "kube_prometheus_stack_values",
     "lustre_volume_manifests",
@@ -83,7 +96,11 @@ NVIDIA_DEVICE_PLUGIN_CHART = HelmChartSpec(
     namespace="nvidia-device-plugin",
     release="nvidia-device-plugin",
 )
-#: AWS's EFA device plugin (advertises ``vpc.amazonaws.com/efa``), from the eks-charts repository.
+#: AWS's EFA device plugin (advertises ``vpc.amazonaws.com/efa``), chart ``aws-efa-k8s-device-plugin`` v0.5.20
+#: from https://github.com/aws/eks-charts (``stable/aws-efa-k8s-device-plugin``). The version is the
+#: chart's, not the plugin's: chart v0.5.20 ships plugin image v0.5.13 (its ``appVersion`` and its values'
+#: ``image.tag``), which :data:`EFA_DEVICE_PLUGIN_IMAGE_TAG` sets explicitly. Plugin v0.5.20 comes with
+#: later charts (v0.5.29 on); move chart and image together, after checking that chart's values.
 EFA_DEVICE_PLUGIN_CHART = HelmChartSpec(
     chart="aws-efa-k8s-device-plugin",
     repository="https://aws.github.io/eks-charts",
@@ -91,6 +108,8 @@ EFA_DEVICE_PLUGIN_CHART = HelmChartSpec(
     namespace="kube-system",
     release="aws-efa-k8s-device-plugin",
 )
+#: The EFA device plugin image the chart above ships (``appVersion`` of chart v0.5.20), set in its values.
+EFA_DEVICE_PLUGIN_IMAGE_TAG = "v0.5.13"
 #: AWS Neuron's chart (device plugin advertising ``aws.amazon.com/neuron`` / ``neuroncore``), published as an
 #: OCI artifact on ECR Public: https://github.com/aws-neuron/neuron-helm-charts (1.9.0 = Neuron SDK 2.31).
 NEURON_HELM_CHART = HelmChartSpec(
@@ -121,7 +140,16 @@ KUBE_PROMETHEUS_STACK_CHART = HelmChartSpec(
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
 FSX_CSI_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 FSX_CSI_PROVISIONER = "fsx.csi.aws.com"
-POD_IDENTITY_AGENT_ADDON = "eks-pod-identity-agent"
+#: EKS add-on name, controller service account, provisioner and AWS-managed policy of the EBS CSI driver.
+EBS_CSI_ADDON = "aws-ebs-csi-driver"
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+EBS_CSI_PROVISIONER = "ebs.csi.aws.com"
+EBS_CSI_POLICY = "AmazonEBSCSIDriverPolicy"
+#: Node label that chart 0.19.0's MPS control daemon DaemonSet selects (its ``nodeSelector``,
+#: ``templates/daemonset-mps-control-daemon.yml``). Only GPU Feature Discovery sets it by itself; we turn
+#: GFD off and put the label on the nodegroups instead (:func:`device_plugin_node_labels`).
+MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
+_EKS_ADDON_VERSION = re.compile(r"v\d+\.\d+\.\d+-eksbuild\.\d+")
 
 _ACCELERATOR_TOLERATIONS: list[dict[str, str]] = [
     {"key": GPU_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
@@ -185,14 +213,30 @@ def nvidia_device_plugin_values(
     """Helm values of the NVIDIA device plugin chart.
 
     The chart's default affinity waits for Node Feature Discovery labels that EKS nodes do not have;
-    we schedule on our GPU nodegroups' instance types instead.
+    we schedule on our GPU nodegroups' instance types instead. The chart's MPS control daemon uses the same
+    ``affinity`` and ``tolerations``, plus its own ``nvidia.com/mps.capable=true`` node selector. GPU Feature
+    Discovery (and the Node Feature Discovery it brings) stays off: with MPS the nodegroups carry that
+    label themselves (:func:`device_plugin_node_labels`).
     """
     config = device_plugin_config(time_slicing=time_slicing, mps=mps, mig_strategy=mig_strategy)
     return {
         "config": {"map": {"default": yaml.safe_dump(config, sort_keys=False)}, "default": "default"},
         "affinity": instance_type_affinity(instance_types),
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, _ACCELERATOR_TOLERATIONS[0]],
+        "gfd": {"enabled": False},
     }
+
+
+def device_plugin_node_labels(instance_type: InstanceType, *, mps: Mps | None) -> dict[str, str]:
+    """Node labels an NVIDIA GPU nodegroup needs for the device plugin's sharing mode.
+
+    With MPS, chart 0.19.0 runs its MPS control daemon only on nodes labelled
+    ``nvidia.com/mps.capable=true``; without the daemon the plugin's health check fails and the node
+    advertises no ``nvidia.com/gpu`` at all. Without MPS, and on nodes without NVIDIA GPUs, no labels.
+    """
+    if mps is None or not instance_type.is_gpu:
+        return {}
+    return {MPS_CAPABLE_LABEL: "true"}
 
 
 class NvidiaDevicePlugin(Construct):
@@ -203,7 +247,13 @@ class NvidiaDevicePlugin(Construct):
         NvidiaDevicePlugin(self, "DevicePlugin", cluster=cluster, instance_types=["g5.2xlarge"],
                            time_slicing=TimeSlicing(replicas=10))
 
-    Time-slicing, MPS and MIG are mutually exclusive; MIG needs MIG-capable GPUs (A100, H100, H200, B200).
+    Time-slicing and MPS are mutually exclusive. With MPS, every node the plugin runs on must carry the
+    label :func:`device_plugin_node_labels` gives (``nvidia.com/mps.capable=true``: the chart's MPS control
+    daemon runs only there, and without it the node advertises no GPUs); put it on the nodegroups, as
+    :class:`~training_clusters.stacks.eks.EksTrainingEnvironment` does. MPS serves at most 48 pods per GPU.
+    MIG strategies are refused for now: nothing here partitions the GPUs (no MIG manager), so the plugin
+    would advertise whole GPUs.
+
     Attributes: ``chart``, ``values``.
     """
 
@@ -224,14 +274,16 @@ class NvidiaDevicePlugin(Construct):
         :param cluster: The cluster.
         :param instance_types: The GPU instance types of the cluster's nodegroups; the plugin runs there only.
         :param time_slicing: Share GPUs by time-slicing. Default: no sharing.
-        :param mps: Share GPUs through MPS. Default: no sharing.
-        :param mig_strategy: Default: NONE.
+        :param mps: Share GPUs through MPS, 2 to 48 pods per GPU. Default: no sharing.
+        :param mig_strategy: Only NONE is accepted until GPUs are partitioned here. Default: NONE.
         :param chart: Default: :data:`NVIDIA_DEVICE_PLUGIN_CHART`.
         """
         super().__init__(scope, id)
         types = _check_instance_types(self, instance_types, "GPU", "NVIDIA GPU", lambda entry: entry.is_gpu)
         self._check_sharing(time_slicing, mps, mig_strategy)
+        self._check_mps_replicas(mps)
         self._check_mig_capable(types, mig_strategy)
+        self._check_mig_partitioned(mig_strategy)
         self.values = nvidia_device_plugin_values(
             instance_types=[t.name for t in types],
             time_slicing=time_slicing,
@@ -245,24 +297,39 @@ class NvidiaDevicePlugin(Construct):
         if problem:
             raise fail(self.node.path, *problem)
 
+    def _check_mps_replicas(self, mps: Mps | None) -> None:
+        problem = mps_replicas_problem(mps)
+        if problem:
+            raise fail(self.node.path, *problem)
+
     def _check_mig_capable(self, types: Sequence[InstanceType], mig_strategy: MigStrategy) -> None:
         for found in types:
             problem = mig_problem(found, mig_strategy)
             if problem:
                 raise fail(self.node.path, "mig_strategy", problem)
 
+    def _check_mig_partitioned(self, mig_strategy: MigStrategy) -> None:
+        problem = mig_partitioning_problem(mig_strategy)
+        if problem:
+            raise fail(self.node.path, *problem)
+
 
 # --------------------------------------------------------------------------------------------------
 # EFA device plugin
 
 
-def efa_device_plugin_values(*, instance_types: Sequence[str]) -> dict[str, Any]:
-    """Helm values of the EFA device plugin: run on exactly these instance types.
+def efa_device_plugin_values(
+    *, instance_types: Sequence[str], image_tag: str = EFA_DEVICE_PLUGIN_IMAGE_TAG
+) -> dict[str, Any]:
+    """Helm values of the EFA device plugin: run on exactly these instance types, with a pinned image.
 
-    The chart's own allow-list lags new hardware (p5en, p6-*): without this its DaemonSet runs zero pods
-    there and NCCL silently falls back to TCP.
+    The chart's own allow-list (``supportedInstanceLabels``, its DaemonSet's node affinity) lags new
+    hardware (chart v0.5.20's has no p6-b300, for one): without this override its DaemonSet runs zero pods
+    there and NCCL silently falls back to TCP. The image tag is set explicitly, so what runs is stated here
+    rather than inherited from the chart.
     """
     return {
+        "image": {"tag": image_tag},
         "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted(set(instance_types))},
         "tolerations": list(_ACCELERATOR_TOLERATIONS),
     }
@@ -275,6 +342,9 @@ class EfaDevicePlugin(Construct):
 
         EfaDevicePlugin(self, "EfaPlugin", cluster=cluster, instance_types=["p5en.48xlarge"])
 
+    Installs chart ``aws-efa-k8s-device-plugin`` v0.5.20 running plugin image v0.5.13 (the chart's version
+    is not the plugin's; see :data:`EFA_DEVICE_PLUGIN_CHART`).
+
     Attributes: ``chart``, ``values``.
     """
 
@@ -286,16 +356,19 @@ class EfaDevicePlugin(Construct):
         cluster: GpuEksCluster,
         instance_types: Sequence[str],
         chart: HelmChartSpec = EFA_DEVICE_PLUGIN_CHART,
+        image_tag: str = EFA_DEVICE_PLUGIN_IMAGE_TAG,
     ) -> None:
         """Install the chart.
 
         :param cluster: The cluster.
         :param instance_types: The instance types of the EFA nodegroups.
         :param chart: Default: :data:`EFA_DEVICE_PLUGIN_CHART`.
+        :param image_tag: The plugin image to run; change it together with ``chart``.
+            Default: :data:`EFA_DEVICE_PLUGIN_IMAGE_TAG` (v0.5.13, what chart v0.5.20 ships).
         """
         super().__init__(scope, id)
         _check_instance_types(self, instance_types, "EFA", "EFA", lambda entry: entry.efa_supported)
-        self.values = efa_device_plugin_values(instance_types=instance_types)
+        self.values = efa_device_plugin_values(instance_types=instance_types, image_tag=image_tag)
         self.chart = _helm_chart(self, cluster, chart, self.values)
 
 
@@ -442,11 +515,11 @@ class FsxCsiDriver(Construct):
         FsxCsiDriver(self, "FsxCsi", cluster=cluster, storage=shared_lustre, capacity_gib=1200)
         # pods mount it with: volumes: [{name: data, persistentVolumeClaim: {claimName: fsx-lustre}}]
 
-    Installs the ``eks-pod-identity-agent`` add-on too. The driver's role may only describe file systems:
+    The controller's role (EKS Pod Identity, through the cluster's agent) may only describe file systems:
     static provisioning needs nothing more. The nodes must reach the file system (the stack allows the
     cluster security group on the Lustre ports).
 
-    Attributes: ``addon``, ``pod_identity_agent``, ``role``, ``manifest``, ``claim_name``.
+    Attributes: ``addon``, ``pod_identity_agent`` (the cluster's), ``role``, ``manifest``, ``claim_name``.
     """
 
     def __init__(
@@ -461,7 +534,7 @@ class FsxCsiDriver(Construct):
         namespace: str = "default",
         addon_version: str | None = None,
     ) -> None:
-        """Install the add-ons and the volume.
+        """Install the add-on and the volume.
 
         :param cluster: The cluster.
         :param storage: The file system to bind.
@@ -473,26 +546,10 @@ class FsxCsiDriver(Construct):
             picks as default for the cluster's Kubernetes version when the add-on is created.
         """
         super().__init__(scope, id)
-        if addon_version is not None and not re.fullmatch(r"v\d+\.\d+\.\d+-eksbuild\.\d+", addon_version):
-            raise fail(
-                self.node.path,
-                "addon_version",
-                f"must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got '{addon_version}'",
-            )
+        _check_addon_version(self, addon_version)
         self.claim_name = claim_name
-        self.pod_identity_agent = eks.CfnAddon(
-            self,
-            "PodIdentityAgent",
-            addon_name=POD_IDENTITY_AGENT_ADDON,
-            cluster_name=cluster.cluster_name,
-            resolve_conflicts="OVERWRITE",
-        )
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
-            description="FSx for Lustre CSI driver controller (EKS Pod Identity)",
-        )
+        self.pod_identity_agent = cluster.pod_identity_agent
+        self.role = _pod_identity_role(self, "FSx for Lustre CSI driver controller (EKS Pod Identity)")
         self.role.add_to_policy(iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"]))
         policy = self.role.node.try_find_child("DefaultPolicy")
         assert policy is not None
@@ -502,22 +559,9 @@ class FsxCsiDriver(Construct):
             "fsx:DescribeFileSystems supports no resource-level permissions; it is the only action the "
             "CSI controller is granted (static provisioning creates and deletes nothing)",
         )
-        self.addon = eks.CfnAddon(
-            self,
-            "Resource",
-            addon_name=FSX_CSI_ADDON,
-            addon_version=addon_version,
-            cluster_name=cluster.cluster_name,
-            resolve_conflicts="OVERWRITE",
-            pod_identity_associations=[
-                eks.CfnAddon.PodIdentityAssociationProperty(
-                    service_account=FSX_CSI_SERVICE_ACCOUNT, role_arn=self.role.role_arn
-                )
-            ],
+        self.addon = _pod_identity_addon(
+            self, cluster, FSX_CSI_ADDON, addon_version, FSX_CSI_SERVICE_ACCOUNT, self.role
         )
-        self.addon.node.add_dependency(self.pod_identity_agent)
-        # The add-on turns ACTIVE only once its pods can run: on the system nodes.
-        self.addon.node.add_dependency(cluster.system_nodegroup)
         self.manifest = eks.KubernetesManifest(
             self,
             "Volume",
@@ -532,6 +576,136 @@ class FsxCsiDriver(Construct):
             ),
         )
         self.manifest.node.add_dependency(self.addon)
+
+
+# --------------------------------------------------------------------------------------------------
+# EBS CSI driver and a gp3 StorageClass
+
+
+def gp3_storage_class_manifest(*, name: str = "gp3", reclaim_policy: str = "Retain") -> dict[str, Any]:
+    """A StorageClass of encrypted gp3 EBS volumes, provisioned in the AZ of the pod that first uses them."""
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "StorageClass",
+        "metadata": {"name": name},
+        "provisioner": EBS_CSI_PROVISIONER,
+        "parameters": {"type": "gp3", "encrypted": "true"},
+        "reclaimPolicy": reclaim_policy,
+        "volumeBindingMode": "WaitForFirstConsumer",
+        "allowVolumeExpansion": True,
+    }
+
+
+class EbsCsiDriver(Construct):
+    """The Amazon EBS CSI driver (EKS add-on, EKS Pod Identity) and a gp3 StorageClass.
+
+    Example::
+
+        ebs = EbsCsiDriver(self, "EbsCsi", cluster=cluster)
+        # claims name it: storageClassName: gp3
+
+    The controller's role carries ``AmazonEBSCSIDriverPolicy`` (it creates, attaches and deletes volumes
+    for claims). Volumes are encrypted with the account's default EBS key. With the nodes' metadata hop
+    limit of 1 the driver's pods read instance facts from the Kubernetes API instead, which does not count
+    the ENIs attached: on instances with many EFA interfaces the attachment limit it reports can be too high,
+    so keep EBS-backed pods on the system nodes (GPU nodes are tainted, so they land there by default).
+
+    Attributes: ``addon``, ``role``, ``storage_class`` (the manifest), ``storage_class_name``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        storage_class_name: str = "gp3",
+        addon_version: str | None = None,
+        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+    ) -> None:
+        """Install the add-on and the StorageClass.
+
+        :param cluster: The cluster.
+        :param storage_class_name: Name of the StorageClass. Default: ``gp3``.
+        :param addon_version: Pin the ``aws-ebs-csi-driver`` add-on, e.g. ``v1.45.0-eksbuild.2`` (``aws eks
+            describe-addon-versions --addon-name aws-ebs-csi-driver``). Default: EKS's default for the
+            cluster's Kubernetes version when the add-on is created.
+        :param removal_policy: What happens to a volume when its claim is deleted: RETAIN keeps it (the
+            StorageClass's ``reclaimPolicy: Retain``), DESTROY deletes it. Deleting the cluster deletes no
+            volume either way. Default: RETAIN.
+        """
+        super().__init__(scope, id)
+        _check_addon_version(self, addon_version)
+        self.storage_class_name = storage_class_name
+        self.role = _pod_identity_role(self, "Amazon EBS CSI driver controller (EKS Pod Identity)")
+        self.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(EBS_CSI_POLICY))
+        role_resource = self.role.node.default_child
+        assert isinstance(role_resource, iam.CfnRole)
+        acknowledge(
+            role_resource,
+            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{EBS_CSI_POLICY}]",
+            f"{EBS_CSI_POLICY} is the AWS-managed policy AWS documents for the EBS CSI driver (volume creation "
+            "and deletion conditioned on the driver's own tags) and keeps current with it; only the driver's "
+            "controller can assume this role",
+        )
+        self.addon = _pod_identity_addon(
+            self, cluster, EBS_CSI_ADDON, addon_version, EBS_CSI_SERVICE_ACCOUNT, self.role
+        )
+        reclaim = "Delete" if removal_policy is cdk.RemovalPolicy.DESTROY else "Retain"
+        self.storage_class = eks.KubernetesManifest(
+            self,
+            "StorageClass",
+            cluster=cluster.cluster,
+            manifest=[gp3_storage_class_manifest(name=storage_class_name, reclaim_policy=reclaim)],
+        )
+        self.storage_class.node.add_dependency(self.addon)
+
+
+def _check_addon_version(scope: Construct, addon_version: str | None) -> None:
+    if addon_version is not None and not _EKS_ADDON_VERSION.fullmatch(addon_version):
+        raise fail(
+            scope.node.path,
+            "addon_version",
+            f"must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got '{addon_version}'",
+        )
+
+
+def _pod_identity_role(scope: Construct, description: str) -> iam.Role:
+    """A role EKS Pod Identity may assume (``sts:AssumeRole`` and ``sts:TagSession``)."""
+    return iam.Role(
+        scope,
+        "Role",
+        assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+        description=description,
+    )
+
+
+def _pod_identity_addon(
+    scope: Construct,
+    cluster: GpuEksCluster,
+    name: str,
+    version: str | None,
+    service_account: str,
+    role: iam.IRole,
+) -> eks.CfnAddon:
+    """An EKS add-on whose ``service_account`` gets ``role`` through the cluster's Pod Identity agent."""
+    addon = eks.CfnAddon(
+        scope,
+        "Resource",
+        addon_name=name,
+        addon_version=version,
+        cluster_name=cluster.cluster_name,
+        resolve_conflicts="OVERWRITE",
+        pod_identity_associations=[
+            eks.CfnAddon.PodIdentityAssociationProperty(
+                service_account=service_account, role_arn=role.role_arn
+            )
+        ],
+    )
+    addon.node.add_dependency(cluster.pod_identity_agent)
+    # The add-on turns ACTIVE only once its pods can run: on the system nodes.
+    addon.node.add_dependency(cluster.system_nodegroup)
+    return addon
 
 
 # --------------------------------------------------------------------------------------------------
@@ -553,24 +727,49 @@ def gpu_operator_values(*, service_monitor: bool) -> dict[str, Any]:
     }
 
 
-def kube_prometheus_stack_values(*, grafana: bool) -> dict[str, Any]:
+def kube_prometheus_stack_values(
+    *,
+    grafana: bool,
+    storage_class: str | None = None,
+    prometheus_volume_gib: int = 50,
+    grafana_volume_gib: int = 10,
+) -> dict[str, Any]:
     """Prometheus that scrapes every ServiceMonitor (DCGM's included); Grafana with a generated password.
 
     An empty ``grafana.adminPassword`` makes the Grafana chart generate a random one in its secret instead
-    of kube-prometheus-stack's well-known default.
+    of kube-prometheus-stack's well-known default. With ``storage_class``, Prometheus keeps its TSDB on a
+    ``prometheus_volume_gib`` volume (``retentionSize`` at 90% of it, so 15 days never overfill it) and
+    Grafana its database on a ``grafana_volume_gib`` one, replaced by ``Recreate`` (a ReadWriteOnce volume
+    cannot be mounted by the old and the new pod at once). Without it both keep data in the pod: lost on
+    every restart.
     """
-    values: dict[str, Any] = {
-        "prometheus": {
-            "prometheusSpec": {
-                "serviceMonitorSelectorNilUsesHelmValues": False,
-                "podMonitorSelectorNilUsesHelmValues": False,
-                "retention": "15d",
-            }
-        },
-        "grafana": {"enabled": grafana},
+    spec: dict[str, Any] = {
+        "serviceMonitorSelectorNilUsesHelmValues": False,
+        "podMonitorSelectorNilUsesHelmValues": False,
+        "retention": "15d",
     }
+    values: dict[str, Any] = {"prometheus": {"prometheusSpec": spec}, "grafana": {"enabled": grafana}}
+    if storage_class is not None:
+        spec["retentionSize"] = f"{prometheus_volume_gib * 1024 * 9 // 10}MB"
+        spec["storageSpec"] = {
+            "volumeClaimTemplate": {
+                "spec": {
+                    "storageClassName": storage_class,
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": f"{prometheus_volume_gib}Gi"}},
+                }
+            }
+        }
     if grafana:
         values["grafana"]["adminPassword"] = ""
+        if storage_class is not None:
+            values["grafana"]["persistence"] = {
+                "enabled": True,
+                "storageClassName": storage_class,
+                "accessModes": ["ReadWriteOnce"],
+                "size": f"{grafana_volume_gib}Gi",
+            }
+            values["grafana"]["deploymentStrategy"] = {"type": "Recreate"}
     return values
 
 
@@ -581,7 +780,14 @@ class GpuMonitoring(Construct):
 
         GpuMonitoring(self, "Monitoring", cluster=cluster, prometheus=True, grafana=True)
 
-    Attributes: ``gpu_operator`` (chart), ``prometheus`` (chart or None), ``gpu_operator_values``.
+    Metrics persist by default: Prometheus keeps 15 days (capped at 90% of its volume) on an encrypted gp3
+    EBS volume, and Grafana its users and dashboards on another, through the EBS CSI driver (an
+    :class:`EbsCsiDriver` created here unless you pass yours). Volumes outlive pod restarts and, with the
+    driver's default RETAIN, the release. Alertmanager's silences are not persisted. With
+    ``persistent_storage=False`` everything is ephemeral: lost whenever a pod restarts or moves.
+
+    Attributes: ``gpu_operator`` (chart), ``prometheus`` (chart or None), ``gpu_operator_values``,
+    ``prometheus_values`` (or None), ``ebs_csi_driver`` (or None when nothing persists).
     """
 
     def __init__(
@@ -592,6 +798,10 @@ class GpuMonitoring(Construct):
         cluster: GpuEksCluster,
         prometheus: bool = True,
         grafana: bool = True,
+        persistent_storage: bool = True,
+        ebs_csi_driver: EbsCsiDriver | None = None,
+        prometheus_volume_gib: int = 50,
+        grafana_volume_gib: int = 10,
         gpu_operator_chart: HelmChartSpec = GPU_OPERATOR_CHART,
         prometheus_chart: HelmChartSpec = KUBE_PROMETHEUS_STACK_CHART,
     ) -> None:
@@ -600,6 +810,12 @@ class GpuMonitoring(Construct):
         :param cluster: The cluster.
         :param prometheus: Install kube-prometheus-stack; DCGM gets a ServiceMonitor. Default: True.
         :param grafana: Include Grafana (needs ``prometheus``). Default: True.
+        :param persistent_storage: Keep Prometheus's and Grafana's data on gp3 EBS volumes. Default: True;
+            False keeps it in the pods (ephemeral).
+        :param ebs_csi_driver: The cluster's EBS CSI driver, when you install it yourself. Default: one is
+            created here when something persists (a cluster holds one ``aws-ebs-csi-driver`` add-on only).
+        :param prometheus_volume_gib: Prometheus's volume. Default: 50.
+        :param grafana_volume_gib: Grafana's volume. Default: 10.
         :param gpu_operator_chart: Default: :data:`GPU_OPERATOR_CHART`.
         :param prometheus_chart: Default: :data:`KUBE_PROMETHEUS_STACK_CHART`.
         """
@@ -608,15 +824,27 @@ class GpuMonitoring(Construct):
             raise fail(
                 self.node.path, "grafana", "needs prometheus (Grafana's data source), got prometheus=False"
             )
+        self._check_ebs_csi_driver(persistent_storage, ebs_csi_driver)
+        self._check_volume("prometheus_volume_gib", prometheus_volume_gib)
+        self._check_volume("grafana_volume_gib", grafana_volume_gib)
+        self.ebs_csi_driver: EbsCsiDriver | None = None
+        if prometheus and persistent_storage:
+            self.ebs_csi_driver = ebs_csi_driver or EbsCsiDriver(self, "EbsCsiDriver", cluster=cluster)
         self.prometheus: eks.HelmChart | None = None
+        self.prometheus_values: dict[str, Any] | None = None
         if prometheus:
-            self.prometheus = _helm_chart(
-                self,
-                cluster,
-                prometheus_chart,
-                kube_prometheus_stack_values(grafana=grafana),
-                id="Prometheus",
+            self.prometheus_values = kube_prometheus_stack_values(
+                grafana=grafana,
+                storage_class=self.ebs_csi_driver.storage_class_name if self.ebs_csi_driver else None,
+                prometheus_volume_gib=prometheus_volume_gib,
+                grafana_volume_gib=grafana_volume_gib,
             )
+            self.prometheus = _helm_chart(
+                self, cluster, prometheus_chart, self.prometheus_values, id="Prometheus"
+            )
+            if self.ebs_csi_driver is not None:
+                # The claims bind once the driver runs and its StorageClass exists.
+                self.prometheus.node.add_dependency(self.ebs_csi_driver.storage_class)
         self.gpu_operator_values = gpu_operator_values(service_monitor=prometheus)
         self.gpu_operator = _helm_chart(
             self, cluster, gpu_operator_chart, self.gpu_operator_values, id="GpuOperator"
@@ -624,6 +852,18 @@ class GpuMonitoring(Construct):
         if self.prometheus is not None:
             # DCGM's ServiceMonitor needs the Prometheus Operator's CRDs.
             self.gpu_operator.node.add_dependency(self.prometheus)
+
+    def _check_ebs_csi_driver(self, persistent_storage: bool, ebs_csi_driver: EbsCsiDriver | None) -> None:
+        if ebs_csi_driver is not None and not persistent_storage:
+            raise fail(
+                self.node.path,
+                "ebs_csi_driver",
+                "is only used to persist metrics; got one with persistent_storage=False",
+            )
+
+    def _check_volume(self, field: str, size_gib: int) -> None:
+        if not is_unresolved(size_gib) and size_gib < 1:
+            raise fail(self.node.path, field, f"must be 1 or more, got {size_gib}")
 
 
 def _helm_chart(

@@ -10,6 +10,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from training_clusters.acceptance.eks_nccl_job import nccl_test_mpijob, run_instructions, write_manifest
+from training_clusters.catalog import CATALOG
 from training_clusters.config import EksConfig, EnvironmentConfig
 from training_clusters.constructs.eks_addons import (
     EfaDevicePlugin,
@@ -17,6 +18,7 @@ from training_clusters.constructs.eks_addons import (
     GpuMonitoring,
     NeuronDevicePlugin,
     NvidiaDevicePlugin,
+    device_plugin_node_labels,
 )
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.constructs.eks_release_manifest import MpiOperator
@@ -97,7 +99,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 efa_interface_type=group.efa_interface_type,
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
-                labels=group.labels,
+                labels=self._node_labels(settings, group.labels, group.instance_type),
             )
             for group in settings.efa_nodegroups
         }
@@ -111,11 +113,17 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 instance_type=group.instance_type,
                 desired_size=group.size,
                 subnets=self.network.private_subnets,
-                labels=group.labels,
+                labels=self._node_labels(settings, group.labels, group.instance_type),
                 gpu_taint=group.gpu_taint,
             )
             for group in settings.gpu_nodegroups
         }
+
+    def _node_labels(self, settings: EksConfig, labels: dict[str, str], instance_type: str) -> dict[str, str]:
+        """The group's labels plus what the NVIDIA device plugin's sharing mode needs (MPS: its daemon's)."""
+        plugin = settings.addons.nvidia_device_plugin
+        mps = plugin.sharing_mps if plugin.enabled else None
+        return {**labels, **device_plugin_node_labels(CATALOG[instance_type], mps=mps)}
 
     # ----------------------------------------------------------------------------------------------
     # add-ons
