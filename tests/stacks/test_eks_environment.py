@@ -192,3 +192,117 @@ def test_trainium_nodegroups_get_the_neuron_device_plugin_not_nvidias(app: cdk.A
     assert stack.device_plugin is None  # no NVIDIA GPUs
     assert stack.efa_device_plugin is not None
     assert stack.efa_device_plugin.values["supportedInstanceLabels"]["values"] == ["trn1.32xlarge"]
+
+
+# --------------------------------------------------------------------------------------------------
+# add-ons that work once deployed, credentials that stay on the node
+
+
+def test_mps_environment_labels_its_gpu_nodes_for_the_mps_daemon(app: cdk.App) -> None:
+    """Chart 0.19.0 runs its MPS control daemon only on nvidia.com/mps.capable=true nodes; without it the
+    device plugin's health check fails and the node advertises no GPUs."""
+    document = yaml.safe_load((ROOT / "environments" / "eks-gpu-sharing.yaml").read_text())
+    document["eks"]["addons"]["nvidia_device_plugin"] = {"mps": {"replicas": 4}}
+    document["eks"]["efa_nodegroups"] = [{"name": "trn", "instance_type": "trn1.32xlarge", "size": 1}]
+    stack = add_environment_config(app, parse_environment(document), "mps")
+    assert isinstance(stack, EksTrainingEnvironment) and stack.device_plugin is not None
+    config = yaml.safe_load(stack.device_plugin.values["config"]["map"]["default"])
+    assert config["sharing"] == {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
+    assert stack.device_plugin.values["gfd"] == {"enabled": False}
+    labels = stack.resolve(stack.gpu_nodegroups["gpu"].nodegroup.node.default_child.labels)  # type: ignore[union-attr]
+    assert labels == {"eks-node": "gpu", "nvidia.com/mps.capable": "true"}
+    # Trainium nodes run no NVIDIA plugin: no MPS label there
+    assert stack.efa_nodegroups["trn"].labels == {}
+
+
+def test_time_slicing_environment_adds_no_mps_label(environment_gates: EnvironmentGates) -> None:
+    path = ROOT / "environments" / "eks-gpu-sharing.yaml"
+    template = environment_gates.template(path)
+    (nodegroup,) = (
+        v["Properties"]
+        for v in template["Resources"].values()
+        if v["Type"] == "AWS::EKS::Nodegroup" and v["Properties"].get("Labels", {}).get("eks-node") == "gpu"
+    )
+    assert nodegroup["Labels"] == {"eks-node": "gpu"}
+
+
+@pytest.mark.parametrize(
+    ("plugin", "instance_type", "message"),
+    [
+        (
+            {"mig_strategy": "mixed"},
+            "p4d.24xlarge",
+            "training-x/NvidiaDevicePlugin: mig_strategy must be NONE, got MIXED: nothing in this library "
+            "partitions GPUs into MIG instances (no GPU Operator MIG manager, no nvidia.com/mig.config node "
+            "label), so the device plugin would advertise whole GPUs without an error; share GPUs with "
+            "time_slicing or mps instead",
+        ),
+        (
+            {"mps": {"replicas": 64}},
+            "g5.2xlarge",
+            "training-x/NvidiaDevicePlugin: mps.replicas must be at most 48 (the clients one MPS control "
+            "daemon serves per GPU), got 64",
+        ),
+    ],
+)
+def test_sharing_the_cluster_cannot_deliver_is_refused_when_the_stack_is_built(
+    app: cdk.App, plugin: dict[str, Any], instance_type: str, message: str
+) -> None:
+    eks = {
+        "gpu_nodegroups": [{"name": "gpu", "instance_type": instance_type, "size": 1}],
+        "addons": {"nvidia_device_plugin": plugin},
+    }
+    config = parse_environment(_document(eks))
+    with pytest.raises(ConfigurationError) as error:
+        EksTrainingEnvironment(app, "training-x", config=config, environment_name="x")
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("path", EKS_FILES, ids=lambda p: p.stem)
+def test_eks_environment_keeps_node_credentials_on_the_node(
+    environment_gates: EnvironmentGates, path: Any
+) -> None:
+    """Hop limit 1 on every launch template; the VPC CNI's policy on its own Pod Identity role only."""
+    template = environment_gates.template(path)
+    resources = template["Resources"]
+    templates = [v["Properties"] for v in resources.values() if v["Type"] == "AWS::EC2::LaunchTemplate"]
+    assert templates
+    assert {t["LaunchTemplateData"]["MetadataOptions"]["HttpPutResponseHopLimit"] for t in templates} == {1}
+    (association,) = (
+        v["Properties"] for v in resources.values() if v["Type"] == "AWS::EKS::PodIdentityAssociation"
+    )
+    assert (association["Namespace"], association["ServiceAccount"]) == ("kube-system", "aws-node")
+    with_cni_policy = {
+        k for k, v in resources.items()
+        if v["Type"] == "AWS::IAM::Role" and "AmazonEKS_CNI_Policy" in json.dumps(v["Properties"])
+    }  # fmt: skip
+    assert with_cni_policy == {association["RoleArn"]["Fn::GetAtt"][0]}
+    addons = sorted(
+        v["Properties"]["AddonName"] for v in resources.values() if v["Type"] == "AWS::EKS::Addon"
+    )
+    # every add-on that calls AWS has a Pod Identity association; the agent is installed once
+    assert addons.count("eks-pod-identity-agent") == 1
+    for addon in (v["Properties"] for v in resources.values() if v["Type"] == "AWS::EKS::Addon"):
+        if addon["AddonName"] != "eks-pod-identity-agent":
+            assert addon["PodIdentityAssociations"], addon["AddonName"]
+
+
+def test_monitoring_environment_keeps_metrics_on_gp3_volumes(environment_gates: EnvironmentGates) -> None:
+    path = ROOT / "environments" / "eks-gpu-monitoring.yaml"
+    stack, gates = environment_gates.get(path)
+    assert isinstance(stack, EksTrainingEnvironment) and stack.monitoring is not None
+    assert stack.monitoring.ebs_csi_driver is not None
+    values = stack.monitoring.prometheus_values
+    assert values is not None
+    claim = values["prometheus"]["prometheusSpec"]["storageSpec"]["volumeClaimTemplate"]["spec"]
+    assert claim["storageClassName"] == stack.monitoring.ebs_csi_driver.storage_class_name == "gp3"
+    assert values["grafana"]["persistence"]["enabled"] is True
+    template = environment_gates.template(path)
+    addons = {
+        v["Properties"]["AddonName"]: v["Properties"]
+        for v in template["Resources"].values()
+        if v["Type"] == "AWS::EKS::Addon"
+    }
+    (association,) = addons["aws-ebs-csi-driver"]["PodIdentityAssociations"]
+    assert association["ServiceAccount"] == "ebs-csi-controller-sa"
+    gates.assert_clean()  # 0 cdk-nag findings, 0 cfn-lint errors with the new roles and add-ons
