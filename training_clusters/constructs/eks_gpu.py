@@ -91,10 +91,11 @@ class GpuEksCluster(Construct):
     here): the VPC CNI (``kube-system/aws-node``, with ``AmazonEKS_CNI_Policy``) here, the FSx and EBS CSI
     controllers in :mod:`~training_clusters.constructs.eks_addons`. What still reads instance metadata runs
     on the host or in its network namespace: the kubelet and ``nodeadm``, ``aws-node`` (ENI and IP facts;
-    credentials come from Pod Identity), the Pod Identity agent (it exchanges the node role's credentials
-    for pods' roles, which ``AmazonEKSWorkerNodePolicy`` allows) and the EFA device plugin. The FSx and EBS
-    CSI drivers' pods fall back to the Kubernetes API for instance facts; your own pods that call AWS need
-    a Pod Identity association of their own (``aws_eks_v2.ServiceAccount`` with ``POD_IDENTITY``).
+    its credentials come from Pod Identity) and the Pod Identity agent (it exchanges the node role's
+    credentials for pods' roles, which ``AmazonEKSWorkerNodePolicy`` allows). The FSx and EBS CSI drivers'
+    pods, outside the host network, fall back to the Kubernetes API for instance facts. Your own pods that
+    call AWS need a Pod Identity association of their own (``aws_eks_v2.ServiceAccount`` with
+    ``POD_IDENTITY``); nodegroups can widen the hop limit (``imds_hop_limit=2``) for software that cannot.
 
     Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``cluster_name``, ``cluster_security_group``,
     ``secrets_key``, ``kubectl_layer``, ``subnets`` (of the control plane, the system nodes and the kubectl
