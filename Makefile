@@ -10,7 +10,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: synth test lint format schema benchmark bootstrap clean
+.PHONY: synth test lint format schema benchmark diagrams bootstrap clean
 
 bootstrap: $(VENV)/.installed node_modules/.installed $(PCLUSTER_VENV)/.installed
 
@@ -52,6 +52,10 @@ test: bootstrap lint
 # The environment file's JSON Schema, for editor completion (see README: "Editor completion").
 schema: $(VENV)/.installed
 	$(BIN)/training-clusters schema > environments/schema.json
+
+# A picture of every environment, drawn from what it synthesizes: docs/environments/<env>.svg and .md.
+diagrams: $(VENV)/.installed node_modules/.installed
+	$(BIN)/python -m training_clusters.diagram docs/environments
 
 benchmark: bootstrap
 	$(BIN)/python benchmarks/synth.py --suite

@@ -5,6 +5,7 @@
     training-clusters preflight environments/eks-g5-efa.yaml [--region R] [--profile P]
     training-clusters render-pcluster environments/parallelcluster-c5n.yaml [-o cluster-config.yaml] [--deployed]
     training-clusters acceptance environments/parallelcluster-c5n.yaml [-d acceptance/]
+    training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg  [--assembly cdk.out --stack S]
     training-clusters catalog
     training-clusters schema > environments/schema.json
 
@@ -163,6 +164,19 @@ def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
+def _diagram(args: argparse.Namespace, out: TextIO) -> int:
+    from training_clusters.diagram import diagram_command
+
+    return diagram_command(
+        file=args.file,
+        assembly=args.assembly,
+        stack=args.stack,
+        output_file=args.output_file,
+        as_json=args.output == "json",
+        out=out,
+    )
+
+
 def _catalog(args: argparse.Namespace, out: TextIO) -> int:
     types = all_instance_types()
     if args.output == "json":
@@ -259,6 +273,18 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("file", help="environment file")
     command.add_argument("-d", "--directory", help="default: acceptance/<environment>")
     command.set_defaults(command=_acceptance)
+
+    command = commands.add_parser("diagram", help="draw what an environment synthesizes (SVG, Mermaid)")
+    command.add_argument("file", nargs="?", help="environment file (or --assembly)")
+    command.add_argument(
+        "-o",
+        "--output-file",
+        help="out.svg (writes out.md with a Mermaid flowchart beside it), out.dot or out.md; "
+        "default: SVG on standard output",
+    )
+    command.add_argument("--assembly", help="draw a stack of this cloud assembly (cdk.out) instead")
+    command.add_argument("--stack", help="the stack of --assembly to draw; default: its only stack")
+    command.set_defaults(command=_diagram)
 
     command = commands.add_parser("catalog", help="the instance-type facts the library uses")
     command.set_defaults(command=_catalog)

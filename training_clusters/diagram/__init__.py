@@ -1,0 +1,182 @@
+"""A picture of an environment, drawn from the CloudFormation template it synthesizes.
+
+::
+
+    training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg   # and eks-p5-efa.md beside it
+    training-clusters diagram --assembly cdk.out --stack my-stack -o my-stack.svg
+    make diagrams                                                               # docs/environments/*.svg
+
+:mod:`.model` turns a template into typed nodes and edges (pure Python, what the tests check);
+:mod:`.dot` writes Graphviz DOT and lays it out with Graphviz's WebAssembly build (npm
+``@hpcc-js/wasm-graphviz``, pinned in package.json) through a small node script; :mod:`.mermaid` writes the
+same graph as a Mermaid flowchart in Markdown. :mod:`.sources` reads a cloud assembly or synthesizes
+environment files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from training_clusters.diagram.dot import to_dot, to_svg
+from training_clusters.diagram.mermaid import to_markdown, to_mermaid
+from training_clusters.diagram.model import (
+    Edge,
+    EdgeKind,
+    EnvironmentGraph,
+    Node,
+    NodeKind,
+    NodeRole,
+    graph_from_template,
+    retained_logical_ids,
+)
+from training_clusters.diagram.sources import StackSource, read_assembly, read_stack, synthesize_environments
+from training_clusters.errors import ConfigurationError
+
+__all__ = [
+    "FORMATS",
+    "Edge",
+    "EdgeKind",
+    "EnvironmentGraph",
+    "Node",
+    "NodeKind",
+    "NodeRole",
+    "StackSource",
+    "diagram_command",
+    "graph_from_template",
+    "read_assembly",
+    "read_stack",
+    "render",
+    "retained_logical_ids",
+    "synthesize_environments",
+    "to_dot",
+    "to_markdown",
+    "to_mermaid",
+    "to_svg",
+    "write_diagram",
+]
+
+FORMATS = (".svg", ".dot", ".md")
+"""What ``-o`` may end with: SVG (with the Markdown page beside it), Graphviz DOT, or the Markdown alone."""
+
+
+def render(graph: EnvironmentGraph, suffix: str, *, svg_name: str | None = None) -> str:
+    """The graph as the text of a ``suffix`` file (one of :data:`FORMATS`)."""
+    if suffix == ".svg":
+        return to_svg(to_dot(graph))
+    if suffix == ".dot":
+        return to_dot(graph)
+    if suffix == ".md":
+        return to_markdown(graph, svg_name=svg_name)
+    raise ConfigurationError(_unsupported(suffix))
+
+
+def write_diagram(graph: EnvironmentGraph, output: Path) -> list[Path]:
+    """Write the drawing to ``output`` (and, for ``.svg``, its Markdown page beside it); returns the paths.
+
+    :raises ConfigurationError: the suffix is not one of :data:`FORMATS`, or the path cannot be written.
+    """
+    _check_output(output)
+    suffix = output.suffix.lower()
+    files = {output: render(graph, suffix)}
+    if suffix == ".svg":
+        files[output.with_suffix(".md")] = render(graph, ".md", svg_name=output.name)
+    for path, text in files.items():
+        _check_writable(path)
+        try:
+            path.write_text(text, encoding="utf-8", newline="\n")
+        except OSError as error:
+            raise ConfigurationError(f"{path}: cannot be written: {error.strerror}") from None
+    return list(files)
+
+
+def diagram_command(
+    *,
+    file: str | None,
+    assembly: str | None,
+    stack: str | None,
+    output_file: str | None,
+    as_json: bool,
+    out: TextIO,
+) -> int:
+    """What ``training-clusters diagram`` does; returns the exit status (errors raise ConfigurationError)."""
+    if output_file:
+        _check_output(Path(output_file))  # before a synth that may take a while
+    source = _source(file, assembly, stack)
+    graph = source.graph()
+    written = write_diagram(graph, Path(output_file)) if output_file else []
+    if as_json:
+        document = {
+            "stack": source.stack_name,
+            "files": [str(p) for p in written],
+            "nodes": {kind.value: count for kind, count in sorted(graph.kind_counts().items())},
+            "edges": len(graph.edges),
+            "retained": [{"id": n.logical_id or n.id, "by": n.retained_by} for n in graph.retained],
+        }
+        if not output_file:
+            document["svg"] = render(graph, ".svg")
+        json.dump(document, out, indent=2)
+        out.write("\n")
+    elif written:
+        names = " and ".join(str(p) for p in written)
+        print(
+            f"wrote {names} ({source.stack_name}: {len(graph.nodes)} nodes, {len(graph.edges)} edges, "
+            f"{len(graph.retained)} kept on delete)",
+            file=out,
+        )
+    else:
+        out.write(render(graph, ".svg"))
+    return 0
+
+
+def write_environment_diagrams(files: Sequence[Path], directory: Path) -> list[Path]:
+    """``make diagrams``: synthesize every environment file and write ``<directory>/<file stem>.svg`` / ``.md``."""
+    written: list[Path] = []
+    for path, source in zip(files, synthesize_environments(files), strict=True):
+        written += write_diagram(source.graph(), directory / f"{path.stem}.svg")
+    return written
+
+
+def _source(file: str | None, assembly: str | None, stack: str | None) -> StackSource:
+    if file and assembly:
+        raise ConfigurationError("diagram: give an environment file or --assembly, not both")
+    if assembly:
+        return read_stack(assembly, stack)
+    if stack:
+        raise ConfigurationError("diagram: --stack chooses a stack of --assembly; give --assembly too")
+    if not file:
+        raise ConfigurationError("diagram: give an environment file, or --assembly cdk.out [--stack NAME]")
+    path = Path(file)
+    if path.is_dir():
+        raise ConfigurationError(f"{path}: is a folder; give an environment file (or --assembly {path})")
+    return synthesize_environments([path])[0]
+
+
+def _check_output(output: Path) -> None:
+    suffix = output.suffix.lower()
+    if suffix not in FORMATS:
+        raise ConfigurationError(f"{output}: {_unsupported(suffix)}")
+    _check_writable(output)
+
+
+def _check_writable(path: Path) -> None:
+    folder = path.parent
+    if path.is_dir():
+        raise ConfigurationError(f"{path}: is a folder; give a file name ending {', '.join(FORMATS)}")
+    if not folder.exists():
+        raise ConfigurationError(f"{folder}: no such folder for the diagram")
+    if not folder.is_dir():
+        raise ConfigurationError(f"{folder}: is not a folder")
+    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise ConfigurationError(f"{path}: cannot be written (permission denied)")
+
+
+def _unsupported(suffix: str) -> str:
+    if suffix == ".png":
+        return (
+            "PNG is not supported: write .svg (browsers and GitHub show it; any SVG tool converts it) or .md"
+        )
+    return f"unsupported diagram format {suffix or '(no suffix)'!r}; use one of {', '.join(FORMATS)}"

@@ -1,0 +1,99 @@
+"""An :class:`EnvironmentGraph` as a Mermaid flowchart in Markdown (GitHub draws it inline)."""
+
+from __future__ import annotations
+
+from training_clusters.diagram.model import EdgeKind, EnvironmentGraph, Node, NodeKind
+
+__all__ = ["to_markdown", "to_mermaid"]
+
+_ARROWS = {
+    EdgeKind.RUNS_IN: "-.-",
+    EdgeKind.ROUTES_THROUGH: "-->",
+    EdgeKind.SERVES: "-.->",
+    EdgeKind.PLACED_IN: "==>",
+    EdgeKind.MOUNTS: "==>",
+}
+_CLASSES = {
+    "network": "fill:#eef6e9,stroke:#3f8624",
+    "gateway": "fill:#f1ebff,stroke:#8c4fff",
+    "compute": "fill:#fff1e0,stroke:#ed7100",
+    "storage": "fill:#eaf5dc,stroke:#7aa116",
+    "addon": "fill:#f2f3f3,stroke:#545b64",
+    "retained": "fill:#fbe9f0,stroke:#b0084d,stroke-width:3px",
+}
+_CLASS_OF = {
+    NodeKind.SUBNET: "network",
+    NodeKind.INTERNET_GATEWAY: "gateway",
+    NodeKind.NAT_GATEWAY: "gateway",
+    NodeKind.VPC_ENDPOINT: "gateway",
+    NodeKind.PLACEMENT_GROUP: "compute",
+    NodeKind.CONTROL_PLANE: "compute",
+    NodeKind.NODE_GROUP: "compute",
+    NodeKind.FILE_SYSTEM: "storage",
+    NodeKind.ADDON: "addon",
+    NodeKind.WORKLOAD: "addon",
+    NodeKind.RETAINED_RESOURCE: "retained",
+}
+
+
+def to_mermaid(graph: EnvironmentGraph) -> str:
+    """A ``flowchart LR``: containers as subgraphs, edges styled by kind, kept-on-delete nodes in red."""
+    ids = {node.id: f"n{index}" for index, node in enumerate(graph.nodes)}
+    lines = ["flowchart LR"]
+    for node in graph.children(None):
+        if node.kind is not NodeKind.RETAINED_RESOURCE:
+            lines += _node(graph, node, ids, "  ")
+    retained = graph.of_kind(NodeKind.RETAINED_RESOURCE)
+    if retained:
+        lines.append('  subgraph kept["also kept when the stack is deleted"]')
+        for node in retained:
+            lines += _node(graph, node, ids, "    ")
+        lines.append("  end")
+    for edge in graph.edges:
+        text = " ".join(
+            p for p in (edge.kind.value if edge.kind is not EdgeKind.RUNS_IN else "", edge.label) if p
+        )
+        arrow = _ARROWS[edge.kind]
+        middle = f'{arrow}|"{_escape(text)}"|' if text else arrow
+        lines.append(f"  {ids[edge.source]} {middle} {ids[edge.target]}")
+    lines += [f"  classDef {name} {style}" for name, style in _CLASSES.items()]
+    return "\n".join(lines) + "\n"
+
+
+def to_markdown(graph: EnvironmentGraph, *, svg_name: str | None = None) -> str:
+    """A page for ``docs/``: the SVG (when there is one), the flowchart and the kept-on-delete list."""
+    parts = [
+        f"# {graph.title}",
+        "",
+        "Drawn from the synthesized CloudFormation template by `training-clusters diagram`; regenerate it "
+        "with `make diagrams` rather than editing it.",
+        "",
+    ]
+    if svg_name:
+        parts += [f"![{graph.title}]({svg_name})", ""]
+    parts += ["```mermaid", to_mermaid(graph).rstrip("\n"), "```", ""]
+    kept = graph.retained
+    if kept:
+        parts += ["Kept when the stack is deleted:", ""]
+        parts += [f"- {node.title} ({node.logical_id or node.id}): {node.retained_by}" for node in kept]
+        parts.append("")
+    return "\n".join(parts)
+
+
+def _node(graph: EnvironmentGraph, node: Node, ids: dict[str, str], indent: str) -> list[str]:
+    label = "<br/>".join(_escape(line) for line in node.lines)
+    if graph.is_box(node):
+        lines = [f'{indent}subgraph {ids[node.id]}["{label}"]']
+        for child in graph.children(node.id):
+            lines += _node(graph, child, ids, indent + "  ")
+        lines.append(f"{indent}end")
+        if node.retained:
+            lines.append(f"{indent}style {ids[node.id]} stroke:#b0084d,stroke-width:3px")
+        return lines
+    style = "retained" if node.retained else _CLASS_OF.get(node.kind, "addon")
+    return [f'{indent}{ids[node.id]}["{label}"]:::{style}']
+
+
+def _escape(text: str) -> str:
+    """Mermaid reads ``#quot;``-style entities inside quoted labels."""
+    return text.replace("&", "#amp;").replace('"', "#quot;").replace("<", "#lt;").replace(">", "#gt;")

@@ -1,0 +1,922 @@
+"""What a synthesized template builds, as a graph of typed nodes and edges (pure Python, no CDK).
+
+:func:`graph_from_template` reads a CloudFormation template (the JSON ``cdk synth`` writes) and returns an
+:class:`EnvironmentGraph`: the VPC with its availability zones and subnets, NAT gateways, the internet
+gateway and VPC endpoints, placement groups, file systems, clusters (EKS, ParallelCluster, HyperPod) with
+their node groups and add-ons, and every resource kept when the stack is deleted. The renderers
+(:mod:`.dot`, :mod:`.mermaid`) only draw what this module found, so the picture cannot drift from what
+deploys.
+
+>>> template = {"Resources": {"Pg": {"Type": "AWS::EC2::PlacementGroup", "Properties": {"Strategy": "cluster"}}}}
+>>> graph = graph_from_template(template, title="example")
+>>> [(n.kind.value, n.title, n.details) for n in graph.nodes]
+[('placement-group', 'placement group', ('strategy cluster',))]
+
+Values that are only known at deploy time (``Ref``, ``Fn::GetAtt`` ...) are shown as such, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX
+
+__all__ = [
+    "Edge",
+    "EdgeKind",
+    "EnvironmentGraph",
+    "Node",
+    "NodeKind",
+    "NodeRole",
+    "graph_from_template",
+    "retained_logical_ids",
+]
+
+PROVISIONING_PARAMETERS = "provisioning_parameters.json"
+"""The file HyperPod's lifecycle scripts read their node roles and the mount point from."""
+
+
+class NodeKind(StrEnum):
+    """What a node of the drawing stands for."""
+
+    VPC = "vpc"
+    AVAILABILITY_ZONE = "availability-zone"
+    SUBNET = "subnet"
+    INTERNET_GATEWAY = "internet-gateway"
+    NAT_GATEWAY = "nat-gateway"
+    VPC_ENDPOINT = "vpc-endpoint"
+    PLACEMENT_GROUP = "placement-group"
+    FILE_SYSTEM = "file-system"
+    CLUSTER = "cluster"
+    """EKS, ParallelCluster or HyperPod: a box around its control plane, node groups and add-ons."""
+    CONTROL_PLANE = "control-plane"
+    NODE_GROUP = "node-group"
+    """Instances of one type: an EKS nodegroup, a Slurm head node or queue, a HyperPod instance group."""
+    ADDON = "add-on"
+    WORKLOAD = "workload"
+    """Kubernetes objects the stack applies (an NCCL test job ...), other than the shared-storage claim."""
+    RETAINED_RESOURCE = "retained-resource"
+    """A resource kept on delete that is not drawn otherwise (log groups, keys, buckets)."""
+
+
+#: Kinds drawn as a box around other nodes.
+CONTAINER_KINDS = frozenset({NodeKind.VPC, NodeKind.AVAILABILITY_ZONE, NodeKind.CLUSTER})
+
+
+class NodeRole(StrEnum):
+    """What a node group does in its cluster."""
+
+    HEAD = "head node"
+    CONTROLLER = "controller"
+    LOGIN = "login"
+    WORKER = "worker"
+    COMPUTE = "compute"
+    SYSTEM = "system"
+
+
+class EdgeKind(StrEnum):
+    """How two nodes are related."""
+
+    RUNS_IN = "runs in"
+    """A resource has network interfaces in a subnet."""
+    ROUTES_THROUGH = "routes through"
+    """A subnet's default route goes through a NAT or internet gateway."""
+    SERVES = "serves"
+    """A VPC endpoint is reachable from a subnet (its route table, or its interface)."""
+    PLACED_IN = "placed in"
+    """A node group launches into a placement group."""
+    MOUNTS = "mounts"
+    """A node group or cluster mounts a file system (the label says where)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One thing in the drawing.
+
+    ``logical_id`` is the template resource it comes from (``None`` for availability zones, which are not
+    resources, and for parts of one resource such as a queue of a ParallelCluster). ``retained`` says the
+    resource outlives the stack; ``retained_by`` says which policy keeps it.
+    """
+
+    id: str
+    kind: NodeKind
+    title: str
+    details: tuple[str, ...] = ()
+    parent: str | None = None
+    logical_id: str | None = None
+    retained_by: str | None = None
+    role: NodeRole | None = None
+    instance_type: str | None = None
+    count: str | None = None
+    efa_interfaces: int | None = None
+    """EFA interfaces per instance (0: none); ``None`` when the template does not say and the type is not
+    in the catalogue."""
+
+    @property
+    def retained(self) -> bool:
+        return self.retained_by is not None
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """Title, details, and the retention note: the text every renderer shows."""
+        note = (f"kept on delete ({self.retained_by})",) if self.retained_by else ()
+        return (self.title, *self.details, *note)
+
+
+@dataclass(frozen=True, order=True)
+class Edge:
+    """``source`` relates to ``target`` as ``kind`` says; ``label`` adds what is specific (a mount point)."""
+
+    source: str
+    target: str
+    kind: EdgeKind
+    label: str = ""
+
+
+@dataclass(frozen=True)
+class EnvironmentGraph:
+    """Nodes (parents before children, otherwise sorted by id) and edges (sorted)."""
+
+    title: str
+    nodes: tuple[Node, ...]
+    edges: tuple[Edge, ...]
+
+    def node(self, node_id: str) -> Node:
+        for node in self.nodes:
+            if node.id == node_id:
+                return node
+        raise KeyError(node_id)
+
+    def of_kind(self, kind: NodeKind) -> list[Node]:
+        return [n for n in self.nodes if n.kind is kind]
+
+    def children(self, parent: str | None) -> list[Node]:
+        return [n for n in self.nodes if n.parent == parent]
+
+    def is_box(self, node: Node) -> bool:
+        """Whether ``node`` is drawn as a box around others (a container kind that has children)."""
+        return node.kind in CONTAINER_KINDS and any(n.parent == node.id for n in self.nodes)
+
+    def kind_counts(self) -> dict[NodeKind, int]:
+        """How many nodes of each kind (kinds with none are left out)."""
+        counts: dict[NodeKind, int] = {}
+        for node in self.nodes:
+            counts[node.kind] = counts.get(node.kind, 0) + 1
+        return counts
+
+    @property
+    def retained(self) -> list[Node]:
+        return [n for n in self.nodes if n.retained]
+
+
+def graph_from_template(
+    template: Mapping[str, Any],
+    *,
+    title: str,
+    uploads: Mapping[str, Mapping[str, Any]] | None = None,
+) -> EnvironmentGraph:
+    """Read what ``template`` builds.
+
+    :param title: What the drawing is called (the stack name).
+    :param uploads: ``provisioning_parameters.json`` of each file asset the template uploads, keyed by its
+        S3 object key (``<hash>.zip``), as :mod:`.sources` reads them from the cloud assembly. HyperPod
+        instance groups take their role (controller, login, worker) and mount point from it. Default: none
+        (roles are then not shown).
+    """
+    return _GraphBuilder(template, uploads or {}).build(title)
+
+
+def retained_logical_ids(template: Mapping[str, Any]) -> set[str]:
+    """Resources whose ``DeletionPolicy`` is ``Retain`` (or ``RetainExceptOnCreate``)."""
+    return {
+        logical_id
+        for logical_id, resource in _resources(template).items()
+        if resource.get("DeletionPolicy") in _RETAIN_POLICIES
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# reading template values
+
+TIMES = "\N{MULTIPLICATION SIGN}"
+"""Between an instance type and its count: ``p5.48xlarge x 2`` with the multiplication sign."""
+_RETAIN_POLICIES = ("Retain", "RetainExceptOnCreate")
+_DEPLOY_TIME = "(deploy time)"
+_CDK_HASH = re.compile(r"[0-9A-F]{8}$")
+
+
+def _resources(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    resources = template.get("Resources", {})
+    return resources if isinstance(resources, dict) else {}
+
+
+def _target(value: Any) -> str | None:
+    """The logical id a ``Ref`` or ``Fn::GetAtt`` points at."""
+    if isinstance(value, dict) and len(value) == 1:
+        if "Ref" in value and isinstance(value["Ref"], str):
+            return value["Ref"]
+        attribute = value.get("Fn::GetAtt")
+        if isinstance(attribute, list) and attribute and isinstance(attribute[0], str):
+            return attribute[0]
+        if isinstance(attribute, str):
+            return attribute.split(".", 1)[0]
+    return None
+
+
+def _targets(value: Any) -> Iterator[str]:
+    """Every logical id referenced anywhere inside ``value``."""
+    target = _target(value)
+    if target is not None:
+        yield target
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _targets(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _targets(item)
+
+
+def _literal(value: Any) -> str | None:
+    """``value`` as text when the template holds it literally."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (str, int, float)):
+        return str(value)
+    return None
+
+
+def _text(value: Any, placeholder: str = _DEPLOY_TIME) -> str:
+    """``value`` as text: literals as they are, ``Fn::Join`` with its tokens as ``placeholder``."""
+    literal = _literal(value)
+    if literal is not None:
+        return literal
+    if isinstance(value, dict) and "Fn::Join" in value:
+        separator, parts = value["Fn::Join"]
+        if isinstance(parts, list):
+            return str(separator).join(_text(part, placeholder) for part in parts)
+    return placeholder
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _readable(logical_id: str) -> str:
+    """A CDK logical id without its hash suffix: ``SharedStorageA8297BFB`` -> ``SharedStorage``."""
+    stripped = _CDK_HASH.sub("", logical_id)
+    return stripped or logical_id
+
+
+def _count(desired: Any, low: Any, high: Any) -> str:
+    """``2`` when fixed, ``0-4`` for a range, ``2 (1-4)`` when a desired size sits inside a range."""
+    low_text, high_text = _literal(low), _literal(high)
+    desired_text = _literal(desired)
+    if low_text is not None and high_text is not None and low_text != high_text:
+        span = f"{low_text}-{high_text}"
+        return f"{desired_text} ({span})" if desired_text is not None else span
+    return desired_text or high_text or low_text or _DEPLOY_TIME
+
+
+def _catalog_efa(instance_type: str | None) -> int | None:
+    if instance_type is None:
+        return None
+    found = CATALOG.get(instance_type.removeprefix(HYPERPOD_PREFIX))
+    return found.max_efa_interfaces if found is not None else None
+
+
+def _instance_facts(instance_type: str | None) -> list[str]:
+    """The accelerators of a catalogued type: ``8 x H100`` (multiplication sign)."""
+    found = CATALOG.get((instance_type or "").removeprefix(HYPERPOD_PREFIX))
+    if found is None or found.accelerators is None:
+        return []
+    return [f"{found.accelerators.count} {TIMES} {found.accelerators.model}"]
+
+
+def _efa_line(efa: int | None) -> list[str]:
+    if efa is None:
+        return ["EFA: not in the catalogue"]
+    if efa == 0:
+        return []
+    return [f"{efa} EFA interface{'s' if efa != 1 else ''} per node"]
+
+
+# --------------------------------------------------------------------------------------------------
+# the builder
+
+
+@dataclass
+class _GraphBuilder:
+    template: Mapping[str, Any]
+    uploads: Mapping[str, Mapping[str, Any]]
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: set[Edge] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.resources = _resources(self.template)
+        self.retained = retained_logical_ids(self.template)
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def of_type(self, *types: str) -> Iterator[tuple[str, dict[str, Any]]]:
+        for logical_id in sorted(self.resources):
+            resource = self.resources[logical_id]
+            if resource.get("Type") in types:
+                yield logical_id, _dict(resource.get("Properties"))
+
+    def type_of(self, logical_id: str | None) -> str | None:
+        if logical_id is None or logical_id not in self.resources:
+            return None
+        kind = self.resources[logical_id].get("Type")
+        return kind if isinstance(kind, str) else None
+
+    def add(self, node: Node) -> Node:
+        if node.logical_id in self.retained and node.retained_by is None:
+            node = replace(node, retained_by="DeletionPolicy Retain")
+        self.nodes[node.id] = node
+        return node
+
+    def link(self, source: str, targets: Iterable[str | None], kind: EdgeKind, label: str = "") -> None:
+        for target in targets:
+            if target is not None and target in self.nodes and source in self.nodes:
+                self.edges.add(Edge(source, target, kind, label))
+
+    def subnet_targets(self, value: Any) -> list[str]:
+        """The drawn subnets among the ids ``value`` references (imported subnets are not drawn)."""
+        return [t for t in _targets(value) if self.type_of(t) == "AWS::EC2::Subnet"]
+
+    def build(self, title: str) -> EnvironmentGraph:
+        self.network()
+        self.placement_groups()
+        self.file_systems()
+        self.eks_clusters()
+        self.parallelclusters()
+        self.hyperpod_clusters()
+        self.mount_hints()
+        self.retained_resources()
+        return EnvironmentGraph(title=title, nodes=self.ordered_nodes(), edges=tuple(sorted(self.edges)))
+
+    def ordered_nodes(self) -> tuple[Node, ...]:
+        ordered: list[Node] = []
+
+        def visit(parent: str | None) -> None:
+            for node in sorted(
+                (n for n in self.nodes.values() if n.parent == parent), key=lambda n: (n.kind.value, n.id)
+            ):
+                ordered.append(node)
+                visit(node.id)
+
+        visit(None)
+        return tuple(ordered)
+
+    # -- network ---------------------------------------------------------------------------------
+
+    def network(self) -> None:
+        for vpc_id, props in self.of_type("AWS::EC2::VPC"):
+            self.add(Node(vpc_id, NodeKind.VPC, "VPC", (_text(props.get("CidrBlock")),), logical_id=vpc_id))
+        gateways = self.internet_gateways()
+        tiers = self.subnet_tiers(gateways)
+        for subnet_id, props in self.of_type("AWS::EC2::Subnet"):
+            vpc = _target(props.get("VpcId"))
+            zone = self.availability_zone(vpc if vpc in self.nodes else None, props.get("AvailabilityZone"))
+            tier = tiers.get(subnet_id, ("isolated", None))[0]
+            self.add(
+                Node(
+                    subnet_id,
+                    NodeKind.SUBNET,
+                    f"{tier} subnet",
+                    (_text(props.get("CidrBlock")),),
+                    parent=zone,
+                    logical_id=subnet_id,
+                )
+            )
+        for nat_id, props in self.of_type("AWS::EC2::NatGateway"):
+            subnet = _target(props.get("SubnetId"))
+            parent = self.nodes[subnet].parent if subnet in self.nodes else None
+            private = props.get("ConnectivityType") == "private"
+            detail = "private NAT" if private else "elastic IP"
+            self.add(Node(nat_id, NodeKind.NAT_GATEWAY, "NAT gateway", (detail,), parent, nat_id))
+            self.link(nat_id, [subnet], EdgeKind.RUNS_IN)
+        for subnet_id, (_, via) in sorted(tiers.items()):
+            if via is not None:
+                self.link(subnet_id, [via], EdgeKind.ROUTES_THROUGH, "0.0.0.0/0")
+        self.endpoints()
+
+    def internet_gateways(self) -> set[str]:
+        attached: dict[str, str] = {}
+        for _, props in self.of_type("AWS::EC2::VPCGatewayAttachment"):
+            gateway, vpc = _target(props.get("InternetGatewayId")), _target(props.get("VpcId"))
+            if gateway is not None and vpc is not None:
+                attached[gateway] = vpc
+        gateways = set()
+        for gateway_id, _ in self.of_type("AWS::EC2::InternetGateway"):
+            gateways.add(gateway_id)
+            vpc = attached.get(gateway_id)
+            self.add(
+                Node(
+                    gateway_id,
+                    NodeKind.INTERNET_GATEWAY,
+                    "internet gateway",
+                    parent=vpc if vpc in self.nodes else None,
+                    logical_id=gateway_id,
+                )
+            )
+        return gateways
+
+    def subnet_tiers(self, internet_gateways: set[str]) -> dict[str, tuple[str, str | None]]:
+        """Each subnet's tier (public, private, isolated) and the gateway its default route uses."""
+        table_of: dict[str, str] = {}
+        for _, props in self.of_type("AWS::EC2::SubnetRouteTableAssociation"):
+            subnet, table = _target(props.get("SubnetId")), _target(props.get("RouteTableId"))
+            if subnet is not None and table is not None:
+                table_of[subnet] = table
+        default_route: dict[str, tuple[str, str]] = {}
+        for _, props in self.of_type("AWS::EC2::Route"):
+            if props.get("DestinationCidrBlock") != "0.0.0.0/0":
+                continue
+            table = _target(props.get("RouteTableId"))
+            gateway, nat = _target(props.get("GatewayId")), _target(props.get("NatGatewayId"))
+            if table is None:
+                continue
+            if gateway in internet_gateways and gateway is not None:
+                default_route[table] = ("public", gateway)
+            elif nat is not None:
+                default_route[table] = ("private", nat)
+        tiers: dict[str, tuple[str, str | None]] = {}
+        for subnet_id, _ in self.of_type("AWS::EC2::Subnet"):
+            table = table_of.get(subnet_id)
+            tier, via = default_route.get(table or "", ("isolated", None))
+            tiers[subnet_id] = (tier, via)
+        return tiers
+
+    def enclosing(self, subnets: list[str]) -> str | None:
+        """The availability zone all ``subnets`` share, else their VPC (``None`` when not drawn)."""
+        zones = {self.nodes[s].parent for s in subnets if s in self.nodes}
+        if len(zones) == 1:
+            return zones.pop()
+        vpcs = {self.nodes[z].parent for z in zones if z is not None and z in self.nodes}
+        return vpcs.pop() if len(vpcs) == 1 else None
+
+    def availability_zone(self, vpc: str | None, value: Any) -> str:
+        zone = _literal(value)
+        if zone is None:
+            select = _dict(value).get("Fn::Select")
+            index = _literal(select[0]) if isinstance(select, list) and select else None
+            zone = f"AZ #{int(index) + 1}" if index is not None and index.isdigit() else _DEPLOY_TIME
+        zone_id = f"{vpc or 'imported-vpc'}/{zone}"
+        if zone_id not in self.nodes:
+            self.add(Node(zone_id, NodeKind.AVAILABILITY_ZONE, zone, parent=vpc))
+        return zone_id
+
+    def endpoints(self) -> None:
+        subnets_of_table: dict[str, list[str]] = {}
+        for _, props in self.of_type("AWS::EC2::SubnetRouteTableAssociation"):
+            subnet, table = _target(props.get("SubnetId")), _target(props.get("RouteTableId"))
+            if subnet is not None and table is not None:
+                subnets_of_table.setdefault(table, []).append(subnet)
+        for endpoint_id, props in self.of_type("AWS::EC2::VPCEndpoint"):
+            service = _text(props.get("ServiceName"), "{region}")
+            match = re.fullmatch(r"com\.amazonaws\.[^.]+\.(.+)", service)
+            name = match.group(1) if match else service
+            kind = _literal(props.get("VpcEndpointType")) or "Gateway"
+            vpc = _target(props.get("VpcId"))
+            self.add(
+                Node(
+                    endpoint_id,
+                    NodeKind.VPC_ENDPOINT,
+                    f"{name} endpoint",
+                    (kind.lower(),),
+                    parent=vpc if vpc in self.nodes else None,
+                    logical_id=endpoint_id,
+                )
+            )
+            served = [
+                s for table in _targets(props.get("RouteTableIds")) for s in subnets_of_table.get(table, [])
+            ]
+            served += self.subnet_targets(props.get("SubnetIds"))
+            self.link(endpoint_id, served, EdgeKind.SERVES)
+
+    # -- placement and storage -------------------------------------------------------------------
+
+    def placement_groups(self) -> None:
+        for group_id, props in self.of_type("AWS::EC2::PlacementGroup"):
+            details = [f"strategy {_text(props.get('Strategy', 'cluster'))}"]
+            if "PartitionCount" in props:
+                details.append(f"{_text(props['PartitionCount'])} partitions")
+            if "SpreadLevel" in props:
+                details.append(f"spread level {_text(props['SpreadLevel'])}")
+            self.add(
+                Node(group_id, NodeKind.PLACEMENT_GROUP, "placement group", tuple(details), None, group_id)
+            )
+
+    def file_systems(self) -> None:
+        for fs_id, props in self.of_type("AWS::FSx::FileSystem"):
+            fs_type = _text(props.get("FileSystemType"))
+            lustre = _dict(props.get("LustreConfiguration"))
+            details = [f"{_text(props.get('StorageCapacity'))} GiB"]
+            if lustre:
+                details.insert(0, _text(lustre.get("DeploymentType", "SCRATCH_1")))
+                if "PerUnitStorageThroughput" in lustre:
+                    details.append(f"{_text(lustre['PerUnitStorageThroughput'])} MB/s/TiB")
+            title = {"LUSTRE": "FSx for Lustre", "ONTAP": "FSx for ONTAP", "OPENZFS": "FSx for OpenZFS"}.get(
+                fs_type, f"FSx ({fs_type})"
+            )
+            subnets = self.subnet_targets(props.get("SubnetIds"))
+            self.add(Node(fs_id, NodeKind.FILE_SYSTEM, title, tuple(details), self.enclosing(subnets), fs_id))
+            self.link(fs_id, subnets, EdgeKind.RUNS_IN)
+
+    def mount_hints(self) -> None:
+        """A file system no cluster mounts shows the mount point the stack's outputs suggest."""
+        mounted = {e.target for e in self.edges if e.kind is EdgeKind.MOUNTS}
+        for output in _dict(self.template.get("Outputs")).values():
+            value = _dict(output).get("Value")
+            text = _text(value, "")
+            match = re.search(r" mounted at (\S+)$", text)
+            targets = [t for t in _targets(value) if self.type_of(t) == "AWS::FSx::FileSystem"]
+            for target in targets:
+                if match and target not in mounted and target in self.nodes:
+                    node = self.nodes[target]
+                    self.nodes[target] = replace(node, details=(*node.details, f"mount {match.group(1)}"))
+                    mounted.add(target)
+
+    # -- EKS -------------------------------------------------------------------------------------
+
+    def eks_clusters(self) -> None:
+        for cluster_id, props in self.of_type("AWS::EKS::Cluster"):
+            vpc_config = _dict(props.get("ResourcesVpcConfig"))
+            name = _literal(props.get("Name"))
+            self.add(
+                Node(
+                    cluster_id,
+                    NodeKind.CLUSTER,
+                    f"EKS {name}" if name else "EKS cluster",
+                    (f"Kubernetes {_text(props.get('Version'))}",),
+                    logical_id=cluster_id,
+                )
+            )
+            public = vpc_config.get("EndpointPublicAccess", True) is not False
+            private = vpc_config.get("EndpointPrivateAccess", False) is True
+            endpoint = "public and private" if public and private else "public" if public else "private"
+            details = [f"{endpoint} API endpoint"]
+            if props.get("EncryptionConfig"):
+                details.append("secrets encrypted with KMS")
+            plane = f"{cluster_id}/control-plane"
+            self.add(Node(plane, NodeKind.CONTROL_PLANE, "control plane", tuple(details), cluster_id))
+            self.link(plane, self.subnet_targets(vpc_config.get("SubnetIds")), EdgeKind.RUNS_IN)
+        self.eks_nodegroups()
+        self.eks_addons()
+        self.kubernetes_manifests()
+
+    def eks_nodegroups(self) -> None:
+        for group_id, props in self.of_type("AWS::EKS::Nodegroup"):
+            cluster = _target(props.get("ClusterName"))
+            template = _dict(
+                self.resources.get(_target(_dict(props.get("LaunchTemplate")).get("Id")) or "", {})
+            )
+            data = _dict(_dict(template.get("Properties")).get("LaunchTemplateData"))
+            types = _list(props.get("InstanceTypes")) or [data.get("InstanceType")]
+            instance_type = _literal(types[0]) if types else None
+            interfaces = _list(data.get("NetworkInterfaces"))
+            efa = sum(1 for i in interfaces if _dict(i).get("InterfaceType") in ("efa", "efa-only"))
+            scaling = _dict(props.get("ScalingConfig"))
+            count = _count(scaling.get("DesiredSize"), scaling.get("MinSize"), scaling.get("MaxSize"))
+            system = _dict(props.get("Labels")).get("training-clusters/role") == "system"
+            name = _literal(props.get("NodegroupName")) or _readable(group_id)
+            details = [f"{instance_type or _DEPLOY_TIME} {TIMES} {count}", *_instance_facts(instance_type)]
+            details += _efa_line(efa)
+            capacity = _literal(props.get("CapacityType"))
+            if capacity and capacity != "ON_DEMAND":
+                details.append(capacity.lower().replace("_", " "))
+            self.add(
+                Node(
+                    group_id,
+                    NodeKind.NODE_GROUP,
+                    f"nodegroup {name}",
+                    tuple(details),
+                    parent=cluster if cluster in self.nodes else None,
+                    logical_id=group_id,
+                    role=NodeRole.SYSTEM if system else NodeRole.WORKER,
+                    instance_type=instance_type,
+                    count=count,
+                    efa_interfaces=efa,
+                )
+            )
+            self.link(group_id, self.subnet_targets(props.get("Subnets")), EdgeKind.RUNS_IN)
+            placement = _target(_dict(data.get("Placement")).get("GroupName"))
+            self.link(group_id, [placement], EdgeKind.PLACED_IN)
+
+    def eks_addons(self) -> None:
+        for addon_id, props in self.of_type("AWS::EKS::Addon"):
+            version = _literal(props.get("AddonVersion"))
+            details = ("EKS add-on", *([version] if version else []))
+            self.add_addon(addon_id, props, _text(props.get("AddonName")), details)
+        for chart_id, props in self.of_type("Custom::AWSCDK-EKS-HelmChart"):
+            chart = _text(props.get("Chart"))
+            details = (
+                f"Helm chart {_text(props.get('Version'), 'latest')}",
+                f"namespace {_text(props.get('Namespace'), 'default')}",
+            )
+            self.add_addon(chart_id, props, chart, details)
+        for manifest_id, props in self.of_type("Custom::ReleaseManifest"):
+            url = _text(props.get("ManifestUrl"))
+            match = re.search(r"githubusercontent\.com/[^/]+/([^/]+)/([^/]+)/", url)
+            title = f"{match.group(1)} {match.group(2)}" if match else url.rsplit("/", 1)[-1]
+            self.add_addon(manifest_id, props, title, ("release manifest",))
+
+    def add_addon(
+        self, addon_id: str, props: Mapping[str, Any], title: str, details: tuple[str, ...]
+    ) -> None:
+        cluster = _target(props.get("ClusterName"))
+        parent = cluster if cluster in self.nodes else None
+        self.add(Node(addon_id, NodeKind.ADDON, title, details, parent, addon_id))
+
+    def kubernetes_manifests(self) -> None:
+        """A manifest that names a file system mounts it (a PersistentVolume and its claim); any other
+        is a workload the stack applies."""
+        for manifest_id, props in self.of_type("Custom::AWSCDK-EKS-KubernetesResource"):
+            cluster = _target(props.get("ClusterName"))
+            objects = _manifest_objects(props.get("Manifest"))
+            file_systems = [
+                t for t in _targets(props.get("Manifest")) if self.type_of(t) == "AWS::FSx::FileSystem"
+            ]
+            if file_systems and cluster in self.nodes:
+                claims = [o for o in objects if o.get("kind") == "PersistentVolumeClaim"]
+                label = ", ".join(f"PVC {_namespaced(c)}" for c in claims) or "persistent volume"
+                self.link(f"{cluster}/control-plane", file_systems, EdgeKind.MOUNTS, label)
+                continue
+            titles = tuple(f"{o.get('kind', '?')} {_namespaced(o)}" for o in objects) or ("manifest",)
+            parent = cluster if cluster in self.nodes else None
+            self.add(Node(manifest_id, NodeKind.WORKLOAD, titles[0], titles[1:], parent, manifest_id))
+
+    # -- ParallelCluster -------------------------------------------------------------------------
+
+    def parallelclusters(self) -> None:
+        for cluster_id, props in self.of_type("Custom::PclusterCluster"):
+            config = _dict(props.get("ClusterConfiguration"))
+            scheduling = _dict(config.get("Scheduling"))
+            image = _dict(config.get("Image"))
+            retained_by = (
+                "ParallelCluster DeletionPolicy Retain" if props.get("DeletionPolicy") == "Retain" else None
+            )
+            self.add(
+                Node(
+                    cluster_id,
+                    NodeKind.CLUSTER,
+                    f"ParallelCluster {_text(props.get('ClusterName'))}",
+                    (f"{_text(scheduling.get('Scheduler'), 'slurm')} on {_text(image.get('Os'))}",),
+                    logical_id=cluster_id,
+                    retained_by=retained_by,
+                )
+            )
+            clients = [self.head_node(cluster_id, _dict(config.get("HeadNode")))]
+            for queue in _list(scheduling.get("SlurmQueues")):
+                clients += self.slurm_queue(cluster_id, _dict(queue))
+            for index, storage in enumerate(_list(config.get("SharedStorage"))):
+                self.shared_storage(cluster_id, index, _dict(storage), clients)
+
+    def head_node(self, cluster_id: str, head: Mapping[str, Any]) -> str:
+        node_id = f"{cluster_id}/head-node"
+        instance_type = _literal(head.get("InstanceType"))
+        self.add(
+            Node(
+                node_id,
+                NodeKind.NODE_GROUP,
+                "head node",
+                (f"{instance_type or _DEPLOY_TIME} {TIMES} 1", "Slurm controller and login"),
+                parent=cluster_id,
+                role=NodeRole.HEAD,
+                instance_type=instance_type,
+                count="1",
+                efa_interfaces=0,
+            )
+        )
+        self.link(
+            node_id, self.subnet_targets(_dict(head.get("Networking")).get("SubnetId")), EdgeKind.RUNS_IN
+        )
+        return node_id
+
+    def slurm_queue(self, cluster_id: str, queue: Mapping[str, Any]) -> list[str]:
+        name = _text(queue.get("Name"))
+        networking = _dict(queue.get("Networking"))
+        placement = _dict(networking.get("PlacementGroup"))
+        placement_target = _target(placement.get("Name") or placement.get("Id"))
+        managed_placement = placement.get("Enabled") is True and placement_target is None
+        added = []
+        for resource in _list(queue.get("ComputeResources")):
+            resource = _dict(resource)
+            node_id = f"{cluster_id}/queue/{name}/{_text(resource.get('Name'))}"
+            instance_type = _literal(resource.get("InstanceType"))
+            efa_settings = _dict(resource.get("Efa"))
+            efa = _catalog_efa(instance_type) if efa_settings.get("Enabled") is True else 0
+            count = _count(None, resource.get("MinCount", 0), resource.get("MaxCount", 10))
+            details = [f"{instance_type or _DEPLOY_TIME} {TIMES} {count}", *_instance_facts(instance_type)]
+            details += _efa_line(efa)
+            if efa_settings.get("GdrSupport") is True:
+                details.append("GPUDirect RDMA")
+            if managed_placement:
+                details.append("placement group made by ParallelCluster")
+            capacity = _literal(queue.get("CapacityType"))
+            if capacity and capacity != "ONDEMAND":
+                details.append(capacity.lower())
+            self.add(
+                Node(
+                    node_id,
+                    NodeKind.NODE_GROUP,
+                    f"queue {name} / {_text(resource.get('Name'))}",
+                    tuple(details),
+                    parent=cluster_id,
+                    role=NodeRole.COMPUTE,
+                    instance_type=instance_type,
+                    count=count,
+                    efa_interfaces=efa,
+                )
+            )
+            self.link(node_id, self.subnet_targets(networking.get("SubnetIds")), EdgeKind.RUNS_IN)
+            if placement.get("Enabled", True) is not False:
+                self.link(node_id, [placement_target], EdgeKind.PLACED_IN)
+            added.append(node_id)
+        return added
+
+    def shared_storage(
+        self, cluster_id: str, index: int, storage: Mapping[str, Any], clients: list[str]
+    ) -> None:
+        mount = _text(storage.get("MountDir"))
+        kind = _text(storage.get("StorageType"))
+        settings = _dict(storage.get(f"{kind}Settings"))
+        existing = [t for t in _targets(settings) if t in self.nodes]
+        if existing:
+            targets = existing
+        else:
+            node_id = f"{cluster_id}/storage/{index}"
+            details = [_text(settings[key]) for key in ("DeploymentType",) if key in settings]
+            if "StorageCapacity" in settings:
+                details.append(f"{_text(settings['StorageCapacity'])} GiB")
+            details.append("made by ParallelCluster")
+            policy = _literal(settings.get("DeletionPolicy")) or "Delete"
+            self.add(
+                Node(
+                    node_id,
+                    NodeKind.FILE_SYSTEM,
+                    {"FsxLustre": "FSx for Lustre"}.get(kind, kind),
+                    tuple(details),
+                    retained_by=f"ParallelCluster DeletionPolicy {policy}" if policy == "Retain" else None,
+                )
+            )
+            targets = [node_id]
+        for client in clients:
+            self.link(client, targets, EdgeKind.MOUNTS, mount)
+
+    # -- HyperPod --------------------------------------------------------------------------------
+
+    def hyperpod_clusters(self) -> None:
+        for cluster_id, props in self.of_type("AWS::SageMaker::Cluster"):
+            orchestrator = "EKS" if "Eks" in _dict(props.get("Orchestrator")) else "Slurm"
+            details = [f"orchestrator {orchestrator}"]
+            if "NodeRecovery" in props:
+                details.append(f"node recovery {_text(props['NodeRecovery']).lower()}")
+            self.add(
+                Node(
+                    cluster_id,
+                    NodeKind.CLUSTER,
+                    f"HyperPod {_text(props.get('ClusterName'))}",
+                    tuple(details),
+                    logical_id=cluster_id,
+                )
+            )
+            parameters, deployment = self.lifecycle_parameters(props)
+            roles = _hyperpod_roles(parameters, orchestrator)
+            subnets = self.subnet_targets(_dict(props.get("VpcConfig")).get("Subnets"))
+            mount = _literal(parameters.get("fsx_mount_dir"))
+            file_systems = [
+                t
+                for t in _targets(_dict(self.resources.get(deployment or "", {})).get("Properties"))
+                if self.type_of(t) == "AWS::FSx::FileSystem"
+            ]
+            for group in _list(props.get("InstanceGroups")):
+                group = _dict(group)
+                node_id = self.instance_group(cluster_id, group, roles)
+                override = _dict(group.get("OverrideVpcConfig")).get("Subnets")
+                self.link(node_id, self.subnet_targets(override) if override else subnets, EdgeKind.RUNS_IN)
+                if mount is not None:
+                    self.link(node_id, file_systems, EdgeKind.MOUNTS, mount)
+
+    def instance_group(
+        self, cluster_id: str, group: Mapping[str, Any], roles: Mapping[str, tuple[NodeRole, str | None]]
+    ) -> str:
+        name = _text(group.get("InstanceGroupName"))
+        instance_type = _literal(group.get("InstanceType"))
+        count = _count(group.get("InstanceCount"), group.get("MinInstanceCount"), group.get("InstanceCount"))
+        efa = _catalog_efa(instance_type)
+        role, partition = roles.get(name, (None, None))
+        details = [
+            f"{instance_type or _DEPLOY_TIME} {TIMES} {count}",
+            *_instance_facts(instance_type),
+            *_efa_line(efa),
+        ]
+        if partition is not None:
+            details.append(f"Slurm partition {partition}")
+        for config in _list(group.get("InstanceStorageConfigs")):
+            size = _dict(_dict(config).get("EbsVolumeConfig")).get("VolumeSizeInGB")
+            if size is not None:
+                details.append(f"{_text(size)} GiB extra volume")
+        checks = [_text(c) for c in _list(group.get("OnStartDeepHealthChecks"))]
+        if checks:
+            details.append(f"deep health checks: {', '.join(checks)}")
+        node_id = f"{cluster_id}/group/{name}"
+        self.add(
+            Node(
+                node_id,
+                NodeKind.NODE_GROUP,
+                f"{role.value} group {name}" if role is not None else f"instance group {name}",
+                tuple(details),
+                parent=cluster_id,
+                role=role,
+                instance_type=instance_type,
+                count=count,
+                efa_interfaces=efa,
+            )
+        )
+        return node_id
+
+    def lifecycle_parameters(self, cluster: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
+        """``provisioning_parameters.json`` uploaded where the cluster's lifecycle scripts come from, and the
+        deployment that uploads it."""
+        uris = {
+            _text(_dict(_dict(g).get("LifeCycleConfig")).get("SourceS3Uri"), "{bucket}")
+            for g in _list(cluster.get("InstanceGroups"))
+        }
+        buckets = {
+            t
+            for g in _list(cluster.get("InstanceGroups"))
+            for t in _targets(_dict(_dict(g).get("LifeCycleConfig")).get("SourceS3Uri"))
+        }
+        for deployment_id, props in self.of_type("Custom::CDKBucketDeployment"):
+            bucket = _target(props.get("DestinationBucketName"))
+            prefix = _text(props.get("DestinationBucketKeyPrefix", ""))
+            if bucket not in buckets or f"s3://{{bucket}}/{prefix}" not in uris:
+                continue
+            for key in _list(props.get("SourceObjectKeys")):
+                found = self.uploads.get(_text(key))
+                if found is not None:
+                    return dict(found), deployment_id
+            return {}, deployment_id
+        return {}, None
+
+    # -- what outlives the stack -----------------------------------------------------------------
+
+    def retained_resources(self) -> None:
+        drawn = {n.logical_id for n in self.nodes.values() if n.logical_id is not None}
+        for logical_id in sorted(self.retained - drawn):
+            kind = self.type_of(logical_id) or "?"
+            self.add(
+                Node(
+                    logical_id,
+                    NodeKind.RETAINED_RESOURCE,
+                    _readable(logical_id),
+                    (kind.removeprefix("AWS::").replace("::", " "),),
+                    logical_id=logical_id,
+                )
+            )
+
+
+def _hyperpod_roles(
+    parameters: Mapping[str, Any], orchestrator: str
+) -> dict[str, tuple[NodeRole, str | None]]:
+    """Instance group name -> (role, Slurm partition) from the provisioning parameters (none under EKS)."""
+    roles: dict[str, tuple[NodeRole, str | None]] = {}
+    if orchestrator == "EKS":
+        return roles
+    controller, login = parameters.get("controller_group"), parameters.get("login_group")
+    if isinstance(controller, str):
+        roles[controller] = (NodeRole.CONTROLLER, None)
+    if isinstance(login, str):
+        roles[login] = (NodeRole.LOGIN, None)
+    for worker in _list(parameters.get("worker_groups")):
+        name, partition = _dict(worker).get("instance_group_name"), _dict(worker).get("partition_name")
+        if isinstance(name, str):
+            roles[name] = (NodeRole.WORKER, partition if isinstance(partition, str) else None)
+    return roles
+
+
+def _manifest_objects(manifest: Any) -> list[dict[str, Any]]:
+    """The Kubernetes objects of a manifest (its deploy-time values left as placeholders)."""
+    try:
+        document = json.loads(_text(manifest, "TOKEN"))
+    except ValueError:
+        return []
+    return [_dict(o) for o in _list(document)]
+
+
+def _namespaced(kubernetes_object: Mapping[str, Any]) -> str:
+    metadata = _dict(kubernetes_object.get("metadata"))
+    name = _text(metadata.get("name"), "?")
+    namespace = _literal(metadata.get("namespace"))
+    return f"{namespace}/{name}" if namespace else name
