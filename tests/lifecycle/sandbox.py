@@ -3,6 +3,16 @@
 `on_create.sh` runs for real (bash, coreutils, python3 for JSON) with `TC_ROOT` pointing at a fake
 root in `tmp_path` and a PATH that holds only the stubs from `stubs/stub.sh` plus a whitelist of
 harmless real tools, so nothing outside the temporary folder is touched and no network is used.
+
+The fake root is a HyperPod Slurm node as the public reference lifecycle scripts
+(github.com/aws-samples/awsome-distributed-training, 1.architectures/5.sagemaker-hyperpod/
+LifecycleScripts/base-config: lifecycle_script.py, start_slurm.sh, utils/install_enroot_pyxis.sh)
+and the Slurm configless documentation (slurm.schedmd.com/configless_slurm.html) describe it:
+Slurm in /opt/slurm, the AMI's slurmd / slurmctld units in /etc/systemd/system (slurmd's takes
+$SLURMD_OPTIONS and deletes a local slurm.conf before it starts), dlami-nvme.service, and a
+placeholder slurm.conf that HyperPod's agent replaces on the controller only; workers and login
+nodes fetch their configuration from slurmctld (`slurmd --conf-server`). The stub emulates
+systemd and `scontrol` on top of that (see stubs/stub.sh).
 """
 
 from __future__ import annotations
@@ -39,6 +49,13 @@ LOGIN_IP = "10.1.0.20"
 WORKER_IPS = {"worker-group-1": ["10.1.1.11", "10.1.1.12"], "worker-group-2": ["10.1.2.21"]}
 ROLE_IPS = {"controller": CONTROLLER_IP, "login": LOGIN_IP, "worker": "10.1.1.12"}
 
+#: The keys HyperPod's reference scripts read from provisioning_parameters.json; ours go to
+#: training_clusters.json (the construct writes both files the same way).
+PROVISIONING_PARAMETER_KEYS = frozenset(
+    {"version", "workload_manager", "controller_group", "login_group", "worker_groups", "fsx_dns_name",
+     "fsx_mountname"}
+)  # fmt: skip
+
 FSX_DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 FSX_MOUNTNAME = "abcdefgh"
 FSX_REPO_LIST = "deb https://fsx-lustre-client-repo.s3.amazonaws.com/ubuntu jammy main\n"
@@ -60,6 +77,62 @@ NodeName=ip-10-1-1-12 NodeAddr=10.1.1.12 CPUs=4 State=CLOUD
 NodeName=ip-10-1-2-21 NodeAddr=10.1.2.21 CPUs=4 State=CLOUD
 PartitionName=dev Nodes=ip-10-1-1-11,ip-10-1-1-12 Default=YES
 PartitionName=train Nodes=ip-10-1-2-21
+"""
+
+
+#: The slurm.conf the AMI ships before HyperPod's agent writes the cluster's own (a model: it names no
+#: controller of this cluster and no node).
+AMI_PLACEHOLDER_SLURM_CONF = """\
+# Placeholder shipped with the AMI; SageMaker HyperPod writes the cluster's configuration.
+ClusterName=placeholder
+SlurmctldHost=localhost
+"""
+
+#: The AMI's slurmd unit (a model after the reference's start_slurm.sh, which substitutes
+#: $SLURMD_OPTIONS into /etc/systemd/system/slurmd.service): configless nodes keep no slurm.conf.
+AMI_SLURMD_UNIT = """\
+[Unit]
+Description=Slurm node daemon
+After=munge.service network-online.target remote-fs.target
+
+[Service]
+Type=simple
+EnvironmentFile=-/etc/default/slurmd
+ExecStartPre=-/usr/bin/rm -f /opt/slurm/etc/slurm.conf
+ExecStart=/opt/slurm/sbin/slurmd -D -s $SLURMD_OPTIONS
+ExecReload=/bin/kill -HUP $MAINPID
+KillMode=process
+LimitNOFILE=131072
+LimitMEMLOCK=infinity
+Delegate=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+AMI_SLURMCTLD_UNIT = """\
+[Unit]
+Description=Slurm controller daemon
+After=network-online.target munge.service
+
+[Service]
+Type=simple
+ExecStart=/opt/slurm/sbin/slurmctld -D -s
+ExecReload=/bin/kill -HUP $MAINPID
+LimitNOFILE=65536
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+DLAMI_NVME_UNIT = """\
+[Unit]
+Description=Mount the instance store NVMe volumes at /opt/dlami/nvme
+
+[Service]
+Type=oneshot
+RemainAfterExit=yes
+ExecStart=/usr/local/bin/dlami-nvme-setup
 """
 
 
@@ -183,7 +256,13 @@ class Sandbox:
         self.write_params()
         self.write("opt/ml/config/resource_config.json", json.dumps(resource_config(), indent=2))
         self.write("etc/fstab", "LABEL=cloudimg-rootfs / ext4 discard,errors=remount-ro 0 1\n")
-        self.write("opt/slurm/etc/slurm.conf", HYPERPOD_SLURM_CONF)
+        self.write("opt/slurm/etc/slurm.conf", AMI_PLACEHOLDER_SLURM_CONF)
+        self.write("etc/systemd/system/slurmd.service", AMI_SLURMD_UNIT)
+        self.write("etc/systemd/system/slurmctld.service", AMI_SLURMCTLD_UNIT)
+        self.write("lib/systemd/system/dlami-nvme.service", DLAMI_NVME_UNIT)
+        self.path("opt/slurm/bin").mkdir(parents=True)
+        (self.path("opt/slurm/bin") / "scontrol").symlink_to(stub)  # not on PATH, as on a node
+        self.write("home/ubuntu/.bashrc", "# the AMI's\n")
         (self.root / "etc/apt/sources.list.d").mkdir(parents=True)
 
     # -- inputs -------------------------------------------------------------------------------
@@ -197,18 +276,44 @@ class Sandbox:
         return target
 
     def write_params(self, **overrides: Any) -> None:
+        """provisioning_parameters.json (HyperPod's keys) and training_clusters.json (the others)."""
         params = provisioning_parameters(**overrides)
-        (self.scripts / "provisioning_parameters.json").write_text(json.dumps(params, indent=2))
+        ours = {k: v for k, v in params.items() if k not in PROVISIONING_PARAMETER_KEYS}
+        theirs = {k: v for k, v in params.items() if k in PROVISIONING_PARAMETER_KEYS}
+        (self.scripts / "provisioning_parameters.json").write_text(json.dumps(theirs, indent=2))
+        (self.scripts / "training_clusters.json").write_text(json.dumps(ours, indent=2))
+
+    def settings(self) -> dict[str, Any]:
+        return json.loads((self.scripts / "training_clusters.json").read_text())
+
+    def write_settings(self, settings: dict[str, Any]) -> None:
+        (self.scripts / "training_clusters.json").write_text(json.dumps(settings, indent=2))
 
     def add_apt_source(self, name: str, text: str) -> Path:
         return self.write(f"etc/apt/sources.list.d/{name}", text)
 
     def as_role(self, role: str) -> Sandbox:
+        """This node becomes the controller, the login node or a worker (the default), as HyperPod
+        leaves each: on the controller its agent has replaced the AMI's placeholder slurm.conf (unless
+        the test wrote its own); a login node is no NodeName of slurm.conf, so its slurmd fetches the
+        configuration and then exits (the reference's start_slurm.sh says so)."""
         self.node_ip = ROLE_IPS[role]
+        conf = self.path("opt/slurm/etc/slurm.conf")
+        if role == "controller" and conf.exists() and conf.read_text() == AMI_PLACEHOLDER_SLURM_CONF:
+            conf.write_text(HYPERPOD_SLURM_CONF)
+        if role == "login":
+            self.env["STUB_SLURMD_NOT_IN_CONF"] = "1"
         return self
 
     # -- running ------------------------------------------------------------------------------
     def run(self, **extra_env: str) -> Run:
+        """Run on_create.sh as HyperPod does."""
+        return self.run_command(
+            [shutil.which("bash") or "/bin/bash", str(self.scripts / "on_create.sh")], **extra_env
+        )
+
+    def run_command(self, command: list[str], **extra_env: str) -> Run:
+        """Run a command on the node (the sandbox's PATH, stubs and fake root)."""
         self.calls_file.write_text("")
         env = {
             "PATH": f"{self.bin}:{self.tools}",
@@ -221,6 +326,8 @@ class Sandbox:
             "TC_MOUNT_ATTEMPTS": "2",
             "TC_MOUNT_WAIT_ATTEMPTS": "3",
             "TC_SLURM_CONF_WAIT_ATTEMPTS": "2",
+            "TC_SLURM_START_WAIT_ATTEMPTS": "3",
+            "TC_NVME_WAIT_ATTEMPTS": "3",
             "STUB_STATE": str(self.state),
             "STUB_CALLS": str(self.calls_file),
             "STUB_NODE_IPS": self.node_ip,
@@ -228,7 +335,7 @@ class Sandbox:
             **extra_env,
         }
         completed = subprocess.run(
-            [shutil.which("bash") or "/bin/bash", str(self.scripts / "on_create.sh")],
+            command,
             cwd=self.tmp,  # not the scripts folder: on_create.sh must find its own files
             env=env,
             stdin=subprocess.DEVNULL,

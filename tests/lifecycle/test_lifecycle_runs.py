@@ -171,18 +171,37 @@ def test_enroot_uses_local_nvme_when_mounted(sandbox: Sandbox) -> None:
     assert "ENROOT_CACHE_PATH      /fsx/enroot/cache" in conf
 
 
+PARAMS, SETTINGS = "provisioning_parameters.json", "training_clusters.json"
+
+
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"controller_group": None}, "controller_group is required"),
-        ({"enable_observability": "yes"}, "enable_observability must be true or false, got 'yes'"),
-        ({"fsx_mount_dir": "fsx"}, "fsx_mount_dir must be an absolute path such as '/fsx', got 'fsx'"),
-        ({"fsx_mountname": None}, "fsx_dns_name and fsx_mountname must be given together"),
-        ({"fsx_dns_name": "fs-1;reboot"}, "fsx_dns_name must be a DNS name"),
-        ({"workload_manager": "kubernetes"}, "workload_manager must be 'slurm'"),
-        ({"worker_groups": {"a": 1}}, "worker_groups must be a list"),
-        ({"worker_groups": [{"partition_name": "dev"}]}, "worker_groups[0].instance_group_name must be"),
-        ({"slurm_requeue_exit_codes": [300]}, "slurm_requeue_exit_codes must be a list of exit codes 0-255"),
+        ({"controller_group": None}, f"{PARAMS}: controller_group is required"),
+        ({"enable_observability": "yes"}, f"{SETTINGS}: enable_observability must be true or false, got 'yes'"),
+        ({"fsx_mount_dir": "fsx"}, f"{SETTINGS}: fsx_mount_dir must be an absolute path such as '/fsx', got 'fsx'"),
+        ({"fsx_mountname": None}, f"{PARAMS}: fsx_dns_name and fsx_mountname must be given together"),
+        ({"fsx_dns_name": "fs-1;reboot"}, f"{PARAMS}: fsx_dns_name must be a DNS name"),
+        ({"workload_manager": "kubernetes"}, f"{PARAMS}: workload_manager must be 'slurm'"),
+        ({"worker_groups": {"a": 1}}, f"{PARAMS}: worker_groups must be a list"),
+        ({"worker_groups": [{"partition_name": "dev"}]}, f"{PARAMS}: worker_groups[0].instance_group_name must be"),
+        (
+            {"slurm_requeue_exit_codes": [300]},
+            f"{SETTINGS}: slurm_requeue_exit_codes must be a list of exit codes 0-255",
+        ),
+        ({"enable_observabilty": True}, f"{SETTINGS}: unknown key 'enable_observabilty': allowed are fsx_mount_dir"),
+        (
+            {"extra_steps": [{"name": "a b", "script": "user_steps/x.sh"}]},
+            f"{SETTINGS}: extra_steps[0].name must be 1-63 letters, digits, '-' or '_', got 'a b'",
+        ),
+        (
+            {"extra_steps": [{"name": "x", "script": "../x.sh"}]},
+            f"{SETTINGS}: extra_steps[0].script must be a path relative to the lifecycle folder, got '../x.sh'",
+        ),
+        (
+            {"extra_steps": [{"name": "x", "script": "user_steps/missing.sh"}]},
+            f"{SETTINGS}: extra_steps[0].script 'user_steps/missing.sh' is not in the lifecycle folder",
+        ),
     ],
 )
 def test_bad_parameters_fail_clearly(sandbox: Sandbox, overrides: dict[str, Any], message: str) -> None:
@@ -191,7 +210,7 @@ def test_bad_parameters_fail_clearly(sandbox: Sandbox, overrides: dict[str, Any]
     run = sandbox.run()
 
     assert run.returncode == 2
-    assert f"provisioning_parameters.json: {message}" in run.output
+    assert message in run.output
     assert run.output.rstrip().endswith("FAILED step 'preflight' (exit 2)")
     assert run.calls == []
 

@@ -3,8 +3,9 @@
 #
 # SageMaker HyperPod (Slurm) OnCreate entry point of the cdk-training-clusters lifecycle scripts.
 #
-# HyperPod downloads LifeCycleConfig.SourceS3Uri (this folder plus provisioning_parameters.json)
-# to some folder on every new node and runs this script as root. It configures the node for its
+# HyperPod downloads LifeCycleConfig.SourceS3Uri (this folder plus provisioning_parameters.json,
+# training_clusters.json and user_steps/) to some folder on every new node and runs this script as
+# root. It configures the node for its
 # role (controller, login or worker), step by step; each step is logged with a timestamp to
 # $TC_LOG_FILE (default /var/log/provision/provisioning.log) and to stdout. The first failing step
 # ends the run with one line `FAILED step '<name>' (exit N)` and the same exit status.
@@ -24,9 +25,10 @@ source lib/shared_home.sh
 source lib/enroot_pyxis.sh
 source lib/slurm.sh
 source lib/observability.sh
+source lib/extra_steps.sh
 
 main() {
-    local step
+    local step entry name script roles
     tc_install_traps
     log "on_create.sh started (scripts: ${TC_HOME}, root: ${TC_ROOT:-/}, log: ${TC_LOG_FILE})"
 
@@ -58,6 +60,16 @@ main() {
     else
         skip_step observability "enable_observability is false"
     fi
+
+    # Your own steps (training_clusters.json extra_steps), after ours, in their order.
+    for entry in "${TC_EXTRA_STEPS[@]}"; do
+        IFS=: read -r name script roles <<<"$entry"
+        if [[ ,${roles}, == *,"${TC_ROLE}",* ]]; then
+            run_step "user-${name}" tc_run_extra_step "$script"
+        else
+            skip_step "user-${name}" "runs on ${roles//,/, } nodes only"
+        fi
+    done
 
     log "SUCCESS: node provisioned as ${TC_ROLE} (group ${TC_GROUP}) in ${SECONDS}s"
 }

@@ -98,6 +98,275 @@ apt_install() {
     done
 }
 
+# ---------------------------------------------------------------------------------------------------
+# A HyperPod Slurm node as systemd and Slurm see it (modelled on the public HyperPod reference,
+# github.com/aws-samples/awsome-distributed-training LifecycleScripts/base-config, and the Slurm docs):
+#   - unit files live in the fake root; `systemctl restart slurmd` computes the command line systemd
+#     would run from the unit plus its drop-ins (ExecStart= resets, Environment=, EnvironmentFile=
+#     overriding Environment=, $VAR / ${VAR} expansion) as of the last daemon-reload;
+#   - slurmd fetches its configuration from slurmctld only when that command line has --conf-server
+#     (configless); without it, it retries for ever and never becomes active;
+#   - ExecStartPre=... rm -f <file> of the AMI's unit deletes a local slurm.conf;
+#   - unit states are kept in ${state}/unit.<name> (active, activating, failed, inactive).
+# Knobs: STUB_SLURMD_BROKEN (slurmd crash-loops), STUB_SLURMD_NOT_IN_CONF (slurmd fetches the config,
+# then exits: a login node is not a NodeName of slurm.conf), STUB_SLURMCTLD_UNRESPONSIVE (active but
+# `scontrol ping` says DOWN), STUB_CONTROLLER_DOWN (the remote slurmctld does not answer),
+# STUB_NVME (dlami-nvme.service mounts /opt/dlami/nvme), STUB_DLAMI_NVME_DELAY (show calls before
+# dlami-nvme.service is active), STUB_DLAMI_NVME_FAILS, STUB_AGENT_SLURM_CONF + STUB_AGENT_AFTER
+# (HyperPod's agent writes that slurm.conf over the AMI's placeholder after so many sleeps).
+# ---------------------------------------------------------------------------------------------------
+
+unit_file() {
+    local dir
+    for dir in /etc/systemd/system /run/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
+        if [[ -f ${TC_ROOT}${dir}/$1 ]]; then
+            echo "${TC_ROOT}${dir}/$1"
+            return 0
+        fi
+    done
+    return 1
+}
+
+unit_name() {
+    local unit=$1
+    [[ $unit == *.* ]] || unit="${unit}.service"
+    echo "$unit"
+}
+
+unit_state() {
+    local file
+    file="${state}/unit.$(unit_name "$1")"
+    if [[ -f $file ]]; then cat "$file"; else echo inactive; fi
+}
+
+set_unit_state() {
+    echo "$2" >"${state}/unit.$(unit_name "$1")"
+}
+
+# The unit file and its drop-ins, in the order systemd reads them.
+unit_sources() {
+    local main dropin
+    main="$(unit_file "$1")" || return 0
+    echo "$main"
+    for dropin in "${TC_ROOT}/etc/systemd/system/$1.d"/*.conf; do
+        if [[ -f $dropin ]]; then echo "$dropin"; fi
+    done
+}
+
+# The ExecStart command line systemd would run, and the ExecStartPre lines, for a unit.
+effective_unit() {
+    local unit=$1 source line key value exec="" var_name var_value
+    local -a pre=()
+    local -A env=() file_env=()
+    while IFS= read -r source; do
+        while IFS= read -r line || [[ -n $line ]]; do
+            [[ $line == *=* && $line != \#* && $line != \;* ]] || continue
+            key=${line%%=*}
+            value=${line#*=}
+            case $key in
+                ExecStart) exec=$value ;;
+                ExecStartPre) if [[ -z $value ]]; then pre=(); else pre+=("$value"); fi ;;
+                Environment)
+                    value=${value#\"}
+                    value=${value%\"}
+                    env[${value%%=*}]=${value#*=}
+                    ;;
+                EnvironmentFile)
+                    value=${value#-}
+                    if [[ -f ${TC_ROOT}${value} ]]; then
+                        while IFS='=' read -r var_name var_value; do
+                            [[ -n $var_name && $var_name != \#* ]] || continue
+                            var_value=${var_value#\"}
+                            file_env[$var_name]=${var_value%\"}
+                        done <"${TC_ROOT}${value}"
+                    fi
+                    ;;
+            esac
+        done <"$source"
+    done < <(unit_sources "$unit")
+    for var_name in "${!file_env[@]}"; do
+        env[$var_name]=${file_env[$var_name]} # EnvironmentFile= overrides Environment=
+    done
+    while [[ $exec =~ \$\{?([A-Za-z_][A-Za-z0-9_]*)\}? ]]; do
+        exec=${exec/"${BASH_REMATCH[0]}"/${env[${BASH_REMATCH[1]}]:-}}
+    done
+    for line in "${pre[@]}"; do
+        printf 'pre\t%s\n' "$line"
+    done
+    printf 'exec\t%s\n' "$exec"
+}
+
+start_unit() {
+    local unit=$1 loaded kind line path
+    unit="$(unit_name "$unit")"
+    case $unit in
+        slurmd.service)
+            loaded="${state}/loaded.${unit}"
+            [[ -f $loaded ]] || effective_unit "$unit" >"$loaded"
+            while IFS=$'\t' read -r kind line; do
+                if [[ $kind == pre && $line =~ ^[-@+!]*[^[:space:]]*/rm[[:space:]] ]]; then
+                    for path in $line; do
+                        if [[ $path == /* && $path != */rm ]]; then rm -f -- "${TC_ROOT}${path}"; fi
+                    done
+                fi
+            done <"$loaded"
+            line="$(awk -F'\t' '$1 == "exec" { print $2 }' "$loaded")"
+            echo "$line" >"${state}/cmdline.slurmd"
+            if [[ " $line " != *" --conf-server "* ]]; then
+                set_unit_state "$unit" activating # no slurm.conf and nowhere to fetch one: retries
+            elif [[ -n ${STUB_SLURMD_BROKEN:-} ]]; then
+                set_unit_state "$unit" activating # crash loop under Restart=on-failure
+            else
+                touch "${state}/config-fetched"
+                if [[ -n ${STUB_SLURMD_NOT_IN_CONF:-} ]]; then
+                    set_unit_state "$unit" failed
+                else
+                    set_unit_state "$unit" active
+                fi
+            fi
+            ;;
+        slurmctld.service)
+            if [[ -n ${STUB_SLURMCTLD_FAILS:-} ]]; then
+                set_unit_state "$unit" failed
+                echo "Job for slurmctld.service failed because the control process exited with error code." >&2
+                exit 1
+            fi
+            set_unit_state "$unit" active
+            ;;
+        *) set_unit_state "$unit" active ;;
+    esac
+}
+
+systemctl_stub() {
+    local verb=${1:-} arg now="" unit prev=""
+    local -a units=() properties=()
+    shift || true
+    for arg in "$@"; do
+        case $arg in
+            --now) now=1 ;;
+            --quiet | --no-block | --no-pager) ;;
+            -p | --property) ;;
+            --property=*) properties+=("${arg#*=}") ;;
+            *)
+                if [[ ${prev:-} == -p || ${prev:-} == --property ]]; then
+                    properties+=("$arg")
+                else
+                    units+=("$arg")
+                fi
+                ;;
+        esac
+        prev=$arg
+    done
+    case $verb in
+        daemon-reload)
+            effective_unit slurmd.service >"${state}/loaded.slurmd.service"
+            ;;
+        start | restart)
+            for unit in "${units[@]}"; do start_unit "$unit"; done
+            ;;
+        enable)
+            if [[ -n $now ]]; then
+                for unit in "${units[@]}"; do start_unit "$unit"; done
+            fi
+            ;;
+        stop | disable)
+            if [[ $verb == stop || -n $now ]]; then
+                for unit in "${units[@]}"; do
+                    if [[ -f "${state}/unit.$(unit_name "$unit")" ]]; then set_unit_state "$unit" inactive; fi
+                done
+            fi
+            ;;
+        is-active)
+            unit_state "${units[0]}"
+            [[ $(unit_state "${units[0]}") == active ]]
+            ;;
+        show)
+            show_unit "${units[0]}" "${properties[@]}"
+            ;;
+    esac
+}
+
+# `systemctl show`: LoadState, ActiveState, ExecMainStatus; dlami-nvme.service as on a DLAMI.
+show_unit() {
+    local unit active="" status=0 property
+    unit="$(unit_name "$1")"
+    shift
+    if ! unit_file "$unit" >/dev/null; then
+        for property in "$@"; do
+            case $property in
+                LoadState) echo "LoadState=not-found" ;;
+                ActiveState) echo "ActiveState=inactive" ;;
+                *) echo "${property}=" ;;
+            esac
+        done
+        return 0
+    fi
+    if [[ $unit == dlami-nvme.service ]]; then
+        if [[ -n ${STUB_DLAMI_NVME_FAILS:-} ]]; then
+            active=failed
+            status=1
+        elif (($(bump dlami-nvme-show) >= ${STUB_DLAMI_NVME_DELAY:-0})); then
+            active=active
+            if [[ -n ${STUB_NVME:-} ]] && ! grep -qxF -- "${TC_ROOT}/opt/dlami/nvme" "${state}/mounts" 2>/dev/null; then
+                mkdir -p "${TC_ROOT}/opt/dlami/nvme"
+                echo "${TC_ROOT}/opt/dlami/nvme" >>"${state}/mounts"
+            fi
+        else
+            active=activating
+        fi
+    else
+        active="$(unit_state "$unit")"
+    fi
+    for property in "$@"; do
+        case $property in
+            LoadState) echo "LoadState=loaded" ;;
+            ActiveState) echo "ActiveState=${active}" ;;
+            ExecMainStatus) echo "ExecMainStatus=${status}" ;;
+            *) echo "${property}=" ;;
+        esac
+    done
+}
+
+# scontrol ping / reconfigure. A configuration comes from a local slurm.conf listing nodes (the
+# controller) or from slurmctld (configless: once slurmd fetched it).
+scontrol_stub() {
+    local conf="${TC_ROOT}/opt/slurm/etc/slurm.conf" host="ip-10-1-0-10" up=1
+    if [[ ! -f "${state}/config-fetched" ]] && ! grep -qi '^[[:space:]]*NodeName=' "$conf" 2>/dev/null; then
+        echo "scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host" >&2
+        echo "scontrol: fatal: Could not establish a configuration source" >&2
+        exit 1
+    fi
+    case ${1:-} in
+        ping)
+            if [[ -f "${state}/unit.slurmctld.service" ]]; then # this node is the controller
+                [[ $(unit_state slurmctld) == active && -z ${STUB_SLURMCTLD_UNRESPONSIVE:-} ]] || up=""
+            else
+                [[ -z ${STUB_CONTROLLER_DOWN:-} ]] || up=""
+            fi
+            if [[ -n $up ]]; then
+                echo "Slurmctld(primary) at ${host} is UP"
+            else
+                echo "Slurmctld(primary) at ${host} is DOWN"
+                exit 1
+            fi
+            ;;
+        reconfigure)
+            [[ $(unit_state slurmctld) == active ]] || {
+                echo "slurm_reconfigure error: Unable to contact slurm controller (connect failure)" >&2
+                exit 1
+            }
+            ;;
+    esac
+}
+
+# HyperPod's agent, on the controller: replaces the AMI's placeholder slurm.conf after a while.
+hyperpod_agent_tick() {
+    [[ -n ${STUB_AGENT_SLURM_CONF:-} ]] || return 0
+    if (($(bump agent-sleeps) + 1 == ${STUB_AGENT_AFTER:-1})); then
+        cp -- "$STUB_AGENT_SLURM_CONF" "${TC_ROOT}/opt/slurm/etc/slurm.conf"
+    fi
+}
+
 case $name in
     apt-get)
         case " $* " in
@@ -167,6 +436,11 @@ case $name in
         echo "${user}:x:1000:1000::${home}:/bin/bash"
         ;;
     usermod | useradd)
+        if [[ $name == usermod && -n ${STUB_USERMOD_FAIL:-} ]] ||
+            [[ $name == usermod && -n ${STUB_USERMOD_MOVE_FAIL:-} && " $* " == *" --move-home "* ]]; then
+            echo "usermod: user ${*: -1} is currently used by process 2411" >&2
+            exit 8
+        fi
         home=""
         while (($#)); do
             case $1 in
@@ -246,7 +520,14 @@ case $name in
             echo "Failed to ${1} ${*: -1}: Unit not found." >&2
             exit 5
         fi
+        systemctl_stub "$@"
         ;;
-    *) ;; # chown, sleep, umount, wget, apt-key, modprobe, cc ...: record only
+    scontrol)
+        scontrol_stub "$@"
+        ;;
+    sleep)
+        hyperpod_agent_tick
+        ;;
+    *) ;; # chown, umount, wget, apt-key, modprobe, cc ...: record only
 esac
 exit 0

@@ -1,12 +1,17 @@
 # shellcheck shell=bash disable=SC2034  # settings used by the other files on_create.sh sources
 #
-# Reads the two JSON inputs of a lifecycle run with python3 (present on HyperPod AMIs):
-#   provisioning_parameters.json  uploaded next to these scripts by the CDK construct
+# Reads the JSON inputs of a lifecycle run with python3 (present on HyperPod AMIs):
+#   provisioning_parameters.json  uploaded next to these scripts by the CDK construct; only the keys
+#                                 HyperPod's reference lifecycle scripts use (version,
+#                                 workload_manager, controller_group, login_group, worker_groups,
+#                                 fsx_dns_name, fsx_mountname)
+#   training_clusters.json        uploaded beside it: this project's own settings (optional)
 #   resource_config.json          written by HyperPod at /opt/ml/config/resource_config.json
 # and sets TC_* shell variables. Values are validated here, once, because they end up in fstab,
 # slurm.conf and command lines.
 
 TC_PARAMS_FILE="${TC_PARAMS_FILE:-${TC_HOME:-.}/provisioning_parameters.json}"
+TC_SETTINGS_FILE="${TC_SETTINGS_FILE:-${TC_HOME:-.}/training_clusters.json}"
 
 # Filled by tc_load_params
 TC_CONTROLLER_GROUP=""
@@ -18,6 +23,7 @@ TC_ENABLE_OBSERVABILITY=""
 TC_ENABLE_ENROOT_PYXIS=""
 TC_SLURM_REQUEUE_EXIT=""
 TC_WORKER_GROUPS=()
+TC_EXTRA_STEPS=() # name:script:roles (roles comma-separated)
 
 # Filled by tc_detect_role
 TC_ROLE=""
@@ -41,104 +47,156 @@ tc_preflight() {
         tc_error "HyperPod resource config not found at ${TC_RESOURCE_CONFIG} (set SAGEMAKER_RESOURCE_CONFIG_PATH to override)"
         return 1
     fi
-    tc_load_params "$TC_PARAMS_FILE"
+    tc_load_params "$TC_PARAMS_FILE" "$TC_SETTINGS_FILE"
     log "parameters: controller_group=${TC_CONTROLLER_GROUP} login_group=${TC_LOGIN_GROUP:-<none>}" \
         "worker_groups=${TC_WORKER_GROUPS[*]:-<none>} fsx=${TC_FSX_DNS_NAME:-<none>}@tcp:/${TC_FSX_MOUNTNAME:-<none>}" \
         "fsx_mount_dir=${TC_FSX_MOUNT_DIR} enable_enroot_pyxis=${TC_ENABLE_ENROOT_PYXIS}" \
-        "enable_observability=${TC_ENABLE_OBSERVABILITY} slurm_requeue_exit=${TC_SLURM_REQUEUE_EXIT:-<none>}"
+        "enable_observability=${TC_ENABLE_OBSERVABILITY} slurm_requeue_exit=${TC_SLURM_REQUEUE_EXIT:-<none>}" \
+        "extra_steps=${TC_EXTRA_STEPS[*]:-<none>}"
 }
 
-# tc_load_params FILE: validate provisioning_parameters.json and set the TC_* parameter variables.
+# tc_load_params PARAMS_FILE SETTINGS_FILE: validate provisioning_parameters.json and
+# training_clusters.json (optional: defaults apply without it) and set the TC_* parameter variables.
 tc_load_params() {
     local out key value
-    out="$("$TC_PYTHON" -I -S - "$1" <<'PY'
+    out="$("$TC_PYTHON" -I -S - "$1" "$2" "${TC_HOME:-.}" <<'PY'
 import json
+import os
 import re
 import sys
 
-path = sys.argv[1]
+params_path, settings_path, home = sys.argv[1], sys.argv[2], sys.argv[3]
+PARAMS = os.path.basename(params_path)
+SETTINGS = os.path.basename(settings_path)
+# provisioning_parameters.json keeps the keys HyperPod's reference scripts read; ours live beside it.
+OURS = ("fsx_mount_dir", "enable_enroot_pyxis", "enable_observability", "slurm_requeue_exit_codes",
+        "extra_steps")
+ROLES = ("controller", "login", "worker")
 
 
-def fail(message):
-    print(f"provisioning_parameters.json: {message}", file=sys.stderr)
+def fail(file, message):
+    print(f"{file}: {message}", file=sys.stderr)
     sys.exit(2)
 
 
-try:
-    with open(path, encoding="utf-8") as handle:
-        params = json.load(handle)
-except (OSError, ValueError) as error:
-    fail(f"cannot read {path}: {error}")
-if not isinstance(params, dict):
-    fail(f"must be a JSON object, got {type(params).__name__}")
+def load(path, required):
+    if not required and not os.path.exists(path):
+        return {}
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError) as error:
+        fail(os.path.basename(path), f"cannot read {path}: {error}")
+    if not isinstance(data, dict):
+        fail(os.path.basename(path), f"must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+params = load(params_path, required=True)
+settings = load(settings_path, required=False)
+for key in OURS:
+    if key in params:
+        print(f"warning={PARAMS}: {key} is ignored there: it belongs in {SETTINGS}")
+unknown = sorted(set(settings) - set(OURS))
+if unknown:
+    fail(SETTINGS, f"unknown key {unknown[0]!r}: allowed are {', '.join(OURS)}")
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
 ABS_DIR = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
+STEP = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
+SCRIPT = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]*(/[A-Za-z0-9_][A-Za-z0-9._-]*)*$")
 
 
-def text(key, pattern, allowed, required=False, default=""):
-    value = params.get(key, default)
+def text(source, file, key, pattern, allowed, required=False, default=""):
+    value = source.get(key, default)
     if value is None or value == "":
         if required:
-            fail(f"{key} is required: {allowed}")
+            fail(file, f"{key} is required: {allowed}")
         return ""
     if not isinstance(value, str) or not pattern.match(value):
-        fail(f"{key} must be {allowed}, got {value!r}")
+        fail(file, f"{key} must be {allowed}, got {value!r}")
     return value
 
 
 def flag(key, default):
-    value = params.get(key, default)
+    value = settings.get(key, default)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str) and value.lower() in ("true", "false"):
         return value.lower()
-    fail(f"{key} must be true or false, got {value!r}")
+    fail(SETTINGS, f"{key} must be true or false, got {value!r}")
 
 
 manager = params.get("workload_manager", "slurm")
 if manager != "slurm":
-    fail(f"workload_manager must be 'slurm' (these scripts set up Slurm), got {manager!r}")
+    fail(PARAMS, f"workload_manager must be 'slurm' (these scripts set up Slurm), got {manager!r}")
 
 names = "a name of letters, digits, '.', '_' or '-'"
 out = {
-    "controller_group": text("controller_group", NAME, names, required=True),
-    "login_group": text("login_group", NAME, names),
-    "fsx_dns_name": text("fsx_dns_name", DNS, "a DNS name such as fs-0123.fsx.us-east-1.amazonaws.com"),
-    "fsx_mountname": text("fsx_mountname", NAME, "the FSx for Lustre mount name such as 'abcdefgh'"),
-    "fsx_mount_dir": text("fsx_mount_dir", ABS_DIR, "an absolute path such as '/fsx'", default="/fsx"),
+    "controller_group": text(params, PARAMS, "controller_group", NAME, names, required=True),
+    "login_group": text(params, PARAMS, "login_group", NAME, names),
+    "fsx_dns_name": text(params, PARAMS, "fsx_dns_name", DNS,
+                         "a DNS name such as fs-0123.fsx.us-east-1.amazonaws.com"),
+    "fsx_mountname": text(params, PARAMS, "fsx_mountname", NAME,
+                          "the FSx for Lustre mount name such as 'abcdefgh'"),
+    "fsx_mount_dir": text(settings, SETTINGS, "fsx_mount_dir", ABS_DIR, "an absolute path such as '/fsx'",
+                          default="/fsx"),
     "enable_observability": flag("enable_observability", False),
     "enable_enroot_pyxis": flag("enable_enroot_pyxis", True),
 }
 if bool(out["fsx_dns_name"]) != bool(out["fsx_mountname"]):
-    fail("fsx_dns_name and fsx_mountname must be given together (or both left out to skip FSx), "
+    fail(PARAMS, "fsx_dns_name and fsx_mountname must be given together (or both left out to skip FSx), "
          f"got fsx_dns_name={out['fsx_dns_name']!r} fsx_mountname={out['fsx_mountname']!r}")
 
-codes = params.get("slurm_requeue_exit_codes", [75])
+codes = settings.get("slurm_requeue_exit_codes", [75])
 if not isinstance(codes, list) or not all(
     isinstance(code, int) and not isinstance(code, bool) and 0 <= code <= 255 for code in codes
 ):
-    fail(f"slurm_requeue_exit_codes must be a list of exit codes 0-255, got {codes!r}")
+    fail(SETTINGS, f"slurm_requeue_exit_codes must be a list of exit codes 0-255, got {codes!r}")
 out["slurm_requeue_exit"] = ",".join(str(code) for code in codes)
 
 groups = params.get("worker_groups", [])
 if not isinstance(groups, list):
-    fail(f"worker_groups must be a list of {{instance_group_name, partition_name}}, got {groups!r}")
+    fail(PARAMS, f"worker_groups must be a list of {{instance_group_name, partition_name}}, got {groups!r}")
 lines = []
 for index, group in enumerate(groups):
     where = f"worker_groups[{index}]"
     if not isinstance(group, dict):
-        fail(f"{where} must be an object with instance_group_name and partition_name, got {group!r}")
+        fail(PARAMS, f"{where} must be an object with instance_group_name and partition_name, got {group!r}")
     name = group.get("instance_group_name")
     if not isinstance(name, str) or not NAME.match(name):
-        fail(f"{where}.instance_group_name must be {names}, got {name!r}")
+        fail(PARAMS, f"{where}.instance_group_name must be {names}, got {name!r}")
     partition = group.get("partition_name") or name
     if not isinstance(partition, str) or not NAME.match(partition):
-        fail(f"{where}.partition_name must be {names}, got {partition!r}")
+        fail(PARAMS, f"{where}.partition_name must be {names}, got {partition!r}")
     if name in (out["controller_group"], out["login_group"]):
-        fail(f"{where}.instance_group_name {name!r} is already the controller or login group")
+        fail(PARAMS, f"{where}.instance_group_name {name!r} is already the controller or login group")
     lines.append(f"worker_group={name}:{partition}")
+
+steps = settings.get("extra_steps", [])
+if not isinstance(steps, list):
+    fail(SETTINGS, f"extra_steps must be a list of {{name, script, roles}}, got {steps!r}")
+seen = set()
+for index, step in enumerate(steps):
+    where = f"extra_steps[{index}]"
+    if not isinstance(step, dict):
+        fail(SETTINGS, f"{where} must be an object with name, script and roles, got {step!r}")
+    name = step.get("name")
+    if not isinstance(name, str) or not STEP.match(name):
+        fail(SETTINGS, f"{where}.name must be 1-63 letters, digits, '-' or '_', got {name!r}")
+    if name in seen:
+        fail(SETTINGS, f"{where}.name {name!r} is used twice")
+    seen.add(name)
+    script = step.get("script")
+    if not isinstance(script, str) or not SCRIPT.match(script) or ".." in script.split("/"):
+        fail(SETTINGS, f"{where}.script must be a path relative to the lifecycle folder, got {script!r}")
+    if not os.path.isfile(os.path.join(home, script)):
+        fail(SETTINGS, f"{where}.script {script!r} is not in the lifecycle folder {home}")
+    roles = step.get("roles", list(ROLES))
+    if not isinstance(roles, list) or not roles or any(role not in ROLES for role in roles):
+        fail(SETTINGS, f"{where}.roles must be a non-empty list of {', '.join(ROLES)}, got {roles!r}")
+    lines.append(f"extra_step={name}:{script}:{','.join(roles)}")
 
 for key, value in out.items():
     print(f"{key}={value}")
@@ -146,6 +204,7 @@ print("\n".join(lines))
 PY
 )"
     TC_WORKER_GROUPS=()
+    TC_EXTRA_STEPS=()
     while IFS='=' read -r key value; do
         case $key in
             controller_group) TC_CONTROLLER_GROUP=$value ;;
@@ -157,6 +216,8 @@ PY
             enable_enroot_pyxis) TC_ENABLE_ENROOT_PYXIS=$value ;;
             slurm_requeue_exit) TC_SLURM_REQUEUE_EXIT=$value ;;
             worker_group) TC_WORKER_GROUPS+=("$value") ;;
+            extra_step) TC_EXTRA_STEPS+=("$value") ;;
+            warning) warn "$value" ;;
             "") ;;
             *) warn "ignoring unexpected parameter line: ${key}" ;;
         esac

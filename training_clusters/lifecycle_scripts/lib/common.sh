@@ -30,9 +30,18 @@ TC_APT_LOCK_TIMEOUT="${TC_APT_LOCK_TIMEOUT:-300}"
 TC_MOUNT_ATTEMPTS="${TC_MOUNT_ATTEMPTS:-5}"
 TC_MOUNT_WAIT_ATTEMPTS="${TC_MOUNT_WAIT_ATTEMPTS:-30}"
 TC_MOUNT_WAIT_SLEEP="${TC_MOUNT_WAIT_SLEEP:-5}"
-# Controller: how long to wait for HyperPod's agent to write slurm.conf.
-TC_SLURM_CONF_WAIT_ATTEMPTS="${TC_SLURM_CONF_WAIT_ATTEMPTS:-24}"
+# Controller: how long to wait for HyperPod's agent to write the cluster's slurm.conf.
+TC_SLURM_CONF_WAIT_ATTEMPTS="${TC_SLURM_CONF_WAIT_ATTEMPTS:-60}"
 TC_SLURM_CONF_WAIT_SLEEP="${TC_SLURM_CONF_WAIT_SLEEP:-5}"
+# Every role: how long a started Slurm daemon gets until slurmctld answers `scontrol ping` (workers
+# wait for the controller, whose own lifecycle script may still be running).
+TC_SLURM_START_WAIT_ATTEMPTS="${TC_SLURM_START_WAIT_ATTEMPTS:-60}"
+TC_SLURM_START_WAIT_SLEEP="${TC_SLURM_START_WAIT_SLEEP:-10}"
+# Workers: how long to wait for dlami-nvme.service to mount the local NVMe disks.
+TC_NVME_WAIT_ATTEMPTS="${TC_NVME_WAIT_ATTEMPTS:-24}"
+TC_NVME_WAIT_SLEEP="${TC_NVME_WAIT_SLEEP:-5}"
+# Slurm's client command; /opt/slurm/bin is not on the lifecycle script's PATH.
+TC_SCONTROL="${TC_SCONTROL:-}"
 
 TC_CURRENT_STEP=""
 TC_NOW=""
@@ -172,32 +181,20 @@ tc_ensure_line() {
     log "added to ${file}: ${line}"
 }
 
-# tc_set_conf_key FILE KEY VALUE: make FILE contain exactly one KEY=VALUE line (slurm.conf style:
-# keys are case-insensitive). Replaces the first KEY= line, drops later duplicates, or appends.
-tc_set_conf_key() {
-    local file=$1 key=$2 value=$3
-    awk -v key="$key" -v want="${key}=${value}" '
-        {
-            probe = tolower($0)
-            sub(/^[ \t]+/, "", probe)
-            if (index(probe, tolower(key)) == 1 && substr(probe, length(key) + 1) ~ /^[ \t]*=/) {
-                if (!done) { print want; done = 1 }
-                next
-            }
-            print
-        }
-        END { if (!done) print want }
-    ' "$file" | tc_write_file "$file"
-}
-
-# tc_backup_once FILE: keep a copy of FILE as it was before these scripts first changed it.
+# tc_backup_once FILE: keep a copy of FILE as it was before these scripts first changed it (or, when
+# there was none, an empty <name>.orig.absent, so a file the scripts created is never taken for it).
 tc_backup_once() {
     local file=$1 backup
     backup="${TC_BACKUP_DIR}/$(basename -- "$file").orig"
-    [[ -f $file && ! -e $backup ]] || return 0
+    [[ ! -e $backup && ! -e ${backup}.absent ]] || return 0
     tc_mkdir "$TC_BACKUP_DIR"
-    cp -p -- "$file" "$backup"
-    log "saved original ${file} as ${backup}"
+    if [[ -f $file ]]; then
+        cp -p -- "$file" "$backup"
+        log "saved original ${file} as ${backup}"
+    else
+        : >"${backup}.absent"
+        log "no ${file} before these scripts (noted as ${backup}.absent)"
+    fi
 }
 
 # tc_pkg_installed NAME: true when dpkg reports the package installed.

@@ -46,6 +46,7 @@ tc_install_enroot() {
 # there is one (shared by all nodes, so an image is pulled once per cluster).
 tc_configure_enroot() {
     local scratch="/tmp" cache candidate
+    tc_wait_for_local_nvme
     for candidate in /opt/dlami/nvme /opt/sagemaker; do
         if mountpoint -q -- "${TC_ROOT}${candidate}"; then
             scratch=$candidate
@@ -75,6 +76,48 @@ ENROOT_MOUNT_HOME      y
 ENROOT_RESTRICT_DEV    y
 ENROOT_ROOTFS_WRITABLE y
 EOF
+}
+
+# On the DLAMI-based HyperPod AMIs, dlami-nvme.service mounts the instance's NVMe disks at
+# /opt/dlami/nvme while the lifecycle script runs: checking the mount point at once can put container
+# scratch on the root disk (github.com/aws-samples/awsome-distributed-training issue 427; the
+# reference's utils/install_enroot_pyxis.sh waits the same way). Bounded; a node without the unit or
+# whose unit failed goes on with what is mounted.
+tc_wait_for_local_nvme() {
+    local attempt load="" active="" status=""
+    for ((attempt = 1; attempt <= TC_NVME_WAIT_ATTEMPTS; attempt++)); do
+        tc_nvme_unit_state
+        if [[ $load == not-found ]]; then
+            log "no dlami-nvme.service on this AMI: local disks are whatever is mounted now"
+            return 0
+        fi
+        if [[ $active == active && $status == 0 ]]; then
+            log "dlami-nvme.service is active: local NVMe disks are mounted"
+            return 0
+        fi
+        if [[ $active == failed ]]; then
+            warn "dlami-nvme.service failed (exit ${status}): container scratch may land on the root disk"
+            return 0
+        fi
+        log "waiting for dlami-nvme.service to mount local NVMe (${attempt}/${TC_NVME_WAIT_ATTEMPTS}):" \
+            "ActiveState=${active:-?} ExecMainStatus=${status:-?}"
+        sleep "$TC_NVME_WAIT_SLEEP"
+    done
+    warn "dlami-nvme.service not active after $((TC_NVME_WAIT_ATTEMPTS * TC_NVME_WAIT_SLEEP))s" \
+        "(ActiveState=${active:-?}): container scratch may land on the root disk"
+}
+
+# Sets load, active and status (of the caller) from `systemctl show dlami-nvme.service`.
+tc_nvme_unit_state() {
+    local key value
+    load="" active="" status=""
+    while IFS='=' read -r key value; do
+        case $key in
+            LoadState) load=$value ;;
+            ActiveState) active=$value ;;
+            ExecMainStatus) status=$value ;;
+        esac
+    done < <(systemctl show -p LoadState -p ActiveState -p ExecMainStatus dlami-nvme.service 2>/dev/null || true)
 }
 
 tc_install_pyxis() {

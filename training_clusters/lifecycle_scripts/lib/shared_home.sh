@@ -37,12 +37,35 @@ tc_home_on_fsx() {
             log "pointing home of ${user} at the existing shared ${home} (was ${current})"
             usermod --home "$home" "$user"
         else
-            log "moving home of ${user} from ${current} to ${home}"
-            usermod --move-home --home "$home" "$user"
+            tc_move_home "$user" "$current" "$home" "$rooted"
         fi
     fi
     tc_mkdir "$rooted"
     chown "${user}:" "$rooted"
+}
+
+# usermod --move-home refuses while the user has a process (an SSM or SSH session, a cron job) and
+# may stop half way on a cross-device move; then copy the home and repoint it, or fail clearly.
+tc_move_home() {
+    local user=$1 current=$2 home=$3 rooted=$4 rc=0
+    log "moving home of ${user} from ${current} to ${home}"
+    usermod --move-home --home "$home" "$user" || rc=$?
+    if ((rc == 0)); then
+        return 0
+    fi
+    warn "usermod --move-home failed (exit ${rc}); copying ${current} to ${home} and repointing the home instead"
+    tc_mkdir "$rooted"
+    if [[ -n $current && -d ${TC_ROOT}${current} ]]; then
+        cp -a -- "${TC_ROOT}${current}/." "${rooted}/"
+    fi
+    rc=0
+    usermod --home "$home" "$user" || rc=$?
+    if ((rc != 0)); then
+        tc_error "could not point the home of ${user} at ${home} (usermod exit ${rc}); its files were copied" \
+            "there, ${current} is unchanged"
+        return "$rc"
+    fi
+    log "home of ${user} is now ${home} (a copy of ${current}, which is left in place)"
 }
 
 # One key pair for the cluster, generated once, listed in authorized_keys once.

@@ -1,16 +1,29 @@
 # shellcheck shell=bash
 #
-# Slurm, per role. The HyperPod AMI ships Slurm in /opt/slurm and HyperPod's agent writes
-# slurm.conf on the controller from provisioning_parameters.json; workers run "configless": slurmd
-# fetches slurm.conf (and plugstack.conf) from slurmctld at the controller's address.
-#   controller: slurmctld only; JobRequeue=1 and RequeueExit=<codes> for auto-resume; a node and
-#               partition list from resource_config.json if slurm.conf has none
-#   worker:     slurmd only, pointed at the controller(s) with --conf-server
-#   login:      neither daemon; sackd (Slurm >= 23.11) fetches the config for client commands
-#               when the AMI ships it
+# Slurm, per role, as SageMaker HyperPod sets a node up: the AMI ships Slurm in /opt/slurm and a
+# placeholder slurm.conf; HyperPod's agent writes the cluster's slurm.conf on the controller only.
+# Every other node runs "configless": slurmd fetches slurm.conf, cgroup.conf, plugstack.conf,
+# topology.conf ... from slurmctld (https://slurm.schedmd.com/configless_slurm.html), and the AMI's
+# slurmd unit removes a local slurm.conf. As in the public reference
+# (github.com/aws-samples/awsome-distributed-training, 1.architectures/5.sagemaker-hyperpod/
+# LifecycleScripts/base-config: lifecycle_script.py, start_slurm.sh):
+#   controller: waits until the agent's slurm.conf names this node as SlurmctldHost and lists nodes;
+#               JobRequeue / RequeueExit (auto-resume) in slurm.conf and ConstrainDevices=yes in
+#               cgroup.conf, kept applied by a systemd path unit when the agent rewrites the files;
+#               slurmctld only
+#   worker:     slurmd --conf-server <controller>
+#   login:      slurmd --conf-server <controller> as well: it fetches the configuration that client
+#               commands (sbatch, squeue ...) read; slurmd itself may exit afterwards, a login node
+#               being no NodeName of slurm.conf
+# Every role ends with a bounded wait until slurmctld answers `scontrol ping`: a daemon that cannot
+# start fails the step instead of retrying unseen after a reported success.
 
-TC_SLURM_NODES_FILE_NAME="training_clusters_nodes.conf"
 TC_SLURM_DROPIN_NAME="50-training-clusters.conf"
+TC_SLURMD_RESTART_SEC=10
+# The re-apply command, its settings and its systemd units (paths on the node).
+TC_SLURM_KEYS_COMMAND="/usr/local/sbin/training-clusters-slurm-keys"
+TC_SLURM_KEYS_SETTINGS="/etc/training-clusters/slurm-keys.conf"
+TC_SLURM_KEYS_UNIT="training-clusters-slurm-keys"
 
 tc_setup_slurm() {
     case $TC_ROLE in
@@ -25,120 +38,279 @@ tc_setup_slurm() {
 }
 
 tc_setup_slurm_controller() {
-    local conf="${TC_SLURM_ETC}/slurm.conf"
+    local conf="${TC_SLURM_ETC}/slurm.conf" keys_command="${TC_ROOT}${TC_SLURM_KEYS_COMMAND}"
     tc_wait_for_slurm_conf "$conf"
     tc_backup_once "$conf"
-    # Auto-resume: jobs may be requeued (sbatch --requeue is the default), and a job that exits
-    # with one of these codes is requeued by Slurm itself. HyperPod's `srun --auto-resume=1`
-    # restarts steps on replaced nodes independently of these settings.
-    tc_set_conf_key "$conf" JobRequeue 1
-    if [[ -n $TC_SLURM_REQUEUE_EXIT ]]; then
-        tc_set_conf_key "$conf" RequeueExit "$TC_SLURM_REQUEUE_EXIT"
-    fi
-    tc_slurm_nodes_fallback "$conf"
+    tc_backup_once "${TC_SLURM_ETC}/cgroup.conf"
+    tc_check_topology "$conf"
+    tc_install_slurm_keys
+    TC_ROOT=$TC_ROOT "$BASH" "$keys_command" --no-reconfigure
 
     tc_systemctl_try disable --now slurmd
     systemctl daemon-reload
     systemctl enable slurmctld
     systemctl restart slurmctld
-    log "slurmctld (re)started"
+    systemctl enable --now "${TC_SLURM_KEYS_UNIT}.path"
+    tc_wait_for_slurmctld slurmctld
+    log "slurmctld is up; ${TC_SLURM_KEYS_UNIT}.path keeps the settings of ${TC_SLURM_KEYS_SETTINGS} applied"
 }
 
 tc_setup_slurm_worker() {
-    tc_write_conf_server_dropin slurmd SLURMD_OPTIONS
-    tc_systemctl_try disable --now slurmctld
-    systemctl daemon-reload
-    systemctl enable slurmd
-    # --no-block: slurmd waits for slurmctld, whose node may still be in its own lifecycle script.
-    systemctl restart --no-block slurmd
-    log "slurmd (re)start queued; config from ${TC_CONTROLLER_IPS}; partition ${TC_PARTITION}"
+    tc_start_configless_slurmd
+    tc_wait_for_slurmctld slurmd
+    log "slurmd is up in partition ${TC_PARTITION}; configuration from ${TC_CONTROLLER_IPS}"
 }
 
 tc_setup_slurm_login() {
-    tc_systemctl_try disable --now slurmctld
-    tc_systemctl_try disable --now slurmd
-    if tc_systemd_unit_exists sackd.service; then
-        tc_write_conf_server_dropin sackd SACKD_OPTIONS
-        systemctl daemon-reload
-        systemctl enable sackd
-        systemctl restart --no-block sackd
-        log "sackd (re)start queued; client commands read the config from ${TC_CONTROLLER_IPS}"
-    else
-        log "no sackd unit: client commands use the slurm.conf that HyperPod provides on this node"
-    fi
+    tc_start_configless_slurmd
+    # Not `systemctl is-active slurmd`: slurmd may exit once it has fetched the configuration.
+    tc_wait_for_slurmctld ""
+    log "client commands read the configuration fetched from ${TC_CONTROLLER_IPS}"
 }
 
-# HyperPod's agent writes slurm.conf while the lifecycle script runs: wait for it, bounded.
+# ---------------------------------------------------------------------------------------------------
+# Controller
+# ---------------------------------------------------------------------------------------------------
+
+# HyperPod's agent writes slurm.conf while the lifecycle script runs, over a placeholder from the
+# AMI: editing the placeholder would race with the agent. Wait, bounded, for the cluster's own file.
 tc_wait_for_slurm_conf() {
-    local conf=$1 attempt
+    local conf=$1 attempt reason=""
     for ((attempt = 1; attempt <= TC_SLURM_CONF_WAIT_ATTEMPTS; attempt++)); do
-        if [[ -s $conf ]]; then
-            log "found ${conf}"
+        reason="$(tc_slurm_conf_not_ready "$conf")"
+        if [[ -z $reason ]]; then
+            log "HyperPod's ${conf} names this node as SlurmctldHost and lists the nodes"
             return 0
         fi
-        log "waiting for HyperPod to write ${conf} (${attempt}/${TC_SLURM_CONF_WAIT_ATTEMPTS})"
+        log "waiting for HyperPod's agent to write ${conf} (${attempt}/${TC_SLURM_CONF_WAIT_ATTEMPTS}): ${reason}"
         sleep "$TC_SLURM_CONF_WAIT_SLEEP"
     done
-    tc_error "${conf} did not appear; the HyperPod Slurm AMI and agent provide it"
+    tc_error "HyperPod's agent did not write ${conf} within" \
+        "$((TC_SLURM_CONF_WAIT_ATTEMPTS * TC_SLURM_CONF_WAIT_SLEEP))s (${reason}); on the HyperPod Slurm AMI it" \
+        "writes the cluster's slurm.conf on the controller"
     return 1
 }
 
-# When slurm.conf lists no nodes (HyperPod normally writes them), declare the workers and their
-# partitions from resource_config.json in an included file. Node names follow the HyperPod host
-# names (ip-10-1-2-3).
-tc_slurm_nodes_fallback() {
-    local conf=$1 nodes_file="${TC_SLURM_ETC}/${TC_SLURM_NODES_FILE_NAME}" entry ip name partition default
-    local -a partitions=()
-    local -A members=()
-    if awk '/^[ \t]*[Nn][Oo][Dd][Ee][Nn][Aa][Mm][Ee][ \t]*=/ { found = 1 } END { exit !found }' "$conf"; then
-        log "slurm.conf declares its nodes (HyperPod); no node list added"
+# Prints why CONF is not yet the cluster's slurm.conf, or nothing when it is.
+tc_slurm_conf_not_ready() {
+    local conf=$1 hosts
+    if [[ ! -s $conf ]]; then
+        echo "not there yet"
         return 0
     fi
-    if ((${#TC_WORKER_NODES[@]} == 0)); then
-        warn "slurm.conf declares no nodes and resource_config.json lists no worker instances"
-        return 0
+    hosts="$(awk '{ line = tolower($0) }
+        line ~ /^[ \t]*(slurmctldhost|controlmachine)[ \t]*=/ { sub(/^[^=]*=[ \t]*/, ""); printf "%s ", $0 }' "$conf")"
+    hosts=${hosts% }
+    if [[ -z $hosts ]]; then
+        echo "no SlurmctldHost yet"
+    elif ! tc_names_this_node "$hosts"; then
+        echo "SlurmctldHost=${hosts} is not this node (${TC_NODE_IP}): still the AMI's placeholder"
+    elif ! tc_slurm_conf_lists_nodes "$conf"; then
+        echo "no NodeName line yet"
     fi
-    for entry in "${TC_WORKER_NODES[@]}"; do
-        partition=${entry%%:*}
-        ip=${entry#*:}
-        name="ip-${ip//./-}"
-        if [[ -z ${members[$partition]+set} ]]; then
-            partitions+=("$partition")
-            members[$partition]=$name
-        else
-            members[$partition]+=",${name}"
-        fi
-    done
-    {
-        echo "# Written by the training-clusters lifecycle scripts: slurm.conf declared no nodes."
-        for entry in "${TC_WORKER_NODES[@]}"; do
-            ip=${entry#*:}
-            name="ip-${ip//./-}"
-            echo "NodeName=${name} NodeAddr=${ip} NodeHostname=${name} State=UNKNOWN"
-        done
-        default=YES
-        for partition in "${partitions[@]}"; do
-            echo "PartitionName=${partition} Nodes=${members[$partition]} Default=${default} MaxTime=INFINITE State=UP"
-            default=NO
-        done
-    } | tc_write_file "$nodes_file" 0644
-    tc_ensure_line "$conf" "Include /opt/slurm/etc/${TC_SLURM_NODES_FILE_NAME}"
 }
 
-# tc_write_conf_server_dropin UNIT VARIABLE: a systemd drop-in giving the daemon --conf-server.
-tc_write_conf_server_dropin() {
-    local unit=$1 variable=$2
-    tc_write_file "${TC_ROOT}/etc/systemd/system/${unit}.service.d/${TC_SLURM_DROPIN_NAME}" 0644 <<EOF
-# Written by the training-clusters lifecycle scripts: configless Slurm, config from slurmctld.
+# tc_names_this_node "ip-10-1-0-10(10.1.0.10)": true when a name or address is this node's.
+tc_names_this_node() {
+    local words=" ${1//[(),]/ } " name
+    for name in "$TC_NODE_IP" "ip-${TC_NODE_IP//./-}" "$(hostname -s 2>/dev/null || true)"; do
+        if [[ -n $name && $words == *" ${name} "* ]]; then
+            return 0
+        fi
+    done
+    return 1
+}
+
+# True when CONF, or a file it includes, declares a node (NodeName=DEFAULT does not count).
+tc_slurm_conf_lists_nodes() {
+    local conf=$1 include
+    local -a files=("$conf")
+    while IFS= read -r include; do
+        case $include in
+            /*) include="${TC_ROOT}${include}" ;;
+            *) include="${TC_SLURM_ETC}/${include}" ;;
+        esac
+        if [[ -f $include ]]; then
+            files+=("$include")
+        fi
+    done < <(awk 'tolower($1) == "include" && NF >= 2 { print $2 }' "$conf")
+    awk '{ line = tolower($0) }
+        line ~ /^[ \t]*nodename[ \t]*=/ && line !~ /^[ \t]*nodename[ \t]*=[ \t]*default([ \t]|$)/ { found = 1 }
+        END { exit !found }' "${files[@]}"
+}
+
+# HyperPod now writes Slurm's network topology itself (TopologyPlugin in slurm.conf, topology.conf or
+# topology.yaml beside it). These scripts never touch either; a plugin without its file makes sbatch
+# fail, so say so.
+tc_check_topology() {
+    local conf=$1 plugin
+    plugin="$(awk '{ line = tolower($0) }
+        line ~ /^[ \t]*topologyplugin[ \t]*=/ { sub(/^[^=]*=[ \t]*/, ""); value = $0 } END { print value }' "$conf")"
+    case $plugin in
+        "" | topology/flat | topology/default | topology/none)
+            log "slurm.conf sets no topology plugin"
+            ;;
+        *)
+            if [[ -s ${TC_SLURM_ETC}/topology.conf || -s ${TC_SLURM_ETC}/topology.yaml ]]; then
+                log "slurm.conf uses TopologyPlugin=${plugin} with HyperPod's topology file (left as it is)"
+            else
+                warn "slurm.conf sets TopologyPlugin=${plugin} but ${TC_SLURM_ETC}/topology.conf is missing or" \
+                    "empty: sbatch fails with 'Requested topology configuration is not available' until" \
+                    "HyperPod writes it (these scripts never write topology files)"
+            fi
+            ;;
+    esac
+}
+
+# The settings of the controller, the command that applies them and the systemd units that apply them
+# again whenever HyperPod's agent rewrites slurm.conf or cgroup.conf (scaling, node replacement).
+tc_install_slurm_keys() {
+    {
+        echo "# Written by the training-clusters lifecycle scripts (on_create.sh). Kept applied by"
+        echo "# ${TC_SLURM_KEYS_UNIT}.path: <file in /opt/slurm/etc> <Key> <Value>"
+        # Auto-resume: jobs may be requeued after a node failure, and a job exiting with one of these
+        # codes is requeued by Slurm. HyperPod's `srun --auto-resume=1` works besides these.
+        echo "slurm.conf JobRequeue 1"
+        if [[ -n $TC_SLURM_REQUEUE_EXIT ]]; then
+            echo "slurm.conf RequeueExit ${TC_SLURM_REQUEUE_EXIT}"
+        fi
+        # Jobs see only the GPUs they were given (and pyxis maps GPU ids right:
+        # https://github.com/NVIDIA/pyxis/issues/47); configless nodes get cgroup.conf from slurmctld.
+        echo "cgroup.conf ConstrainDevices yes"
+    } | tc_write_file "${TC_ROOT}${TC_SLURM_KEYS_SETTINGS}" 0644
+    tc_write_file "${TC_ROOT}${TC_SLURM_KEYS_COMMAND}" 0755 <"${TC_HOME}/node/training-clusters-slurm-keys.sh"
+    tc_write_file "${TC_ROOT}/etc/systemd/system/${TC_SLURM_KEYS_UNIT}.service" 0644 <<EOF
+# Written by the training-clusters lifecycle scripts (on_create.sh).
+[Unit]
+Description=Re-apply the training-clusters Slurm settings after HyperPod rewrites its configuration
+# The agent may write several times in a row: never stop re-applying for a start rate limit.
+StartLimitIntervalSec=0
+
 [Service]
-Environment="${variable}=--conf-server ${TC_CONTROLLER_IPS}"
+Type=oneshot
+ExecStart=${TC_SLURM_KEYS_COMMAND}
+EOF
+    tc_write_file "${TC_ROOT}/etc/systemd/system/${TC_SLURM_KEYS_UNIT}.path" 0644 <<EOF
+# Written by the training-clusters lifecycle scripts (on_create.sh).
+[Unit]
+Description=Watch HyperPod's Slurm configuration for rewrites
+
+[Path]
+PathChanged=/opt/slurm/etc/slurm.conf
+PathChanged=/opt/slurm/etc/cgroup.conf
+Unit=${TC_SLURM_KEYS_UNIT}.service
+
+[Install]
+WantedBy=multi-user.target
 EOF
 }
 
-tc_systemd_unit_exists() {
+# ---------------------------------------------------------------------------------------------------
+# Workers and login nodes: configless slurmd
+# ---------------------------------------------------------------------------------------------------
+
+# A drop-in that replaces slurmd's whole command line with one carrying --conf-server: unlike an
+# Environment=SLURMD_OPTIONS=... drop-in, it cannot be lost to a unit that does not expand the
+# variable or to an EnvironmentFile= that sets it.
+tc_start_configless_slurmd() {
+    local unit exec_start
+    if ! unit="$(tc_systemd_unit_path slurmd.service)"; then
+        tc_error "slurmd.service not found in /etc/systemd/system, /lib/systemd/system or" \
+            "/usr/lib/systemd/system: these scripts need the HyperPod Slurm AMI"
+        return 1
+    fi
+    exec_start="$(tc_slurmd_exec_start "$unit")"
+    tc_write_file "${TC_ROOT}/etc/systemd/system/slurmd.service.d/${TC_SLURM_DROPIN_NAME}" 0644 <<EOF
+# Written by the training-clusters lifecycle scripts: configless slurmd, configuration from slurmctld.
+# ExecStart is replaced as a whole (see lib/slurm.sh of the lifecycle scripts).
+[Unit]
+# A configless node has no local slurm.conf: no condition on one may skip the start.
+ConditionPathExists=
+
+[Service]
+ExecStart=
+ExecStart=${exec_start}
+Restart=on-failure
+RestartSec=${TC_SLURMD_RESTART_SEC}
+EOF
+    tc_systemctl_try disable --now slurmctld
+    systemctl daemon-reload
+    systemctl enable slurmd
+    # --no-block: slurmd waits for slurmctld, whose node may still be in its own lifecycle script;
+    # tc_wait_for_slurmctld bounds that wait.
+    systemctl restart --no-block slurmd
+    log "slurmd (re)start queued: ${exec_start}"
+}
+
+# The AMI unit's own ExecStart (binary and flags), without $SLURMD_OPTIONS or an earlier
+# --conf-server, plus --conf-server <controller addresses>.
+tc_slurmd_exec_start() {
+    local unit=$1 line word skip=false
+    local -a words=() kept=()
+    line="$(awk '/^[ \t]*ExecStart[ \t]*=/ { sub(/^[^=]*=[ \t]*/, ""); if ($0 != "") value = $0 }
+        END { print value }' "$unit")"
+    read -r -a words <<<"${line:-/opt/slurm/sbin/slurmd -D -s}"
+    for word in "${words[@]}"; do
+        if [[ $skip == true ]]; then
+            skip=false
+            continue
+        fi
+        # shellcheck disable=SC2016  # the unit file's literal variable references
+        case $word in
+            '$SLURMD_OPTIONS' | '${SLURMD_OPTIONS}' | --conf-server=*) ;;
+            --conf-server) skip=true ;;
+            *) kept+=("$word") ;;
+        esac
+    done
+    printf '%s --conf-server %s\n' "${kept[*]}" "$TC_CONTROLLER_IPS"
+}
+
+# ---------------------------------------------------------------------------------------------------
+# Shared
+# ---------------------------------------------------------------------------------------------------
+
+# tc_wait_for_slurmctld [DAEMON]: bounded wait until DAEMON (if given) is active and slurmctld answers
+# `scontrol ping`; fails the step with one line saying what was last seen.
+tc_wait_for_slurmctld() {
+    local daemon=$1 attempt state="" ping=""
+    for ((attempt = 1; attempt <= TC_SLURM_START_WAIT_ATTEMPTS; attempt++)); do
+        if [[ -n $daemon ]]; then
+            state="$(systemctl is-active "$daemon" 2>&1 || true)"
+        fi
+        ping="$(tc_scontrol ping 2>&1 || true)"
+        ping=${ping//$'\n'/ | }
+        if [[ (-z $daemon || $state == active) && $ping == *" is UP"* ]]; then
+            log "${daemon:+${daemon} is active; }scontrol ping: ${ping}"
+            return 0
+        fi
+        log "waiting for Slurm (${attempt}/${TC_SLURM_START_WAIT_ATTEMPTS}):" \
+            "${daemon:+${daemon} is ${state:-unknown}; }scontrol ping: ${ping:-<no output>}"
+        sleep "$TC_SLURM_START_WAIT_SLEEP"
+    done
+    tc_error "Slurm is not up after $((TC_SLURM_START_WAIT_ATTEMPTS * TC_SLURM_START_WAIT_SLEEP))s:" \
+        "${daemon:+${daemon} is ${state:-unknown}, }scontrol ping says '${ping:-nothing}'" \
+        "(see journalctl -u ${daemon:-slurmd} and the Slurm logs)"
+    return 1
+}
+
+# Slurm's scontrol: /opt/slurm/bin is not on the lifecycle script's PATH.
+tc_scontrol() {
+    local command=$TC_SCONTROL
+    if [[ -z $command ]]; then
+        command=scontrol
+        if [[ -x ${TC_ROOT}/opt/slurm/bin/scontrol ]]; then
+            command="${TC_ROOT}/opt/slurm/bin/scontrol"
+        fi
+    fi
+    "$command" "$@"
+}
+
+# tc_systemd_unit_path UNIT: prints the unit file systemd loads, or fails.
+tc_systemd_unit_path() {
     local dir
-    for dir in /etc/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
+    for dir in /etc/systemd/system /run/systemd/system /lib/systemd/system /usr/lib/systemd/system; do
         if [[ -f ${TC_ROOT}${dir}/$1 ]]; then
+            printf '%s\n' "${TC_ROOT}${dir}/$1"
             return 0
         fi
     done
