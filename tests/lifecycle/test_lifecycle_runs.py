@@ -178,18 +178,30 @@ PARAMS, SETTINGS = "provisioning_parameters.json", "training_clusters.json"
     ("overrides", "message"),
     [
         ({"controller_group": None}, f"{PARAMS}: controller_group is required"),
-        ({"enable_observability": "yes"}, f"{SETTINGS}: enable_observability must be true or false, got 'yes'"),
-        ({"fsx_mount_dir": "fsx"}, f"{SETTINGS}: fsx_mount_dir must be an absolute path such as '/fsx', got 'fsx'"),
+        (
+            {"enable_observability": "yes"},
+            f"{SETTINGS}: enable_observability must be true or false, got 'yes'",
+        ),
+        (
+            {"fsx_mount_dir": "fsx"},
+            f"{SETTINGS}: fsx_mount_dir must be an absolute path such as '/fsx', got 'fsx'",
+        ),
         ({"fsx_mountname": None}, f"{PARAMS}: fsx_dns_name and fsx_mountname must be given together"),
         ({"fsx_dns_name": "fs-1;reboot"}, f"{PARAMS}: fsx_dns_name must be a DNS name"),
         ({"workload_manager": "kubernetes"}, f"{PARAMS}: workload_manager must be 'slurm'"),
         ({"worker_groups": {"a": 1}}, f"{PARAMS}: worker_groups must be a list"),
-        ({"worker_groups": [{"partition_name": "dev"}]}, f"{PARAMS}: worker_groups[0].instance_group_name must be"),
+        (
+            {"worker_groups": [{"partition_name": "dev"}]},
+            f"{PARAMS}: worker_groups[0].instance_group_name must be",
+        ),
         (
             {"slurm_requeue_exit_codes": [300]},
             f"{SETTINGS}: slurm_requeue_exit_codes must be a list of exit codes 0-255",
         ),
-        ({"enable_observabilty": True}, f"{SETTINGS}: unknown key 'enable_observabilty': allowed are fsx_mount_dir"),
+        (
+            {"enable_observabilty": True},
+            f"{SETTINGS}: unknown key 'enable_observabilty': allowed are fsx_mount_dir",
+        ),
         (
             {"extra_steps": [{"name": "a b", "script": "user_steps/x.sh"}]},
             f"{SETTINGS}: extra_steps[0].name must be 1-63 letters, digits, '-' or '_', got 'a b'",

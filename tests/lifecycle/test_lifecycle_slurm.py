@@ -56,7 +56,10 @@ def test_login_node_fails_when_slurmctld_never_answers(sandbox: Sandbox) -> None
 
     assert_failed_step(run, "slurm-login")
     assert len(run.calls_to("scontrol")) == 3  # TC_SLURM_START_WAIT_ATTEMPTS=3 in the sandbox
-    assert "Slurm is not up after 30s: scontrol ping says 'Slurmctld(primary) at ip-10-1-0-10 is DOWN'" in run.log
+    assert (
+        "Slurm is not up after 30s: scontrol ping says 'Slurmctld(primary) at ip-10-1-0-10 is DOWN'"
+        in run.log
+    )
 
 
 # -- issue 2: --conf-server that cannot be lost, and a start that is checked ----------------------
@@ -67,9 +70,7 @@ def test_login_node_fails_when_slurmctld_never_answers(sandbox: Sandbox) -> None
     [
         pytest.param(AMI_SLURMD_UNIT, None, id="unit-expands-SLURMD_OPTIONS"),
         pytest.param(AMI_SLURMD_UNIT, "SLURMD_OPTIONS=\n", id="environment-file-overrides-it"),
-        pytest.param(
-            AMI_SLURMD_UNIT.replace(" $SLURMD_OPTIONS", ""), None, id="unit-without-the-variable"
-        ),
+        pytest.param(AMI_SLURMD_UNIT.replace(" $SLURMD_OPTIONS", ""), None, id="unit-without-the-variable"),
         pytest.param(
             AMI_SLURMD_UNIT.replace("$SLURMD_OPTIONS", "${SLURMD_OPTIONS}"), None, id="braced-variable"
         ),
