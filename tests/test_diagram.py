@@ -1,0 +1,539 @@
+"""``training-clusters diagram``: the drawing matches the template, and docs/environments is fresh.
+
+Every shipped environment's template comes from the session's gated synth (``environment_gates``); the
+drawing's nodes, edges, EFA counts and kept-on-delete resources are checked against that template, and
+its SVG and Markdown against the files ``make diagrams`` checked in. The rest uses small hand-written
+templates and a hand-made cloud assembly: no synth.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import random
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from training_clusters import cli
+from training_clusters.catalog import lookup
+from training_clusters.diagram import (
+    EdgeKind,
+    EnvironmentGraph,
+    NodeKind,
+    NodeRole,
+    graph_from_template,
+    read_stack,
+    render,
+    to_dot,
+    to_markdown,
+    to_mermaid,
+    to_svg,
+)
+from training_clusters.diagram.sources import StackSource, source_of
+from training_clusters.environments import environment_files
+from training_clusters.errors import ConfigurationError
+
+from .conftest import ROOT, EnvironmentGates
+
+ENVIRONMENTS = environment_files(ROOT / "environments")
+DOCS = ROOT / "docs" / "environments"
+IDS = [p.stem for p in ENVIRONMENTS]
+
+#: EFA interfaces per node of each node group, by instance type: what the picture must say.
+EXPECTED_EFA = {
+    "eks-g5-efa": {"g5.8xlarge": 1, "t3.large": 0},
+    "eks-gpu-monitoring": {"g4dn.xlarge": 0, "t3.large": 0},
+    "eks-gpu-sharing": {"g5.2xlarge": 0, "t3.large": 0},
+    "eks-p5-efa": {"p5.48xlarge": 32, "t3.large": 0},
+    "hyperpod-p5": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},
+    "hyperpod-slurm": {"ml.c5.xlarge": 0},
+    "network-storage": {},
+    "parallelcluster-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
+    "parallelcluster-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
+}
+
+
+@pytest.fixture
+def shipped(environment_gates: EnvironmentGates) -> Any:
+    """The shipped environment's template and drawing, from the session's synth (no second synth)."""
+
+    def source(path: Path) -> tuple[dict[str, Any], EnvironmentGraph]:
+        stack, _ = environment_gates.get(path)
+        template = environment_gates.template(path)
+        return template, source_of(stack, template).graph()
+
+    return source
+
+
+# --------------------------------------------------------------------------------------------------
+# every shipped environment
+
+
+def test_every_shipped_environment_has_an_expectation_and_a_drawing() -> None:
+    assert set(EXPECTED_EFA) == set(IDS)
+    drawn = {p.stem for p in DOCS.glob("*.svg")}
+    assert drawn == set(IDS), "run make diagrams"
+    assert {p.stem for p in DOCS.glob("*.md")} == set(IDS), "run make diagrams"
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_the_drawing_has_a_node_for_each_thing_the_template_builds(shipped: Any, path: Path) -> None:
+    template, graph = shipped(path)
+    types = Counter(r["Type"] for r in template["Resources"].values())
+    resources = template["Resources"].values()
+    clusters = [r["Properties"] for r in resources if r["Type"] == "Custom::PclusterCluster"]
+    compute = sum(
+        len(q["ComputeResources"])
+        for c in clusters
+        for q in c["ClusterConfiguration"]["Scheduling"]["SlurmQueues"]
+    )
+    hyperpod_groups = sum(
+        len(r["Properties"]["InstanceGroups"]) for r in resources if r["Type"] == "AWS::SageMaker::Cluster"
+    )
+    zones = {r["Properties"]["AvailabilityZone"] for r in resources if r["Type"] == "AWS::EC2::Subnet"}
+    expected = {
+        NodeKind.VPC: types["AWS::EC2::VPC"],
+        NodeKind.AVAILABILITY_ZONE: len(zones),
+        NodeKind.SUBNET: types["AWS::EC2::Subnet"],
+        NodeKind.INTERNET_GATEWAY: types["AWS::EC2::InternetGateway"],
+        NodeKind.NAT_GATEWAY: types["AWS::EC2::NatGateway"],
+        NodeKind.VPC_ENDPOINT: types["AWS::EC2::VPCEndpoint"],
+        NodeKind.PLACEMENT_GROUP: types["AWS::EC2::PlacementGroup"],
+        NodeKind.FILE_SYSTEM: types["AWS::FSx::FileSystem"],
+        NodeKind.CLUSTER: types["AWS::EKS::Cluster"] + len(clusters) + types["AWS::SageMaker::Cluster"],
+        NodeKind.CONTROL_PLANE: types["AWS::EKS::Cluster"],
+        NodeKind.NODE_GROUP: types["AWS::EKS::Nodegroup"] + len(clusters) + compute + hyperpod_groups,
+        NodeKind.ADDON: types["AWS::EKS::Addon"]
+        + types["Custom::AWSCDK-EKS-HelmChart"]
+        + types["Custom::ReleaseManifest"],
+    }
+    counts = graph.kind_counts()
+    assert {kind: counts.get(kind, 0) for kind in expected} == expected
+    assert counts[NodeKind.VPC] == 1 and counts[NodeKind.SUBNET] == 4  # what every shipped network has
+    for node in graph.nodes:  # a node that names the resource it comes from names one of the template
+        if node.logical_id is not None:
+            assert node.logical_id in template["Resources"], node
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_the_drawing_shows_the_efa_interfaces_of_every_node_group(shipped: Any, path: Path) -> None:
+    template, graph = shipped(path)
+    groups = graph.of_kind(NodeKind.NODE_GROUP)
+    assert {g.instance_type: g.efa_interfaces for g in groups} == EXPECTED_EFA[path.stem]
+    launch_templates = {
+        logical_id: r["Properties"]["LaunchTemplateData"]
+        for logical_id, r in template["Resources"].items()
+        if r["Type"] == "AWS::EC2::LaunchTemplate"
+    }
+    for group in groups:
+        line = f"{group.efa_interfaces} EFA interface"
+        assert (line in " ".join(group.details)) is (group.efa_interfaces > 0), group
+        if group.logical_id is not None:  # an EKS nodegroup: its launch template's EFA interfaces
+            nodegroup = template["Resources"][group.logical_id]["Properties"]
+            data = launch_templates[nodegroup["LaunchTemplate"]["Id"]["Ref"]]
+            interfaces = [
+                i for i in data.get("NetworkInterfaces", []) if i["InterfaceType"] in ("efa", "efa-only")
+            ]
+            assert group.efa_interfaces == len(interfaces)
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_the_drawing_marks_every_resource_kept_on_delete(shipped: Any, path: Path) -> None:
+    template, graph = shipped(path)
+    by_deletion_policy = {
+        logical_id for logical_id, r in template["Resources"].items() if r.get("DeletionPolicy") == "Retain"
+    }
+    assert by_deletion_policy, "every shipped environment keeps its flow logs"
+    kept = {n.logical_id for n in graph.retained if n.retained_by == "DeletionPolicy Retain"}
+    assert kept == by_deletion_policy
+    clusters_kept = {
+        logical_id
+        for logical_id, r in template["Resources"].items()
+        if r["Type"] == "Custom::PclusterCluster" and r["Properties"].get("DeletionPolicy") == "Retain"
+    }
+    assert {
+        n.logical_id for n in graph.retained if n.retained_by.startswith("ParallelCluster")
+    } == clusters_kept
+    svg = (DOCS / f"{path.stem}.svg").read_text()
+    assert svg.count("kept on delete (") == len(graph.retained)
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_the_drawing_connects_compute_to_its_subnets_placement_and_storage(shipped: Any, path: Path) -> None:
+    _, graph = shipped(path)
+    ids = {n.id for n in graph.nodes}
+    assert all(e.source in ids and e.target in ids for e in graph.edges)
+    runs_in = {e.source for e in graph.edges if e.kind is EdgeKind.RUNS_IN}
+    for node in graph.of_kind(NodeKind.NODE_GROUP) + graph.of_kind(NodeKind.FILE_SYSTEM):
+        assert node.id in runs_in, f"{node.title} is drawn in no subnet"
+    private = [n for n in graph.of_kind(NodeKind.SUBNET) if n.title == "private subnet"]
+    assert len(private) == 2 and all(
+        any(e.source == s.id and e.kind is EdgeKind.ROUTES_THROUGH for e in graph.edges) for s in private
+    )
+    placed = {e.source for e in graph.edges if e.kind is EdgeKind.PLACED_IN}
+    hyperpod = {n.id for n in graph.of_kind(NodeKind.CLUSTER) if n.title.startswith("HyperPod")}
+    efa_groups = {
+        g.id for g in graph.of_kind(NodeKind.NODE_GROUP) if g.efa_interfaces and g.parent not in hyperpod
+    }
+    assert efa_groups <= placed, "EFA node groups launch into the placement group (HyperPod places its own)"
+    mounted = {e.target for e in graph.edges if e.kind is EdgeKind.MOUNTS}
+    if graph.of_kind(NodeKind.CLUSTER):
+        assert mounted == {n.id for n in graph.of_kind(NodeKind.FILE_SYSTEM)}, (
+            "the cluster mounts its storage"
+        )
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_docs_environments_is_what_make_diagrams_draws_today(shipped: Any, path: Path) -> None:
+    _, graph = shipped(path)
+    svg, page = DOCS / f"{path.stem}.svg", DOCS / f"{path.stem}.md"
+    assert render(graph, ".svg") == svg.read_text(), f"{svg} is stale: run make diagrams"
+    assert render(graph, ".md", svg_name=svg.name) == page.read_text(), f"{page} is stale: run make diagrams"
+
+
+def test_the_cli_draws_an_environment_file_as_make_diagrams_does(tmp_path: Path) -> None:
+    """The one synth here: the command line's path from a file, for the cheapest environment with roles."""
+    target = tmp_path / "hyperpod-slurm.svg"
+    status, text = run("diagram", str(ROOT / "environments" / "hyperpod-slurm.yaml"), "-o", str(target))
+    assert status == 0 and f"wrote {target} and {target.with_suffix('.md')}" in text
+    assert target.read_text() == (DOCS / "hyperpod-slurm.svg").read_text()
+    assert "controller group controller-machine" in target.with_suffix(".md").read_text()
+
+
+# --------------------------------------------------------------------------------------------------
+# the model, on small templates
+
+
+def _subnet(zone: Any, cidr: str) -> dict[str, Any]:
+    return {
+        "Type": "AWS::EC2::Subnet",
+        "Properties": {"VpcId": {"Ref": "Vpc"}, "AvailabilityZone": zone, "CidrBlock": cidr},
+    }
+
+
+NETWORK: dict[str, Any] = {
+    "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.1.0.0/16"}},
+    "Igw": {"Type": "AWS::EC2::InternetGateway"},
+    "Attach": {"Type": "AWS::EC2::VPCGatewayAttachment", "Properties": {"VpcId": {"Ref": "Vpc"}, "InternetGatewayId": {"Ref": "Igw"}}},
+    "Public": _subnet({"Fn::Select": [0, {"Fn::GetAZs": ""}]}, "10.1.0.0/24"),
+    "Private": _subnet({"Fn::Select": [0, {"Fn::GetAZs": ""}]}, "10.1.1.0/24"),
+    "Isolated": _subnet("eu-west-1b", "10.1.2.0/24"),
+    "PublicRt": {"Type": "AWS::EC2::RouteTable"},
+    "PrivateRt": {"Type": "AWS::EC2::RouteTable"},
+    "PublicAssoc": {"Type": "AWS::EC2::SubnetRouteTableAssociation", "Properties": {"SubnetId": {"Ref": "Public"}, "RouteTableId": {"Ref": "PublicRt"}}},
+    "PrivateAssoc": {"Type": "AWS::EC2::SubnetRouteTableAssociation", "Properties": {"SubnetId": {"Ref": "Private"}, "RouteTableId": {"Ref": "PrivateRt"}}},
+    "PublicRoute": {"Type": "AWS::EC2::Route", "Properties": {"RouteTableId": {"Ref": "PublicRt"}, "DestinationCidrBlock": "0.0.0.0/0", "GatewayId": {"Ref": "Igw"}}},
+    "Nat": {"Type": "AWS::EC2::NatGateway", "Properties": {"SubnetId": {"Ref": "Public"}}},
+    "PrivateRoute": {"Type": "AWS::EC2::Route", "Properties": {"RouteTableId": {"Ref": "PrivateRt"}, "DestinationCidrBlock": "0.0.0.0/0", "NatGatewayId": {"Ref": "Nat"}}},
+    "S3": {"Type": "AWS::EC2::VPCEndpoint", "Properties": {"VpcId": {"Ref": "Vpc"}, "ServiceName": {"Fn::Join": ["", ["com.amazonaws.", {"Ref": "AWS::Region"}, ".s3"]]}, "RouteTableIds": [{"Ref": "PrivateRt"}]}},
+    "Pg": {"Type": "AWS::EC2::PlacementGroup", "Properties": {"Strategy": "cluster"}},
+    "Fs": {
+        "Type": "AWS::FSx::FileSystem",
+        "DeletionPolicy": "RetainExceptOnCreate",
+        "Properties": {"FileSystemType": "LUSTRE", "StorageCapacity": 2400, "SubnetIds": [{"Ref": "Private"}], "LustreConfiguration": {"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125}},
+    },
+    "Logs": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain", "Properties": {}},
+}  # fmt: skip
+
+
+def _graph(extra: dict[str, Any] | None = None) -> EnvironmentGraph:
+    return graph_from_template({"Resources": {**NETWORK, **(extra or {})}}, title="t")
+
+
+def test_subnets_take_their_tier_from_their_default_route_and_their_zone_from_the_template() -> None:
+    graph = _graph()
+    tiers = {n.id: n.title for n in graph.of_kind(NodeKind.SUBNET)}
+    assert tiers == {"Public": "public subnet", "Private": "private subnet", "Isolated": "isolated subnet"}
+    assert {n.title for n in graph.of_kind(NodeKind.AVAILABILITY_ZONE)} == {"AZ #1", "eu-west-1b"}
+    edges = {(e.source, e.target, e.kind) for e in graph.edges}
+    assert ("Private", "Nat", EdgeKind.ROUTES_THROUGH) in edges
+    assert ("Public", "Igw", EdgeKind.ROUTES_THROUGH) in edges
+    assert ("S3", "Private", EdgeKind.SERVES) in edges and ("S3", "Public", EdgeKind.SERVES) not in edges
+    assert graph.node("S3").title == "s3 endpoint" and graph.node("Vpc").details == ("10.1.0.0/16",)
+    assert graph.node("Fs").parent == graph.node("Private").parent  # drawn inside its availability zone
+
+
+def test_retained_resources_are_marked_and_the_rest_drawn_in_their_own_box() -> None:
+    graph = _graph()
+    assert {n.id: n.retained_by for n in graph.retained} == {
+        "Fs": "DeletionPolicy Retain",
+        "Logs": "DeletionPolicy Retain",
+    }
+    assert graph.node("Fs").kind is NodeKind.FILE_SYSTEM
+    assert graph.node("Logs").kind is NodeKind.RETAINED_RESOURCE and graph.node("Logs").details == (
+        "Logs LogGroup",
+    )
+    assert graph.node("Fs").details == ("PERSISTENT_2", "2400 GiB", "125 MB/s/TiB")
+    assert "kept on delete (DeletionPolicy Retain)" in graph.node("Fs").lines
+
+
+EKS: dict[str, Any] = {
+    "Eks": {"Type": "AWS::EKS::Cluster", "Properties": {"Version": "1.33", "ResourcesVpcConfig": {"SubnetIds": [{"Ref": "Private"}], "EndpointPrivateAccess": True, "EndpointPublicAccess": False}}},
+    "Lt": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {"LaunchTemplateData": {
+        "InstanceType": "p5.48xlarge",
+        "Placement": {"GroupName": {"Fn::GetAtt": ["Pg", "GroupName"]}},
+        "NetworkInterfaces": [{"InterfaceType": "efa"}] + [{"InterfaceType": "efa-only"}] * 3 + [{"InterfaceType": "interface"}],
+    }}},
+    "Ng": {"Type": "AWS::EKS::Nodegroup", "Properties": {"ClusterName": {"Ref": "Eks"}, "NodegroupName": "p5", "LaunchTemplate": {"Id": {"Ref": "Lt"}}, "Subnets": [{"Ref": "Private"}], "ScalingConfig": {"DesiredSize": 2, "MinSize": 1, "MaxSize": 4}, "CapacityType": "CAPACITY_BLOCK"}},
+    "Chart": {"Type": "Custom::AWSCDK-EKS-HelmChart", "Properties": {"ClusterName": {"Ref": "Eks"}, "Chart": "gpu-operator", "Version": "v25", "Namespace": "gpu-operator"}},
+    "Volume": {"Type": "Custom::AWSCDK-EKS-KubernetesResource", "Properties": {"ClusterName": {"Ref": "Eks"}, "Manifest": {"Fn::Join": ["", [
+        '[{"apiVersion":"v1","kind":"PersistentVolume","metadata":{"name":"pv"},"spec":{"csi":{"volumeHandle":"', {"Ref": "Fs"},
+        '"}}},{"apiVersion":"v1","kind":"PersistentVolumeClaim","metadata":{"name":"fsx","namespace":"ml"}}]',
+    ]]}}},
+    "Job": {"Type": "Custom::AWSCDK-EKS-KubernetesResource", "Properties": {"ClusterName": {"Ref": "Eks"}, "Manifest": '[{"kind":"MPIJob","metadata":{"name":"nccl","namespace":"default"}}]'}},
+}  # fmt: skip
+
+
+def test_an_eks_nodegroup_shows_type_count_and_the_efa_interfaces_of_its_launch_template() -> None:
+    graph = _graph(EKS)
+    group = graph.node("Ng")
+    assert (group.instance_type, group.count, group.efa_interfaces) == ("p5.48xlarge", "2 (1-4)", 4)
+    assert group.title == "nodegroup p5" and group.parent == "Eks" and group.role is NodeRole.WORKER
+    assert "4 EFA interfaces per node" in group.details and "capacity block" in group.details
+    edges = {(e.source, e.target, e.kind, e.label) for e in graph.edges}
+    assert ("Ng", "Pg", EdgeKind.PLACED_IN, "") in edges
+    assert ("Eks/control-plane", "Fs", EdgeKind.MOUNTS, "PVC ml/fsx") in edges
+    assert graph.node("Eks/control-plane").details == ("private API endpoint",)
+    assert graph.node("Chart").kind is NodeKind.ADDON and graph.node("Chart").parent == "Eks"
+    assert graph.node("Job").kind is NodeKind.WORKLOAD and graph.node("Job").title == "MPIJob default/nccl"
+    assert "Volume" not in {n.id for n in graph.nodes}  # the claim is the mount edge, not a node
+
+
+PCLUSTER: dict[str, Any] = {
+    "Pc": {"Type": "Custom::PclusterCluster", "Properties": {"ClusterName": "c", "DeletionPolicy": "Delete", "ClusterConfiguration": {
+        "Image": {"Os": "ubuntu2204"},
+        "HeadNode": {"InstanceType": "c5.xlarge", "Networking": {"SubnetId": {"Ref": "Public"}}},
+        "Scheduling": {"Scheduler": "slurm", "SlurmQueues": [{"Name": "q", "CapacityType": "SPOT", "Networking": {"SubnetIds": [{"Ref": "Private"}], "PlacementGroup": {"Enabled": True}}, "ComputeResources": [
+            {"Name": "a", "InstanceType": "p4d.24xlarge", "MaxCount": 8, "Efa": {"Enabled": True, "GdrSupport": True}},
+            {"Name": "b", "InstanceType": "c5n.18xlarge", "MinCount": 1, "MaxCount": 1, "Efa": {"Enabled": False}},
+        ]}]},
+        "SharedStorage": [{"MountDir": "/scratch", "Name": "s", "StorageType": "FsxLustre", "FsxLustreSettings": {"StorageCapacity": 1200, "DeploymentType": "SCRATCH_2", "DeletionPolicy": "Retain"}}],
+    }}},
+}  # fmt: skip
+
+
+def test_a_parallelcluster_shows_its_head_node_queues_and_the_file_system_it_makes() -> None:
+    graph = _graph(PCLUSTER)
+    assert graph.node("Pc").retained_by is None and graph.node("Pc").details == ("slurm on ubuntu2204",)
+    a, b = graph.node("Pc/queue/q/a"), graph.node("Pc/queue/q/b")
+    assert (a.count, a.efa_interfaces, b.count, b.efa_interfaces) == (
+        "0-8",
+        lookup("p4d.24xlarge").max_efa_interfaces,
+        "1",
+        0,
+    )
+    assert "GPUDirect RDMA" in a.details and "placement group made by ParallelCluster" in a.details
+    assert "spot" in a.details
+    head = graph.node("Pc/head-node")
+    assert head.role is NodeRole.HEAD and head.count == "1"
+    storage = graph.node("Pc/storage/0")
+    assert (
+        storage.kind is NodeKind.FILE_SYSTEM
+        and storage.retained_by == "ParallelCluster DeletionPolicy Retain"
+    )
+    mounts = {
+        (e.source, e.label) for e in graph.edges if e.kind is EdgeKind.MOUNTS and e.target == "Pc/storage/0"
+    }
+    assert mounts == {
+        ("Pc/head-node", "/scratch"),
+        ("Pc/queue/q/a", "/scratch"),
+        ("Pc/queue/q/b", "/scratch"),
+    }
+
+
+HYPERPOD: dict[str, Any] = {
+    "Bucket": {"Type": "AWS::S3::Bucket"},
+    "Hp": {"Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": "hp", "NodeRecovery": "Automatic", "VpcConfig": {"Subnets": [{"Ref": "Private"}]}, "InstanceGroups": [
+        {"InstanceGroupName": name, "InstanceType": kind, "InstanceCount": count,
+         "LifeCycleConfig": {"SourceS3Uri": {"Fn::Join": ["", ["s3://", {"Ref": "Bucket"}, "/lifecycle/hp/"]]}}}
+        for name, kind, count in (("ctl", "ml.m5.xlarge", 1), ("gpu", "ml.p4d.24xlarge", 4))
+    ]}},
+    "Upload": {"Type": "Custom::CDKBucketDeployment", "Properties": {
+        "DestinationBucketName": {"Ref": "Bucket"}, "DestinationBucketKeyPrefix": "lifecycle/hp/",
+        "SourceObjectKeys": ["scripts.zip", "params.zip"], "SourceMarkers": [{}, {"m": {"Ref": "Fs"}}],
+    }},
+}  # fmt: skip
+PARAMETERS = {
+    "controller_group": "ctl",
+    "worker_groups": [{"instance_group_name": "gpu", "partition_name": "train"}],
+    "fsx_mount_dir": "/data",
+}
+
+
+def test_hyperpod_instance_groups_take_roles_and_the_mount_from_the_uploaded_parameters() -> None:
+    graph = graph_from_template(
+        {"Resources": {**NETWORK, **HYPERPOD}}, title="t", uploads={"params.zip": PARAMETERS}
+    )
+    ctl, gpu = graph.node("Hp/group/ctl"), graph.node("Hp/group/gpu")
+    assert (ctl.role, ctl.title, gpu.role) == (NodeRole.CONTROLLER, "controller group ctl", NodeRole.WORKER)
+    assert (
+        gpu.efa_interfaces == lookup("p4d.24xlarge").max_efa_interfaces
+        and "Slurm partition train" in gpu.details
+    )
+    assert {(e.source, e.label) for e in graph.edges if e.kind is EdgeKind.MOUNTS} == {
+        ("Hp/group/ctl", "/data"),
+        ("Hp/group/gpu", "/data"),
+    }
+    unknown = graph_from_template({"Resources": {**NETWORK, **HYPERPOD}}, title="t")
+    assert (
+        unknown.node("Hp/group/ctl").role is None
+        and unknown.node("Hp/group/ctl").title == "instance group ctl"
+    )
+    assert not any(e.kind is EdgeKind.MOUNTS for e in unknown.edges)
+
+
+def test_the_drawing_does_not_depend_on_the_order_of_the_template() -> None:
+    resources = {**NETWORK, **EKS, **PCLUSTER}
+    shuffled = list(resources.items())
+    random.Random(7).shuffle(shuffled)
+    first = graph_from_template({"Resources": resources}, title="t")
+    second = graph_from_template({"Resources": dict(shuffled)}, title="t")
+    assert first == second and to_dot(first) == to_dot(second) and to_mermaid(first) == to_mermaid(second)
+
+
+def test_deploy_time_values_are_shown_as_such_and_dot_labels_are_escaped() -> None:
+    template = {
+        "Resources": {
+            "Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": {"Ref": "Cidr"}}},
+            "Pc": {"Type": "Custom::PclusterCluster", "Properties": {"ClusterName": 'a"b<c>&', "ClusterConfiguration": {}}},
+        }
+    }  # fmt: skip
+    graph = graph_from_template(template, title='x"y')
+    assert graph.node("Vpc").details == ("(deploy time)",)
+    dot = to_dot(graph)
+    assert 'digraph "x\\"y"' in dot and "a&quot;b&lt;c&gt;&amp;" in dot
+    assert "a#quot;b#lt;c#gt;#amp;" in to_mermaid(graph)
+
+
+def test_graphviz_lays_out_the_dot_and_refuses_what_is_not_dot() -> None:
+    svg = to_svg(to_dot(_graph()))
+    assert svg.startswith("<?xml") and "<svg" in svg and "10.1.0.0/16" in svg
+    with pytest.raises(ConfigurationError, match="Graphviz could not draw it: invalid DOT"):
+        to_svg("digraph { a -> ")
+    with pytest.raises(ConfigurationError, match="Graphviz could not draw it"):
+        to_svg("digraph {}", node="false")
+
+
+def test_the_markdown_page_shows_the_svg_the_flowchart_and_what_is_kept() -> None:
+    page = to_markdown(_graph(), svg_name="t.svg")
+    assert "![t](t.svg)" in page and "```mermaid\nflowchart LR\n" in page
+    assert "- Logs (Logs): DeletionPolicy Retain" in page
+    assert "classDef retained" in page and ":::retained" in page
+
+
+# --------------------------------------------------------------------------------------------------
+# the command line, on a hand-made cloud assembly
+
+
+def run(*argv: str) -> tuple[int, str]:
+    out = io.StringIO()
+    status = cli.main(list(argv), stdout=out)
+    return status, out.getvalue()
+
+
+@pytest.fixture
+def assembly(tmp_path: Path) -> Path:
+    """A cloud assembly as ``cdk synth`` leaves it: a staged asset folder holds provisioning_parameters.json."""
+    directory = tmp_path / "cdk.out"
+    (directory / "asset.abc").mkdir(parents=True)
+    parameters = json.dumps(PARAMETERS).replace('"/data"', '"/data", "fsx_dns_name": <<marker:0xbaba:0>>')
+    (directory / "asset.abc" / "provisioning_parameters.json").write_text(parameters)
+    (directory / "hp.template.json").write_text(json.dumps({"Resources": {**NETWORK, **HYPERPOD}}))
+    (directory / "other.template.json").write_text(json.dumps({"Resources": NETWORK}))
+    assets = {
+        "files": {
+            "abc": {"source": {"path": "asset.abc"}, "destinations": {"d": {"objectKey": "params.zip"}}}
+        }
+    }
+    (directory / "hp.assets.json").write_text(json.dumps(assets))
+    manifest = {
+        "artifacts": {
+            "hp.assets": {"type": "cdk:asset-manifest", "properties": {"file": "hp.assets.json"}},
+            "hp": {
+                "type": "aws:cloudformation:stack",
+                "properties": {"templateFile": "hp.template.json", "stackName": "my-hyperpod"},
+                "dependencies": ["hp.assets"],
+            },
+            "other": {
+                "type": "aws:cloudformation:stack",
+                "properties": {"templateFile": "other.template.json"},
+            },
+        }
+    }
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+    return directory
+
+
+def test_a_stack_of_a_users_assembly_is_drawn_with_its_uploaded_parameters(
+    assembly: Path, tmp_path: Path
+) -> None:
+    source = read_stack(assembly, "my-hyperpod")
+    assert isinstance(source, StackSource) and source.uploads["params.zip"]["controller_group"] == "ctl"
+    target = tmp_path / "hp.svg"
+    status, text = run("diagram", "--assembly", str(assembly), "--stack", "my-hyperpod", "-o", str(target))
+    assert status == 0 and "my-hyperpod" in text and "2 kept on delete" in text
+    assert "controller group ctl" in target.read_text() and target.with_suffix(".md").is_file()
+    status, svg = run("diagram", "--assembly", str(assembly), "--stack", "other")
+    assert status == 0 and svg.startswith("<?xml")
+    status, document = run(
+        "--output",
+        "json",
+        "diagram",
+        "--assembly",
+        str(assembly),
+        "--stack",
+        "my-hyperpod",
+        "-o",
+        str(tmp_path / "hp.dot"),
+    )
+    summary = json.loads(document)
+    assert status == 0 and summary["files"] == [str(tmp_path / "hp.dot")]
+    assert summary["nodes"]["node-group"] == 2 and (tmp_path / "hp.dot").read_text().startswith(
+        'digraph "my-hyperpod"'
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["{tmp}/missing.yaml"], "missing.yaml: no such environment file"),
+        (["{tmp}"], "is a folder; give an environment file"),
+        (["--assembly", "{tmp}/nowhere"], "nowhere: no such cloud assembly"),
+        (["--assembly", "{assembly}/manifest.json"], "is a file; --assembly takes the folder"),
+        (["--assembly", "{tmp}"], "not a cloud assembly (no manifest.json)"),
+        (["--assembly", "{assembly}"], "holds 2 stacks (my-hyperpod, other); choose one with --stack"),
+        (["--assembly", "{assembly}", "--stack", "nope"], "no stack 'nope'; stacks: my-hyperpod, other"),
+        (["x.yaml", "--assembly", "{assembly}"], "give an environment file or --assembly, not both"),
+        (["--stack", "s"], "--stack chooses a stack of --assembly"),
+        ([], "give an environment file, or --assembly"),
+        (["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/out.png"], "PNG is not supported"),
+        (
+            ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/out.pdf"],
+            "unsupported diagram format '.pdf'",
+        ),
+        (
+            ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/no/such/out.svg"],
+            "no such folder for the diagram",
+        ),
+        (
+            ["--assembly", "{assembly}", "--stack", "other", "-o", "{assembly}/manifest.json/out.svg"],
+            "manifest.json: is not a folder",
+        ),
+        (
+            ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/folder.svg"],
+            "folder.svg: is a folder",
+        ),
+    ],
+)
+def test_path_and_usage_errors_are_one_line_and_exit_2(
+    arguments: list[str], message: str, assembly: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "folder.svg").mkdir()
+    argv = [a.format(tmp=tmp_path, assembly=assembly) for a in arguments]
+    status, text = run("diagram", *argv)
+    err = capsys.readouterr().err
+    assert status == 2 and text == ""
+    assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
