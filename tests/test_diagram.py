@@ -11,6 +11,8 @@ from __future__ import annotations
 import io
 import json
 import random
+import re
+import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -422,6 +424,16 @@ def test_the_markdown_page_shows_the_svg_the_flowchart_and_what_is_kept() -> Non
     assert "![t](t.svg)" in page and "```mermaid\nflowchart LR\n" in page
     assert "- Logs (Logs): DeletionPolicy Retain" in page
     assert "classDef retained" in page and ":::retained" in page
+
+
+def test_graphviz_is_pinned_next_to_the_cdk_cli_and_its_script_ships_in_the_wheel() -> None:
+    package = json.loads((ROOT / "package.json").read_text())["devDependencies"]
+    lock = json.loads((ROOT / "package-lock.json").read_text())["packages"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", package["@hpcc-js/wasm-graphviz"])
+    assert lock["node_modules/@hpcc-js/wasm-graphviz"]["version"] == package["@hpcc-js/wasm-graphviz"]
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    assert "diagram/graphviz.mjs" in data["training_clusters"]
+    assert (ROOT / "training_clusters" / "diagram" / "graphviz.mjs").is_file()
 
 
 # --------------------------------------------------------------------------------------------------

@@ -433,11 +433,7 @@ class _GraphBuilder:
 
     def subnet_tiers(self, internet_gateways: set[str]) -> dict[str, tuple[str, str | None]]:
         """Each subnet's tier (public, private, isolated) and the gateway its default route uses."""
-        table_of: dict[str, str] = {}
-        for _, props in self.of_type("AWS::EC2::SubnetRouteTableAssociation"):
-            subnet, table = _target(props.get("SubnetId")), _target(props.get("RouteTableId"))
-            if subnet is not None and table is not None:
-                table_of[subnet] = table
+        table_of = {subnet: table for table, subnet in self.route_table_associations()}
         default_route: dict[str, tuple[str, str]] = {}
         for _, props in self.of_type("AWS::EC2::Route"):
             if props.get("DestinationCidrBlock") != "0.0.0.0/0":
@@ -476,12 +472,17 @@ class _GraphBuilder:
             self.add(Node(zone_id, NodeKind.AVAILABILITY_ZONE, zone, parent=vpc))
         return zone_id
 
-    def endpoints(self) -> None:
-        subnets_of_table: dict[str, list[str]] = {}
+    def route_table_associations(self) -> Iterator[tuple[str, str]]:
+        """(route table, subnet) of every association in the template."""
         for _, props in self.of_type("AWS::EC2::SubnetRouteTableAssociation"):
             subnet, table = _target(props.get("SubnetId")), _target(props.get("RouteTableId"))
             if subnet is not None and table is not None:
-                subnets_of_table.setdefault(table, []).append(subnet)
+                yield table, subnet
+
+    def endpoints(self) -> None:
+        subnets_of_table: dict[str, list[str]] = {}
+        for table, subnet in self.route_table_associations():
+            subnets_of_table.setdefault(table, []).append(subnet)
         for endpoint_id, props in self.of_type("AWS::EC2::VPCEndpoint"):
             service = _text(props.get("ServiceName"), "{region}")
             match = re.fullmatch(r"com\.amazonaws\.[^.]+\.(.+)", service)
