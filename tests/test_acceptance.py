@@ -436,7 +436,38 @@ def osu_latency_output(at_8_bytes: float) -> str:
     return "# OSU MPI Latency Test v7.5.1\n# Datatype: MPI_CHAR.\n# Size       Avg Latency(us)\n" + body
 
 
-def nccl_output(*, peak: float, ranks: int = 2, network: str = "AWS Libfabric") -> str:
+# NCCL_DEBUG=INFO lines saying which network NCCL used, modeled on public logs: aws-ofi-nccl >= 1.14 on EFA
+# ("NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)"), older plugins ("Selected Provider
+# is efa (found 4 nics)", network "AWS Libfabric": NVIDIA/nccl#229, aws/aws-ofi-nccl#24), the plugin missing
+# (NCCL falls back to its sockets) and the plugin on libfabric's tcp provider.
+EFA_LOG = (
+    "node-0:100:200 [0] NCCL INFO NET/OFI Initializing aws-ofi-nccl 1.16.3\n"
+    "node-0:100:200 [0] NCCL INFO NET/OFI Selected provider is efa, fabric is efa-direct (found 32 nics)\n"
+    "node-0:100:200 [0] NCCL INFO Using network Libfabric\n"
+    "node-0:100:200 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Libfabric/0/GDRDMA\n"
+)
+OLD_PLUGIN_EFA_LOG = (
+    "node-0:100:200 [0] NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)\n"
+    "node-0:100:200 [0] NCCL INFO Using network AWS Libfabric\n"
+    "node-0:100:200 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/AWS Libfabric/0\n"
+)
+SOCKET_FALLBACK_LOG = (
+    "node-0:100:200 [0] NCCL INFO NET/Plugin: Could not find: libnccl-net.so. Using internal net plugin.\n"
+    "node-0:100:200 [0] NCCL INFO NET/Socket : Using [0]eth0:10.1.1.11<0>\n"
+    "node-0:100:200 [0] NCCL INFO Using network Socket\n"
+    "node-0:100:200 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Socket/0\n"
+)
+LIBFABRIC_TCP_LOG = (
+    "node-0:100:200 [0] NCCL INFO NET/OFI Selected provider is tcp, fabric is 10.1.0.0/16 (found 1 nics)\n"
+    "node-0:100:200 [0] NCCL INFO Using network Libfabric\n"
+    "node-0:100:200 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/Libfabric/0\n"
+)
+PLUGIN_WITHOUT_PROVIDER_LOG = "node-0:100:200 [0] NCCL INFO Using network Libfabric\n"
+# A rank on each node: one on EFA, one fell back to its sockets.
+MIXED_LOG = EFA_LOG + SOCKET_FALLBACK_LOG.replace("node-0", "node-1")
+
+
+def nccl_output(*, peak: float, ranks: int = 2, network_log: str = EFA_LOG) -> str:
     devices = "".join(
         f"#  Rank {rank:2d} Group  0 Pid {100 + rank} on node-{rank} device  0\n" for rank in range(ranks)
     )
@@ -448,11 +479,35 @@ def nccl_output(*, peak: float, ranks: int = 2, network: str = "AWS Libfabric") 
     )
     return (
         "# nThread 1 nGpus 1 minBytes 8 maxBytes 17179869184 step: 2(factor) warmup iters: 5 iters: 20\n"
-        "#\n# Using devices\n" + devices + "#\n"
-        f"node-0:100:200 [0] NCCL INFO Channel 00/0 : 1[0] -> 0[0] [receive] via NET/{network}/0\n"
-        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
-        "   busbw #wrong\n" + data + "# Avg bus bandwidth    : 1.15327\n"
+        "#\n# Using devices\n"
+        + devices
+        + "#\n"
+        + network_log
+        + "#       size         count      type   redop"
+        "    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+        + data
+        + "# Avg bus bandwidth    : 1.15327\n"
     )
+
+
+def fi_info_output(ranks: tuple[int, ...] = (0, 1)) -> str:
+    """What ``mpirun --tag-output fi_info -p efa -t FI_EP_RDM`` prints when the given ranks have an EFA device
+    (the layout of the EFA user guide's example; a rank without one prints libfabric's -61 error)."""
+    lines = []
+    for rank in (0, 1):
+        if rank in ranks:
+            entry = [
+                "provider: efa",
+                "    fabric: efa",
+                f"    domain: rdmap0s{6 + rank}-rdm",
+                "    version: 122.0",
+                "    type: FI_EP_RDM",
+                "    protocol: FI_PROTO_EFA",
+            ]
+        else:
+            entry = ["fi_getinfo: -61 (No data available)"]
+        lines += [f"[1,{rank}]<stdout>:{line}" for line in entry]
+    return "\n".join(lines) + "\n"
 
 
 @dataclass
@@ -517,7 +572,8 @@ C5N_TCP = ("parallelcluster-c5n", "osu-bw-tcp-compute.sbatch")
     ],
 )
 def test_osu_bw_gate(bash: Bash, script: tuple[str, str], peak: float, status: int, verdict: str) -> None:
-    result = bash.check(*script, osu_bw_output(peak))
+    evidence = fi_info_output() if script == C5N_EFA else ""
+    result = bash.check(*script, evidence + osu_bw_output(peak))
     assert result.returncode == status, result.stdout + result.stderr
     assert verdict in result.stdout
 
@@ -526,11 +582,40 @@ def test_osu_bw_gate_reads_tagged_output_and_ignores_mpi_noise(bash: Bash) -> No
     noisy = "".join(f"[1,0]<stdout>:{line}\n" for line in osu_bw_output(SEED_EFA_MBPS).splitlines())
     noisy = (
         "--------------------------------\nWARNING: There was an error initializing an OpenFabrics device.\n"
+        + fi_info_output()
         + noisy
     )
     result = bash.check(*C5N_EFA, noisy)
     assert result.returncode == 0, result.stdout
     assert "peak bandwidth 6130.00 MB/s" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("evidence", "listed"),
+    [
+        ("", 0),
+        (fi_info_output(ranks=(0,)), 1),
+        (fi_info_output().replace("provider: efa", "provider: tcp"), 0),
+    ],
+    ids=["no fi_info", "one node", "tcp provider"],
+)
+def test_osu_efa_gate_fails_without_the_efa_provider_on_both_nodes(
+    bash: Bash, evidence: str, listed: int
+) -> None:
+    # The seed's EFA figure, but nothing in the output shows libfabric's efa provider on both nodes.
+    result = bash.check(*C5N_EFA, evidence + osu_bw_output(SEED_EFA_MBPS))
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        f"FAIL 'fi_info -p efa -t FI_EP_RDM' lists libfabric's efa provider on {listed} of the 2 nodes"
+        in result.stdout
+    )
+    latency = bash.check("parallelcluster-c5n", "osu-latency-efa-compute.sbatch", osu_latency_output(17.2))
+    assert latency.returncode == 1 and "lists libfabric's efa provider on 0 of the 2 nodes" in latency.stdout
+
+
+def test_osu_tcp_gate_needs_no_efa_evidence(bash: Bash) -> None:
+    result = bash.check(*C5N_TCP, osu_bw_output(SEED_TCP_MBPS))
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_osu_gate_without_figures_says_so(bash: Bash) -> None:
@@ -544,8 +629,11 @@ def test_osu_gate_without_figures_says_so(bash: Bash) -> None:
     [("efa", 17.2, 0), ("efa", 45.0, 1), ("tcp", 60.0, 0), ("tcp", 150.0, 1)],
 )
 def test_osu_latency_gate(bash: Bash, transport: str, latency: float, status: int) -> None:
+    evidence = fi_info_output() if transport == "efa" else ""
     result = bash.check(
-        "parallelcluster-c5n", f"osu-latency-{transport}-compute.sbatch", osu_latency_output(latency)
+        "parallelcluster-c5n",
+        f"osu-latency-{transport}-compute.sbatch",
+        evidence + osu_latency_output(latency),
     )
     assert result.returncode == status, result.stdout + result.stderr
     assert f"osu_latency at 8 bytes {latency:.2f} us" in result.stdout
@@ -572,13 +660,55 @@ P5_NCCL_TCP = ("parallelcluster-p5", "nccl-tests-tcp-gpu.sbatch")
         ),
         (
             P5_NCCL_EFA,
-            nccl_output(peak=355.1, ranks=16, network="Socket"),
+            nccl_output(peak=355.1, ranks=16, network_log=OLD_PLUGIN_EFA_LOG),
+            0,
+            "PASS all_reduce_perf peak bus bandwidth 355.10 GB/s",
+        ),
+        # Fell back to TCP with a healthy-looking figure: the log alone fails it.
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=355.1, ranks=16, network_log=SOCKET_FALLBACK_LOG),
             1,
-            "NCCL used the socket transport",
+            "FAIL NCCL used the socket transport, not efa (peak 355.10 GB/s)",
+        ),
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=355.1, ranks=16, network_log=MIXED_LOG),
+            1,
+            "FAIL NCCL used the socket transport, not efa",
+        ),
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=355.1, ranks=16, network_log=LIBFABRIC_TCP_LOG),
+            1,
+            "FAIL NCCL used libfabric's tcp provider, not efa",
+        ),
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=355.1, ranks=16, network_log=PLUGIN_WITHOUT_PROVIDER_LOG),
+            1,
+            "FAIL NCCL used libfabric, but no 'NET/OFI Selected provider is' line names its provider",
+        ),
+        (
+            P5_NCCL_EFA,
+            nccl_output(peak=355.1, ranks=16, network_log=""),
+            1,
+            "FAIL NCCL's log names no network (no 'Using network' line; is NCCL_DEBUG=INFO set?)",
         ),
         (P5_NCCL_EFA, nccl_output(peak=355.1, ranks=2), 1, "2 rank(s) joined the test, not 16"),
-        (P5_NCCL_TCP, nccl_output(peak=9.5, ranks=16, network="Socket"), 0, "PASS all_reduce_perf peak bus"),
-        (P5_NCCL_TCP, nccl_output(peak=355.1, ranks=16), 1, "NCCL used the efa transport, not socket"),
+        (
+            P5_NCCL_TCP,
+            nccl_output(peak=9.5, ranks=16, network_log=SOCKET_FALLBACK_LOG),
+            0,
+            "PASS all_reduce_perf peak bus",
+        ),
+        (P5_NCCL_TCP, nccl_output(peak=355.1, ranks=16), 1, "FAIL NCCL used the efa transport, not socket"),
+        (
+            P5_NCCL_TCP,
+            nccl_output(peak=9.5, ranks=16, network_log=LIBFABRIC_TCP_LOG),
+            1,
+            "FAIL NCCL used libfabric's tcp provider, not socket",
+        ),
     ],
 )
 def test_nccl_gate(bash: Bash, script: tuple[str, str], output: str, status: int, verdict: str) -> None:
@@ -594,14 +724,37 @@ def test_eks_check_reads_the_launcher_log_from_stdin(bash: Bash) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     verdict = "PASS all_reduce_perf peak bus bandwidth 3.13 GB/s (minimum 1.25 GB/s; expected about 2.5 GB/s)"
     assert verdict in result.stdout
-    over_tcp = bash.run(check, bash.text("log.txt", nccl_output(peak=3.13, network="Socket")))
+    over_tcp = bash.run(check, bash.text("log.txt", nccl_output(peak=3.13, network_log=SOCKET_FALLBACK_LOG)))
     assert over_tcp.returncode == 1
     assert "FAIL NCCL used the socket transport, not efa" in over_tcp.stdout
+
+
+@pytest.mark.parametrize(
+    ("network_log", "status"),
+    [(EFA_LOG, 0), (OLD_PLUGIN_EFA_LOG, 0), (SOCKET_FALLBACK_LOG, 1), (LIBFABRIC_TCP_LOG, 1), ("", 1)],
+    ids=["efa", "efa, older plugin", "socket fallback", "libfabric tcp", "no network lines"],
+)
+def test_eks_check_passes_only_on_an_efa_log(bash: Bash, network_log: str, status: int) -> None:
+    # 3.13 GB/s clears the g5 figure: only NCCL's own log can tell a fallback from EFA.
+    check = bash.script("eks-g5-efa", "nccl-tests-g5-check.sh")
+    log = "".join(
+        f"[1,0]<stdout>:{line}\n" for line in nccl_output(peak=3.13, network_log=network_log).splitlines()
+    )
+    result = bash.run(check, stdin=log)
+    assert result.returncode == status, result.stdout + result.stderr
+    assert (
+        "RESULT all_reduce_perf over EFA (g5.8xlarge, nodegroup g5): " + ("PASS" if status == 0 else "FAIL")
+    ) in (result.stdout)
 
 
 # --- full runs, with a stub mpirun -----------------------------------------------------------------
 
 STUB_MPIRUN = """#!/bin/bash
+if [[ " $* " == *"/fi_info -p efa "* ]]; then
+    printf '%s\\n' "$@" >"${STUB_FI_INFO_ARGS}"
+    cat "${STUB_FI_INFO}"
+    exit 0
+fi
 printf '%s\\n' "$@" >"${STUB_ARGS}"
 printf 'FI_PROVIDER=%s\\nFI_EFA_USE_DEVICE_RDMA=%s\\n' "${FI_PROVIDER-unset}" "${FI_EFA_USE_DEVICE_RDMA-unset}" >"${STUB_ENV}"
 cat "${STUB_OUTPUT}"
@@ -609,14 +762,24 @@ exit "${STUB_STATUS:-0}"
 """
 
 
-def _fake_open_mpi(bash: Bash, output: str, status: int = 0) -> dict[str, str]:
+def _fake_open_mpi(
+    bash: Bash, output: str, status: int = 0, fi_info: str = fi_info_output()
+) -> dict[str, str]:
+    """A stub mpirun printing ``output`` (or, launching fi_info, ``fi_info``) and a stub EFA_HOME."""
     mpi = bash.tmp / "mpi"
     (mpi / "bin").mkdir(parents=True)
     mpirun = mpi / "bin" / "mpirun"
     mpirun.write_text(STUB_MPIRUN)
     mpirun.chmod(0o755)
+    efa = bash.tmp / "efa"
+    (efa / "bin").mkdir(parents=True)
+    (efa / "bin" / "fi_info").write_text("#!/bin/bash\n")  # only launched through the stub mpirun
+    (efa / "bin" / "fi_info").chmod(0o755)
     return {
         "MPI_HOME": str(mpi),
+        "EFA_HOME": str(efa),
+        "STUB_FI_INFO": str(bash.text("fi_info.txt", fi_info)),
+        "STUB_FI_INFO_ARGS": str(bash.tmp / "fi_info_args.txt"),
         "TC_ACCEPTANCE_DIR": str(bash.tmp / "acceptance"),
         "STUB_ARGS": str(bash.tmp / "args.txt"),
         "STUB_ENV": str(bash.tmp / "env.txt"),
@@ -646,9 +809,26 @@ def test_osu_efa_run_forces_efa_and_keeps_the_output(bash: Bash) -> None:
     assert " ".join(args[4:]).startswith("--mca pml cm --mca mtl ofi --mca mtl_ofi_provider_include efa")
     assert args[-5:] == ["-x", "LD_LIBRARY_PATH", "-x", "FI_PROVIDER", str(binary)]
     assert (bash.tmp / "env.txt").read_text() == "FI_PROVIDER=efa\nFI_EFA_USE_DEVICE_RDMA=unset\n"
+    fi_info = (bash.tmp / "fi_info_args.txt").read_text().splitlines()
+    assert fi_info[:5] == ["-np", "2", "--map-by", "ppr:1:node", "--tag-output"]
+    assert fi_info[-5:] == [f"{bash.tmp}/efa/bin/fi_info", "-p", "efa", "-t", "FI_EP_RDM"]
     kept = bash.tmp / "acceptance/results/job-42.txt"
-    assert kept.read_text() == osu_bw_output(SEED_EFA_MBPS)
+    assert kept.read_text() == fi_info_output() + osu_bw_output(SEED_EFA_MBPS)  # evidence, then figures
     assert f"bash osu-bw-efa-compute.sbatch --check {kept}" in result.stderr
+    again = bash.run(bash.script(*C5N_EFA), "--check", kept)
+    assert again.returncode == 0, again.stdout
+
+
+def test_osu_efa_run_stops_when_a_node_has_no_efa_provider(bash: Bash) -> None:
+    env = _fake_open_mpi(bash, osu_bw_output(SEED_EFA_MBPS), fi_info=fi_info_output(ranks=(0,)))
+    _fake_osu(bash, "osu_bw")
+    result = bash.run(bash.script(*C5N_EFA), **env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert (
+        "FAIL 'fi_info -p efa -t FI_EP_RDM' lists libfabric's efa provider on 1 of the 2 nodes"
+        in result.stdout
+    )
+    assert not (bash.tmp / "args.txt").exists()  # the benchmark never ran
 
 
 def test_osu_tcp_run_drops_fi_provider_and_uses_one_interface(bash: Bash) -> None:
@@ -660,6 +840,7 @@ def test_osu_tcp_run_drops_fi_provider_and_uses_one_interface(bash: Bash) -> Non
     assert "--mca pml ob1 --mca btl tcp,self --mca btl_tcp_if_" in args
     assert "-x FI_PROVIDER" not in args
     assert (bash.tmp / "env.txt").read_text().startswith("FI_PROVIDER=unset\n")
+    assert not (bash.tmp / "fi_info_args.txt").exists()  # no EFA evidence wanted over TCP
 
 
 def test_failing_benchmark_fails_the_job(bash: Bash) -> None:

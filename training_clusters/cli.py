@@ -131,11 +131,11 @@ def _deployed_values(stack_name: str, region: str, profile: str | None) -> dict[
 
 
 def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
-    from training_clusters.acceptance import acceptance_plan, write_jobs
+    from training_clusters.acceptance import acceptance_plan, default_directory, write_jobs
 
     config, name = _load(args.file)
     plan = acceptance_plan(config, name)
-    directory = Path(args.directory or f"acceptance/{name}")
+    directory = Path(args.directory) if args.directory else default_directory(name)
     paths = write_jobs(plan.jobs, directory) if plan.jobs else []
     if args.output == "json":
         _json(

@@ -61,7 +61,10 @@ from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules.logs import cloudwatch_retention_problem
 from training_clusters.rules.lustre import (
+    DEFAULT_BACKUP_RETENTION_DAYS,
     LUSTRE_FIRST_STEP_GIB,
+    MAX_BACKUP_RETENTION_DAYS,
+    lustre_backup_retention_problem,
     lustre_capacity_problem,
     lustre_throughput_problem,
 )
@@ -208,6 +211,20 @@ class LustreConfig(_Model):
     mount_dir: str = "/fsx"
     data_repository: DataRepositoryConfig | None = None
     removal_policy: Annotated[RemovalPolicy, _FileChoice(RemovalPolicy)] = RemovalPolicy.RETAIN
+    backup_retention_days: int | None = Field(
+        default=None,
+        description=(
+            f"Days FSx keeps daily automatic backups (05:00 UTC), 0 (off) to {MAX_BACKUP_RETENTION_DAYS}. "
+            f"Default: {DEFAULT_BACKUP_RETENTION_DAYS} for PERSISTENT_2; not allowed for SCRATCH_2."
+        ),
+    )
+
+    @model_validator(mode="after")
+    def _backups_match_type(self) -> LustreConfig:
+        problem = lustre_backup_retention_problem(self.deployment_type, self.backup_retention_days)
+        if problem:
+            raise ValueError(f"backup_retention_days {problem}")
+        return self
 
     @model_validator(mode="after")
     def _capacity_steps(self) -> LustreConfig:
@@ -442,7 +459,13 @@ class ParallelClusterConfig(_Model):
     slurm: PclusterSlurmConfig = PclusterSlurmConfig()
     on_node_configured: PclusterCustomActionConfig | None = None
     log_retention_days: int = 180
-    deletion_policy: Annotated[DeletionPolicy, _FileChoice(DeletionPolicy)] = DeletionPolicy.RETAIN
+    deletion_policy: Annotated[DeletionPolicy, _FileChoice(DeletionPolicy)] = Field(
+        default=DeletionPolicy.DELETE,
+        description=(
+            "Delete (default): the cluster is deleted with the stack (storage.lustre keeps its own removal "
+            "policy). Retain: it keeps running on the stack's network; cdk destroy then stops on that network."
+        ),
+    )
 
     @field_validator("cluster_name")
     @classmethod

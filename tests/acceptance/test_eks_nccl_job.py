@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from training_clusters.acceptance.eks_nccl_job import (
+    DEFAULT_NCCL_TESTS_IMAGE,
     HUGEPAGES_2MI,
     mpirun_command,
     nccl_test_mpijob,
@@ -58,6 +59,21 @@ def test_ld_library_path_and_efa_settings_are_exported_to_every_rank() -> None:
     assert exported == {"PATH", "LD_LIBRARY_PATH", "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "NCCL_DEBUG"}
     test_binary = command.index("/opt/nccl-tests/build/all_reduce_perf")
     assert max(i for i, arg in enumerate(command) if arg == "-x") < test_binary
+
+
+def test_the_image_is_pinned_and_keeps_its_own_library_path() -> None:
+    repository, tag = DEFAULT_NCCL_TESTS_IMAGE.rsplit(":", 1)
+    assert repository == "public.ecr.aws/hpc-cloud/nccl-tests"
+    assert tag != "latest" and "ofiv" in tag and "ncclv" in tag  # a published version tag, not a moving one
+    job = nccl_test_mpijob(
+        name="nccl-tests-p5", instance_type=lookup("p5.48xlarge"), workers=2, efa_interfaces=32
+    )
+    for role in ("Launcher", "Worker"):
+        container = job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"][0]
+        assert container["image"] == DEFAULT_NCCL_TESTS_IMAGE
+        # No fixed list of directories over the image's own: a moved plugin would silently mean sockets.
+        assert "LD_LIBRARY_PATH" not in _env(job, role)
+        assert _env(job, role)["NCCL_DEBUG"] == "INFO"  # the acceptance gate reads NCCL's INFO lines
 
 
 def test_manifest_is_written_as_yaml(tmp_path: Path) -> None:

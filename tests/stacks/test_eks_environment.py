@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import io
 import json
+import shlex
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
@@ -8,6 +11,7 @@ import pytest
 import yaml
 from aws_cdk.assertions import Template
 
+from training_clusters import cli
 from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.config import parse_environment
 from training_clusters.environments import add_environment_config
@@ -37,21 +41,43 @@ def g5(environment_gates: EnvironmentGates) -> tuple[EksTrainingEnvironment, dic
     return stack, environment_gates.template(path)
 
 
-def test_g5_environment_writes_the_nccl_job_and_says_how_to_run_it(
-    g5: tuple[EksTrainingEnvironment, dict[str, Any]],
+def test_g5_environment_builds_the_nccl_job_and_names_the_command_that_writes_it(
+    g5: tuple[EksTrainingEnvironment, dict[str, Any]], environment_gates: EnvironmentGates
 ) -> None:
     g5_stack, template = g5
-    job = yaml.safe_load(g5_stack.nccl_job_files["g5"].read_text())
-    assert job == g5_stack.nccl_jobs["g5"]
+    job = g5_stack.nccl_jobs["g5"]
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
     assert worker["replicas"] == 2
     limits = worker["template"]["spec"]["containers"][0]["resources"]["limits"]
     assert (limits["nvidia.com/gpu"], limits["vpc.amazonaws.com/efa"]) == (1, 1)
     env = {e["name"] for e in worker["template"]["spec"]["containers"][0]["env"]}
     assert "FI_EFA_USE_DEVICE_RDMA" not in env  # g5 has no GPUDirect RDMA
+    # synth writes no job files into the cloud assembly: `training-clusters acceptance` does
+    _, gates = environment_gates.get(ROOT / "environments" / "eks-g5-efa.yaml")
+    assert gates.assembly is not None
+    assert not list(Path(gates.assembly.directory).glob("*nccl*"))
     output = template["Outputs"]["NcclTestG5"]
-    # the stack installs the operator and applies the job: the output only follows the launcher
-    assert output["Value"] == "kubectl logs -f job/nccl-tests-g5-launcher"
+    # the stack installs the operator and applies the job: the output writes the check and gates the launcher
+    assert output["Value"] == (
+        "training-clusters acceptance environments/eks-g5-efa.yaml -d acceptance/eks-g5-efa"
+        " && kubectl logs -f job/nccl-tests-g5-launcher | bash acceptance/eks-g5-efa/nccl-tests-g5-check.sh"
+    )
+
+
+def test_the_nccl_output_command_writes_the_files_it_names(
+    g5: tuple[EksTrainingEnvironment, dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    command = g5[1]["Outputs"]["NcclTestG5"]["Value"]
+    write, *rest = command.split(" && ")
+    (tmp_path / "environments").symlink_to(ROOT / "environments")
+    monkeypatch.chdir(tmp_path)
+    program, *arguments = shlex.split(write)
+    assert program == "training-clusters"
+    assert cli.main(arguments, stdout=io.StringIO()) == 0
+    named = [word for step in rest for word in shlex.split(step) if word.startswith("acceptance/")]
+    assert named == ["acceptance/eks-g5-efa/nccl-tests-g5-check.sh"]
+    assert all((tmp_path / path).is_file() for path in named)
+    assert (tmp_path / "acceptance/eks-g5-efa/nccl-tests-g5.yaml").is_file()
 
 
 def test_g5_environment_applies_the_job_after_the_operator_and_the_nodes(
@@ -81,10 +107,12 @@ def test_without_the_operator_the_output_installs_it_and_applies_the_job(app: cd
     template = Template.from_stack(stack).to_json()
     assert not [v for v in template["Resources"].values() if v["Type"] == "Custom::ReleaseManifest"]
     output = template["Outputs"]["NcclTestG5"]
-    assert output["Value"].startswith(
-        f"kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL} && kubectl apply -f "
+    assert output["Value"] == (
+        "training-clusters acceptance environments/g5-no-operator.yaml -d acceptance/g5-no-operator"
+        f" && kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL}"
+        " && kubectl apply -f acceptance/g5-no-operator/nccl-tests-g5.yaml"
+        " && kubectl logs -f job/nccl-tests-g5-launcher | bash acceptance/g5-no-operator/nccl-tests-g5-check.sh"
     )
-    assert output["Value"].endswith("nccl-tests-g5.yaml && kubectl logs -f job/nccl-tests-g5-launcher")
 
 
 def test_g5_environment_has_both_device_plugins_and_fsx_csi(

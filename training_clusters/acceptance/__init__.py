@@ -31,13 +31,14 @@ if TYPE_CHECKING:
         osu_bw_expectation,
         osu_latency_expectation,
     )
-    from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan, write_jobs
+    from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan, default_directory, write_jobs
     from training_clusters.acceptance.plan import acceptance_jobs, acceptance_plan, no_jobs_reason
 
 _EXPORTS = {
     "AcceptanceJob": "jobs",
     "AcceptancePlan": "jobs",
     "write_jobs": "jobs",
+    "default_directory": "jobs",
     "acceptance_plan": "plan",
     "acceptance_jobs": "plan",
     "no_jobs_reason": "plan",
@@ -56,6 +57,7 @@ __all__ = [
     "Transport",
     "acceptance_jobs",
     "acceptance_plan",
+    "default_directory",
     "nccl_busbw_expectation",
     "nccl_test_mpijob",
     "no_jobs_reason",

@@ -1,9 +1,16 @@
 """The NCCL acceptance job: an MPIJob running ``all_reduce_perf`` across one EFA nodegroup.
 
-Pure data, no CDK: the manifest is a dict, written as YAML and applied with ``kubectl apply -f`` once the
-MPI Operator is installed. It fixes the two mistakes of the seed run: ``LD_LIBRARY_PATH`` is exported to
-the workers with ``-x``, and ``FI_EFA_USE_DEVICE_RDMA=1`` is set only where GPUDirect RDMA exists (on g5
-it aborts with "EFA device has no rdma-read capability").
+Pure data, no CDK: the manifest is a dict, written as YAML by ``training-clusters acceptance`` (see
+:mod:`training_clusters.acceptance.eks`) and applied with ``kubectl apply -f`` once the MPI Operator is
+installed, or applied by the EKS stack itself (``eks.nccl_test.apply``). It fixes the two mistakes of the
+seed run: the image's ``LD_LIBRARY_PATH`` is exported to the workers with ``-x``, and
+``FI_EFA_USE_DEVICE_RDMA=1`` is set only where GPUDirect RDMA exists (on g5 it aborts with "EFA device has
+no rdma-read capability").
+
+The image is pinned (:data:`DEFAULT_NCCL_TESTS_IMAGE`) and the job keeps the image's own
+``LD_LIBRARY_PATH``: a fixed list of directories would go stale when an image moves the aws-ofi-nccl plugin,
+and NCCL would fall back to its sockets without an error. The acceptance gate fails such a run anyway: it
+wants NCCL's log to show the plugin on libfabric's efa provider.
 
 >>> from training_clusters.catalog import lookup
 >>> job = nccl_test_mpijob(name="nccl-p5", instance_type=lookup("p5.48xlarge"), workers=2, efa_interfaces=32)
@@ -21,23 +28,35 @@ import yaml
 from training_clusters.catalog import InstanceType
 from training_clusters.errors import ConfigurationError
 
-#: AWS's public image with NCCL, nccl-tests, aws-ofi-nccl, libfabric (EFA) and Open MPI, as used in the
-#: EKS user guide. Pin a digest of it (``...@sha256:...``) for repeatable acceptance runs.
-DEFAULT_NCCL_TESTS_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:latest"
+DEFAULT_NCCL_TESTS_IMAGE = (
+    "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.3-ncclv2.27.7-1-testsv2.16.9"
+)
+"""AWS's public NCCL test image, pinned by version: CUDA 12.8.1, EFA installer 1.43.2 (libfabric, Open MPI 4),
+aws-ofi-nccl 1.16.3, NCCL 2.27.7-1 (the release the Slurm jobs build) and nccl-tests 2.16.9.
+
+Source: github.com/aws-samples/awsome-distributed-training, ``micro-benchmarks/nccl-tests/``: its
+``nccl-tests.Dockerfile`` defaults to exactly these versions, its README names the prebuilt images at
+``public.ecr.aws/hpc-cloud/nccl-tests`` and the tag recipe ``efa<v>-ofi<v>-nccl<v>-tests<v>`` (published with a
+``cuda<v>-`` prefix); public EKS and Slurm validation scripts pin this tag. The Dockerfile sets the layout
+the job relies on: ``/opt/amazon/openmpi/bin/mpirun``, ``/opt/nccl-tests/build/all_reduce_perf``, NCCL in
+``/opt/nccl/build/lib`` and the plugin in ``/opt/aws-ofi-nccl/install/lib``, all on the image's
+``LD_LIBRARY_PATH``.
+No digest: the registry was not reachable when this was pinned. For byte-for-byte repeatable runs set
+``eks.nccl_test.image`` to ``...@sha256:<digest>`` (``crane digest <image>`` or ``docker buildx imagetools
+inspect <image>`` prints it).
+"""
 MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
-#: Where that image keeps Open MPI, NCCL, libfabric and the OFI plugin: exported to every rank.
-LD_LIBRARY_PATH = (
-    "/opt/amazon/openmpi/lib:/opt/nccl/build/lib:/opt/amazon/efa/lib:/opt/aws-ofi-nccl/install/lib:"
-    "/usr/local/nvidia/lib:/usr/local/nvidia/lib64"
-)
 #: Hugepages EFA's libfabric wants beside the EFA devices (the EKS user guide's figure).
 HUGEPAGES_2MI = "5210Mi"
 
 
 def nccl_environment(instance_type: InstanceType) -> dict[str, str]:
-    """Environment of every rank: EFA as the libfabric provider, RDMA only with GPUDirect RDMA."""
-    env = {"FI_PROVIDER": "efa", "NCCL_DEBUG": "INFO", "LD_LIBRARY_PATH": LD_LIBRARY_PATH}
+    """Environment of every rank: EFA as the libfabric provider, RDMA only with GPUDirect RDMA.
+
+    ``NCCL_DEBUG=INFO`` is what lets the acceptance gate read which network NCCL used.
+    """
+    env = {"FI_PROVIDER": "efa", "NCCL_DEBUG": "INFO"}
     if instance_type.gpudirect_rdma:
         env["FI_EFA_USE_DEVICE_RDMA"] = "1"
     return env
@@ -48,7 +67,7 @@ def mpirun_command(
 ) -> list[str]:
     """The launcher's ``mpirun`` command line: one rank per GPU, the environment exported with ``-x``."""
     gpus = instance_type.gpu_count
-    exported: list[str] = ["-x", "PATH"]
+    exported: list[str] = ["-x", "PATH", "-x", "LD_LIBRARY_PATH"]  # the image's, as the launcher has them
     for name in nccl_environment(instance_type):
         exported += ["-x", name]
     return [

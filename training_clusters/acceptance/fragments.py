@@ -12,6 +12,7 @@ is and carries its shellcheck directives; :func:`fragment` drops it, so the scri
 from __future__ import annotations
 
 import shlex
+import textwrap
 from collections.abc import Iterable
 from functools import cache
 from importlib import resources
@@ -21,6 +22,11 @@ from training_clusters.acceptance.expectations import Expectation, Transport, pl
 
 #: The fragment files (package data).
 FRAGMENT_DIR = Path(str(resources.files("training_clusters.acceptance") / "bash"))
+
+#: What the NCCL gate wants in an EFA run's log besides the bandwidth (``transport`` in ``nccl_check.sh``).
+NCCL_EFA_EVIDENCE = "NCCL's log shows the aws-ofi-nccl plugin on libfabric's efa provider ('NET/OFI Selected provider is efa')"
+#: What the OSU gate wants in an EFA run's output besides the figure (``efa_evidence`` in ``osu_check_output.sh``).
+OSU_EFA_EVIDENCE = "'fi_info -p efa -t FI_EP_RDM' lists libfabric's efa provider on both nodes"
 
 #: What the gate prints after FAIL, by test and transport: where to look first.
 FAIL_HINTS: dict[tuple[str, Transport], str] = {
@@ -53,6 +59,11 @@ def fragment(name: str) -> str:
     if not blank_line or not all(line.startswith("#") for line in header.splitlines()):
         raise ValueError(f"bash/{name}.sh must open with comment lines and a blank line before its body")
     return body
+
+
+def comment_lines(text: str) -> list[str]:
+    """``text`` as bash comment lines of at most 110 characters."""
+    return textwrap.wrap(text, width=110, initial_indent="# ", subsequent_indent="# ", break_on_hyphens=False)
 
 
 def readonly_lines(values: Iterable[tuple[str, str]]) -> list[str]:

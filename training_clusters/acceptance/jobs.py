@@ -40,6 +40,11 @@ class AcceptancePlan:
         return "nothing to verify: " + "; ".join(self.skipped or ("no EFA-enabled nodes",))
 
 
+def default_directory(environment_name: str) -> Path:
+    """Where ``training-clusters acceptance`` writes an environment's jobs unless told: ``acceptance/<name>``."""
+    return Path("acceptance") / environment_name
+
+
 def write_jobs(jobs: Sequence[AcceptanceJob], directory: Path) -> list[Path]:
     """Write each job's file into ``directory`` (created; existing files replaced); returns the paths.
 

@@ -21,7 +21,15 @@ from training_clusters.acceptance.expectations import (
     osu_bw_expectation,
     osu_latency_expectation,
 )
-from training_clusters.acceptance.fragments import FAIL_HINTS, fragment, gate_settings, readonly_lines
+from training_clusters.acceptance.fragments import (
+    FAIL_HINTS,
+    NCCL_EFA_EVIDENCE,
+    OSU_EFA_EVIDENCE,
+    comment_lines,
+    fragment,
+    gate_settings,
+    readonly_lines,
+)
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.catalog import InstanceType, lookup
 from training_clusters.options import NodeRole
@@ -233,7 +241,13 @@ def _expected_text(script: _Script) -> str:
         assert tcp.expected is not None
         text += f"; over TCP expect about {human_number(tcp.expected)} MB/s"
     if script.test == "nccl-tests":
-        text += "; fails too when NCCL's log shows the wrong transport"
+        text += (
+            f"; fails too unless {NCCL_EFA_EVIDENCE}"
+            if script.transport is Transport.EFA
+            else "; fails too when NCCL's log shows the wrong transport"
+        )
+    elif script.transport is Transport.EFA:
+        text += f"; fails too unless {OSU_EFA_EVIDENCE}"
     if script.transport is Transport.TCP and script.test != "osu-latency":
         efa = (
             osu_bw_expectation(instance, Transport.EFA, placement_group=True)
@@ -346,19 +360,21 @@ def _settings(script: _Script, shared_dir: str, ranks_per_node: int) -> str:
 _COMMENTS: dict[tuple[str, Transport], list[str]] = {
     ("osu-bw", Transport.EFA): [
         "# EFA is forced: Open MPI's cm PML on the OFI MTL with FI_PROVIDER=efa; no fallback to TCP.",
+        *comment_lines(f"The gate also fails unless {OSU_EFA_EVIDENCE} (recorded before the benchmark)."),
     ],
     ("osu-bw", Transport.TCP): [
         "# TCP: Open MPI's ob1 PML with the tcp BTL on the primary interface, libfabric not involved.",
     ],
     ("osu-latency", Transport.EFA): [
         "# EFA is forced: Open MPI's cm PML on the OFI MTL with FI_PROVIDER=efa; no fallback to TCP.",
+        *comment_lines(f"The gate also fails unless {OSU_EFA_EVIDENCE} (recorded before the benchmark)."),
     ],
     ("osu-latency", Transport.TCP): [
         "# TCP: Open MPI's ob1 PML with the tcp BTL on the primary interface, libfabric not involved.",
     ],
     ("nccl-tests", Transport.EFA): [
-        "# NCCL over EFA through the aws-ofi-nccl plugin; the gate also fails when NCCL's log shows a",
-        "# channel 'via NET/Socket' (the plugin was not loaded). MPI only launches the ranks, over TCP.",
+        "# NCCL over EFA through the aws-ofi-nccl plugin; MPI only launches the ranks, over TCP.",
+        *comment_lines(f"The gate also fails unless {NCCL_EFA_EVIDENCE}."),
     ],
     ("nccl-tests", Transport.TCP): [
         "# NCCL over its socket transport (NCCL_NET=Socket), for comparison with the EFA job.",

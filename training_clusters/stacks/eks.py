@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from training_clusters.acceptance.eks_nccl_job import nccl_test_mpijob, run_instructions, write_manifest
+from training_clusters.acceptance.eks import nccl_acceptance_command, nccl_job_name
+from training_clusters.acceptance.eks_nccl_job import nccl_test_mpijob
 from training_clusters.catalog import CATALOG
 from training_clusters.config import EksConfig, EnvironmentConfig
 from training_clusters.constructs.eks_addons import (
@@ -32,9 +32,10 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
     Built from the environment file's ``eks`` section. Attributes: ``cluster``, ``efa_nodegroups`` and
     ``gpu_nodegroups`` (by name), ``device_plugin``, ``efa_device_plugin``, ``neuron_device_plugin``,
     ``fsx_csi``, ``monitoring``,
-    ``mpi_operator`` (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name),
-    ``nccl_job_files`` (where they were written: the cloud assembly directory) and ``applied_nccl_jobs``
-    (the jobs the stack applies itself, by nodegroup name, when ``nccl_test.apply`` is set).
+    ``mpi_operator`` (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name) and
+    ``applied_nccl_jobs`` (the jobs the stack applies itself, by nodegroup name, when ``nccl_test.apply`` is
+    set). Synth writes no job files: ``training-clusters acceptance FILE`` does, and each ``NcclTest<Nodegroup>``
+    output names that command.
     """
 
     def __init__(
@@ -62,10 +63,9 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         self.gpu_nodegroups = self._gpu_nodegroups(settings)
         self._add_addons(settings)
         self.nccl_jobs: dict[str, dict[str, Any]] = {}
-        self.nccl_job_files: dict[str, Path] = {}
         self.applied_nccl_jobs: dict[str, eks.KubernetesManifest] = {}
         if settings.nccl_test.enabled:
-            self._write_nccl_jobs(settings)
+            self._build_nccl_jobs(settings)
         if settings.nccl_test.apply:
             self._apply_nccl_jobs()
         self._add_eks_outputs()
@@ -186,25 +186,19 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
     # ----------------------------------------------------------------------------------------------
     # NCCL acceptance jobs and outputs
 
-    def _write_nccl_jobs(self, settings: EksConfig) -> None:
-        outdir = Path(cdk.Stage.of(self).outdir)
+    def _build_nccl_jobs(self, settings: EksConfig) -> None:
         for name, group in self.efa_nodegroups.items():
-            if not group.instance_type.is_gpu:
-                continue
-            job = nccl_test_mpijob(
-                name=f"nccl-tests-{name}",
-                instance_type=group.instance_type,
-                workers=group.desired_size,
-                efa_interfaces=group.efa_interfaces,
-                image=settings.nccl_test.image,
-            )
-            self.nccl_jobs[name] = job
-            self.nccl_job_files[name] = write_manifest(
-                job, outdir / f"{self.stack_name}.nccl-tests-{name}.yaml"
-            )
+            if group.instance_type.is_gpu:
+                self.nccl_jobs[name] = nccl_test_mpijob(
+                    name=nccl_job_name(name),
+                    instance_type=group.instance_type,
+                    workers=group.desired_size,
+                    efa_interfaces=group.efa_interfaces,
+                    image=settings.nccl_test.image,
+                )
 
     def _apply_nccl_jobs(self) -> None:
-        """Apply each written MPIJob once the operator's CRD exists and its nodegroup has been created."""
+        """Apply each MPIJob once the operator's CRD exists and its nodegroup has been created."""
         assert self.mpi_operator is not None  # the config requires addons.mpi_operator with nccl_test.apply
         for name, job in self.nccl_jobs.items():
             manifest = self.cluster.cluster.add_manifest(f"NcclTest-{name}", job)
@@ -233,20 +227,18 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 value=f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
                 description="How pods mount the shared FSx for Lustre file system",
             )
-        for name, path in self.nccl_job_files.items():
+        for name in self.nccl_jobs:
             cdk.CfnOutput(
                 self,
                 f"NcclTest{''.join(part.capitalize() for part in name.split('-'))}",
-                value=run_instructions(
-                    _display_path(path),
-                    f"nccl-tests-{name}",
+                value=nccl_acceptance_command(
+                    self.environment_name,
+                    name,
                     install_operator=self.mpi_operator is None,
                     applied=name in self.applied_nccl_jobs,
                 ),
-                description=f"Run the NCCL all_reduce_perf acceptance job on nodegroup {name}",
+                description=(
+                    f"Write the NCCL all_reduce_perf acceptance job of nodegroup {name} with training-clusters "
+                    "acceptance, run it and check its log"
+                ),
             )
-
-
-def _display_path(path: Path) -> str:
-    """``cdk.out/<file>``: the same whatever folder synth ran from, so the template stays stable."""
-    return f"{path.parent.name}/{path.name}"

@@ -4,7 +4,7 @@
 # A fragment of the generated acceptance scripts (training_clusters/acceptance/fragments.py): the lines
 # above the first blank line are dropped, the rest is copied after the script's settings block.
 
-# --- gate: peak bus bandwidth of all_reduce_perf (GB/s), the transport NCCL chose, the ranks ---
+# --- gate: peak bus bandwidth of all_reduce_perf (GB/s), the network NCCL used, the ranks ---
 # Data lines end with: time algbw busbw #wrong (out of place), time algbw busbw #wrong (in place).
 measure() {
     awk '
@@ -18,15 +18,38 @@ measure() {
     ' "$1"
 }
 
-# socket, efa or unknown, from NCCL's INFO lines (NCCL_DEBUG=INFO).
+# The network NCCL used, from its INFO lines (NCCL_DEBUG=INFO): "socket" when any rank or channel used
+# NCCL's sockets; "efa" only when NCCL used the aws-ofi-nccl plugin ("Using network Libfabric", "AWS
+# Libfabric" before plugin 1.9) and the plugin chose libfabric's efa provider and no other ("NET/OFI Selected
+# provider is efa, fabric is ...", "Selected Provider is efa (found N nics)" before plugin 1.14);
+# "libfabric:PROVIDERS" when it chose others, "libfabric:" when no line names one; "unknown" otherwise.
 transport() {
+    local providers
     if grep -Eq 'via NET/Socket|Using network Socket' "$1"; then
         echo socket
-    elif grep -Eq 'via NET/(AWS )?(Libfabric|OFI)|Using network (AWS )?Libfabric|NET/OFI Selected [Pp]rovider is efa' "$1"; then
-        echo efa
-    else
+    elif ! grep -Eq 'Using network (AWS )?Libfabric|via NET/(AWS )?Libfabric' "$1"; then
         echo unknown
+    else
+        providers="$(awk '
+            match($0, /NET\/OFI Selected [Pp]rovider is [^ ,]+/) {
+                count = split(substr($0, RSTART, RLENGTH), words, " ")
+                if (!(words[count] in seen)) list = list (list == "" ? "" : "+") words[count]
+                seen[words[count]] = 1
+            }
+            END { print list }
+        ' "$1")"
+        if [[ ${providers} == efa ]]; then echo efa; else echo "libfabric:${providers}"; fi
     fi
+}
+
+# What is wrong when the transport ($1) is not EXPECTED_TRANSPORT, in words.
+transport_problem() {
+    case $1 in
+        socket | efa) printf 'NCCL used the %s transport, not %s' "$1" "${EXPECTED_TRANSPORT}" ;;
+        libfabric:) printf "NCCL used libfabric, but no 'NET/OFI Selected provider is' line names its provider" ;;
+        libfabric:*) printf "NCCL used libfabric's %s provider, not %s" "${1#libfabric:}" "${EXPECTED_TRANSPORT}" ;;
+        *) printf "NCCL's log names no network (no 'Using network' line; is NCCL_DEBUG=INFO set?)" ;;
+    esac
 }
 
 # Ranks listed under "# Using devices" (0 when the header is missing).
@@ -38,8 +61,8 @@ check_output() {
     [[ -n ${measured} ]] || no_figures "$1" || return
     used="$(transport "$1")"
     if [[ ${used} != "${EXPECTED_TRANSPORT}" ]]; then
-        printf 'RESULT %s: FAIL NCCL used the %s transport, not %s (peak %s %s). %s\n' "${TEST_LABEL}" \
-            "${used}" "${EXPECTED_TRANSPORT}" "${measured}" "${METRIC_UNIT}" "${FAIL_HINT}"
+        printf 'RESULT %s: FAIL %s (peak %s %s). %s\n' "${TEST_LABEL}" "$(transport_problem "${used}")" \
+            "${measured}" "${METRIC_UNIT}" "${FAIL_HINT}"
         return 1
     fi
     listed="$(ranks "$1")"

@@ -37,14 +37,21 @@ fetch() {
         die "${archive} does not match sha256 ${sha256}: delete it and run again"
 }
 
-# Run the command, keep its output in $OUTPUT, stop the job when it fails.
-run_recorded() {
+# Run the command, append its output to $OUTPUT (and show it); return the command's exit status.
+record() {
     local status
     log "running: $*"
     set +e
-    "$@" 2>&1 | tee "${OUTPUT}"
+    "$@" 2>&1 | tee -a "${OUTPUT}"
     status=${PIPESTATUS[0]}
     set -e
+    return "${status}"
+}
+
+# Run the benchmark, keep its output in $OUTPUT, stop the job when it fails.
+run_recorded() {
+    local status=0
+    record "$@" || status=$?
     if ((status != 0)); then
         printf 'RESULT %s: FAIL the benchmark exited with status %s (see above). %s\n' "${TEST_LABEL}" \
             "${status}" "${FAIL_HINT}"
@@ -69,6 +76,7 @@ choose_acceptance_dir() {
 prepare_output() {
     mkdir -p "${ACCEPTANCE_DIR}/results"
     OUTPUT="${ACCEPTANCE_DIR}/results/${SLURM_JOB_NAME:-${SCRIPT_NAME%.*}}-${SLURM_JOB_ID:-$$}.txt"
+    : >"${OUTPUT}"
 }
 
 # Export RANK_ENVIRONMENT here and add '-x NAME' for each to the mpirun arguments in MPI_EXPORTS.

@@ -32,6 +32,16 @@ build_osu() {
     exec 9>&-
 }
 
+# List libfabric's efa provider on both nodes into $OUTPUT, one rank per node, and stop the job unless both
+# have it: the EFA benchmark's evidence (the installer's fi_info, under EFA_HOME, default /opt/amazon/efa).
+record_efa_provider() {
+    local fi_info="${EFA_HOME:-/opt/amazon/efa}/bin/fi_info"
+    [[ -x ${fi_info} ]] || die "no fi_info at ${fi_info}: set EFA_HOME to the EFA installer's libfabric"
+    record "${MPI_HOME}/bin/mpirun" -np 2 --map-by ppr:1:node --tag-output "${MPI_EXPORTS[@]}" \
+        "${fi_info}" -p efa -t FI_EP_RDM || true
+    efa_evidence "${OUTPUT}" || exit 1
+}
+
 main() {
     local binary interface
     local -a transport_args=("${MPI_TRANSPORT[@]}")
@@ -58,6 +68,7 @@ main() {
     export LD_LIBRARY_PATH
     export_rank_environment
     prepare_output
+    if [[ ${TCP_ONLY} == no ]]; then record_efa_provider; fi
     run_recorded "${MPI_HOME}/bin/mpirun" -np 2 --map-by ppr:1:node "${transport_args[@]}" \
         "${MPI_EXPORTS[@]}" "${binary}"
     check_output "${OUTPUT}" || exit
