@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -8,10 +9,14 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from training_clusters.constructs.hyperpod import (
+    LIFECYCLE_SETTING_KEYS,
     ON_CREATE_SCRIPT,
+    PROVISIONING_PARAMETER_KEYS,
     DeepHealthCheck,
     HyperPodCluster,
     InstanceGroup,
+    LifecycleOptions,
+    LifecycleStep,
     LustreMount,
     NodeRole,
     Orchestrator,
@@ -94,6 +99,9 @@ def test_provisioning_parameters_match_the_groups_and_the_fsx(stack: cdk.Stack) 
         "worker_groups": [{"instance_group_name": "worker-group-1", "partition_name": "dev"}],
         "fsx_dns_name": stack.resolve(fs.dns_name),
         "fsx_mountname": stack.resolve(fs.mount_name),
+    }
+    # Our own keys go to a file of our own: provisioning_parameters.json keeps HyperPod's reference keys.
+    assert cluster.lifecycle_settings == {
         "fsx_mount_dir": "/fsx",
         "enable_enroot_pyxis": True,
         "enable_observability": False,
@@ -107,7 +115,7 @@ def test_provisioning_parameters_are_uploaded_as_a_file(stack: cdk.Stack, tmp_pa
     # Source.json_data stages the document as a zip asset whose markers are replaced at deploy time.
     template = assembly.get_stack_by_name(stack.stack_name).template
     deployment = next(r for r in template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment")
-    assert len(deployment["Properties"]["SourceObjectKeys"]) == 2
+    assert len(deployment["Properties"]["SourceObjectKeys"]) == 3  # scripts, parameters, our settings
     assert deployment["Properties"]["SourceMarkers"][1]  # the tokens (FSx DNS, mount name) to fill in
 
 
@@ -365,3 +373,192 @@ def _gated_hyperpod(stack: cdk.Stack) -> None:
 
 def test_hyperpod_passes_the_gates(gated_stacks: GatedStacks) -> None:
     gated_stacks.get("hyperpod").assert_clean()
+
+
+# -- lifecycle extension point and replacement folder (issue 12 item 5, issue 18 item 6) ----------
+
+STEP_SCRIPT = (
+    '#!/bin/bash\nset -eu\necho "team step on the $TC_ROLE"\ntouch "${TC_ROOT}/var/tmp/team-step-ran"\n'
+)
+
+
+def step_script(tmp_path: Path, name: str = "team.sh") -> Path:
+    script = tmp_path / name
+    script.write_text(STEP_SCRIPT)
+    return script
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda tmp: tmp / "nowhere", "which does not exist"),
+        (lambda tmp: (tmp / "a-file").write_text("x") and tmp / "a-file", "a file"),
+        (lambda tmp: (tmp / "empty").mkdir() or tmp / "empty", "which has no on_create.sh"),
+    ],
+    ids=["missing", "file", "without-on_create"],
+)
+def test_a_replacement_scripts_folder_is_checked_at_synth(
+    stack: cdk.Stack, tmp_path: Path, make: object, message: str
+) -> None:
+    folder = make(tmp_path)  # type: ignore[operator]
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle_scripts_dir=folder)
+    assert str(error.value) == (
+        "Test/HyperPod: lifecycle_scripts_dir must be a folder holding on_create.sh, the script HyperPod runs "
+        f"on every node, got '{folder}', {message}"
+    )
+
+
+def test_extra_steps_are_uploaded_and_listed_for_the_scripts(stack: cdk.Stack, tmp_path: Path) -> None:
+    steps = (
+        LifecycleStep(name="team", script=step_script(tmp_path)),
+        LifecycleStep(name="workers_only", script=step_script(tmp_path, "w.sh"), roles=["Worker"]),
+    )
+    # Staged for real (the suite skips asset staging) to read the uploaded step back.
+    app = cdk.App(outdir=str(tmp_path / "out"), post_cli_context={"aws:cdk:disable-asset-staging": False})
+    staged_stack = cdk.Stack(app, "Staged")
+    cluster = build(
+        staged_stack,
+        lifecycle=LifecycleOptions(extra_steps=steps, extra={"slurm_requeue_exit_codes": [75, 99]}),
+    )
+
+    assert cluster.lifecycle_settings["extra_steps"] == [
+        {"name": "team", "script": "user_steps/team.sh", "roles": ["controller", "login", "worker"]},
+        {"name": "workers_only", "script": "user_steps/workers_only.sh", "roles": ["worker"]},
+    ]
+    assert cluster.lifecycle_settings["slurm_requeue_exit_codes"] == [75, 99]
+    assert "slurm_requeue_exit_codes" not in cluster.provisioning_parameters
+    assembly = app.synth()
+    template = assembly.get_stack_by_name("Staged").template
+    deployment = next(r for r in template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment")
+    assert len(deployment["Properties"]["SourceObjectKeys"]) == 5  # scripts, 2 JSON files, 2 steps
+    [staged] = Path(assembly.directory).glob("asset.*/user_steps/team.sh")
+    assert staged.read_text() == STEP_SCRIPT
+
+
+@pytest.mark.parametrize(
+    ("step", "message"),
+    [
+        (
+            {"name": "bad name"},
+            "lifecycle.extra_steps[0].name must be 1-63 letters, digits, '-' or '_' starting with a letter or "
+            "digit, got 'bad name'",
+        ),
+        (
+            {"script": "missing.sh"},
+            "lifecycle.extra_steps[0].script must be a script file, got 'missing.sh', which does not exist",
+        ),
+        (
+            {"roles": ["gpu"]},
+            "lifecycle.extra_steps[0].roles[0] must be one of controller, login, worker, got 'gpu'",
+        ),
+        (
+            {"roles": []},
+            "lifecycle.extra_steps[0].roles must be a list of controller, login, worker (leave it out "
+            "for every role), got []",
+        ),
+        (
+            {"roles": "worker"},
+            "lifecycle.extra_steps[0].roles must be a list of controller, login, worker (leave "
+            "it out for every role), got 'worker'",
+        ),
+    ],
+)
+def test_bad_extra_steps_are_clear_errors(
+    stack: cdk.Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: dict[str, object], message: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    props: dict[str, object] = {"name": "team", "script": step_script(tmp_path), **step}
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra_steps=[LifecycleStep(**props)]))  # type: ignore[arg-type]
+    assert str(error.value) == f"Test/HyperPod: {message}"
+
+
+def test_two_extra_steps_with_one_name_are_a_clear_error(stack: cdk.Stack, tmp_path: Path) -> None:
+    step = LifecycleStep(name="team", script=step_script(tmp_path))
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra_steps=[step, step]))
+    assert str(error.value) == "Test/HyperPod: lifecycle.extra_steps[1].name 'team' is used twice"
+
+
+def test_extra_steps_with_a_replacement_folder_are_a_clear_error(stack: cdk.Stack, tmp_path: Path) -> None:
+    folder = tmp_path / "own"
+    folder.mkdir()
+    (folder / ON_CREATE_SCRIPT).write_text("#!/bin/bash\n")
+    step = LifecycleStep(name="team", script=step_script(tmp_path))
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra_steps=[step]), lifecycle_scripts_dir=folder)
+    assert str(error.value) == (
+        "Test/HyperPod: lifecycle.extra_steps are run by the shipped on_create.sh, so they cannot go with "
+        f"lifecycle_scripts_dir '{folder}': call your scripts from your own on_create.sh, or leave "
+        "lifecycle_scripts_dir out"
+    )
+
+
+def test_extra_keys_go_to_the_file_that_reads_them(stack: cdk.Stack, tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra={"enable_observabilty": True}))
+    assert str(error.value).startswith(
+        "Test/HyperPod: lifecycle.extra holds 'enable_observabilty', which the shipped lifecycle scripts do "
+        "not read; allowed: controller_group, enable_enroot_pyxis,"
+    )
+    folder = tmp_path / "own"
+    folder.mkdir()
+    (folder / ON_CREATE_SCRIPT).write_text("#!/bin/bash\n")
+    own = build(
+        cdk.Stack(cdk.App(), "Own"),
+        lifecycle=LifecycleOptions(extra={"team_setting": 1, "version": "2.0.0"}),
+        lifecycle_scripts_dir=folder,
+    )
+    assert own.provisioning_parameters["team_setting"] == 1  # their own scripts read what they want
+    assert own.provisioning_parameters["version"] == "2.0.0"
+
+
+def test_the_construct_and_the_scripts_agree_on_which_key_goes_where() -> None:
+    from tests.lifecycle.sandbox import PROVISIONING_PARAMETER_KEYS as SANDBOX_KEYS
+
+    script = (lifecycle_scripts_path() / "lib" / "cluster_config.sh").read_text()
+    ours = re.search(r"^OURS = \((.*?)\)$", script, re.S | re.M)
+    assert ours is not None
+    assert set(re.findall(r'"([a-z_]+)"', ours.group(1))) == LIFECYCLE_SETTING_KEYS
+    assert SANDBOX_KEYS == PROVISIONING_PARAMETER_KEYS
+
+
+def test_the_scripts_run_with_the_files_the_construct_writes(stack: cdk.Stack, tmp_path: Path) -> None:
+    """The generated provisioning_parameters.json, training_clusters.json and user step, on a sandboxed
+    worker: the scripts accept them and run the step after theirs."""
+    from tests.lifecycle.sandbox import Sandbox, link_real_tools
+
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    groups = [
+        CONTROLLER,
+        InstanceGroup(name="login-group", instance_type="ml.m5.xlarge", role=NodeRole.LOGIN),
+        InstanceGroup(name="worker-group-1", instance_type="ml.c5.xlarge", instance_count=2, partition="dev"),
+        InstanceGroup(name="worker-group-2", instance_type="ml.c5.xlarge", partition="train"),
+    ]
+    cluster = HyperPodCluster(
+        stack,
+        "HyperPod",
+        cluster_name="ml-cluster",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=groups,
+        lustre=LustreMount(
+            dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", mount_name="abcdefgh"
+        ),
+        lifecycle=LifecycleOptions(extra_steps=[LifecycleStep(name="team", script=step_script(tmp_path))]),
+    )
+    (tmp_path / "tools").mkdir()
+    sandbox = Sandbox(tmp=tmp_path / "node", tools=link_real_tools(tmp_path / "tools"))
+    (sandbox.scripts / "provisioning_parameters.json").write_text(json.dumps(cluster.provisioning_parameters))
+    (sandbox.scripts / "training_clusters.json").write_text(json.dumps(cluster.lifecycle_settings))
+    (sandbox.scripts / "user_steps").mkdir()
+    (sandbox.scripts / "user_steps" / "team.sh").write_text(STEP_SCRIPT)
+    sandbox.path("var/tmp").mkdir(parents=True)
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert "WARN" not in run.log
+    assert "team step on the worker" in run.log
+    assert sandbox.path("var/tmp/team-step-ran").exists()

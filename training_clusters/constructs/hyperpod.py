@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -36,6 +37,27 @@ from training_clusters.rules.hyperpod import (
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
 ON_CREATE_SCRIPT = "on_create.sh"
 PROVISIONING_PARAMETERS_FILE = "provisioning_parameters.json"
+#: Our own settings, uploaded beside ``provisioning_parameters.json`` and read by our scripts.
+LIFECYCLE_SETTINGS_FILE = "training_clusters.json"
+#: The keys of ``provisioning_parameters.json``: those HyperPod's reference lifecycle scripts read
+#: (github.com/aws-samples/awsome-distributed-training, LifecycleScripts/base-config).
+PROVISIONING_PARAMETER_KEYS = frozenset(
+    {"version", "workload_manager", "controller_group", "login_group", "worker_groups", "fsx_dns_name",
+     "fsx_mountname"}
+)  # fmt: skip
+#: The keys of ``training_clusters.json`` the shipped scripts read (``lib/cluster_config.sh``).
+LIFECYCLE_SETTING_KEYS = frozenset(
+    {
+        "fsx_mount_dir",
+        "enable_enroot_pyxis",
+        "enable_observability",
+        "slurm_requeue_exit_codes",
+        "extra_steps",
+    }
+)
+#: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
+USER_STEPS_FOLDER = "user_steps"
+_STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _MAX_EBS_GIB = 16384
 
 
@@ -103,17 +125,44 @@ class LustreMount:
 
 
 @dataclass(frozen=True)
+class LifecycleStep:
+    """A script of your own that the shipped lifecycle scripts run on the nodes after their own steps.
+
+    It runs as step ``user-<name>``, with bash, from the lifecycle folder, as root, after every step of
+    ours succeeded; its output goes to the lifecycle log (and CloudWatch) and a non-zero exit fails the
+    node like one of our steps (one line ``FAILED step 'user-<name>' (exit N)``). Its environment names
+    the node: ``TC_ROLE`` (controller, login or worker), ``TC_GROUP``, ``TC_PARTITION``, ``TC_NODE_IP``,
+    ``TC_CONTROLLER_IPS`` and ``TC_FSX_MOUNT_DIR`` (empty without FSx). Make it idempotent: HyperPod runs
+    the lifecycle scripts again on a replaced node.
+
+    :param name: 1-63 letters, digits, ``-`` or ``_``, unique among the steps.
+    :param script: Path of the bash script on the machine that synthesizes; uploaded as
+        ``user_steps/<name>.sh``.
+    :param roles: The node roles it runs on. Default: every role (controller, login and worker).
+    """
+
+    name: str
+    script: str | Path
+    roles: Sequence[NodeRole | str] | None = None
+
+
+@dataclass(frozen=True)
 class LifecycleOptions:
-    """Switches the lifecycle scripts read from ``provisioning_parameters.json``.
+    """Settings of the shipped lifecycle scripts, uploaded as ``training_clusters.json``.
 
     :param enable_enroot_pyxis: Enroot + Pyxis for ``srun --container-image``. Default: True.
     :param enable_observability: Prometheus node exporter + DCGM exporter. Default: False.
-    :param extra: More keys for ``provisioning_parameters.json`` (e.g. ``slurm_requeue_exit_codes``),
-        overriding the generated ones. Default: none.
+    :param extra_steps: Your own steps, run in this order after ours on the roles they name.
+        Default: none.
+    :param extra: More keys, overriding the generated ones: those HyperPod's reference reads go to
+        ``provisioning_parameters.json``, those of the shipped scripts (e.g. ``slurm_requeue_exit_codes``)
+        to ``training_clusters.json``; another key is an error, unless ``lifecycle_scripts_dir`` replaces
+        the scripts (then it goes to ``provisioning_parameters.json``). Default: none.
     """
 
     enable_enroot_pyxis: bool = True
     enable_observability: bool = False
+    extra_steps: Sequence[LifecycleStep] = ()
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -133,8 +182,8 @@ class HyperPodCluster(Construct):
             lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name))
 
     Attributes: ``cluster`` (the L1), ``cluster_name``, ``cluster_arn``, ``role``, ``bucket``,
-    ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters``, ``security_group``,
-    ``connections``.
+    ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters``, ``lifecycle_settings``,
+    ``security_group``, ``connections``.
     """
 
     def __init__(
@@ -170,9 +219,11 @@ class HyperPodCluster(Construct):
         :param bucket: Where lifecycle scripts go; its name must start with ``sagemaker-`` for HyperPod's
             managed policy. Default: a new :class:`SecureBucket` named ``sagemaker-...``.
         :param role: Execution role of the instances. Default: a least-privilege role made here.
-        :param lifecycle: Lifecycle-script switches. Default: Enroot/Pyxis on, exporters off.
-        :param lifecycle_scripts_dir: Folder uploaded as the lifecycle scripts. Default: the scripts
-            shipped in this package.
+        :param lifecycle: Settings of the shipped lifecycle scripts and your own steps after theirs.
+            Default: Enroot/Pyxis on, exporters off, no steps of yours.
+        :param lifecycle_scripts_dir: A folder uploaded INSTEAD of the shipped lifecycle scripts; it must
+            hold ``on_create.sh``, which HyperPod runs on every node. To add to the shipped scripts, use
+            ``lifecycle.extra_steps``. Default: the scripts shipped in this package.
         """
         super().__init__(scope, id)
         self._orchestrator = orchestrator or Orchestrator.slurm()
@@ -181,6 +232,7 @@ class HyperPodCluster(Construct):
         self._check_cluster_name(cluster_name)
         self._check_groups(instance_groups)
         self._check_lifecycle_scripts(lifecycle_scripts_dir)
+        lifecycle = self._lifecycle_options(lifecycle or LifecycleOptions(), lifecycle_scripts_dir)
         self.cluster_name = cluster_name
         self.instance_groups = tuple(instance_groups)
         self.lifecycle_prefix = f"lifecycle/{cluster_name}/"
@@ -191,8 +243,9 @@ class HyperPodCluster(Construct):
         )
         self.bucket = bucket or SecureBucket(self, "LifecycleBucket", name_prefix="sagemaker-").bucket
         self.source_s3_uri = f"s3://{self.bucket.bucket_name}/{self.lifecycle_prefix}"
-        self.provisioning_parameters = self._provisioning_parameters(lustre, lifecycle or LifecycleOptions())
-        self.deployment = self._upload_lifecycle_scripts(lifecycle_scripts_dir)
+        self.provisioning_parameters = self._provisioning_parameters(lustre, lifecycle, lifecycle_scripts_dir)
+        self.lifecycle_settings = self._lifecycle_settings(lustre, lifecycle)
+        self.deployment = self._upload_lifecycle_scripts(lifecycle_scripts_dir, lifecycle)
         self.role = role or self._create_execution_role(subnet)
         self.cluster = self._create_cluster(subnet, node_recovery)
         self.cluster_arn: str = self.cluster.attr_cluster_arn
@@ -253,6 +306,95 @@ class HyperPodCluster(Construct):
                 "lifecycle_scripts_dir",
                 "is required with the EKS orchestrator: the shipped lifecycle scripts configure Slurm nodes",
             )
+        if scripts_dir is not None:
+            self._check_scripts_folder(scripts_dir)
+
+    def _check_scripts_folder(self, scripts_dir: str | Path) -> None:
+        folder = Path(scripts_dir)
+        wanted = f"a folder holding {ON_CREATE_SCRIPT}, the script HyperPod runs on every node"
+        if not folder.exists():
+            raise fail(
+                self.node.path,
+                "lifecycle_scripts_dir",
+                f"must be {wanted}, got '{scripts_dir}', which does not exist",
+            )
+        if not folder.is_dir():
+            raise fail(
+                self.node.path, "lifecycle_scripts_dir", f"must be {wanted}, got '{scripts_dir}', a file"
+            )
+        if not (folder / ON_CREATE_SCRIPT).is_file():
+            raise fail(
+                self.node.path,
+                "lifecycle_scripts_dir",
+                f"must be {wanted}, got '{scripts_dir}', which has no {ON_CREATE_SCRIPT}",
+            )
+
+    def _lifecycle_options(
+        self, options: LifecycleOptions, scripts_dir: str | Path | None
+    ) -> LifecycleOptions:
+        """The options with each step's roles as members, every step and extra key checked."""
+        self._check_extra_keys(options, scripts_dir)
+        if options.extra_steps and scripts_dir is not None:
+            raise fail(
+                self.node.path,
+                "lifecycle.extra_steps",
+                f"are run by the shipped {ON_CREATE_SCRIPT}, so they cannot go with lifecycle_scripts_dir "
+                f"'{scripts_dir}': call your scripts from your own {ON_CREATE_SCRIPT}, or leave "
+                "lifecycle_scripts_dir out",
+            )
+        steps = tuple(
+            self._step_options(f"lifecycle.extra_steps[{i}]", s) for i, s in enumerate(options.extra_steps)
+        )
+        self._check_step_names(steps)
+        return replace(options, extra_steps=steps)
+
+    def _check_extra_keys(self, options: LifecycleOptions, scripts_dir: str | Path | None) -> None:
+        if scripts_dir is not None:
+            return
+        known = PROVISIONING_PARAMETER_KEYS | LIFECYCLE_SETTING_KEYS
+        for key in options.extra:
+            if key not in known:
+                raise fail(
+                    self.node.path,
+                    "lifecycle.extra",
+                    f"holds '{key}', which the shipped lifecycle scripts do not read; allowed: "
+                    f"{', '.join(sorted(known))}",
+                )
+
+    def _step_options(self, where: str, step: LifecycleStep) -> LifecycleStep:
+        if not isinstance(step, LifecycleStep):
+            raise fail(self.node.path, where, f"must be a LifecycleStep, got {type(step).__name__}")
+        if not isinstance(step.name, str) or not _STEP_NAME.fullmatch(step.name):
+            raise fail(
+                self.node.path,
+                f"{where}.name",
+                f"must be 1-63 letters, digits, '-' or '_' starting with a letter or digit, got '{step.name}'",
+            )
+        script = Path(step.script)
+        if not script.is_file():
+            state = "a folder" if script.is_dir() else "which does not exist"
+            raise fail(
+                self.node.path, f"{where}.script", f"must be a script file, got '{step.script}', {state}"
+            )
+        if step.roles is not None and (isinstance(step.roles, str) or not step.roles):
+            raise fail(
+                self.node.path,
+                f"{where}.roles",
+                f"must be a list of {NodeRole.allowed()} (leave it out for every role), got {step.roles!r}",
+            )
+        roles = tuple(NodeRole) if step.roles is None else step.roles
+        return replace(
+            step, roles=tuple(option(self, f"{where}.roles[{i}]", NodeRole, r) for i, r in enumerate(roles))
+        )
+
+    def _check_step_names(self, steps: Sequence[LifecycleStep]) -> None:
+        seen: set[str] = set()
+        for index, step in enumerate(steps):
+            if step.name in seen:
+                raise fail(
+                    self.node.path, f"lifecycle.extra_steps[{index}].name", f"'{step.name}' is used twice"
+                )
+            seen.add(step.name)
 
     def _check_groups(self, groups: Sequence[InstanceGroup]) -> None:
         if not groups:
@@ -354,13 +496,12 @@ class HyperPodCluster(Construct):
         return group
 
     def _provisioning_parameters(
-        self, lustre: LustreMount | None, options: LifecycleOptions
+        self, lustre: LustreMount | None, options: LifecycleOptions, scripts_dir: str | Path | None
     ) -> dict[str, Any]:
+        """``provisioning_parameters.json``: only the keys HyperPod's reference scripts read."""
         params: dict[str, Any] = {
             "version": "1.0.0",
             "workload_manager": "slurm" if self._orchestrator.is_slurm else "eks",
-            "enable_enroot_pyxis": options.enable_enroot_pyxis,
-            "enable_observability": options.enable_observability,
         }
         if self._orchestrator.is_slurm:
             controller = self.controller_group
@@ -377,11 +518,33 @@ class HyperPodCluster(Construct):
         if lustre is not None:
             params["fsx_dns_name"] = lustre.dns_name
             params["fsx_mountname"] = lustre.mount_name
-            params["fsx_mount_dir"] = lustre.mount_dir
-        params.update(options.extra)
+        ours = LIFECYCLE_SETTING_KEYS if scripts_dir is None else frozenset()
+        params.update({key: value for key, value in options.extra.items() if key not in ours})
         return params
 
-    def _upload_lifecycle_scripts(self, scripts_dir: str | Path | None) -> s3deploy.BucketDeployment:
+    def _lifecycle_settings(self, lustre: LustreMount | None, options: LifecycleOptions) -> dict[str, Any]:
+        """``training_clusters.json``: the settings of the shipped scripts and the steps of yours."""
+        settings: dict[str, Any] = {
+            "enable_enroot_pyxis": options.enable_enroot_pyxis,
+            "enable_observability": options.enable_observability,
+        }
+        if lustre is not None:
+            settings["fsx_mount_dir"] = lustre.mount_dir
+        if options.extra_steps:
+            settings["extra_steps"] = [
+                {
+                    "name": step.name,
+                    "script": f"{USER_STEPS_FOLDER}/{step.name}.sh",
+                    "roles": [str(role) for role in step.roles or ()],
+                }
+                for step in options.extra_steps
+            ]
+        settings.update({key: value for key, value in options.extra.items() if key in LIFECYCLE_SETTING_KEYS})
+        return settings
+
+    def _upload_lifecycle_scripts(
+        self, scripts_dir: str | Path | None, options: LifecycleOptions
+    ) -> s3deploy.BucketDeployment:
         folder = Path(scripts_dir) if scripts_dir else lifecycle_scripts_path()
         deployment = s3deploy.BucketDeployment(
             self,
@@ -391,6 +554,13 @@ class HyperPodCluster(Construct):
             sources=[
                 s3deploy.Source.asset(str(folder), exclude=["__pycache__", "*.pyc", "README.md"]),
                 s3deploy.Source.json_data(PROVISIONING_PARAMETERS_FILE, self.provisioning_parameters),
+                s3deploy.Source.json_data(LIFECYCLE_SETTINGS_FILE, self.lifecycle_settings),
+                *(
+                    s3deploy.Source.data(
+                        f"{USER_STEPS_FOLDER}/{step.name}.sh", Path(step.script).read_text(encoding="utf-8")
+                    )
+                    for step in options.extra_steps
+                ),
             ],
             prune=True,
             retain_on_delete=True,
