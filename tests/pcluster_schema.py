@@ -1,10 +1,10 @@
 """Check cluster configurations with AWS ParallelCluster's own schema, offline.
 
 ``aws-parallelcluster`` cannot live in our virtual environment (it pins jsii 1.85 and CDK v1), so
-``make bootstrap`` installs it into ``.venv-pcluster`` and this module runs its schema there in a subprocess,
+``make bootstrap`` installs it into ``.venv-pcluster`` and this test helper runs its schema there in a subprocess,
 with a region set and no credentials::
 
-    from training_clusters.pcluster_schema import schema_errors
+    from tests.pcluster_schema import schema_errors   # test tooling, not shipped
     schema_errors(cluster.concrete_configuration())   # [] when ParallelCluster accepts it
 
 The schema checks field names, types, enumerations and patterns (e.g. ``subnet-...`` ids, which is why

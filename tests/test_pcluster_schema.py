@@ -17,7 +17,6 @@ from aws_cdk import aws_s3 as s3
 
 from training_clusters.constructs.lustre import LustreDeploymentType
 from training_clusters.constructs.parallelcluster import (
-    CapacityType,
     ComputeResource,
     CustomActionScript,
     HeadNode,
@@ -26,16 +25,17 @@ from training_clusters.constructs.parallelcluster import (
     QueuePlacement,
     SlurmQueue,
 )
-from training_clusters.pcluster_schema import (
+from training_clusters.options import QueueCapacityType
+from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
+
+from .conftest import CDK_CONTEXT, ROOT, EnvironmentGates, PinnedStack
+from .constructs.test_parallelcluster import C5N, P5, T3, Parts
+from .pcluster_schema import (
     PYTHON_ENV_VAR,
     SchemaUnavailable,
     schema_errors,
     schema_errors_many,
 )
-from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
-
-from .conftest import CDK_CONTEXT, ROOT, EnvironmentGates, PinnedStack
-from .constructs.test_parallelcluster import C5N, P5, T3, Parts
 
 
 def _environment(file: str) -> Callable[[EnvironmentGates], dict[str, Any]]:
@@ -68,7 +68,7 @@ EMITTED: dict[str, Callable[[EnvironmentGates], dict[str, Any]]] = {
     "gpu and cpu queues": _variant(
         queues=[
             SlurmQueue(name="gpu", compute_resources=[P5]),
-            SlurmQueue(name="cpu", compute_resources=[T3], capacity_type=CapacityType.SPOT),
+            SlurmQueue(name="cpu", compute_resources=[T3], capacity_type=QueueCapacityType.SPOT),
         ]
     ),
     "key pair and prefix list": _variant(head_node=HeadNode(key_name="ops", ssh_allowed_ips="pl-0123abcd")),

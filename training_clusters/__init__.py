@@ -1,0 +1,21 @@
+"""cdk-training-clusters: AWS CDK constructs and stacks for secure distributed-training environments.
+
+Build side (what ``cdk synth`` runs):
+
+- :mod:`~training_clusters.constructs`: the L3 constructs, one concept per module (network, lustre,
+  placement, hyperpod, parallelcluster, eks_gpu, eks_addons ...).
+- :mod:`~training_clusters.stacks`: stack classes that compose the constructs into whole environments.
+- :mod:`~training_clusters.config`: the environment file (``environments/*.yaml``) and its loading.
+- :mod:`~training_clusters.options`: every option a prop or a file field chooses from, parsed in one place.
+- :mod:`~training_clusters.rules`: validation rules by service, shared by constructs and the file model.
+- :mod:`~training_clusters.catalog`: instance-type facts (GPUs, EFA interfaces, GPUDirect RDMA ...).
+- :mod:`~training_clusters.compliance`: cdk-nag set-up and precise acknowledgements.
+- ``lifecycle_scripts/``: the HyperPod lifecycle scripts, shipped as package data.
+
+Operate side (the ``training-clusters`` console script, :mod:`~training_clusters.cli`):
+
+- :mod:`~training_clusters.preflight`: quotas, offerings and reservations checked before a deploy.
+- :mod:`~training_clusters.acceptance`: OSU, NCCL and health jobs that prove a deployed cluster works.
+- :mod:`~training_clusters.deployed`: values read back from a deployed stack.
+- :mod:`~training_clusters.report`: the gate summary of a cloud assembly (cdk-nag, cfn-lint).
+"""

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args
 
-import yaml
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -38,7 +37,7 @@ from training_clusters.constructs.eks_sharing import (
     gpu_sharing_problem,
     mig_problem,
 )
-from training_clusters.errors import ConfigurationError
+from training_clusters.errors import ConfigurationError, excerpt
 from training_clusters.options import (
     AccessMode,
     Choice,
@@ -69,12 +68,17 @@ from training_clusters.rules.lustre import (
     lustre_throughput_problem,
 )
 from training_clusters.rules.network import nat_gateways_problem
+from training_clusters.rules.regions import (
+    availability_zone_problem,
+    region_shape_problem,
+    unknown_region_problem,
+)
+from training_clusters.rules.tags import MAX_TAG_VALUE, tag_key_problem, tag_value_problem
+from training_clusters.yaml_file import read_yaml
 
-_REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d$")
 _ACCOUNT = re.compile(r"^\d{12}$")
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
-_MAX_TAG_KEY, _MAX_TAG_VALUE = 128, 256
 PROJECT_TAG = "cdk-training-clusters"
 COST_CENTRE_TAG = "cost-centre"
 
@@ -93,12 +97,12 @@ def _kubernetes_labels(labels: dict[str, str]) -> dict[str, str]:
             or (prefix and not (len(prefix) <= 253 and _LABEL_PREFIX.fullmatch(prefix)))
         ):
             raise ValueError(
-                f"label key '{key}' is not a Kubernetes label key ([dns-prefix/]name, name up to 63 letters, "
+                f"label key {excerpt(key)} is not a Kubernetes label key ([dns-prefix/]name, name up to 63 letters, "
                 "digits, '-', '_', '.', starting and ending with a letter or digit)"
             )
         if not _LABEL_NAME.fullmatch(str(value)):
             raise ValueError(
-                f"label value '{value}' of '{key}' is not a Kubernetes label value (up to 63 letters, digits, "
+                f"label value {excerpt(value)} of {excerpt(key)} is not a Kubernetes label value (up to 63 letters, digits, "
                 "'-', '_', '.', starting and ending with a letter or digit)"
             )
     return labels
@@ -127,7 +131,10 @@ class _FileChoice:
     choice: type[Choice]
 
     def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
-        return core_schema.no_info_plain_validator_function(self.choice.parse)
+        # parsed by the option's one conversion; written back (model_dump, schema defaults) as its value
+        return core_schema.no_info_plain_validator_function(
+            self.choice.parse, serialization=core_schema.to_string_ser_schema()
+        )
 
     def __get_pydantic_json_schema__(
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
@@ -195,7 +202,7 @@ class DataRepositoryConfig(_Model):
         if not _BUCKET_NAME.fullmatch(value) or ".." in value:
             raise ValueError(
                 "must be an S3 bucket name: 3-63 lowercase letters, digits, dots and hyphens, starting and "
-                f"ending with a letter or digit, got '{value}'"
+                f"ending with a letter or digit, got {excerpt(value)}"
             )
         return value
 
@@ -237,9 +244,9 @@ class LustreConfig(_Model):
     @classmethod
     def _absolute_mount_dir(cls, value: str) -> str:
         if not re.fullmatch(r"/[A-Za-z0-9._/-]*", value) or value == "/":
-            raise ValueError(f"must be an absolute directory such as /fsx, got '{value}'")
+            raise ValueError(f"must be an absolute directory such as /fsx, got {excerpt(value)}")
         if any(part in (".", "..") for part in value.split("/")):
-            raise ValueError(f"must not contain '.' or '..' segments, got '{value}'")
+            raise ValueError(f"must not contain '.' or '..' segments, got {excerpt(value)}")
         return value
 
     @model_validator(mode="after")
@@ -445,7 +452,7 @@ class PclusterCustomActionConfig(_Model):
     @classmethod
     def _s3_uri(cls, value: str) -> str:
         if not re.fullmatch(r"s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/\S+", value):
-            raise ValueError(f"must be an s3://bucket/key URI, got '{value}'")
+            raise ValueError(f"must be an s3://bucket/key URI, got {excerpt(value)}")
         return value
 
 
@@ -704,16 +711,32 @@ class EnvironmentConfig(_Model):
     name: str | None = Field(
         default=None, description="Environment name; the stack name derives from it. Default: the file name."
     )
-    region: str
+    region: str = Field(
+        description="AWS region, one the installed botocore lists (see allow_unknown_region)."
+    )
+    allow_unknown_region: bool = Field(
+        default=False,
+        description="Accept a region the installed botocore does not list yet (newer than it), as long as "
+        "its name has the shape of a partition's regions. Default: false, so a typo such as us-central-1 "
+        "is refused; upgrading botocore is the better fix.",
+    )
     account: str | None = None
-    availability_zones: Annotated[list[str], Field(min_length=1, max_length=3)]
+    availability_zones: Annotated[list[str], Field(min_length=1, max_length=3)] = Field(
+        description="AZs of region: its name and a letter, e.g. us-east-1a (Local Zones are not used)."
+    )
     cost_centre: str | None = Field(
         default=None,
         min_length=1,
-        max_length=_MAX_TAG_VALUE,
-        description="Tagged as 'cost-centre' on every resource, with 'project' and 'environment'.",
+        max_length=MAX_TAG_VALUE,
+        description="Tagged as 'cost-centre' on every resource, with 'project' and 'environment'. Letters, "
+        "numbers, spaces and _ . : / = + - @ only (what IAM, SageMaker, FSx and CloudWatch Logs accept).",
     )
-    tags: dict[str, str] = Field(default_factory=dict, description="More tags for every resource.")
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="More tags for every resource. Keys 1-128 and values up to 256 letters, numbers, "
+        "spaces and _ . : / = + - @ (what IAM, SageMaker, FSx and CloudWatch Logs accept); keys not "
+        "starting with aws:.",
+    )
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     hyperpod: HyperPodConfig | None = None
@@ -723,9 +746,14 @@ class EnvironmentConfig(_Model):
     @field_validator("region")
     @classmethod
     def _region_shape(cls, value: str) -> str:
-        if not _REGION.fullmatch(value):
-            raise ValueError(f"must be an AWS region such as us-east-1, got '{value}'")
+        _raise_if(region_shape_problem(value))
         return value
+
+    @model_validator(mode="after")
+    def _region_known(self) -> EnvironmentConfig:
+        if not self.allow_unknown_region:
+            _raise_if(unknown_region_problem(self.region), "region:")
+        return self
 
     @field_validator("account", mode="before")
     @classmethod
@@ -741,7 +769,7 @@ class EnvironmentConfig(_Model):
     @classmethod
     def _account_shape(cls, value: str | None) -> str | None:
         if value is not None and not _ACCOUNT.fullmatch(value):
-            raise ValueError(f"must be a 12-digit AWS account id (quote it in YAML), got '{value}'")
+            raise ValueError(f"must be a 12-digit AWS account id (quote it in YAML), got {excerpt(value)}")
         return value
 
     @field_validator("name")
@@ -749,36 +777,34 @@ class EnvironmentConfig(_Model):
     def _name_shape(cls, value: str | None) -> str | None:
         if value is not None and not _NAME.fullmatch(value):
             raise ValueError(
-                f"must start with a letter and hold only letters, digits and hyphens (max 63), got '{value}'"
+                "must start with a letter and hold only letters, digits and hyphens (max 63), "
+                f"got {excerpt(value)}"
             )
+        return value
+
+    @field_validator("cost_centre")
+    @classmethod
+    def _cost_centre_is_a_tag_value(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(tag_value_problem(value), excerpt(value))
         return value
 
     @field_validator("tags")
     @classmethod
-    def _tags_allowed_by_cloudformation(cls, value: dict[str, str]) -> dict[str, str]:
+    def _tags_allowed_by_every_service(cls, value: dict[str, str]) -> dict[str, str]:
         for key, tag in value.items():
-            if not 1 <= len(key) <= _MAX_TAG_KEY:
-                raise ValueError(f"keys must be 1-{_MAX_TAG_KEY} characters, got '{key}' ({len(key)})")
-            if key.lower().startswith("aws:"):
-                raise ValueError(f"keys must not start with 'aws:' (reserved for AWS), got '{key}'")
+            _raise_if(tag_key_problem(key), f"key {excerpt(key)}")
             if key in ("project", "environment", COST_CENTRE_TAG):
                 raise ValueError(
                     f"'{key}' is set by the library (project, environment) or by cost_centre; remove it from tags"
                 )
-            if len(tag) > _MAX_TAG_VALUE:
-                raise ValueError(
-                    f"values must be at most {_MAX_TAG_VALUE} characters, got {len(tag)} for '{key}'"
-                )
+            _raise_if(tag_value_problem(tag), f"value {excerpt(tag)} of {excerpt(key)}")
         return value
 
     @model_validator(mode="after")
     def _zones_in_region(self) -> EnvironmentConfig:
         for zone in self.availability_zones:
-            if not (zone.startswith(self.region) and len(zone) == len(self.region) + 1):
-                raise ValueError(
-                    f"availability_zones: '{zone}' is not an AZ of region {self.region} "
-                    f"(expected e.g. {self.region}a)"
-                )
+            _raise_if(availability_zone_problem(zone, self.region), "availability_zones:")
         if len(set(self.availability_zones)) != len(self.availability_zones):
             raise ValueError(f"availability_zones: must not repeat a zone, got {self.availability_zones}")
         chosen = self.network.placement_availability_zone
@@ -835,25 +861,10 @@ def environment_name(config: EnvironmentConfig, path: Path | None) -> str:
     return path.stem
 
 
-#: libyaml's safe loader when PyYAML was built with it (about ten times faster), else the pure-Python one.
-_SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def load_environment(path: str | Path) -> EnvironmentConfig:
-    """Read and validate one environment file."""
+    """Read and validate one environment file (bounded: see :mod:`training_clusters.yaml_file`)."""
     file = Path(path)
-    try:
-        document = yaml.load(file.read_text(encoding="utf-8"), Loader=_SAFE_LOADER)
-    except FileNotFoundError:
-        raise ConfigurationError(f"{file}: no such environment file") from None
-    except UnicodeDecodeError as error:
-        line = error.object[: error.start].count(b"\n") + 1
-        raise ConfigurationError(f"{file}: line {line} is not UTF-8 text; save the file as UTF-8") from None
-    except OSError as error:
-        raise ConfigurationError(f"{file}: cannot be read: {error.strerror}") from None
-    except yaml.YAMLError as error:
-        raise ConfigurationError(f"{file}: not valid YAML: {error}") from None
-    return parse_environment(document, source=str(file))
+    return parse_environment(read_yaml(file), source=str(file))
 
 
 def parse_environment(document: Any, *, source: str = "<environment>") -> EnvironmentConfig:
@@ -870,25 +881,46 @@ def parse_environment(document: Any, *, source: str = "<environment>") -> Enviro
         raise ConfigurationError(_describe(error, source)) from None
 
 
+#: At most this many problems are listed, each on one line of at most this many characters (the longest
+#: rule lists the allowed instance types: about 600): a file of ten thousand mistakes, or a pasted log in
+#: a field, gives a report of a few KiB.
+_MAX_PROBLEMS_SHOWN, _MAX_PROBLEM_LINE = 10, 1000
+
+
 def _describe(error: ValidationError, source: str) -> str:
-    lines = [f"{source}: {len(error.errors())} problem(s)"]
-    for problem in error.errors():
+    problems = error.errors(include_url=False, include_context=False)
+    lines = [f"{source}: {len(problems)} problem(s)"]
+    for problem in problems[:_MAX_PROBLEMS_SHOWN]:
         path = ".".join(str(part) for part in problem["loc"]) or "(document)"
-        lines.append(f"  {path}: {_message(problem)}")
+        lines.append(_bounded(f"  {_bounded(path, 120)}: {_message(problem)}", _MAX_PROBLEM_LINE))
+    if len(problems) > _MAX_PROBLEMS_SHOWN:
+        lines.append(f"  ... and {len(problems) - _MAX_PROBLEMS_SHOWN} more")
     return "\n".join(lines)
+
+
+def _bounded(text: str, limit: int) -> str:
+    """``text`` on one line, its middle cut when longer than ``limit`` (the field and the end stay)."""
+    text = " ".join(text.splitlines())
+    if len(text) <= limit:
+        return text
+    head = (limit - 40) * 3 // 4
+    tail = limit - 40 - head
+    return f"{text[:head]} ...({len(text) - head - tail} characters cut)... {text[len(text) - tail :]}"
 
 
 def _message(problem: Any) -> str:
     kind = problem["type"]
     value = problem.get("input")
     if kind == "extra_forbidden":
-        return f"unknown key (got value {value!r}); check the spelling against environments/schema.json"
+        return (
+            f"unknown key (got value {excerpt(value)}); check the spelling against environments/schema.json"
+        )
     if kind == "missing":
         return "required, but missing"
     if kind == "model_type":
         hint = "; an empty section reads as null: fill it in or delete it" if value is None else ""
-        return f"must be a section of key: value settings, got {value!r}{hint}"
+        return f"must be a section of key: value settings, got {excerpt(value)}{hint}"
     message = str(problem["msg"]).removeprefix("Value error, ")
     if kind in ("value_error", "assertion_error"):
         return message
-    return f"{message}, got {value!r}"
+    return f"{message}, got {excerpt(value)}"
