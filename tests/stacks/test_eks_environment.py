@@ -115,6 +115,17 @@ def test_without_the_operator_the_output_installs_it_and_applies_the_job(app: cd
     )
 
 
+def test_a_nodegroup_the_acceptance_command_skips_gets_no_output(app: cdk.App) -> None:
+    document = yaml.safe_load((ROOT / "environments" / "eks-g5-efa.yaml").read_text())
+    document["eks"]["efa_nodegroups"][0]["size"] = 1
+    stack = add_environment_config(app, parse_environment(document), "g5-one-node")
+    assert isinstance(stack, EksTrainingEnvironment)
+    assert set(stack.nccl_jobs) == {
+        "g5"
+    }  # still built (and applied): the output would name files never written
+    assert "NcclTestG5" not in Template.from_stack(stack).to_json()["Outputs"]
+
+
 def test_g5_environment_has_both_device_plugins_and_fsx_csi(
     g5: tuple[EksTrainingEnvironment, dict[str, Any]],
 ) -> None:

@@ -66,6 +66,15 @@ def nccl_acceptance_command(
     return f"{write} && {run} | bash {directory}/{check_file}"
 
 
+def nccl_skip_reason(instance: InstanceType, nodes: int) -> str | None:
+    """Why an EFA nodegroup of ``nodes`` x ``instance`` gets no NCCL acceptance job, or ``None`` when it gets one."""
+    if not instance.is_gpu:
+        return f"{instance.name} has no GPU for the NCCL job"
+    if nodes < 2:
+        return f"{nodes} node; NCCL over EFA needs 2"
+    return None
+
+
 def eks_plan(config: EnvironmentConfig, environment: str) -> AcceptancePlan:
     """The NCCL jobs of an EKS environment (one per GPU EFA nodegroup of 2 nodes or more), and what is skipped."""
     assert config.eks is not None
@@ -73,10 +82,9 @@ def eks_plan(config: EnvironmentConfig, environment: str) -> AcceptancePlan:
     skipped: list[str] = []
     for group in config.eks.efa_nodegroups:
         instance = lookup(group.instance_type)
-        if not instance.is_gpu:
-            skipped.append(f"nodegroup {group.name}: {instance.name} has no GPU for the NCCL job")
-        elif group.size < 2:
-            skipped.append(f"nodegroup {group.name}: {group.size} node; NCCL over EFA needs 2")
+        reason = nccl_skip_reason(instance, group.size)
+        if reason is not None:
+            skipped.append(f"nodegroup {group.name}: {reason}")
         else:
             jobs += _eks_jobs(
                 name=group.name,

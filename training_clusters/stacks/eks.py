@@ -8,7 +8,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from training_clusters.acceptance.eks import nccl_acceptance_command, nccl_job_name
+from training_clusters.acceptance.eks import nccl_acceptance_command, nccl_job_name, nccl_skip_reason
 from training_clusters.acceptance.eks_nccl_job import nccl_test_mpijob
 from training_clusters.catalog import CATALOG
 from training_clusters.config import EksConfig, EnvironmentConfig
@@ -228,6 +228,9 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 description="How pods mount the shared FSx for Lustre file system",
             )
         for name in self.nccl_jobs:
+            group = self.efa_nodegroups[name]
+            if nccl_skip_reason(group.instance_type, group.desired_size) is not None:
+                continue  # `training-clusters acceptance` writes no job for it
             cdk.CfnOutput(
                 self,
                 f"NcclTest{''.join(part.capitalize() for part in name.split('-'))}",
