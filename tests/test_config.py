@@ -5,11 +5,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import aws_cdk as cdk
 import pytest
 import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from training_clusters.config import load_environment, parse_environment
+from training_clusters import yaml_file
+from training_clusters.config import (
+    EnvironmentConfig,
+    environment_name,
+    load_environment,
+    parse_environment,
+)
+from training_clusters.environments import environment_files
 from training_clusters.errors import ConfigurationError
+from training_clusters.rules.regions import known_regions
+from training_clusters.rules.tags import (
+    MAX_TAG_KEY,
+    MAX_TAG_VALUE,
+    TAG_CHARACTERS,
+    refused_characters,
+    tag_value_problem,
+    unicode_character_class,
+)
+from training_clusters.yaml_file import _BoundedLoader as BoundedLoader
+
+from .conftest import ROOT
 
 BASE: dict[str, Any] = {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"]}
 
@@ -153,3 +175,320 @@ def test_unreadable_files_are_clear_errors(tmp_path: Path, text: str, message: s
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError, match="no such environment file"):
         load_environment(tmp_path / "nope.yaml")
+
+
+# --------------------------------------------------------------------------------------------------
+# tags: the strictest pattern of the services an environment tags
+
+
+#: Tag texts every service accepts: Unicode letters, numbers and spaces, and _ . : / = + - @.
+GOOD_TAG_TEXTS = [
+    "ml-platform",
+    "Équipe données",
+    "東京 チーム",
+    "team_a.b:c/d=e+f-g@h",
+    "½ Ⅻ ٣",  # \p{N}: other and letter numbers, Arabic-Indic digits
+    "no\u00a0break\u2003em",  # \p{Z}: no-break and em spaces
+]
+#: One refused character each; the message must name it.
+BAD_TAG_CHARACTERS = ["&", ",", ";", "#", "!", '"', "'", "*", "(", "%", "\\", "|", "~", "\t", "\u200b", "🚀"]
+
+
+@pytest.mark.parametrize("text", GOOD_TAG_TEXTS)
+def test_tag_texts_of_any_script_are_accepted(text: str) -> None:
+    config = parse_environment(with_(cost_centre=text, tags={text: text}))
+    assert config.resource_tags("env")[text] == text
+    assert config.resource_tags("env")["cost-centre"] == text
+
+
+@pytest.mark.parametrize("character", BAD_TAG_CHARACTERS, ids=[repr(c) for c in BAD_TAG_CHARACTERS])
+@pytest.mark.parametrize("where", ["cost_centre", "tag key", "tag value"])
+def test_a_character_one_tagged_service_refuses_is_refused_everywhere_we_tag(
+    character: str, where: str
+) -> None:
+    text = f"R{character}D"
+    document = {
+        "cost_centre": with_(cost_centre=text),
+        "tag key": with_(tags={text: "research"}),
+        "tag value": with_(tags={"team": text}),
+    }[where]
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(document, source="env.yaml")
+    line = str(error.value).splitlines()[1]
+    field = {"cost_centre": "cost_centre: ", "tag key": "tags: key ", "tag value": "tags: value "}[where]
+    assert line.startswith(f"  {field}")
+    assert f"holds {character!r}, which IAM, SageMaker, FSx and CloudWatch Logs refuse in tags" in line
+    assert line.endswith("allowed: letters, numbers, spaces and _ . : / = + - @")
+
+
+@pytest.mark.parametrize(
+    ("tags", "line"),
+    [
+        ({"": "x"}, "  tags: key '' must be 1-128 characters, got 0"),
+        ({"k" * 129: "x"}, "must be 1-128 characters, got 129"),
+        ({"AWS:team": "x"}, "  tags: key 'AWS:team' must not start with 'aws:' (reserved for AWS)"),
+        ({"team": "v" * 257}, "must be at most 256 characters, got 257"),
+        ({"environment": "prod"}, "  tags: 'environment' is set by the library (project, environment)"),
+    ],
+)
+def test_tag_lengths_and_reserved_keys(tags: dict[str, str], line: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(with_(tags=tags), source="env.yaml")
+    assert line in str(error.value)
+
+
+def test_the_longest_tags_are_accepted() -> None:
+    parse_environment(with_(tags={"k" * 128: "v" * 256, "empty": ""}, cost_centre="c" * 256))
+
+
+def _character_class_of(pattern: str) -> str:
+    """botocore writes the same class as ``[..]*``, ``([..]*)``, ``^([..]*)$`` or with ``+``: the class."""
+    return pattern.removeprefix("^").removesuffix("$").removeprefix("(").removesuffix(")").rstrip("*+")
+
+
+def _tag_shapes(service: str) -> list[tuple[str, dict[str, Any]]]:
+    """(``key`` or ``value``, string shape) of every tag key and value shape of a service's model."""
+    from botocore.loaders import create_loader
+
+    shapes: dict[str, Any] = create_loader().load_service_model(service, "service-2")["shapes"]
+    found = []
+    for name, shape in shapes.items():
+        if name.lower() == "tag" and shape["type"] == "structure":  # Tag {Key, Value}
+            members = shape["members"]
+            for role, member in (
+                ("key", "Key"),
+                ("value", "Value"),
+                ("key", "TagKey"),
+                ("value", "TagValue"),
+            ):
+                if member in members:
+                    found.append((role, shapes[members[member]["shape"]]))
+        elif "tag" in name.lower() and shape["type"] == "map":  # TagMap {key: value}
+            found += [("key", shapes[shape["key"]["shape"]]), ("value", shapes[shape["value"]["shape"]])]
+    return found
+
+
+@pytest.mark.parametrize("service", ["iam", "sagemaker", "fsx", "logs"])
+def test_our_tag_characters_and_lengths_are_those_of_the_strictest_services(service: str) -> None:
+    patterns = {(role, shape.get("pattern"), shape.get("max")) for role, shape in _tag_shapes(service)}
+    assert {(role, _character_class_of(p), m) for role, p, m in patterns if p} == {
+        ("key", TAG_CHARACTERS, MAX_TAG_KEY),
+        ("value", TAG_CHARACTERS, MAX_TAG_VALUE),
+    }
+
+
+def test_no_service_an_environment_deploys_has_a_stricter_tag_pattern(environment_gates: Any) -> None:
+    """Stack tags reach every resource of every (nested) template: each of their services' tag shapes has
+    no pattern or ours, and lengths of at least ours (botocore names services as CloudFormation does)."""
+    namespaces = set()
+    for path in environment_files(ROOT / "environments"):
+        stack, _ = environment_gates.get(path)
+        for construct in stack.node.find_all():
+            if cdk.CfnResource.is_cfn_resource(construct):
+                kind = construct.cfn_resource_type
+                if kind.startswith("AWS::"):
+                    namespaces.add(kind.split("::")[1].lower())
+    assert {"iam", "fsx", "logs", "sagemaker", "ec2", "eks", "lambda"} <= namespaces
+    for service in sorted(namespaces):
+        for role, shape in _tag_shapes(service):
+            limit = MAX_TAG_KEY if role == "key" else MAX_TAG_VALUE
+            assert shape.get("max", limit) >= limit, (service, role, shape)
+            if "pattern" in shape:
+                assert _character_class_of(shape["pattern"]) == TAG_CHARACTERS, (service, role, shape)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "text", "refused"),
+    [
+        (TAG_CHARACTERS, "a-b_c 1", []),
+        (TAG_CHARACTERS, "a&b,c&d", ["&", ","]),
+        (r"[\p{N}\-]", "1-٣x", ["x"]),
+        (r"[\p{L}]", "aé-", ["-"]),
+    ],
+)
+def test_refused_characters_reports_each_once_in_order(pattern: str, text: str, refused: list[str]) -> None:
+    assert refused_characters(text, pattern) == refused
+
+
+@pytest.mark.parametrize("pattern", [r"[a-z]", r"[\p{Lu}]", r"\p{L}*", r"[\w]", r"[\d_]"])
+def test_character_classes_we_cannot_read_exactly_are_refused(pattern: str) -> None:
+    with pytest.raises(ValueError, match="not a character class"):
+        unicode_character_class(pattern)
+
+
+@given(st.from_regex(r"[a-zA-Z][a-zA-Z0-9-]{0,62}", fullmatch=True))
+@settings(max_examples=50, derandomize=True, database=None)
+def test_every_environment_name_is_a_valid_tag_value(name: str) -> None:
+    """The ``environment`` tag's value is the name (a name field or the file name): always taggable."""
+    config = parse_environment(with_(name=name))
+    assert tag_value_problem(environment_name(config, None)) is None
+
+
+# --------------------------------------------------------------------------------------------------
+# regions and availability zones, against botocore's partitions
+
+
+def test_every_region_botocore_lists_is_accepted() -> None:
+    from botocore.loaders import create_loader
+
+    partitions = create_loader().load_data("partitions")["partitions"]
+    regions = {r for p in partitions for r in p["regions"] if not r.endswith("-global")}
+    assert {"us-east-1", "eu-central-1", "cn-north-1", "us-gov-west-1", "eusc-de-east-1"} <= regions
+    assert known_regions() == regions
+    for region in sorted(regions):
+        parse_environment({"region": region, "availability_zones": [f"{region}a"]})
+
+
+@pytest.mark.parametrize(
+    ("document", "line"),
+    [
+        (
+            with_(region="us-central-1", availability_zones=["us-central-1a"]),
+            "  (document): region: 'us-central-1' is not a region botocore {version} knows; did you mean one "
+            "of eu-central-1, mx-central-1, me-central-1? for a region newer than botocore, set "
+            "allow_unknown_region: true",
+        ),
+        (
+            with_(region="aws-global", availability_zones=["aws-globala"]),
+            "  region: must be an AWS region such as us-east-1, got 'aws-global'",
+        ),
+        (
+            with_(region="us-east", allow_unknown_region=True),
+            "  region: must be an AWS region such as us-east-1, got 'us-east'",
+        ),
+        (
+            with_(availability_zones=["us-east-1-bos-1a"]),
+            "  (document): availability_zones: 'us-east-1-bos-1a' is not an AZ of region us-east-1 "
+            "(expected e.g. us-east-1a)",
+        ),
+        (with_(availability_zones=["us-east-11"]), "'us-east-11' is not an AZ of region us-east-1"),
+        (with_(availability_zones=["us-east-1A"]), "'us-east-1A' is not an AZ of region us-east-1"),
+    ],
+)
+def test_regions_and_zones_botocore_does_not_know_are_refused(document: dict[str, Any], line: str) -> None:
+    import botocore
+
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(document, source="env.yaml")
+    assert line.format(version=botocore.__version__) in str(error.value).splitlines()[1]
+
+
+def test_a_region_newer_than_botocore_is_accepted_when_the_file_says_so() -> None:
+    document = with_(region="us-central-1", availability_zones=["us-central-1a", "us-central-1b"])
+    config = parse_environment({**document, "allow_unknown_region": True})
+    assert config.region == "us-central-1"
+    description = EnvironmentConfig.model_json_schema()["properties"]["allow_unknown_region"]["description"]
+    assert "newer than" in description and "Default: false" in description
+
+
+# --------------------------------------------------------------------------------------------------
+# loading: repeated keys, aliases, bounded reports
+
+
+def load_text(tmp_path: Path, text: str) -> str:
+    """The error message of loading ``text`` (the file is env.yaml in ``tmp_path``)."""
+    path = tmp_path / "env.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError) as error:
+        load_environment(path)
+    return str(error.value).removeprefix(f"{path}: ")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "region: us-east-1\navailability_zones: [us-east-1a]\nregion: us-west-2\n",
+            "key 'region' is given twice (lines 1 and 3)",
+        ),
+        (
+            "region: us-east-1\navailability_zones: [us-east-1a]\nstorage:\n  lustre: {mount_dir: /a, "
+            "mount_dir: /b}\n",
+            "storage.lustre: key 'mount_dir' is given twice (lines 4 and 4)",
+        ),
+        (
+            "region: us-east-1\navailability_zones: [us-east-1a]\ntags:\n  a: x\n  'a': y\n",
+            "tags: key 'a' is given twice (lines 4 and 5)",
+        ),
+    ],
+)
+def test_a_repeated_key_names_the_key_and_both_lines(tmp_path: Path, text: str, message: str) -> None:
+    assert load_text(tmp_path, text) == (
+        f"{message}; YAML allows a key once per mapping and the first would be ignored: merge them into one"
+    )
+
+
+def test_keys_that_differ_by_type_and_merge_key_overrides_are_not_repeats(tmp_path: Path) -> None:
+    path = tmp_path / "env.yaml"
+    path.write_text(
+        "region: us-east-1\navailability_zones: [us-east-1a]\ntags: {'1': a, '2': b}\n"
+        "x-base: &base {nat_gateways: 2, endpoint_only: false}\n"
+    )
+    assert "x-base: unknown key" in load_text(tmp_path, path.read_text())  # the file parses, then this
+    path.write_text(
+        "region: us-east-1\navailability_zones: [us-east-1a, us-east-1b]\n"
+        "network:\n  <<: {nat_gateways: 2, cidr: 10.1.0.0/16}\n  nat_gateways: 1\n"
+    )
+    network = load_environment(path).network
+    assert (network.nat_gateways, network.cidr) == (1, "10.1.0.0/16")
+
+
+def test_shared_anchors_within_the_limit_are_fine(tmp_path: Path) -> None:
+    path = tmp_path / "env.yaml"
+    path.write_text(
+        "region: us-east-1\navailability_zones: &zones [us-east-1a, us-east-1b]\n"
+        "network: {placement_availability_zone: us-east-1b}\ntags: &t {team: research}\n"
+    )
+    assert load_environment(path).availability_zones == ["us-east-1a", "us-east-1b"]
+
+
+@pytest.mark.parametrize("loader", ["libyaml", "pure Python"])
+def test_the_checks_hold_for_either_loader(
+    loader: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if loader == "pure Python":
+        pure = type("PureBounded", (yaml.SafeLoader,), {"get_single_data": BoundedLoader.get_single_data})
+        monkeypatch.setattr(yaml_file, "_BoundedLoader", pure)
+    bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{n}: &{n} [{', '.join([f'*{p}'] * 10)}]\n" for p, n in zip("abcde", "bcdef", strict=True)
+    )
+    assert "aliases (*name) expand the document to more than 10000 values" in load_text(tmp_path, bomb)
+    assert "key 'a' is given twice (lines 1 and 2)" in load_text(tmp_path, "a: 1\na: 2\n")
+    assert "an alias refers to a section that contains it" in load_text(tmp_path, "a: &a [*a]\n")
+
+
+def test_a_yaml_syntax_error_is_one_line_with_where_and_what(tmp_path: Path) -> None:
+    message = load_text(tmp_path, "region: us-east-1\navailability_zones: [us-east-1a\nnetwork: {}\n")
+    assert message == (
+        "line 3, column 8: not valid YAML: did not find expected ',' or ']' (while parsing a flow sequence "
+        "at line 2, column 21)"
+    )
+
+
+def test_python_tags_are_refused_not_constructed(tmp_path: Path) -> None:
+    message = load_text(tmp_path, "region: !!python/object/apply:os.system [echo hi]\n")
+    assert "not valid YAML: could not determine a constructor for the tag" in message
+
+
+def test_a_directory_is_not_an_environment_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigurationError, match="is a directory, not an environment file"):
+        load_environment(tmp_path)
+
+
+def test_a_report_lists_ten_problems_and_counts_the_rest() -> None:
+    document = with_(**{f"unknown_{i}": "x" * 5000 for i in range(25)})
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(document, source="env.yaml")
+    lines = str(error.value).splitlines()
+    assert lines[0] == "env.yaml: 25 problem(s)" and lines[-1] == "  ... and 15 more"
+    assert len(lines) == 12 and all(len(line) < 250 for line in lines)
+
+
+def test_a_long_message_keeps_its_field_and_its_end() -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(with_(storage={"lustre": {"mount_dir": "/" + "d" * 5000 + "$"}}), source="env.yaml")
+    line = str(error.value).splitlines()[1]
+    assert line.startswith(
+        "  storage.lustre.mount_dir: must be an absolute directory such as /fsx, got '/ddd"
+    )
+    assert line.endswith("... (5002 characters)") and len(line) < 250

@@ -1,0 +1,249 @@
+"""Reading a YAML file that may be hostile: bounded time, memory and output, one clear line per mistake.
+
+An environment file is untrusted input. :func:`read_yaml` refuses, before anything is built from it:
+
+- a file larger than :data:`MAX_FILE_BYTES` (only that much is ever read, whatever the file is);
+- a key given twice in one mapping: YAML forbids it (YAML 1.2, 3.2.1.1 "the content of a mapping node is
+  an unordered set of key/value node pairs, with the restriction that each of the keys is unique") and
+  PyYAML would keep the last silently, so a second ``network:`` section drops the first;
+- a document of more than :data:`MAX_VALUES` values once its aliases (``*name``) are expanded. The
+  composed node graph shares an anchored node between its aliases, so a few lines can stand for billions
+  of values ("billion laughs"); whatever walks the loaded data later — validation, error messages —
+  would expand them. The graph is walked once, each shared node counted once per use but visited once;
+- an alias inside the node it refers to (a recursive document).
+
+Every message is one line naming the file, the line and what is allowed.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from training_clusters.errors import ConfigurationError, excerpt
+
+#: The largest file read: the shipped environments are 1-2 KiB; a commented one stays far below this,
+#: and libyaml composes this much in well under a second and about 50 MB.
+MAX_FILE_BYTES = 256 * 1024
+#: The most values (scalars, lists, mappings and keys, aliases expanded) a document may hold; the shipped
+#: environments hold 40-130.
+MAX_VALUES = 10_000
+
+_MERGE_TAG = "tag:yaml.org,2002:merge"
+
+if TYPE_CHECKING:
+    _SafeLoader = yaml.SafeLoader
+else:
+    #: libyaml's safe loader when PyYAML was built with it (about ten times faster), else the pure-Python one.
+    _SafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Refused(Exception):
+    """A structural problem found while loading; :func:`read_yaml` adds the file name."""
+
+
+class _BoundedLoader(_SafeLoader):
+    """The safe loader, checking the composed node graph before constructing any Python object from it."""
+
+    def get_single_data(self) -> Any:
+        node = self.get_single_node()
+        if node is None:
+            return None
+        _check_graph(node)
+        return self.construct_document(node)
+
+
+def read_yaml(path: Path) -> Any:
+    """The one YAML document in environment file ``path``, safely loaded and checked as described above.
+
+    :raises ConfigurationError: one line starting with ``path``.
+    """
+    data = _read_bounded(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise ConfigurationError(f"{path}: line {line} is not UTF-8 text; save the file as UTF-8") from None
+    try:
+        return yaml.load(text, Loader=_BoundedLoader)
+    except _Refused as error:
+        raise ConfigurationError(f"{path}: {error}") from None
+    except yaml.MarkedYAMLError as error:
+        raise ConfigurationError(f"{path}: {_yaml_problem(error)}") from None
+    except yaml.YAMLError as error:
+        raise ConfigurationError(f"{path}: not valid YAML: {_one_line(str(error))}") from None
+    except RecursionError:  # the pure-Python loader; libyaml stops at 1000 levels by itself
+        raise ConfigurationError(f"{path}: not valid YAML: nested too deeply") from None
+
+
+def _read_bounded(path: Path) -> bytes:
+    try:
+        with path.open("rb") as stream:
+            data = stream.read(MAX_FILE_BYTES + 1)
+            size = os.fstat(stream.fileno()).st_size
+    except FileNotFoundError:
+        raise ConfigurationError(f"{path}: no such environment file") from None
+    except IsADirectoryError:
+        raise ConfigurationError(f"{path}: is a directory, not an environment file") from None
+    except OSError as error:
+        raise ConfigurationError(f"{path}: cannot be read: {error.strerror}") from None
+    if len(data) > MAX_FILE_BYTES:
+        measured = f"{size / 1024:,.0f} KiB, " if size > MAX_FILE_BYTES else ""  # a pipe has no size
+        raise ConfigurationError(
+            f"{path}: is {measured}more than the {MAX_FILE_BYTES // 1024} KiB an environment file may be "
+            "(they are a few KiB), so it is not read; is it the right file?"
+        )
+    return data
+
+
+def _yaml_problem(error: yaml.MarkedYAMLError) -> str:
+    """PyYAML's four-line report as one line: where, what, and what it was in the middle of."""
+    where = ""
+    if error.problem_mark is not None:
+        where = f"line {error.problem_mark.line + 1}, column {error.problem_mark.column + 1}: "
+    message = f"{where}not valid YAML: {error.problem or error.context}"
+    if error.context and error.problem:
+        message += f" ({error.context}"
+        if error.context_mark is not None:
+            message += f" at line {error.context_mark.line + 1}, column {error.context_mark.column + 1}"
+        message += ")"
+    return _one_line(message)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())[:300]
+
+
+class _Frame:
+    """A node being walked: its remaining children and the values counted so far."""
+
+    __slots__ = ("children", "node", "part", "values")
+
+    def __init__(self, node: Node, part: str) -> None:
+        self.node, self.part, self.values = node, part, 1
+        self.children = _children(node)
+
+
+def _check_graph(root: Node) -> None:
+    """Refuse repeated keys, recursion and more than :data:`MAX_VALUES` values once aliases are expanded."""
+    if not _plain_tree(root):
+        _walk(root)
+
+
+def _plain_tree(root: Node) -> bool:
+    """Whether the graph is a tree (no aliases) of at most :data:`MAX_VALUES` nodes without repeated keys.
+
+    The common case, checked at a third of :func:`_walk`'s cost; any doubt is left to :func:`_walk`.
+    """
+    seen: set[int] = set()
+    pending = [root]
+    while pending:
+        node = pending.pop()
+        if id(node) in seen or len(seen) >= MAX_VALUES:
+            return False
+        seen.add(id(node))
+        if isinstance(node, MappingNode):
+            keys = [key.value for key, _ in node.value if isinstance(key, ScalarNode)]
+            if len(set(keys)) != len(keys):
+                return False
+            for key, value in node.value:
+                pending.append(key)
+                pending.append(value)
+        elif isinstance(node, SequenceNode):
+            pending.extend(node.value)
+    return True
+
+
+def _walk(root: Node) -> None:
+    """:func:`_check_graph` for any graph, with the line and field path of what it refuses.
+
+    Depth-first without recursion (libyaml allows 1000 levels of nesting): each node is entered once and
+    its expanded size remembered for every further alias to it. Field paths are joined only for a message.
+    """
+    sizes: dict[int, int] = {}  # id(node) -> values it stands for, aliases expanded
+    entered: set[int] = {id(root)}  # the nodes on the current path
+    shared = False
+    frames = [_Frame(root, "")]
+    _refuse_repeated_keys(root, frames)
+    while frames:
+        frame = frames[-1]
+        for child, part in frame.children:
+            known = sizes.get(id(child))
+            if known is not None:
+                shared = True
+                frame.values += known
+                _count(frame, shared)
+            elif id(child) in entered:
+                raise _Refused(
+                    f"line {_line(child)}: {_path(frames, part) or 'the document'}: an alias refers to a "
+                    "section that contains it; an environment cannot be recursive"
+                )
+            else:
+                entered.add(id(child))
+                frames.append(_Frame(child, part))
+                _refuse_repeated_keys(child, frames)
+                break
+        else:
+            frames.pop()
+            entered.discard(id(frame.node))
+            sizes[id(frame.node)] = frame.values
+            if frames:
+                frames[-1].values += frame.values
+                _count(frames[-1], shared)
+
+
+def _count(frame: _Frame, shared: bool) -> None:
+    if frame.values <= MAX_VALUES:
+        return
+    if shared:
+        raise _Refused(
+            f"line {_line(frame.node)}: aliases (*name) expand the document to more than {MAX_VALUES} "
+            "values (an environment holds a few hundred); repeat a section by writing it out, not by "
+            "nesting aliases"
+        )
+    raise _Refused(
+        f"holds more than {MAX_VALUES} values (an environment holds a few hundred); is it the right file?"
+    )
+
+
+def _children(node: Node) -> Iterator[tuple[Node, str]]:
+    """A node's children, each with its part of the field path (a key, or an index in a list)."""
+    if isinstance(node, SequenceNode):
+        for index, item in enumerate(node.value):
+            yield item, str(index)
+    elif isinstance(node, MappingNode):
+        for key, value in node.value:
+            yield key, ""
+            yield value, key.value if isinstance(key, ScalarNode) else "?"
+
+
+def _refuse_repeated_keys(node: Node, frames: list[_Frame]) -> None:
+    if not isinstance(node, MappingNode):
+        return
+    seen: dict[tuple[str, str], Node] = {}
+    for key, _ in node.value:
+        if not isinstance(key, ScalarNode) or key.tag == _MERGE_TAG:
+            continue  # a merge key (<<) may be overridden; complex keys are refused later as not strings
+        first = seen.setdefault((key.tag, key.value), key)
+        if first is not key:
+            path = _path(frames)
+            raise _Refused(
+                f"{path + ': ' if path else ''}key {excerpt(key.value)} is given twice (lines {_line(first)} "
+                f"and {_line(key)}); YAML allows a key once per mapping and the first would be ignored: "
+                "merge them into one"
+            )
+
+
+def _path(frames: list[_Frame], last: str = "") -> str:
+    """The field path of the innermost frame (``storage.lustre``, ``eks.efa_nodegroups.0``), and ``last``."""
+    parts = [frame.part for frame in frames[1:] if frame.part] + ([last] if last else [])
+    return ".".join(part if len(part) <= 40 else part[:37] + "..." for part in parts)
+
+
+def _line(node: Node) -> int:
+    return int(node.start_mark.line) + 1
