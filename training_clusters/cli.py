@@ -10,17 +10,20 @@
     training-clusters schema > environments/schema.json
 
 Every command prints a table for people or, with ``--output json``, one JSON document for scripts.
-Exit status: 0 success, 1 a check failed (preflight), 2 a bad environment file or command line.
+Exit status: 0 success, 1 a check failed (preflight), 2 a bad environment file or command line — always
+one line on standard error (``error: ...``), never a traceback: a missing input, an output directory that
+does not exist, a file where a directory is wanted, a path that cannot be written.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
@@ -33,11 +36,15 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
     """Run one command; return the exit status (the console script exits with it)."""
     out = stdout or sys.stdout
-    args = _parser().parse_args(argv)
     try:
+        args = _parser().parse_args(argv)
         status: int = args.command(args, out)
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except OSError as error:  # a path that passed the checks below, then failed when used (e.g. no space)
+        where = f"{error.filename}: " if error.filename else ""
+        print(f"error: {where}{error.strerror or error}", file=sys.stderr)
         return EXIT_USAGE
     return status
 
@@ -136,7 +143,7 @@ def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
     config, name = _load(args.file)
     plan = acceptance_plan(config, name)
     directory = Path(args.directory) if args.directory else default_directory(name)
-    paths = write_jobs(plan.jobs, directory) if plan.jobs else []
+    paths = write_jobs(plan.jobs, _output_dir(str(directory))) if plan.jobs else []
     if args.output == "json":
         _json(
             out,
@@ -229,10 +236,72 @@ def environment_schema() -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------------------------------
+# paths: each argument naming a file or directory is one of these argparse types, so a path problem is one
+# line and exit status 2 before any work (tests/cli/test_cli.py tries every such argument of every command)
+
+
+class PathError(ConfigurationError, argparse.ArgumentTypeError):
+    """A path argument that cannot be used; argparse reports it as a usage error naming the argument."""
+
+
+def _input_file(text: str) -> Path:
+    """An existing file to read (a regular file, or a pipe such as /dev/stdin; not a directory)."""
+    path = Path(text)
+    if not path.exists():
+        raise PathError(f"{text!r}: no such file")
+    if path.is_dir():
+        raise PathError(f"{text!r} is a directory; give a file")
+    if not os.access(path, os.R_OK):
+        raise PathError(f"{text!r} cannot be read (permission denied)")
+    return path
+
+
+def _output_file(text: str) -> Path:
+    """A file to write (replaced if it exists): its directory must exist and be writable."""
+    path = Path(text)
+    if path.is_dir():
+        raise PathError(f"{text!r} is a directory; give a file name to write")
+    _writable_directory(path.parent, text, create=False)
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PathError(f"{text!r} cannot be written (permission denied)")
+    return path
+
+
+def _output_dir(text: str) -> Path:
+    """A directory to write files into: an existing writable one, or one that can be created."""
+    path = Path(text)
+    if path.exists() and not path.is_dir():
+        raise PathError(f"{text!r} is a file; give a directory")
+    _writable_directory(path, text, create=True)
+    return path
+
+
+def _writable_directory(directory: Path, text: str, *, create: bool) -> None:
+    """``directory`` (of argument ``text``) can hold new files, or (``create``) can be made."""
+    existing = directory
+    while create and not existing.exists() and existing != existing.parent:
+        existing = existing.parent  # the directories below it are made when writing
+    shown = str(existing) or "."
+    if not existing.exists():
+        raise PathError(f"{text!r}: directory {shown!r} does not exist; create it first")
+    if not existing.is_dir():
+        raise PathError(f"{text!r}: {shown!r} is a file, not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PathError(f"{text!r}: directory {shown!r} cannot be written (permission denied)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """Usage errors on one line (``error: training-clusters acceptance: argument -d/--directory: ...``)."""
+
+    def error(self, message: str) -> NoReturn:
+        raise ConfigurationError(f"{self.prog}: {message}")
+
+
+# --------------------------------------------------------------------------------------------------
 # plumbing
 
 
-def _load(file: str) -> tuple[EnvironmentConfig, str]:
+def _load(file: str | Path) -> tuple[EnvironmentConfig, str]:
     path = Path(file)
     config = load_environment(path)
     return config, environment_name(config, path)
@@ -244,7 +313,7 @@ def _json(out: TextIO, document: Any) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="training-clusters", description="Check, render and verify cdk-training-clusters environments."
     )
     parser.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
@@ -253,14 +322,16 @@ def _parser() -> argparse.ArgumentParser:
     command = commands.add_parser(
         "preflight", help="check quotas, offerings, EFA and FSx limits before deploy"
     )
-    command.add_argument("file", help="environment file")
+    command.add_argument("file", type=_input_file, help="environment file")
     command.add_argument("--region", help="default: the file's region")
     command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
     command.set_defaults(command=_preflight)
 
     command = commands.add_parser("render-pcluster", help="the ParallelCluster cluster-config.yaml")
-    command.add_argument("file", help="environment file with a parallelcluster section")
-    command.add_argument("-o", "--output-file", help="write it here; default: standard output")
+    command.add_argument("file", type=_input_file, help="environment file with a parallelcluster section")
+    command.add_argument(
+        "-o", "--output-file", type=_output_file, help="write it here; default: standard output"
+    )
     command.add_argument(
         "--deployed", action="store_true", help="fill in the ids of the deployed stack (needs credentials)"
     )
@@ -270,8 +341,10 @@ def _parser() -> argparse.ArgumentParser:
     command.set_defaults(command=_render_pcluster)
 
     command = commands.add_parser("acceptance", help="write the EFA / NCCL verification jobs")
-    command.add_argument("file", help="environment file")
-    command.add_argument("-d", "--directory", help="default: acceptance/<environment>")
+    command.add_argument("file", type=_input_file, help="environment file")
+    command.add_argument(
+        "-d", "--directory", type=_output_dir, help="default: acceptance/<environment> (made if missing)"
+    )
     command.set_defaults(command=_acceptance)
 
     command = commands.add_parser("diagram", help="draw what an environment synthesizes (SVG, Mermaid)")

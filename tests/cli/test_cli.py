@@ -6,11 +6,14 @@ canned and the script's rendering and exit status are what is tested.
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
+import os
 import re
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -182,3 +185,147 @@ def test_readme_lists_exactly_the_iam_actions_preflight_calls() -> None:
     section = readme[readme.index("- **preflight**") : readme.index("- **render-pcluster**")]
     listed = set(re.findall(r"`((?:servicequotas|ec2):\w+)`", section))
     assert listed == set(preflight.REQUIRED_IAM_ACTIONS)
+
+
+# --------------------------------------------------------------------------------------------------
+# paths: every path argument of every command, missing, unwritable or of the wrong kind, is one line and
+# exit status 2. Commands are read from the parser, so a new command's path arguments are tried too: give
+# them one of cli's path types (or, for a command that checks its own paths, list them in SELF_CHECKED).
+
+PATH_TYPES: dict[Any, str] = {
+    cli._input_file: "input file",
+    cli._output_file: "output file",
+    cli._output_dir: "output directory",
+}
+#: Path arguments of commands that check their paths themselves, by (command, dest).
+SELF_CHECKED = {
+    ("diagram", "file"): "input file",
+    ("diagram", "output_file"): "output file",
+    ("diagram", "assembly"): "input directory",
+}
+#: Valid values for a command's other path arguments while one is tried, by kind.
+VALID_ENVIRONMENT = ENVIRONMENTS / "parallelcluster-c5n.yaml"
+
+
+def _commands() -> dict[str, argparse.ArgumentParser]:
+    subparsers = next(a for a in cli._parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(subparsers.choices)
+
+
+def _looks_like_a_path(action: argparse.Action) -> bool:
+    dest = action.dest
+    return dest in ("file", "directory", "assembly") or dest.endswith(
+        ("_file", "_dir", "_directory", "_path")
+    )
+
+
+def _path_arguments() -> list[tuple[str, argparse.Action, str]]:
+    found = []
+    for name, parser in _commands().items():
+        for action in parser._actions:
+            if action.type in PATH_TYPES:
+                found.append((name, action, PATH_TYPES[action.type]))
+            elif (name, action.dest) in SELF_CHECKED:
+                found.append((name, action, SELF_CHECKED[name, action.dest]))
+    return found
+
+
+#: Bad values of each kind: (case, path relative to the test's directory, the part the message must name).
+#: ``{unwritable}`` is a directory that cannot be written to (see :func:`unwritable`).
+BAD_PATHS = {
+    "input file": [("missing", "missing.yaml", "missing.yaml"), ("a directory", "adir", "adir")],
+    "input directory": [("missing", "missing-dir", "missing-dir"), ("a file", "afile", "afile")],
+    "output file": [
+        ("directory missing", "missing-dir/out.svg", "missing-dir"),
+        ("under a file", "afile/out.svg", "afile"),
+        ("a directory", "adir.svg", "adir.svg"),
+        ("unwritable", "{unwritable}/out.svg", "{unwritable}"),
+    ],
+    "output directory": [
+        ("a file", "afile", "afile"),
+        ("under a file", "afile/sub", "afile"),
+        ("unwritable", "{unwritable}/sub", "{unwritable}"),
+    ],
+}
+PATH_CASES = [
+    pytest.param(name, action, kind, case, bad, named, id=f"{name}-{action.dest}-{case}")
+    for name, action, kind in _path_arguments()
+    for case, bad, named in BAD_PATHS[kind]
+]
+
+
+def test_every_path_argument_of_every_command_is_checked() -> None:
+    """A path argument without one of cli's path types (and not self-checked) fails here."""
+    unchecked = [
+        f"{name} {action.dest}"
+        for name, parser in _commands().items()
+        for action in parser._actions
+        if _looks_like_a_path(action)
+        and action.type not in PATH_TYPES
+        and (name, action.dest) not in SELF_CHECKED
+    ]
+    assert unchecked == []
+    assert {name for name, _, _ in _path_arguments()} >= {"preflight", "render-pcluster", "acceptance"}
+
+
+@pytest.fixture
+def unwritable(tmp_path: Path) -> Iterator[Path]:
+    """A directory where creating a file fails: mode 0555 for a user; for root (who ignores modes), /sys."""
+    if os.geteuid() != 0:
+        directory = tmp_path / "read-only"
+        directory.mkdir()
+        directory.chmod(0o555)
+        yield directory
+        directory.chmod(0o755)
+        return
+    directory = Path("/sys")
+    try:
+        (directory / "probe").touch()
+    except OSError:
+        yield directory
+    else:
+        pytest.skip("no directory here refuses root's writes")
+
+
+def _argv(name: str, tried: argparse.Action, kind: str, bad: str) -> list[str]:
+    """The command line: ``bad`` for the tried argument and a valid environment file for the command's
+    required one (for an optional one too when an output is tried: the output is written from it)."""
+    argv = [name]
+    for action in _commands()[name]._actions:
+        positional = not action.option_strings
+        if action.dest == tried.dest:
+            value = bad
+        elif (positional and action.nargs != "?") or (positional and kind.startswith("output")):
+            value = str(VALID_ENVIRONMENT)
+        elif action.required:
+            raise AssertionError(f"{name}: give the test a valid value for {action.dest}")
+        else:
+            continue
+        argv += [value] if positional else [action.option_strings[0], value]
+    return argv
+
+
+@pytest.mark.parametrize(("name", "action", "kind", "case", "bad", "named"), PATH_CASES)
+def test_a_bad_path_is_one_line_and_exit_2(
+    name: str,
+    action: argparse.Action,
+    kind: str,
+    case: str,
+    bad: str,
+    named: str,
+    tmp_path: Path,
+    unwritable: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("not a directory\n")
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "adir.svg").mkdir()
+    bad, named = bad.format(unwritable=unwritable), named.format(unwritable=unwritable)
+    status, out = run(*_argv(name, action, kind, bad))
+    err = capsys.readouterr().err
+    assert (status, out) == (2, ""), err
+    assert err.startswith("error: ") and err.count("\n") == 1, err
+    assert named in err and "Traceback" not in err
+    assert not (tmp_path / "missing-dir").exists()
