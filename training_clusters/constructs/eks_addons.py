@@ -512,7 +512,7 @@ class FsxCsiDriver(Construct):
 
     Example::
 
-        FsxCsiDriver(self, "FsxCsi", cluster=cluster, storage=shared_lustre, capacity_gib=1200)
+        FsxCsiDriver(self, "FsxCsi", cluster=cluster, storage=shared_lustre)
         # pods mount it with: volumes: [{name: data, persistentVolumeClaim: {claimName: fsx-lustre}}]
 
     The controller's role (EKS Pod Identity, through the cluster's agent) may only describe file systems:
@@ -529,7 +529,7 @@ class FsxCsiDriver(Construct):
         *,
         cluster: GpuEksCluster,
         storage: SharedLustre,
-        capacity_gib: int,
+        capacity_gib: int | None = None,
         claim_name: str = "fsx-lustre",
         namespace: str = "default",
         addon_version: str | None = None,
@@ -538,7 +538,9 @@ class FsxCsiDriver(Construct):
 
         :param cluster: The cluster.
         :param storage: The file system to bind.
-        :param capacity_gib: Its storage capacity (what the PV and PVC advertise).
+        :param capacity_gib: The capacity the PV and PVC advertise. Default: the file system's own
+            (``storage.storage_capacity_gib``); required only for an adopted file system whose capacity was
+            not given, and then it must not differ from the file system's.
         :param claim_name: Name of the PVC pods mount. Default: ``fsx-lustre``.
         :param namespace: Namespace of the PVC. Default: ``default``.
         :param addon_version: Pin the ``aws-fsx-csi-driver`` add-on, e.g. ``v1.6.0-eksbuild.1`` (list them with
@@ -547,6 +549,7 @@ class FsxCsiDriver(Construct):
         """
         super().__init__(scope, id)
         _check_addon_version(self, addon_version)
+        capacity_gib = self._capacity(storage, capacity_gib)
         self.claim_name = claim_name
         self.pod_identity_agent = cluster.pod_identity_agent
         self.role = _pod_identity_role(self, "FSx for Lustre CSI driver controller (EKS Pod Identity)")
@@ -576,6 +579,24 @@ class FsxCsiDriver(Construct):
             ),
         )
         self.manifest.node.add_dependency(self.addon)
+
+    def _capacity(self, storage: SharedLustre, capacity_gib: int | None) -> int:
+        known = storage.storage_capacity_gib
+        if capacity_gib is None:
+            if known is None:
+                raise fail(
+                    self.node.path,
+                    "capacity_gib",
+                    "is required for an adopted file system whose ExistingLustre gives no storage_capacity_gib",
+                )
+            return known
+        if known is not None and capacity_gib != known:
+            raise fail(
+                self.node.path,
+                "capacity_gib",
+                f"must match the file system's storage_capacity_gib ({known}) or be omitted, got {capacity_gib}",
+            )
+        return capacity_gib
 
 
 # --------------------------------------------------------------------------------------------------

@@ -238,9 +238,9 @@ class HyperPodCluster(Construct):
         self.lifecycle_prefix = f"lifecycle/{cluster_name}/"
 
         self.security_group = self._create_security_group(vpc)
-        self._connections = ec2.Connections(
-            security_groups=[self.security_group, *additional_security_groups]
-        )
+        #: Every group the nodes' interfaces carry: the cluster's own and ``additional_security_groups``.
+        self.security_groups: list[ec2.ISecurityGroup] = [self.security_group, *additional_security_groups]
+        self._connections = ec2.Connections(security_groups=[self.security_group])
         self.bucket = bucket or SecureBucket(self, "LifecycleBucket", name_prefix="sagemaker-").bucket
         self.source_s3_uri = f"s3://{self.bucket.bucket_name}/{self.lifecycle_prefix}"
         self.provisioning_parameters = self._provisioning_parameters(lustre, lifecycle, lifecycle_scripts_dir)
@@ -253,7 +253,8 @@ class HyperPodCluster(Construct):
 
     @property
     def connections(self) -> ec2.Connections:
-        """The cluster's security groups (its own, plus any additional ones)."""
+        """The cluster's own security group: rules made through it (``fs.allow_clients_from(cluster)``) never
+        touch the additional groups, which may belong to another stack (the network's EFA group)."""
         return self._connections
 
     @property
@@ -623,7 +624,7 @@ class HyperPodCluster(Construct):
                         stack.format_arn(
                             service="ec2", resource="security-group", resource_name=sg.security_group_id
                         )
-                        for sg in self._connections.security_groups
+                        for sg in self.security_groups
                     ),
                 ],
             )
@@ -667,7 +668,7 @@ class HyperPodCluster(Construct):
             instance_groups=[self._instance_group_property(g) for g in self.instance_groups],
             node_recovery=node_recovery.value,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
-                security_group_ids=[sg.security_group_id for sg in self._connections.security_groups],
+                security_group_ids=[sg.security_group_id for sg in self.security_groups],
                 subnets=[subnet.subnet_id],
             ),
             orchestrator=(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import aws_cdk as cdk
 import jsii
@@ -15,7 +16,11 @@ from constructs import Construct
 from training_clusters.constructs._validation import fail, is_unresolved, option, to_removal_policy
 from training_clusters.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
+    DAILY_BACKUP_START_UTC,
     LUSTRE_FIRST_STEP_GIB,
+    WEEKLY_MAINTENANCE_START_UTC,
+    lustre_backup_retention_days,
+    lustre_backup_retention_problem,
     lustre_capacity_problem,
     lustre_throughput_problem,
 )
@@ -48,12 +53,17 @@ class DataRepository:
 
 @dataclass(frozen=True)
 class ExistingLustre:
-    """Attributes of a file system made elsewhere, for :class:`SharedLustre` to adopt."""
+    """Attributes of a file system made elsewhere, for :class:`SharedLustre` to adopt.
+
+    :param storage_capacity_gib: Its capacity, for clients that advertise it (an EKS PersistentVolume).
+        Default: unknown; :class:`~training_clusters.constructs.eks_addons.FsxCsiDriver` then asks for it.
+    """
 
     file_system_id: str
     dns_name: str
     mount_name: str
     security_group: ec2.ISecurityGroup
+    storage_capacity_gib: int | None = None
 
 
 @jsii.implements(ec2.IConnectable)
@@ -84,6 +94,7 @@ class SharedLustre(Construct):
         data_repository: DataRepository | None = None,
         kms_key: kms.IKey | None = None,
         removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
+        backup_retention_days: int | None = None,
     ) -> None:
         """Create a file system, or adopt ``existing``.
 
@@ -100,7 +111,19 @@ class SharedLustre(Construct):
         :param kms_key: Customer key for data at rest (PERSISTENT_2 only). Default: an AWS-managed key
             (FSx always encrypts at rest).
         :param removal_policy: What happens to the file system when it leaves the stack: a ``cdk.RemovalPolicy``,
-            or ``RemovalPolicy`` / ``"retain"`` / ``"destroy"``. Default: RETAIN.
+            or ``RemovalPolicy`` / ``"retain"`` / ``"destroy"``. Default: RETAIN. With RETAIN the file
+            system's security group is retained too (the file system keeps using it); the stack must keep
+            its subnet and VPC as well, or ``cdk destroy`` stops on them.
+        :param backup_retention_days: Days FSx keeps the daily automatic backups of a PERSISTENT_2 file system,
+            0 (off) to 90; backups copy the file system's tags and start at 05:00 UTC, and weekly maintenance
+            is pinned to Sunday 02:00 UTC so the two windows never overlap. Default: 7 for PERSISTENT_2;
+            not allowed for SCRATCH_2 (FSx cannot back it up). Backups are billed per GB-month of backup
+            storage; they are deleted with the file system.
+
+        Replacement: these props are create-only in CloudFormation (``Update requires: Replacement``), so
+        changing one after deployment replaces the file system with a new, empty one: ``subnet``, the
+        security group (its description, or anything else that replaces it), and ``kms_key`` (adding one
+        later too). ``tests/test_replacement.py`` pins them for the shipped environments.
         """
         super().__init__(scope, id)
         self.deployment_type = option(self, "deployment_type", LustreDeploymentType, deployment_type)
@@ -115,11 +138,14 @@ class SharedLustre(Construct):
             self.file_system_id: str = existing.file_system_id
             self.dns_name: str = existing.dns_name
             self.mount_name: str = existing.mount_name
+            self.storage_capacity_gib: int | None = existing.storage_capacity_gib
         else:
             capacity = storage_capacity_gib if storage_capacity_gib is not None else LUSTRE_FIRST_STEP_GIB
+            self.storage_capacity_gib = capacity
             self._check_capacity(capacity)
             self._check_throughput(per_unit_storage_throughput_mbps)
             self._check_kms_key(kms_key)
+            self._check_backup_retention(backup_retention_days)
             self._check_data_repository(data_repository)
             self.security_group = self._create_security_group(vpc)
             self.file_system = self._create_file_system(
@@ -129,7 +155,11 @@ class SharedLustre(Construct):
                 per_unit_storage_throughput_mbps,
                 kms_key,
                 removal,
+                lustre_backup_retention_days(self.deployment_type.value, backup_retention_days),
             )
+            if removal == cdk.RemovalPolicy.RETAIN:
+                # A retained file system keeps using its security group: deleting the group would fail.
+                self.security_group.apply_removal_policy(removal)
             self.file_system_id = self.file_system.file_system_id
             self.dns_name = self.file_system.dns_name
             self.mount_name = self.file_system.mount_name
@@ -143,11 +173,17 @@ class SharedLustre(Construct):
         return self._connections
 
     def allow_clients_from(self, clients: ec2.IConnectable) -> None:
-        """Let ``clients`` mount the file system: Lustre ports 988 and 1018-1023, in both directions."""
+        """Let ``clients`` mount the file system: Lustre ports 988 and 1018-1023, in both directions.
+
+        The rules are added from the clients' side (``clients.connections.allow_to`` / ``allow_from``), which
+        is where CDK places a rule between two stacks: in the clients' stack. So the file system may live
+        in a shared storage stack that every cluster stack uses, with no dependency cycle; in one stack the
+        rules are the same as ever.
+        """
         for port, what in ((LUSTRE_PORT, "server port"), (LUSTRE_CLIENT_PORTS, "client ports")):
-            self._connections.allow_from(clients, port, f"Lustre {what} from clients")
+            clients.connections.allow_to(self, port, f"Lustre {what} from clients")
             # Lustre servers also open connections back to clients; ParallelCluster checks for it.
-            self._connections.allow_to(clients, port, f"Lustre {what} to clients")
+            clients.connections.allow_from(self, port, f"Lustre {what} to clients")
 
     def mount_target(self) -> str:
         """``<dns name>@tcp:/<mount name>``, the device part of a Lustre mount or fstab line."""
@@ -207,6 +243,13 @@ class SharedLustre(Construct):
                 "applies to PERSISTENT_2 only; SCRATCH_2 is always encrypted with an FSx-managed key",
             )
 
+    def _check_backup_retention(self, days: int | None) -> None:
+        if is_unresolved(days):
+            return
+        problem = lustre_backup_retention_problem(self.deployment_type.value, days)
+        if problem:
+            raise fail(self.node.path, "backup_retention_days", problem)
+
     def _check_data_repository(self, repository: DataRepository | None) -> None:
         if repository is None:
             return
@@ -248,11 +291,13 @@ class SharedLustre(Construct):
         throughput: int | None,
         kms_key: kms.IKey | None,
         removal_policy: cdk.RemovalPolicy,
+        backup_retention_days: int | None,
     ) -> fsx.LustreFileSystem:
         configuration = fsx.LustreConfiguration(
             deployment_type=fsx.LustreDeploymentType(self.deployment_type.value),
             per_unit_storage_throughput=throughput,
             data_compression_type=fsx.LustreDataCompressionType.LZ4,
+            **_backup_settings(backup_retention_days),
         )
         return fsx.LustreFileSystem(
             self,
@@ -297,6 +342,30 @@ class SharedLustre(Construct):
             batch_import_meta_data_on_create=repository.import_metadata_on_create,
             s3=s3_config,
         )
+
+
+def _backup_settings(days: int | None) -> dict[str, Any]:
+    """LustreConfiguration's backup props: none (SCRATCH_2), off (0), or daily in a fixed window."""
+    if days is None:
+        return {}
+    if days == 0:
+        return {"automatic_backup_retention": cdk.Duration.days(0)}
+    hour, minute = DAILY_BACKUP_START_UTC
+    weekday, maintenance_hour, maintenance_minute = WEEKLY_MAINTENANCE_START_UTC
+    return {
+        "automatic_backup_retention": cdk.Duration.days(days),
+        "copy_tags_to_backups": True,
+        "daily_automatic_backup_start_time": fsx.DailyAutomaticBackupStartTime(hour=hour, minute=minute),
+        "weekly_maintenance_start_time": fsx.LustreMaintenanceTime(
+            day=_WEEKDAYS[weekday], hour=maintenance_hour, minute=maintenance_minute
+        ),
+    }
+
+
+_WEEKDAYS = {
+    1: fsx.Weekday.MONDAY, 2: fsx.Weekday.TUESDAY, 3: fsx.Weekday.WEDNESDAY, 4: fsx.Weekday.THURSDAY,
+    5: fsx.Weekday.FRIDAY, 6: fsx.Weekday.SATURDAY, 7: fsx.Weekday.SUNDAY,
+}  # fmt: skip
 
 
 def _private_subnet_type(vpc: ec2.IVpc) -> ec2.SubnetType:

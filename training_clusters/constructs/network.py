@@ -14,10 +14,19 @@ from collections.abc import Sequence
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from training_clusters.compliance import acknowledge
+from training_clusters.compliance import (
+    accept_all_traffic_between_members,
+    accept_handler_findings,
+    accept_inline_policy,
+    accept_log_group_without_key,
+    acknowledge,
+    acknowledge_nist,
+)
 from training_clusters.constructs._validation import fail, is_unresolved
 from training_clusters.rules.network import nat_gateways_problem
 
@@ -75,9 +84,16 @@ class TrainingNetwork(Construct):
         endpoint_only: bool = False,
         private_subnet_mask: int = 18,
         flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
+        flow_logs_encryption_key: kms.IKey | None = None,
         placement_availability_zone: str | None = None,
+        gateway_endpoints: bool | None = None,
     ) -> None:
         """Create the network, or adopt an existing VPC.
+
+        Adopting a VPC (one of another stack, or imported with ``Vpc.from_lookup`` /
+        ``Vpc.from_vpc_attributes``) adds nothing to the VPC's own stack: everything this construct makes
+        (the EFA security group, an S3 endpoint when asked for) is its own child, so any number of stacks
+        may adopt the same VPC.
 
         :param vpc: An existing VPC to build on. Default: a new VPC is created. Mutually exclusive with
             ``cidr``, ``nat_gateways``, ``endpoint_only`` and ``availability_zones``.
@@ -91,8 +107,17 @@ class TrainingNetwork(Construct):
         :param private_subnet_mask: Prefix length of each private subnet. Default: 18 (16,379 addresses,
             room for the many ENIs of EFA instances and EKS pods).
         :param flow_logs_retention: Retention of the VPC flow log group. Default: one year.
+        :param flow_logs_encryption_key: Customer KMS key for the flow log group; a key made in this app gets
+            a key-policy statement letting CloudWatch Logs in this region use it (an imported key's policy
+            must already allow that). Default: CloudWatch Logs' own service-managed encryption. Adding or
+            removing a key later is an in-place update. The flow log group is retained with the stack
+            (RETAIN: audit data), so a key given here must outlive it too.
         :param placement_availability_zone: The AZ whose private subnet hosts placement groups and FSx.
             Default: the first AZ of the VPC.
+        :param gateway_endpoints: Add an S3 gateway endpoint on the private subnets' route tables (free; keeps
+            dataset and checkpoint traffic off the NAT gateway). Default: True for a new VPC, False for an
+            adopted one: its route tables may already route S3 through an endpoint, and a second one for
+            the same service fails at deploy. Set True for an adopted VPC you know has none.
         """
         super().__init__(scope, id)
         self._check_existing_vpc_exclusive(vpc, cidr, nat_gateways, endpoint_only, availability_zones)
@@ -111,10 +136,12 @@ class TrainingNetwork(Construct):
             self.vpc: ec2.IVpc = self._create_vpc(
                 resolved_cidr, availability_zones, max_azs, nat_count, endpoint_only, private_subnet_mask
             )
-            self._add_flow_logs(flow_logs_retention)
+            self._add_flow_logs(flow_logs_retention, flow_logs_encryption_key)
+            self._explain_cdk_made(self.vpc)
         else:
             self.vpc = vpc
-        self._add_s3_gateway_endpoint()
+        if gateway_endpoints if gateway_endpoints is not None else vpc is None:
+            self._add_s3_gateway_endpoint(adopted=vpc is not None)
         if endpoint_only:
             self._add_interface_endpoints()
 
@@ -153,6 +180,19 @@ class TrainingNetwork(Construct):
         raise fail(
             self.node.path, "availability_zone", f"'{wanted}' has no private subnet; available: {available}"
         )
+
+    def retain(self, subnet: ec2.ISubnet) -> None:
+        """Keep the VPC and ``subnet`` when the stack is deleted: something retained still lives there.
+
+        A retained file system keeps its network interfaces in its subnet, so deleting that subnet (and the
+        VPC around it) would stop ``cdk destroy``. Both cost nothing to keep; everything else of the network
+        (NAT gateway, Elastic IP, routes, endpoints, the other subnets) is still deleted. An adopted VPC is
+        not this stack's to delete, so this does nothing for it.
+        """
+        if not isinstance(self.vpc, ec2.Vpc):
+            return
+        self.vpc.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        subnet.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
 
     def placement_subnet_selection(self, availability_zone: str | None = None) -> ec2.SubnetSelection:
         """:meth:`placement_subnet` as a ``SubnetSelection``."""
@@ -301,22 +341,56 @@ class TrainingNetwork(Construct):
                 )
         return vpc
 
-    def _add_flow_logs(self, retention: logs.RetentionDays) -> None:
-        log_group = logs.LogGroup(self, "FlowLogs", retention=retention)
+    def _add_flow_logs(self, retention: logs.RetentionDays, key: kms.IKey | None) -> None:
+        log_group = logs.LogGroup(self, "FlowLogs", retention=retention, encryption_key=key)
+        if key is None:
+            accept_log_group_without_key(log_group, "VPC flow logs (network metadata, no payloads)")
+        else:
+            stack = cdk.Stack.of(self)
+            key.grant_encrypt_decrypt(iam.ServicePrincipal(f"logs.{stack.region}.{stack.url_suffix}"))
         self.flow_log_group = log_group
-        self.vpc.add_flow_log(
+        flow_log = self.vpc.add_flow_log(
             "FlowLog",
             destination=ec2.FlowLogDestination.to_cloud_watch_logs(log_group),
             traffic_type=ec2.FlowLogTrafficType.ALL,
         )
+        for policy in flow_log.node.find_all():
+            if isinstance(policy, iam.CfnPolicy):
+                accept_inline_policy(policy, "the flow logs' delivery role, made by aws-cdk-lib")
 
-    def _add_s3_gateway_endpoint(self) -> None:
-        # Free, and keeps dataset and checkpoint traffic to S3 off the NAT gateway's per-GB charge.
-        self.vpc.add_gateway_endpoint(
-            "S3Endpoint",
-            service=ec2.GatewayVpcEndpointAwsService.S3,
-            subnets=[ec2.SubnetSelection(subnet_type=self._private_subnet_type())],
+    def _explain_cdk_made(self, vpc: ec2.Vpc) -> None:
+        """Explain the findings on what aws-cdk-lib adds to a new VPC, on each resource that causes them."""
+        for subnet in vpc.public_subnets:
+            route = subnet.node.try_find_child("DefaultRoute")
+            if route is not None:
+                acknowledge_nist(
+                    route,
+                    "NIST.800.53.R5-VPCNoUnrestrictedRouteToIGW",
+                    "public subnets hold only NAT gateways, which need the internet gateway route; nothing "
+                    "launched there gets a public IP (map_public_ip_on_launch is off)",
+                )
+        # restrict_default_security_group: CDK's one-per-stack provider removes the default group's rules
+        provider = cdk.Stack.of(self).node.try_find_child(
+            "Custom::VpcRestrictDefaultSGCustomResourceProvider"
         )
+        handler = provider.node.try_find_child("Handler") if provider is not None else None
+        if handler is not None:
+            accept_handler_findings(
+                handler,
+                "aws-cdk-lib's handler that strips the default security group's rules at deploy time",
+                in_vpc=False,
+                has_environment=False,
+            )
+
+    def _add_s3_gateway_endpoint(self, *, adopted: bool) -> None:
+        # Free, and keeps dataset and checkpoint traffic to S3 off the NAT gateway's per-GB charge.
+        subnets = [ec2.SubnetSelection(subnet_type=self._private_subnet_type())]
+        if adopted:  # our own child, in our own stack: never one under a VPC another stack owns
+            ec2.GatewayVpcEndpoint(
+                self, "S3Endpoint", vpc=self.vpc, service=ec2.GatewayVpcEndpointAwsService.S3, subnets=subnets
+            )
+        else:
+            self.vpc.add_gateway_endpoint("S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=subnets)
 
     def _add_interface_endpoints(self) -> None:
         endpoint_sg = ec2.SecurityGroup(
@@ -365,4 +439,9 @@ class TrainingNetwork(Construct):
         )
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic from members")
         group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic to members")
+        accept_all_traffic_between_members(
+            group,
+            "EFA's OS-bypass transport needs all traffic between the group's own members; the source is the "
+            "group itself, never an address range",
+        )
         return group

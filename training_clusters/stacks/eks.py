@@ -160,14 +160,12 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 self, "NeuronDevicePlugin", cluster=self.cluster, instance_types=trainium_types
             )
         self.fsx_csi: FsxCsiDriver | None = None
-        lustre = self.config.storage.lustre
-        if addons.fsx_csi_driver and self.shared_storage is not None and lustre is not None:
+        if addons.fsx_csi_driver and self.shared_storage is not None:
             self.fsx_csi = FsxCsiDriver(
                 self,
                 "FsxCsiDriver",
                 cluster=self.cluster,
                 storage=self.shared_storage,
-                capacity_gib=lustre.storage_capacity_gib,
                 addon_version=addons.fsx_csi_driver_version,
             )
         self.mpi_operator: MpiOperator | None = None
