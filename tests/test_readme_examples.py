@@ -421,7 +421,7 @@ def _parallelcluster(run: Run) -> None:
     ((_, resource),) = run.of_type("Custom::PclusterCluster").items()
     properties = resource["Properties"]
     assert properties["ClusterName"] == "training"
-    assert properties["DeletionPolicy"] == "Retain"
+    assert properties["DeletionPolicy"] == "Delete"  # ParallelCluster's default: deleted with the stack
     config = properties["ClusterConfiguration"]
     (queue,) = config["Scheduling"]["SlurmQueues"]
     assert queue["Name"] == "compute"

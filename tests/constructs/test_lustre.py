@@ -74,6 +74,65 @@ def test_persistent_2_takes_throughput_and_a_customer_key(stack: cdk.Stack, netw
     )
 
 
+def test_persistent_2_is_backed_up_daily_for_7_days_in_a_fixed_window(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    SharedLustre(
+        stack,
+        "Fsx",
+        vpc=network.vpc,
+        deployment_type=LustreDeploymentType.PERSISTENT_2,
+        per_unit_storage_throughput_mbps=125,
+    )
+    (file_system,) = Template.from_stack(stack).find_resources("AWS::FSx::FileSystem").values()
+    configuration = file_system["Properties"]["LustreConfiguration"]
+    assert configuration["AutomaticBackupRetentionDays"] == 7
+    assert configuration["CopyTagsToBackups"] is True
+    assert configuration["DailyAutomaticBackupStartTime"] == "05:00"
+    # maintenance pinned away from the backup window (FSx would otherwise pick a random one)
+    assert configuration["WeeklyMaintenanceStartTime"] == "7:02:00"
+
+
+@pytest.mark.parametrize(("days", "expected"), [(0, 0), (30, 30), (90, 90)])
+def test_backup_retention_is_configurable_and_0_turns_backups_off(
+    stack: cdk.Stack, network: TrainingNetwork, days: int, expected: int
+) -> None:
+    SharedLustre(
+        stack,
+        "Fsx",
+        vpc=network.vpc,
+        deployment_type="PERSISTENT_2",
+        per_unit_storage_throughput_mbps=125,
+        backup_retention_days=days,
+    )
+    (file_system,) = Template.from_stack(stack).find_resources("AWS::FSx::FileSystem").values()
+    configuration = file_system["Properties"]["LustreConfiguration"]
+    assert configuration["AutomaticBackupRetentionDays"] == expected
+    assert ("DailyAutomaticBackupStartTime" in configuration) is (days > 0)
+
+
+def test_scratch_2_has_no_backup_settings(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    SharedLustre(stack, "Fsx", vpc=network.vpc)
+    (file_system,) = Template.from_stack(stack).find_resources("AWS::FSx::FileSystem").values()
+    configuration = file_system["Properties"]["LustreConfiguration"]
+    assert not {"AutomaticBackupRetentionDays", "CopyTagsToBackups", "DailyAutomaticBackupStartTime"} & set(
+        configuration
+    )
+
+
+@pytest.mark.parametrize(
+    ("removal", "group_policy"), [(cdk.RemovalPolicy.RETAIN, "Retain"), (cdk.RemovalPolicy.DESTROY, None)]
+)
+def test_a_retained_file_system_keeps_its_security_group(
+    stack: cdk.Stack, network: TrainingNetwork, removal: cdk.RemovalPolicy, group_policy: str | None
+) -> None:
+    fs = SharedLustre(stack, "Fsx", vpc=network.vpc, removal_policy=removal)
+    group = Template.from_stack(stack).to_json()["Resources"][
+        stack.get_logical_id(fs.security_group.node.default_child)
+    ]
+    assert group.get("DeletionPolicy") == group_policy
+
+
 def test_clients_get_lustre_ports_988_and_1018_to_1023(stack: cdk.Stack, network: TrainingNetwork) -> None:
     fs = SharedLustre(stack, "Fsx", vpc=network.vpc)
     fs.allow_clients_from(network)
@@ -165,6 +224,32 @@ def test_existing_file_system_is_adopted(stack: cdk.Stack, network: TrainingNetw
             {"per_unit_storage_throughput_mbps": 125},
             "Test/Fsx: per_unit_storage_throughput_mbps applies to PERSISTENT_2 only; SCRATCH_2 has a fixed "
             "throughput, got 125",
+        ),
+        (
+            {"backup_retention_days": 7},
+            "Test/Fsx: backup_retention_days applies to PERSISTENT_2 only; FSx cannot back up a SCRATCH_2 "
+            "file system, got 7",
+        ),
+        (
+            {"backup_retention_days": 0},
+            "Test/Fsx: backup_retention_days applies to PERSISTENT_2 only; FSx cannot back up a SCRATCH_2 "
+            "file system, got 0",
+        ),
+        (
+            {
+                "deployment_type": LustreDeploymentType.PERSISTENT_2,
+                "per_unit_storage_throughput_mbps": 125,
+                "backup_retention_days": 91,
+            },
+            "Test/Fsx: backup_retention_days must be between 0 (no automatic backups) and 90 days, got 91",
+        ),
+        (
+            {
+                "deployment_type": LustreDeploymentType.PERSISTENT_2,
+                "per_unit_storage_throughput_mbps": 125,
+                "backup_retention_days": -1,
+            },
+            "Test/Fsx: backup_retention_days must be between 0 (no automatic backups) and 90 days, got -1",
         ),
     ],
 )

@@ -7,7 +7,7 @@ import aws_cdk as cdk
 import pytest
 import yaml
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Match, Template
+from aws_cdk.assertions import Annotations, Match, Template
 
 from training_clusters.constructs.lustre import LustreDeploymentType, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
@@ -85,7 +85,7 @@ def test_cluster_is_a_pcluster_custom_resource_served_by_the_pinned_provider(par
         {
             "ServiceToken": {"Fn::GetAtt": [provider, "Outputs.ServiceToken"]},
             "ClusterName": "training",
-            "DeletionPolicy": "Retain",
+            "DeletionPolicy": "Delete",
             "ClusterConfiguration": Match.object_like({"Image": {"Os": "alinux2023"}}),
         },
     )
@@ -332,11 +332,14 @@ def test_nodes_are_lustre_clients_through_connections(parts: Parts) -> None:
     )
 
 
-def test_deletion_policy_delete_is_opt_in(parts: Parts) -> None:
-    parts.cluster(deletion_policy=DeletionPolicy.DELETE)
-    Template.from_stack(parts.stack).has_resource_properties(
-        "Custom::PclusterCluster", {"DeletionPolicy": "Delete"}
-    )
+def test_deletion_policy_retain_is_opt_in_keeps_the_nodes_group_and_warns(parts: Parts) -> None:
+    cluster = parts.cluster(deletion_policy=DeletionPolicy.RETAIN)
+    template = Template.from_stack(parts.stack)
+    template.has_resource_properties("Custom::PclusterCluster", {"DeletionPolicy": "Retain"})
+    group = parts.stack.get_logical_id(cluster.security_group.node.default_child)
+    assert template.to_json()["Resources"][group]["DeletionPolicy"] == "Retain"
+    warnings = Annotations.from_stack(parts.stack).find_warning("*", Match.string_like_regexp("RETAIN"))
+    assert any("pcluster delete-cluster" in str(w.entry.data) for w in warnings)
 
 
 def _queue(*resources: ComputeResource, name: str = "compute", **props: Any) -> list[SlurmQueue]:

@@ -227,7 +227,7 @@ class ParallelCluster(Construct):
         on_node_configured: CustomActionScript | None = None,
         log_retention_days: int = 180,
         tags: Mapping[str, str] | None = None,
-        deletion_policy: DeletionPolicy | str = DeletionPolicy.RETAIN,
+        deletion_policy: DeletionPolicy | str = DeletionPolicy.DELETE,
     ) -> None:
         """Build the configuration, the provider and the cluster.
 
@@ -250,8 +250,17 @@ class ParallelCluster(Construct):
         :param log_retention_days: CloudWatch retention of the cluster's logs. Default: 180
             (ParallelCluster's default).
         :param tags: Tags ParallelCluster puts on everything it creates. Default: none.
-        :param deletion_policy: What happens to the cluster when it leaves the stack. Default: RETAIN
-            (the cluster, and any file system on it, outlives the stack; delete it with ``pcluster``).
+        :param deletion_policy: What happens to the cluster when it leaves the stack. Default: DELETE
+            (ParallelCluster's own default): ``cdk destroy`` deletes the cluster first, then the network it
+            ran in; a ``file_system`` is separate and keeps its own removal policy (retained by default).
+            RETAIN keeps the cluster (head node and all) running after the stack is gone, on this stack's
+            subnet, security groups and placement group: its own security group is retained with it, but
+            ``cdk destroy`` stops on the network resources it still uses unless they are retained too (a
+            warning says so); delete a retained cluster with ``pcluster delete-cluster``. See
+            https://docs.aws.amazon.com/parallelcluster/latest/ug/cfn-cluster-resource.html
+
+        Replacement: ``cluster_name`` is immutable (ParallelCluster creates a stack of that name); changing
+        it creates a new cluster and deletes the old one. ``tests/test_replacement.py`` pins it.
         """
         super().__init__(scope, id)
         self.cluster_name = cluster_name
@@ -329,8 +338,22 @@ class ParallelCluster(Construct):
         self.resource.node.add_dependency(vpc, self.security_group)
         if file_system is not None:
             self.resource.node.add_dependency(file_system)
+        self._retain_with_cluster(deletion_policy)
         self.head_node_instance_id: str = self.resource.get_att_string("headNode.instanceId")
         self.validation_messages: str = self.resource.get_att_string("validationMessages")
+
+    def _retain_with_cluster(self, deletion_policy: DeletionPolicy) -> None:
+        """A retained cluster keeps its nodes' security group; the network it needs belongs to the stack."""
+        if deletion_policy is not DeletionPolicy.RETAIN:
+            return
+        self.security_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        cdk.Annotations.of(self).add_warning_v2(
+            "training-clusters:pcluster-retained",
+            "deletion_policy RETAIN keeps the cluster running after the stack is deleted, in this stack's "
+            "subnet, security groups and placement group: `cdk destroy` stops on those it still uses unless they "
+            "are retained too. Delete the cluster with `pcluster delete-cluster` first, or use DELETE (the "
+            "default).",
+        )
 
     # ----------------------------------------------------------------------------------------------
     # public API

@@ -1,7 +1,10 @@
-"""FSx for Lustre: storage capacity steps and per-unit throughput.
+"""FSx for Lustre: storage capacity steps, per-unit throughput and automatic backups.
 
-Source: the ``StorageCapacity`` and ``PerUnitStorageThroughput`` properties of ``AWS::FSx::FileSystem``
-LustreConfiguration (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-fsx-filesystem-lustreconfiguration.html).
+Sources: the ``StorageCapacity``, ``PerUnitStorageThroughput``, ``AutomaticBackupRetentionDays`` and
+``DailyAutomaticBackupStartTime`` properties of ``AWS::FSx::FileSystem`` LustreConfiguration
+(https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-fsx-filesystem-lustreconfiguration.html)
+and FSx for Lustre backups (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html):
+scratch file systems cannot be backed up.
 """
 
 from __future__ import annotations
@@ -9,6 +12,16 @@ from __future__ import annotations
 LUSTRE_FIRST_STEP_GIB = 1200
 LUSTRE_STEP_GIB = 2400
 PERSISTENT_2_THROUGHPUTS_MBPS = (125, 250, 500, 1000)
+
+#: Automatic backups of a PERSISTENT_2 file system are kept this many days unless told otherwise.
+DEFAULT_BACKUP_RETENTION_DAYS = 7
+#: FSx keeps automatic backups 0 (off) to 90 days.
+MAX_BACKUP_RETENTION_DAYS = 90
+#: The daily automatic backup starts at this UTC time (``HH:MM``) and may take 30 minutes.
+DAILY_BACKUP_START_UTC = (5, 0)
+#: Weekly maintenance (ISO weekday 7 = Sunday, hour, minute, UTC), pinned so that FSx's randomly assigned
+#: 30-minute maintenance window can never overlap the daily backup window.
+WEEKLY_MAINTENANCE_START_UTC = (7, 2, 0)
 
 
 def lustre_capacity_problem(deployment_type: str, capacity_gib: int) -> str | None:
@@ -35,3 +48,21 @@ def lustre_throughput_problem(deployment_type: str, throughput_mbps: int | None)
             f"applies to PERSISTENT_2 only; {deployment_type} has a fixed throughput, got {throughput_mbps}"
         )
     return None
+
+
+def lustre_backup_retention_problem(deployment_type: str, days: int | None) -> str | None:
+    """Automatic backups: 0 (off) to 90 days on PERSISTENT_2; SCRATCH_2 cannot be backed up at all."""
+    if days is None:
+        return None
+    if deployment_type != "PERSISTENT_2":
+        return f"applies to PERSISTENT_2 only; FSx cannot back up a {deployment_type} file system, got {days}"
+    if not 0 <= days <= MAX_BACKUP_RETENTION_DAYS:
+        return f"must be between 0 (no automatic backups) and {MAX_BACKUP_RETENTION_DAYS} days, got {days}"
+    return None
+
+
+def lustre_backup_retention_days(deployment_type: str, days: int | None) -> int | None:
+    """The retention a file system gets: ``days``, else 7 for PERSISTENT_2, else none (SCRATCH_2)."""
+    if days is not None:
+        return days
+    return DEFAULT_BACKUP_RETENTION_DAYS if deployment_type == "PERSISTENT_2" else None

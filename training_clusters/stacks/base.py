@@ -11,6 +11,7 @@ from training_clusters.config import EnvironmentConfig
 from training_clusters.constructs.lustre import DataRepository, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.options import RemovalPolicy
 from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
 
@@ -92,8 +93,13 @@ class TrainingEnvironmentStack(cdk.Stack):
             per_unit_storage_throughput_mbps=lustre.per_unit_storage_throughput_mbps,
             data_repository=repository,
             removal_policy=lustre.removal_policy,
+            backup_retention_days=lustre.backup_retention_days,
         )
         storage.allow_clients_from(self.network)
+        if lustre.removal_policy is RemovalPolicy.RETAIN:
+            # The retained file system stays in its subnet: keep the subnet and the VPC so `cdk destroy`
+            # completes (they cost nothing; the NAT gateway, endpoints and routes are still deleted).
+            self.network.retain(self.network.placement_subnet())
         return storage
 
     def _add_base_outputs(self) -> None:
