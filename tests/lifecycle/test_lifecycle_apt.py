@@ -6,13 +6,28 @@ from pathlib import Path
 
 import pytest
 
+from tests.lifecycle.apt_fakes import install_fake_apt_get
 from tests.lifecycle.sandbox import FSX_REPO_DEB822, FSX_REPO_LIST, OTHER_REPO_LIST, Run, Sandbox
 
 BACKUPS = "var/backups/training-clusters/apt"
+#: What the probe adds to `apt-get update`: the one source, and short network timeouts.
+PROBE_TIMEOUTS = [
+    "-o", "Acquire::http::Timeout=5",
+    "-o", "Acquire::https::Timeout=5",
+    "-o", "Acquire::Retries=1",
+]  # fmt: skip
 
 
 def probes(run: Run, source: Path) -> list[list[str]]:
     return [args for args in run.calls_to("apt-get") if f"Dir::Etc::sourcelist={source}" in args]
+
+
+def full_updates(run: Run) -> list[list[str]]:
+    return [
+        args
+        for args in run.calls_to("apt-get")
+        if "update" in args and not any(arg.startswith("Dir::Etc::sourcelist=") for arg in args)
+    ]
 
 
 @pytest.mark.parametrize(
@@ -48,17 +63,19 @@ def test_broken_fsx_source_is_disabled_backed_up_and_logged(
     # The probe reads that source alone, through the wrapper, and does not retry a permanent error.
     [probe] = probes(run, source)
     assert probe[:2] == ["-o", "DPkg::Lock::Timeout=300"]
-    assert probe[-7:] == [
+    assert probe[-13:] == [
         "update",
         "-o", f"Dir::Etc::sourcelist={source}",
         "-o", "Dir::Etc::sourceparts=-",
         "-o", "APT::Get::List-Cleanup=0",
+        *PROBE_TIMEOUTS,
     ]  # fmt: skip
     assert run.calls_to("sleep") == []
     # It runs before the first full `apt-get update`, which then succeeds.
     updates = [args for args in run.calls_to("apt-get") if "update" in args]
     assert updates[0] == probe
     assert not any("Dir::Etc::sourcelist" in arg for arg in updates[1])
+    assert not any(arg.startswith("Acquire::") for arg in updates[1])  # the full update keeps apt's defaults
 
 
 def test_healthy_fsx_source_is_left_untouched(sandbox: Sandbox) -> None:
@@ -147,3 +164,141 @@ def test_missing_lustre_client_after_the_repo_was_disabled_fails_clearly(sandbox
     assert "could not install lustre-client-modules-" in run.log
     assert "re-enable it (backups in" in run.log
     assert run.output.rstrip().endswith("FAILED step 'lustre-client' (exit 100)")
+
+
+# -- a lock held by another process is waited for and never blamed on a source (issue 13, item 14) --
+
+
+def test_probe_waits_for_apt_lists_lock_and_keeps_the_healthy_source(sandbox: Sandbox) -> None:
+    install_fake_apt_get(sandbox)
+    source = sandbox.add_apt_source("fsxlustreclientrepo.list", FSX_REPO_LIST)
+
+    run = sandbox.run(FAKE_APT_LISTS_LOCKED_CALLS="3")
+
+    assert run.returncode == 0, run.output
+    assert source.read_text() == FSX_REPO_LIST
+    assert not sandbox.path(BACKUPS).exists()
+    assert len(probes(run, source)) == 4  # three refused by the lock, then the real probe
+    assert run.calls_to("sleep") == [["5"], ["5"], ["5"]]  # TC_APT_LOCK_POLL, not the retry back-off
+    assert "(attempt 2/" not in run.log  # waiting for the lock uses up no attempt
+    assert (
+        "Could not get lock /var/lib/apt/lists/lock. It is held by process 4242 (unattended-upgr);" in run.log
+    )
+    assert "waiting up to 300s for it" in run.log
+    assert "apt's lists lock was released after about 15s" in run.log
+    assert f"apt source {source} is healthy; left untouched" in run.log
+
+
+def test_lists_lock_held_past_the_timeout_fails_clearly_and_disables_nothing(sandbox: Sandbox) -> None:
+    install_fake_apt_get(sandbox)
+    source = sandbox.add_apt_source("fsxlustreclientrepo.list", FSX_REPO_LIST)
+
+    run = sandbox.run(FAKE_APT_LISTS_LOCKED_CALLS="99", TC_APT_LOCK_TIMEOUT="12", TC_APT_LOCK_POLL="5")
+
+    assert run.returncode == 1
+    assert source.read_text() == FSX_REPO_LIST
+    assert not sandbox.path(BACKUPS).exists()
+    assert run.calls_to("sleep") == [["5"], ["5"], ["2"]]  # never past TC_APT_LOCK_TIMEOUT
+    assert len(probes(run, source)) == 4
+    assert full_updates(run) == []
+    assert "another process still holds apt's lists lock after 12s (TC_APT_LOCK_TIMEOUT=12)" in run.log
+    assert f"could not probe {source}: another process kept apt's lists lock for 12s" in run.log
+    assert "disabling" not in run.log
+    assert run.output.rstrip().endswith("FAILED step 'apt-hotfix' (exit 1)")
+
+
+def test_full_update_waits_for_apt_lists_lock_too(sandbox: Sandbox) -> None:
+    install_fake_apt_get(sandbox)
+
+    run = sandbox.run(
+        FAKE_APT_LISTS_LOCKED_CALLS="2", FAKE_APT_LISTS_LOCKED_SCOPE="full", TC_APT_LOCK_POLL="7"
+    )
+
+    assert run.returncode == 0, run.output
+    assert len(full_updates(run)) == 3
+    assert run.calls_to("sleep") == [["7"], ["7"]]
+    assert "apt's lists lock was released after about 14s" in run.log
+
+
+def test_full_update_gives_up_on_a_lock_held_past_the_timeout(sandbox: Sandbox) -> None:
+    install_fake_apt_get(sandbox)
+
+    run = sandbox.run(
+        FAKE_APT_LISTS_LOCKED_CALLS="99", FAKE_APT_LISTS_LOCKED_SCOPE="full", TC_APT_LOCK_TIMEOUT="10"
+    )
+
+    assert run.returncode == 100
+    assert run.calls_to("sleep") == [["5"], ["5"]]
+    assert "another process still holds apt's lists lock after 10s" in run.log
+    assert run.output.rstrip().endswith("FAILED step 'apt-update' (exit 100)")
+
+
+# -- a silent or missing repository is judged quickly (issue 13, item 15) --------------------------
+
+
+@pytest.mark.parametrize(
+    ("failure", "reason", "probe_count", "sleeps"),
+    [
+        ("silent", "the repository could not be reached (no connection or no answer within 5s)", 1, []),
+        ("missing", "the repository has no Release file (HTTP 404 Not Found: wrong URL or suite)", 1, []),
+        ("unavailable", "apt could not fetch the repository's index files (503  Service Unavailable)", 1, []),
+        (
+            "mirror-sync",
+            "apt could not fetch the repository's index files"
+            " (File has unexpected size (1423 != 1417). Mirror sync in progress?)",
+            2,  # exit 100 without a permanent error: one more try (TC_APT_PROBE_ATTEMPTS), then judged
+            [["1"]],
+        ),
+    ],
+    ids=["silent", "missing-404", "unavailable-503", "mirror-sync"],
+)
+def test_unreachable_or_missing_fsx_source_is_disabled_after_one_short_probe(
+    sandbox: Sandbox, failure: str, reason: str, probe_count: int, sleeps: list[list[str]]
+) -> None:
+    install_fake_apt_get(sandbox)
+    source = sandbox.add_apt_source("fsxlustreclientrepo.list", FSX_REPO_LIST)
+
+    run = sandbox.run(FAKE_APT_FSX=failure)
+
+    assert run.returncode == 0, run.output
+    assert not source.exists()
+    assert sandbox.path(f"{BACKUPS}/fsxlustreclientrepo.list.disabled").read_text() == FSX_REPO_LIST
+    assert f"disabling apt source {source}: {reason}\n" in run.log
+    calls = probes(run, source)
+    assert len(calls) == probe_count
+    assert all(call[-6:] == PROBE_TIMEOUTS for call in calls)
+    assert run.calls_to("sleep") == sleeps
+    # The full update no longer reads the source, so it does not pay for it a second time.
+    assert len(full_updates(run)) == 1
+    assert run.log.count("\nErr:") == probe_count
+    assert "SUCCESS: node provisioned as worker" in run.log
+
+
+def test_probe_timeouts_are_settings(sandbox: Sandbox) -> None:
+    install_fake_apt_get(sandbox)
+    source = sandbox.add_apt_source("fsxlustreclientrepo.list", FSX_REPO_LIST)
+
+    run = sandbox.run(FAKE_APT_FSX="silent", TC_APT_PROBE_TIMEOUT="3", TC_APT_PROBE_RETRIES="0")
+
+    [probe] = probes(run, source)
+    assert probe[-6:] == [
+        "-o", "Acquire::http::Timeout=3",
+        "-o", "Acquire::https::Timeout=3",
+        "-o", "Acquire::Retries=0",
+    ]  # fmt: skip
+    assert "no answer within 3s" in run.log
+
+
+def test_missing_repository_is_not_retried_by_the_wrapper(sandbox: Sandbox) -> None:
+    """A 404 / missing Release file is permanent: the full update does not back off and try again."""
+    install_fake_apt_get(sandbox)
+    other = sandbox.add_apt_source("cuda.list", OTHER_REPO_LIST)
+    sandbox.write("etc/apt/sources.list.d/fsx.list", FSX_REPO_LIST.replace("deb ", "deb [arch=amd64] "))
+
+    run = sandbox.run(FAKE_APT_FSX="missing", TC_APT_SOURCES_DIR=str(sandbox.path("nowhere")))
+
+    assert run.returncode == 100
+    assert other.exists()
+    assert len(full_updates(run)) == 1
+    assert run.calls_to("sleep") == []
+    assert "failed (exit 100) with an error that retrying will not fix" in run.log

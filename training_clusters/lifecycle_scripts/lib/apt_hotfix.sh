@@ -10,10 +10,20 @@
 # a backup folder (renamed *.disabled) and the change is logged. Healthy sources stay untouched.
 # The Lustre client usually ships with the HyperPod AMI; if it does not, the lustre-client step
 # installs it and fails with a clear message when the repository is gone.
+#
+# The probe is short on purpose: a repository that accepts connections and never answers costs
+# apt 60 s per try and 4 tries (about 4 minutes) and then only a warning, so it is probed with
+# Acquire::http(s)::Timeout=TC_APT_PROBE_TIMEOUT and Acquire::Retries=TC_APT_PROBE_RETRIES
+# (apt-transport-http(1), apt.conf(5)), and a source that could not be fetched counts as broken.
+# A lock held by another process is never blamed on a source (apt_get waits for it).
 
 TC_APT_SOURCES_DIR="${TC_APT_SOURCES_DIR:-${TC_ROOT}/etc/apt/sources.list.d}"
 TC_APT_BACKUP_DIR="${TC_APT_BACKUP_DIR:-${TC_BACKUP_DIR}/apt}"
 TC_FSX_REPO_PATTERN="${TC_FSX_REPO_PATTERN:-fsx-lustre-client-repo}"
+# Probe: seconds apt waits for a connection or data, apt's own retries, apt_get attempts.
+TC_APT_PROBE_TIMEOUT="${TC_APT_PROBE_TIMEOUT:-5}"
+TC_APT_PROBE_RETRIES="${TC_APT_PROBE_RETRIES:-1}"
+TC_APT_PROBE_ATTEMPTS="${TC_APT_PROBE_ATTEMPTS:-2}"
 TC_APT_PROBE_REASON=""
 
 tc_apt_hotfix() {
@@ -34,7 +44,11 @@ tc_apt_hotfix() {
     fi
 
     for source in "${sources[@]}"; do
-        tc_apt_probe_source "$source"
+        if ! tc_apt_probe_source "$source"; then
+            tc_error "could not probe ${source}: another process kept apt's lists lock for" \
+                "${TC_APT_LOCK_TIMEOUT}s (TC_APT_LOCK_TIMEOUT); the source was left in place"
+            return 1
+        fi
         if [[ -z $TC_APT_PROBE_REASON ]]; then
             log "apt source ${source} is healthy; left untouched"
         else
@@ -61,23 +75,38 @@ tc_apt_source_is_fsx() {
     ' "$1"
 }
 
-# tc_apt_probe_source FILE: `apt-get update` against FILE alone. Sets TC_APT_PROBE_REASON to ""
-# when healthy, else to why it is broken. apt picks the format from the file name (.list or
-# deb822 .sources); other sources are not read (sourceparts=-) and lists are not cleaned.
+# tc_apt_probe_source FILE: `apt-get update` against FILE alone, with short network timeouts.
+# Sets TC_APT_PROBE_REASON to "" when healthy, else to why it is broken; returns 1 (and judges
+# nothing) when another process kept apt's lists lock past TC_APT_LOCK_TIMEOUT. apt picks the
+# format from the file name (.list or deb822 .sources); other sources are not read
+# (sourceparts=-) and lists are not cleaned.
 tc_apt_probe_source() {
     local source=$1 rc=0
-    log "probing apt source ${source} on its own"
-    apt_get update -o "Dir::Etc::sourcelist=${source}" -o Dir::Etc::sourceparts=- \
-        -o APT::Get::List-Cleanup=0 || rc=$?
+    log "probing apt source ${source} on its own" \
+        "(timeout ${TC_APT_PROBE_TIMEOUT}s, ${TC_APT_PROBE_RETRIES} apt retries)"
+    TC_APT_ATTEMPTS=$TC_APT_PROBE_ATTEMPTS apt_get update \
+        -o "Dir::Etc::sourcelist=${source}" -o Dir::Etc::sourceparts=- -o APT::Get::List-Cleanup=0 \
+        -o "Acquire::http::Timeout=${TC_APT_PROBE_TIMEOUT}" \
+        -o "Acquire::https::Timeout=${TC_APT_PROBE_TIMEOUT}" \
+        -o "Acquire::Retries=${TC_APT_PROBE_RETRIES}" || rc=$?
+    TC_APT_PROBE_REASON=""
+    if [[ -n $TC_APT_LAST_LOCKED ]]; then
+        return 1
+    fi
     TC_APT_PROBE_REASON="$(tc_apt_failure_reason "$rc" "$TC_APT_LAST_OUTPUT")"
 }
 
 # tc_apt_failure_reason RC OUTPUT_FILE: "" for a clean update, else a short reason. A zero exit
-# with signature errors in the output still counts as broken: apt only warned and kept stale lists.
+# with signature errors or failed fetches in the output still counts as broken: apt only warned
+# and kept stale lists (an unreachable repository is only a warning to apt).
 tc_apt_failure_reason() {
     local rc=$1 output=$2
     if grep -qE '403[[:space:]]+Forbidden' "$output"; then
         echo "HTTP 403 Forbidden from the repository (access denied or expired S3 signature)"
+    elif grep -qE '404[[:space:]]+Not Found|does not have a Release file' "$output"; then
+        echo "the repository has no Release file (HTTP 404 Not Found: wrong URL or suite)"
+    elif grep -qE 'Connection timed out|Connection failed|Could not connect|Failed to connect|Unable to connect|Could not resolve|Temporary failure resolving|Could not wait for server fd' "$output"; then
+        echo "the repository could not be reached (no connection or no answer within ${TC_APT_PROBE_TIMEOUT}s)"
     elif grep -qE 'SignatureDoesNotMatch|Request has expired|ExpiredToken' "$output"; then
         echo "the repository's S3 request signature expired"
     elif grep -qF 'EXPKEYSIG' "$output"; then
@@ -88,9 +117,16 @@ tc_apt_failure_reason() {
         echo "the repository is not signed"
     elif grep -qE 'Release file .* is (expired|not valid yet)' "$output"; then
         echo "the repository's Release file is expired"
+    elif grep -qE '^(Err:|[WE]: Failed to fetch)' "$output"; then
+        echo "apt could not fetch the repository's index files ($(tc_apt_first_error "$output"))"
     elif ((rc != 0)); then
         echo "apt-get update exited ${rc}"
     fi
+}
+
+# tc_apt_first_error OUTPUT_FILE: apt's reason under its first "Err:" line, without the address.
+tc_apt_first_error() {
+    awk '/^Err:/ { getline; sub(/^[ \t]+/, ""); sub(/ \[IP: [^]]*\]$/, ""); print; exit }' "$1"
 }
 
 # tc_apt_disable_source FILE REASON: move FILE to the backup folder as NAME.disabled and log it.
