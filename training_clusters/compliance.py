@@ -180,7 +180,7 @@ def accept_handler_findings(
             acknowledge_nist(function, nist_rule, f"{reason}: {why}")
 
 
-def accept_inline_policy(policy: iam.CfnPolicy, reason: str) -> None:
+def accept_inline_policy(policy: IConstruct, reason: str) -> None:
     """Explain NIST's IAMNoInlinePolicy on a role's own policy (CDK's grants write one per role)."""
     acknowledge_nist(policy, "NIST.800.53.R5-IAMNoInlinePolicy", f"{reason}: {_INLINE_POLICY}")
 

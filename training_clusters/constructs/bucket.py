@@ -7,7 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.compliance import acknowledge
+from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.constructs._validation import fail
 
 _BUCKET_NAME_MAX = 63
@@ -15,6 +15,9 @@ _BUCKET_NAME_MAX = 63
 
 class SecureBucket(Construct):
     """Public access blocked, SSL only, encrypted, versioned, access-logged, retained.
+
+    Replacement: ``name_prefix`` (with the construct path, which names the bucket) is create-only
+    (``BucketName``): changing it replaces the bucket with a new, empty one; the old one is retained.
 
     Example::
 
@@ -64,6 +67,7 @@ class SecureBucket(Construct):
             server_access_logs_prefix="access-logs/",
             removal_policy=removal_policy,
         )
+        self._explain_checks(self.bucket, encrypted_with_kms=encryption_key is not None)
 
     def _check_name_prefix(self, prefix: str | None) -> None:
         if prefix is None:
@@ -94,10 +98,32 @@ class SecureBucket(Construct):
             versioned=True,
             removal_policy=removal_policy,
         )
-        acknowledge(
-            logs,
-            "AwsSolutions-S1",
+        not_logged = (
             "This bucket is the destination of the data bucket's server access logs; logging it too "
-            "would need yet another bucket or a self-referential loop.",
+            "would need yet another bucket or a self-referential loop."
         )
+        acknowledge(logs, "AwsSolutions-S1", not_logged)
+        skip_checkov(logs, "CKV_AWS_18", not_logged)
+        self._explain_checks(logs, encrypted_with_kms=False, access_logs=True)
         return logs
+
+    def _explain_checks(
+        self, bucket: s3.Bucket, *, encrypted_with_kms: bool, access_logs: bool = False
+    ) -> None:
+        """Why the NIST 800-53 R5 pack's replication and KMS rules do not apply (informative findings)."""
+        acknowledge_nist(
+            bucket,
+            "NIST.800.53.R5-S3BucketReplicationEnabled",
+            "Versioning and RETAIN already protect the objects against overwrite, deletion and `cdk destroy`; "
+            "cross-Region replication is a disaster-recovery choice that needs a bucket in another Region "
+            "and doubles storage cost, so it is left to the owner of the data.",
+        )
+        if encrypted_with_kms:
+            return
+        acknowledge_nist(
+            bucket,
+            "NIST.800.53.R5-S3DefaultEncryptionKMS",
+            "S3 server access logs can only be delivered to a bucket encrypted with SSE-S3 (AES-256)."
+            if access_logs
+            else "Encrypted at rest with SSE-S3 (AES-256); pass encryption_key for a customer KMS key.",
+        )

@@ -31,7 +31,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType
-from training_clusters.compliance import acknowledge
+from training_clusters.compliance import accept_inline_policy, acknowledge
 from training_clusters.constructs._validation import fail, is_unresolved
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster, catalog_entry
 from training_clusters.constructs.eks_sharing import (
@@ -562,6 +562,7 @@ class FsxCsiDriver(Construct):
             "fsx:DescribeFileSystems supports no resource-level permissions; it is the only action the "
             "CSI controller is granted (static provisioning creates and deletes nothing)",
         )
+        accept_inline_policy(policy, "the FSx CSI controller's Pod Identity role")
         self.addon = _pod_identity_addon(
             self, cluster, FSX_CSI_ADDON, addon_version, FSX_CSI_SERVICE_ACCOUNT, self.role
         )

@@ -27,7 +27,14 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_VERSION, mpi_operator_manifest_url
-from training_clusters.compliance import acknowledge_cdk_made, acknowledge_wildcards
+from training_clusters.compliance import (
+    accept_handler_findings,
+    accept_inline_policy,
+    accept_log_group_without_key,
+    acknowledge_cdk_made,
+    acknowledge_wildcards,
+    skip_checkov,
+)
 from training_clusters.constructs._validation import fail
 from training_clusters.constructs.eks_gpu import GpuEksCluster
 
@@ -153,6 +160,7 @@ class ReleaseManifest(Construct):
         # the resource depends on the provider, which depends on the handler, which depends on them).
         self.resource.node.add_dependency(access)
         self._acknowledge(role, provider)
+        self._explain_checks(log_group)
 
     def _check_url(self, url: str) -> None:
         if not url.startswith("https://"):
@@ -178,6 +186,15 @@ class ReleaseManifest(Construct):
                 "AWSLambdaBasicExecutionRole": "the framework Lambda writes its own logs"
             },
         )
+
+    def _explain_checks(self, log_group: logs.LogGroup) -> None:
+        """checkov and NIST 800-53 R5 findings of the handler, its role's policy and its log group."""
+        reason = "the release-manifest handler applies a pinned manifest at deploy time"
+        accept_handler_findings(self.handler.node.default_child, reason, in_vpc=True, has_environment=True)
+        policy = self.handler.role.node.find_child("DefaultPolicy").node.default_child
+        accept_inline_policy(policy, reason)
+        skip_checkov(policy, "CKV_AWS_111", _HANDLER_REASON)
+        accept_log_group_without_key(log_group, "the handler's own log (URLs applied, kubectl output)")
 
 
 class MpiOperator(ReleaseManifest):

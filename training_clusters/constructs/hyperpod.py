@@ -20,6 +20,8 @@ from constructs import Construct, IConstruct
 
 from training_clusters.catalog import lookup_hyperpod
 from training_clusters.compliance import (
+    accept_all_traffic_between_members,
+    accept_inline_policy,
     acknowledge_cdk_made,
     acknowledge_managed_policies,
     acknowledge_wildcards,
@@ -494,6 +496,9 @@ class HyperPodCluster(Construct):
         )
         # HyperPod requires nodes to reach each other on all ports (Slurm, NCCL, EFA).
         group.add_ingress_rule(group, ec2.Port.all_traffic(), "All traffic between cluster nodes")
+        accept_all_traffic_between_members(
+            group, "HyperPod nodes exchange Slurm, NCCL and EFA traffic on all ports"
+        )
         return group
 
     def _provisioning_parameters(
@@ -659,6 +664,7 @@ class HyperPodCluster(Construct):
             ): "Listing the lifecycle bucket, which HyperPod does to download the prefix.",
         }
         acknowledge_wildcards(_cfn(role.node.find_child("DefaultPolicy")), reasons)
+        accept_inline_policy(role.node.find_child("DefaultPolicy"), "the HyperPod instances' execution role")
 
     def _create_cluster(self, subnet: ec2.ISubnet, node_recovery: NodeRecovery) -> sagemaker.CfnCluster:
         cluster = sagemaker.CfnCluster(
