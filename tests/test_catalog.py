@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+from collections.abc import Iterator
 
+import aws_cdk as cdk
 import pytest
 
+from training_clusters import catalog as catalog_module
 from training_clusters.catalog import (
     CATALOG,
     AcceleratorKind,
@@ -23,7 +27,11 @@ from training_clusters.errors import ConfigurationError
 
 KNOWN = ", ".join(sorted(CATALOG))
 HP_KNOWN = ", ".join(sorted(f"ml.{name}" for name, it in CATALOG.items() if it.hyperpod_name))
-NOT_CATALOGUED = f"is not in the catalogue; known types: {KNOWN}"
+REGISTER_HINT = "A type newer than this release can be added"
+NOT_CATALOGUED = (
+    f"is not in the catalogue; known types: {KNOWN}. {REGISTER_HINT} from your app with "
+    "training_clusters.catalog.register_instance_type(...)"
+)
 NO_PREFIX = "instance_type: HyperPod instance types start with 'ml.', got "
 NOT_ON_HYPERPOD = f"is not offered by SageMaker HyperPod; HyperPod types in the catalogue: {HP_KNOWN}"
 
@@ -128,7 +136,9 @@ def test_lookup_hyperpod_returns_offered_types(name: str) -> None:
         ("p9.huge", NO_PREFIX + "'p9.huge'"),
         (
             "ml.p9.huge",
-            "instance_type: 'ml.p9.huge' is not in the catalogue; known HyperPod types: " + HP_KNOWN,
+            "instance_type: 'ml.p9.huge' is not in the catalogue; known HyperPod types: "
+            + HP_KNOWN
+            + f". {REGISTER_HINT} with training_clusters.catalog.register_instance_type",
         ),
         ("ml.t3.small", "instance_type: 'ml.t3.small' " + NOT_ON_HYPERPOD),
     ],
@@ -391,3 +401,103 @@ def test_instance_type_is_a_plain_value_object() -> None:
 )
 def test_spot_quota_codes_and_names(family: QuotaFamily, code: str, quota_name: str) -> None:
     assert (family.spot_quota_code, family.spot_quota_name) == (code, quota_name)
+
+
+# --------------------------------------------------------------------------------------------------
+# registering a type the catalogue does not know yet (a generation launched after this release)
+
+NEW_TYPE = {
+    "name": "p9.48xlarge",
+    "vcpus": 192,
+    "memory_gib": 2048,
+    "architecture": "x86_64",
+    "accelerators": {
+        "kind": "nvidia-gpu",
+        "model": "X900",
+        "count": 8,
+        "memory_gib_each": 288,
+        "mig_capable": True,
+    },
+    "max_efa_interfaces": 16,
+    "max_network_cards": 16,
+    "gpudirect_rdma": True,
+    "network_gbps": 6400,
+    "quota_family": "P",
+    "hyperpod_name": "ml.p9.48xlarge",
+    "source": "aws ec2 describe-instance-types --instance-types p9.48xlarge (test data)",
+}
+
+
+@pytest.fixture
+def restored_catalogue() -> Iterator[None]:
+    saved = dict(catalog_module._TYPES)
+    yield
+    catalog_module._TYPES.clear()
+    catalog_module._TYPES.update(saved)
+
+
+def test_a_registered_type_is_accepted_everywhere_a_catalogued_one_is(restored_catalogue: None) -> None:
+    with pytest.raises(ConfigurationError, match="register_instance_type"):
+        lookup("p9.48xlarge")
+    registered = catalog_module.register_instance_type(copy.deepcopy(NEW_TYPE))  # type: ignore[arg-type]
+    assert lookup("p9.48xlarge") is registered
+    assert lookup_hyperpod("ml.p9.48xlarge").max_efa_interfaces == 16
+    assert list(CATALOG) == sorted(CATALOG)
+    assert catalog_module.register_instance_type(copy.deepcopy(NEW_TYPE)) is registered  # type: ignore[arg-type]
+
+
+def test_a_registered_type_builds_an_efa_nodegroup(restored_catalogue: None, stack: cdk.Stack) -> None:
+    from training_clusters.constructs import (
+        EfaNodegroup,
+        GpuEksCluster,
+        TrainingNetwork,
+        TrainingPlacementGroup,
+    )
+
+    catalog_module.register_instance_type(copy.deepcopy(NEW_TYPE))  # type: ignore[arg-type]
+    network = TrainingNetwork(stack, "Network", max_azs=2)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc, admin_role_arn="arn:aws:iam::111122223333:role/A")
+    group = EfaNodegroup(
+        stack,
+        "New",
+        cluster=cluster,
+        instance_type="p9.48xlarge",
+        subnet=network.placement_subnet(),
+        placement_group=TrainingPlacementGroup(stack, "Pg"),
+        efa_security_group=network.efa_security_group,
+        desired_size=1,
+    )
+    assert group.efa_interfaces == 16
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"name": "P9 big"}, "name must look like 'p5.48xlarge', got 'P9 big'"),
+        ({"vcpus": 0}, "vcpus must be a positive whole number, got 0"),
+        ({"max_efa_interfaces": 17}, "max_efa_interfaces must be between 0 and max_network_cards (16)"),
+        ({"max_efa_interfaces": 0}, "gpudirect_rdma needs EFA interfaces and accelerators"),
+        (
+            {"hyperpod_name": "p9.48xlarge"},
+            "hyperpod_name must be 'ml.p9.48xlarge' or None, got 'p9.48xlarge'",
+        ),
+        ({"quota_family": "X"}, "'X' is not a valid QuotaFamily"),
+        ({"source": ""}, "source must say where the figures come from"),
+        ({"gpus": 8}, "unknown gpus"),
+    ],
+)
+def test_inconsistent_facts_are_refused(
+    restored_catalogue: None, change: dict[str, object], message: str
+) -> None:
+    facts = {**copy.deepcopy(NEW_TYPE), **change}
+    with pytest.raises(ConfigurationError) as error:
+        catalog_module.register_instance_type(facts)  # type: ignore[arg-type]
+    assert message in str(error.value)
+    assert "p9.48xlarge" not in CATALOG
+
+
+def test_shipped_figures_are_not_overridden(restored_catalogue: None) -> None:
+    p5 = catalog_module.to_row(lookup("p5.48xlarge"))
+    with pytest.raises(ConfigurationError, match="already holds different facts"):
+        catalog_module.register_instance_type({**p5, "max_efa_interfaces": 4})
+    assert lookup("p5.48xlarge").max_efa_interfaces == 32

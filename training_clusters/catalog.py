@@ -12,10 +12,24 @@ to its on-demand vCPU quota, and acceptance tests read the advertised bandwidth.
 The figures live in :mod:`training_clusters.catalog_data`. Those that EC2 reports are regenerated from
 ``ec2:DescribeInstanceTypes`` by ``scripts/refresh_catalog.py``; the rest (GPUDirect RDMA, quota family,
 HyperPod availability, MIG) are maintained by hand there, each entry naming its sources.
+
+A type launched after this release can be added from your own app, before you build constructs with it;
+its facts are checked for consistency and every construct then accepts it::
+
+    from training_clusters.catalog import register_instance_type
+    register_instance_type({
+        "name": "p6e-gb300.36xlarge", "vcpus": 144, "memory_gib": 960, "architecture": "arm64",
+        "accelerators": {"kind": "nvidia-gpu", "model": "GB300", "count": 4, "memory_gib_each": 279,
+                         "mig_capable": True},
+        "max_efa_interfaces": 8, "max_network_cards": 8, "gpudirect_rdma": True, "network_gbps": 3200,
+        "quota_family": "P", "hyperpod_name": None,
+        "source": "aws ec2 describe-instance-types --instance-types p6e-gb300.36xlarge",
+    })
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
@@ -39,6 +53,7 @@ __all__ = [
     "instance_type_problem",
     "lookup",
     "lookup_hyperpod",
+    "register_instance_type",
     "to_row",
 ]
 
@@ -283,10 +298,107 @@ def _accelerators_to_row(accelerators: Accelerators) -> AcceleratorsRow:
     }
 
 
-CATALOG: Mapping[str, InstanceType] = MappingProxyType(
-    {row["name"]: from_row(row) for row in sorted(INSTANCE_TYPE_ROWS, key=lambda row: row["name"])}
-)
-"""Every catalogued instance type by EC2 name, sorted by name. Read-only."""
+_TYPES: dict[str, InstanceType] = {
+    row["name"]: from_row(row) for row in sorted(INSTANCE_TYPE_ROWS, key=lambda row: row["name"])
+}
+CATALOG: Mapping[str, InstanceType] = MappingProxyType(_TYPES)
+"""Every catalogued instance type by EC2 name, sorted by name, with any you registered. Read-only."""
+
+_NAME = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+
+
+def register_instance_type(facts: InstanceType | InstanceTypeRow) -> InstanceType:
+    """Add an instance type the catalogue does not know yet (one launched after this release).
+
+    ``facts`` is an :class:`InstanceType` or its plain-data form (:class:`InstanceTypeRow`, the shape of
+    ``catalog_data.py``). They are checked for consistency: a name like ``p6.48xlarge``, positive vCPUs and
+    memory, EFA interfaces within the network cards, GPUDirect RDMA only with EFA and accelerators, a
+    HyperPod name of ``ml.<name>`` or none. Registering the same facts again does nothing; different facts
+    for a known type are refused (the shipped figures are not overridden).
+
+    :raises ConfigurationError: naming the fact, the value and what is allowed.
+    """
+    instance = facts if isinstance(facts, InstanceType) else _from_user_row(facts)
+    problem = _facts_problem(instance)
+    if problem:
+        raise ConfigurationError(f"register_instance_type({getattr(instance, 'name', '?')!r}): {problem}")
+    known = _TYPES.get(instance.name)
+    if known is not None:
+        if known == instance:
+            return known
+        raise ConfigurationError(
+            f"register_instance_type({instance.name!r}): the catalogue already holds different facts for it "
+            f"({known.source}); registering does not override shipped figures"
+        )
+    everything = sorted([*_TYPES.values(), instance], key=lambda it: it.name)
+    _TYPES.clear()
+    _TYPES.update((it.name, it) for it in everything)
+    return instance
+
+
+def _from_user_row(row: object) -> InstanceType:
+    if not isinstance(row, dict):
+        raise ConfigurationError(
+            f"register_instance_type: expected an InstanceType or a mapping of its facts, got {type(row).__name__}"
+        )
+    missing = sorted(set(InstanceTypeRow.__annotations__) - set(row))
+    unknown = sorted(set(row) - set(InstanceTypeRow.__annotations__))
+    if missing or unknown:
+        raise ConfigurationError(
+            f"register_instance_type({row.get('name', '?')!r}): "
+            + "; ".join(
+                part
+                for part in (
+                    f"missing {', '.join(missing)}" if missing else "",
+                    f"unknown {', '.join(unknown)}" if unknown else "",
+                )
+                if part
+            )
+            + f" (facts: {', '.join(InstanceTypeRow.__annotations__)})"
+        )
+    try:
+        return from_row(row)  # type: ignore[arg-type]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ConfigurationError(f"register_instance_type({row.get('name', '?')!r}): {error}") from None
+
+
+def _facts_problem(it: InstanceType) -> str | None:
+    """The first inconsistency among an instance type's facts, or None."""
+    checks: list[tuple[bool, str]] = [
+        (
+            isinstance(it.name, str) and bool(_NAME.fullmatch(it.name)),
+            f"name must look like 'p5.48xlarge', got {it.name!r}",
+        ),
+        (
+            isinstance(it.vcpus, int) and it.vcpus > 0,
+            f"vcpus must be a positive whole number, got {it.vcpus!r}",
+        ),
+        (it.memory_gib > 0, f"memory_gib must be positive, got {it.memory_gib!r}"),
+        (
+            isinstance(it.max_network_cards, int) and it.max_network_cards >= 1,
+            f"max_network_cards must be 1 or more, got {it.max_network_cards!r}",
+        ),
+        (
+            isinstance(it.max_efa_interfaces, int) and 0 <= it.max_efa_interfaces <= it.max_network_cards,
+            f"max_efa_interfaces must be between 0 and max_network_cards ({it.max_network_cards}) "
+            f"(one EFA interface per network card at most), got {it.max_efa_interfaces!r}",
+        ),
+        (
+            not it.gpudirect_rdma or (it.max_efa_interfaces > 0 and it.accelerators is not None),
+            "gpudirect_rdma needs EFA interfaces and accelerators",
+        ),
+        (it.network_gbps > 0, f"network_gbps must be positive, got {it.network_gbps!r}"),
+        (
+            it.hyperpod_name in (None, HYPERPOD_PREFIX + it.name),
+            f"hyperpod_name must be {HYPERPOD_PREFIX + it.name!r} or None, got {it.hyperpod_name!r}",
+        ),
+        (
+            it.accelerators is None or (it.accelerators.count > 0 and it.accelerators.memory_gib_each > 0),
+            "accelerators.count and accelerators.memory_gib_each must be positive",
+        ),
+        (bool(it.source), "source must say where the figures come from"),
+    ]
+    return next((message for ok, message in checks if not ok), None)
 
 
 def all_instance_types() -> tuple[InstanceType, ...]:
@@ -314,7 +426,10 @@ def instance_type_problem(name: str) -> str | None:
 
 
 def _not_catalogued(name: str) -> str:
-    return f"{name!r} is not in the catalogue; known types: {', '.join(CATALOG)}"
+    return (
+        f"{name!r} is not in the catalogue; known types: {', '.join(CATALOG)}. A type newer than this "
+        "release can be added from your app with training_clusters.catalog.register_instance_type(...)"
+    )
 
 
 def lookup_hyperpod(name: str, *, field: str = "instance_type") -> InstanceType:
@@ -329,7 +444,8 @@ def lookup_hyperpod(name: str, *, field: str = "instance_type") -> InstanceType:
     found = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
     if found is None:
         raise ConfigurationError(
-            f"{field}: {name!r} is not in the catalogue; known HyperPod types: {_hyperpod_names()}"
+            f"{field}: {name!r} is not in the catalogue; known HyperPod types: {_hyperpod_names()}. "
+            "A type newer than this release can be added with training_clusters.catalog.register_instance_type"
         )
     if found.hyperpod_name is None:
         raise ConfigurationError(
