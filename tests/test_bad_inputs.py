@@ -200,17 +200,35 @@ def run_bounded(call: str, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def test_the_alias_bomb_is_refused_within_a_memory_bound(tmp_path: Path) -> None:
-    """Billion laughs under a 1 GiB address-space limit: exit 2, one line, a peak of a few tens of MiB.
+def long_string_bomb() -> str:
+    """A 200 KB value used 9000 times: 9000 values (within the count), 1.8 GB of text once expanded."""
+    return REALISTIC + "x-log: &log '" + "x" * 200_000 + "'\nnotes: [" + ", ".join(["*log"] * 9000) + "]\n"
 
-    Without the alias check the same file exhausts that limit (pydantic expands the 10^8-item list while
-    validating; measured: killed by a failed 700 MB allocation after 8 s), so this exits otherwise.
+
+@pytest.mark.parametrize(
+    ("bomb", "message"),
+    [
+        ("billion-laughs", "aliases (*name) expand the document to more than 10000 values"),
+        ("long-string", "aliases (*name) expand the document to more than 1024 KiB of text"),
+    ],
+    ids=["billion-laughs", "long-string"],
+)
+def test_an_alias_bomb_is_refused_within_a_memory_bound(bomb: str, message: str, tmp_path: Path) -> None:
+    """Under a 1 GiB address-space limit: exit 2, one line, a peak of a few tens of MiB.
+
+    Without the alias checks the same files exhaust that limit (measured: pydantic expanding the 10^8-item
+    list is stopped by a failed 700 MB allocation after 8 s; the excerpt of the 1.8 GB list raises
+    MemoryError), so these exit otherwise.
     """
-    bomb = BAD_INPUTS / "alias-bomb-billion-laughs.yaml"
+    path = BAD_INPUTS / "alias-bomb-billion-laughs.yaml"
+    if bomb == "long-string":
+        path = tmp_path / "long-string-bomb.yaml"
+        path.write_text(long_string_bomb())
+        assert path.stat().st_size <= MAX_FILE_BYTES
     result = run_bounded(
-        "cli.main(['acceptance', sys.argv[2], '-d', sys.argv[3]])", str(bomb), str(tmp_path / "jobs")
+        "cli.main(['acceptance', sys.argv[2], '-d', sys.argv[3]])", str(path), str(tmp_path / "jobs")
     )
     assert result.returncode == 2 and result.stdout == "", result.stderr[-2000:]
     error, peak = result.stderr.splitlines()
-    assert error.startswith("error: ") and "aliases (*name) expand the document to more than" in error
+    assert error.startswith(f"error: {path}: line ") and message in error
     assert int(peak.split()[1]) < 200

@@ -457,6 +457,27 @@ def test_the_checks_hold_for_either_loader(
     assert "an alias refers to a section that contains it" in load_text(tmp_path, "a: &a [*a]\n")
 
 
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("region: " + "1" * 5000, "line 1, column 9: not valid YAML: '1111"),
+        (
+            "region: 2024-13-45",
+            "line 1, column 9: not valid YAML: '2024-13-45' is not a valid timestamp (month",
+        ),
+        ("region: !!bool 'maybe'", "line 1, column 9: not valid YAML: 'maybe' is not a valid bool"),
+        ("region: !!timestamp 'x'", "line 1, column 9: not valid YAML: 'x' is not a valid timestamp"),
+        ("region: !!int abc", "line 1, column 9: not valid YAML: 'abc' is not a valid int (invalid literal"),
+    ],
+)
+def test_a_value_python_cannot_construct_is_one_line_naming_it(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    """Python's own errors while PyYAML builds a value (int digits limit, month 13) would be tracebacks."""
+    line = load_text(tmp_path, text + "\n")
+    assert line.startswith(message) and "\n" not in line and len(line) < 400
+
+
 def test_a_yaml_syntax_error_is_one_line_with_where_and_what(tmp_path: Path) -> None:
     message = load_text(tmp_path, "region: us-east-1\navailability_zones: [us-east-1a\nnetwork: {}\n")
     assert message == (

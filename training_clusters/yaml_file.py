@@ -6,10 +6,11 @@ An environment file is untrusted input. :func:`read_yaml` refuses, before anythi
 - a key given twice in one mapping: YAML forbids it (YAML 1.2, 3.2.1.1 "the content of a mapping node is
   an unordered set of key/value node pairs, with the restriction that each of the keys is unique") and
   PyYAML would keep the last silently, so a second ``network:`` section drops the first;
-- a document of more than :data:`MAX_VALUES` values once its aliases (``*name``) are expanded. The
-  composed node graph shares an anchored node between its aliases, so a few lines can stand for billions
-  of values ("billion laughs"); whatever walks the loaded data later — validation, error messages —
-  would expand them. The graph is walked once, each shared node counted once per use but visited once;
+- a document of more than :data:`MAX_VALUES` values, or :data:`MAX_EXPANDED_CHARACTERS` of text, once
+  its aliases (``*name``) are expanded. The composed node graph shares an anchored node between its
+  aliases, so a few lines can stand for billions of values ("billion laughs"); whatever walks the loaded
+  data later — validation, error messages — would expand them. The graph is walked once, each shared
+  node counted once per use but visited once;
 - an alias inside the node it refers to (a recursive document).
 
 Every message is one line naming the file, the line and what is allowed.
@@ -31,8 +32,12 @@ from training_clusters.errors import ConfigurationError, excerpt
 #: and libyaml composes this much in well under a second and about 50 MB.
 MAX_FILE_BYTES = 256 * 1024
 #: The most values (scalars, lists, mappings and keys, aliases expanded) a document may hold; the shipped
-#: environments hold 40-130.
+#: environments hold 30-70.
 MAX_VALUES = 10_000
+#: The most text (characters of scalars, aliases expanded) a document may stand for: without aliases it is
+#: at most the file's size; with them, a long value used many times would make every copy of the data —
+#: an error message's excerpt of it, say — that long.
+MAX_EXPANDED_CHARACTERS = 4 * MAX_FILE_BYTES
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -56,6 +61,21 @@ class _BoundedLoader(_SafeLoader):
             return None
         _check_graph(node)
         return self.construct_document(node)
+
+    def construct_object(self, node: Node, deep: bool = False) -> Any:
+        """PyYAML's, with Python's own complaints about a value (a 5000-digit int, month 13) as ours."""
+        try:
+            return super().construct_object(node, deep)
+        except (yaml.YAMLError, _Refused, RecursionError):
+            raise
+        except Exception as error:  # ValueError, KeyError (!!bool maybe), AttributeError (!!timestamp x) ...
+            kind = str(node.tag).rpartition(":")[2] or "value"
+            reason = _one_line(str(error).split(";")[0])[:100]
+            detail = f" ({reason})" if type(error) is ValueError else ""
+            raise _Refused(
+                f"line {_line(node)}, column {node.start_mark.column + 1}: not valid YAML: "
+                f"{excerpt(node.value)} is not a valid {kind}{detail}"
+            ) from None
 
 
 def read_yaml(path: Path) -> Any:
@@ -120,12 +140,13 @@ def _one_line(text: str) -> str:
 
 
 class _Frame:
-    """A node being walked: its remaining children and the values counted so far."""
+    """A node being walked: its remaining children, and the values and text counted so far."""
 
-    __slots__ = ("children", "node", "part", "values")
+    __slots__ = ("characters", "children", "node", "part", "values")
 
     def __init__(self, node: Node, part: str) -> None:
         self.node, self.part, self.values = node, part, 1
+        self.characters = len(node.value) if isinstance(node, ScalarNode) else 0
         self.children = _children(node)
 
 
@@ -165,7 +186,7 @@ def _walk(root: Node) -> None:
     Depth-first without recursion (libyaml allows 1000 levels of nesting): each node is entered once and
     its expanded size remembered for every further alias to it. Field paths are joined only for a message.
     """
-    sizes: dict[int, int] = {}  # id(node) -> values it stands for, aliases expanded
+    sizes: dict[int, tuple[int, int]] = {}  # id(node) -> (values, characters) it stands for, expanded
     entered: set[int] = {id(root)}  # the nodes on the current path
     shared = False
     frames = [_Frame(root, "")]
@@ -176,7 +197,8 @@ def _walk(root: Node) -> None:
             known = sizes.get(id(child))
             if known is not None:
                 shared = True
-                frame.values += known
+                frame.values += known[0]
+                frame.characters += known[1]
                 _count(frame, shared)
             elif id(child) in entered:
                 raise _Refused(
@@ -191,13 +213,20 @@ def _walk(root: Node) -> None:
         else:
             frames.pop()
             entered.discard(id(frame.node))
-            sizes[id(frame.node)] = frame.values
+            sizes[id(frame.node)] = (frame.values, frame.characters)
             if frames:
                 frames[-1].values += frame.values
+                frames[-1].characters += frame.characters
                 _count(frames[-1], shared)
 
 
 def _count(frame: _Frame, shared: bool) -> None:
+    if frame.characters > MAX_EXPANDED_CHARACTERS:  # only with aliases: else at most the file's size
+        raise _Refused(
+            f"line {_line(frame.node)}: aliases (*name) expand the document to more than "
+            f"{MAX_EXPANDED_CHARACTERS // 1024} KiB of text (an environment is a few KiB); write the "
+            "repeated value out, or repeat it less"
+        )
     if frame.values <= MAX_VALUES:
         return
     if shared:
