@@ -411,7 +411,7 @@ def _hyperpod(run: Run) -> None:
     parameters = cluster.provisioning_parameters
     assert parameters["controller_group"] == "controller-machine"
     assert parameters["worker_groups"] == [{"instance_group_name": "worker-group-1", "partition_name": "gpu"}]
-    assert parameters["fsx_mount_dir"] == "/fsx"
+    assert cluster.lifecycle_settings["fsx_mount_dir"] == "/fsx"  # our own settings file, training_clusters.json
     assert allows(run, run.namespace["fs"].security_group, cluster.security_group, 988)
 
 

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
+import functools
+import pathlib
+import types
+import typing
 from typing import Any, TypeVar
 
 import aws_cdk as cdk
@@ -11,6 +17,7 @@ from training_clusters.errors import ConfigurationError
 from training_clusters.options import Choice, RemovalPolicy
 
 C = TypeVar("C", bound=Choice)
+T = TypeVar("T")
 
 
 def is_unresolved(value: Any) -> bool:
@@ -43,3 +50,155 @@ def to_removal_policy(scope: IConstruct | str, field: str, value: Any) -> cdk.Re
 
 def _path(scope: IConstruct | str) -> str:
     return scope if isinstance(scope, str) else scope.node.path
+
+
+# --------------------------------------------------------------------------------------------------
+# props checked against their type hints, at the boundary
+
+
+def checked_props(cls: type[T]) -> type[T]:
+    """Check every keyword prop of ``cls`` against its ``__init__`` type hints before the construct runs.
+
+    A wrong type (``storage_capacity_gib="1200"``, ``instance_groups=InstanceGroup(...)`` without a list,
+    ``vpc="vpc-0abc"``) becomes a :class:`ConfigurationError` naming the construct path, the prop (down to
+    ``instance_groups[1].instance_count`` inside props dataclasses), the value and what is allowed, instead
+    of an ``AttributeError`` or a jsii trace from deep inside. Options (:class:`Choice`) accept their value
+    as a string, in any case. CDK interface types (``ec2.IVpc`` ...) cannot be checked structurally in
+    Python; a plain string, number or collection given for one is refused.
+    """
+    init: Any = cls.__init__
+    hints: dict[str, Any] | None = None
+
+    @functools.wraps(init)
+    def __init__(self: Any, scope: Any, id: Any, *args: Any, **props: Any) -> None:
+        nonlocal hints
+        if hints is None:
+            hints = typing.get_type_hints(init)
+        path = _child_path(scope, id)
+        for name, value in props.items():
+            check_value(path, name, value, hints.get(name))
+        init(self, scope, id, *args, **props)
+
+    setattr(cls, "__init__", __init__)  # noqa: B010  (mypy refuses assigning to a method)
+    return cls
+
+
+def check_value(path: str, field: str, value: Any, hint: Any) -> None:
+    """Raise :class:`ConfigurationError` unless ``value`` fits ``hint`` (recursing into lists and dataclasses)."""
+    problem = _mismatch(field, value, hint)
+    if problem is not None:
+        where, message = problem
+        raise fail(path, where, message)
+
+
+def _mismatch(field: str, value: Any, hint: Any) -> tuple[str, str] | None:
+    """``(field path, sentence)`` when ``value`` does not fit ``hint``, else None."""
+    if hint is None or hint is Any or is_unresolved(value):
+        return None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None if type(None) in args else (field, "is required, got None")
+        arms = [a for a in args if a is not type(None)]
+        results = [_mismatch(field, value, arm) for arm in arms]
+        if any(r is None for r in results):
+            return None
+        deeper = [r for r in results if r is not None and r[0] != field]
+        return deeper[0] if deeper else (field, f"must be {_describe_hint(hint)}, got {_shown(value)}")
+    if value is None:
+        return field, f"must be {_describe_hint(hint)}, got None"
+    if origin in (list, tuple, collections.abc.Sequence):
+        if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
+            return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+        element = args[0] if args else Any
+        for index, item in enumerate(value):
+            found = _mismatch(f"{field}[{index}]", item, element)
+            if found is not None:
+                return found
+        return None
+    if origin in (dict, collections.abc.Mapping):
+        if not isinstance(value, collections.abc.Mapping):
+            return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+        key_hint, value_hint = args if len(args) == 2 else (Any, Any)
+        for key, item in value.items():
+            found = _mismatch(f"{field}[{key!r}]", key, key_hint) or _mismatch(
+                f"{field}[{key!r}]", item, value_hint
+            )
+            if found is not None:
+                return found
+        return None
+    if not isinstance(hint, type):
+        return None  # Literal, TypeVar ...: not used by our props
+    return _class_mismatch(field, value, hint)
+
+
+def _class_mismatch(field: str, value: Any, hint: type) -> tuple[str, str] | None:
+    if issubclass(hint, Choice):
+        try:
+            hint.parse(value)
+        except ConfigurationError as error:
+            return field, str(error)
+        return None
+    if hint is bool:
+        return None if isinstance(value, bool) else (field, f"must be true or false, got {_shown(value)}")
+    if hint is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+        return None if ok else (field, f"must be a whole number, got {_shown(value)}")
+    if hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        return None if ok else (field, f"must be a number, got {_shown(value)}")
+    if hint is str:
+        return None if isinstance(value, str) else (field, f"must be a string, got {_shown(value)}")
+    if hint is pathlib.Path:
+        ok = isinstance(value, str | pathlib.PurePath)
+        return None if ok else (field, f"must be a path, got {_shown(value)}")
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, hint):
+            return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+        field_hints = typing.get_type_hints(hint)
+        for item in dataclasses.fields(hint):
+            found = _mismatch(f"{field}.{item.name}", getattr(value, item.name), field_hints.get(item.name))
+            if found is not None:
+                return found
+        return None
+    if isinstance(value, str | bytes | int | float | bool | list | tuple | dict):
+        return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+    try:
+        return (
+            None
+            if isinstance(value, hint)
+            else (field, f"must be {_describe_hint(hint)}, got {_shown(value)}")
+        )
+    except TypeError:  # a jsii interface (a typing Protocol): its members cannot be checked here
+        return None
+
+
+def _describe_hint(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        arms = [_describe_hint(a) for a in args if a is not type(None)]
+        text = " or ".join(dict.fromkeys(arms))
+        return f"{text} (or None)" if type(None) in args else text
+    if origin in (list, tuple, collections.abc.Sequence):
+        return f"a list of {_describe_hint(args[0]) if args else 'values'}"
+    if origin in (dict, collections.abc.Mapping):
+        return "a mapping"
+    if isinstance(hint, type) and issubclass(hint, Choice):
+        return f"one of {hint.allowed()}"
+    names = {bool: "true or false", int: "a whole number", float: "a number", str: "a string"}
+    if hint in names:
+        return names[hint]
+    name = getattr(hint, "__name__", str(hint))
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    if len(text) > 60:
+        text = text[:57] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _child_path(scope: Any, id: Any) -> str:
+    parent = getattr(getattr(scope, "node", None), "path", "")
+    return f"{parent}/{id}" if parent else str(id)

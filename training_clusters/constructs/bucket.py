@@ -8,11 +8,12 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
-from training_clusters.constructs._validation import fail
+from training_clusters.constructs._validation import checked_props, fail
 
 _BUCKET_NAME_MAX = 63
 
 
+@checked_props
 class SecureBucket(Construct):
     """Public access blocked, SSL only, encrypted, versioned, access-logged, retained.
 

@@ -32,7 +32,7 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge
-from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster, catalog_entry
 from training_clusters.constructs.eks_sharing import (
     Mps,
@@ -239,6 +239,7 @@ def device_plugin_node_labels(instance_type: InstanceType, *, mps: Mps | None) -
     return {MPS_CAPABLE_LABEL: "true"}
 
 
+@checked_props
 class NvidiaDevicePlugin(Construct):
     """NVIDIA's device plugin on the given GPU instance types, with optional GPU sharing.
 
@@ -335,6 +336,7 @@ def efa_device_plugin_values(
     }
 
 
+@checked_props
 class EfaDevicePlugin(Construct):
     """AWS's EFA device plugin, scheduled on exactly the given EFA instance types.
 
@@ -391,6 +393,7 @@ def neuron_device_plugin_values(*, instance_types: Sequence[str]) -> dict[str, A
     }
 
 
+@checked_props
 class NeuronDevicePlugin(Construct):
     """AWS Neuron's device plugin on the given Trainium instance types (``aws.amazon.com/neuron`` resources).
 
@@ -507,6 +510,7 @@ def lustre_volume_manifests(
     ]
 
 
+@checked_props
 class FsxCsiDriver(Construct):
     """The FSx for Lustre CSI driver (EKS add-on, EKS Pod Identity) and a PVC bound to a SharedLustre.
 
@@ -618,6 +622,7 @@ def gp3_storage_class_manifest(*, name: str = "gp3", reclaim_policy: str = "Reta
     }
 
 
+@checked_props
 class EbsCsiDriver(Construct):
     """The Amazon EBS CSI driver (EKS add-on, EKS Pod Identity) and a gp3 StorageClass.
 
@@ -795,6 +800,7 @@ def kube_prometheus_stack_values(
     return values
 
 
+@checked_props
 class GpuMonitoring(Construct):
     """NVIDIA GPU Operator (DCGM exporter) and, optionally, kube-prometheus-stack scraping it.
 

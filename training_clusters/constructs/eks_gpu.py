@@ -34,7 +34,7 @@ from constructs import Construct
 
 from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType, lookup
 from training_clusters.compliance import acknowledge
-from training_clusters.constructs._validation import fail, is_unresolved, option
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.eks_sharing import efa_problem
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -75,6 +75,7 @@ _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _MIN_ROOT_VOLUME_GIB = 20
 
 
+@checked_props
 @jsii.implements(ec2.IConnectable)
 class GpuEksCluster(Construct):
     """An EKS cluster for GPU training: private, encrypted, fully logged, administered through access entries.
@@ -552,6 +553,7 @@ class _Sizes:
             raise fail(path, "max_size", f"must be 1 or more, got {self.max}")
 
 
+@checked_props
 class EfaNodegroup(Construct):
     """A managed nodegroup of EFA instances in one placement group and one subnet.
 
@@ -695,6 +697,7 @@ class EfaNodegroup(Construct):
             )
 
 
+@checked_props
 class GpuNodegroup(Construct):
     """A managed nodegroup of GPU instances without EFA (inference, notebooks, GPU sharing).
 

@@ -35,7 +35,7 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     skip_checkov,
 )
-from training_clusters.constructs._validation import fail
+from training_clusters.constructs._validation import checked_props, fail
 from training_clusters.constructs.eks_gpu import GpuEksCluster
 
 __all__ = ["MpiOperator", "ReleaseManifest"]
@@ -54,6 +54,7 @@ _PROVIDER_REASON = (
 )
 
 
+@checked_props
 class ReleaseManifest(Construct):
     """Apply the manifest at a pinned HTTPS URL to an EKS cluster when the stack deploys.
 
@@ -197,6 +198,7 @@ class ReleaseManifest(Construct):
         accept_log_group_without_key(log_group, "the handler's own log (URLs applied, kubectl output)")
 
 
+@checked_props
 class MpiOperator(ReleaseManifest):
     """Kubeflow's MPI Operator (``MPIJob`` v2beta1), from its release manifest at ``version``.
 

@@ -27,7 +27,7 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     wildcard_finding,
 )
-from training_clusters.constructs._validation import fail, is_unresolved, option
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.options import DeepHealthCheck, NodeRecovery, NodeRole
 from training_clusters.rules.hyperpod import (
@@ -168,6 +168,7 @@ class LifecycleOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+@checked_props
 @jsii.implements(ec2.IConnectable)
 class HyperPodCluster(Construct):
     """A SageMaker HyperPod cluster whose nodes run our lifecycle scripts from a secure bucket.

@@ -13,7 +13,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.constructs._validation import fail, is_unresolved, option, to_removal_policy
+from training_clusters.constructs._validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    to_removal_policy,
+)
 from training_clusters.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,
@@ -66,6 +72,7 @@ class ExistingLustre:
     storage_capacity_gib: int | None = None
 
 
+@checked_props
 @jsii.implements(ec2.IConnectable)
 class SharedLustre(Construct):
     """FSx for Lustre in one private subnet, reachable by whatever you allow through ``connections``.

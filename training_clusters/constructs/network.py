@@ -27,7 +27,7 @@ from training_clusters.compliance import (
     acknowledge,
     acknowledge_nist,
 )
-from training_clusters.constructs._validation import fail, is_unresolved
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved
 from training_clusters.rules.network import nat_gateways_problem
 
 #: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
@@ -58,6 +58,7 @@ _PUBLIC_SUBNET_MASK = 24
 _MAX_NAT_GATEWAYS_PER_AZ = 1
 
 
+@checked_props
 @jsii.implements(ec2.IConnectable)
 class TrainingNetwork(Construct):
     """A VPC for distributed training: private compute, NAT-only public subnets, flow logs, an EFA group.
@@ -390,7 +391,9 @@ class TrainingNetwork(Construct):
                 self, "S3Endpoint", vpc=self.vpc, service=ec2.GatewayVpcEndpointAwsService.S3, subnets=subnets
             )
         else:
-            self.vpc.add_gateway_endpoint("S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=subnets)
+            self.vpc.add_gateway_endpoint(
+                "S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=subnets
+            )
 
     def _add_interface_endpoints(self) -> None:
         endpoint_sg = ec2.SecurityGroup(

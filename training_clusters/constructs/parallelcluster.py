@@ -27,7 +27,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.catalog import CATALOG, InstanceType, instance_type_problem
-from training_clusters.constructs._validation import fail, is_unresolved, option
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
@@ -188,6 +188,7 @@ class CustomActionScript:
     args: Sequence[str] = ()
 
 
+@checked_props
 @jsii.implements(ec2.IConnectable)
 class ParallelCluster(Construct):
     """An AWS ParallelCluster Slurm cluster on our network, placement group and shared file system.

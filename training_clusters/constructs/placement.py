@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.constructs._validation import fail, is_unresolved, option
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
 from training_clusters.options import PlacementStrategy, SpreadLevel
 
 _MAX_PARTITIONS = 7
 
 
+@checked_props
 class TrainingPlacementGroup(Construct):
     """An EC2 placement group, cluster strategy by default.
 
