@@ -12,7 +12,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: synth test lint format schema benchmark diagrams bootstrap clean
+.PHONY: synth test lint format schema benchmark diagrams bootstrap clean integration
 
 bootstrap: $(VENV)/.installed node_modules/.installed $(PCLUSTER_VENV)/.installed
 
@@ -61,6 +61,12 @@ diagrams: $(VENV)/.installed node_modules/.installed
 
 benchmark: bootstrap
 	$(BIN)/python benchmarks/synth.py --suite
+
+# The lifecycle scripts' apt steps against real apt: a minimal Debian root (debootstrap, cached in
+# .cache/debian-root), loopback-only servers. Needs root; network only to build the root once.
+integration: $(VENV)/.installed
+	bash tests/integration/build_root.sh .cache/debian-root
+	$(BIN)/python -m pytest -m integration tests/integration
 
 clean:
 	rm -rf cdk.out cdk.out.log .pytest_cache .mypy_cache .ruff_cache build dist *.egg-info
