@@ -384,7 +384,10 @@ def test_hyperpod_instance_groups_take_roles_and_the_mount_from_the_uploaded_par
         unknown.node("Hp/group/ctl").role is None
         and unknown.node("Hp/group/ctl").title == "instance group ctl"
     )
-    assert not any(e.kind is EdgeKind.MOUNTS for e in unknown.edges)
+    assert {(e.source, e.label) for e in unknown.edges if e.kind is EdgeKind.MOUNTS} == {
+        ("Hp/group/ctl", ""),  # the lifecycle upload names the file system: mounted, where is not known
+        ("Hp/group/gpu", ""),
+    }
 
 
 def test_the_drawing_does_not_depend_on_the_order_of_the_template() -> None:
@@ -448,16 +451,20 @@ def run(*argv: str) -> tuple[int, str]:
 
 @pytest.fixture
 def assembly(tmp_path: Path) -> Path:
-    """A cloud assembly as ``cdk synth`` leaves it: a staged asset folder holds provisioning_parameters.json."""
+    """A cloud assembly as ``cdk synth`` leaves it: staged asset folders hold the lifecycle settings files."""
     directory = tmp_path / "cdk.out"
     (directory / "asset.abc").mkdir(parents=True)
-    parameters = json.dumps(PARAMETERS).replace('"/data"', '"/data", "fsx_dns_name": <<marker:0xbaba:0>>')
+    (directory / "asset.def").mkdir(parents=True)
+    roles = {key: value for key, value in PARAMETERS.items() if key != "fsx_mount_dir"}
+    parameters = json.dumps(roles).replace("{", '{"fsx_dns_name": <<marker:0xbaba:0>>, ', 1)
     (directory / "asset.abc" / "provisioning_parameters.json").write_text(parameters)
+    (directory / "asset.def" / "training_clusters.json").write_text(json.dumps({"fsx_mount_dir": "/data"}))
     (directory / "hp.template.json").write_text(json.dumps({"Resources": {**NETWORK, **HYPERPOD}}))
     (directory / "other.template.json").write_text(json.dumps({"Resources": NETWORK}))
     assets = {
         "files": {
-            "abc": {"source": {"path": "asset.abc"}, "destinations": {"d": {"objectKey": "params.zip"}}}
+            "abc": {"source": {"path": "asset.abc"}, "destinations": {"d": {"objectKey": "params.zip"}}},
+            "def": {"source": {"path": "asset.def"}, "destinations": {"d": {"objectKey": "scripts.zip"}}},
         }
     }
     (directory / "hp.assets.json").write_text(json.dumps(assets))
@@ -487,7 +494,8 @@ def test_a_stack_of_a_users_assembly_is_drawn_with_its_uploaded_parameters(
     target = tmp_path / "hp.svg"
     status, text = run("diagram", "--assembly", str(assembly), "--stack", "my-hyperpod", "-o", str(target))
     assert status == 0 and "my-hyperpod" in text and "2 kept on delete" in text
-    assert "controller group ctl" in target.read_text() and target.with_suffix(".md").is_file()
+    assert "controller group ctl" in target.read_text() and "mounts /data" in target.read_text()
+    assert target.with_suffix(".md").is_file()
     status, svg = run("diagram", "--assembly", str(assembly), "--stack", "other")
     assert status == 0 and svg.startswith("<?xml")
     status, document = run(

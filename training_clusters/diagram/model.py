@@ -37,8 +37,8 @@ __all__ = [
     "retained_logical_ids",
 ]
 
-PROVISIONING_PARAMETERS = "provisioning_parameters.json"
-"""The file HyperPod's lifecycle scripts read their node roles and the mount point from."""
+LIFECYCLE_FILES = ("provisioning_parameters.json", "training_clusters.json")
+"""The settings HyperPod lifecycle scripts read: node roles (HyperPod's reference keys) and the mount point."""
 
 
 class NodeKind(StrEnum):
@@ -183,10 +183,10 @@ def graph_from_template(
     """Read what ``template`` builds.
 
     :param title: What the drawing is called (the stack name).
-    :param uploads: ``provisioning_parameters.json`` of each file asset the template uploads, keyed by its
-        S3 object key (``<hash>.zip``), as :mod:`.sources` reads them from the cloud assembly. HyperPod
-        instance groups take their role (controller, login, worker) and mount point from it. Default: none
-        (roles are then not shown).
+    :param uploads: The settings (:data:`LIFECYCLE_FILES`, merged) of each file asset the template uploads,
+        keyed by its S3 object key (``<hash>.zip``), as :mod:`.sources` reads them. HyperPod instance groups
+        take their role (controller, login, worker) and mount point from them. Default: none (roles and
+        mount points are then not shown).
     """
     return _GraphBuilder(template, uploads or {}).build(title)
 
@@ -795,7 +795,7 @@ class _GraphBuilder:
             parameters, deployment = self.lifecycle_parameters(props)
             roles = _hyperpod_roles(parameters, orchestrator)
             subnets = self.subnet_targets(_dict(props.get("VpcConfig")).get("Subnets"))
-            mount = _literal(parameters.get("fsx_mount_dir"))
+            mount = _literal(parameters.get("fsx_mount_dir")) or ""
             file_systems = [
                 t
                 for t in _targets(_dict(self.resources.get(deployment or "", {})).get("Properties"))
@@ -806,8 +806,7 @@ class _GraphBuilder:
                 node_id = self.instance_group(cluster_id, group, roles)
                 override = _dict(group.get("OverrideVpcConfig")).get("Subnets")
                 self.link(node_id, self.subnet_targets(override) if override else subnets, EdgeKind.RUNS_IN)
-                if mount is not None:
-                    self.link(node_id, file_systems, EdgeKind.MOUNTS, mount)
+                self.link(node_id, file_systems, EdgeKind.MOUNTS, mount)
 
     def instance_group(
         self, cluster_id: str, group: Mapping[str, Any], roles: Mapping[str, tuple[NodeRole, str | None]]
@@ -848,8 +847,8 @@ class _GraphBuilder:
         return node_id
 
     def lifecycle_parameters(self, cluster: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]:
-        """``provisioning_parameters.json`` uploaded where the cluster's lifecycle scripts come from, and the
-        deployment that uploads it."""
+        """The settings uploaded where the cluster's lifecycle scripts come from (every file of the upload,
+        merged), and the deployment that uploads them."""
         uris = {
             _text(_dict(_dict(g).get("LifeCycleConfig")).get("SourceS3Uri"), "{bucket}")
             for g in _list(cluster.get("InstanceGroups"))
@@ -862,13 +861,11 @@ class _GraphBuilder:
         for deployment_id, props in self.of_type("Custom::CDKBucketDeployment"):
             bucket = _target(props.get("DestinationBucketName"))
             prefix = _text(props.get("DestinationBucketKeyPrefix", ""))
-            if bucket not in buckets or f"s3://{{bucket}}/{prefix}" not in uris:
-                continue
-            for key in _list(props.get("SourceObjectKeys")):
-                found = self.uploads.get(_text(key))
-                if found is not None:
-                    return dict(found), deployment_id
-            return {}, deployment_id
+            if bucket in buckets and f"s3://{{bucket}}/{prefix}" in uris:
+                settings: dict[str, Any] = {}
+                for key in _list(props.get("SourceObjectKeys")):
+                    settings.update(self.uploads.get(_text(key), {}))
+                return settings, deployment_id
         return {}, None
 
     # -- what outlives the stack -----------------------------------------------------------------

@@ -1,7 +1,8 @@
 """Where a drawing's template comes from: a cloud assembly on disk, or environment files synthesized here.
 
-Both paths end in :class:`StackSource`: the template plus the ``provisioning_parameters.json`` files the
-stack uploads (HyperPod's lifecycle scripts read node roles and the mount point from them).
+Both paths end in :class:`StackSource`: the template plus the settings files the stack uploads
+(:data:`~training_clusters.diagram.model.LIFECYCLE_FILES`: HyperPod's lifecycle scripts read node roles and
+the mount point from them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from training_clusters.diagram.model import PROVISIONING_PARAMETERS, EnvironmentGraph, graph_from_template
+from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, graph_from_template
 from training_clusters.errors import ConfigurationError
 
 __all__ = ["StackSource", "read_assembly", "read_stack", "source_of", "synthesize_environments"]
@@ -100,22 +101,27 @@ def source_of(stack: Any, template: Mapping[str, Any]) -> StackSource:
 
     Without asset staging (how this module and the test suite synthesize) generated files such as
     ``provisioning_parameters.json`` are not kept on disk, so they are taken from the construct that
-    generates them: one with ``provisioning_parameters`` (a dict) and the ``deployment`` (a
-    ``BucketDeployment``) that uploads it, as :class:`~training_clusters.constructs.hyperpod.HyperPodCluster`
-    has. Every object key that deployment uploads maps to the parameters.
+    generates them: one with a ``deployment`` (a ``BucketDeployment``) and the settings it uploads,
+    ``provisioning_parameters`` and ``lifecycle_settings`` (dicts), as
+    :class:`~training_clusters.constructs.hyperpod.HyperPodCluster` has. Every object key that deployment
+    uploads maps to the settings, merged.
     """
     import aws_cdk as cdk
 
     uploads: dict[str, Mapping[str, Any]] = {}
     resources = template.get("Resources", {})
     for construct in stack.node.find_all():
-        parameters = getattr(construct, "provisioning_parameters", None)
+        parts = [getattr(construct, name, None) for name in ("provisioning_parameters", "lifecycle_settings")]
+        settings = {k: v for part in parts if isinstance(part, dict) for k, v in part.items()}
         deployment = getattr(construct, "deployment", None)
-        if not isinstance(parameters, dict) or deployment is None:
+        if not settings or deployment is None:
             continue
-        resolved = stack.resolve(parameters)
+        resolved = stack.resolve(settings)
         for child in deployment.node.find_all():
-            if isinstance(child, cdk.CfnResource) and child.cfn_resource_type == "Custom::CDKBucketDeployment":
+            if (
+                isinstance(child, cdk.CfnResource)
+                and child.cfn_resource_type == "Custom::CDKBucketDeployment"
+            ):
                 logical_id = stack.resolve(stack.get_logical_id(child))
                 keys = resources.get(logical_id, {}).get("Properties", {}).get("SourceObjectKeys", [])
                 uploads.update({key: resolved for key in keys if isinstance(key, str)})
@@ -160,17 +166,23 @@ def _assets_manifest(
 
 
 def _uploads(directory: Path, assets: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """``provisioning_parameters.json`` of each folder asset that holds one, by its S3 object key."""
+    """The settings files (:data:`LIFECYCLE_FILES`) of each folder asset that holds any, by its S3 object key."""
     found: dict[str, dict[str, Any]] = {}
     for asset in assets.get("files", {}).values():
         source = directory / asset.get("source", {}).get("path", "")
-        parameters = source / PROVISIONING_PARAMETERS
-        if not parameters.is_file():
-            continue
-        try:
-            document = json.loads(_DEPLOY_TIME_MARKER.sub("null", parameters.read_text()))
-        except ValueError:
-            continue
-        for destination in asset.get("destinations", {}).values():
-            found[destination["objectKey"]] = document
+        settings: dict[str, Any] = {}
+        for name in LIFECYCLE_FILES:
+            settings.update(_settings_file(source / name))
+        if settings:
+            for destination in asset.get("destinations", {}).values():
+                found[destination["objectKey"]] = settings
     return found
+
+
+def _settings_file(path: Path) -> dict[str, Any]:
+    """A JSON object uploaded with deploy-time markers in it (as ``null``); empty when absent or not JSON."""
+    try:
+        document = json.loads(_DEPLOY_TIME_MARKER.sub("null", path.read_text()))
+    except (OSError, ValueError):
+        return {}
+    return document if isinstance(document, dict) else {}
