@@ -1,7 +1,8 @@
 """Work the suite hands to the machine's other core while the main process synthesizes.
 
 cfn-lint is pure Python and takes longer per template than CDK takes to synthesize it, so linting in one
-worker process (spawned: it never starts jsii) overlaps the rest of the suite. Tests that mostly wait on a
+worker process (spawned: it never starts jsii) overlaps the rest of the suite. checkov runs once per session
+(:func:`submit_checkov`), a subprocess of its own virtual environment waited on by a background thread. Tests that mostly wait on a
 subprocess (shellcheck, the wheel build and its downstream app) start it with :func:`start` when their
 module is collected. Results are awaited where a test asserts on them, so a failure still fails the test
 that owns it.
@@ -17,6 +18,7 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from training_clusters.checkov import CheckovResult, checkov_executable, checkov_scan
 from training_clusters.lint import LintMatch, cfn_lint
 
 T = TypeVar("T")
@@ -40,6 +42,20 @@ _threads = ThreadPoolExecutor(
 def start(work: Callable[[], T]) -> Future[T]:
     """Run ``work`` (subprocess-bound) in a background thread now; ``.result()`` where a test needs it."""
     return _threads.submit(work)
+
+
+def submit_checkov(templates: list[Path], project_root: Path) -> Future[list[CheckovResult]]:
+    """checkov over ``templates`` in one subprocess, waited on by a background thread.
+
+    The executable is found now, so a missing ``.venv-checkov`` fails the tests that read the results.
+    """
+    try:
+        executable = checkov_executable(project_root)
+    except Exception as error:
+        failed: Future[list[CheckovResult]] = Future()
+        failed.set_exception(error)
+        return failed
+    return start(lambda: checkov_scan(templates, executable=executable))
 
 
 def submit_lint(template: Path, regions: Iterable[str]) -> Future[list[LintMatch]]:

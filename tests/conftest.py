@@ -1,4 +1,5 @@
-"""Shared fixtures: a fresh CDK app per test, gated stacks synthesized up front, cfn-lint in the background."""
+"""Shared fixtures: a fresh CDK app per test, gated stacks synthesized up front, cfn-lint and checkov in the
+background."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ import botocore.session  # noqa: E402
 import jsii._kernel.providers.process as jsii_process  # noqa: E402
 import pytest  # noqa: E402
 
+from training_clusters.checkov import CheckovResult  # noqa: E402
 from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
 from training_clusters.environments import add_environment, environment_files  # noqa: E402
 from training_clusters.lint import LintMatch  # noqa: E402
@@ -76,7 +78,7 @@ AZS = ["us-east-1a", "us-east-1b"]
 
 
 #: Fixtures whose results the background worker finishes (cfn-lint of gated stacks and environments).
-_AWAITING_FIXTURES = {"gated_stacks", "environment_gates"}
+_AWAITING_FIXTURES = {"gated_stacks", "environment_gates", "checkov_run"}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -268,6 +270,44 @@ def environment_gates(tmp_path_factory: pytest.TempPathFactory) -> EnvironmentGa
     return EnvironmentGates(tmp_path_factory.mktemp("environments"))
 
 
+class CheckovRun:
+    """checkov over every shipped environment's template and the gated test stacks named ``checkov-*``.
+
+    One checkov process for the whole session (it is slow to start), run from checkov's own virtual
+    environment in a background thread as soon as the up-front synths are done; ``results`` waits for it.
+    """
+
+    PREFIX = "checkov-"
+
+    def __init__(self) -> None:
+        self._future: Future[list[CheckovResult]] | None = None
+        self.templates: dict[str, Path] = {}
+
+    def start(self, gates: EnvironmentGates, stacks: GatedStacks) -> None:
+        """Runs in the up-front thread, after both synths (so it reads their results without waiting)."""
+        for result in gates._results.values():
+            if not isinstance(result, BaseException) and result[1].assembly is not None:
+                stack, gate = result
+                self.templates[stack.stack_name] = Path(gate.assembly.directory) / stack.template_file
+        for name, gated in stacks._results.items():
+            if name.startswith(self.PREFIX) and isinstance(gated, GateResult) and gated.assembly:
+                self.templates[name] = Path(gated.assembly.directory) / "Test.template.json"
+        self._future = background_work.submit_checkov(list(self.templates.values()), ROOT)
+
+    def results(self, name: str) -> list[CheckovResult]:
+        """checkov's failed and skipped checks on the stack ``name`` (an environment's stack, or a gated
+        stack's registered name)."""
+        _await_up_front_synths()
+        assert self._future is not None, "checkov was not started: request the checkov_run fixture"
+        template = self.templates[name]
+        return [r for r in self._future.result() if Path(r.template) == template.resolve()]
+
+
+@pytest.fixture(scope="session")
+def checkov_run() -> CheckovRun:
+    return CheckovRun()
+
+
 _up_front: Future[None] | None = None
 
 
@@ -298,6 +338,13 @@ def _start_background_work(request: pytest.FixtureRequest) -> Iterator[None]:
     if "gated_stacks" in fixtures:
         stacks: GatedStacks = request.getfixturevalue("gated_stacks")
         work.append(stacks.start)
+    if "checkov_run" in fixtures:
+        run: CheckovRun = request.getfixturevalue("checkov_run")
+        every_gate: EnvironmentGates = request.getfixturevalue("environment_gates")
+        every_stack: GatedStacks = request.getfixturevalue("gated_stacks")
+        work.append(lambda: every_gate.start(environment_files(ROOT / "environments")))
+        work.append(every_stack.start)
+        work.append(lambda: run.start(every_gate, every_stack))
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="up-front-synths") as thread:
         _up_front = thread.submit(_synthesize_holding_jsii, work) if work else None
         yield

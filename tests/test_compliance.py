@@ -1,4 +1,5 @@
-"""The gates themselves can fail: cfn-lint finds real deploy errors, cdk-nag blocks unacknowledged findings."""
+"""The gates themselves can fail: cfn-lint finds real deploy errors, cdk-nag blocks unacknowledged findings;
+cdk-nag's NIST 800-53 R5 pack informs without blocking, and every shipped environment explains its findings."""
 
 from __future__ import annotations
 
@@ -9,10 +10,25 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
 
-from training_clusters.compliance import acknowledge, add_compliance_checks, synth_with_checks
+from training_clusters.compliance import (
+    NIST_800_53_R5,
+    acknowledge,
+    acknowledge_nist,
+    add_compliance_checks,
+    synth_with_checks,
+)
+from training_clusters.environments import environment_files
 from training_clusters.report import format_table, main, summarize
 
 from . import background
+from .conftest import ROOT, EnvironmentGates
+
+ENVIRONMENTS = environment_files(ROOT / "environments")
+
+
+def no_checkov(templates: list[Path]) -> list[object]:
+    """These tests are about cdk-nag; checkov runs once per session in tests/test_checkov.py."""
+    return []
 
 
 @pytest.mark.lint
@@ -53,7 +69,7 @@ def test_unacknowledged_nag_finding_blocks_synth_and_acknowledging_clears_it(tmp
     assembly, findings = synth_with_checks(app)
     assert assembly is not None
     assert not [f for f in findings if f.plugin.startswith("AwsSolutions")]
-    summary = summarize(assembly.directory, lint=background.lint)
+    summary = summarize(assembly.directory, lint=background.lint, scan=no_checkov)
     assert summary[0].nag_acknowledged == 1
     assert summary[0].passed
     assert "S" in format_table(summary)
@@ -74,7 +90,64 @@ def test_report_exits_non_zero_when_a_template_fails(
     add_compliance_checks(app)
     synth_with_checks(app)
     # synth refused, but the assembly folder holds the templates and the validation report
-    assert main([str(tmp_path / "c")], lint=background.lint) == 1
+    assert main([str(tmp_path / "c")], lint=background.lint, scan=no_checkov) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out
     assert "AwsSolutions-S1" in out
+
+
+def _bucket_app(outdir: Path, *, explain_nist: bool) -> cdk.App:
+    app = cdk.App(outdir=str(outdir))
+    stack = cdk.Stack(app, "S", env=cdk.Environment(region="us-east-1"))
+    bucket = s3.Bucket(stack, "Plain", enforce_ssl=True, versioned=True)
+    acknowledge(bucket, "AwsSolutions-S1", "test bucket without access logs")
+    if explain_nist:
+        for rule in (
+            "S3BucketLoggingEnabled",
+            "S3BucketReplicationEnabled",
+            "S3DefaultEncryptionKMS",
+        ):
+            acknowledge_nist(bucket, f"NIST.800.53.R5-{rule}", "a test bucket holding nothing")
+    add_compliance_checks(app)
+    return app
+
+
+def test_nist_findings_are_reported_but_never_block_synth(tmp_path: Path) -> None:
+    assembly, findings = synth_with_checks(_bucket_app(tmp_path / "a", explain_nist=False))
+    assert assembly is not None, "the informative NIST pack must not refuse the assembly"
+    nist = {f.rule for f in findings if f.plugin == NIST_800_53_R5}
+    assert {"NIST.800.53.R5-S3DefaultEncryptionKMS", "NIST.800.53.R5-S3BucketReplicationEnabled"} <= nist
+    (summary,) = summarize(assembly.directory, lint=background.lint, scan=no_checkov)
+    assert summary.passed and summary.nist_findings
+    assert summary.nist_acknowledged == 0
+
+
+def test_acknowledged_nist_findings_drop_out_and_are_counted(tmp_path: Path) -> None:
+    assembly, _ = synth_with_checks(_bucket_app(tmp_path / "b", explain_nist=True))
+    assert assembly is not None
+    (summary,) = summarize(assembly.directory, lint=background.lint, scan=no_checkov)
+    explained = {
+        f"NIST.800.53.R5-{r}"
+        for r in ("S3BucketLoggingEnabled", "S3BucketReplicationEnabled", "S3DefaultEncryptionKMS")
+    }
+    assert summary.nist_findings  # others still show (public access is not blocked on this bare bucket)
+    assert explained.isdisjoint(f.rule for f in summary.nist_findings)
+    assert summary.nist_acknowledged == 3
+    assert "NIST open (info)" in format_table([summary])
+
+
+def test_acknowledging_nist_without_a_reason_is_refused() -> None:
+    with pytest.raises(ValueError, match="needs a specific reason"):
+        acknowledge_nist(cdk.Stack(cdk.App(), "S"), "NIST.800.53.R5-IAMNoInlinePolicy", "")
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=[p.stem for p in ENVIRONMENTS])
+def test_shipped_environment_explains_every_nist_finding(
+    environment_gates: EnvironmentGates, path: Path
+) -> None:
+    _, result = environment_gates.get(path)
+    assert result.assembly is not None
+    open_findings = [f for f in result.findings if f.plugin == NIST_800_53_R5]
+    assert open_findings == [], "acknowledge with a reason (compliance.acknowledge_nist):\n" + "\n".join(
+        map(str, open_findings)
+    )

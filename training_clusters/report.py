@@ -1,7 +1,9 @@
-"""Summarize a cloud assembly: per template, resources, cdk-nag findings and cfn-lint results.
+"""Summarize a cloud assembly: per template, resources, cdk-nag findings, cfn-lint and checkov results.
 
 ``python -m training_clusters.report cdk.out`` prints the table ``make synth`` shows and exits non-zero when
-any template has an unacknowledged cdk-nag finding or a cfn-lint error.
+any template has an unacknowledged AwsSolutions finding, a cfn-lint error or a checkov finding that is neither
+fixed nor skipped with a reason. cdk-nag's NIST 800-53 R5 pack is shown for information (open and
+acknowledged findings) and never fails the gate.
 """
 
 from __future__ import annotations
@@ -9,12 +11,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training_clusters.checkov import CheckovResult, checkov_scan
 from training_clusters.compliance import (
     AWS_SOLUTIONS,
+    NIST_800_53_R5,
     Finding,
     LintMatch,
     cfn_lint,
@@ -33,6 +37,9 @@ class TemplateSummary:
     nag_findings: list[Finding]
     nag_acknowledged: int
     lint: list[LintMatch]
+    checkov: list[CheckovResult] = field(default_factory=list)
+    nist_findings: list[Finding] = field(default_factory=list)
+    nist_acknowledged: int = 0
 
     @property
     def lint_errors(self) -> int:
@@ -43,26 +50,45 @@ class TemplateSummary:
         return sum(1 for m in self.lint if m.level == "warning")
 
     @property
+    def checkov_open(self) -> list[CheckovResult]:
+        """checkov findings neither fixed nor skipped with a reason."""
+        return [r for r in self.checkov if r.failed]
+
+    @property
+    def checkov_skipped(self) -> int:
+        return sum(1 for r in self.checkov if not r.failed)
+
+    @property
     def passed(self) -> bool:
-        return not self.nag_findings and self.lint_errors == 0
+        """The gate: no open AwsSolutions finding, no cfn-lint error, no open checkov finding (NIST informs)."""
+        return not self.nag_findings and self.lint_errors == 0 and not self.checkov_open
 
 
 #: How a template is linted: cfn-lint in this process unless the caller hands the work elsewhere.
 Linter = Callable[[Path, list[str]], list[LintMatch]]
+#: How templates are scanned with checkov: all at once (one process start), results naming their template.
+Scanner = Callable[[list[Path]], list[CheckovResult]]
 
 
-def summarize(assembly_dir: str | Path, *, lint: Linter = cfn_lint) -> list[TemplateSummary]:
-    """Run the gates over every stack of a cloud assembly (``lint``: see :data:`Linter`)."""
+def summarize(
+    assembly_dir: str | Path, *, lint: Linter = cfn_lint, scan: Scanner = checkov_scan
+) -> list[TemplateSummary]:
+    """Run the gates over every stack of a cloud assembly (``lint``: see :data:`Linter`; ``scan``:
+    :data:`Scanner`)."""
     directory = Path(assembly_dir)
     manifest = json.loads((directory / "manifest.json").read_text())
     findings = read_validation_report(directory)
+    stacks = [
+        (name, artifact, directory / artifact["properties"]["templateFile"])
+        for name, artifact in sorted(manifest.get("artifacts", {}).items())
+        if artifact.get("type") == "aws:cloudformation:stack"
+    ]
+    scanned = scan([template_file for _, _, template_file in stacks]) if stacks else []
     summaries = []
-    for name, artifact in sorted(manifest.get("artifacts", {}).items()):
-        if artifact.get("type") != "aws:cloudformation:stack":
-            continue
-        template_file = directory / artifact["properties"]["templateFile"]
+    for name, artifact, template_file in stacks:
         template = json.loads(template_file.read_text())
         region = _region(artifact.get("environment", ""))
+        metadata = stack_metadata(directory, artifact)
         summaries.append(
             TemplateSummary(
                 stack=name,
@@ -71,8 +97,13 @@ def summarize(assembly_dir: str | Path, *, lint: Linter = cfn_lint) -> list[Temp
                 nag_findings=[
                     f for f in findings if f.plugin.startswith(AWS_SOLUTIONS) and _in_stack(f, name)
                 ],
-                nag_acknowledged=_acknowledged(stack_metadata(directory, artifact)),
+                nag_acknowledged=_acknowledged(metadata, AWS_SOLUTIONS),
                 lint=lint(template_file, [region]),
+                checkov=[r for r in scanned if Path(r.template).name == template_file.name],
+                nist_findings=[
+                    f for f in findings if f.plugin.startswith(NIST_800_53_R5) and _in_stack(f, name)
+                ],
+                nist_acknowledged=_acknowledged(metadata, NIST_800_53_R5),
             )
         )
     return summaries
@@ -96,13 +127,13 @@ def stack_metadata(directory: Path, artifact: dict[str, Any]) -> dict[str, list[
     return metadata
 
 
-def _acknowledged(metadata: dict[str, list[dict[str, object]]]) -> int:
+def _acknowledged(metadata: dict[str, list[dict[str, object]]], pack: str) -> int:
     count = 0
     for entries in metadata.values():
         for entry in entries:
             data = entry.get("data")
             if entry.get("type") == "aws:cdk:acknowledged-rules" and isinstance(data, dict):
-                count += sum(1 for rule in data if str(rule).startswith(f"{AWS_SOLUTIONS}::"))
+                count += sum(1 for rule in data if str(rule).startswith(f"{pack}::"))
     return count
 
 
@@ -116,6 +147,10 @@ def format_table(summaries: list[TemplateSummary]) -> str:
         "nag acknowledged",
         "lint errors",
         "lint warnings",
+        "checkov open",
+        "checkov skipped",
+        "NIST open (info)",
+        "NIST acknowledged",
         "",
     )
     rows = [
@@ -127,6 +162,10 @@ def format_table(summaries: list[TemplateSummary]) -> str:
             str(s.nag_acknowledged),
             str(s.lint_errors),
             str(s.lint_warnings),
+            str(len(s.checkov_open)),
+            str(s.checkov_skipped),
+            str(len(s.nist_findings)),
+            str(s.nist_acknowledged),
             "ok" if s.passed else "FAIL",
         )
         for s in summaries
@@ -134,15 +173,16 @@ def format_table(summaries: list[TemplateSummary]) -> str:
     return text_table(header, rows)
 
 
-def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint) -> int:
+def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint, scan: Scanner = checkov_scan) -> int:
     """``python -m training_clusters.report [ASSEMBLY]``: the gates' table; 1 when any template fails.
 
     :param argv: Default: ``sys.argv[1:]``; the assembly folder defaults to ``cdk.out``.
     :param lint: Default: cfn-lint in this process (see :data:`Linter`).
+    :param scan: Default: checkov from ``.venv-checkov`` (see :mod:`training_clusters.checkov`).
     """
     args = sys.argv[1:] if argv is None else argv
     directory = Path(args[0] if args else "cdk.out")
-    summaries = summarize(directory, lint=lint)
+    summaries = summarize(directory, lint=lint, scan=scan)
     if not summaries:
         print(f"no stack templates in {directory}", file=sys.stderr)
         return 1
@@ -152,6 +192,10 @@ def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint) -> int:
             print(f"  {summary.stack}: {finding}")
         for match in summary.lint:
             print(f"  {summary.stack}: {match}")
+        for result in summary.checkov_open:
+            print(f"  {summary.stack}: [checkov] {result}")
+        for finding in summary.nist_findings:
+            print(f"  {summary.stack}: (informative) {finding}")
     failed = [s.stack for s in summaries if not s.passed]
     print(
         f"\n{len(summaries)} template(s); "
