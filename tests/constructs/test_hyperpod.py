@@ -459,8 +459,9 @@ def test_extra_steps_are_uploaded_and_listed_for_the_scripts(stack: cdk.Stack, t
         ),
         (
             {"roles": "worker"},
-            "lifecycle.extra_steps[0].roles must be a list of controller, login, worker (leave "
-            "it out for every role), got 'worker'",
+            # refused at the boundary (@checked_props), before the construct runs
+            "lifecycle.extra_steps[0].roles must be a list of controller, login, worker (or None), got str "
+            "'worker'",
         ),
     ],
 )

@@ -180,7 +180,16 @@ def _describe_hint(hint: Any) -> str:
         text = " or ".join(dict.fromkeys(arms))
         return f"{text} (or None)" if type(None) in args else text
     if origin in (list, tuple, collections.abc.Sequence):
-        return f"a list of {_describe_hint(args[0]) if args else 'values'}"
+        element = args[0] if args else None
+        plurals = {bool: "true/false values", int: "whole numbers", float: "numbers", str: "strings"}
+        if element in plurals:
+            return f"a list of {plurals[element]}"
+        choices = [
+            a for a in (element, *typing.get_args(element)) if isinstance(a, type) and issubclass(a, Choice)
+        ]
+        if choices:
+            return f"a list of {choices[0].allowed()}"
+        return f"a list of {getattr(element, '__name__', 'values')}"
     if origin in (dict, collections.abc.Mapping):
         return "a mapping"
     if isinstance(hint, type) and issubclass(hint, Choice):

@@ -8,7 +8,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
-from training_clusters.constructs._validation import checked_props, fail
+from training_clusters.constructs._validation import checked_props, fail, to_removal_policy
+from training_clusters.options import RemovalPolicy
 
 _BUCKET_NAME_MAX = 63
 
@@ -36,7 +37,7 @@ class SecureBucket(Construct):
         *,
         name_prefix: str | None = None,
         encryption_key: kms.IKey | None = None,
-        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
         access_logs_bucket: s3.IBucket | None = None,
     ) -> None:
         """Create the bucket and, unless given one, its access-log bucket.
@@ -48,6 +49,7 @@ class SecureBucket(Construct):
         :param access_logs_bucket: Where server access logs go. Default: a new log bucket.
         """
         super().__init__(scope, id)
+        removal_policy = to_removal_policy(self, "removal_policy", removal_policy)
         # Deliver access logs through a bucket policy, not ACLs, whatever the app's feature flags say:
         # both buckets keep ACLs disabled (BucketOwnerEnforced).
         self.node.set_context("@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy", True)

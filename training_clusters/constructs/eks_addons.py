@@ -32,7 +32,13 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved
+from training_clusters.constructs._validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    to_removal_policy,
+)
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster, catalog_entry
 from training_clusters.constructs.eks_sharing import (
     Mps,
@@ -43,7 +49,7 @@ from training_clusters.constructs.eks_sharing import (
     mps_replicas_problem,
 )
 from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.options import MigStrategy
+from training_clusters.options import MigStrategy, RemovalPolicy
 
 __all__ = [
     "EFA_DEVICE_PLUGIN_CHART",
@@ -267,7 +273,7 @@ class NvidiaDevicePlugin(Construct):
         instance_types: Sequence[str],
         time_slicing: TimeSlicing | None = None,
         mps: Mps | None = None,
-        mig_strategy: MigStrategy = MigStrategy.NONE,
+        mig_strategy: MigStrategy | str = MigStrategy.NONE,
         chart: HelmChartSpec = NVIDIA_DEVICE_PLUGIN_CHART,
     ) -> None:
         """Install the chart.
@@ -280,6 +286,7 @@ class NvidiaDevicePlugin(Construct):
         :param chart: Default: :data:`NVIDIA_DEVICE_PLUGIN_CHART`.
         """
         super().__init__(scope, id)
+        mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
         types = _check_instance_types(self, instance_types, "GPU", "NVIDIA GPU", lambda entry: entry.is_gpu)
         self._check_sharing(time_slicing, mps, mig_strategy)
         self._check_mps_replicas(mps)
@@ -648,7 +655,7 @@ class EbsCsiDriver(Construct):
         cluster: GpuEksCluster,
         storage_class_name: str = "gp3",
         addon_version: str | None = None,
-        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.RETAIN,
+        removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
     ) -> None:
         """Install the add-on and the StorageClass.
 
@@ -662,6 +669,7 @@ class EbsCsiDriver(Construct):
             volume either way. Default: RETAIN.
         """
         super().__init__(scope, id)
+        removal_policy = to_removal_policy(self, "removal_policy", removal_policy)
         _check_addon_version(self, addon_version)
         self.storage_class_name = storage_class_name
         self.role = _pod_identity_role(self, "Amazon EBS CSI driver controller (EKS Pod Identity)")

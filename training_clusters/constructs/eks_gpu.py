@@ -34,12 +34,18 @@ from constructs import Construct
 
 from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType, lookup
 from training_clusters.compliance import acknowledge
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
+from training_clusters.constructs._validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    to_removal_policy,
+)
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.eks_sharing import efa_problem
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
-from training_clusters.options import AccessMode, EfaInterfaceType
+from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
 
 #: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
@@ -119,7 +125,7 @@ class GpuEksCluster(Construct):
         secrets_key: kms.IKey | None = None,
         system_instance_type: str = "t3.large",
         system_node_count: int = 2,
-        removal_policy: cdk.RemovalPolicy = cdk.RemovalPolicy.DESTROY,
+        removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.DESTROY,
     ) -> None:
         """Create the cluster and its system nodegroup.
 
@@ -142,6 +148,7 @@ class GpuEksCluster(Construct):
         """
         super().__init__(scope, id)
         access_mode = option(self, "access_mode", AccessMode, access_mode)
+        removal_policy = to_removal_policy(self, "removal_policy", removal_policy)
         self._check_admin_role_arn(admin_role_arn)
         self._check_public_access_cidrs(public_access_cidrs)
         self._check_system_node_count(system_node_count)

@@ -434,8 +434,9 @@ class ParallelCluster(Construct):
     # options given as strings become their members here, before any rule reads them
 
     def _os_option(self, os: object) -> OperatingSystem:
-        if isinstance(os, str) and not isinstance(os, OperatingSystem) and os_problem(os):
-            raise fail(self.node.path, "os", os_problem(os) or "")  # names a retired OS and why
+        retired = os_problem(os.strip().lower()) if isinstance(os, str) else None
+        if retired and not isinstance(os, OperatingSystem):
+            raise fail(self.node.path, "os", retired)  # names a retired OS and why
         return option(self, "os", OperatingSystem, os)
 
     def _queue_options(self, index: int, queue: SlurmQueue) -> SlurmQueue:

@@ -1,0 +1,365 @@
+"""Props are checked at the boundary of every public construct (``@checked_props`` and ``options.Choice``).
+
+* Every option prop (found from the type hints, down into props dataclasses) takes its member or the member's
+  value as a string in any case, and builds the same template either way.
+* A wrong string or a wrong type is our ``ConfigurationError`` naming the construct path, the prop, the value
+  and what is allowed; never an ``AttributeError`` or a jsii trace.
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import json
+import types
+import typing
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+from constructs import Construct
+
+import training_clusters.constructs as package
+from training_clusters.constructs import (
+    ComputeResource,
+    EbsCsiDriver,
+    EfaNodegroup,
+    GpuEksCluster,
+    GpuNodegroup,
+    HyperPodCluster,
+    InstanceGroup,
+    LifecycleOptions,
+    LifecycleStep,
+    ManagedLustre,
+    NvidiaDevicePlugin,
+    ParallelCluster,
+    SecureBucket,
+    SharedLustre,
+    SlurmQueue,
+    SlurmSettings,
+    TrainingNetwork,
+    TrainingPlacementGroup,
+)
+from training_clusters.errors import ConfigurationError
+from training_clusters.options import Choice, RemovalPolicy
+
+from ..conftest import AZS, CDK_CONTEXT, REGION, PinnedStack
+
+ADMIN = "arn:aws:iam::111122223333:role/Admin"
+C5N = ComputeResource(name="c5n", instance_type="c5n.18xlarge", max_count=2)
+T3 = ComputeResource(name="t3", instance_type="t3.medium", max_count=2)
+CONTROLLER = InstanceGroup(name="controller", instance_type="ml.c5.xlarge", role="controller")
+WORKERS = InstanceGroup(name="workers", instance_type="ml.g5.8xlarge", partition="gpu")
+
+
+# --------------------------------------------------------------------------------------------------
+# which props take an option, read from the constructs' own type hints
+
+
+def _choices_in(hint: Any) -> bool:
+    """Whether ``hint`` is an option (or an option or its string, or None)."""
+    arms = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    return any(isinstance(a, type) and (issubclass(a, Choice) or a is cdk.RemovalPolicy) for a in arms)
+
+
+def _option_paths(prefix: str, hint: Any, seen: frozenset[type] = frozenset()) -> Iterator[str]:
+    """Prop paths (``queues[].capacity_type``) whose type is an option, through lists and dataclasses."""
+    if _choices_in(hint):
+        yield prefix
+        return
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (list, tuple, collections.abc.Sequence):
+        yield from _option_paths(f"{prefix}[]", args[0], seen)
+    elif origin in (typing.Union, types.UnionType):
+        for arm in args:
+            yield from _option_paths(prefix, arm, seen)
+    elif isinstance(hint, type) and dataclasses.is_dataclass(hint) and hint not in seen:
+        for name, field_hint in typing.get_type_hints(hint).items():
+            yield from _option_paths(f"{prefix}.{name}", field_hint, seen | {hint})
+
+
+def _public_constructs() -> list[type[Construct]]:
+    found = []
+    for name in package.__all__:
+        value = getattr(package, name)
+        if isinstance(value, type) and issubclass(value, Construct):
+            found.append(value)
+    return found
+
+
+def _discovered() -> set[str]:
+    paths = set()
+    for cls in _public_constructs():
+        init = getattr(cls.__init__, "__wrapped__", cls.__init__)
+        for name, hint in typing.get_type_hints(init).items():
+            if name != "return":
+                paths.update(f"{cls.__name__}.{p}" for p in _option_paths(name, hint))
+    return paths
+
+
+# --------------------------------------------------------------------------------------------------
+# each option prop, built with a value given as a member and as a string
+
+
+Build = Callable[[cdk.Stack, Any], Construct]
+
+
+def _network(stack: cdk.Stack) -> TrainingNetwork:
+    return TrainingNetwork(stack, "Network", availability_zones=AZS)
+
+
+def _eks(stack: cdk.Stack, **props: Any) -> GpuEksCluster:
+    return GpuEksCluster(stack, "Eks", vpc=_network(stack).vpc, admin_role_arn=ADMIN, **props)
+
+
+def _hyperpod(stack: cdk.Stack, **props: Any) -> HyperPodCluster:
+    network = _network(stack)
+    props.setdefault("instance_groups", [CONTROLLER, WORKERS])
+    return HyperPodCluster(
+        stack, "HyperPod", cluster_name="c", vpc=network.vpc, subnet=network.placement_subnet(), **props
+    )
+
+
+def _pcluster(stack: cdk.Stack, **props: Any) -> ParallelCluster:
+    network = _network(stack)
+    props.setdefault("queues", [SlurmQueue(name="q", compute_resources=[T3])])
+    return ParallelCluster(
+        stack, "Pcluster", cluster_name="team", vpc=network.vpc, subnet=network.placement_subnet(), **props
+    )
+
+
+def _efa_nodegroup(stack: cdk.Stack, **props: Any) -> EfaNodegroup:
+    cluster = _eks(stack)
+    network = stack.node.find_child("Network")
+    assert isinstance(network, TrainingNetwork)
+    return EfaNodegroup(
+        stack,
+        "Efa",
+        cluster=cluster,
+        instance_type="g5.8xlarge",
+        subnet=network.placement_subnet(),
+        placement_group=TrainingPlacementGroup(stack, "Pg"),
+        efa_security_group=network.efa_security_group,
+        desired_size=1,
+        **props,
+    )
+
+
+#: prop path -> (build with the value, the member, a string spelling of it)
+CASES: dict[str, tuple[Build, Any, str]] = {
+    "TrainingPlacementGroup.strategy": (
+        lambda s, v: TrainingPlacementGroup(s, "Pg", strategy=v),
+        package.PlacementStrategy.SPREAD,
+        "Spread",
+    ),
+    "TrainingPlacementGroup.spread_level": (
+        lambda s, v: TrainingPlacementGroup(s, "Pg", strategy="spread", spread_level=v),
+        package.SpreadLevel.HOST,
+        "HOST",
+    ),
+    "SharedLustre.deployment_type": (
+        lambda s, v: SharedLustre(
+            s, "Fsx", vpc=_network(s).vpc, deployment_type=v, per_unit_storage_throughput_mbps=250
+        ),
+        package.LustreDeploymentType.PERSISTENT_2,
+        "persistent-2",
+    ),
+    "SharedLustre.removal_policy": (
+        lambda s, v: SharedLustre(s, "Fsx", vpc=_network(s).vpc, removal_policy=v),
+        cdk.RemovalPolicy.DESTROY,
+        "destroy",
+    ),
+    "SecureBucket.removal_policy": (
+        lambda s, v: SecureBucket(s, "Bucket", removal_policy=v),
+        cdk.RemovalPolicy.DESTROY,
+        "Destroy",
+    ),
+    "HyperPodCluster.node_recovery": (
+        lambda s, v: _hyperpod(s, node_recovery=v),
+        package.NodeRecovery.NONE,
+        "none",
+    ),
+    "HyperPodCluster.instance_groups[].role": (
+        lambda s, v: _hyperpod(s, instance_groups=[dataclasses.replace(CONTROLLER, role=v), WORKERS]),
+        package.NodeRole.CONTROLLER,
+        "CONTROLLER",
+    ),
+    "HyperPodCluster.instance_groups[].deep_health_checks[]": (
+        lambda s, v: _hyperpod(
+            s, instance_groups=[CONTROLLER, dataclasses.replace(WORKERS, deep_health_checks=[v])]
+        ),
+        package.DeepHealthCheck.INSTANCE_STRESS,
+        "instance_stress",
+    ),
+    "HyperPodCluster.lifecycle.extra_steps[].roles[]": (
+        lambda s, v: _hyperpod(
+            s,
+            lifecycle=LifecycleOptions(
+                extra_steps=[LifecycleStep(name="check", script=str(_STEP_SCRIPT), roles=[v])]
+            ),
+        ),
+        package.NodeRole.WORKER,
+        "worker",
+    ),
+    "ParallelCluster.os": (lambda s, v: _pcluster(s, os=v), package.OperatingSystem.UBUNTU2404, "Ubuntu2404"),
+    "ParallelCluster.deletion_policy": (
+        lambda s, v: _pcluster(s, deletion_policy=v),
+        package.DeletionPolicy.RETAIN,
+        "retain",
+    ),
+    "ParallelCluster.queues[].capacity_type": (
+        lambda s, v: _pcluster(s, queues=[SlurmQueue(name="q", compute_resources=[T3], capacity_type=v)]),
+        package.QueueCapacityType.SPOT,
+        "spot",
+    ),
+    "ParallelCluster.queues[].placement": (
+        lambda s, v: _pcluster(s, queues=[SlurmQueue(name="q", compute_resources=[C5N], placement=v)]),
+        package.QueuePlacement.MANAGED,
+        "Managed",
+    ),
+    "ParallelCluster.slurm_settings.queue_update_strategy": (
+        lambda s, v: _pcluster(s, slurm_settings=SlurmSettings(queue_update_strategy=v)),
+        package.QueueUpdateStrategy.TERMINATE,
+        "terminate",
+    ),
+    "ParallelCluster.managed_file_system.deployment_type": (
+        lambda s, v: _pcluster(
+            s, managed_file_system=ManagedLustre(deployment_type=v, per_unit_storage_throughput_mbps=125)
+        ),
+        package.LustreDeploymentType.PERSISTENT_2,
+        "persistent_2",
+    ),
+    "ParallelCluster.managed_file_system.deletion_policy": (
+        lambda s, v: _pcluster(s, managed_file_system=ManagedLustre(deletion_policy=v)),
+        package.DeletionPolicy.DELETE,
+        "DELETE",
+    ),
+    "GpuEksCluster.access_mode": (
+        lambda s, v: _eks(s, access_mode=v),
+        package.AccessMode.API_AND_CONFIG_MAP,
+        "api-and-config-map",
+    ),
+    "GpuEksCluster.removal_policy": (
+        lambda s, v: _eks(s, removal_policy=v),
+        cdk.RemovalPolicy.RETAIN,
+        "retain",
+    ),
+    "EfaNodegroup.efa_interface_type": (
+        lambda s, v: _efa_nodegroup(s, efa_interface_type=v),
+        package.EfaInterfaceType.EFA_ONLY,
+        "EFA_ONLY",
+    ),
+    "EfaNodegroup.capacity_type": (
+        lambda s, v: _efa_nodegroup(s, capacity_type=v),
+        package.NodegroupCapacityType.SPOT,
+        "spot",
+    ),
+    "GpuNodegroup.capacity_type": (
+        lambda s, v: GpuNodegroup(
+            s, "Gpu", cluster=_eks(s), instance_type="g5.2xlarge", desired_size=1, capacity_type=v
+        ),
+        package.NodegroupCapacityType.SPOT,
+        "Spot",
+    ),
+    "NvidiaDevicePlugin.mig_strategy": (
+        lambda s, v: NvidiaDevicePlugin(
+            s, "Nvidia", cluster=_eks(s), instance_types=["g5.2xlarge"], mig_strategy=v
+        ),
+        package.MigStrategy.NONE,
+        "None",
+    ),
+    "EbsCsiDriver.removal_policy": (
+        lambda s, v: EbsCsiDriver(s, "Ebs", cluster=_eks(s), removal_policy=v),
+        cdk.RemovalPolicy.DESTROY,
+        "DESTROY",
+    ),
+}
+
+_STEP_SCRIPT = Path(__file__).resolve().parent.parent / "lifecycle" / "stubs" / "stub.sh"
+
+
+def test_every_option_prop_of_every_construct_has_a_case() -> None:
+    assert _discovered() == set(CASES)
+
+
+def _template(build: Build, value: Any) -> dict[str, Any]:
+    app = cdk.App(context=dict(CDK_CONTEXT))
+    stack = PinnedStack(app, "Test", env=cdk.Environment(region=REGION))
+    build(stack, value)
+    template: dict[str, Any] = Template.from_stack(stack).to_json()
+    return template
+
+
+@pytest.mark.parametrize("prop", sorted(CASES))
+def test_an_option_given_as_a_string_builds_what_its_member_builds(prop: str) -> None:
+    build, member, spelling = CASES[prop]
+    assert json.dumps(_template(build, spelling), sort_keys=True) == json.dumps(
+        _template(build, member), sort_keys=True
+    )
+
+
+@pytest.mark.parametrize("prop", sorted(CASES))
+def test_a_wrong_option_string_names_path_prop_value_and_what_is_allowed(prop: str, stack: cdk.Stack) -> None:
+    build, member, _ = CASES[prop]
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, "no-such-choice")
+    message = str(error.value)
+    assert message.startswith("Test/"), message
+    leaf = prop.split(".")[-1].removesuffix("[]")
+    assert leaf in message and "'no-such-choice'" in message, message
+    allowed = member.value if isinstance(member, Choice) else RemovalPolicy.RETAIN.value
+    assert "must be one of" in message and allowed in message, message
+
+
+# --------------------------------------------------------------------------------------------------
+# other wrong types
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
+        (
+            lambda s: SharedLustre(s, "Fsx", vpc=_network(s).vpc, storage_capacity_gib="1200"),
+            "Test/Fsx: storage_capacity_gib must be a whole number (or None), got str '1200'",
+        ),
+        (
+            lambda s: SharedLustre(s, "Fsx", vpc="vpc-0123456789abcdef0"),
+            "Test/Fsx: vpc must be an IVpc, got str 'vpc-0123456789abcdef0'",
+        ),
+        (
+            lambda s: _hyperpod(s, instance_groups=CONTROLLER),
+            "Test/HyperPod: instance_groups must be a list of InstanceGroup, got InstanceGroup InstanceGroup(",
+        ),
+        (
+            lambda s: _hyperpod(
+                s, instance_groups=[CONTROLLER, dataclasses.replace(WORKERS, instance_count="2")]
+            ),
+            "Test/HyperPod: instance_groups[1].instance_count must be a whole number, got str '2'",
+        ),
+        (
+            lambda s: _hyperpod(s, instance_groups=[CONTROLLER, {"name": "w"}]),
+            "Test/HyperPod: instance_groups[1] must be an InstanceGroup, got dict",
+        ),
+        (
+            lambda s: _pcluster(s, queues=[SlurmQueue(name="q", compute_resources=[T3])], mount_dir=5),
+            "Test/Pcluster: mount_dir must be a string, got int 5",
+        ),
+        (
+            lambda s: TrainingNetwork(s, "Network", endpoint_only="yes"),
+            "Test/Network: endpoint_only must be true or false, got str 'yes'",
+        ),
+        (
+            lambda s: TrainingNetwork(s, "Network", availability_zones="us-east-1a"),
+            "Test/Network: availability_zones must be a list of strings (or None), got str 'us-east-1a'",
+        ),
+    ],
+)
+def test_a_wrong_type_is_our_error_naming_path_prop_and_value(
+    build: Callable[[cdk.Stack], Any], message: str, stack: cdk.Stack
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack)
+    assert str(error.value).startswith(message), str(error.value)
