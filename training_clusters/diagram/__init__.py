@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from training_clusters.diagram.dot import to_dot, to_svg
+from training_clusters.diagram.dot import to_dot, to_svg, to_svgs
 from training_clusters.diagram.mermaid import to_markdown, to_mermaid
 from training_clusters.diagram.model import (
     Edge,
@@ -56,6 +56,7 @@ __all__ = [
     "to_markdown",
     "to_mermaid",
     "to_svg",
+    "to_svgs",
     "write_diagram",
 ]
 
@@ -84,6 +85,10 @@ def write_diagram(graph: EnvironmentGraph, output: Path) -> list[Path]:
     files = {output: render(graph, suffix)}
     if suffix == ".svg":
         files[output.with_suffix(".md")] = render(graph, ".md", svg_name=output.name)
+    return _write(files)
+
+
+def _write(files: dict[Path, str]) -> list[Path]:
     for path, text in files.items():
         _check_writable(path)
         try:
@@ -134,9 +139,15 @@ def diagram_command(
 
 def write_environment_diagrams(files: Sequence[Path], directory: Path) -> list[Path]:
     """``make diagrams``: synthesize every environment file and write ``<directory>/<file stem>.svg`` / ``.md``."""
+    graphs = [source.graph() for source in synthesize_environments(files)]
     written: list[Path] = []
-    for path, source in zip(files, synthesize_environments(files), strict=True):
-        written += write_diagram(source.graph(), directory / f"{path.stem}.svg")
+    for path, graph, svg in zip(files, graphs, to_svgs([to_dot(g) for g in graphs]), strict=True):
+        written += _write(
+            {
+                directory / f"{path.stem}.svg": svg,
+                directory / f"{path.stem}.md": render(graph, ".md", svg_name=f"{path.stem}.svg"),
+            }
+        )
     return written
 
 

@@ -7,9 +7,11 @@ always gives the same DOT, and the pinned Graphviz the same SVG.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Sequence
 from html import escape
 from importlib import resources
 from pathlib import Path
@@ -17,7 +19,7 @@ from pathlib import Path
 from training_clusters.diagram.model import Edge, EdgeKind, EnvironmentGraph, Node, NodeKind
 from training_clusters.errors import ConfigurationError
 
-__all__ = ["GRAPHVIZ_SCRIPT", "to_dot", "to_svg"]
+__all__ = ["GRAPHVIZ_SCRIPT", "to_dot", "to_svg", "to_svgs"]
 
 GRAPHVIZ_SCRIPT = "graphviz.mjs"
 """The node script (package data next to this module) that reads DOT on stdin and writes SVG."""
@@ -88,6 +90,18 @@ def to_svg(dot: str, *, node: str | None = None) -> str:
         the Makefile installs it), else the first on ``PATH``.
     :raises ConfigurationError: Node.js or the Graphviz package is missing, or Graphviz refused the DOT.
     """
+    return _graphviz([], dot, node)
+
+
+def to_svgs(dots: Sequence[str], *, node: str | None = None) -> list[str]:
+    """Lay out several graphs with one start of Graphviz (as :func:`to_svg` does one)."""
+    if not dots:
+        return []
+    drawings: list[str] = json.loads(_graphviz(["--json"], json.dumps(list(dots)), node))
+    return drawings
+
+
+def _graphviz(arguments: list[str], text: str, node: str | None) -> str:
     beside = Path(sys.executable).parent / "node"
     executable = node or (str(beside) if beside.is_file() else shutil.which("node"))
     if executable is None:
@@ -95,8 +109,8 @@ def to_svg(dot: str, *, node: str | None = None) -> str:
     script = resources.files("training_clusters.diagram").joinpath(GRAPHVIZ_SCRIPT)
     with resources.as_file(script) as path:
         done = subprocess.run(
-            [executable, str(Path(path))],
-            input=dot,
+            [executable, str(Path(path)), *arguments],
+            input=text,
             capture_output=True,
             text=True,
             encoding="utf-8",

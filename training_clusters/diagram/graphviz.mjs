@@ -1,4 +1,6 @@
 // Lay out a Graphviz DOT graph read from standard input and write it as SVG to standard output.
+// With --json, standard input is a JSON array of DOT graphs and the output a JSON array of SVGs (one
+// Graphviz load for many drawings: make diagrams and the tests).
 //
 // Graphviz runs as WebAssembly (npm @hpcc-js/wasm-graphviz, pinned in the project's package.json), so
 // no system Graphviz is needed and every machine draws the same picture from the same DOT.
@@ -33,12 +35,16 @@ if (found === null) {
 }
 const { Graphviz } = await import(pathToFileURL(found).href);
 const graphviz = await Graphviz.load();
-const dot = await readStdin();
-let svg;
-try {
-  svg = graphviz.dot(dot, "svg");
-} catch (error) {
-  process.stderr.write(`invalid DOT: ${error && error.message ? error.message : error}\n`);
-  process.exit(2);
-}
-process.stdout.write(svg);
+const batch = process.argv.includes("--json");
+const input = await readStdin();
+const graphs = batch ? JSON.parse(input) : [input];
+const drawings = graphs.map((dot, index) => {
+  try {
+    return graphviz.dot(dot, "svg");
+  } catch (error) {
+    const which = batch ? ` (graph ${index})` : "";
+    process.stderr.write(`invalid DOT${which}: ${error && error.message ? error.message : error}\n`);
+    process.exit(2);
+  }
+});
+process.stdout.write(batch ? JSON.stringify(drawings) : drawings[0]);
