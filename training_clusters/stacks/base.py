@@ -20,6 +20,13 @@ class TrainingEnvironmentStack(cdk.Stack):
 
     Orchestrator stacks extend it and add their cluster on top; on its own it is the
     ``network-storage`` environment.
+
+    ``cdk destroy`` keeps the data and completes: a retained file system (``storage.lustre.removal_policy``,
+    retain by default) keeps its security group, its subnet and the VPC (free to keep; the NAT gateway, its
+    Elastic IP, routes and endpoints are deleted), and the flow log group is kept within its retention.
+    What stays costs the file system's capacity per GiB-month until you delete it, plus CloudWatch Logs
+    storage. Clusters are deleted (they hold no data). ``tests/test_destroy.py`` checks every shipped
+    environment: no retained resource uses a deleted one.
     """
 
     def __init__(
