@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.lifecycle.apt_fakes import install_fake_apt_get
-from tests.lifecycle.sandbox import FSX_REPO_DEB822, FSX_REPO_LIST, OTHER_REPO_LIST, Run, Sandbox
+from tests.lifecycle.apt_fakes import FAKE_APT_GET, install_fake_apt_get
+from tests.lifecycle.sandbox import (
+    FSX_REPO_DEB822,
+    FSX_REPO_LIST,
+    OTHER_REPO_LIST,
+    REPO,
+    Run,
+    Sandbox,
+    shellcheck_path,
+)
 
 BACKUPS = "var/backups/training-clusters/apt"
 #: What the probe adds to `apt-get update`: the one source, and short network timeouts.
@@ -302,3 +311,18 @@ def test_missing_repository_is_not_retried_by_the_wrapper(sandbox: Sandbox) -> N
     assert len(full_updates(run)) == 1
     assert run.calls_to("sleep") == []
     assert "failed (exit 100) with an error that retrying will not fix" in run.log
+
+
+def test_apt_test_scripts_are_shellcheck_clean(tmp_path: Path) -> None:
+    """The fake apt-get and the real-apt integration scripts, like the lifecycle scripts themselves."""
+    fake = tmp_path / "apt-get"
+    fake.write_text(FAKE_APT_GET.replace("__STUB__", "/nonexistent/stub"))
+    integration = sorted((REPO / "tests" / "integration").glob("*.sh"))
+    assert [path.name for path in integration] == ["apt_steps.sh", "build_root.sh"]
+    result = subprocess.run(
+        [shellcheck_path(), "--severity=style", "--format=gcc", str(fake), *map(str, integration)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
