@@ -50,12 +50,16 @@ def _imports(template: dict[str, Any]) -> set[str]:
     return found
 
 
-def test_the_whole_layout_synthesizes_through_the_gates(layout: tuple[dict[str, cdk.Stack], GateResult]) -> None:
+def test_the_whole_layout_synthesizes_through_the_gates(
+    layout: tuple[dict[str, cdk.Stack], GateResult],
+) -> None:
     _, result = layout
     result.assert_clean()
 
 
-def test_the_shared_layer_depends_on_no_cluster_stack(layout: tuple[dict[str, cdk.Stack], GateResult]) -> None:
+def test_the_shared_layer_depends_on_no_cluster_stack(
+    layout: tuple[dict[str, cdk.Stack], GateResult],
+) -> None:
     stacks, _ = layout
     clusters = {stacks[name] for name in ("HyperPod", "Pcluster", "Eks")}
     for shared in ("Network", "Storage"):
@@ -72,7 +76,9 @@ def test_lustre_rules_live_in_each_client_stack(layout: tuple[dict[str, cdk.Stac
     assert all("Network" in imported for imported in _imports(storage)), _imports(storage)
     for name in ("HyperPod", "Pcluster", "Eks"):
         rules = [r for r in _template(result, stacks[name])["Resources"].values() if r["Type"] in rule_types]
-        ports = sorted({(r["Type"], r["Properties"]["FromPort"]) for r in rules if r["Properties"].get("FromPort")})
+        ports = sorted(
+            {(r["Type"], r["Properties"]["FromPort"]) for r in rules if r["Properties"].get("FromPort")}
+        )
         assert ("AWS::EC2::SecurityGroupIngress", 988) in ports, name
         assert ("AWS::EC2::SecurityGroupEgress", 988) in ports, name
         assert ("AWS::EC2::SecurityGroupIngress", 1018) in ports, name
@@ -119,3 +125,20 @@ def test_an_adopter_may_ask_for_the_s3_endpoint_in_its_own_stack(app: cdk.App) -
     ]
     assert len(endpoints) == 1
     assert endpoints[0]["Properties"]["VpcEndpointType"] == "Gateway"
+
+
+def test_a_cluster_config_written_across_stacks_passes_parallelclusters_schema(
+    layout: tuple[dict[str, cdk.Stack], GateResult], tmp_path: Path
+) -> None:
+    from training_clusters.constructs import ParallelCluster
+
+    from .pcluster_schema import schema_errors
+
+    stacks, _ = layout
+    cluster = stacks["Pcluster"].node.find_child("Cluster")
+    assert isinstance(cluster, ParallelCluster)
+    written = cluster.write_config(tmp_path / "cluster-config.yaml")
+    text = written.read_text()
+    assert "placeholder-" not in text
+    assert "SubnetId: subnet-0123456789abcdef" in text  # the network stack's subnet, by its type
+    assert schema_errors(cluster.concrete_configuration()) == []

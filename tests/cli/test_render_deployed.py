@@ -179,7 +179,7 @@ def test_strict_rendering_names_references_without_a_value_and_never_guesses() -
     with pytest.raises(ConfigurationError) as error:
         substitute_placeholders(document, resource_types=types, values={"Fs": "fs-0abc"}, strict=True)
     assert str(error.value) == (
-        "no deployed value for Fs.DNSName (AWS::FSx::FileSystem), Gone (not a resource of the stack)"
+        "no deployed value for Fs.DNSName (AWS::FSx::FileSystem), Gone (not a resource of the app)"
     )
     rendered = substitute_placeholders(
         document,
@@ -195,3 +195,10 @@ def test_the_file_is_written_and_says_whether_ids_are_real(tmp_path: Path) -> No
     out = io.StringIO()
     assert cli.main(["render-pcluster", str(FILE), "-o", str(target)], stdout=out) == 0
     assert "placeholders mark deploy-time ids (use --deployed after deploy)" in out.getvalue()
+
+
+def test_a_reference_outside_the_app_is_never_a_guessed_placeholder() -> None:
+    with pytest.raises(
+        ConfigurationError, match="cannot render a reference to Gone: it is not a resource of this app"
+    ):
+        substitute_placeholders({"C": {"Ref": "Gone"}}, resource_types={})

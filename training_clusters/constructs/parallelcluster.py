@@ -382,8 +382,11 @@ class ParallelCluster(Construct):
 
         :param values: Deployed values for CloudFormation references, keyed by the referenced logical id
             (``Ref``) or ``LogicalId.Attribute`` (``Fn::GetAtt``), e.g. from
-            :func:`training_clusters.deployed.deployed_values`. Default: realistic placeholders
-            (``subnet-0123456789abcdef0``, ``sg-...``, ``fs-...``).
+            :func:`training_clusters.deployed.deployed_values`. A reference into another stack of the app (a
+            network stack's subnet, a storage stack's file system) is keyed by its logical id there: merge
+            the values of each stack. Default: realistic placeholders (``subnet-0123456789abcdef0``,
+            ``sg-...``, ``fs-...``), chosen by the referenced resource's type wherever it lives in the app,
+            so the file passes ParallelCluster's schema.
         :param strict: Refuse placeholders: a reference missing from ``values`` is a ConfigurationError
             naming it. Default: False.
         """
@@ -405,7 +408,12 @@ class ParallelCluster(Construct):
         region = stack.region if not cdk.Token.is_unresolved(stack.region) else None
         resolved = stack.resolve(self.configuration)
         result: dict[str, Any] = substitute_placeholders(
-            resolved, resource_types=resource_types(stack), values=values, region=region, strict=strict
+            resolved,
+            resource_types=resource_types(stack),
+            values=values,
+            region=region,
+            strict=strict,
+            exports=app_exports(stack),
         )
         return result
 
@@ -823,12 +831,33 @@ class _ClusterConfigurationBuilder:
 
 
 def resource_types(stack: cdk.Stack) -> dict[str, str]:
-    """``{logical id: CloudFormation type}`` of every resource in ``stack``."""
+    """``{logical id: CloudFormation type}`` of every resource ``stack``'s configuration may reference.
+
+    That is every resource of the app: a cluster in its own stack references the VPC and subnets of a
+    network stack and the file system of a storage stack by their logical ids there. The cluster's own stack
+    wins where two stacks use the same logical id.
+    """
     types: dict[str, str] = {}
-    for child in stack.node.find_all():
-        if isinstance(child, cdk.CfnResource) and cdk.Stack.of(child) is stack:
-            types[stack.resolve(child.logical_id)] = child.cfn_resource_type
+    stacks = [s for s in stack.node.root.node.find_all() if isinstance(s, cdk.Stack) and s is not stack]
+    for owner in [*stacks, stack]:
+        for child in owner.node.find_all():
+            if isinstance(child, cdk.CfnResource) and cdk.Stack.of(child) is owner:
+                types[owner.resolve(child.logical_id)] = child.cfn_resource_type
     return types
+
+
+def app_exports(stack: cdk.Stack) -> dict[str, Any]:
+    """``{export name: the exported reference}`` of every stack output of the app.
+
+    Once an app is synthesized, CDK has turned each reference into another stack into ``Fn::ImportValue``
+    of an output it added there; this maps it back to the ``Ref``/``Fn::GetAtt`` it exports.
+    """
+    exports: dict[str, Any] = {}
+    for owner in stack.node.root.node.find_all():
+        if isinstance(owner, cdk.CfnOutput) and owner.export_name is not None:
+            home = cdk.Stack.of(owner)
+            exports[str(home.resolve(owner.export_name))] = home.resolve(owner.value)
+    return exports
 
 
 def substitute_placeholders(
@@ -838,12 +867,14 @@ def substitute_placeholders(
     values: Mapping[str, str] | None = None,
     region: str | None = None,
     strict: bool = False,
+    exports: Mapping[str, Any] | None = None,
 ) -> Any:
     """Replace CloudFormation intrinsics in an already-resolved document with concrete values.
 
     ``Ref``/``Fn::GetAtt`` take ``values[logical id]`` / ``values["LogicalId.Attribute"]`` when given, else a
     realistic placeholder chosen by the referenced resource's type (one distinct id per resource);
-    pseudo parameters take ``region`` and fixed placeholders; ``Fn::Join`` is joined after substitution.
+    pseudo parameters take ``region`` and fixed placeholders; ``Fn::Join`` is joined after substitution;
+    ``Fn::ImportValue`` of a name in ``exports`` becomes what that export holds.
     With ``strict``, a reference missing from ``values`` is an error instead of a placeholder.
     A pure function: it reads only its arguments.
 
@@ -863,7 +894,12 @@ def substitute_placeholders(
             return assigned[key]
         kind = resource_types.get(logical_id, "")
         if strict:
-            missing.add(f"{key} ({kind or 'not a resource of the stack'})")
+            missing.add(f"{key} ({kind or 'not a resource of the app'})")
+        elif not kind:
+            raise ConfigurationError(
+                f"cannot render a reference to {key}: it is not a resource of this app, so no realistic "
+                "placeholder exists; pass its deployed value in values"
+            )
         if kind == "AWS::EC2::VPC" and attribute == "CidrBlock":
             value = VPC_CIDR_PLACEHOLDER
         elif kind in PLACEHOLDER_PREFIXES:
@@ -890,6 +926,8 @@ def substitute_placeholders(
             if key == "Fn::Join":
                 separator, parts = argument
                 return separator.join(str(walk(part)) for part in parts)
+            if key == "Fn::ImportValue" and isinstance(argument, str) and argument in (exports or {}):
+                return walk((exports or {})[argument])  # another stack's resource, by its own logical id
             if key.startswith("Fn::"):
                 raise ConfigurationError(f"cannot render {key} into a concrete value: {argument!r}")
         return {key: walk(value) for key, value in node.items()}
