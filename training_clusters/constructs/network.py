@@ -119,6 +119,11 @@ class TrainingNetwork(Construct):
             dataset and checkpoint traffic off the NAT gateway). Default: True for a new VPC, False for an
             adopted one: its route tables may already route S3 through an endpoint, and a second one for
             the same service fails at deploy. Set True for an adopted VPC you know has none.
+
+        Replacement: ``cidr``, ``availability_zones`` (and their order), ``private_subnet_mask`` and
+        ``placement_availability_zone`` are create-only for the VPC or its subnets, so changing one after
+        deployment replaces them, and with them every file system and cluster inside (a new, empty file
+        system). The EFA group's description is create-only too. ``tests/test_replacement.py`` pins them.
         """
         super().__init__(scope, id)
         self._check_existing_vpc_exclusive(vpc, cidr, nat_gateways, endpoint_only, availability_zones)
