@@ -1,8 +1,11 @@
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from training_clusters.constructs.network import ENDPOINT_ONLY_SERVICES, TrainingNetwork
@@ -164,3 +167,57 @@ def _gated_endpoint_only_network(stack: cdk.Stack) -> None:
 @pytest.mark.parametrize("name", ["network-nat", "network-endpoint-only"])
 def test_network_passes_the_gates(gated_stacks: GatedStacks, name: str) -> None:
     gated_stacks.get(name).assert_clean()
+
+
+def _flow_log_group(stack: cdk.Stack, network: TrainingNetwork) -> dict[str, Any]:
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    group: dict[str, Any] = resources[stack.get_logical_id(network.flow_log_group.node.default_child)]
+    return group
+
+
+def test_flow_logs_take_an_opt_in_kms_key_that_cloudwatch_logs_may_use(stack: cdk.Stack) -> None:
+    key = kms.Key(stack, "Key", enable_key_rotation=True)
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS, flow_logs_encryption_key=key)
+    group = _flow_log_group(stack, network)
+    assert group["Properties"]["KmsKeyId"] == stack.resolve(key.key_arn)
+    assert "checkov" not in group.get("Metadata", {})  # encrypted: nothing to explain
+    (key_resource,) = Template.from_stack(stack).find_resources("AWS::KMS::Key").values()
+    principals = [s["Principal"] for s in key_resource["Properties"]["KeyPolicy"]["Statement"]]
+    logs_in_region = {"Fn::Join": ["", ["logs.us-east-1.", {"Ref": "AWS::URLSuffix"}]]}
+    assert {"Service": logs_in_region} in principals
+
+
+def test_flow_logs_without_a_key_say_why_to_checkov(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    group = _flow_log_group(stack, network)
+    assert "KmsKeyId" not in group["Properties"]
+    (skip,) = group["Metadata"]["checkov"]["skip"]
+    assert skip["id"] == "CKV_AWS_158" and "opt-in" in skip["comment"]
+
+
+def test_retain_keeps_the_vpc_and_one_subnet(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    network.retain(network.placement_subnet())
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    kept = {lid for lid, r in resources.items() if r.get("DeletionPolicy") == "Retain"}
+    assert kept >= {
+        stack.get_logical_id(network.vpc.node.default_child),
+        stack.get_logical_id(network.placement_subnet().node.default_child),
+    }
+    assert not any(resources[lid]["Type"] in ("AWS::EC2::NatGateway", "AWS::EC2::EIP") for lid in kept)
+    assert sum(resources[lid]["Type"] == "AWS::EC2::Subnet" for lid in kept) == 1
+
+
+def test_retain_leaves_an_adopted_vpc_alone(stack: cdk.Stack) -> None:
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Adopted",
+        vpc_id="vpc-0123456789abcdef0",
+        availability_zones=AZS,
+        private_subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    )
+    network = TrainingNetwork(stack, "Network", vpc=vpc)
+    network.retain(network.placement_subnet())  # not ours to keep or delete: no error, no change
+    assert not [
+        r for r in Template.from_stack(stack).to_json()["Resources"].values() if r.get("DeletionPolicy")
+    ]
