@@ -3,6 +3,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
@@ -152,32 +153,74 @@ def test_extra_volume_becomes_instance_storage(stack: cdk.Stack) -> None:
     )
 
 
-def test_execution_role_trusts_sagemaker_and_reads_only_the_lifecycle_prefix(stack: cdk.Stack) -> None:
-    cluster = build(stack)
+#: Every statement of AWS's AmazonSageMakerClusterInstanceRolePolicy (its actions and resources), as AWS
+#: publishes it: https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html
+#: The execution role must grant every action HyperPod's instances need, each on no more than this.
+MANAGED_POLICY_STATEMENTS = {
+    ("logs:PutLogEvents", "logs:CreateLogStream", "logs:DescribeLogStreams"): (
+        "arn:aws:logs:*:*:log-group:/aws/sagemaker/Clusters/*:log-stream:*"
+    ),
+    ("logs:CreateLogGroup",): "arn:aws:logs:*:*:log-group:/aws/sagemaker/Clusters/*",
+    ("cloudwatch:PutMetricData",): "*",  # with the condition cloudwatch:namespace = /aws/sagemaker/Clusters
+    ("s3:ListBucket", "s3:GetObject"): "arn:aws:s3:::sagemaker-*",
+    (
+        "ssmmessages:CreateControlChannel",
+        "ssmmessages:CreateDataChannel",
+        "ssmmessages:OpenControlChannel",
+        "ssmmessages:OpenDataChannel",
+    ): "*",
+}
+
+
+def _role_statements(stack: cdk.Stack, cluster: HyperPodCluster) -> list[dict[str, Any]]:
     template = Template.from_stack(stack)
-    template.has_resource_properties(
-        "AWS::IAM::Role",
-        {
-            "AssumeRolePolicyDocument": Match.object_like(
-                {"Statement": [Match.object_like({"Principal": {"Service": "sagemaker.amazonaws.com"}})]}
-            ),
-            "ManagedPolicyArns": [
-                Match.object_like(
-                    {
-                        "Fn::Join": [
-                            "",
-                            Match.array_with(
-                                [Match.string_like_regexp("AmazonSageMakerClusterInstanceRolePolicy")]
-                            ),
-                        ]
-                    }
-                )
-            ],
-        },
-    )
     role_ref = stack.resolve(cluster.role.role_name)
     policies = template.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [role_ref]}})
-    policy = json.dumps(list(policies.values()))
+    return [st for p in policies.values() for st in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def _actions(statement: dict[str, Any]) -> list[str]:
+    actions = statement["Action"]
+    return [actions] if isinstance(actions, str) else list(actions)
+
+
+def test_execution_role_trusts_sagemaker_and_carries_no_managed_policy(stack: cdk.Stack) -> None:
+    build(stack)
+    (role,) = [
+        r
+        for r in Template.from_stack(stack).find_resources("AWS::IAM::Role").values()
+        if "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    ]
+    assert "ManagedPolicyArns" not in role["Properties"]
+
+
+def test_execution_role_grants_every_managed_policy_action_scoped_to_this_cluster(stack: cdk.Stack) -> None:
+    cluster = build(stack)
+    statements = _role_statements(stack, cluster)
+    granted = {action: st for st in statements for action in _actions(st)}
+    for actions in MANAGED_POLICY_STATEMENTS:
+        for action in actions:
+            if action == "s3:ListBucket":
+                action = "s3:List*"  # grant_read's spelling, on the lifecycle bucket only
+            if action == "s3:GetObject":
+                action = "s3:GetObject*"
+            assert action in granted, (
+                f"{action}: HyperPod's instances need it (AWS's managed policy grants it)"
+            )
+    logs = json.dumps(stack.resolve(granted["logs:PutLogEvents"]["Resource"]))
+    assert "/aws/sagemaker/Clusters/ml-cluster/*:log-stream:*" in logs  # this cluster's groups only
+    assert granted["cloudwatch:PutMetricData"]["Condition"] == {
+        "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}
+    }
+    s3 = json.dumps(stack.resolve(granted["s3:GetObject*"]["Resource"]))
+    assert (
+        "/lifecycle/ml-cluster/*" in s3 and "sagemaker-*" not in s3
+    )  # its prefix, not every sagemaker-* bucket
+
+
+def test_execution_role_manages_only_the_cluster_enis_and_writes_nothing_to_s3(stack: cdk.Stack) -> None:
+    cluster = build(stack)
+    policy = json.dumps(_role_statements(stack, cluster))
     for action in (
         "ec2:CreateNetworkInterface",
         "ec2:CreateNetworkInterfacePermission",
@@ -191,10 +234,8 @@ def test_execution_role_trusts_sagemaker_and_reads_only_the_lifecycle_prefix(sta
         "ec2:DetachNetworkInterface",
         "ec2:CreateTags",
         "fsx:DescribeFileSystems",
-        "s3:GetObject*",
     ):
         assert action in policy, action
-    assert "/lifecycle/ml-cluster/*" in policy
     assert "s3:PutObject" not in policy
 
 

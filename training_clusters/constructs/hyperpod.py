@@ -23,7 +23,6 @@ from training_clusters.compliance import (
     accept_all_traffic_between_members,
     accept_inline_policy,
     acknowledge_cdk_made,
-    acknowledge_managed_policies,
     acknowledge_wildcards,
     wildcard_finding,
 )
@@ -583,20 +582,14 @@ class HyperPodCluster(Construct):
             "ExecutionRole",
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
             description=f"Execution role of the instances of HyperPod cluster {self.cluster_name}",
-            managed_policies=[
-                iam.ManagedPolicy.from_aws_managed_policy_name("AmazonSageMakerClusterInstanceRolePolicy")
-            ],
         )
-        acknowledge_managed_policies(
-            _cfn(role),
-            {
-                "AmazonSageMakerClusterInstanceRolePolicy": "AWS's own policy for HyperPod cluster instances "
-                "(CloudWatch logs and metrics of the cluster, lifecycle-script download); AWS keeps it in step "
-                "with the service, which a copy would not be."
-            },
-        )
-        # The lifecycle prefix only: read, not write. Explicit, rather than relying on the managed policy's
-        # 'sagemaker-*' bucket-name rule, so a user-supplied bucket works too.
+        # What AWS's AmazonSageMakerClusterInstanceRolePolicy grants, scoped to this cluster (that policy lets
+        # every node read every 'sagemaker-*' bucket of the account and write any cluster's logs). See
+        # https://docs.aws.amazon.com/sagemaker/latest/dg/security-iam-awsmanpol-AmazonSageMakerClusterInstanceRolePolicy.html
+        for statement in cluster_instance_statements(stack, self.cluster_name):
+            role.add_to_policy(statement)
+        # The lifecycle prefix only: read, not write (the managed policy's S3 statement, narrowed to the
+        # objects this cluster downloads; it also works for a bucket not named 'sagemaker-*').
         self.bucket.grant_read(role, f"{self.lifecycle_prefix}*")
         role.add_to_policy(
             iam.PolicyStatement(
@@ -648,7 +641,14 @@ class HyperPodCluster(Construct):
 
     def _acknowledge_role_wildcards(self, role: iam.Role, eni_arn: str) -> None:
         prefix_objects = self.bucket.arn_for_objects(f"{self.lifecycle_prefix}*")
+        stack = cdk.Stack.of(self)
         reasons = {
+            wildcard_finding(self, "Resource", cluster_log_group_arn(stack, self.cluster_name)): "HyperPod "
+            "names each cluster's log group /aws/sagemaker/Clusters/<name>/<id>, and the id exists only once "
+            "the cluster does; the wildcard covers this cluster's name only.",
+            wildcard_finding(
+                self, "Resource", cluster_log_group_arn(stack, self.cluster_name) + ":log-stream:*"
+            ): ("One log stream per node, named by HyperPod as nodes join; this cluster's log group only."),
             wildcard_finding(self, "Resource", "*"): "ec2:Describe* (VPCs, subnets, security groups, DHCP "
             "options, ENIs) and fsx:DescribeFileSystems do not support resource-level permissions; read-only.",
             wildcard_finding(self, "Resource", eni_arn): "HyperPod creates one ENI per node in the cluster "
@@ -664,6 +664,11 @@ class HyperPodCluster(Construct):
                 self, "Action", "s3:List*"
             ): "Listing the lifecycle bucket, which HyperPod does to download the prefix.",
         }
+        reasons[wildcard_finding(self, "Resource", "*")] = (
+            "ec2:Describe* (VPCs, subnets, security groups, DHCP options, ENIs), fsx:DescribeFileSystems and "
+            "the ssmmessages channel actions (SSM Session Manager) support no resource-level permissions; "
+            "cloudwatch:PutMetricData is limited by condition to HyperPod's namespace /aws/sagemaker/Clusters."
+        )
         acknowledge_wildcards(_cfn(role.node.find_child("DefaultPolicy")), reasons)
         accept_inline_policy(role.node.find_child("DefaultPolicy"), "the HyperPod instances' execution role")
 
@@ -727,6 +732,55 @@ class HyperPodCluster(Construct):
 def lifecycle_scripts_path() -> Path:
     """The lifecycle scripts shipped inside the installed package."""
     return Path(str(resources.files("training_clusters") / "lifecycle_scripts"))
+
+
+#: CloudWatch metric namespace HyperPod's agent writes to (the managed policy's condition).
+CLUSTER_METRICS_NAMESPACE = "/aws/sagemaker/Clusters"
+
+
+def cluster_log_group_arn(stack: cdk.Stack, cluster_name: str) -> str:
+    """ARN pattern of the log groups of HyperPod cluster ``cluster_name``: ``/aws/sagemaker/Clusters/<name>/*``."""
+    arn: str = stack.format_arn(
+        service="logs",
+        resource="log-group",
+        resource_name=f"/aws/sagemaker/Clusters/{cluster_name}/*",
+        arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+    )
+    return arn
+
+
+def cluster_instance_statements(stack: cdk.Stack, cluster_name: str) -> list[iam.PolicyStatement]:
+    """The permissions of AWS's ``AmazonSageMakerClusterInstanceRolePolicy``, scoped to one cluster.
+
+    Logs go to the cluster's own log groups, metrics to HyperPod's namespace only, and SSM Session Manager
+    channels stay open (they take no resource). The managed policy's S3 read of every ``sagemaker-*`` bucket
+    is left out: :class:`HyperPodCluster` grants its lifecycle prefix instead.
+    """
+    log_group = cluster_log_group_arn(stack, cluster_name)
+    return [
+        iam.PolicyStatement(
+            sid="ClusterLogStreams",
+            actions=["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+            resources=[f"{log_group}:log-stream:*"],
+        ),
+        iam.PolicyStatement(sid="ClusterLogGroup", actions=["logs:CreateLogGroup"], resources=[log_group]),
+        iam.PolicyStatement(
+            sid="ClusterMetrics",
+            actions=["cloudwatch:PutMetricData"],
+            resources=["*"],
+            conditions={"StringEquals": {"cloudwatch:namespace": CLUSTER_METRICS_NAMESPACE}},
+        ),
+        iam.PolicyStatement(
+            sid="SessionManagerChannels",
+            actions=[
+                "ssmmessages:CreateControlChannel",
+                "ssmmessages:CreateDataChannel",
+                "ssmmessages:OpenControlChannel",
+                "ssmmessages:OpenDataChannel",
+            ],
+            resources=["*"],
+        ),
+    ]
 
 
 def ssm_target_hint(cluster_id: str, group: str) -> str:
