@@ -29,6 +29,8 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from training_clusters.acceptance.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
+from training_clusters.capacity import Capacity
+from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
 from training_clusters.constructs.eks_sharing import (
     Mps,
@@ -40,6 +42,7 @@ from training_clusters.constructs.eks_sharing import (
 from training_clusters.errors import ConfigurationError, excerpt
 from training_clusters.options import (
     AccessMode,
+    CapacityKind,
     Choice,
     DeepHealthCheck,
     DeletionPolicy,
@@ -147,6 +150,52 @@ def _is_number(annotation: Any) -> bool:
     if annotation in (int, float):
         return True
     return any(_is_number(argument) for argument in get_args(annotation) if argument is not type(None))
+
+
+class CapacityConfig(_Model):
+    """``capacity`` of a queue, compute resource, nodegroup or instance group: where its instances come from.
+
+    ``type: capacity-block`` with ``reservation_id``, ``type: reservation`` with ``reservation_id`` or
+    ``resource_group_arn``, ``type: training-plan`` with ``training_plan_arn`` (HyperPod), or ``on-demand``
+    / ``spot``. See :class:`training_clusters.capacity.Capacity`.
+    """
+
+    type: Annotated[CapacityKind, _FileChoice(CapacityKind)]
+    reservation_id: str | None = Field(default=None, description="cr-... of a reservation or Capacity Block.")
+    resource_group_arn: str | None = Field(default=None, description="A resource group of reservations.")
+    targeted: bool = Field(
+        default=True, description="Reservation only: launch only into it (true) or use it as open (false)."
+    )
+    in_placement_group: bool = Field(
+        default=False,
+        description="Reservation only: it was created in the environment's cluster placement group, so "
+        "instances keep using that group. Default: false (the placement group is left out).",
+    )
+    training_plan_arn: str | None = Field(default=None, description="A SageMaker training plan (HyperPod).")
+
+    @model_validator(mode="after")
+    def _a_capacity(self) -> CapacityConfig:
+        self.to_capacity()  # its own rules, with their messages
+        return self
+
+    def to_capacity(self) -> Capacity:
+        """The :class:`~training_clusters.capacity.Capacity` this section describes."""
+        try:
+            return Capacity(
+                self.type,
+                reservation_id=self.reservation_id,
+                resource_group_arn=self.resource_group_arn,
+                targeted=self.targeted,
+                in_placement_group=self.in_placement_group,
+                training_plan_arn=self.training_plan_arn,
+            )
+        except ConfigurationError as error:
+            raise ValueError(str(error)) from None
+
+    def checked_for(self, orchestrator: CapacityOrchestrator) -> CapacityConfig:
+        """This section, when ``orchestrator`` supports its capacity (else a ValueError saying why)."""
+        _raise_if(self.to_capacity().problem_for(orchestrator))
+        return self
 
 
 class PlacementGroupConfig(_Model):
@@ -472,6 +521,12 @@ class ParallelClusterConfig(_Model):
             "Delete (default): the cluster is deleted with the stack (storage.lustre keeps its own removal "
             "policy). Retain: it keeps running on the stack's network; cdk destroy then stops on that network."
         ),
+    )
+    provider_lambda_role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$",
+        description="Role of ParallelCluster's provider Lambda (CustomLambdaRole), e.g. one with a permissions "
+        "boundary. Default: the provider makes its own, which may run and terminate instances on '*'.",
     )
 
     @field_validator("cluster_name")

@@ -591,3 +591,41 @@ def _gated_parallelcluster(stack: cdk.Stack) -> None:
 
 def test_parallelcluster_passes_the_gates(gated_stacks: GatedStacks) -> None:
     gated_stacks.get("parallelcluster").assert_clean()
+
+
+def test_the_provider_takes_your_own_lambda_role(parts: Parts) -> None:
+    from aws_cdk import aws_iam as iam
+
+    role = iam.Role.from_role_arn(parts.stack, "Bounded", "arn:aws:iam::111122223333:role/pcluster-provider")
+    parts.cluster(provider_lambda_role=role)
+    Template.from_stack(parts.stack).has_resource_properties(
+        "AWS::CloudFormation::Stack",
+        {"Parameters": {"CustomLambdaRole": "arn:aws:iam::111122223333:role/pcluster-provider"}},
+    )
+
+
+def test_the_provider_role_is_its_own_by_default_with_optional_policies(parts: Parts) -> None:
+    from aws_cdk import aws_iam as iam
+
+    policy = iam.ManagedPolicy.from_managed_policy_arn(
+        parts.stack, "Extra", "arn:aws:iam::111122223333:policy/x"
+    )
+    parts.cluster(provider_additional_policies=[policy])
+    (provider,) = Template.from_stack(parts.stack).find_resources("AWS::CloudFormation::Stack").values()
+    assert "CustomLambdaRole" not in provider["Properties"]["Parameters"]
+    assert (
+        provider["Properties"]["Parameters"]["AdditionalIamPolicies"] == "arn:aws:iam::111122223333:policy/x"
+    )
+
+
+def test_provider_policies_with_your_own_role_are_refused(parts: Parts) -> None:
+    from aws_cdk import aws_iam as iam
+
+    role = iam.Role.from_role_arn(parts.stack, "Bounded", "arn:aws:iam::111122223333:role/pcluster-provider")
+    policy = iam.ManagedPolicy.from_managed_policy_arn(
+        parts.stack, "Extra", "arn:aws:iam::111122223333:policy/x"
+    )
+    with pytest.raises(
+        ConfigurationError, match="provider_additional_policies apply only to the role the provider"
+    ):
+        parts.cluster(provider_lambda_role=role, provider_additional_policies=[policy])

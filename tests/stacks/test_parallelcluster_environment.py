@@ -223,3 +223,17 @@ def test_custom_action_script_from_the_environment_file(app: cdk.App, environmen
     assert rendered["HeadNode"]["CustomActions"] == {
         "OnNodeConfigured": {"Script": "s3://my-scripts/pc/setup.sh", "Args": ["-v"]}
     }
+
+
+def test_the_provider_lambda_role_from_the_environment_file(app: cdk.App, environments_dir: Path) -> None:
+    document = seed_document(environments_dir)
+    document["parallelcluster"]["provider_lambda_role_arn"] = (
+        "arn:aws:iam::111122223333:role/pcluster-provider"
+    )
+    stack = ParallelClusterEnvironment(
+        app, "training-c5n", config=parse_environment(document), environment_name="c5n"
+    )
+    (provider,) = Template.from_stack(stack).find_resources("AWS::CloudFormation::Stack").values()
+    assert provider["Properties"]["Parameters"] == {
+        "CustomLambdaRole": "arn:aws:iam::111122223333:role/pcluster-provider"
+    }

@@ -229,8 +229,19 @@ class ParallelCluster(Construct):
         log_retention_days: int = 180,
         tags: Mapping[str, str] | None = None,
         deletion_policy: DeletionPolicy | str = DeletionPolicy.DELETE,
+        provider_lambda_role: iam.IRole | None = None,
+        provider_additional_policies: Sequence[iam.IManagedPolicy] = (),
     ) -> None:
         """Build the configuration, the provider and the cluster.
+
+        The provider is ParallelCluster's own nested stack. Unless given ``provider_lambda_role``, it makes
+        the role of its Lambda itself, with what ``pcluster`` needs to create any cluster: EC2 (run and
+        terminate instances, security groups, launch templates), CloudFormation, IAM roles and instance
+        profiles named ``parallelcluster-*``, DynamoDB, FSx, Route 53, CloudWatch and more, much of it on
+        ``*`` (see https://docs.aws.amazon.com/parallelcluster/latest/ug/iam-roles-in-parallelcluster-v3.html).
+        cdk-nag never sees it (it lives in the nested template). To bound it, pass your own role, for
+        example one made with ParallelCluster's policies template and a permissions boundary
+        (``PermissionsBoundaryPolicy`` of ``parallelcluster-policies.yaml``).
 
         :param cluster_name: ParallelCluster's name (also the name of the stack it creates): a letter, then
             letters, digits and hyphens, at most 60; different from this stack's name. Immutable.
@@ -259,6 +270,12 @@ class ParallelCluster(Construct):
             ``cdk destroy`` stops on the network resources it still uses unless they are retained too (a
             warning says so); delete a retained cluster with ``pcluster delete-cluster``. See
             https://docs.aws.amazon.com/parallelcluster/latest/ug/cfn-cluster-resource.html
+
+        :param provider_lambda_role: The role of the provider's Lambda (``CustomLambdaRole``). Default: the
+            provider makes its own (see above).
+        :param provider_additional_policies: More managed policies for the role the provider makes
+            (``AdditionalIamPolicies``), e.g. to reach a bucket of yours. Not with ``provider_lambda_role``.
+            Default: none.
 
         Replacement: ``cluster_name`` is immutable (ParallelCluster creates a stack of that name); changing
         it creates a new cluster and deletes the old one. ``tests/test_replacement.py`` pins it.
@@ -322,7 +339,20 @@ class ParallelCluster(Construct):
             tags=dict(tags or {}),
         ).build()
 
-        self.provider = cdk.CfnStack(self, "Provider", template_url=cdk.Fn.sub(PROVIDER_TEMPLATE_URL))
+        self._check_provider_role(provider_lambda_role, provider_additional_policies)
+        provider_parameters: dict[str, str] = {}
+        if provider_lambda_role is not None:
+            provider_parameters["CustomLambdaRole"] = provider_lambda_role.role_arn
+        if provider_additional_policies:
+            provider_parameters["AdditionalIamPolicies"] = cdk.Fn.join(
+                ",", [policy.managed_policy_arn for policy in provider_additional_policies]
+            )
+        self.provider = cdk.CfnStack(
+            self,
+            "Provider",
+            template_url=cdk.Fn.sub(PROVIDER_TEMPLATE_URL),
+            parameters=provider_parameters or None,
+        )
         self.resource = cdk.CustomResource(
             self,
             "Resource",
@@ -436,6 +466,17 @@ class ParallelCluster(Construct):
                 self.node.path,
                 "cluster_name",
                 f"'{name}' must differ from the stack's name: ParallelCluster creates a stack of that name",
+            )
+
+    def _check_provider_role(
+        self, role: iam.IRole | None, policies: Sequence[iam.IManagedPolicy]
+    ) -> None:
+        if role is not None and policies:
+            raise fail(
+                self.node.path,
+                "provider_additional_policies",
+                "apply only to the role the provider makes itself; with provider_lambda_role, attach them to "
+                "that role instead",
             )
 
     # ----------------------------------------------------------------------------------------------

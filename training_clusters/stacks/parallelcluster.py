@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -62,6 +63,11 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             log_retention_days=spec.log_retention_days,
             tags=config.resource_tags(environment_name),
             deletion_policy=spec.deletion_policy,
+            provider_lambda_role=(
+                iam.Role.from_role_arn(self, "ProviderLambdaRole", spec.provider_lambda_role_arn, mutable=False)
+                if spec.provider_lambda_role_arn
+                else None
+            ),
         )
         if self.shared_storage is not None:
             # both directions: ParallelCluster's create-time check wants outbound Lustre rules too
