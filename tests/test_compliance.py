@@ -75,6 +75,19 @@ def test_unacknowledged_nag_finding_blocks_synth_and_acknowledging_clears_it(tmp
     assert "S" in format_table(summary)
 
 
+@pytest.mark.parametrize("spelling", ["AwsSolutions-S1", "AwsSolutions::AwsSolutions-S1"])
+def test_a_finding_is_acknowledged_as_cdk_nag_names_it_or_as_its_hint_prints_it(
+    tmp_path: Path, spelling: str
+) -> None:
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    bucket = s3.Bucket(cdk.Stack(app, "S"), "Plain", enforce_ssl=True)
+    acknowledge(bucket, spelling, "test bucket without access logs")
+    add_compliance_checks(app)
+    assembly, findings = synth_with_checks(app)
+    assert assembly is not None, findings
+    assert not [f for f in findings if f.plugin.startswith("AwsSolutions")]
+
+
 def test_acknowledging_without_a_reason_is_refused() -> None:
     app = cdk.App()
     with pytest.raises(ValueError, match="needs a specific reason"):

@@ -98,10 +98,12 @@ def acknowledge(scope: IConstruct, rule: str, reason: str) -> None:
     """Acknowledge one AwsSolutions finding on the construct that causes it.
 
     ``rule`` is the finding as cdk-nag reports it, with its detail when it has one, e.g.
-    ``"AwsSolutions-IAM5[Resource::*]"``; ``reason`` must say why this resource is acceptable.
+    ``"AwsSolutions-IAM5[Resource::*]"``, or exactly as its failure hint prints it
+    (``"AwsSolutions::AwsSolutions-IAM5[Resource::*]"``); ``reason`` must say why this resource is acceptable.
     """
     if not reason.strip():
         raise ValueError(f"acknowledging {rule} needs a specific reason")
+    rule = rule.removeprefix(f"{AWS_SOLUTIONS}::")
     cdk.Validations.of(scope).acknowledge(cdk.Acknowledgment(id=f"{AWS_SOLUTIONS}::{rule}", reason=reason))
 
 
