@@ -248,3 +248,50 @@ ALL_CHOICES: tuple[type[Choice], ...] = (
     EfaInterfaceType,
     MigStrategy,
 )
+
+
+# --- AWS Parallel Computing Service (PCS) ---
+
+
+class SlurmVersion(Choice):
+    """The Slurm versions AWS PCS runs (``Scheduler.Version``; botocore's ``pcs`` model lists the valid values).
+
+    See https://docs.aws.amazon.com/pcs/latest/userguide/slurm-versions.html for each version's end of support.
+    """
+
+    V24_11 = "24.11"
+    V25_05 = "25.05"
+    V25_11 = "25.11"
+    V26_05 = "26.05"
+
+
+class PcsClusterSize(Choice):
+    """How large a PCS cluster's managed controller is (``Size``): it caps compute nodes and jobs."""
+
+    SMALL = "SMALL"
+    """Up to 32 compute nodes and 256 jobs."""
+    MEDIUM = "MEDIUM"
+    """Up to 512 compute nodes and 8,192 jobs."""
+    LARGE = "LARGE"
+    """Up to 2,048 compute nodes and 16,384 jobs."""
+
+
+class SlurmAccounting(Choice):
+    """Slurm accounting on a PCS cluster (``SlurmConfiguration.Accounting.Mode``)."""
+
+    NONE = "NONE"
+    """No accounting database."""
+    STANDARD = "STANDARD"
+    """PCS runs slurmdbd for the cluster (``sacct``, fair share); PCS bills it by the hour."""
+
+
+class PcsPurchaseOption(Choice):
+    """How a PCS compute node group buys its instances (``PurchaseOption``)."""
+
+    ONDEMAND = "ONDEMAND"
+    """On-Demand, or an On-Demand Capacity Reservation given as ``capacity_reservation_id``."""
+    SPOT = "SPOT"
+    """Interruptible; poor for multi-node training, fine for experiments."""
+
+
+ALL_CHOICES = (*ALL_CHOICES, SlurmVersion, PcsClusterSize, SlurmAccounting, PcsPurchaseOption)

@@ -1,0 +1,199 @@
+"""AWS Parallel Computing Service (PCS): what its API accepts and its user guide requires, free of CDK imports.
+
+Names, limits and patterns are the API's own (botocore's ``pcs`` model, ``2023-02-10``: ``ClusterName``,
+``ComputeNodeGroupName``, ``QueueName``, ``AmiId``, the ``ScaleDownIdleTimeInSeconds`` bounds; see
+https://docs.aws.amazon.com/pcs/latest/APIReference/API_CreateCluster.html); the cluster sizes are
+https://docs.aws.amazon.com/pcs/latest/userguide/working-with_clusters_size.html. CloudFormation checks
+none of them before it creates the cluster, so a bad value would fail half-way through a deployment; here it
+fails at synth time or when the environment file is loaded. Each ``*_problem`` function returns ``None`` when
+the value is fine, else the sentence that explains what is allowed; the caller prefixes the field.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+
+from training_clusters.catalog import InstanceType
+from training_clusters.options import PcsClusterSize, PcsPurchaseOption
+
+CLUSTER_NAME_MAX_LENGTH = 40
+#: Compute node group and queue names.
+NAME_MAX_LENGTH = 25
+NAME_MIN_LENGTH = 3
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]*$")
+
+#: Compute nodes a cluster of each size manages (login nodes count too: they are a compute node group).
+MAX_NODES = {PcsClusterSize.SMALL: 32, PcsClusterSize.MEDIUM: 512, PcsClusterSize.LARGE: 2048}
+
+#: ``ScaleDownIdleTimeInSeconds`` bounds of the cluster's Slurm configuration.
+MAX_SCALE_DOWN_IDLE_SECONDS = 10_000_000
+
+_AMI_ID = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+#: SSM parameter names: letters, digits and ``_.-/``; a path starts with ``/`` (SSM's own rule).
+_SSM_PARAMETER = re.compile(r"^(/[A-Za-z0-9_.-]+)+$|^[A-Za-z0-9_.-]+$")
+_SSM_PARAMETER_MAX_LENGTH = 2048
+_SLURM_PARAMETER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
+_CAPACITY_RESERVATION = re.compile(r"^cr-[0-9a-f]{17}$")
+#: gp3 volume sizes EBS accepts.
+MIN_ROOT_VOLUME_GIB, MAX_ROOT_VOLUME_GIB = 8, 16_384
+
+
+def _name_problem(name: str, maximum: int) -> str | None:
+    if not _NAME.fullmatch(name):
+        return f"must start with a letter and hold only letters, digits and hyphens, got '{name}'"
+    if not NAME_MIN_LENGTH <= len(name) <= maximum:
+        return f"must be {NAME_MIN_LENGTH} to {maximum} characters long, got '{name}' ({len(name)})"
+    return None
+
+
+def pcs_cluster_name_problem(name: str) -> str | None:
+    """``ClusterName``: a letter, then letters, digits and hyphens; 3 to 40 characters."""
+    return _name_problem(name, CLUSTER_NAME_MAX_LENGTH)
+
+
+def pcs_name_problem(name: str) -> str | None:
+    """``ComputeNodeGroupName`` and ``QueueName``: a letter, then letters, digits and hyphens; 3 to 25."""
+    return _name_problem(name, NAME_MAX_LENGTH)
+
+
+def pcs_duplicates_problem(names: Iterable[str]) -> str | None:
+    """Names that must be unique in the cluster."""
+    seen: set[str] = set()
+    repeated: list[str] = []
+    for name in names:
+        if name in seen and name not in repeated:
+            repeated.append(name)
+        seen.add(name)
+    if not repeated:
+        return None
+    return f"must be unique, got {', '.join(repr(n) for n in repeated)} more than once"
+
+
+def scale_down_idle_time_problem(seconds: int) -> str | None:
+    """``ScaleDownIdleTimeInSeconds``: 1 to 10,000,000."""
+    if 1 <= seconds <= MAX_SCALE_DOWN_IDLE_SECONDS:
+        return None
+    return f"must be between 1 and {MAX_SCALE_DOWN_IDLE_SECONDS:,} seconds, got {seconds}"
+
+
+def slurm_custom_settings_problem(settings: Mapping[str, str]) -> str | None:
+    """Custom Slurm settings: ``ParameterName`` is a slurm.conf key; neither part may break its line."""
+    for name, value in settings.items():
+        if not _SLURM_PARAMETER.fullmatch(name):
+            return f"must name slurm.conf parameters (a letter, then letters, digits and _), got '{name}'"
+        if not isinstance(value, str) or "\n" in value or not value.strip():
+            return f"must give each parameter a one-line value, got {value!r} for '{name}'"
+    return None
+
+
+def node_counts_problem(min_count: int, max_count: int) -> str | None:
+    """``ScalingConfiguration``: 0 <= min <= max, and max at least 1 (the caller prefixes ``min_count``)."""
+    if max_count < 1:
+        return f"max_count must be 1 or more, got {max_count}"
+    if not 0 <= min_count <= max_count:
+        return f"min_count must lie between 0 and max_count ({max_count}), got {min_count}"
+    return None
+
+
+def cluster_size_problem(size: PcsClusterSize, node_count: int) -> str | None:
+    """The most nodes the node groups may run together must fit the cluster's size."""
+    limit = MAX_NODES[size]
+    if node_count <= limit:
+        return None
+    larger = [s.value for s in PcsClusterSize if MAX_NODES[s] >= node_count]
+    hint = f"use size {larger[0]}" if larger else "split the fleet across clusters"
+    return (
+        f"is {size.value}, which manages at most {limit} nodes, but the node groups' max_count (login nodes "
+        f"included) add up to {node_count}; {hint}"
+    )
+
+
+def ami_problem(ami_id: str | None, ami_ssm_parameter: str | None) -> str | None:
+    """Exactly one AMI source: an explicit id, or the SSM parameter CloudFormation resolves at deploy time."""
+    if ami_id is not None and ami_ssm_parameter is not None:
+        return f"and ami_ssm_parameter both name the AMI (got '{ami_id}' and '{ami_ssm_parameter}'); give one of them"
+    if ami_id is None and ami_ssm_parameter is None:
+        return (
+            "or ami_ssm_parameter is required: PCS launches the AMI you give (one with the PCS agent, Slurm, "
+            "the EFA software and the Lustre client, e.g. a PCS sample AMI or one built from it)"
+        )
+    if ami_id is not None and not _AMI_ID.fullmatch(ami_id):
+        return f"must be an AMI id such as ami-0123456789abcdef0, got '{ami_id}'"
+    return None
+
+
+def ssm_parameter_name_problem(name: str) -> str | None:
+    """An SSM parameter name: ``/path/to/name`` or ``name``, letters, digits and ``_.-``."""
+    if _SSM_PARAMETER.fullmatch(name) and len(name) <= _SSM_PARAMETER_MAX_LENGTH:
+        return None
+    return (
+        "must be an SSM parameter name such as /training-clusters/pcs/ami (letters, digits, _ . - and / "
+        f"separators), got '{name}'"
+    )
+
+
+def efa_problem(instance: InstanceType, efa: bool) -> str | None:
+    """``efa: true`` on an instance type without EFA."""
+    if not efa or instance.efa_supported:
+        return None
+    return f"is true, but {instance.name} has no EFA interface; use an EFA-capable type or efa: false"
+
+
+def efa_interfaces_problem(instance: InstanceType, wanted: int) -> str | None:
+    """EFA interfaces per node: one per network card, at most the instance's maximum."""
+    maximum = min(instance.max_efa_interfaces, instance.max_network_cards)
+    if 1 <= wanted <= maximum:
+        return None
+    return f"must be between 1 and {maximum} for {instance.name} (one per network card), got {wanted}"
+
+
+def capacity_reservation_problem(
+    purchase_option: PcsPurchaseOption, reservation_id: str | None
+) -> str | None:
+    """An On-Demand Capacity Reservation applies to ONDEMAND node groups only, and has the ``cr-`` shape."""
+    if reservation_id is None:
+        return None
+    if purchase_option is not PcsPurchaseOption.ONDEMAND:
+        return f"applies to ONDEMAND node groups only, got '{reservation_id}' with {purchase_option.value}"
+    if not _CAPACITY_RESERVATION.fullmatch(reservation_id):
+        return f"must be a capacity reservation id such as cr-0123456789abcdef0, got '{reservation_id}'"
+    return None
+
+
+def root_volume_problem(size_gib: int) -> str | None:
+    """The gp3 root volume's size."""
+    if MIN_ROOT_VOLUME_GIB <= size_gib <= MAX_ROOT_VOLUME_GIB:
+        return None
+    return f"must be between {MIN_ROOT_VOLUME_GIB} and {MAX_ROOT_VOLUME_GIB} GiB, got {size_gib}"
+
+
+def queue_node_groups_problem(queue_groups: Iterable[str], known: Iterable[str]) -> str | None:
+    """A queue lists at least one compute node group, each one of the cluster's (login nodes are not)."""
+    groups = list(queue_groups)
+    names = list(known)
+    if not groups:
+        return "must list at least one compute node group"
+    unknown = [g for g in groups if g not in names]
+    if unknown:
+        return f"names '{unknown[0]}', which is not a compute node group of the cluster ({', '.join(names)})"
+    return None
+
+
+#: Directories of the operating system, Slurm and the PCS agent, never a shared file system's mount point.
+RESERVED_MOUNT_DIRS = frozenset(
+    ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt", "/opt/aws", "/opt/slurm", "/proc", "/root",
+     "/run", "/sbin", "/sys", "/tmp", "/usr", "/var")
+)  # fmt: skip
+_MOUNT_DIR = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+
+
+def pcs_mount_dir_problem(mount_dir: str) -> str | None:
+    """Where every node mounts the shared file system: an absolute directory the system does not own."""
+    if not _MOUNT_DIR.fullmatch(mount_dir) or any(p in (".", "..") for p in mount_dir.split("/")):
+        return f"must be an absolute directory such as /fsx, got '{mount_dir}'"
+    if mount_dir in RESERVED_MOUNT_DIRS:
+        return (
+            f"'{mount_dir}' belongs to the operating system, Slurm or the PCS agent; use e.g. /fsx or /shared"
+        )
+    return None
