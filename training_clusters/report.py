@@ -8,6 +8,8 @@ acknowledged findings) and never fails the gate.
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import json
 import sys
 from collections.abc import Callable
@@ -15,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_clusters.checkov import CheckovResult, checkov_scan
+from training_clusters.checkov import CHECKOV_ENV_VAR, CheckovResult, CheckovUnavailable, checkov_scan
 from training_clusters.compliance import (
     AWS_SOLUTIONS,
     NIST_800_53_R5,
@@ -173,16 +175,60 @@ def format_table(summaries: list[TemplateSummary]) -> str:
     return text_table(header, rows)
 
 
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m training_clusters.report",
+        description="Gate a synthesized cloud assembly: cdk-nag findings (from its validation report), "
+        "cfn-lint on every template and checkov; prints one row per stack and exits 1 when any fails.",
+        epilog="cfn-lint comes with the 'gates' extra: pip install 'cdk-training-clusters[gates]'. checkov "
+        "cannot share an environment with aws-cdk-lib: install it in its own virtual environment and point "
+        f"{CHECKOV_ENV_VAR} at its checkov executable, or pass --no-checkov.",
+    )
+    parser.add_argument("assembly", nargs="?", default="cdk.out", help="the cloud assembly folder (cdk.out)")
+    parser.add_argument("--no-lint", action="store_true", help="skip cfn-lint")
+    parser.add_argument("--no-checkov", action="store_true", help="skip checkov")
+    return parser
+
+
+def _no_lint(template: Path, regions: list[str]) -> list[LintMatch]:
+    return []
+
+
+def _no_scan(templates: list[Path]) -> list[CheckovResult]:
+    return []
+
+
 def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint, scan: Scanner = checkov_scan) -> int:
-    """``python -m training_clusters.report [ASSEMBLY]``: the gates' table; 1 when any template fails.
+    """``python -m training_clusters.report [ASSEMBLY] [--no-lint] [--no-checkov]``: the gates' table.
+
+    Exit status: 0 every template passes, 1 one fails, 2 a gate cannot run (cfn-lint or checkov missing,
+    no assembly), with one line saying how to get it.
 
     :param argv: Default: ``sys.argv[1:]``; the assembly folder defaults to ``cdk.out``.
     :param lint: Default: cfn-lint in this process (see :data:`Linter`).
     :param scan: Default: checkov from ``.venv-checkov`` (see :mod:`training_clusters.checkov`).
     """
-    args = sys.argv[1:] if argv is None else argv
-    directory = Path(args[0] if args else "cdk.out")
-    summaries = summarize(directory, lint=lint, scan=scan)
+    args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
+    directory = Path(args.assembly)
+    if not (directory / "manifest.json").is_file():
+        print(
+            f"error: {directory} is not a cloud assembly (no manifest.json); run cdk synth first",
+            file=sys.stderr,
+        )
+        return 2
+    if args.no_lint:
+        lint = _no_lint
+    elif lint is cfn_lint and importlib.util.find_spec("cfnlint") is None:
+        print(
+            "error: cfn-lint is not installed: pip install 'cdk-training-clusters[gates]' (or pass --no-lint)",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        summaries = summarize(directory, lint=lint, scan=_no_scan if args.no_checkov else scan)
+    except CheckovUnavailable as error:
+        print(f"error: {error}; or pass --no-checkov", file=sys.stderr)
+        return 2
     if not summaries:
         print(f"no stack templates in {directory}", file=sys.stderr)
         return 1
