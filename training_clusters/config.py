@@ -53,14 +53,19 @@ from training_clusters.options import (
     NodeRecovery,
     NodeRole,
     OperatingSystem,
+    PcsClusterSize,
+    PcsPurchaseOption,
     PlacementStrategy,
     QueueCapacityType,
     QueuePlacement,
     QueueUpdateStrategy,
     RemovalPolicy,
+    SlurmAccounting,
+    SlurmVersion,
 )
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
+from training_clusters.rules import pcs as pcs_rules
 from training_clusters.rules.logs import cloudwatch_retention_problem
 from training_clusters.rules.lustre import (
     DEFAULT_BACKUP_RETENTION_DAYS,
@@ -757,7 +762,7 @@ class EksConfig(_Model):
 
 
 #: The sections that each make an environment's cluster; at most one per file.
-ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks")
+ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks", "pcs")
 
 
 class EnvironmentConfig(_Model):
@@ -868,6 +873,179 @@ class EnvironmentConfig(_Model):
                 f"network.placement_availability_zone: '{chosen}' must be one of availability_zones "
                 f"({', '.join(self.availability_zones)})"
             )
+# --- AWS PCS section ---
+
+
+class PcsComputeNodeGroupConfig(_Model):
+    """``pcs.compute_node_groups[]``: instances of one type that PCS starts and stops as Slurm needs them."""
+
+    name: str = Field(description="3-25 letters, digits and hyphens, starting with a letter.")
+    instance_type: str
+    min_count: Annotated[int, Field(ge=0)] = 0
+    max_count: Annotated[int, Field(ge=1)] = 2
+    purchase_option: Annotated[PcsPurchaseOption, _FileChoice(PcsPurchaseOption)] = PcsPurchaseOption.ONDEMAND
+    efa: bool | None = Field(default=None, description="Default: enabled where the instance type has EFA.")
+    efa_interfaces: int | None = Field(
+        default=None, description="EFA interfaces per node, one per network card. Default: the type's maximum."
+    )
+    capacity_reservation_id: str | None = Field(
+        default=None, description="On-Demand Capacity Reservation (cr-...) to launch into; ONDEMAND only."
+    )
+    root_volume_size_gib: int = 200
+
+    @field_validator("name")
+    @classmethod
+    def _pcs_name(cls, value: str) -> str:
+        _raise_if(pcs_rules.pcs_name_problem(value))
+        return value
+
+    _instance_type = field_validator("instance_type")(_catalogued)
+
+    @field_validator("root_volume_size_gib")
+    @classmethod
+    def _root_volume(cls, value: int) -> int:
+        _raise_if(pcs_rules.root_volume_problem(value))
+        return value
+
+    @model_validator(mode="after")
+    def _pcs_group(self) -> PcsComputeNodeGroupConfig:
+        _raise_if(pcs_rules.node_counts_problem(self.min_count, self.max_count))
+        instance = CATALOG[self.instance_type]
+        if self.efa is not None:
+            _raise_if(pcs_rules.efa_problem(instance, self.efa), "efa")
+        if self.efa_interfaces is not None:
+            if not self.efa_enabled:
+                raise ValueError(f"efa_interfaces applies only with EFA, which is off for {instance.name}")
+            _raise_if(pcs_rules.efa_interfaces_problem(instance, self.efa_interfaces), "efa_interfaces")
+        _raise_if(
+            pcs_rules.capacity_reservation_problem(self.purchase_option, self.capacity_reservation_id),
+            "capacity_reservation_id",
+        )
+        return self
+
+    @property
+    def efa_enabled(self) -> bool:
+        """``efa``, or whether the instance type has EFA when it is omitted."""
+        return self.efa if self.efa is not None else CATALOG[self.instance_type].efa_supported
+
+
+class PcsLoginNodesConfig(_Model):
+    """``pcs.login_nodes``: the static login node group (always running, in no queue)."""
+
+    instance_type: str = "m5.xlarge"
+    count: Annotated[int, Field(ge=0)] = Field(default=1, description="0 builds no login nodes.")
+    name: str = "login"
+    root_volume_size_gib: int = 100
+
+    _instance_type = field_validator("instance_type")(_catalogued)
+
+    @field_validator("name")
+    @classmethod
+    def _pcs_name(cls, value: str) -> str:
+        _raise_if(pcs_rules.pcs_name_problem(value))
+        return value
+
+    @field_validator("root_volume_size_gib")
+    @classmethod
+    def _root_volume(cls, value: int) -> int:
+        _raise_if(pcs_rules.root_volume_problem(value))
+        return value
+
+
+class PcsQueueConfig(_Model):
+    """``pcs.queues[]``: a Slurm partition and the compute node groups that run its jobs."""
+
+    name: str
+    compute_node_groups: Annotated[list[str], Field(min_length=1)]
+
+    @field_validator("name")
+    @classmethod
+    def _pcs_name(cls, value: str) -> str:
+        _raise_if(pcs_rules.pcs_name_problem(value))
+        return value
+
+
+class PcsSlurmConfig(_Model):
+    """``pcs.slurm``: the cluster's Slurm settings."""
+
+    version: Annotated[SlurmVersion, _FileChoice(SlurmVersion)] = SlurmVersion.V25_11
+    accounting: Annotated[SlurmAccounting, _FileChoice(SlurmAccounting)] = SlurmAccounting.NONE
+    scale_down_idle_time_seconds: int = 600
+    custom_settings: dict[str, str] = Field(
+        default_factory=dict, description="slurm.conf parameters PCS lets a cluster set (e.g. Prolog)."
+    )
+
+    @field_validator("scale_down_idle_time_seconds")
+    @classmethod
+    def _idle_time(cls, value: int) -> int:
+        _raise_if(pcs_rules.scale_down_idle_time_problem(value))
+        return value
+
+    @field_validator("custom_settings")
+    @classmethod
+    def _custom_settings(cls, value: dict[str, str]) -> dict[str, str]:
+        _raise_if(pcs_rules.slurm_custom_settings_problem(value))
+        return value
+
+
+class PcsConfig(_Model):
+    """``pcs``: an AWS Parallel Computing Service Slurm cluster on the environment's network and FSx."""
+
+    cluster_name: str | None = Field(default=None, description="Default: the environment's name.")
+    size: Annotated[PcsClusterSize, _FileChoice(PcsClusterSize)] = Field(
+        default=PcsClusterSize.SMALL, description="SMALL (32 nodes), MEDIUM (512) or LARGE (2048)."
+    )
+    ami_id: str | None = Field(default=None, description="The nodes' AMI. Give this or ami_ssm_parameter.")
+    ami_ssm_parameter: str | None = Field(
+        default=None, description="SSM parameter holding the AMI id, read by CloudFormation at deploy time."
+    )
+    login_nodes: PcsLoginNodesConfig = PcsLoginNodesConfig()
+    compute_node_groups: Annotated[list[PcsComputeNodeGroupConfig], Field(min_length=1)]
+    queues: list[PcsQueueConfig] | None = Field(
+        default=None, description="Default: one queue per compute node group, of its name."
+    )
+    slurm: PcsSlurmConfig = PcsSlurmConfig()
+
+    @field_validator("cluster_name")
+    @classmethod
+    def _pcs_cluster_name(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(pcs_rules.pcs_cluster_name_problem(value))
+        return value
+
+    @field_validator("ami_ssm_parameter")
+    @classmethod
+    def _ssm_parameter(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(pcs_rules.ssm_parameter_name_problem(value))
+        return value
+
+    @model_validator(mode="after")
+    def _one_ami(self) -> PcsConfig:
+        _raise_if(pcs_rules.ami_problem(self.ami_id, self.ami_ssm_parameter), "ami_id")
+        return self
+
+    @model_validator(mode="after")
+    def _names_and_queues(self) -> PcsConfig:
+        groups = [g.name for g in self.compute_node_groups]
+        login = [self.login_nodes.name] if self.login_nodes.count else []
+        _raise_if(pcs_rules.pcs_duplicates_problem(groups + login), "compute_node_groups names (login_nodes.name included)")
+        for index, queue in enumerate(self.queues or []):
+            _raise_if(
+                pcs_rules.queue_node_groups_problem(queue.compute_node_groups, groups),
+                f"queues[{index}].compute_node_groups",
+            )
+        if self.queues is not None:
+            _raise_if(pcs_rules.pcs_duplicates_problem(q.name for q in self.queues), "queues names")
+        return self
+
+    @model_validator(mode="after")
+    def _fits_size(self) -> PcsConfig:
+        nodes = sum(g.max_count for g in self.compute_node_groups) + self.login_nodes.count
+        _raise_if(pcs_rules.cluster_size_problem(self.size, nodes), "size")
+        return self
+
+
         return self
 
     @model_validator(mode="after")
@@ -909,6 +1087,7 @@ def environment_name(config: EnvironmentConfig, path: Path | None) -> str:
     if path is None:
         raise ConfigurationError("name: required when the environment does not come from a file")
     if not _NAME.fullmatch(path.stem):
+    pcs: PcsConfig | None = None
         raise ConfigurationError(
             f"{path}: the file name '{path.stem}' names the environment and its stack, so it must start with "
             "a letter and hold only letters, digits and hyphens (max 63); rename the file or set name:"

@@ -39,6 +39,10 @@ def stack_class(config: EnvironmentConfig) -> type[TrainingEnvironmentStack]:
         from training_clusters.stacks.eks import EksTrainingEnvironment
 
         return EksTrainingEnvironment
+    if config.pcs is not None:
+        from training_clusters.stacks.pcs import PcsEnvironment
+
+        return PcsEnvironment
     return TrainingEnvironmentStack
 
 

@@ -60,6 +60,14 @@ _EXPORTS = {
     "QueueUpdateStrategy": "training_clusters.options",
     "DeletionPolicy": "training_clusters.options",
     "NodegroupCapacityType": "training_clusters.options",
+    "PcsCluster": "pcs",
+    "PcsComputeNodeGroup": "pcs",
+    "PcsLoginNodes": "pcs",
+    "PcsQueue": "pcs",
+    "SlurmVersion": "training_clusters.options",
+    "PcsClusterSize": "training_clusters.options",
+    "SlurmAccounting": "training_clusters.options",
+    "PcsPurchaseOption": "training_clusters.options",
 }
 
 __all__ = sorted(_EXPORTS)
