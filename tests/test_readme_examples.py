@@ -25,7 +25,6 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
-import yaml
 from aws_cdk import aws_s3
 
 from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks
@@ -307,261 +306,43 @@ def _gate(run: Run) -> None:
         run.examples.execute(broken, namespace, run.workdir, run.block.line)
 
 
-@check("TrainingNetwork")
-def _network(run: Run) -> None:
-    assert len(run.of_type("AWS::EC2::VPC")) == 1
-    zones = sorted(s["Properties"]["AvailabilityZone"] for s in run.of_type("AWS::EC2::Subnet").values())
-    assert zones == ["us-east-1a", "us-east-1a", "us-east-1b", "us-east-1b"]
-    subnet = run.namespace["subnet"]
-    assert run.resolve(subnet.availability_zone) == "us-east-1a"
-    assert subnet.node.path in [s.node.path for s in run.namespace["network"].private_subnets]
-    assert [f["Properties"]["TrafficType"] for f in run.of_type("AWS::EC2::FlowLog").values()] == ["ALL"]
-    efa = get_att(run.ref(run.namespace["efa_group"]))
-    ingress = [r["Properties"] for r in run.of_type("AWS::EC2::SecurityGroupIngress").values()]
-    (rule,) = [r for r in ingress if r["GroupId"] == efa]  # all traffic, from members only
-    assert (rule["IpProtocol"], rule["SourceSecurityGroupId"]) == ("-1", efa)
-
-
-@check("SharedLustre")
-def _lustre(run: Run) -> None:
-    fs = run.namespace["fs"]
-    (logical_id,) = run.of_type("AWS::FSx::FileSystem")
-    assert logical_id == run.ref(fs.file_system)
-    resource = run.template["Resources"][logical_id]
-    assert resource["DeletionPolicy"] == "Delete"
-    properties = resource["Properties"]
-    assert properties["StorageCapacity"] == 1200
-    assert properties["LustreConfiguration"]["DeploymentType"] == "SCRATCH_2"
-    assert properties["SubnetIds"] == [run.resolve(run.namespace["network"].placement_subnet().subnet_id)]
-    network = run.namespace["network"]
-    for port in (988, 1018, 1023):
-        assert allows(run, fs.security_group, network.efa_security_group, port)
-    # "both directions": Lustre servers also connect back to their clients.
-    egress = [r["Properties"] for r in run.of_type("AWS::EC2::SecurityGroupEgress").values()]
-    back = (
-        run.resolve(fs.security_group.security_group_id),
-        run.resolve(network.efa_security_group.security_group_id),
-    )
-    assert sorted(
-        r["FromPort"] for r in egress if (r["GroupId"], r.get("DestinationSecurityGroupId")) == back
-    ) == [
-        988,
-        1018,
-    ]
-    device = json.dumps(run.resolve(run.namespace["device"]))
-    assert (
-        device.index(f'{{"Ref": "{logical_id}"}}') < device.index("@tcp:/") < device.index("LustreMountName")
-    )
-
-
-@check("TrainingPlacementGroup")
-def _placement(run: Run) -> None:
-    groups = run.of_type("AWS::EC2::PlacementGroup")
-    assert [g["Properties"] for g in groups.values()] == [{"Strategy": "cluster"}]
-    assert run.resolve(run.namespace["name"]) == get_att(next(iter(groups)), "GroupName")
-
-
-@check("SecureBucket")
-def _bucket(run: Run) -> None:
-    buckets = run.of_type("AWS::S3::Bucket")
-    assert len(buckets) == 2  # the bucket and its access-log bucket
-    data = buckets[run.ref(run.namespace["bucket"])]
-    properties = data["Properties"]
-    assert data["DeletionPolicy"] == "Delete"
-    assert properties["VersioningConfiguration"] == {"Status": "Enabled"}
-    assert properties["PublicAccessBlockConfiguration"] == dict.fromkeys(
-        ["BlockPublicAcls", "BlockPublicPolicy", "IgnorePublicAcls", "RestrictPublicBuckets"], True
-    )
-    assert properties["OwnershipControls"] == {"Rules": [{"ObjectOwnership": "BucketOwnerEnforced"}]}
-    logs_id = run.ref(run.namespace["scripts"].access_logs_bucket)
-    assert properties["LoggingConfiguration"]["DestinationBucketName"] == {"Ref": logs_id}
-    name = properties["BucketName"]["Fn::Join"][1]
-    assert name[0].startswith("sagemaker-")
-    policy = next(
-        p["Properties"]["PolicyDocument"]
-        for p in run.of_type("AWS::S3::BucketPolicy").values()
-        if p["Properties"]["Bucket"] == {"Ref": run.ref(run.namespace["bucket"])}
-    )
-    assert any(
-        s["Effect"] == "Deny" and s.get("Condition") == {"Bool": {"aws:SecureTransport": "false"}}
-        for s in policy["Statement"]
-    )
-
-
-@check("HyperPodCluster")
-def _hyperpod(run: Run) -> None:
-    cluster = run.namespace["cluster"]
-    ((logical_id, resource),) = run.of_type("AWS::SageMaker::Cluster").items()
-    assert logical_id == run.ref(cluster.cluster)
-    properties = resource["Properties"]
-    assert properties["ClusterName"] == "ml-cluster"
-    assert properties["NodeRecovery"] == "Automatic"
-    groups = {g["InstanceGroupName"]: g for g in properties["InstanceGroups"]}
-    assert set(groups) == {"controller-machine", "worker-group-1"}
-    worker, controller = groups["worker-group-1"], groups["controller-machine"]
-    assert (worker["InstanceType"], worker["InstanceCount"]) == ("ml.p5.48xlarge", 2)
-    assert worker["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
-    assert "OnStartDeepHealthChecks" not in controller
-    assert worker["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
-    network = run.namespace["network"]
-    assert get_att(run.ref(network.efa_security_group)) in properties["VpcConfig"]["SecurityGroupIds"]
-    assert properties["VpcConfig"]["Subnets"] == [run.resolve(network.placement_subnet().subnet_id)]
-    (upload,) = run.of_type("Custom::CDKBucketDeployment")
-    assert upload in resource["DependsOn"]  # nodes never start before their scripts exist
-    parameters = cluster.provisioning_parameters
-    assert parameters["controller_group"] == "controller-machine"
-    assert parameters["worker_groups"] == [{"instance_group_name": "worker-group-1", "partition_name": "gpu"}]
-    assert cluster.lifecycle_settings["fsx_mount_dir"] == "/fsx"  # our own settings file, training_clusters.json
-    assert allows(run, run.namespace["fs"].security_group, cluster.security_group, 988)
-
-
-@check("ParallelCluster")
-def _parallelcluster(run: Run) -> None:
+@check("Use the constructs in your own app")
+def _own_app(run: Run) -> None:
     ns = run.namespace
-    ((_, resource),) = run.of_type("Custom::PclusterCluster").items()
-    properties = resource["Properties"]
-    assert properties["ClusterName"] == "training"
-    assert properties["DeletionPolicy"] == "Delete"  # ParallelCluster's default: deleted with the stack
-    config = properties["ClusterConfiguration"]
-    (queue,) = config["Scheduling"]["SlurmQueues"]
-    assert queue["Name"] == "compute"
-    assert queue["ComputeResources"] == [
-        {
-            "Name": "c5n",
-            "InstanceType": "c5n.9xlarge",
-            "MinCount": 0,
-            "MaxCount": 2,
-            "Efa": {"Enabled": True, "GdrSupport": False},
-        }
+    assembly = ns["app"].synth()  # the example's own synth, cached
+    templates = {s.stack_name: s.template for s in assembly.stacks}
+    assert set(templates) == {"Network", "Storage", "HyperPod", "Pcluster", "Eks"}
+    # the shared storage stack imports only the network's values: no cluster's group, so no cycle
+    imports = json.dumps(templates["Storage"]).count("Fn::ImportValue")
+    assert imports > 0 and "HyperPod" not in json.dumps(templates["Storage"]["Resources"])
+    for name in ("HyperPod", "Pcluster", "Eks"):
+        rules = [
+            r["Properties"]
+            for r in templates[name]["Resources"].values()
+            if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+        ]
+        assert any(r.get("FromPort") == 988 for r in rules), (
+            f"{name}: the Lustre rule lives in the client's stack"
+        )
+    (fsx,) = [r for r in templates["Storage"]["Resources"].values() if r["Type"] == "AWS::FSx::FileSystem"]
+    assert fsx["Properties"]["LustreConfiguration"]["DeploymentType"] == "PERSISTENT_2"  # given as a string
+    assert fsx["DeletionPolicy"] == "Retain"
+    (group,) = [
+        g
+        for r in templates["HyperPod"]["Resources"].values()
+        if r["Type"] == "AWS::SageMaker::Cluster"
+        for g in r["Properties"]["InstanceGroups"]
+        if g["InstanceGroupName"] == "workers"
     ]
-    networking = queue["Networking"]
-    group_name = get_att(run.ref(ns["placement"].placement_group), "GroupName")
-    assert networking["PlacementGroup"] == {"Enabled": True, "Name": group_name}
-    assert networking["AssignPublicIp"] is False
-    assert networking["SubnetIds"] == [run.resolve(ns["network"].placement_subnet().subnet_id)]
-    assert get_att(run.ref(ns["network"].efa_security_group)) in networking["AdditionalSecurityGroups"]
-    (storage,) = config["SharedStorage"]
-    assert storage["MountDir"] == "/shared"
-    assert storage["FsxLustreSettings"] == {"FileSystemId": {"Ref": run.ref(ns["fsx"].file_system)}}
-    assert config["HeadNode"]["Ssh"]["AllowedIps"] == get_att(run.ref(ns["network"].vpc), "CidrBlock")
-    (provider,) = run.of_type("AWS::CloudFormation::Stack").values()
-    assert "/parallelcluster/3.16.1/templates/custom_resource/cluster.yaml" in json.dumps(provider)
-    assert allows(run, ns["fsx"].security_group, ns["cluster"].security_group, 988)
-
-
-@check("Export for `pcluster create-cluster`")
-def _pcluster_export(run: Run) -> None:
-    text = (run.workdir / "cluster-config.yaml").read_text()
-    assert not re.search(r"\bRef:|Fn::", text), "every CloudFormation reference is replaced"
-    config = yaml.safe_load(text)
-    # The logical id in the README is the placement subnet's: its value lands where the subnet is used.
-    assert config["HeadNode"]["Networking"]["SubnetId"] == "subnet-0a1b2c3d4e5f67890"
-    (queue,) = config["Scheduling"]["SlurmQueues"]
-    assert queue["Networking"]["SubnetIds"] == ["subnet-0a1b2c3d4e5f67890"]
-    assert config["SharedStorage"][0]["FsxLustreSettings"]["FileSystemId"].startswith("fs-")
-
-
-@check("EKS for GPU training")
-def _eks(run: Run) -> None:
-    ns = run.namespace
-    ((_, cluster),) = run.of_type("AWS::EKS::Cluster").items()
-    properties = cluster["Properties"]
-    assert properties["Version"] == "1.33"
-    assert properties["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
-    assert properties["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
-    access = [e["Properties"]["PrincipalArn"] for e in run.of_type("AWS::EKS::AccessEntry").values()]
-    # the admin role; the MPI Operator's handler (added further down the README) has its own entry
-    assert [arn for arn in access if isinstance(arn, str)] == [ADMIN_ROLE]
-    assert len(run.of_type("AWS::EKS::Nodegroup")) == 3  # system, P5, Gpu
-
-    p5 = ns["p5"]
-    data = run.template["Resources"][run.ref(p5.launch_template)]["Properties"]["LaunchTemplateData"]
-    assert data["InstanceType"] == "p5.48xlarge"
-    assert data["Placement"] == {
-        "GroupName": get_att(run.ref(ns["placement_group"].placement_group), "GroupName")
-    }
-    assert data["MetadataOptions"]["HttpTokens"] == "required"
-    assert "SecurityGroupIds" not in data
-    interfaces = data["NetworkInterfaces"]
-    assert len(interfaces) == 32
-    layout = [(i["NetworkCardIndex"], i["DeviceIndex"], i["InterfaceType"]) for i in interfaces]
-    assert layout == [(0, 0, "efa")] + [(card, 1, "efa") for card in range(1, 32)]
-    efa = get_att(run.ref(ns["network"].efa_security_group))
-    assert all(len(i["Groups"]) == 2 and efa in i["Groups"] and "SubnetId" not in i for i in interfaces)
-
-    nodegroup = run.template["Resources"][run.ref(p5.nodegroup)]["Properties"]
-    assert nodegroup["AmiType"] == "AL2023_x86_64_NVIDIA"
-    assert "InstanceTypes" not in nodegroup
-    assert nodegroup["ScalingConfig"] == {"DesiredSize": 2, "MinSize": 2, "MaxSize": 2}
-    assert nodegroup["Subnets"] == [run.resolve(ns["network"].placement_subnet().subnet_id)]
-    assert nodegroup["Taints"] == [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NO_SCHEDULE"}]
-    labels = [n["Properties"].get("Labels") for n in run.of_type("AWS::EKS::Nodegroup").values()]
-    assert {"eks-node": "gpu"} in labels
-
-
-def helm_values(chart: dict[str, Any]) -> dict[str, Any]:
-    values = chart["Values"]
-    assert isinstance(values, str), "values hold no CloudFormation references"
-    result: dict[str, Any] = json.loads(values)
-    return result
-
-
-@check("Add-ons")
-def _addons(run: Run) -> None:
-    ns = run.namespace
-    charts = {
-        c["Properties"]["Chart"]: c["Properties"]
-        for c in run.of_type("Custom::AWSCDK-EKS-HelmChart").values()
-    }
-    # The versions README's add-on table says are pinned.
-    assert {name: chart["Version"] for name, chart in charts.items()} == {
-        "nvidia-device-plugin": "0.19.0",
-        "aws-efa-k8s-device-plugin": "v0.5.20",
-        "gpu-operator": "v25.3.4",
-        "kube-prometheus-stack": "82.6.0",
-    }
-    nvidia = helm_values(charts["nvidia-device-plugin"])
-    sharing = yaml.safe_load(nvidia["config"]["map"]["default"])["sharing"]["timeSlicing"]
-    assert sharing["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
-    (term,) = nvidia["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
-        "nodeSelectorTerms"
-    ]
-    assert term["matchExpressions"][0]["values"] == ["g5.2xlarge", "p5.48xlarge"]
-    efa = helm_values(charts["aws-efa-k8s-device-plugin"])
-    assert efa["supportedInstanceLabels"]["values"] == ["p5.48xlarge"]
-    operator = helm_values(charts["gpu-operator"])
-    assert operator["driver"]["enabled"] is False
-    assert operator["dcgmExporter"] == {"enabled": True, "serviceMonitor": {"enabled": True}}
-
-    addons = {a["Properties"]["AddonName"]: a["Properties"] for a in run.of_type("AWS::EKS::Addon").values()}
-    assert set(addons) == {"aws-fsx-csi-driver", "eks-pod-identity-agent"}
-    (association,) = addons["aws-fsx-csi-driver"]["PodIdentityAssociations"]
-    assert association["ServiceAccount"] == "fsx-csi-controller-sa"
-    (volume,) = run.of_type("Custom::AWSCDK-EKS-KubernetesResource").values()
-    manifest = json.dumps(volume["Properties"]["Manifest"])
-    assert "PersistentVolumeClaim" in manifest and "fsx-lustre" in manifest
-    assert run.ref(ns["fs"].file_system) in manifest
-    assert allows(run, ns["fs"].security_group, ns["cluster"].cluster_security_group, 988)
-    (operator,) = run.of_type("Custom::ReleaseManifest").values()
-    assert operator["Properties"]["ManifestUrl"].endswith("/v0.7.0/deploy/v2beta1/mpi-operator.yaml")
-
-
-@check("NCCL acceptance job")
-def _nccl(run: Run) -> None:
-    job = yaml.safe_load((run.workdir / "nccl-tests-p5.yaml").read_text())
-    assert (job["apiVersion"], job["kind"]) == ("kubeflow.org/v2beta1", "MPIJob")
-    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]
-    assert worker["replicas"] == 2  # one worker per node of the nodegroup
-    (container,) = worker["template"]["spec"]["containers"]
-    limits = container["resources"]["limits"]
-    assert limits["nvidia.com/gpu"] == 8
-    assert limits["vpc.amazonaws.com/efa"] == 32
-    assert limits["hugepages-2Mi"] == "5210Mi"
-    env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["FI_PROVIDER"] == "efa" and env["FI_EFA_USE_DEVICE_RDMA"] == "1"
-    (launcher,) = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"]
-    command = " ".join(launcher["command"])
-    assert "-x LD_LIBRARY_PATH" in command and "-b 8 -e 16G" in command
+    assert group["InstanceType"] == "ml.p5.48xlarge"
+    assert [f for f in run.findings if f.plugin.startswith("AwsSolutions")] == []
+    for template in templates.values():
+        for rule in (
+            r["Properties"]
+            for r in template["Resources"].values()
+            if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+        ):
+            assert rule.get("CidrIp") != "0.0.0.0/0"
 
 
 @check("Instance catalogue")
@@ -602,11 +383,20 @@ def test_every_check_has_its_readme_example() -> None:
     assert unused == [], "checks whose README example is gone"
 
 
-def test_every_construct_section_has_a_tested_example() -> None:
-    sections = [h[2] for h in HEADINGS if len(h) == 3 and h[1] == "Constructs"]
-    assert len(sections) >= 7
-    untested = [s for s in sections if not any(b.headings[1:3] == ("Constructs", s) for b in TESTED)]
-    assert untested == []
+def test_the_readme_names_every_public_construct() -> None:
+    from constructs import Construct
+
+    import training_clusters.constructs as package
+
+    public = {
+        name
+        for name in package.__all__
+        if isinstance(getattr(package, name), type) and issubclass(getattr(package, name), Construct)
+    }
+    text = README.read_text()
+    listed = set(re.findall(r"`(\w+)`", text[text.index("The constructs:") :].split("\n\n")[0]))
+    assert public - {"ReleaseManifest"} <= listed, "constructs the README does not name"
+    assert listed <= public, "names in the README's construct list that are not public constructs"
 
 
 def test_continuations_follow_a_tested_example() -> None:

@@ -29,7 +29,7 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from training_clusters.acceptance.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
-from training_clusters.capacity import Capacity
+from training_clusters.capacity import Capacity, from_nodegroup_capacity_type, from_queue_capacity_type
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
 from training_clusters.constructs.eks_sharing import (
@@ -333,6 +333,14 @@ class HyperPodInstanceGroupConfig(_Model):
     deep_health_checks: list[Annotated[DeepHealthCheck, _FileChoice(DeepHealthCheck)]] | None = Field(
         default=None, description="Default: both checks on GPU/Trainium groups, none on CPU groups."
     )
+    capacity: CapacityConfig | None = Field(
+        default=None, description="on-demand or training-plan (training_plan_arn). Default: on-demand."
+    )
+
+    @field_validator("capacity")
+    @classmethod
+    def _hyperpod_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
+        return None if value is None else value.checked_for(CapacityOrchestrator.HYPERPOD)
 
     @field_validator("partition")
     @classmethod
@@ -386,6 +394,14 @@ class PclusterComputeResourceConfig(_Model):
         default=None, description="GPUDirect RDMA. Default: enabled where EFA is and the type has it."
     )
     disable_simultaneous_multithreading: bool = False
+    capacity: CapacityConfig | None = Field(
+        default=None,
+        description="A reservation or Capacity Block for this compute resource only. Default: the queue's.",
+    )
+    gpu_health_check: bool | None = Field(
+        default=None,
+        description="ParallelCluster's GPU health check (DCGM) before each job. Default: on for GPU types.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -394,6 +410,21 @@ class PclusterComputeResourceConfig(_Model):
         return value
 
     _instance_type = field_validator("instance_type")(_catalogued)
+
+    @field_validator("capacity")
+    @classmethod
+    def _reserved_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
+        if value is not None:
+            _raise_if(pcluster_rules.compute_resource_capacity_problem(value.to_capacity()))
+        return value
+
+    @model_validator(mode="after")
+    def _gpu_health_check_on_gpus(self) -> PclusterComputeResourceConfig:
+        if self.gpu_health_check:
+            _raise_if(
+                pcluster_rules.gpu_health_check_problem(CATALOG[self.instance_type]), "gpu_health_check"
+            )
+        return self
 
     @model_validator(mode="after")
     def _counts(self) -> PclusterComputeResourceConfig:
@@ -415,6 +446,10 @@ class PclusterComputeResourceConfig(_Model):
             )
         return self
 
+    def resource_capacity(self) -> Capacity | None:
+        """``capacity`` on the model, or None (the queue's)."""
+        return None if self.capacity is None else self.capacity.to_capacity()
+
     @property
     def efa_enabled(self) -> bool:
         """``efa``, or whether the instance type has EFA when it is omitted."""
@@ -427,6 +462,11 @@ class PclusterQueueConfig(_Model):
     name: str
     compute_resources: list[PclusterComputeResourceConfig]
     capacity_type: Annotated[QueueCapacityType, _FileChoice(QueueCapacityType)] = QueueCapacityType.ONDEMAND
+    capacity: CapacityConfig | None = Field(
+        default=None,
+        description="Where the queue's instances come from (replaces capacity_type): on-demand, spot, a "
+        "reservation or a capacity-block. Default: capacity_type.",
+    )
     placement: Annotated[QueuePlacement, _FileChoice(QueuePlacement)] | None = Field(
         default=None,
         description="shared (the environment's placement group), managed (made by ParallelCluster) or none. "
@@ -448,8 +488,38 @@ class PclusterQueueConfig(_Model):
         _raise_if(pcluster_rules.duplicates_problem(r.name for r in value), "names")
         return value
 
+    @field_validator("capacity")
+    @classmethod
+    def _pcluster_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
+        return None if value is None else value.checked_for(CapacityOrchestrator.PARALLELCLUSTER)
+
+    @model_validator(mode="after")
+    def _capacity_or_capacity_type(self) -> PclusterQueueConfig:
+        if self.capacity is not None and "capacity_type" in self.model_fields_set:
+            raise ValueError("capacity replaces capacity_type; give one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _capacities_fit_the_queue(self) -> PclusterQueueConfig:
+        problem = pcluster_rules.queue_capacity_problem(
+            self.queue_capacity(),
+            [(r.name, r.resource_capacity(), r.min_count, r.max_count) for r in self.compute_resources],
+        )
+        _raise_if(problem)
+        return self
+
+    def queue_capacity(self) -> Capacity:
+        """``capacity``, or ``capacity_type`` on the model."""
+        if self.capacity is not None:
+            return self.capacity.to_capacity()
+        return from_queue_capacity_type(self.capacity_type)
+
     @model_validator(mode="after")
     def _efa_needs_placement(self) -> PclusterQueueConfig:
+        if self.placement is QueuePlacement.NONE and pcluster_rules.placement_may_be_left_out(
+            self.queue_capacity(), [r.resource_capacity() for r in self.compute_resources]
+        ):
+            return self  # reserved capacity: ParallelCluster only warns (see Capacity.keeps_placement_group)
         efa = [r.name for r in self.compute_resources if r.efa_enabled]
         if efa and self.placement is QueuePlacement.NONE:
             raise ValueError(
@@ -592,9 +662,32 @@ class EksEfaNodegroupConfig(_Model):
         NodegroupCapacityType.ON_DEMAND
     )
     capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
+    capacity: CapacityConfig | None = Field(
+        default=None,
+        description="Where the nodes come from (replaces capacity_type and capacity_reservation_id): "
+        "on-demand, spot, a reservation or a capacity-block. Default: capacity_type.",
+    )
     labels: Annotated[dict[str, str], AfterValidator(_kubernetes_labels)] = Field(default_factory=dict)
 
     _instance_type = field_validator("instance_type")(_catalogued)
+
+    @field_validator("capacity")
+    @classmethod
+    def _eks_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
+        return None if value is None else value.checked_for(CapacityOrchestrator.EKS)
+
+    @model_validator(mode="after")
+    def _capacity_or_capacity_type(self) -> EksEfaNodegroupConfig:
+        older = sorted({"capacity_type", "capacity_reservation_id"} & self.model_fields_set)
+        if self.capacity is not None and older:
+            raise ValueError(f"capacity replaces {' and '.join(older)}; give capacity only")
+        return self
+
+    def node_capacity(self) -> Capacity:
+        """``capacity``, or ``capacity_type`` + ``capacity_reservation_id`` on the model."""
+        if self.capacity is not None:
+            return self.capacity.to_capacity()
+        return from_nodegroup_capacity_type(self.capacity_type, self.capacity_reservation_id)
 
     @model_validator(mode="after")
     def _has_efa(self) -> EksEfaNodegroupConfig:
@@ -621,8 +714,22 @@ class EksGpuNodegroupConfig(_Model):
     size: Annotated[int, Field(ge=1)]
     labels: Annotated[dict[str, str], AfterValidator(_kubernetes_labels)] = Field(default_factory=dict)
     gpu_taint: bool = True
+    capacity: CapacityConfig | None = Field(
+        default=None,
+        description="on-demand, spot, a reservation or a capacity-block; reserved capacity puts the nodes "
+        "in the placement subnet (its AZ must be the reservation's). Default: on-demand.",
+    )
 
     _instance_type = field_validator("instance_type")(_catalogued)
+
+    @field_validator("capacity")
+    @classmethod
+    def _eks_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
+        return None if value is None else value.checked_for(CapacityOrchestrator.EKS)
+
+    def node_capacity(self) -> Capacity:
+        """``capacity`` on the model (On-Demand when omitted)."""
+        return Capacity.on_demand() if self.capacity is None else self.capacity.to_capacity()
 
 
 class EksTimeSlicingConfig(_Model):
@@ -692,6 +799,11 @@ class EksAddonsConfig(_Model):
     gpu_monitoring: EksMonitoringConfig | None = None
     mpi_operator: bool = Field(
         default=True, description="Kubeflow MPI Operator (runs MPIJobs such as the NCCL acceptance job)."
+    )
+    node_monitoring_agent: bool = Field(
+        default=True,
+        description="The eks-node-monitoring-agent add-on (GPU XID/DCGM, kernel and network problems as node "
+        "conditions, acted on by node auto-repair), installed when there are EFA or GPU nodegroups.",
     )
 
 
