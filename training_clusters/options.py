@@ -136,6 +136,22 @@ class NodeRecovery(Choice):
     NONE = "None"
 
 
+# --- capacity (every orchestrator) ---
+
+
+class CapacityKind(Choice):
+    """How instances are obtained: see :class:`training_clusters.capacity.Capacity`."""
+
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+    RESERVATION = "reservation"
+    """An On-Demand Capacity Reservation (``cr-...``) or a resource group of them."""
+    CAPACITY_BLOCK = "capacity-block"
+    """An EC2 Capacity Block for ML (``cr-...``): a fixed window of co-located GPU instances."""
+    TRAINING_PLAN = "training-plan"
+    """A SageMaker training plan (HyperPod only)."""
+
+
 # --- AWS ParallelCluster ---
 
 
@@ -247,6 +263,7 @@ ALL_CHOICES: tuple[type[Choice], ...] = (
     NodegroupCapacityType,
     EfaInterfaceType,
     MigStrategy,
+    CapacityKind,
 )
 
 

@@ -32,6 +32,11 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from constructs import Construct
 
+from training_clusters.capacity import (
+    Capacity,
+    Orchestrator,
+    from_nodegroup_capacity_type,
+)
 from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType, lookup
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs._validation import (
@@ -45,7 +50,7 @@ from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.eks_sharing import efa_problem
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
-from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
+from training_clusters.options import AccessMode, CapacityKind, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
 
 #: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
@@ -73,6 +78,9 @@ VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 #: Instance metadata answers only one network hop away: the node itself and host-network pods, not pods.
 IMDS_HOP_LIMIT = 1
 _MAX_IMDS_HOP_LIMIT = 64
+
+#: The EKS add-on that reports GPU (XID, DCGM), kernel and network problems as node conditions.
+NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
@@ -239,6 +247,25 @@ class GpuEksCluster(Construct):
         """The cluster security group's connections (every node carries this group)."""
         return self._connections
 
+    def add_node_monitoring_agent(self) -> eks.CfnAddon:
+        """The ``eks-node-monitoring-agent`` add-on (once; later calls return the same add-on).
+
+        The agent reads each node's kernel, NVIDIA driver (XID errors, DCGM) and network logs and reports
+        problems as node conditions and events; node auto-repair, which every nodegroup of this library turns
+        on, replaces a node whose condition stays unhealthy.
+        https://docs.aws.amazon.com/eks/latest/userguide/node-health.html
+        """
+        existing = self.node.try_find_child("NodeMonitoringAgent")
+        if isinstance(existing, eks.CfnAddon):
+            return existing
+        return eks.CfnAddon(
+            self,
+            "NodeMonitoringAgent",
+            addon_name=NODE_MONITORING_AGENT,
+            cluster_name=self.cluster_name,
+            resolve_conflicts="OVERWRITE",
+        )
+
     def update_kubeconfig_command(self, region: str) -> str:
         """The ``aws eks update-kubeconfig`` command for the admin role (a string with tokens)."""
         command = f"aws eks update-kubeconfig --name {self.cluster_name} --region {region}"
@@ -340,6 +367,14 @@ def catalog_entry(scope: Construct, name: str, field: str) -> InstanceType:
         raise ConfigurationError(f"{scope.node.path}: {error}") from None
 
 
+def _checked_capacity(scope: Construct, capacity: Capacity) -> Capacity:
+    """``capacity`` when EKS managed nodegroups support it (a training plan is HyperPod's only)."""
+    try:
+        return capacity.check_for(Orchestrator.EKS, "capacity")
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{scope.node.path}: {error}") from None
+
+
 def _check_imds_hop_limit(scope: Construct, hop_limit: int) -> None:
     if is_unresolved(hop_limit):
         return
@@ -385,6 +420,7 @@ def node_launch_template(
     root_volume_size_gib: int = 100,
     network_interfaces: Sequence[ec2.CfnLaunchTemplate.NetworkInterfaceProperty] | None = None,
     placement_group_name: str | None = None,
+    capacity: Capacity | None = None,
     capacity_reservation_id: str | None = None,
     capacity_block: bool = False,
     imds_hop_limit: int = IMDS_HOP_LIMIT,
@@ -396,7 +432,18 @@ def node_launch_template(
     host-network pods reach instance metadata, other pods, one hop further, do not). The
     stack's tags go onto the instances, their volumes and interfaces (a nodegroup's own tags do not), so
     GPU hours show up under the environment's cost centre.
+
+    ``capacity`` becomes ``InstanceMarketOptions`` (``capacity-block`` for a Capacity Block; never ``spot``:
+    EKS sets Spot from the nodegroup's capacity type) and ``CapacityReservationSpecification`` (the
+    reservation, block or resource group targeted, or ``open``). ``placement_group_name`` is left out when
+    the capacity does not keep the placement group (:meth:`Capacity.keeps_placement_group`).
+    ``capacity_reservation_id`` (with ``capacity_block``) is the older form of ``capacity``, mapped onto it.
     """
+    if capacity is None and capacity_reservation_id is not None:
+        older = CapacityType.CAPACITY_BLOCK if capacity_block else CapacityType.ON_DEMAND
+        capacity = from_nodegroup_capacity_type(older, capacity_reservation_id)
+    if capacity is not None and not capacity.keeps_placement_group():
+        placement_group_name = None
     stack_tags = cdk.Stack.of(scope).tags.tag_values()
     tag_specifications = [
         ec2.CfnLaunchTemplate.TagSpecificationProperty(
@@ -427,23 +474,37 @@ def node_launch_template(
             if placement_group_name
             else None
         ),
-        capacity_reservation_specification=(
-            ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
-                capacity_reservation_target=ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
-                    capacity_reservation_id=capacity_reservation_id
-                )
-            )
-            if capacity_reservation_id
-            else None
-        ),
+        capacity_reservation_specification=_capacity_reservation_specification(capacity),
         instance_market_options=(
             ec2.CfnLaunchTemplate.InstanceMarketOptionsProperty(market_type="capacity-block")
-            if capacity_block
+            if capacity is not None and capacity.kind is CapacityKind.CAPACITY_BLOCK
             else None
         ),
         tag_specifications=tag_specifications if stack_tags else None,
     )
     return ec2.CfnLaunchTemplate(scope, id, launch_template_data=data)
+
+
+def _capacity_reservation_specification(
+    capacity: Capacity | None,
+) -> ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty | None:
+    if capacity is None:
+        return None
+    target = capacity.reservation_target()
+    preference = capacity.reservation_preference()
+    if target is None and preference is None:
+        return None
+    return ec2.CfnLaunchTemplate.CapacityReservationSpecificationProperty(
+        capacity_reservation_preference=preference,
+        capacity_reservation_target=(
+            None
+            if target is None
+            else ec2.CfnLaunchTemplate.CapacityReservationTargetProperty(
+                capacity_reservation_id=target.get("CapacityReservationId"),
+                capacity_reservation_resource_group_arn=target.get("CapacityReservationResourceGroupArn"),
+            )
+        ),
+    )
 
 
 def efa_network_interfaces(
@@ -594,6 +655,7 @@ class EfaNodegroup(Construct):
         max_size: int | None = None,
         efa_interfaces: int | None = None,
         efa_interface_type: EfaInterfaceType | str = EfaInterfaceType.EFA,
+        capacity: Capacity | None = None,
         capacity_type: CapacityType | str = CapacityType.ON_DEMAND,
         capacity_reservation_id: str | None = None,
         labels: Mapping[str, str] | None = None,
@@ -612,9 +674,16 @@ class EfaNodegroup(Construct):
         :param max_size: Default: ``desired_size``.
         :param efa_interfaces: EFA interfaces per node, one per network card. Default: the instance's maximum.
         :param efa_interface_type: Type of the interfaces after the primary. Default: EFA.
-        :param capacity_type: Default: ON_DEMAND.
-        :param capacity_reservation_id: Capacity reservation (``cr-...``) to launch into; required for
-            CAPACITY_BLOCK, not allowed with SPOT. Default: none.
+        :param capacity: Where the instances come from: ``Capacity.on_demand()``, ``.spot()``,
+            ``.reservation(id=... | resource_group_arn=..., targeted=...)`` or ``.capacity_block(id)``; a
+            training plan is refused (HyperPod only). With a Capacity Block, or a reservation not made in
+            ``placement_group`` (``in_placement_group``), the launch template leaves the placement group out
+            (see :meth:`Capacity.keeps_placement_group`). Default: from ``capacity_type`` and
+            ``capacity_reservation_id``, i.e. On-Demand.
+        :param capacity_type: The older form of ``capacity``, kept working: ON_DEMAND, SPOT or CAPACITY_BLOCK.
+            Default: ON_DEMAND. Not together with ``capacity``.
+        :param capacity_reservation_id: With ``capacity_type``: the reservation (``cr-...``) to launch into;
+            required for CAPACITY_BLOCK, not allowed with SPOT. Default: none. Not together with ``capacity``.
         :param labels: Kubernetes node labels. Default: none beyond what EKS sets.
         :param root_volume_size_gib: Encrypted gp3 root volume (container images are large). Default: 200.
         :param imds_hop_limit: IMDSv2 PUT response hop limit. Default: 1, so pods outside the host network
@@ -626,7 +695,7 @@ class EfaNodegroup(Construct):
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_efa_supported()
         self.efa_interfaces = self._check_efa_interfaces(efa_interfaces)
-        self._check_capacity_reservation(capacity_type, capacity_reservation_id)
+        self.capacity = self._capacity_option(capacity, capacity_type, capacity_reservation_id)
         _check_root_volume(self, root_volume_size_gib)
         _check_imds_hop_limit(self, imds_hop_limit)
         sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
@@ -647,8 +716,7 @@ class EfaNodegroup(Construct):
                 interface_type=efa_interface_type,
             ),
             placement_group_name=placement_group.placement_group_name,
-            capacity_reservation_id=capacity_reservation_id,
-            capacity_block=capacity_type is CapacityType.CAPACITY_BLOCK,
+            capacity=self.capacity,
             imds_hop_limit=imds_hop_limit,
         )
         self.labels: dict[str, str] = dict(labels or {})
@@ -665,7 +733,7 @@ class EfaNodegroup(Construct):
             max_size=sizes.max,
             labels=self.labels,
             taints=accelerator_taints(self.instance_type),
-            capacity_type=capacity_type,
+            capacity_type=CapacityType.parse(self.capacity.eks_capacity_type()),
         )
 
     # ----------------------------------------------------------------------------------------------
@@ -688,6 +756,23 @@ class EfaNodegroup(Construct):
                 f"got {wanted}",
             )
         return wanted
+
+    def _capacity_option(
+        self, capacity: Capacity | None, capacity_type: CapacityType, reservation_id: str | None
+    ) -> Capacity:
+        """``capacity``, or the older ``capacity_type`` + ``capacity_reservation_id`` mapped onto it."""
+        if capacity is None:
+            self._check_capacity_reservation(capacity_type, reservation_id)
+            capacity = from_nodegroup_capacity_type(capacity_type, reservation_id)
+        elif capacity_type is not CapacityType.ON_DEMAND or reservation_id is not None:
+            raise fail(
+                self.node.path,
+                "capacity",
+                "replaces capacity_type and capacity_reservation_id; give capacity only, got capacity "
+                f"{capacity.described} with capacity_type {capacity_type}"
+                + (f" and capacity_reservation_id '{reservation_id}'" if reservation_id else ""),
+            )
+        return _checked_capacity(self, capacity)
 
     def _check_capacity_reservation(self, capacity_type: CapacityType, reservation_id: str | None) -> None:
         if capacity_type is CapacityType.CAPACITY_BLOCK and reservation_id is None:
@@ -732,6 +817,7 @@ class GpuNodegroup(Construct):
         subnets: Sequence[ec2.ISubnet] | None = None,
         labels: Mapping[str, str] | None = None,
         gpu_taint: bool = True,
+        capacity: Capacity | None = None,
         capacity_type: CapacityType | str = CapacityType.ON_DEMAND,
         root_volume_size_gib: int = 100,
         imds_hop_limit: int = IMDS_HOP_LIMIT,
@@ -747,7 +833,11 @@ class GpuNodegroup(Construct):
         :param labels: Kubernetes node labels. Default: none beyond what EKS sets.
         :param gpu_taint: Taint nodes ``nvidia.com/gpu=true:NoSchedule`` so only GPU pods land there.
             Default: True.
-        :param capacity_type: ON_DEMAND or SPOT. Default: ON_DEMAND.
+        :param capacity: Where the instances come from: ``Capacity.on_demand()``, ``.spot()``,
+            ``.reservation(...)`` or ``.capacity_block(id)``. Reserved capacity lives in one AZ, so it needs
+            ``subnets`` of exactly one subnet in that AZ. Default: from ``capacity_type``, i.e. On-Demand.
+        :param capacity_type: The older form of ``capacity``: ON_DEMAND or SPOT. Default: ON_DEMAND. Not
+            together with ``capacity``.
         :param root_volume_size_gib: Encrypted gp3 root volume. Default: 100.
         :param imds_hop_limit: IMDSv2 PUT response hop limit. Default: 1, so pods outside the host network
             cannot read the node role's credentials; 2 lets every pod reach instance metadata.
@@ -756,7 +846,8 @@ class GpuNodegroup(Construct):
         capacity_type = option(self, "capacity_type", CapacityType, capacity_type)
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_accelerated()
-        self._check_capacity_type(capacity_type)
+        self.capacity = self._capacity_option(capacity, capacity_type)
+        self._check_reserved_in_one_subnet(subnets)
         _check_root_volume(self, root_volume_size_gib)
         _check_imds_hop_limit(self, imds_hop_limit)
         sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
@@ -765,6 +856,7 @@ class GpuNodegroup(Construct):
             "LaunchTemplate",
             instance_type=self.instance_type.name,
             root_volume_size_gib=root_volume_size_gib,
+            capacity=self.capacity,
             imds_hop_limit=imds_hop_limit,
         )
         self.labels: dict[str, str] = dict(labels or {})
@@ -781,7 +873,7 @@ class GpuNodegroup(Construct):
             max_size=sizes.max,
             labels=self.labels,
             taints=accelerator_taints(self.instance_type) if gpu_taint else (),
-            capacity_type=capacity_type,
+            capacity_type=CapacityType.parse(self.capacity.eks_capacity_type()),
         )
 
     def _check_accelerated(self) -> None:
@@ -791,6 +883,31 @@ class GpuNodegroup(Construct):
                 "instance_type",
                 f"'{self.instance_type.name}' has no GPU or Trainium accelerator; use a type such as g5.2xlarge",
             )
+
+    def _capacity_option(self, capacity: Capacity | None, capacity_type: CapacityType) -> Capacity:
+        """``capacity``, or the older ``capacity_type`` mapped onto it."""
+        if capacity is None:
+            self._check_capacity_type(capacity_type)
+            capacity = from_nodegroup_capacity_type(capacity_type, None)
+        elif capacity_type is not CapacityType.ON_DEMAND:
+            raise fail(
+                self.node.path,
+                "capacity",
+                f"replaces capacity_type; give capacity only, got capacity {capacity.described} with "
+                f"capacity_type {capacity_type}",
+            )
+        return _checked_capacity(self, capacity)
+
+    def _check_reserved_in_one_subnet(self, subnets: Sequence[ec2.ISubnet] | None) -> None:
+        if not self.capacity.is_reserved or (subnets is not None and len(subnets) == 1):
+            return
+        got = "the VPC's private subnets" if subnets is None else f"{len(subnets)} subnets"
+        raise fail(
+            self.node.path,
+            "subnets",
+            f"must be one subnet in the AZ of {self.capacity.described} (reserved capacity lives in one AZ), "
+            f"got {got}",
+        )
 
     def _check_capacity_type(self, capacity_type: CapacityType) -> None:
         if capacity_type is CapacityType.CAPACITY_BLOCK:

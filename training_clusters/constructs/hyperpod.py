@@ -18,6 +18,8 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
+from training_clusters.capacity import Capacity
+from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import lookup_hyperpod
 from training_clusters.compliance import (
     accept_all_traffic_between_members,
@@ -99,6 +101,10 @@ class InstanceGroup:
         ``/opt/sagemaker``. Default: none.
     :param deep_health_checks: On-start deep health checks. Default: both for GPU / Trainium groups,
         none for CPU groups (HyperPod offers them on accelerated instances only).
+    :param capacity: ``Capacity.on_demand()`` or ``Capacity.training_plan(arn)`` (``TrainingPlanArn``: the
+        group runs on the plan's reserved ``ml.`` instances, in its window). EC2 reservations, Capacity
+        Blocks and Spot are refused: HyperPod takes reserved capacity through training plans. HyperPod
+        places its instances itself; no placement group of ours applies. Default: On-Demand.
     """
 
     name: str
@@ -109,6 +115,7 @@ class InstanceGroup:
     threads_per_core: int = 1
     extra_volume_gib: int | None = None
     deep_health_checks: Sequence[DeepHealthCheck | str] | None = None
+    capacity: Capacity | None = None
 
 
 @dataclass(frozen=True)
@@ -275,6 +282,10 @@ class HyperPodCluster(Construct):
                 f"must be an InstanceGroup, got {type(group).__name__}",
             )
         where = f"instance_groups[{index}]"
+        if group.capacity is not None:
+            problem = group.capacity.problem_for(CapacityOrchestrator.HYPERPOD)
+            if problem:
+                raise fail(self.node.path, f"{where}.capacity", problem)
         checks = group.deep_health_checks
         if isinstance(checks, str):
             raise fail(
@@ -726,6 +737,7 @@ class HyperPodCluster(Construct):
                 else None
             ),
             on_start_deep_health_checks=[str(c) for c in checks] or None,
+            training_plan_arn=None if group.capacity is None else group.capacity.training_plan_arn,
         )
 
 

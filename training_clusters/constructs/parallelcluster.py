@@ -26,12 +26,15 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from training_clusters.capacity import Capacity, from_queue_capacity_type
+from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, InstanceType, instance_type_problem
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import (
+    CapacityKind,
     DeletionPolicy,
     LustreDeploymentType,
     OperatingSystem,
@@ -46,15 +49,19 @@ from training_clusters.rules.parallelcluster import (
     MAX_QUEUES,
     PCLUSTER_VERSION,
     cluster_name_problem,
+    compute_resource_capacity_problem,
     count_problem,
     duplicates_problem,
     efa_enabled_problem,
     gdr_problem,
+    gpu_health_check_problem,
     max_count_problem,
     min_count_problem,
     mount_dir_problem,
     os_problem,
     pcluster_log_retention_problem,
+    placement_may_be_left_out,
+    queue_capacity_problem,
     scaledown_idletime_problem,
     slurm_name_problem,
     ssh_allowed_ips_problem,
@@ -115,6 +122,11 @@ class ComputeResource:
     :param gdr_support: GPUDirect RDMA over EFA. Default: enabled where EFA is and the type has it
         (ParallelCluster enables it by itself where supported; the flag documents and checks the intent).
     :param disable_simultaneous_multithreading: One thread per core. Default: False.
+    :param capacity: This compute resource's own reservation or Capacity Block
+        (``CapacityReservationTarget`` on the compute resource); a Capacity Block makes the whole queue
+        CAPACITY_BLOCK and needs ``min_count == max_count`` (its nodes are static). Default: the queue's.
+    :param gpu_health_check: ParallelCluster's GPU health check (``HealthChecks.Gpu``: DCGM diagnostics
+        before each job, the node drained when they fail). Default: on for NVIDIA GPU types, off otherwise.
     """
 
     name: str
@@ -124,6 +136,8 @@ class ComputeResource:
     efa: bool | None = None
     gdr_support: bool | None = None
     disable_simultaneous_multithreading: bool = False
+    capacity: Capacity | None = None
+    gpu_health_check: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -132,15 +146,24 @@ class SlurmQueue:
 
     :param name: ``^[a-z][a-z0-9-]*$``, at most 25 characters, unique in the cluster.
     :param compute_resources: 1 to 50 compute resources.
-    :param capacity_type: Default: ONDEMAND.
-    :param placement: Default: SHARED when a compute resource uses EFA and the cluster has a
-        ``placement_group``, MANAGED when one uses EFA and it has none, else NONE.
+    :param capacity: Where the queue's instances come from: ``Capacity.on_demand()``, ``.spot()``,
+        ``.reservation(id=... | resource_group_arn=..., targeted=...)`` (``CapacityType: ONDEMAND`` with a
+        ``CapacityReservationTarget`` unless open) or ``.capacity_block(id)`` (``CAPACITY_BLOCK``); a
+        training plan is refused (HyperPod only). Default: from ``capacity_type``.
+    :param capacity_type: The older form of ``capacity``: ONDEMAND or SPOT. Default: ONDEMAND. Not together
+        with ``capacity``.
+    :param placement: Default: NONE when the capacity asks to leave the placement group out (a Capacity
+        Block, or a reservation not made in the cluster's placement group: see
+        :meth:`Capacity.keeps_placement_group`), else SHARED when a compute resource uses EFA and the cluster
+        has a ``placement_group``, MANAGED when one uses EFA and it has none, else NONE. A compute resource
+        with such a capacity of its own gets its placement group turned off.
     """
 
     name: str
     compute_resources: Sequence[ComputeResource]
     capacity_type: QueueCapacityType | str = QueueCapacityType.ONDEMAND
     placement: QueuePlacement | str | None = None
+    capacity: Capacity | None = None
 
 
 @dataclass(frozen=True)
@@ -298,11 +321,15 @@ class ParallelCluster(Construct):
         self._check_compute_resource_names()
         self._check_compute_resource_names_unique()
         self._check_min_max_counts()
+        self._check_compute_resource_capacities()
+        self._check_queue_capacities()
         instances = self._check_instance_types()
+        self._check_gpu_health_checks(instances)
         self._check_efa_capable(instances)
         self._check_gdr_supported(instances)
         self._check_efa_has_placement(instances, placement_group)
         self._check_shared_placement_has_group(instances, placement_group)
+        self._warn_placement_with_reserved_capacity(instances, placement_group)
         self._check_private_subnets(vpc, subnet)
         self._check_ssh()
         self._check_storage_exclusive(file_system, managed_file_system)
@@ -491,13 +518,33 @@ class ParallelCluster(Construct):
     def _queue_options(self, index: int, queue: SlurmQueue) -> SlurmQueue:
         where = f"queues[{index}]"
         placement = queue.placement
+        capacity_type = option(self, f"{where}.capacity_type", QueueCapacityType, queue.capacity_type)
         return replace(
             queue,
-            capacity_type=option(self, f"{where}.capacity_type", QueueCapacityType, queue.capacity_type),
+            capacity_type=capacity_type,
+            capacity=self._queue_capacity(where, queue.capacity, capacity_type),
             placement=None
             if placement is None
             else option(self, f"{where}.placement", QueuePlacement, placement),
         )
+
+    def _queue_capacity(
+        self, where: str, capacity: Capacity | None, capacity_type: QueueCapacityType
+    ) -> Capacity:
+        """``capacity``, or the older ``capacity_type`` mapped onto it, when ParallelCluster supports it."""
+        if capacity is None:
+            return from_queue_capacity_type(capacity_type)
+        if capacity_type is not QueueCapacityType.ONDEMAND:
+            raise fail(
+                self.node.path,
+                f"{where}.capacity",
+                f"replaces capacity_type; give capacity only, got capacity {capacity.described} with "
+                f"capacity_type {capacity_type}",
+            )
+        problem = capacity.problem_for(CapacityOrchestrator.PARALLELCLUSTER)
+        if problem:
+            raise fail(self.node.path, f"{where}.capacity", problem)
+        return capacity
 
     def _settings_options(self, settings: SlurmSettings) -> SlurmSettings:
         strategy = settings.queue_update_strategy
@@ -596,10 +643,48 @@ class ParallelCluster(Construct):
                 if problem:
                     raise fail(self.node.path, f"{field}.gdr_support", problem)
 
+    def _check_compute_resource_capacities(self) -> None:
+        for field, resource in self._compute_resources():
+            if resource.capacity is None:
+                continue
+            problem = compute_resource_capacity_problem(resource.capacity)
+            if problem:
+                raise fail(self.node.path, f"{field}.capacity", problem)
+
+    def _check_queue_capacities(self) -> None:
+        for i, queue in enumerate(self.queues):
+            resources = [(r.name, r.capacity, r.min_count, r.max_count) for r in queue.compute_resources]
+            problem = queue_capacity_problem(_capacity(queue), resources)
+            if problem:
+                raise fail(self.node.path, f"queues[{i}]", problem)
+
+    def _check_gpu_health_checks(self, instances: Mapping[str, InstanceType]) -> None:
+        for field, resource in self._compute_resources():
+            if resource.gpu_health_check:
+                problem = gpu_health_check_problem(instances[resource.instance_type])
+                if problem:
+                    raise fail(self.node.path, f"{field}.gpu_health_check", problem)
+
+    def _warn_placement_with_reserved_capacity(
+        self, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
+    ) -> None:
+        for i, queue in enumerate(self.queues):
+            placement = _placement(queue, instances, group)
+            capacity = _capacity(queue)
+            if placement is not QueuePlacement.NONE and not capacity.keeps_placement_group():
+                cdk.Annotations.of(self).add_warning_v2(
+                    "training-clusters:capacity-placement",
+                    f"queues[{i}].placement is {placement}, but the queue uses {capacity.described}: "
+                    "ParallelCluster warns that a placement group outside the reservation may fail for "
+                    "capacity even when the reservation has room; leave placement out (none).",
+                )
+
     def _check_efa_has_placement(
         self, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
     ) -> None:
         for i, queue in enumerate(self.queues):
+            if _reserved_without_placement(queue):
+                continue  # ParallelCluster only warns: the reservation decides where nodes go
             efa = [r.name for r in queue.compute_resources if _efa_enabled(r, instances[r.instance_type])]
             if efa and _placement(queue, instances, group) is QueuePlacement.NONE:
                 raise fail(
@@ -713,11 +798,26 @@ def _gdr_enabled(resource: ComputeResource, instance: InstanceType) -> bool:
     return _efa_enabled(resource, instance) and instance.gpudirect_rdma
 
 
+def _capacity(queue: SlurmQueue) -> Capacity:
+    """The queue's capacity (``_queue_options`` always sets it)."""
+    return queue.capacity or from_queue_capacity_type(QueueCapacityType.parse(queue.capacity_type))
+
+
+def _reserved_without_placement(queue: SlurmQueue) -> bool:
+    return placement_may_be_left_out(_capacity(queue), [r.capacity for r in queue.compute_resources])
+
+
+def _gpu_health_check(resource: ComputeResource, instance: InstanceType) -> bool:
+    return resource.gpu_health_check if resource.gpu_health_check is not None else instance.is_gpu
+
+
 def _placement(
     queue: SlurmQueue, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
 ) -> QueuePlacement:
     if queue.placement is not None:
         return QueuePlacement.parse(queue.placement)
+    if not _capacity(queue).keeps_placement_group():
+        return QueuePlacement.NONE  # see Capacity.keeps_placement_group: the reservation places the nodes
     if not any(_efa_enabled(r, instances[r.instance_type]) for r in queue.compute_resources):
         return QueuePlacement.NONE
     return QueuePlacement.SHARED if group is not None else QueuePlacement.MANAGED
@@ -790,10 +890,18 @@ class _ClusterConfigurationBuilder:
 
     def _queue(self, queue: SlurmQueue) -> dict[str, Any]:
         groups = [g.security_group_id for g in (*self.node_groups, self.client_group)]
+        capacity = _capacity(queue)
+        blocks = any(
+            (r.capacity or capacity).kind is CapacityKind.CAPACITY_BLOCK for r in queue.compute_resources
+        )
+        placement = _placement(queue, self.instances, self.placement_group)
         result: dict[str, Any] = {
             "Name": queue.name,
-            "CapacityType": str(queue.capacity_type),
-            "ComputeResources": [self._compute_resource(r) for r in queue.compute_resources],
+            "CapacityType": "CAPACITY_BLOCK" if blocks else capacity.pcluster_capacity_type(),
+            "ComputeResources": [
+                self._compute_resource(r, placement is not QueuePlacement.NONE)
+                for r in queue.compute_resources
+            ],
             "Networking": {
                 "SubnetIds": [self.subnet.subnet_id],
                 "AssignPublicIp": False,
@@ -801,6 +909,9 @@ class _ClusterConfigurationBuilder:
                 "AdditionalSecurityGroups": groups,
             },
         }
+        target = capacity.reservation_target()
+        if target is not None:
+            result["CapacityReservationTarget"] = target
         access = self._script_access()
         if access:
             result["Iam"] = access
@@ -809,7 +920,7 @@ class _ClusterConfigurationBuilder:
             result["CustomActions"] = actions
         return result
 
-    def _compute_resource(self, resource: ComputeResource) -> dict[str, Any]:
+    def _compute_resource(self, resource: ComputeResource, queue_placement: bool) -> dict[str, Any]:
         instance = self.instances[resource.instance_type]
         efa = _efa_enabled(resource, instance)
         result: dict[str, Any] = {
@@ -821,6 +932,14 @@ class _ClusterConfigurationBuilder:
         }
         if resource.disable_simultaneous_multithreading:
             result["DisableSimultaneousMultithreading"] = True
+        if _gpu_health_check(resource, instance):
+            result["HealthChecks"] = {"Gpu": {"Enabled": True}}
+        if resource.capacity is not None:
+            target = resource.capacity.reservation_target()
+            if target is not None:
+                result["CapacityReservationTarget"] = target
+            if queue_placement and not resource.capacity.keeps_placement_group():
+                result["Networking"] = {"PlacementGroup": {"Enabled": False}}
         return result
 
     def _placement_group(self, queue: SlurmQueue) -> dict[str, Any]:

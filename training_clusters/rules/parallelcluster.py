@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
+from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, InstanceType
+from training_clusters.options import CapacityKind
 
 #: The ParallelCluster release whose CloudFormation provider and schema this library targets.
 PCLUSTER_VERSION = "3.16.1"
@@ -177,3 +179,69 @@ def mount_dir_problem(mount_dir: str) -> str | None:
             f"'{mount_dir}' is reserved by the operating system or ParallelCluster; use e.g. /shared or /fsx"
         )
     return None
+
+
+# --- capacity (see training_clusters.capacity) and health checks
+
+
+def compute_resource_capacity_problem(capacity: Capacity) -> str | None:
+    """A compute resource's own ``capacity``: a reservation or Capacity Block (``CapacityReservationTarget``).
+
+    On-Demand and Spot are the queue's ``CapacityType``, so they belong on the queue.
+    """
+    if capacity.kind in (CapacityKind.RESERVATION, CapacityKind.CAPACITY_BLOCK):
+        return None
+    return (
+        f"of a compute resource must be a reservation or a capacity-block, got {capacity.kind}; "
+        "on-demand and spot are the queue's capacity"
+    )
+
+
+def queue_capacity_problem(
+    queue: Capacity, resources: Sequence[tuple[str, Capacity | None, int, int]]
+) -> str | None:
+    """The queue's capacity and its compute resources' ``(name, capacity, min_count, max_count)`` together.
+
+    ParallelCluster's ``CapacityType`` belongs to the queue: a Capacity Block on one compute resource makes
+    the queue CAPACITY_BLOCK, so every compute resource needs a block; reservations hold On-Demand capacity, so
+    a Spot queue takes none. Capacity Block nodes are all static: ``MinCount`` equals ``MaxCount`` and is 1 or
+    more (https://docs.aws.amazon.com/parallelcluster/latest/ug/launch-instances-capacity-blocks.html).
+    """
+    own = {name: capacity for name, capacity, _, _ in resources if capacity is not None}
+    if queue.kind is CapacityKind.SPOT and own:
+        name = next(iter(own))
+        return (
+            f"capacity is spot, but compute resource '{name}' has {own[name].described}; reservations and "
+            "Capacity Blocks hold On-Demand capacity: use an on-demand queue"
+        )
+    blocks = queue.kind is CapacityKind.CAPACITY_BLOCK or any(
+        c.kind is CapacityKind.CAPACITY_BLOCK for c in own.values()
+    )
+    for name, capacity, min_count, max_count in resources:
+        effective = capacity or queue
+        if blocks and effective.kind is not CapacityKind.CAPACITY_BLOCK:
+            return (
+                f"mixes Capacity Blocks with {effective.described} (compute resource '{name}'); ParallelCluster's "
+                "CapacityType is the queue's: put each Capacity Block in a queue of its own"
+            )
+        if effective.kind is CapacityKind.CAPACITY_BLOCK and not 0 < min_count == max_count:
+            return (
+                f"compute resource '{name}' uses {effective.described}, whose nodes are all static: min_count "
+                f"must equal max_count and be 1 or more, got {min_count} and {max_count}"
+            )
+    return None
+
+
+def placement_may_be_left_out(queue: Capacity, resources: Sequence[Capacity | None]) -> bool:
+    """Whether the queue's capacity (or a compute resource's) asks to leave the placement group out.
+
+    See :meth:`training_clusters.capacity.Capacity.keeps_placement_group` for the rule and its sources.
+    """
+    return any(not (capacity or queue).keeps_placement_group() for capacity in resources)
+
+
+def gpu_health_check_problem(instance: InstanceType) -> str | None:
+    """``HealthChecks.Gpu.Enabled`` on an instance without NVIDIA GPUs (the check runs DCGM)."""
+    if instance.is_gpu:
+        return None
+    return f"applies to NVIDIA GPU instance types (it runs DCGM diagnostics), got {instance.name}"

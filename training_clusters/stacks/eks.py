@@ -97,8 +97,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 desired_size=group.size,
                 efa_interfaces=group.efa_interfaces,
                 efa_interface_type=group.efa_interface_type,
-                capacity_type=group.capacity_type,
-                capacity_reservation_id=group.capacity_reservation_id,
+                capacity=group.node_capacity(),
                 labels=self._node_labels(settings, group.labels, group.instance_type),
             )
             for group in settings.efa_nodegroups
@@ -112,9 +111,15 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 cluster=self.cluster,
                 instance_type=group.instance_type,
                 desired_size=group.size,
-                subnets=self.network.private_subnets,
+                # reserved capacity lives in one AZ: the placement subnet's (preflight checks it matches)
+                subnets=(
+                    [self.network.placement_subnet()]
+                    if group.node_capacity().is_reserved
+                    else self.network.private_subnets
+                ),
                 labels=self._node_labels(settings, group.labels, group.instance_type),
                 gpu_taint=group.gpu_taint,
+                capacity=group.node_capacity(),
             )
             for group in settings.gpu_nodegroups
         }
@@ -171,6 +176,10 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         self.mpi_operator: MpiOperator | None = None
         if addons.mpi_operator:
             self.mpi_operator = MpiOperator(self, "MpiOperator", cluster=self.cluster)
+        self.node_monitoring_agent: eks.CfnAddon | None = None
+        if addons.node_monitoring_agent and instance_types:
+            # node auto-repair (on for every nodegroup) acts on the conditions the agent reports
+            self.node_monitoring_agent = self.cluster.add_node_monitoring_agent()
         self.monitoring: GpuMonitoring | None = None
         if addons.gpu_monitoring is not None:
             self.monitoring = GpuMonitoring(

@@ -98,4 +98,5 @@ def _instance_group(spec: HyperPodInstanceGroupConfig) -> InstanceGroup:
         threads_per_core=spec.threads_per_core,
         extra_volume_gib=spec.extra_volume_gib,
         deep_health_checks=spec.deep_health_checks,
+        capacity=None if spec.capacity is None else spec.capacity.to_capacity(),
     )

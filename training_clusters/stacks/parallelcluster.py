@@ -116,6 +116,7 @@ def _queue(spec: PclusterQueueConfig) -> SlurmQueue:
         name=spec.name,
         compute_resources=[_compute_resource(r) for r in spec.compute_resources],
         capacity_type=spec.capacity_type,
+        capacity=None if spec.capacity is None else spec.capacity.to_capacity(),
         placement=spec.placement,
     )
 
@@ -129,4 +130,6 @@ def _compute_resource(spec: PclusterComputeResourceConfig) -> ComputeResource:
         efa=spec.efa,
         gdr_support=spec.gdr_support,
         disable_simultaneous_multithreading=spec.disable_simultaneous_multithreading,
+        capacity=spec.resource_capacity(),
+        gpu_health_check=spec.gpu_health_check,
     )
