@@ -1,0 +1,752 @@
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from training_clusters.catalog import all_instance_types
+from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.pcs import (
+    INSTANCE_ROLE_PATH,
+    MIME_BOUNDARY,
+    SLURMCTLD_PORT,
+    SLURMD_PORT,
+    SLURMDBD_PORT,
+    SRUN_PORTS,
+    PcsCluster,
+    PcsComputeNodeGroup,
+    PcsLoginNodes,
+    PcsQueue,
+    lustre_mount_user_data,
+)
+from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.errors import ConfigurationError
+from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
+
+from ..conftest import AZS, GatedStacks, gated_stack
+
+C5N = PcsComputeNodeGroup(name="compute", instance_type="c5n.9xlarge", max_count=2)
+P5 = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", max_count=4)
+CPU = PcsComputeNodeGroup(name="cpu", instance_type="m5.xlarge", max_count=4)
+EFA_TYPES = [t for t in all_instance_types() if t.efa_supported]
+SSM_AMI = "/training-clusters/pcs/ami"
+
+
+class Parts:
+    """The network, placement group and file system a PCS cluster stands on, in one test stack."""
+
+    def __init__(self, stack: cdk.Stack) -> None:
+        self.stack = stack
+        self.network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+        self.placement = TrainingPlacementGroup(stack, "PlacementGroup")
+        self.fsx = SharedLustre(stack, "Fsx", vpc=self.network.vpc, subnet=self.network.placement_subnet())
+
+    def cluster(self, **props: Any) -> PcsCluster:
+        """A cluster like the pcs-c5n environment's; ``props`` override it."""
+        defaults: dict[str, Any] = {
+            "cluster_name": "training",
+            "vpc": self.network.vpc,
+            "subnet": self.network.placement_subnet(),
+            "compute_node_groups": [C5N],
+            "placement_group": self.placement,
+            "efa_security_group": self.network.efa_security_group,
+            "file_system": self.fsx,
+            "mount_dir": "/shared",
+            "ami_ssm_parameter": SSM_AMI,
+        }
+        return PcsCluster(self.stack, "Pcs", **{**defaults, **props})
+
+
+@pytest.fixture
+def parts(stack: cdk.Stack) -> Parts:
+    return Parts(stack)
+
+
+def _template(cluster: PcsCluster) -> Template:
+    return Template.from_stack(cdk.Stack.of(cluster))
+
+
+def _resolve(cluster: PcsCluster, value: Any) -> Any:
+    return cdk.Stack.of(cluster).resolve(value)
+
+
+def _launch_template_data(cluster: PcsCluster, group: str) -> dict[str, Any]:
+    template = cluster.launch_templates[group]
+    logical_id = cdk.Stack.of(cluster).get_logical_id(template)
+    data: dict[str, Any] = _template(cluster).to_json()["Resources"][logical_id]["Properties"][
+        "LaunchTemplateData"
+    ]
+    return data
+
+
+# --------------------------------------------------------------------------------------------------
+# the cluster
+
+
+def test_cluster_runs_the_chosen_slurm_with_accounting_idle_time_and_custom_settings(parts: Parts) -> None:
+    cluster = parts.cluster(
+        size=PcsClusterSize.MEDIUM,
+        slurm_version="24.11",
+        accounting=SlurmAccounting.STANDARD,
+        scale_down_idle_time_seconds=1800,
+        slurm_custom_settings={"Prolog": "/etc/slurm/prolog.sh"},
+    )
+    _template(cluster).has_resource_properties(
+        "AWS::PCS::Cluster",
+        {
+            "Name": "training",
+            "Size": "MEDIUM",
+            "Scheduler": {"Type": "SLURM", "Version": "24.11"},
+            "Networking": {
+                "SubnetIds": [_resolve(cluster, parts.network.placement_subnet().subnet_id)],
+                "SecurityGroupIds": [_resolve(cluster, cluster.security_group.security_group_id)],
+            },
+            "SlurmConfiguration": {
+                "Accounting": {"Mode": "STANDARD"},
+                "ScaleDownIdleTimeInSeconds": 1800,
+                "SlurmCustomSettings": [
+                    {"ParameterName": "Prolog", "ParameterValue": "/etc/slurm/prolog.sh"}
+                ],
+            },
+        },
+    )
+
+
+def test_defaults_are_a_small_cluster_on_slurm_25_11_without_accounting(parts: Parts) -> None:
+    cluster = parts.cluster()
+    _template(cluster).has_resource_properties(
+        "AWS::PCS::Cluster",
+        {
+            "Size": "SMALL",
+            "Scheduler": {"Version": SlurmVersion.V25_11.value},
+            "SlurmConfiguration": {"Accounting": {"Mode": "NONE"}, "ScaleDownIdleTimeInSeconds": 600},
+        },
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# node groups and launch templates
+
+
+@gated_stack("pcs-every-efa-type")
+def _gated_pcs(stack: cdk.Stack) -> None:
+    """A cluster with a compute node group per catalogued EFA type, a spot CPU group and login nodes."""
+    parts = Parts(stack)
+    groups = [
+        PcsComputeNodeGroup(name=_group_name(t.name), instance_type=t.name, max_count=2) for t in EFA_TYPES
+    ]
+    groups.append(PcsComputeNodeGroup(name="cpu-spot", instance_type="m5.xlarge", purchase_option="SPOT"))
+    cluster = parts.cluster(
+        compute_node_groups=groups,
+        size=PcsClusterSize.MEDIUM,
+        accounting=SlurmAccounting.STANDARD,
+        login_nodes=PcsLoginNodes(instance_type="m5.xlarge", count=2),
+    )
+    parts.fsx.allow_clients_from(cluster)
+
+
+def _group_name(instance_type: str) -> str:
+    return "g-" + instance_type.replace(".", "-")
+
+
+@pytest.fixture(scope="module")
+def gated(gated_stacks: GatedStacks) -> dict[str, Any]:
+    return gated_stacks.template("pcs-every-efa-type")
+
+
+def test_pcs_cluster_passes_the_gates(gated_stacks: GatedStacks) -> None:
+    gated_stacks.get("pcs-every-efa-type").assert_clean()
+
+
+def _templates_by_group(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Each node group's name -> the LaunchTemplateData of its launch template."""
+    resources = template["Resources"]
+    result = {}
+    for resource in resources.values():
+        if resource["Type"] == "AWS::PCS::ComputeNodeGroup":
+            props = resource["Properties"]
+            launch_template = resources[props["CustomLaunchTemplate"]["TemplateId"]["Ref"]]
+            result[props["Name"]] = launch_template["Properties"]["LaunchTemplateData"]
+    return result
+
+
+@pytest.mark.parametrize("instance", EFA_TYPES, ids=[t.name for t in EFA_TYPES])
+def test_one_efa_interface_per_network_card_each_with_node_and_efa_groups(
+    gated: dict[str, Any], instance: Any
+) -> None:
+    data = _templates_by_group(gated)[_group_name(instance.name)]
+    interfaces = data["NetworkInterfaces"]
+    expected = min(instance.max_efa_interfaces, instance.max_network_cards)
+    assert len(interfaces) == expected
+    assert [i["NetworkCardIndex"] for i in interfaces] == list(range(expected))
+    assert [i["DeviceIndex"] for i in interfaces] == [0] + [1] * (expected - 1)
+    assert {i["InterfaceType"] for i in interfaces} == {"efa"}
+    groups = {json.dumps(i["Groups"], sort_keys=True) for i in interfaces}
+    assert len(groups) == 1 and len(interfaces[0]["Groups"]) == 2
+    assert "SecurityGroupIds" not in data  # never at template level once interfaces are declared
+    assert "GroupName" in data["Placement"]
+    assert "InstanceType" not in data  # PCS launches the node group's instance_configs type
+
+
+def test_efa_interface_counts_match_the_catalogue(parts: Parts) -> None:
+    cluster = parts.cluster(compute_node_groups=[P5, C5N, CPU])
+    assert cluster.efa_interfaces == {"gpu": 32, "compute": 1}
+
+
+def test_efa_interfaces_can_be_fewer_than_the_maximum(parts: Parts) -> None:
+    group = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", efa_interfaces=4)
+    cluster = parts.cluster(compute_node_groups=[group])
+    assert len(_launch_template_data(cluster, "gpu")["NetworkInterfaces"]) == 4
+
+
+def test_nodes_without_efa_have_one_private_interface_and_no_placement_group(gated: dict[str, Any]) -> None:
+    by_group = _templates_by_group(gated)
+    for name in ("cpu-spot", "login"):
+        data = by_group[name]
+        [interface] = data["NetworkInterfaces"]
+        assert interface["AssociatePublicIpAddress"] is False
+        assert interface["DeviceIndex"] == 0 and "InterfaceType" not in interface
+        assert len(interface["Groups"]) == 1
+        assert "Placement" not in data
+
+
+def test_no_node_ever_gets_a_public_ip(gated: dict[str, Any]) -> None:
+    text = json.dumps(gated)
+    assert '"AssociatePublicIpAddress": true' not in text
+    for resource in gated["Resources"].values():
+        if resource["Type"] == "AWS::EC2::Subnet":
+            assert resource["Properties"]["MapPublicIpOnLaunch"] is False
+
+
+def test_every_launch_template_requires_imdsv2_and_encrypts_its_root_volume(gated: dict[str, Any]) -> None:
+    by_group = _templates_by_group(gated)
+    assert len(by_group) == len(EFA_TYPES) + 2
+    for name, data in by_group.items():
+        assert data["MetadataOptions"] == {
+            "HttpEndpoint": "enabled",
+            "HttpTokens": "required",
+            "HttpPutResponseHopLimit": 1,
+        }, name
+        assert data["BlockDeviceMappings"][0]["Ebs"]["Encrypted"] is True, name
+
+
+def test_node_groups_scale_buy_and_launch_as_asked(gated: dict[str, Any]) -> None:
+    groups = {
+        r["Properties"]["Name"]: r["Properties"]
+        for r in gated["Resources"].values()
+        if r["Type"] == "AWS::PCS::ComputeNodeGroup"
+    }
+    assert groups["cpu-spot"]["PurchaseOption"] == "SPOT"
+    assert groups["g-p5-48xlarge"]["PurchaseOption"] == "ONDEMAND"
+    assert groups["g-p5-48xlarge"]["InstanceConfigs"] == [{"InstanceType": "p5.48xlarge"}]
+    assert groups["g-p5-48xlarge"]["ScalingConfiguration"] == {"MinInstanceCount": 0, "MaxInstanceCount": 2}
+    # login nodes are static: always the same count, in no queue
+    assert groups["login"]["ScalingConfiguration"] == {"MinInstanceCount": 2, "MaxInstanceCount": 2}
+    login_id = next(
+        logical_id
+        for logical_id, r in gated["Resources"].items()
+        if r["Type"] == "AWS::PCS::ComputeNodeGroup" and r["Properties"]["Name"] == "login"
+    )
+    assert login_id not in json.dumps(
+        [r for r in gated["Resources"].values() if r["Type"] == "AWS::PCS::Queue"]
+    )
+
+
+def test_capacity_reservation_goes_into_the_launch_template(parts: Parts) -> None:
+    group = PcsComputeNodeGroup(
+        name="gpu", instance_type="p5.48xlarge", capacity_reservation_id="cr-0123456789abcdef0"
+    )
+    cluster = parts.cluster(compute_node_groups=[group])
+    data = _launch_template_data(cluster, "gpu")
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
+    }
+
+
+# --------------------------------------------------------------------------------------------------
+# AMI
+
+
+def test_ami_from_ssm_is_a_parameter_cloudformation_resolves(parts: Parts) -> None:
+    cluster = parts.cluster()
+    template = _template(cluster).to_json()
+    parameters = [p for p in template["Parameters"].values() if p.get("Default") == SSM_AMI]
+    assert parameters == [{"Type": "AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>", "Default": SSM_AMI}]
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::PCS::ComputeNodeGroup":
+            assert "Ref" in resource["Properties"]["AmiId"]
+
+
+def test_explicit_ami_id_is_used_as_given(parts: Parts) -> None:
+    cluster = parts.cluster(ami_ssm_parameter=None, ami_id="ami-0123456789abcdef0")
+    template = _template(cluster)
+    template.all_resources_properties("AWS::PCS::ComputeNodeGroup", {"AmiId": "ami-0123456789abcdef0"})
+    assert not [p for p in template.to_json().get("Parameters", {}).values() if p.get("Default") == SSM_AMI]
+
+
+# --------------------------------------------------------------------------------------------------
+# identity
+
+
+def test_instance_profile_role_is_under_aws_pcs_path_and_registers_with_this_cluster_only(
+    parts: Parts,
+) -> None:
+    cluster = parts.cluster()
+    template = _template(cluster)
+    role_id = cdk.Stack.of(cluster).get_logical_id(cluster.role.node.default_child)  # type: ignore[arg-type]
+    template.has_resource_properties(
+        "AWS::IAM::Role",
+        {
+            "Path": INSTANCE_ROLE_PATH,
+            "AssumeRolePolicyDocument": {
+                "Statement": [Match.object_like({"Principal": {"Service": "ec2.amazonaws.com"}})]
+            },
+            "ManagedPolicyArns": [
+                Match.object_like(
+                    {
+                        "Fn::Join": Match.array_with(
+                            [Match.array_with([Match.string_like_regexp("AmazonSSMManagedInstanceCore")])]
+                        )
+                    }
+                )
+            ],
+        },
+    )
+    template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "PolicyDocument": {
+                "Statement": [
+                    {
+                        "Action": "pcs:RegisterComputeNodeGroupInstance",
+                        "Effect": "Allow",
+                        "Resource": _resolve(cluster, cluster.cluster_arn),
+                    }
+                ]
+            },
+            "Roles": [{"Ref": role_id}],
+        },
+    )
+    template.has_resource_properties("AWS::IAM::InstanceProfile", {"Roles": [{"Ref": role_id}]})
+    template.all_resources_properties(
+        "AWS::PCS::ComputeNodeGroup",
+        {"IamInstanceProfileArn": _resolve(cluster, cluster.instance_profile.instance_profile_arn)},
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# network
+
+
+def _rules(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]
+
+
+def test_controller_and_nodes_talk_slurm_only_and_nothing_comes_from_an_address_range(parts: Parts) -> None:
+    cluster = parts.cluster(accounting="STANDARD")
+    template = _template(cluster).to_json()
+    controller = _resolve(cluster, cluster.security_group.security_group_id)
+    nodes = _resolve(cluster, cluster.node_security_group.security_group_id)
+    into_controller = {
+        (r["FromPort"], r["ToPort"])
+        for r in _rules(template, "AWS::EC2::SecurityGroupIngress")
+        if r["GroupId"] == controller
+    }
+    assert into_controller == {(SLURMCTLD_PORT, SLURMCTLD_PORT), (SLURMDBD_PORT, SLURMDBD_PORT)}
+    from_controller = {
+        (r["FromPort"], r["ToPort"])
+        for r in _rules(template, "AWS::EC2::SecurityGroupIngress")
+        if r["GroupId"] == nodes and r.get("SourceSecurityGroupId") == controller
+    }
+    assert from_controller == {(SLURMD_PORT, SLURMD_PORT), SRUN_PORTS}
+    for rule in _rules(template, "AWS::EC2::SecurityGroupIngress"):
+        assert "CidrIp" not in rule and "CidrIpv6" not in rule
+    for group in _rules(template, "AWS::EC2::SecurityGroup"):
+        for rule in group.get("SecurityGroupIngress", []):
+            assert "CidrIp" not in rule and "CidrIpv6" not in rule
+
+
+def test_without_accounting_slurmdbd_is_closed(parts: Parts) -> None:
+    cluster = parts.cluster()
+    ports = {
+        r.get("FromPort") for r in _rules(_template(cluster).to_json(), "AWS::EC2::SecurityGroupIngress")
+    }
+    assert SLURMDBD_PORT not in ports and SLURMCTLD_PORT in ports
+
+
+def test_nodes_are_lustre_clients_through_connections(parts: Parts) -> None:
+    cluster = parts.cluster()
+    parts.fsx.allow_clients_from(cluster)
+    template = _template(cluster).to_json()
+    fsx_group = _resolve(cluster, parts.fsx.security_group.security_group_id)
+    nodes = _resolve(cluster, cluster.node_security_group.security_group_id)
+    assert {"GroupId": fsx_group, "SourceSecurityGroupId": nodes, "FromPort": 988, "ToPort": 988} in [
+        {k: r[k] for k in ("GroupId", "SourceSecurityGroupId", "FromPort", "ToPort") if k in r}
+        for r in _rules(template, "AWS::EC2::SecurityGroupIngress")
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# shared storage through user data
+
+
+def _user_data(cluster: PcsCluster, group: str) -> str:
+    """The launch template's user data with tokens shown as ``<Logical.Attribute>``."""
+    value = _launch_template_data(cluster, group)["UserData"]["Fn::Base64"]
+    if isinstance(value, str):
+        return value
+    parts = value["Fn::Join"][1]
+    return "".join(
+        p
+        if isinstance(p, str)
+        else f"<{'.'.join(p['Fn::GetAtt'])}>"
+        if "Fn::GetAtt" in p
+        else f"<{p['Ref']}>"
+        for p in parts
+    )
+
+
+def test_every_node_mounts_the_file_system_from_mime_multipart_user_data(parts: Parts) -> None:
+    cluster = parts.cluster(compute_node_groups=[C5N, CPU])
+    fsx_id = cdk.Stack.of(cluster).get_logical_id(parts.fsx.file_system.node.default_child)  # type: ignore[union-attr, arg-type]
+    for group in ("compute", "cpu", "login"):
+        text = _user_data(cluster, group)
+        assert text.startswith(
+            f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\nMIME-Version: 1.0\n\n'
+        )
+        assert (
+            f'\n--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\n'
+            in text
+        )
+        assert text.endswith(f"\n--{MIME_BOUNDARY}--\n")
+        assert f"device='<{fsx_id}>.fsx.us-east-1.<AWS::URLSuffix>@tcp:/<{fsx_id}.LustreMountName>'" in text
+        assert "mount_dir='/shared'" in text
+        assert "mount -a -t lustre" in text
+
+
+def test_without_a_file_system_there_is_no_user_data(parts: Parts) -> None:
+    cluster = parts.cluster(file_system=None)
+    assert "UserData" not in _launch_template_data(cluster, "compute")
+
+
+def _run_mount_script(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """Run the shell part with ``mount``/``mountpoint`` stubbed and /etc/fstab redirected into ``tmp_path``."""
+    mount_dir = tmp_path / "shared"
+    text = lustre_mount_user_data("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", str(mount_dir))
+    script = text.split('charset="us-ascii"\n\n', 1)[1].rsplit(f"\n--{MIME_BOUNDARY}--", 1)[0]
+    fstab = tmp_path / "fstab"
+    fstab.touch()
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    mounted = tmp_path / "mounted"
+    stubs = {
+        # the first `mount -a` fails (network not ready), the second succeeds
+        "mount": f"if [ -f {tmp_path}/tried ]; then touch {mounted}; else touch {tmp_path}/tried; exit 32; fi",
+        "mountpoint": f"[ -f {mounted} ]",
+        "mount.lustre": "exit 0",
+        "sleep": "exit 0",
+    }
+    for name, body in stubs.items():
+        path = bin_dir / name
+        path.write_text(f"#!/bin/bash\n{body}\n")
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    (tmp_path / "mount.sh").write_text(script.replace("/etc/fstab", str(fstab)))
+    environment = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    return subprocess.run(
+        ["bash", str(tmp_path / "mount.sh")], capture_output=True, text=True, env=environment, check=False
+    )
+
+
+def test_mount_script_retries_and_writes_the_fstab_line_once(tmp_path: Path) -> None:
+    first = _run_mount_script(tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "retrying" in first.stderr
+    second = _run_mount_script(tmp_path)
+    assert second.returncode == 0, second.stderr
+    lines = (tmp_path / "fstab").read_text().splitlines()
+    assert lines == [
+        f"fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd {tmp_path / 'shared'} lustre defaults,relatime,flock,_netdev 0 0"
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# queues
+
+
+def _queues(cluster: PcsCluster) -> dict[str, list[str]]:
+    """Queue name -> names of its node groups."""
+    template = _template(cluster).to_json()["Resources"]
+    names = {
+        logical_id: r["Properties"]["Name"]
+        for logical_id, r in template.items()
+        if r["Type"] == "AWS::PCS::ComputeNodeGroup"
+    }
+    return {
+        r["Properties"]["Name"]: [
+            names[c["ComputeNodeGroupId"]["Fn::GetAtt"][0]]
+            for c in r["Properties"]["ComputeNodeGroupConfigurations"]
+        ]
+        for r in template.values()
+        if r["Type"] == "AWS::PCS::Queue"
+    }
+
+
+def test_each_group_gets_a_queue_of_its_name_by_default(parts: Parts) -> None:
+    assert _queues(parts.cluster(compute_node_groups=[C5N, CPU])) == {"compute": ["compute"], "cpu": ["cpu"]}
+
+
+def test_queues_map_node_groups_as_given(parts: Parts) -> None:
+    cluster = parts.cluster(
+        compute_node_groups=[C5N, CPU], queues=[PcsQueue(name="all", compute_node_groups=["compute", "cpu"])]
+    )
+    assert _queues(cluster) == {"all": ["compute", "cpu"]}
+
+
+def test_login_nodes_can_be_left_out(parts: Parts) -> None:
+    cluster = parts.cluster(login_nodes=PcsLoginNodes(count=0))
+    assert cluster.login_node_group is None
+    assert set(cluster.node_groups) == {"compute"}
+    with pytest.raises(ValueError, match="has no login nodes"):
+        cluster.login_ssm_command("us-east-1")
+
+
+# --------------------------------------------------------------------------------------------------
+# validation: every message
+
+
+def _group(**changes: Any) -> list[PcsComputeNodeGroup]:
+    base: dict[str, Any] = {"name": "compute", "instance_type": "c5n.9xlarge", "max_count": 2}
+    return [PcsComputeNodeGroup(**{**base, **changes})]
+
+
+BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
+    (
+        "cluster name with underscore",
+        lambda p: {"cluster_name": "my_cluster"},
+        "Test/Pcs: cluster_name must start with a letter and hold only letters, digits and hyphens, got "
+        "'my_cluster'",
+    ),
+    (
+        "cluster name too long",
+        lambda p: {"cluster_name": "c" * 41},
+        f"Test/Pcs: cluster_name must be 3 to 40 characters long, got '{'c' * 41}' (41)",
+    ),
+    (
+        "no compute node groups",
+        lambda p: {"compute_node_groups": []},
+        "Test/Pcs: compute_node_groups must hold at least one compute node group",
+    ),
+    (
+        "group name too short",
+        lambda p: {"compute_node_groups": _group(name="p5")},
+        "Test/Pcs: compute_node_groups[0].name must be 3 to 25 characters long, got 'p5' (2)",
+    ),
+    (
+        "max count zero",
+        lambda p: {"compute_node_groups": _group(max_count=0)},
+        "Test/Pcs: compute_node_groups[0] max_count must be 1 or more, got 0",
+    ),
+    (
+        "min above max",
+        lambda p: {"compute_node_groups": _group(min_count=3)},
+        "Test/Pcs: compute_node_groups[0] min_count must lie between 0 and max_count (2), got 3",
+    ),
+    (
+        "root volume too small",
+        lambda p: {"compute_node_groups": _group(root_volume_size_gib=4)},
+        "Test/Pcs: compute_node_groups[0].root_volume_size_gib must be between 8 and 16384 GiB, got 4",
+    ),
+    (
+        "unknown instance type",
+        lambda p: {"compute_node_groups": _group(instance_type="c5n.9xlargeish")},
+        "Test/Pcs: compute_node_groups[0].instance_type: ",
+    ),
+    (
+        "efa on a type without it",
+        lambda p: {"compute_node_groups": _group(instance_type="m5.xlarge", efa=True)},
+        "Test/Pcs: compute_node_groups[0].efa is true, but m5.xlarge has no EFA interface; use an EFA-capable "
+        "type or efa: false",
+    ),
+    (
+        "efa interfaces without efa",
+        lambda p: {"compute_node_groups": _group(efa=False, efa_interfaces=1)},
+        "Test/Pcs: compute_node_groups[0].efa_interfaces applies only with EFA, but c5n.9xlarge in 'compute' "
+        "has EFA off",
+    ),
+    (
+        "too many efa interfaces",
+        lambda p: {"compute_node_groups": _group(instance_type="p5.48xlarge", efa_interfaces=33)},
+        "Test/Pcs: compute_node_groups[0].efa_interfaces must be between 1 and 32 for p5.48xlarge (one per "
+        "network card), got 33",
+    ),
+    (
+        "efa without placement group",
+        lambda p: {"placement_group": None},
+        "Test/Pcs: placement_group is required: a compute node group uses EFA, which needs a cluster placement "
+        "group",
+    ),
+    (
+        "efa without efa security group",
+        lambda p: {"efa_security_group": None},
+        "Test/Pcs: efa_security_group is required: a compute node group uses EFA, which needs a group allowing "
+        "all traffic between its members (e.g. network.efa_security_group)",
+    ),
+    (
+        "reservation with spot",
+        lambda p: {
+            "compute_node_groups": _group(
+                purchase_option="SPOT", capacity_reservation_id="cr-0123456789abcdef0"
+            )
+        },
+        "Test/Pcs: compute_node_groups[0].capacity_reservation_id applies to ONDEMAND node groups only, got "
+        "'cr-0123456789abcdef0' with SPOT",
+    ),
+    (
+        "malformed reservation",
+        lambda p: {"compute_node_groups": _group(capacity_reservation_id="cr-123")},
+        "Test/Pcs: compute_node_groups[0].capacity_reservation_id must be a capacity reservation id such as "
+        "cr-0123456789abcdef0, got 'cr-123'",
+    ),
+    (
+        "negative login count",
+        lambda p: {"login_nodes": PcsLoginNodes(count=-1)},
+        "Test/Pcs: login_nodes.count must be 0 or more, got -1",
+    ),
+    (
+        "login name taken by a group",
+        lambda p: {"login_nodes": PcsLoginNodes(name="compute")},
+        "Test/Pcs: compute_node_groups names (login_nodes.name included) must be unique, got 'compute' more "
+        "than once",
+    ),
+    (
+        "empty queues",
+        lambda p: {"queues": []},
+        "Test/Pcs: queues must hold at least one queue when given; omit it for one per group",
+    ),
+    (
+        "queue of an unknown group",
+        lambda p: {"queues": [PcsQueue(name="all", compute_node_groups=["gpu"])]},
+        "Test/Pcs: queues[0].compute_node_groups names 'gpu', which is not a compute node group of the cluster "
+        "(compute)",
+    ),
+    (
+        "queue of the login nodes",
+        lambda p: {"queues": [PcsQueue(name="all", compute_node_groups=["login"])]},
+        "Test/Pcs: queues[0].compute_node_groups names 'login', which is not a compute node group of the "
+        "cluster (compute)",
+    ),
+    (
+        "queue without groups",
+        lambda p: {"queues": [PcsQueue(name="all", compute_node_groups=[])]},
+        "Test/Pcs: queues[0].compute_node_groups must list at least one compute node group",
+    ),
+    (
+        "queue names repeat",
+        lambda p: {
+            "queues": [
+                PcsQueue(name="all", compute_node_groups=["compute"]),
+                PcsQueue(name="all", compute_node_groups=["compute"]),
+            ]
+        },
+        "Test/Pcs: queues names must be unique, got 'all' more than once",
+    ),
+    (
+        "too many nodes for the size",
+        lambda p: {"compute_node_groups": _group(max_count=32)},
+        "Test/Pcs: size is SMALL, which manages at most 32 nodes, but the node groups' max_count (login nodes "
+        "included) add up to 33; use size MEDIUM",
+    ),
+    (
+        "idle time zero",
+        lambda p: {"scale_down_idle_time_seconds": 0},
+        "Test/Pcs: scale_down_idle_time_seconds must be between 1 and 10,000,000 seconds, got 0",
+    ),
+    (
+        "custom setting name",
+        lambda p: {"slurm_custom_settings": {"Prolog=x": "y"}},
+        "Test/Pcs: slurm_custom_settings must name slurm.conf parameters (a letter, then letters, digits and _), "
+        "got 'Prolog=x'",
+    ),
+    (
+        "custom setting value over two lines",
+        lambda p: {"slurm_custom_settings": {"Prolog": "a\nb"}},
+        "Test/Pcs: slurm_custom_settings must give each parameter a one-line value, got 'a\\nb' for 'Prolog'",
+    ),
+    (
+        "two amis",
+        lambda p: {"ami_id": "ami-0123456789abcdef0"},
+        "Test/Pcs: ami_id and ami_ssm_parameter both name the AMI (got 'ami-0123456789abcdef0' and "
+        f"'{SSM_AMI}'); give one of them",
+    ),
+    (
+        "no ami",
+        lambda p: {"ami_ssm_parameter": None},
+        "Test/Pcs: ami_id or ami_ssm_parameter is required: PCS launches the AMI you give (one with the PCS "
+        "agent, Slurm, the EFA software and the Lustre client, e.g. a PCS sample AMI or one built from it)",
+    ),
+    (
+        "malformed ami",
+        lambda p: {"ami_ssm_parameter": None, "ami_id": "ami-123"},
+        "Test/Pcs: ami_id must be an AMI id such as ami-0123456789abcdef0, got 'ami-123'",
+    ),
+    (
+        "malformed ssm parameter",
+        lambda p: {"ami_ssm_parameter": "pcs ami"},
+        "Test/Pcs: ami_ssm_parameter must be an SSM parameter name such as /training-clusters/pcs/ami (letters, "
+        "digits, _ . - and / separators), got 'pcs ami'",
+    ),
+    (
+        "public subnet",
+        lambda p: {"subnet": p.network.vpc.public_subnets[0]},
+        "Test/Pcs: subnet is a public subnet; PCS nodes live in private subnets and never get a public IP",
+    ),
+    (
+        "reserved mount dir",
+        lambda p: {"mount_dir": "/opt/slurm"},
+        "Test/Pcs: mount_dir '/opt/slurm' belongs to the operating system, Slurm or the PCS agent; use e.g. "
+        "/fsx or /shared",
+    ),
+    (
+        "relative mount dir",
+        lambda p: {"mount_dir": "shared"},
+        "Test/Pcs: mount_dir must be an absolute directory such as /fsx, got 'shared'",
+    ),
+    (
+        "wrong slurm version",
+        lambda p: {"slurm_version": "23.11"},
+        "Test/Pcs: slurm_version must be one of 24.11, 25.05, 25.11, 26.05, got '23.11'",
+    ),
+    (
+        "wrong purchase option",
+        lambda p: {"compute_node_groups": _group(purchase_option="capacity-block")},
+        "Test/Pcs: compute_node_groups[0].purchase_option must be one of ONDEMAND, SPOT, got 'capacity-block'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "props", "message"), BAD_PROPS, ids=[case for case, _, _ in BAD_PROPS])
+def test_bad_props_are_clear_errors(
+    parts: Parts, case: str, props: Callable[[Parts], dict[str, Any]], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parts.cluster(**props(parts))
+    if message.endswith(": "):  # the catalogue's long list of types: check the start
+        assert str(error.value).startswith(message)
+    else:
+        assert str(error.value) == message
+
+
+def test_purchase_option_members_and_spellings_build_the_same_group(parts: Parts) -> None:
+    cluster = parts.cluster(compute_node_groups=_group(purchase_option=PcsPurchaseOption.SPOT))
+    _template(cluster).has_resource_properties(
+        "AWS::PCS::ComputeNodeGroup", {"Name": "compute", "PurchaseOption": "SPOT"}
+    )
