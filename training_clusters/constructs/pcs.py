@@ -545,9 +545,10 @@ class PcsCluster(Construct):
         return role, profile
 
     def _ami_parameter(self, name: str) -> str:
-        return ssm.StringParameter.value_for_typed_string_parameter_v2(
+        value: str = ssm.StringParameter.value_for_typed_string_parameter_v2(
             self, name, ssm.ParameterValueType.AWS_EC2_IMAGE_ID
         )
+        return value
 
     def _node_group(
         self,
