@@ -27,6 +27,13 @@ What is checked:
 - **EFA**: EC2 reports ``EfaSupported`` for every type the file asks EFA of.
 - **FSx for Lustre**: ``storage.lustre.storage_capacity_gib`` against the account-wide storage quota of
   its deployment type.
+- **Reserved capacity**: every capacity reservation and Capacity Block a file names (``capacity`` or
+  ``capacity_reservation_id``; EC2 ``DescribeCapacityReservations`` covers both) and every SageMaker
+  training plan (``DescribeTrainingPlan``): it exists; its state (active, or scheduled: the start is
+  shown); its instance type and AZ are those of the group (the placement subnet's AZ); it has enough free
+  instances (``AvailableInstanceCount``) for the group's nodes; when it ends (a warning within 24 hours, a
+  failure once ended); a training plan serves HyperPod clusters. A resource group of reservations is
+  reported as not verified.
 
 A quota compares what the file needs with the quota's value: capacity already in use in the account
 (running instances, other clusters, other file systems) is not subtracted, so a pass means "enough if
@@ -34,8 +41,8 @@ nothing else is running". A quota that Service Quotas does not know in the regio
 passing check whose ``available`` says "not found": nothing was verified. An AWS error (access denied,
 expired credentials ...) becomes a failed check saying which call failed and what to fix.
 
-Not checked: HyperPod AZ availability (no API lists ``ml.`` types per AZ), capacity itself (quota is
-permission to ask, not capacity), placement-group, VPC, ENI and EIP quotas.
+Not checked: HyperPod AZ availability (no API lists ``ml.`` types per AZ), On-Demand capacity itself (quota
+is permission to ask, not capacity), placement-group, VPC, ENI and EIP quotas.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -58,9 +66,10 @@ from botocore.exceptions import (
     StubResponseError,
 )
 
+from training_clusters import capacity as capacity_model
 from training_clusters.catalog import HYPERPOD_PREFIX, lookup
 from training_clusters.config import EnvironmentConfig
-from training_clusters.options import LustreDeploymentType, QueueCapacityType
+from training_clusters.options import CapacityKind, LustreDeploymentType
 
 __all__ = [
     "LUSTRE_STORAGE_QUOTAS",
@@ -97,6 +106,8 @@ REQUIRED_IAM_ACTIONS = (
     "servicequotas:ListAWSDefaultServiceQuotas",
     "ec2:DescribeInstanceTypeOfferings",
     "ec2:DescribeInstanceTypes",
+    "ec2:DescribeCapacityReservations",
+    "sagemaker:DescribeTrainingPlan",
 )
 """Every action preflight calls: all read-only."""
 
@@ -142,11 +153,20 @@ class Check:
     passed: bool
     remedy: str
     """How to fix it (the exact quota-increase command, or the field to change); empty when passed."""
+    warning: bool = False
+    """Passed, but worth a look (a reservation ending within a day)."""
+
+    @property
+    def verdict(self) -> str:
+        """``pass``, ``WARN`` (passed, with a warning) or ``FAIL``."""
+        if not self.passed:
+            return "FAIL"
+        return "WARN" if self.warning else "pass"
 
     @property
     def message(self) -> str:
         """The row as one sentence."""
-        verdict = "pass" if self.passed else "FAIL"
+        verdict = self.verdict
         text = f"{verdict}: {self.check}: needed {self.needed}; available {self.available}"
         return f"{text}; fix: {self.remedy}" if self.remedy else text
 
@@ -158,6 +178,7 @@ class Check:
             "available": self.available,
             "passed": self.passed,
             "remedy": self.remedy,
+            "warning": self.warning,
         }
 
 
@@ -167,6 +188,8 @@ class AwsClients:
 
     service_quotas: Any
     ec2: Any
+    sagemaker: Any = None
+    """Asked only about training plans."""
 
     @classmethod
     def from_session(cls, session: boto3.session.Session, region: str) -> AwsClients:
@@ -175,6 +198,7 @@ class AwsClients:
         return cls(
             service_quotas=session.client("service-quotas", region_name=region, config=config),
             ec2=session.client("ec2", region_name=region, config=config),
+            sagemaker=session.client("sagemaker", region_name=region, config=config),
         )
 
     @property
@@ -224,6 +248,8 @@ class InstanceDemand:
     efa: bool
     """Whether the file asks for EFA on these instances."""
     capacity_reservation_id: str | None = None
+    reserved: capacity_model.Capacity | None = None
+    """The reservation, Capacity Block or training plan the group launches into."""
 
     @property
     def ec2_instance_type(self) -> str:
@@ -261,6 +287,7 @@ def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             availability_zones=(config.placement_availability_zone,),
             in_placement_az=True,
             efa=False,
+            reserved=_reserved(None if group.capacity is None else group.capacity.to_capacity()),
         )
         for group in config.hyperpod.instance_groups
     ]
@@ -285,24 +312,39 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
         )
     ]
     for queue in spec.queues:
-        capacity = Capacity.SPOT if queue.capacity_type is QueueCapacityType.SPOT else Capacity.ON_DEMAND
-        demands.extend(
-            InstanceDemand(
-                instance_type=resource.instance_type,
-                count=resource.max_count,
-                where=f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}]",
-                count_field=(
-                    f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}].max_count"
-                ),
-                service=Service.EC2,
-                capacity=capacity,
-                availability_zones=placement,
-                in_placement_az=True,
-                efa=resource.efa_enabled,
+        for resource in queue.compute_resources:
+            bought = resource.resource_capacity() or queue.queue_capacity()
+            demands.append(
+                InstanceDemand(
+                    instance_type=resource.instance_type,
+                    count=resource.max_count,
+                    where=f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}]",
+                    count_field=(
+                        f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}].max_count"
+                    ),
+                    service=Service.EC2,
+                    capacity=_bought(bought),
+                    availability_zones=placement,
+                    in_placement_az=True,
+                    efa=resource.efa_enabled,
+                    capacity_reservation_id=bought.reservation_id,
+                    reserved=_reserved(bought),
+                )
             )
-            for resource in queue.compute_resources
-        )
     return demands
+
+
+def _bought(capacity: capacity_model.Capacity) -> Capacity:
+    """The quota view of the model: a reservation or block needs no further On-Demand quota."""
+    return {
+        CapacityKind.SPOT: Capacity.SPOT,
+        CapacityKind.CAPACITY_BLOCK: Capacity.CAPACITY_BLOCK,
+        CapacityKind.RESERVATION: Capacity.CAPACITY_RESERVATION,
+    }.get(capacity.kind, Capacity.ON_DEMAND)
+
+
+def _reserved(capacity: capacity_model.Capacity | None) -> capacity_model.Capacity | None:
+    return capacity if capacity is not None and capacity.is_reserved else None
 
 
 def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
@@ -324,9 +366,7 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
         )
     ]
     for efa_group in eks.efa_nodegroups:
-        capacity = Capacity[efa_group.capacity_type.name]  # the same names: ON_DEMAND, SPOT, CAPACITY_BLOCK
-        if capacity is Capacity.ON_DEMAND and efa_group.capacity_reservation_id is not None:
-            capacity = Capacity.CAPACITY_RESERVATION
+        bought = efa_group.node_capacity()
         demands.append(
             InstanceDemand(
                 instance_type=efa_group.instance_type,
@@ -334,27 +374,33 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                 where=f"eks.efa_nodegroups[{efa_group.name}]",
                 count_field=f"eks.efa_nodegroups[{efa_group.name}].size",
                 service=Service.EC2,
-                capacity=capacity,
+                capacity=_bought(bought),
                 availability_zones=(config.placement_availability_zone,),
                 in_placement_az=True,
                 efa=True,
-                capacity_reservation_id=efa_group.capacity_reservation_id,
+                capacity_reservation_id=bought.reservation_id,
+                reserved=_reserved(bought),
             )
         )
-    demands.extend(
-        InstanceDemand(
-            instance_type=gpu_group.instance_type,
-            count=gpu_group.size,
-            where=f"eks.gpu_nodegroups[{gpu_group.name}]",
-            count_field=f"eks.gpu_nodegroups[{gpu_group.name}].size",
-            service=Service.EC2,
-            capacity=Capacity.ON_DEMAND,
-            availability_zones=every_az,
-            in_placement_az=False,
-            efa=False,
+    for gpu_group in eks.gpu_nodegroups:
+        bought = gpu_group.node_capacity()
+        # reserved capacity puts the group in the placement subnet (one AZ); otherwise every AZ
+        zones = (config.placement_availability_zone,) if bought.is_reserved else every_az
+        demands.append(
+            InstanceDemand(
+                instance_type=gpu_group.instance_type,
+                count=gpu_group.size,
+                where=f"eks.gpu_nodegroups[{gpu_group.name}]",
+                count_field=f"eks.gpu_nodegroups[{gpu_group.name}].size",
+                service=Service.EC2,
+                capacity=_bought(bought),
+                availability_zones=zones,
+                in_placement_az=bought.is_reserved,
+                efa=False,
+                capacity_reservation_id=bought.reservation_id,
+                reserved=_reserved(bought),
+            )
         )
-        for gpu_group in eks.gpu_nodegroups
-    )
     return demands
 
 
@@ -362,11 +408,12 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
 # the checks
 
 
-def preflight(config: EnvironmentConfig, clients: AwsClients) -> list[Check]:
+def preflight(config: EnvironmentConfig, clients: AwsClients, *, now: datetime | None = None) -> list[Check]:
     """Check ``config`` against the account behind ``clients``; the deployment is safe to try when all pass.
 
-    Calls, in this order: Service Quotas (EC2 quotas, then SageMaker, then FSx) and EC2 (offerings, then
-    instance types), read-only; see :data:`REQUIRED_IAM_ACTIONS`.
+    Calls, in this order: Service Quotas (EC2 quotas, then SageMaker, then FSx), EC2 (offerings, instance
+    types, then each capacity reservation) and SageMaker (each training plan), read-only; see
+    :data:`REQUIRED_IAM_ACTIONS`. ``now`` (default: the current time) dates the reservations' ends.
     """
     demands = instance_demands(config)
     return [
@@ -376,6 +423,7 @@ def preflight(config: EnvironmentConfig, clients: AwsClients) -> list[Check]:
         *_offering_checks(config, demands, clients),
         *_efa_checks(demands, clients),
         *_lustre_quota_checks(config, clients),
+        *_reserved_capacity_checks(demands, clients, now or datetime.now(UTC)),
     ]
 
 
@@ -433,12 +481,13 @@ def _ec2_quota_check(code: str, name: str, members: Sequence[InstanceDemand], cl
 
 def _reserved_check(demand: InstanceDemand) -> Check:
     kind = "Capacity Block" if demand.capacity is Capacity.CAPACITY_BLOCK else "capacity reservation"
+    target = demand.capacity_reservation_id or (demand.reserved.described if demand.reserved else "")
     return Check(
         check=f"EC2 quota for {demand.where}",
         needed=f"{demand.vcpus} vCPUs ({demand.description})",
         available=(
-            f"skipped: instances launched into {kind} {demand.capacity_reservation_id} need no further "
-            "On-Demand vCPU quota (the reservation's size, instance type and AZ are not checked)"
+            f"skipped: instances launched into {kind} {target} need no further On-Demand vCPU quota (the "
+            "reservation's state, size, instance type and AZ are checked on their own rows)"
         ),
         passed=True,
         remedy="",
@@ -671,6 +720,250 @@ def _lustre_quota_checks(config: EnvironmentConfig, clients: AwsClients) -> list
             "storage.lustre.storage_capacity_gib",
         )
     ]
+
+
+# --- reserved capacity: reservations, Capacity Blocks, training plans
+
+#: A reservation ending sooner than this after preflight runs is a warning: jobs may not finish in it.
+ENDING_SOON = timedelta(hours=24)
+_USABLE_RESERVATION_STATES = ("active", "scheduled")
+_RESERVATION_NOT_FOUND = {"InvalidCapacityReservationId.NotFound", "InvalidCapacityReservationId.Malformed"}
+_USABLE_PLAN_STATES = ("Active", "Scheduled")
+_HYPERPOD_TARGET = "hyperpod-cluster"
+
+
+@dataclass(frozen=True)
+class _Held:
+    """What a reservation or plan holds, in the terms the checks compare (from either API)."""
+
+    label: str
+    state: str
+    usable: bool
+    instance_types: tuple[str, ...]
+    availability_zones: tuple[str, ...]
+    available: int | None
+    total: int | None
+    start: datetime | None
+    end: datetime | None
+
+
+def _reserved_capacity_checks(
+    demands: Sequence[InstanceDemand], clients: AwsClients, now: datetime
+) -> list[Check]:
+    by_target: dict[capacity_model.Capacity, list[InstanceDemand]] = {}
+    for demand in demands:
+        if demand.reserved is not None:
+            by_target.setdefault(demand.reserved, []).append(demand)
+    checks: list[Check] = []
+    for reserved, members in by_target.items():
+        if reserved.kind is CapacityKind.TRAINING_PLAN:
+            checks.extend(_training_plan_checks(reserved, members, clients, now))
+        elif reserved.reservation_id is not None:
+            checks.extend(_reservation_checks(reserved, members, clients, now))
+        else:
+            checks.append(_not_verified_group(reserved, members))
+    return checks
+
+
+def _needed(members: Sequence[InstanceDemand]) -> str:
+    return " + ".join(f"{m.description} in {', '.join(m.availability_zones)}" for m in members)
+
+
+def _fields(members: Sequence[InstanceDemand]) -> str:
+    return " / ".join(f"{m.where}.capacity" for m in members)
+
+
+def _not_verified_group(reserved: capacity_model.Capacity, members: Sequence[InstanceDemand]) -> Check:
+    return Check(
+        check=f"Reserved capacity {reserved.described}",
+        needed=_needed(members),
+        available="not verified: preflight does not list a resource group's reservations",
+        passed=True,
+        remedy="",
+    )
+
+
+def _reservation_checks(
+    reserved: capacity_model.Capacity, members: Sequence[InstanceDemand], clients: AwsClients, now: datetime
+) -> list[Check]:
+    reservation_id = reserved.reservation_id
+    label = reserved.described
+    try:
+        found = clients.ec2.describe_capacity_reservations(CapacityReservationIds=[reservation_id])
+    except ClientError as error:
+        if _error_code(error) in _RESERVATION_NOT_FOUND:
+            return [_missing(label, members, f"no capacity reservation {reservation_id} in {clients.region}")]
+        return [_failed_call(label, _needed(members), error, clients.ec2)]
+    except BotoCoreError as error:
+        return [_failed_call(label, _needed(members), error, clients.ec2)]
+    raw = (found.get("CapacityReservations") or [{}])[0]
+    state = str(raw.get("State", "unknown"))
+    held = _Held(
+        label=label,
+        state=state,
+        usable=state in _USABLE_RESERVATION_STATES,
+        instance_types=(str(raw.get("InstanceType", "")),),
+        availability_zones=(str(raw.get("AvailabilityZone", "")),),
+        available=raw.get("AvailableInstanceCount"),
+        total=raw.get("TotalInstanceCount"),
+        start=raw.get("StartDate"),
+        end=raw.get("EndDate"),
+    )
+    return _held_checks(held, members, now)
+
+
+def _training_plan_checks(
+    reserved: capacity_model.Capacity, members: Sequence[InstanceDemand], clients: AwsClients, now: datetime
+) -> list[Check]:
+    arn = reserved.training_plan_arn
+    label = reserved.described
+    try:
+        plan = clients.sagemaker.describe_training_plan(TrainingPlanName=arn)
+    except ClientError as error:
+        if _error_code(error) in ("ResourceNotFound", "ValidationException"):
+            return [_missing(label, members, f"no training plan {arn} in {clients.region}")]
+        return [_failed_call(label, _needed(members), error, clients.sagemaker)]
+    except BotoCoreError as error:
+        return [_failed_call(label, _needed(members), error, clients.sagemaker)]
+    summaries = plan.get("ReservedCapacitySummaries", [])
+    state = str(plan.get("Status", "unknown"))
+    held = _Held(
+        label=label,
+        state=state,
+        usable=state in _USABLE_PLAN_STATES,
+        instance_types=tuple(dict.fromkeys(str(s.get("InstanceType", "")) for s in summaries)),
+        availability_zones=tuple(
+            dict.fromkeys(str(s["AvailabilityZone"]) for s in summaries if s.get("AvailabilityZone"))
+        ),
+        available=plan.get("AvailableInstanceCount"),
+        total=plan.get("TotalInstanceCount"),
+        start=plan.get("StartTime"),
+        end=plan.get("EndTime"),
+    )
+    checks = _held_checks(held, members, now)
+    targets = [str(t) for t in plan.get("TargetResources", [])]
+    if _HYPERPOD_TARGET not in targets:
+        checks.append(
+            Check(
+                check=f"{label}: target",
+                needed=f"{_HYPERPOD_TARGET} ({_fields(members)})",
+                available=", ".join(targets) or "no target resources",
+                passed=False,
+                remedy=f"reserve a training plan for {_HYPERPOD_TARGET} and set its ARN in {_fields(members)}",
+            )
+        )
+    return checks
+
+
+def _missing(label: str, members: Sequence[InstanceDemand], available: str) -> Check:
+    return Check(
+        check=f"{label}: exists",
+        needed=_needed(members),
+        available=available,
+        passed=False,
+        remedy=f"check the id and the region, then set it in {_fields(members)}",
+    )
+
+
+def _held_checks(held: _Held, members: Sequence[InstanceDemand], now: datetime) -> list[Check]:
+    return [
+        _state_check(held, members),
+        _match_check(held, members),
+        _size_check(held, members),
+        _end_check(held, members, now),
+    ]
+
+
+def _when(moment: datetime | None) -> str:
+    return "an unknown time" if moment is None else moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _state_check(held: _Held, members: Sequence[InstanceDemand]) -> Check:
+    available = held.state
+    if held.state.lower() == "scheduled":
+        available = f"{held.state}, starts {_when(held.start)} (nodes launch from then on)"
+    return Check(
+        check=f"{held.label}: state",
+        needed=f"active or scheduled ({_fields(members)})",
+        available=available,
+        passed=held.usable,
+        remedy=""
+        if held.usable
+        else f"it cannot take instances in state {held.state}: buy or create a new one and set it in "
+        f"{_fields(members)}",
+    )
+
+
+def _match_check(held: _Held, members: Sequence[InstanceDemand]) -> Check:
+    problems: list[str] = []
+    for member in members:
+        if member.instance_type not in held.instance_types:  # both spell HyperPod's with the ml. prefix
+            problems.append(f"{member.where} runs {member.instance_type}")
+        zones = held.availability_zones
+        elsewhere = [az for az in member.availability_zones if zones and az not in zones]
+        if elsewhere:
+            problems.append(f"{member.where} launches in {', '.join(elsewhere)}")
+    types = ", ".join(held.instance_types) or "no instance type"
+    holds = f"{types} in {', '.join(held.availability_zones) or 'an unknown AZ'}"
+    remedy = ""
+    if problems:
+        remedy = (
+            f"{'; '.join(problems)}: use a reservation of that type in that AZ, or set "
+            "network.placement_availability_zone (and the instance type) to the reservation's"
+        )
+    return Check(
+        check=f"{held.label}: instance type and AZ",
+        needed=_needed(members),
+        available=holds,
+        passed=not problems,
+        remedy=remedy,
+    )
+
+
+def _size_check(held: _Held, members: Sequence[InstanceDemand]) -> Check:
+    wanted = sum(m.count for m in members)
+    fields = " / ".join(m.count_field for m in members)
+    if held.available is None:
+        return Check(
+            check=f"{held.label}: free instances",
+            needed=f"{wanted} instances ({fields})",
+            available="not reported: not verified",
+            passed=True,
+            remedy="",
+        )
+    passed = wanted <= held.available
+    return Check(
+        check=f"{held.label}: free instances",
+        needed=f"{wanted} instances ({fields})",
+        available=f"{held.available} free of {held.total if held.total is not None else '?'}",
+        passed=passed,
+        remedy="" if passed else f"lower {fields} to {held.available}, or reserve more instances",
+    )
+
+
+def _end_check(held: _Held, members: Sequence[InstanceDemand], now: datetime) -> Check:
+    check = f"{held.label}: end"
+    if held.end is None:
+        return Check(check=check, needed="time to run", available="no end date", passed=True, remedy="")
+    left = held.end - now
+    if left <= timedelta(0):
+        return Check(
+            check=check,
+            needed="time to run",
+            available=f"ended {_when(held.end)}",
+            passed=False,
+            remedy=f"it has ended: buy or create a new one and set it in {_fields(members)}",
+        )
+    soon = left < ENDING_SOON
+    return Check(
+        check=check,
+        needed="time to run",
+        available=f"ends {_when(held.end)}"
+        + (f", in {left.total_seconds() / 3600:.1f} h: instances are terminated then" if soon else ""),
+        passed=True,
+        remedy="",
+        warning=soon,
+    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ No CDK here: these tests stay fast.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
 from types import SimpleNamespace
@@ -38,6 +39,8 @@ P = ("L-417A185B", "Running On-Demand P instances")
 STANDARD_SPOT = ("L-34B43A08", "All Standard (A, C, D, H, I, M, R, T, Z) Spot Instance Requests")
 LUSTRE_SCRATCH = ("L-AD2FC696", "Lustre Scratch storage capacity")
 LUSTRE_PERSISTENT_2 = ("L-8F1B9C74", "Lustre Persistent_2 storage capacity")
+#: When the fake accounts' preflight runs: reservations' starts and ends are dated from it.
+NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
 #: The seed's EKS case: one g5.8xlarge (32 vCPUs) in an EFA nodegroup, beside the default system nodes.
 SEED = {
@@ -75,6 +78,7 @@ class Account:
         self.clients = AwsClients.from_session(session(), region)  # fresh clients, fresh Stubbers
         self.quotas = Stubber(self.clients.service_quotas)
         self.ec2 = Stubber(self.clients.ec2)
+        self.sagemaker = Stubber(self.clients.sagemaker)
 
     def ec2_quota(self, code_and_name: tuple[str, str], value: float, *, adjustable: bool = True) -> None:
         code, name = code_and_name
@@ -127,11 +131,57 @@ class Account:
             {"InstanceTypes": list(supported)},
         )
 
+    def reservation(self, reservation_id: str, **facts: Any) -> None:
+        """``DescribeCapacityReservations`` of one id: a p5.48xlarge Capacity Block in us-east-1a unless
+        ``facts`` say otherwise (``State``, ``AvailableInstanceCount``, ``EndDate`` ...)."""
+        answer = {
+            "CapacityReservationId": reservation_id,
+            "InstanceType": "p5.48xlarge",
+            "AvailabilityZone": "us-east-1a",
+            "TotalInstanceCount": 2,
+            "AvailableInstanceCount": 2,
+            "State": "active",
+            "StartDate": NOW - timedelta(days=1),
+            "EndDate": NOW + timedelta(days=7),
+            "ReservationType": "capacity-block",
+            **facts,
+        }
+        self.ec2.add_response(
+            "describe_capacity_reservations",
+            {"CapacityReservations": [answer]},
+            {"CapacityReservationIds": [reservation_id]},
+        )
+
+    def training_plan(self, arn: str, **facts: Any) -> None:
+        """``DescribeTrainingPlan``: two ml.p5.48xlarge in us-east-1a for HyperPod unless ``facts`` differ."""
+        answer = {
+            "TrainingPlanArn": arn,
+            "TrainingPlanName": arn.rsplit("/", 1)[-1],
+            "Status": "Active",
+            "StartTime": NOW - timedelta(days=1),
+            "EndTime": NOW + timedelta(days=7),
+            "TotalInstanceCount": 2,
+            "AvailableInstanceCount": 2,
+            "TargetResources": ["hyperpod-cluster"],
+            "ReservedCapacitySummaries": [
+                {
+                    "ReservedCapacityArn": f"{arn}/reserved-capacity/rc-1",
+                    "InstanceType": "ml.p5.48xlarge",
+                    "TotalInstanceCount": 2,
+                    "Status": "Active",
+                    "AvailabilityZone": "us-east-1a",
+                }
+            ],
+            **facts,
+        }
+        self.sagemaker.add_response("describe_training_plan", answer, {"TrainingPlanName": arn})
+
     def run(self, config: EnvironmentConfig) -> list[Check]:
-        with self.quotas, self.ec2:
-            checks = preflight(config, self.clients)
+        with self.quotas, self.ec2, self.sagemaker:
+            checks = preflight(config, self.clients, now=NOW)
         self.quotas.assert_no_pending_responses()
         self.ec2.assert_no_pending_responses()
+        self.sagemaker.assert_no_pending_responses()
         return checks
 
 
@@ -374,6 +424,7 @@ def test_capacity_blocks_skip_the_on_demand_quota_and_say_so() -> None:
     account.ec2_quota(STANDARD, 640)  # system nodes only: no call for the P quota
     account.offerings({"t3.large": AZS, "p5.48xlarge": AZS})
     account.efa({"p5.48xlarge": True})
+    account.reservation("cr-0123456789abcdef0")
 
     checks = account.run(parse_environment(document))
 
@@ -645,4 +696,256 @@ def test_clients_in_another_region_than_the_file_fail() -> None:
         "region",
         "us-east-1 (the file's region)",
         "us-west-2 (where preflight looked)",
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# reserved capacity: reservations, Capacity Blocks and training plans named in the file
+
+BLOCK = "cr-0123456789abcdef0"
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
+#: Two p5.48xlarge nodes on a Capacity Block, EKS, placement AZ us-east-1a.
+EKS_ON_A_BLOCK = {
+    "region": REGION,
+    "availability_zones": ["us-east-1a", "us-east-1b"],
+    "storage": {"lustre": None},
+    "eks": {
+        "efa_nodegroups": [
+            {
+                "name": "p5",
+                "instance_type": "p5.48xlarge",
+                "size": 2,
+                "capacity": {"type": "capacity-block", "reservation_id": BLOCK},
+            }
+        ]
+    },
+}
+#: A controller and two ml.p5.48xlarge workers on a training plan, no FSx.
+HYPERPOD_ON_A_PLAN = {
+    "region": REGION,
+    "availability_zones": ["us-east-1a", "us-east-1b"],
+    "storage": {"lustre": None},
+    "hyperpod": {
+        "cluster_name": "plan",
+        "instance_groups": [
+            {"name": "controller", "instance_type": "ml.m5.2xlarge", "role": "controller"},
+            {
+                "name": "workers",
+                "instance_type": "ml.p5.48xlarge",
+                "count": 2,
+                "partition": "gpu",
+                "capacity": {"type": "training-plan", "training_plan_arn": PLAN},
+            },
+        ],
+    },
+}
+
+
+def eks_block_account(**facts: Any) -> Account:
+    """Quotas, offerings and EFA for EKS_ON_A_BLOCK, then the block as ``facts`` describe it."""
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.offerings({"t3.large": AZS, "p5.48xlarge": AZS})
+    account.efa({"p5.48xlarge": True})
+    account.reservation(BLOCK, **facts)
+    return account
+
+
+def hyperpod_plan_account(**facts: Any) -> Account:
+    """SageMaker quotas with room for HYPERPOD_ON_A_PLAN, then the plan as ``facts`` describe it."""
+    account = Account()
+    account.listed_quotas(
+        "sagemaker",
+        [
+            quota("sagemaker", "L-0000A001", "ml.m5.2xlarge for cluster usage", 4),
+            quota("sagemaker", "L-0000A002", "ml.p5.48xlarge for cluster usage", 2),
+            quota(
+                "sagemaker",
+                "L-0000A003",
+                "Maximum number instances allowed per SageMaker HyperPod cluster",
+                20,
+            ),
+            quota(
+                "sagemaker",
+                "L-0000A004",
+                "Total number of instances allowed across SageMaker HyperPod clusters",
+                100,
+            ),
+        ],
+    )
+    account.training_plan(PLAN, **facts)
+    return account
+
+
+def test_the_shipped_capacity_examples_name_their_reservations() -> None:
+    demands = {d.where: d for d in instance_demands(environment("parallelcluster-p5-capacity-block"))}
+    p5 = demands["parallelcluster.queues[gpu].compute_resources[p5]"]
+    assert (p5.capacity, p5.capacity_reservation_id, p5.count) == (Capacity.CAPACITY_BLOCK, BLOCK, 2)
+    [worker] = [d for d in instance_demands(environment("hyperpod-p5-training-plan")) if d.reserved]
+    assert worker.reserved is not None and worker.reserved.training_plan_arn == PLAN
+
+
+def test_an_active_block_of_the_right_type_size_and_az_passes_with_one_row_per_fact() -> None:
+    checks = eks_block_account().run(parse_environment(EKS_ON_A_BLOCK))
+
+    assert failures(checks) == []
+    rows = [(c.check, c.available) for c in checks if c.check.startswith(f"Capacity Block {BLOCK}")]
+    assert rows == [
+        (f"Capacity Block {BLOCK}: state", "active"),
+        (f"Capacity Block {BLOCK}: instance type and AZ", "p5.48xlarge in us-east-1a"),
+        (f"Capacity Block {BLOCK}: free instances", "2 free of 2"),
+        (f"Capacity Block {BLOCK}: end", "ends 2026-12-07 08:00 UTC"),
+    ]
+    assert not any(c.warning for c in checks)
+
+
+def test_a_scheduled_block_passes_and_shows_its_start() -> None:
+    start = NOW + timedelta(days=2)
+    checks = eks_block_account(State="scheduled", StartDate=start).run(parse_environment(EKS_ON_A_BLOCK))
+
+    assert failures(checks) == []
+    state = only(checks, f"Capacity Block {BLOCK}: state")
+    assert state.available == "scheduled, starts 2026-12-02 08:00 UTC (nodes launch from then on)"
+
+
+def test_a_reservation_that_does_not_exist_fails() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.offerings({"t3.large": AZS, "p5.48xlarge": AZS})
+    account.efa({"p5.48xlarge": True})
+    account.ec2.add_client_error(
+        "describe_capacity_reservations",
+        service_error_code="InvalidCapacityReservationId.NotFound",
+        service_message=f"The capacity reservation ID '{BLOCK}' does not exist",
+        expected_params={"CapacityReservationIds": [BLOCK]},
+    )
+
+    [failed] = failures(account.run(parse_environment(EKS_ON_A_BLOCK)))
+
+    assert failed.check == f"Capacity Block {BLOCK}: exists"
+    assert failed.available == f"no capacity reservation {BLOCK} in us-east-1"
+    assert failed.remedy == "check the id and the region, then set it in eks.efa_nodegroups[p5].capacity"
+
+
+def test_a_block_in_another_az_fails_naming_the_az_and_the_fix() -> None:
+    [failed] = failures(
+        eks_block_account(AvailabilityZone="us-east-1b").run(parse_environment(EKS_ON_A_BLOCK))
+    )
+
+    assert failed.check == f"Capacity Block {BLOCK}: instance type and AZ"
+    assert failed.available == "p5.48xlarge in us-east-1b"
+    assert failed.remedy.startswith(
+        "eks.efa_nodegroups[p5] launches in us-east-1a: use a reservation of that"
+    )
+    assert "network.placement_availability_zone" in failed.remedy
+
+
+def test_a_block_of_another_instance_type_fails() -> None:
+    [failed] = failures(eks_block_account(InstanceType="p5e.48xlarge").run(parse_environment(EKS_ON_A_BLOCK)))
+
+    assert failed.check == f"Capacity Block {BLOCK}: instance type and AZ"
+    assert failed.remedy.startswith("eks.efa_nodegroups[p5] runs p5.48xlarge:")
+
+
+def test_a_block_too_small_for_the_nodes_fails() -> None:
+    account = eks_block_account(TotalInstanceCount=2, AvailableInstanceCount=1)
+
+    [failed] = failures(account.run(parse_environment(EKS_ON_A_BLOCK)))
+
+    assert failed == Check(
+        check=f"Capacity Block {BLOCK}: free instances",
+        needed="2 instances (eks.efa_nodegroups[p5].size)",
+        available="1 free of 2",
+        passed=False,
+        remedy="lower eks.efa_nodegroups[p5].size to 1, or reserve more instances",
+    )
+
+
+def test_an_expired_block_fails_its_state_and_its_end() -> None:
+    account = eks_block_account(State="expired", EndDate=NOW - timedelta(hours=3), AvailableInstanceCount=0)
+
+    failed = {c.check: c for c in failures(account.run(parse_environment(EKS_ON_A_BLOCK)))}
+
+    assert set(failed) == {
+        f"Capacity Block {BLOCK}: state",
+        f"Capacity Block {BLOCK}: free instances",
+        f"Capacity Block {BLOCK}: end",
+    }
+    assert failed[f"Capacity Block {BLOCK}: state"].available == "expired"
+    assert failed[f"Capacity Block {BLOCK}: end"].available == "ended 2026-11-30 05:00 UTC"
+
+
+def test_a_block_ending_within_a_day_passes_with_a_warning() -> None:
+    checks = eks_block_account(EndDate=NOW + timedelta(hours=5)).run(parse_environment(EKS_ON_A_BLOCK))
+
+    assert failures(checks) == []
+    end = only(checks, f"Capacity Block {BLOCK}: end")
+    assert end.warning and end.verdict == "WARN"
+    assert end.available == "ends 2026-11-30 13:00 UTC, in 5.0 h: instances are terminated then"
+    assert end.message.startswith("WARN: ")
+
+
+def test_a_parallelcluster_reservation_is_checked_for_the_queues_max_count() -> None:
+    document = environment("parallelcluster-c5n").model_dump(mode="json", exclude_none=True)
+    queue = document["parallelcluster"]["queues"][0]
+    del queue["capacity_type"]  # capacity replaces it
+    queue["capacity"] = {"type": "reservation", "reservation_id": BLOCK}
+    account = Account()
+    account.ec2_quota(STANDARD, 640)  # the head node only: the reserved queue needs no quota
+    account.offerings({"t3.medium": AZS, "c5n.9xlarge": AZS})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+    account.reservation(
+        BLOCK, InstanceType="c5n.9xlarge", AvailableInstanceCount=1, ReservationType="default"
+    )
+
+    [failed] = failures(account.run(parse_environment(document)))
+
+    assert failed.check == f"capacity reservation {BLOCK}: free instances"
+    assert failed.needed == "2 instances (parallelcluster.queues[compute].compute_resources[c5n].max_count)"
+
+
+def test_an_active_training_plan_for_hyperpod_passes() -> None:
+    checks = hyperpod_plan_account().run(parse_environment(HYPERPOD_ON_A_PLAN))
+
+    assert failures(checks) == []
+    assert (
+        only(checks, f"training plan {PLAN}: instance type and AZ").available
+        == "ml.p5.48xlarge in us-east-1a"
+    )
+
+
+@pytest.mark.parametrize(
+    ("facts", "failed_check", "available"),
+    [
+        ({"Status": "Pending"}, "state", "Pending"),
+        ({"Status": "Expired", "EndTime": NOW - timedelta(days=1)}, "state", "Expired"),
+        ({"AvailableInstanceCount": 1}, "free instances", "1 free of 2"),
+        ({"TargetResources": ["training-job"]}, "target", "training-job"),
+    ],
+)
+def test_a_training_plan_that_cannot_run_the_workers_fails(
+    facts: dict[str, Any], failed_check: str, available: str
+) -> None:
+    failed = failures(hyperpod_plan_account(**facts).run(parse_environment(HYPERPOD_ON_A_PLAN)))
+
+    assert f"training plan {PLAN}: {failed_check}" in [c.check for c in failed]
+    assert only(failed, f"training plan {PLAN}: {failed_check}").available == available
+
+
+def test_a_training_plan_that_does_not_exist_fails() -> None:
+    account = hyperpod_plan_account()
+    account.sagemaker = Stubber(account.clients.sagemaker)  # replace the queued answer with an error
+    account.sagemaker.add_client_error(
+        "describe_training_plan",
+        service_error_code="ResourceNotFound",
+        service_message="Training plan not found",
+        expected_params={"TrainingPlanName": PLAN},
+    )
+
+    [failed] = failures(account.run(parse_environment(HYPERPOD_ON_A_PLAN)))
+
+    assert (failed.check, failed.available) == (
+        f"training plan {PLAN}: exists",
+        f"no training plan {PLAN} in us-east-1",
     )
