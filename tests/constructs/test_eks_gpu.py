@@ -7,6 +7,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
+from training_clusters.capacity import Capacity
 from training_clusters.catalog import AcceleratorKind, all_instance_types
 from training_clusters.constructs.eks_gpu import (
     CONTROL_PLANE_LOGS,
@@ -120,7 +121,8 @@ def test_cdk_made_findings_are_acknowledged_on_each_resource_with_their_detail(
         # on a CloudFormation resource; our node role's managed policies are acknowledged where it is made
         assert path in resources or path == "/Test/Eks/NodeRole", path
         for rule in rules:
-            assert rule.startswith("AwsSolutions::AwsSolutions-"), rule
+            # AwsSolutions (the gate) and the informative NIST 800-53 R5 pack, each rule named in full
+            assert rule.startswith(("AwsSolutions::AwsSolutions-", "NIST.800.53.R5::NIST.800.53.R5-")), rule
             if "-IAM4" in rule or "-IAM5" in rule:
                 assert rule.endswith("]") and "[" in rule, rule
 
@@ -519,3 +521,153 @@ def test_a_wider_metadata_hop_limit_is_a_deliberate_choice(
     )
     data = stack.resolve(group.launch_template.launch_template_data)
     assert data["metadataOptions"]["httpPutResponseHopLimit"] == 2
+
+
+# --------------------------------------------------------------------------------------------------
+# capacity: the model on EKS nodegroups, and where the placement group goes
+
+BLOCK = "cr-0123456789abcdef0"
+RESERVATION_GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
+
+
+def _efa_group(scope: tuple[cdk.Stack, GpuEksCluster, Any, Any], id: str, **props: Any) -> EfaNodegroup:
+    stack, cluster, network, placement = scope
+    return EfaNodegroup(
+        stack,
+        id,
+        cluster=cluster,
+        instance_type="p5.48xlarge",
+        desired_size=2,
+        subnet=network.placement_subnet(),
+        placement_group=placement,
+        efa_security_group=network.efa_security_group,
+        **props,
+    )
+
+
+def _capacity_of(stack: cdk.Stack, group: EfaNodegroup | GpuNodegroup) -> tuple[Any, dict[str, Any]]:
+    data = stack.resolve(group.launch_template.launch_template_data)
+    return stack.resolve(group.nodegroup.node.default_child.capacity_type), data  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("capacity", "nodegroup_type", "specification", "market", "placed"),
+    [
+        (
+            Capacity.capacity_block(BLOCK),
+            "CAPACITY_BLOCK",
+            {"capacityReservationTarget": {"capacityReservationId": BLOCK}},
+            {"marketType": "capacity-block"},
+            False,
+        ),
+        (
+            Capacity.reservation(BLOCK),
+            "ON_DEMAND",
+            {"capacityReservationTarget": {"capacityReservationId": BLOCK}},
+            None,
+            False,
+        ),
+        (Capacity.reservation(BLOCK, targeted=False), "ON_DEMAND", {"capacityReservationPreference": "open"}, None, False),
+        (
+            Capacity.reservation(BLOCK, in_placement_group=True),
+            "ON_DEMAND",
+            {"capacityReservationTarget": {"capacityReservationId": BLOCK}},
+            None,
+            True,
+        ),
+        (
+            Capacity.reservation(resource_group_arn=RESERVATION_GROUP),
+            "ON_DEMAND",
+            {"capacityReservationTarget": {"capacityReservationResourceGroupArn": RESERVATION_GROUP}},
+            None,
+            False,
+        ),
+        (Capacity.spot(), "SPOT", None, None, True),  # EKS sets Spot itself: no market options in the template
+        (Capacity.on_demand(), "ON_DEMAND", None, None, True),
+    ],
+    ids=["block", "reservation", "open", "reservation-in-group", "resource-group", "spot", "on-demand"],
+)
+def test_efa_nodegroup_capacity_reaches_the_nodegroup_and_its_launch_template(
+    validation_scope: tuple[cdk.Stack, GpuEksCluster, Any, Any],
+    request: pytest.FixtureRequest,
+    capacity: Capacity,
+    nodegroup_type: str,
+    specification: dict[str, Any] | None,
+    market: dict[str, str] | None,
+    placed: bool,
+) -> None:
+    stack = validation_scope[0]
+    group = _efa_group(validation_scope, f"Capacity-{request.node.callspec.id}", capacity=capacity)
+
+    capacity_type, data = _capacity_of(stack, group)
+
+    assert capacity_type == nodegroup_type
+    assert data.get("capacityReservationSpecification") == specification
+    assert data.get("instanceMarketOptions") == market
+    assert ("placement" in data) is placed, "a reservation outside the placement group leaves it out"
+    assert group.capacity == capacity
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"capacity": Capacity.training_plan("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p")},
+            "Test/Bad0: capacity training-plan is not supported by Amazon EKS managed nodegroups; use on-demand "
+            "or spot or reservation or capacity-block",
+        ),
+        (
+            {"capacity": Capacity.capacity_block(BLOCK), "capacity_type": "SPOT"},
+            "Test/Bad1: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
+            f"capacity Capacity Block {BLOCK} with capacity_type SPOT",
+        ),
+        (
+            {"capacity": Capacity.on_demand(), "capacity_reservation_id": BLOCK},
+            "Test/Bad2: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
+            f"capacity on-demand with capacity_type ON_DEMAND and capacity_reservation_id '{BLOCK}'",
+        ),
+        ({"capacity": "capacity-block"}, "Test/Bad3: capacity must be a Capacity (or None), got str 'capacity-block'"),
+    ],
+)
+def test_bad_efa_nodegroup_capacities_are_clear_errors(
+    validation_scope: tuple[cdk.Stack, GpuEksCluster, Any, Any],
+    request: pytest.FixtureRequest,
+    props: dict[str, Any],
+    message: str,
+) -> None:
+    index = request.node.callspec.indices["props"]
+    with pytest.raises(ConfigurationError) as error:
+        _efa_group(validation_scope, f"Bad{index}", **props)
+    assert str(error.value) == message
+
+
+def test_a_gpu_nodegroup_on_reserved_capacity_needs_one_subnet_in_its_az(
+    validation_scope: tuple[cdk.Stack, GpuEksCluster, Any, Any],
+) -> None:
+    stack, cluster, network, _ = validation_scope
+    with pytest.raises(ConfigurationError) as error:
+        GpuNodegroup(
+            stack, "SpreadBlock", cluster=cluster, instance_type="g5.2xlarge", desired_size=1,
+            capacity=Capacity.reservation(BLOCK),
+        )  # fmt: skip
+    assert str(error.value) == (
+        f"Test/SpreadBlock: subnets must be one subnet in the AZ of capacity reservation {BLOCK} (reserved "
+        "capacity lives in one AZ), got the VPC's private subnets"
+    )
+    group = GpuNodegroup(
+        stack, "OneSubnetBlock", cluster=cluster, instance_type="p5.48xlarge", desired_size=1,
+        subnets=[network.placement_subnet()], capacity=Capacity.capacity_block(BLOCK),
+    )  # fmt: skip
+    capacity_type, data = _capacity_of(stack, group)
+    assert capacity_type == "CAPACITY_BLOCK"
+    assert data["instanceMarketOptions"] == {"marketType": "capacity-block"}
+
+
+def test_the_node_monitoring_agent_is_added_once(
+    validation_scope: tuple[cdk.Stack, GpuEksCluster, Any, Any],
+) -> None:
+    stack, cluster, _, _ = validation_scope
+    agent = cluster.add_node_monitoring_agent()
+    assert cluster.add_node_monitoring_agent() is agent
+    assert stack.resolve(agent.addon_name) == "eks-node-monitoring-agent"
+    assert stack.resolve(agent.cluster_name) == stack.resolve(cluster.cluster_name)
