@@ -64,9 +64,9 @@ EXPECTED_FILES: dict[str, set[str]] = {
     "parallelcluster-p5": _slurm(SLURM_GPU, "gpu"),
 }
 
-# The seed's measurements on c5n.9xlarge (osu_bw, MB/s).
-SEED_EFA_MBPS = 6130.0
-SEED_TCP_MBPS = 1190.0
+# osu_bw measured between two c5n.9xlarge in a cluster placement group (MB/s).
+MEASURED_EFA_MBPS = 6130.0
+MEASURED_TCP_MBPS = 1190.0
 
 
 def _plan(stem: str) -> AcceptancePlan:
@@ -231,17 +231,17 @@ def test_shellcheck_clean() -> None:
 # --- the expected figures -------------------------------------------------------------------------
 
 
-def test_c5n_9xlarge_figures_match_the_seed() -> None:
+def test_c5n_9xlarge_figures_match_the_measured_ones() -> None:
     c5n = lookup("c5n.9xlarge")
     efa = osu_bw_expectation(c5n, Transport.EFA, placement_group=True)
     tcp = osu_bw_expectation(c5n, Transport.TCP, placement_group=True)
     assert (efa.expected, efa.limit) == (6250.0, 3125.0)  # 50 Gbit/s, one card
     assert (tcp.expected, tcp.limit) == (1250.0, 625.0)  # one flow in a placement group: 10 Gbit/s
     assert efa.expected is not None and tcp.expected is not None
-    assert SEED_EFA_MBPS / efa.expected == pytest.approx(1, abs=0.05)
-    assert SEED_TCP_MBPS / tcp.expected == pytest.approx(1, abs=0.05)
-    assert efa.passes(SEED_EFA_MBPS) and tcp.passes(SEED_TCP_MBPS)
-    assert not efa.passes(SEED_TCP_MBPS)  # a silent fallback to TCP fails the EFA gate
+    assert MEASURED_EFA_MBPS / efa.expected == pytest.approx(1, abs=0.05)
+    assert MEASURED_TCP_MBPS / tcp.expected == pytest.approx(1, abs=0.05)
+    assert efa.passes(MEASURED_EFA_MBPS) and tcp.passes(MEASURED_TCP_MBPS)
+    assert not efa.passes(MEASURED_TCP_MBPS)  # a silent fallback to TCP fails the EFA gate
 
 
 def test_efa_gate_catches_a_fallback_to_tcp_on_every_efa_type() -> None:
@@ -565,9 +565,9 @@ C5N_TCP = ("parallelcluster-c5n", "osu-bw-tcp-compute.sbatch")
 @pytest.mark.parametrize(
     ("script", "peak", "status", "verdict"),
     [
-        (C5N_EFA, SEED_EFA_MBPS, 0, "PASS osu_bw peak bandwidth 6130.00 MB/s (minimum 3125 MB/s"),
-        (C5N_EFA, SEED_TCP_MBPS, 1, "FAIL osu_bw peak bandwidth 1190.00 MB/s, minimum 3125 MB/s"),
-        (C5N_TCP, SEED_TCP_MBPS, 0, "PASS osu_bw peak bandwidth 1190.00 MB/s (minimum 625 MB/s"),
+        (C5N_EFA, MEASURED_EFA_MBPS, 0, "PASS osu_bw peak bandwidth 6130.00 MB/s (minimum 3125 MB/s"),
+        (C5N_EFA, MEASURED_TCP_MBPS, 1, "FAIL osu_bw peak bandwidth 1190.00 MB/s, minimum 3125 MB/s"),
+        (C5N_TCP, MEASURED_TCP_MBPS, 0, "PASS osu_bw peak bandwidth 1190.00 MB/s (minimum 625 MB/s"),
         (C5N_TCP, 400.0, 1, "FAIL osu_bw peak bandwidth 400.00 MB/s, minimum 625 MB/s"),
     ],
 )
@@ -579,7 +579,7 @@ def test_osu_bw_gate(bash: Bash, script: tuple[str, str], peak: float, status: i
 
 
 def test_osu_bw_gate_reads_tagged_output_and_ignores_mpi_noise(bash: Bash) -> None:
-    noisy = "".join(f"[1,0]<stdout>:{line}\n" for line in osu_bw_output(SEED_EFA_MBPS).splitlines())
+    noisy = "".join(f"[1,0]<stdout>:{line}\n" for line in osu_bw_output(MEASURED_EFA_MBPS).splitlines())
     noisy = (
         "--------------------------------\nWARNING: There was an error initializing an OpenFabrics device.\n"
         + fi_info_output()
@@ -602,8 +602,8 @@ def test_osu_bw_gate_reads_tagged_output_and_ignores_mpi_noise(bash: Bash) -> No
 def test_osu_efa_gate_fails_without_the_efa_provider_on_both_nodes(
     bash: Bash, evidence: str, listed: int
 ) -> None:
-    # The seed's EFA figure, but nothing in the output shows libfabric's efa provider on both nodes.
-    result = bash.check(*C5N_EFA, evidence + osu_bw_output(SEED_EFA_MBPS))
+    # The measured EFA figure, but nothing in the output shows libfabric's efa provider on both nodes.
+    result = bash.check(*C5N_EFA, evidence + osu_bw_output(MEASURED_EFA_MBPS))
     assert result.returncode == 1, result.stdout + result.stderr
     assert (
         f"FAIL 'fi_info -p efa -t FI_EP_RDM' lists libfabric's efa provider on {listed} of the 2 nodes"
@@ -614,7 +614,7 @@ def test_osu_efa_gate_fails_without_the_efa_provider_on_both_nodes(
 
 
 def test_osu_tcp_gate_needs_no_efa_evidence(bash: Bash) -> None:
-    result = bash.check(*C5N_TCP, osu_bw_output(SEED_TCP_MBPS))
+    result = bash.check(*C5N_TCP, osu_bw_output(MEASURED_TCP_MBPS))
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -800,7 +800,7 @@ def _fake_osu(bash: Bash, name: str, acceptance_dir: Path | None = None) -> Path
 
 
 def test_osu_efa_run_forces_efa_and_keeps_the_output(bash: Bash) -> None:
-    env = _fake_open_mpi(bash, osu_bw_output(SEED_EFA_MBPS))
+    env = _fake_open_mpi(bash, osu_bw_output(MEASURED_EFA_MBPS))
     binary = _fake_osu(bash, "osu_bw")
     result = bash.run(bash.script(*C5N_EFA), **env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -813,14 +813,14 @@ def test_osu_efa_run_forces_efa_and_keeps_the_output(bash: Bash) -> None:
     assert fi_info[:5] == ["-np", "2", "--map-by", "ppr:1:node", "--tag-output"]
     assert fi_info[-5:] == [f"{bash.tmp}/efa/bin/fi_info", "-p", "efa", "-t", "FI_EP_RDM"]
     kept = bash.tmp / "acceptance/results/job-42.txt"
-    assert kept.read_text() == fi_info_output() + osu_bw_output(SEED_EFA_MBPS)  # evidence, then figures
+    assert kept.read_text() == fi_info_output() + osu_bw_output(MEASURED_EFA_MBPS)  # evidence, then figures
     assert f"bash osu-bw-efa-compute.sbatch --check {kept}" in result.stderr
     again = bash.run(bash.script(*C5N_EFA), "--check", kept)
     assert again.returncode == 0, again.stdout
 
 
 def test_osu_efa_run_stops_when_a_node_has_no_efa_provider(bash: Bash) -> None:
-    env = _fake_open_mpi(bash, osu_bw_output(SEED_EFA_MBPS), fi_info=fi_info_output(ranks=(0,)))
+    env = _fake_open_mpi(bash, osu_bw_output(MEASURED_EFA_MBPS), fi_info=fi_info_output(ranks=(0,)))
     _fake_osu(bash, "osu_bw")
     result = bash.run(bash.script(*C5N_EFA), **env)
     assert result.returncode == 1, result.stdout + result.stderr
@@ -832,7 +832,7 @@ def test_osu_efa_run_stops_when_a_node_has_no_efa_provider(bash: Bash) -> None:
 
 
 def test_osu_tcp_run_drops_fi_provider_and_uses_one_interface(bash: Bash) -> None:
-    env = _fake_open_mpi(bash, osu_bw_output(SEED_TCP_MBPS))
+    env = _fake_open_mpi(bash, osu_bw_output(MEASURED_TCP_MBPS))
     _fake_osu(bash, "osu_bw")
     result = bash.run(bash.script(*C5N_TCP), FI_PROVIDER="efa", **env)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -877,7 +877,7 @@ def test_builds_go_to_the_lustre_mount_else_home(bash: Bash, writable: bool) -> 
     document["storage"]["lustre"]["mount_dir"] = str(mount)
     job = next(j for j in acceptance_jobs(parse_environment(document), "x") if j.filename == C5N_EFA[1])
     script = write_jobs([job], bash.tmp / "jobs")[0]
-    env = _fake_open_mpi(bash, osu_bw_output(SEED_EFA_MBPS))
+    env = _fake_open_mpi(bash, osu_bw_output(MEASURED_EFA_MBPS))
     del env["TC_ACCEPTANCE_DIR"]
     expected_dir = mount / "acceptance" if writable else bash.tmp / "acceptance"
     _fake_osu(bash, "osu_bw", expected_dir)

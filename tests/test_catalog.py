@@ -264,7 +264,7 @@ def test_hyperpod_names_are_sagemaker_cluster_instance_types() -> None:
         assert (it.hyperpod_name is not None) == (f"ml.{it.name}" in offered), it.name
 
 
-# --- the figures FIELD-NOTES verified -----------------------------------------------------------------
+# --- EFA interfaces as AWS documents them (EFA supported instance types, in the Amazon EC2 User Guide) ---
 
 
 @pytest.mark.parametrize(
@@ -294,7 +294,7 @@ def test_hyperpod_names_are_sagemaker_cluster_instance_types() -> None:
         ("t3.medium", 0),
     ],
 )
-def test_efa_interfaces_per_field_notes(name: str, efa_interfaces: int) -> None:
+def test_efa_interfaces_as_aws_documents_them(name: str, efa_interfaces: int) -> None:
     it = CATALOG[name]
     assert it.max_efa_interfaces == efa_interfaces
     assert it.efa_supported is (efa_interfaces > 0)

@@ -3,7 +3,7 @@
 Each example starts from a shipped environment file and applies a few mutations: drop a key or list item,
 replace a value with a random JSON-ish value of any type, null it, insert an unknown (often misspelt) key,
 put a random but plausible int or string (instance types, zones, CIDRs, enum-like words) into a field, or
-add a field the seed leaves out (its type read from the pydantic model of that section), so optional
+add a field the file leaves out (its type read from the pydantic model of that section), so optional
 settings such as ``efa_interfaces``, ``data_repository`` or ``public_access_cidrs`` get exercised too.
 
 Budget (derandomized, so CI runs the same examples every time; no example database is written). Measured
@@ -13,9 +13,9 @@ on the 2-core development machine: about 1-2 s and 5-8 s, well inside 15 s toget
   parsing only (pydantic: milliseconds each). Most are refused by the parser, which is the point.
 - ``test_mutated_documents_build_or_fail_clearly``: 60 examples of 1-2 well-typed mutations (new known
   keys, same-type values, dropped keys), so about half get past the parser; each of those is constructed
-  in a fresh ``App`` (0.05-0.6 s each once jsii is up; construction alone, no synth, no cdk-nag). Seeds
-  are weighted toward the cheaper environments — each non-EKS file three times, each EKS file once — since
-  an EKS stack costs 3-5x a ParallelCluster one; EKS is still about a fifth of the examples.
+  in a fresh ``App`` (0.05-0.6 s each once jsii is up; construction alone, no synth, no cdk-nag). The
+  files are weighted toward the cheaper environments — each non-EKS file three times, each EKS file once —
+  since an EKS stack costs 3-5x a ParallelCluster one; EKS is still about a fifth of the examples.
 """
 
 from __future__ import annotations
@@ -40,10 +40,10 @@ from training_clusters.errors import ConfigurationError
 
 from .conftest import CDK_CONTEXT, ROOT
 
-SEEDS: dict[str, dict[str, Any]] = {
+BASE_DOCUMENTS: dict[str, dict[str, Any]] = {
     p.stem: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "environments").glob("*.yaml"))
 }
-WEIGHTED = [name for name in SEEDS for _ in range(1 if name.startswith("eks-") else 3)]
+WEIGHTED = [name for name in BASE_DOCUMENTS for _ in range(1 if name.startswith("eks-") else 3)]
 
 Path_ = tuple[str | int, ...]
 
@@ -253,8 +253,8 @@ def mutate(document: dict[str, Any], data: st.DataObject, kinds: tuple[str, ...]
 def mutated_document(
     data: st.DataObject, max_mutations: int, kinds: tuple[str, ...] = ALL_MUTATIONS
 ) -> dict[str, Any]:
-    seed = data.draw(st.sampled_from(WEIGHTED), label="seed")
-    document = copy.deepcopy(SEEDS[seed])
+    base = data.draw(st.sampled_from(WEIGHTED), label="base")
+    document = copy.deepcopy(BASE_DOCUMENTS[base])
     for _ in range(data.draw(st.integers(1, max_mutations), label="mutations")):
         mutate(document, data, kinds)
     note(f"document: {document!r}")
@@ -304,7 +304,7 @@ def test_mutated_documents_build_or_fail_clearly(data: st.DataObject) -> None:
         assert_ours(error)
 
 
-@pytest.mark.parametrize("name", sorted(SEEDS))
-def test_every_seed_parses(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(BASE_DOCUMENTS))
+def test_every_base_document_parses(name: str) -> None:
     """The mutations start from valid documents, so a refusal is always the mutation's doing."""
-    parse_environment(copy.deepcopy(SEEDS[name]), source=f"{name}.yaml")
+    parse_environment(copy.deepcopy(BASE_DOCUMENTS[name]), source=f"{name}.yaml")

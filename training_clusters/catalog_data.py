@@ -47,9 +47,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.c5n.18xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -66,9 +68,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.c5n.9xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -91,9 +95,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g4dn.8xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -116,9 +122,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g4dn.xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -141,9 +149,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g5.12xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -166,9 +176,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g5.2xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -191,9 +203,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g5.48xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -216,9 +230,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g5.8xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -241,9 +257,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g5.xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -266,9 +284,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.g6.8xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -293,8 +313,10 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
             "aws-ec2/data/instance-properties.json (@1558e6c), which reports the 8 GPUs' "
             "total as per-GPU memory (45776 MiB each on 1-GPU sizes); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "Amazon EC2 User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -353,9 +375,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.p4d.24xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -377,8 +401,12 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "quota_family": "P",
         "hyperpod_name": "ml.p4de.24xlarge",
         "source": (
-            "p4d chassis with 80 GB A100s (not in that snapshot: AWS launch specs, confirm "
-            "with scripts/refresh_catalog.py); EFA/GPUDirect RDMA: shared/FIELD-NOTES.md; "
+            "p4d chassis with 80 GB A100s (not in that snapshot: Amazon EC2 accelerated "
+            "computing instance specifications "
+            "(https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), confirm with "
+            "scripts/refresh_catalog.py); EFA/GPUDirect RDMA: Amazon EC2 User Guide, EFA "
+            "supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
             "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
             "pricing data"
         ),
@@ -403,9 +431,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.p5.48xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -427,8 +457,12 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "quota_family": "P",
         "hyperpod_name": "ml.p5e.48xlarge",
         "source": (
-            "p5 chassis with 141 GB H200s (not in that snapshot: AWS launch specs, confirm "
-            "with scripts/refresh_catalog.py); EFA/GPUDirect RDMA: shared/FIELD-NOTES.md; "
+            "p5 chassis with 141 GB H200s (not in that snapshot: Amazon EC2 accelerated "
+            "computing instance specifications "
+            "(https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), confirm with "
+            "scripts/refresh_catalog.py); EFA/GPUDirect RDMA: Amazon EC2 User Guide, EFA "
+            "supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
             "HyperPod: in botocore 1.44 ClusterInstanceType (cfn-lint 1.58 pricing data lists "
             "it in no region)"
         ),
@@ -452,10 +486,14 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "quota_family": "P",
         "hyperpod_name": "ml.p5en.48xlarge",
         "source": (
-            "8 H200, 192 vCPU, 2048 GiB, 16 x 200 Gbps EFAv3 cards (not in that snapshot: AWS "
-            "launch specs, confirm with scripts/refresh_catalog.py); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "8 H200, 192 vCPU, 2048 GiB, 16 x 200 Gbps EFAv3 cards (not in that snapshot: "
+            "Amazon EC2 accelerated computing instance specifications "
+            "(https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), confirm with "
+            "scripts/refresh_catalog.py); EFA/GPUDirect RDMA: Amazon EC2 User Guide, EFA "
+            "supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -478,9 +516,13 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.p6-b200.48xlarge",
         "source": (
             "8 B200 (1,432 GiB total), 192 vCPU, 2048 GiB, 8 x 400 Gbps EFAv4 (not in that "
-            "snapshot: AWS launch specs, confirm with scripts/refresh_catalog.py); "
-            "EFA/GPUDirect RDMA: shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker "
-            "ClusterInstanceType and cfn-lint 1.58 pricing data"
+            "snapshot: Amazon EC2 accelerated computing instance specifications "
+            "(https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), confirm with "
+            "scripts/refresh_catalog.py); EFA/GPUDirect RDMA: Amazon EC2 User Guide, EFA "
+            "supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -557,9 +599,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.trn1.32xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -582,9 +626,11 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.trn1n.32xlarge",
         "source": (
             "ec2:DescribeInstanceTypes snapshot in aws-cdk "
-            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: "
-            "shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 sagemaker ClusterInstanceType "
-            "and cfn-lint 1.58 pricing data"
+            "aws-ec2/data/instance-properties.json (@1558e6c); EFA/GPUDirect RDMA: Amazon EC2 "
+            "User Guide, EFA supported instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 sagemaker ClusterInstanceType and cfn-lint 1.58 "
+            "pricing data"
         ),
     },
     {
@@ -607,9 +653,13 @@ INSTANCE_TYPE_ROWS: Final[tuple[InstanceTypeRow, ...]] = (
         "hyperpod_name": "ml.trn2.48xlarge",
         "source": (
             "Neuron docs trn2-arch (16 Trainium2 of 96 GiB, 192 vCPU, 2048 GiB); 3.2 Tbps "
-            "EFAv3 on 16 cards per AWS launch specs, not in the aws-cdk snapshot; "
-            "EFA/GPUDirect RDMA: shared/FIELD-NOTES.md; HyperPod: in botocore 1.44 "
-            "ClusterInstanceType, cfn-lint 1.58 pricing data lists us-east-2"
+            "EFAv3 on 16 cards per Amazon EC2 accelerated computing instance specifications "
+            "(https://docs.aws.amazon.com/ec2/latest/instancetypes/ac.html), not in the "
+            "aws-cdk snapshot; EFA/GPUDirect RDMA: Amazon EC2 User Guide, EFA supported "
+            "instance types "
+            "(https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html#efa-instance-types); "
+            "HyperPod: in botocore 1.44 ClusterInstanceType, cfn-lint 1.58 pricing data lists "
+            "us-east-2"
         ),
     },
 )

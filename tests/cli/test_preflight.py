@@ -42,8 +42,8 @@ LUSTRE_PERSISTENT_2 = ("L-8F1B9C74", "Lustre Persistent_2 storage capacity")
 #: When the fake accounts' preflight runs: reservations' starts and ends are dated from it.
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 
-#: The seed's EKS case: one g5.8xlarge (32 vCPUs) in an EFA nodegroup, beside the default system nodes.
-SEED = {
+#: EKS with one g5.8xlarge (32 vCPUs) in an EFA nodegroup, beside the default system nodes.
+ONE_G5_EFA_NODE = {
     "region": REGION,
     "availability_zones": ["us-east-1a", "us-east-1b"],
     "storage": {"lustre": None},
@@ -283,7 +283,7 @@ def test_hyperpod_demands_count_against_sagemaker() -> None:
 )
 def test_eks_capacity_types(group: dict[str, str], capacity: Capacity) -> None:
     document = {
-        **SEED,
+        **ONE_G5_EFA_NODE,
         "eks": {"efa_nodegroups": [{"name": "p5", "instance_type": "p5.48xlarge", "size": 2, **group}]},
     }
 
@@ -407,7 +407,7 @@ def test_spot_queues_count_against_the_spot_quota() -> None:
 
 def test_capacity_blocks_skip_the_on_demand_quota_and_say_so() -> None:
     document = {
-        **SEED,
+        **ONE_G5_EFA_NODE,
         "eks": {
             "efa_nodegroups": [
                 {
@@ -454,7 +454,7 @@ def test_a_quota_with_only_an_aws_default_value_is_read_from_the_defaults() -> N
     account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
     account.efa({"g5.8xlarge": True})
 
-    checks = account.run(parse_environment(SEED))
+    checks = account.run(parse_environment(ONE_G5_EFA_NODE))
 
     assert failures(checks) == []
     assert only(checks, f"EC2 quota {STANDARD[0]}").available == "5 vCPUs (AWS default value)"
@@ -464,14 +464,14 @@ def test_a_quota_with_only_an_aws_default_value_is_read_from_the_defaults() -> N
 # each failure
 
 
-def test_seed_quota_case_fails_naming_the_quota_the_vcpus_needed_and_the_quota() -> None:
+def test_g5_node_over_the_g_quota_fails_naming_the_quota_the_vcpus_needed_and_the_quota() -> None:
     account = Account()
     account.ec2_quota(STANDARD, 640)
     account.ec2_quota(G_AND_VT, 8)
     account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
     account.efa({"g5.8xlarge": True})
 
-    checks = account.run(parse_environment(SEED))
+    checks = account.run(parse_environment(ONE_G5_EFA_NODE))
 
     [failed] = failures(checks)
     assert failed == Check(
@@ -498,7 +498,7 @@ def test_a_quota_that_cannot_be_raised_says_which_field_to_lower() -> None:
     account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
     account.efa({"g5.8xlarge": True})
 
-    [failed] = failures(account.run(parse_environment(SEED)))
+    [failed] = failures(account.run(parse_environment(ONE_G5_EFA_NODE)))
 
     assert failed.remedy == "the quota is not adjustable: lower eks.efa_nodegroups[g5].size to fit 8 vCPUs"
 
@@ -655,7 +655,7 @@ def test_aws_errors_become_failed_checks_naming_the_call_and_the_permission() ->
     )
     account.efa({"g5.8xlarge": True})
 
-    checks = account.run(parse_environment(SEED))
+    checks = account.run(parse_environment(ONE_G5_EFA_NODE))
 
     quota_error, offering_error = failures(checks)
     assert quota_error.check == f"EC2 quota {STANDARD[0]} {STANDARD[1]}"

@@ -44,7 +44,7 @@ class Parts:
         self.fsx = SharedLustre(stack, "Fsx", vpc=self.network.vpc, subnet=self.network.placement_subnet())
 
     def cluster(self, **props: Any) -> ParallelCluster:
-        """A cluster with the seed's defaults; ``props`` override them."""
+        """A cluster like environments/parallelcluster-c5n.yaml's; ``props`` override its props."""
         defaults: dict[str, Any] = {
             "cluster_name": "training",
             "vpc": self.network.vpc,
@@ -91,7 +91,7 @@ def test_cluster_is_a_pcluster_custom_resource_served_by_the_pinned_provider(par
     )
 
 
-def test_seed_configuration_mounts_our_lustre_in_our_placement_group_with_efa(parts: Parts) -> None:
+def test_c5n_configuration_mounts_our_lustre_in_our_placement_group_with_efa(parts: Parts) -> None:
     cluster = parts.cluster()
     config = resolved(cluster)
     stack = parts.stack

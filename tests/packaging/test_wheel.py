@@ -108,7 +108,7 @@ def _build_wheel(work: Path) -> Path:
 def _fresh_venv_with(wheel: Path, venv: Path) -> tuple[Path, Path]:
     """A new virtual environment holding ``wheel``; its interpreter and site-packages.
 
-    Made without pip (seeding pip costs ~3 s); the project's pip installs into it (``--python``).
+    Made without pip (installing pip into it costs ~3 s); the project's pip installs into it (``--python``).
     """
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
     python = venv / "bin" / "python"

@@ -22,7 +22,7 @@ EKS = [p for p in ENVIRONMENTS if p.stem.startswith("eks-")]
 PARALLELCLUSTER = [p for p in ENVIRONMENTS if p.stem.startswith("parallelcluster-")]
 
 
-def test_the_seed_environments_are_shipped() -> None:
+def test_the_network_and_hyperpod_environments_are_shipped() -> None:
     names = {p.stem for p in ENVIRONMENTS}
     assert {"network-storage", "hyperpod-slurm", "hyperpod-p5"} <= names
 

@@ -18,7 +18,7 @@ from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 from ..conftest import EnvironmentGates
 
 
-def seed_document(environments_dir: Path) -> dict[str, Any]:
+def c5n_document(environments_dir: Path) -> dict[str, Any]:
     document: dict[str, Any] = yaml.safe_load((environments_dir / "parallelcluster-c5n.yaml").read_text())
     return document
 
@@ -30,7 +30,7 @@ def _shipped(gates: EnvironmentGates, path: Path) -> tuple[ParallelClusterEnviro
     return stack, Template.from_json(gates.template(path))
 
 
-def test_seed_environment_is_the_seed_cluster(
+def test_c5n_environment_is_a_t3_head_node_and_an_efa_queue_of_c5n(
     environment_gates: EnvironmentGates, environments_dir: Path
 ) -> None:
     stack, template = _shipped(environment_gates, environments_dir / "parallelcluster-c5n.yaml")
@@ -202,7 +202,7 @@ BAD_FILES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
 def test_bad_environment_files_name_the_field(
     environments_dir: Path, case: str, mutate: Callable[[dict[str, Any]], None], message: str
 ) -> None:
-    document = seed_document(environments_dir)
+    document = c5n_document(environments_dir)
     mutate(document)
     with pytest.raises(ConfigurationError) as error:
         parse_environment(document, source="environments/parallelcluster-c5n.yaml")
@@ -212,7 +212,7 @@ def test_bad_environment_files_name_the_field(
 
 
 def test_custom_action_script_from_the_environment_file(app: cdk.App, environments_dir: Path) -> None:
-    document = seed_document(environments_dir)
+    document = c5n_document(environments_dir)
     document["parallelcluster"]["on_node_configured"] = {
         "script": "s3://my-scripts/pc/setup.sh",
         "args": ["-v"],
@@ -226,7 +226,7 @@ def test_custom_action_script_from_the_environment_file(app: cdk.App, environmen
 
 
 def test_the_provider_lambda_role_from_the_environment_file(app: cdk.App, environments_dir: Path) -> None:
-    document = seed_document(environments_dir)
+    document = c5n_document(environments_dir)
     document["parallelcluster"]["provider_lambda_role_arn"] = (
         "arn:aws:iam::111122223333:role/pcluster-provider"
     )

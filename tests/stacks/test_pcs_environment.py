@@ -39,7 +39,7 @@ def test_pcs_files_build_the_pcs_stack(environments_dir: Path) -> None:
         assert stack_class(load_environment(environments_dir / name)) is PcsEnvironment
 
 
-def test_c5n_environment_is_the_parallelcluster_seed_on_pcs(
+def test_c5n_environment_is_the_parallelcluster_c5n_cluster_on_pcs(
     environment_gates: EnvironmentGates, environments_dir: Path
 ) -> None:
     stack, template = _shipped(environment_gates, environments_dir / "pcs-c5n.yaml")

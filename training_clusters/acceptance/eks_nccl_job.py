@@ -2,8 +2,8 @@
 
 Pure data, no CDK: the manifest is a dict, written as YAML by ``training-clusters acceptance`` (see
 :mod:`training_clusters.acceptance.eks`) and applied with ``kubectl apply -f`` once the MPI Operator is
-installed, or applied by the EKS stack itself (``eks.nccl_test.apply``). It fixes the two mistakes of the
-seed run: the image's ``LD_LIBRARY_PATH`` is exported to the workers with ``-x``, and
+installed, or applied by the EKS stack itself (``eks.nccl_test.apply``). It avoids the two mistakes that
+break this job most often: the image's ``LD_LIBRARY_PATH`` is exported to the workers with ``-x``, and
 ``FI_EFA_USE_DEVICE_RDMA=1`` is set only where GPUDirect RDMA exists (on g5 it aborts with "EFA device has
 no rdma-read capability").
 
@@ -224,7 +224,7 @@ def _check(name: str, instance_type: InstanceType, workers: int, efa_interfaces:
         raise ConfigurationError(f"nccl test: name must be 1 to 63 characters, got '{name}'")
 
 
-#: The MPI Operator release the stack installs (MPIJob ``kubeflow.org/v2beta1``; the seed used v0.6.0).
+#: The MPI Operator release the stack installs (MPIJob ``kubeflow.org/v2beta1``).
 MPI_OPERATOR_VERSION = "v0.7.0"
 
 

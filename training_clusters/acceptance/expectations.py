@@ -4,10 +4,10 @@
 being 10^6 and 10^9 bytes):
 
 * ``osu_bw`` over EFA: one rank pair drives one EFA device, so expect the line rate of one network card,
-  ``network_gbps / max_network_cards``. The seed measured 6,130 MB/s on c5n.9xlarge (50 Gbit/s, one
+  ``network_gbps / max_network_cards``. Measured between two c5n.9xlarge: 6,130 MB/s (50 Gbit/s, one
   card: 6,250 MB/s), i.e. 98 %.
 * ``osu_bw`` over TCP: one TCP flow, which EC2 limits to 10 Gbit/s inside a cluster placement group and
-  5 Gbit/s outside one (capped at the card's rate). The seed measured 1,190 MB/s of the 1,250.
+  5 Gbit/s outside one (capped at the card's rate). Measured on the same c5n.9xlarge: 1,190 MB/s of 1,250.
   Source: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-network-bandwidth.html
 * NCCL bus bandwidth over EFA: 80 % of the aggregate line rate of the EFA interfaces in use (a ring
   all-reduce moves the bus bandwidth through each node's network once per direction). Calibration:
