@@ -210,7 +210,11 @@ class MpiOperator(ReleaseManifest):
     def __init__(
         self, scope: Construct, id: str, *, cluster: GpuEksCluster, version: str = MPI_OPERATOR_VERSION
     ) -> None:
-        """:param version: Release tag of kubeflow/mpi-operator. Default: :data:`MPI_OPERATOR_VERSION`."""
+        """Install the operator.
+
+        :param cluster: The cluster it runs in (the manifest is applied through the cluster's kubectl provider).
+        :param version: Release tag of kubeflow/mpi-operator. Default: :data:`MPI_OPERATOR_VERSION`.
+        """
         if not re.fullmatch(r"v\d+\.\d+\.\d+", version):
             raise fail(
                 f"{scope.node.path}/{id}", "version", f"must be a release tag such as v0.7.0, got '{version}'"
