@@ -56,6 +56,8 @@ EXPECTED_EFA = {
     "network-storage": {},
     "parallelcluster-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "parallelcluster-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
+    "pcs-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
+    "pcs-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
 }
 
 
@@ -106,9 +108,16 @@ def test_the_drawing_has_a_node_for_each_thing_the_template_builds(shipped: Any,
         NodeKind.VPC_ENDPOINT: types["AWS::EC2::VPCEndpoint"],
         NodeKind.PLACEMENT_GROUP: types["AWS::EC2::PlacementGroup"],
         NodeKind.FILE_SYSTEM: types["AWS::FSx::FileSystem"],
-        NodeKind.CLUSTER: types["AWS::EKS::Cluster"] + len(clusters) + types["AWS::SageMaker::Cluster"],
-        NodeKind.CONTROL_PLANE: types["AWS::EKS::Cluster"],
-        NodeKind.NODE_GROUP: types["AWS::EKS::Nodegroup"] + len(clusters) + compute + hyperpod_groups,
+        NodeKind.CLUSTER: types["AWS::EKS::Cluster"]
+        + len(clusters)
+        + types["AWS::SageMaker::Cluster"]
+        + types["AWS::PCS::Cluster"],
+        NodeKind.CONTROL_PLANE: types["AWS::EKS::Cluster"] + types["AWS::PCS::Cluster"],
+        NodeKind.NODE_GROUP: types["AWS::EKS::Nodegroup"]
+        + len(clusters)
+        + compute
+        + hyperpod_groups
+        + types["AWS::PCS::ComputeNodeGroup"],
         NodeKind.ADDON: types["AWS::EKS::Addon"]
         + types["Custom::AWSCDK-EKS-HelmChart"]
         + types["Custom::ReleaseManifest"],
@@ -134,11 +143,15 @@ def test_the_drawing_shows_the_efa_interfaces_of_every_node_group(shipped: Any, 
     for group in groups:
         line = f"{group.efa_interfaces} EFA interface"
         assert (line in " ".join(group.details)) is (group.efa_interfaces > 0), group
-        if group.logical_id is not None:  # an EKS nodegroup: its launch template's EFA interfaces
+        if group.logical_id is not None:  # an EKS or PCS node group: its launch template's EFA interfaces
             nodegroup = template["Resources"][group.logical_id]["Properties"]
-            data = launch_templates[nodegroup["LaunchTemplate"]["Id"]["Ref"]]
+            launch_template = (
+                nodegroup.get("LaunchTemplate", {}).get("Id")
+                or nodegroup["CustomLaunchTemplate"]["TemplateId"]
+            )
+            data = launch_templates[launch_template["Ref"]]
             interfaces = [
-                i for i in data.get("NetworkInterfaces", []) if i["InterfaceType"] in ("efa", "efa-only")
+                i for i in data.get("NetworkInterfaces", []) if i.get("InterfaceType") in ("efa", "efa-only")
             ]
             assert group.efa_interfaces == len(interfaces)
 

@@ -2,7 +2,7 @@
 
 :func:`graph_from_template` reads a CloudFormation template (the JSON ``cdk synth`` writes) and returns an
 :class:`EnvironmentGraph`: the VPC with its availability zones and subnets, NAT gateways, the internet
-gateway and VPC endpoints, placement groups, file systems, clusters (EKS, ParallelCluster, HyperPod) with
+gateway and VPC endpoints, placement groups, file systems, clusters (EKS, ParallelCluster, HyperPod, AWS PCS) with
 their node groups and add-ons, and every resource kept when the stack is deleted. The renderers
 (:mod:`.dot`, :mod:`.mermaid`) only draw what this module found, so the picture cannot drift from what
 deploys.
@@ -53,7 +53,7 @@ class NodeKind(StrEnum):
     PLACEMENT_GROUP = "placement-group"
     FILE_SYSTEM = "file-system"
     CLUSTER = "cluster"
-    """EKS, ParallelCluster or HyperPod: a box around its control plane, node groups and add-ons."""
+    """EKS, ParallelCluster, HyperPod or AWS PCS: a box around its control plane, node groups and add-ons."""
     CONTROL_PLANE = "control-plane"
     NODE_GROUP = "node-group"
     """Instances of one type: an EKS nodegroup, a Slurm head node or queue, a HyperPod instance group."""
@@ -360,6 +360,7 @@ class _GraphBuilder:
         self.eks_clusters()
         self.parallelclusters()
         self.hyperpod_clusters()
+        self.pcs_clusters()
         self.mount_hints()
         self.retained_resources()
         return EnvironmentGraph(title=title, nodes=self.ordered_nodes(), edges=tuple(sorted(self.edges)))
@@ -867,6 +868,88 @@ class _GraphBuilder:
                     settings.update(self.uploads.get(_text(key), {}))
                 return settings, deployment_id
         return {}, None
+
+    # -- AWS PCS ---------------------------------------------------------------------------------
+
+    def pcs_clusters(self) -> None:
+        queued: dict[str, list[str]] = {}
+        for _, props in self.of_type("AWS::PCS::Queue"):
+            for configuration in _list(props.get("ComputeNodeGroupConfigurations")):
+                group = _target(_dict(configuration).get("ComputeNodeGroupId"))
+                if group is not None:
+                    queued.setdefault(group, []).append(_text(props.get("Name")))
+        for cluster_id, props in self.of_type("AWS::PCS::Cluster"):
+            scheduler = _dict(props.get("Scheduler"))
+            slurm = _dict(props.get("SlurmConfiguration"))
+            details = [
+                f"{_text(scheduler.get('Type'), 'SLURM').capitalize()} {_text(scheduler.get('Version'))}"
+            ]
+            details.append(f"size {_text(props.get('Size'))}")
+            accounting = _literal(_dict(slurm.get("Accounting")).get("Mode"))
+            if accounting and accounting != "NONE":
+                details.append(f"accounting {accounting.lower()}")
+            self.add(
+                Node(
+                    cluster_id,
+                    NodeKind.CLUSTER,
+                    f"AWS PCS {_text(props.get('Name'))}",
+                    tuple(details),
+                    logical_id=cluster_id,
+                )
+            )
+            plane = f"{cluster_id}/control-plane"
+            self.add(
+                Node(
+                    plane, NodeKind.CONTROL_PLANE, "managed Slurm controller", ("run by AWS PCS",), cluster_id
+                )
+            )
+            self.link(
+                plane, self.subnet_targets(_dict(props.get("Networking")).get("SubnetIds")), EdgeKind.RUNS_IN
+            )
+        for group_id, props in self.of_type("AWS::PCS::ComputeNodeGroup"):
+            self.pcs_node_group(group_id, props, queued.get(group_id, []))
+
+    def pcs_node_group(self, group_id: str, props: Mapping[str, Any], queues: list[str]) -> None:
+        cluster = _target(props.get("ClusterId"))
+        template_id = _target(_dict(props.get("CustomLaunchTemplate")).get("TemplateId"))
+        data = _dict(
+            _dict(_dict(self.resources.get(template_id or "", {})).get("Properties")).get(
+                "LaunchTemplateData"
+            )
+        )
+        configs = _list(props.get("InstanceConfigs"))
+        instance_type = _literal(_dict(configs[0]).get("InstanceType")) if configs else None
+        interfaces = _list(data.get("NetworkInterfaces"))
+        efa = sum(1 for i in interfaces if _dict(i).get("InterfaceType") in ("efa", "efa-only"))
+        scaling = _dict(props.get("ScalingConfiguration"))
+        count = _count(None, scaling.get("MinInstanceCount"), scaling.get("MaxInstanceCount"))
+        name = _text(props.get("Name"))
+        details = [f"{instance_type or _DEPLOY_TIME} {TIMES} {count}", *_instance_facts(instance_type)]
+        details += _efa_line(efa)
+        purchase = _literal(props.get("PurchaseOption"))
+        if purchase and purchase != "ONDEMAND":
+            details.append(purchase.lower())
+        details.append(f"queue {', '.join(queues)}" if queues else "login (in no queue)")
+        self.add(
+            Node(
+                group_id,
+                NodeKind.NODE_GROUP,
+                f"node group {name}",
+                tuple(details),
+                parent=cluster if cluster in self.nodes else None,
+                logical_id=group_id,
+                role=NodeRole.COMPUTE if queues else NodeRole.LOGIN,
+                instance_type=instance_type,
+                count=count,
+                efa_interfaces=efa,
+            )
+        )
+        self.link(group_id, self.subnet_targets(props.get("SubnetIds")), EdgeKind.RUNS_IN)
+        self.link(group_id, [_target(_dict(data.get("Placement")).get("GroupName"))], EdgeKind.PLACED_IN)
+        user_data = data.get("UserData")
+        mount = re.search(r"mount_dir='([^']*)'", _text(_dict(user_data).get("Fn::Base64", user_data), ""))
+        file_systems = [t for t in _targets(user_data) if self.type_of(t) == "AWS::FSx::FileSystem"]
+        self.link(group_id, file_systems, EdgeKind.MOUNTS, mount.group(1) if mount else "")
 
     # -- what outlives the stack -----------------------------------------------------------------
 
