@@ -16,7 +16,8 @@ What the shipped environments keep after ``cdk destroy`` (everything else is del
   retention);
 * HyperPod's lifecycle bucket and its access-log bucket (S3 storage of a few scripts and logs).
 
-Clusters (HyperPod, ParallelCluster, EKS with its secrets key) are deleted: they hold no data of their own.
+Clusters (HyperPod, ParallelCluster, AWS PCS, EKS with its secrets key) are deleted: they hold no data of
+their own.
 """
 
 from __future__ import annotations
@@ -194,6 +195,7 @@ def test_destroy_completes_and_keeps_the_data(environment_gates: EnvironmentGate
         "Custom::PclusterCluster",
         "AWS::SageMaker::Cluster",
         "AWS::EKS::Cluster",
+        "AWS::PCS::Cluster",
         "AWS::KMS::Key",
     }
 

@@ -42,6 +42,7 @@ STATEFUL_TYPES = (
     "AWS::S3::Bucket",
     "AWS::SageMaker::Cluster",
     "AWS::EKS::Cluster",
+    "AWS::PCS::Cluster",
     "Custom::PclusterCluster",
 )
 #: Custom resources have no schema: ParallelCluster documents ClusterName as immutable
