@@ -56,12 +56,17 @@ EXPECTED_FILES: dict[str, set[str]] = {
     "eks-g5-efa": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"},
     "eks-gpu-monitoring": set(),
     "eks-gpu-sharing": set(),
+    "eks-p5-capacity-block": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"},
     "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"},
     "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),
+    "hyperpod-p5-training-plan": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-slurm": set(),
     "network-storage": set(),
     "parallelcluster-c5n": _slurm(SLURM_CPU, "compute"),
     "parallelcluster-p5": _slurm(SLURM_GPU, "gpu"),
+    "parallelcluster-p5-capacity-block": _slurm(SLURM_GPU, "gpu"),
+    "pcs-c5n": _slurm(SLURM_CPU, "compute"),
+    "pcs-p5": _slurm(SLURM_GPU, "gpu"),
 }
 
 # osu_bw measured between two c5n.9xlarge in a cluster placement group (MB/s).
@@ -98,7 +103,7 @@ def test_environment_gets_its_jobs(stem: str) -> None:
     ("stem", "why"),
     [
         ("hyperpod-slurm", "partition dev: ml.c5.xlarge has no EFA"),
-        ("network-storage", "no hyperpod, parallelcluster or eks section"),
+        ("network-storage", "no hyperpod, parallelcluster, pcs or eks section"),
         ("eks-gpu-sharing", "no efa_nodegroups"),
         ("eks-gpu-monitoring", "no efa_nodegroups"),
     ],
@@ -224,7 +229,7 @@ def _shellcheck_every_script() -> tuple[list[Path], subprocess.CompletedProcess[
 
 def test_shellcheck_clean() -> None:
     files, result = _SHELLCHECK.result()
-    assert len(files) == 4 + 6 + 6 + 2
+    assert len(files) == 4 + 6 + 6 + 2 + 4 + 6  # pcluster c5n, p5, hyperpod p5, eks checks, pcs c5n, p5
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -896,3 +901,39 @@ def test_check_mode_never_touches_mpi(bash: Bash) -> None:
 # Last, once every helper above is defined: started when this module is collected, so it runs
 # alongside the rest of the suite.
 _SHELLCHECK = background.start(_shellcheck_every_script)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            lambda pcs: pcs["compute_node_groups"][0].update(max_count=1),
+            "queue compute: c5n.9xlarge scales to 1 node; the tests need 2",
+        ),
+        (
+            lambda pcs: pcs["compute_node_groups"][0].update(efa=False),
+            "queue compute: no compute node group with EFA",
+        ),
+        (
+            lambda pcs: (
+                pcs["compute_node_groups"].append({"name": "big", "instance_type": "c5n.18xlarge"}),
+                pcs["queues"][0].update(compute_node_groups=["compute", "big"]),
+            ),
+            "queue compute: mixes EFA types c5n.18xlarge, c5n.9xlarge and the tests cannot pick one; give each "
+            "instance type its own queue",
+        ),
+    ],
+)
+def test_pcs_queues_the_tests_cannot_use_say_why(change: Any, reason: str) -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "pcs-c5n.yaml").read_text())
+    change(document["pcs"])
+    plan = acceptance_plan(parse_environment(document), "pcs-c5n")
+    assert plan.jobs == () and reason in plan.skipped
+
+
+def test_pcs_queues_default_to_one_per_node_group() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "pcs-p5.yaml").read_text())
+    del document["pcs"]["queues"]
+    jobs = acceptance_jobs(parse_environment(document), "pcs-p5")
+    assert {job.filename for job in jobs} == _slurm(SLURM_GPU, "gpu")
+    assert all("AWS PCS partition gpu" in job.description for job in jobs)

@@ -1,6 +1,7 @@
 """Slurm acceptance jobs: sbatch scripts for OSU and NCCL between two nodes of each EFA instance type.
 
-For ParallelCluster queues and HyperPod partitions, for each EFA instance type that scales to two nodes:
+For ParallelCluster queues, HyperPod partitions and AWS PCS queues, for each EFA instance type that scales to
+two nodes:
 ``osu_bw`` and ``osu_latency`` (one rank per node) once with EFA forced and once over TCP, and for GPU types
 NCCL ``all_reduce_perf`` (one rank per GPU) over EFA and over NCCL's socket transport. Each script prints
 the measured figure beside the expected one and exits non-zero when it is clearly worse or when the run's
@@ -61,10 +62,10 @@ SLURM_TIME_LIMIT = "01:00:00"
 
 
 def slurm_plan(config: EnvironmentConfig, environment_name: str) -> AcceptancePlan:
-    """The sbatch jobs of a ParallelCluster or HyperPod environment, and what is skipped and why."""
+    """The sbatch jobs of a ParallelCluster, HyperPod or AWS PCS environment, and what is skipped and why."""
     targets, skipped = _slurm_targets(config)
-    if config.parallelcluster is None and config.hyperpod is None:
-        skipped.append("no hyperpod, parallelcluster or eks section: there is no cluster to run jobs on")
+    if config.parallelcluster is None and config.hyperpod is None and config.pcs is None:
+        skipped.append("no hyperpod, parallelcluster, pcs or eks section: there is no cluster to run jobs on")
     jobs = [job for target in targets for job in _slurm_jobs(target, config, environment_name)]
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
 
@@ -91,6 +92,8 @@ def _slurm_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarget], list[
         return _parallelcluster_targets(config)
     if config.hyperpod is not None:
         return _hyperpod_targets(config)
+    if config.pcs is not None:
+        return _pcs_targets(config)
     return [], []
 
 
@@ -152,6 +155,33 @@ def _hyperpod_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarget], li
             targets.append(_SlurmTarget("HyperPod", partition, instance, None, False, ""))
     if not partitions:
         skipped.append("hyperpod: no worker partition")
+    return targets, skipped
+
+
+def _pcs_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarget], list[str]]:
+    assert config.pcs is not None
+    groups = {group.name: group for group in config.pcs.compute_node_groups}
+    queues = [(q.name, list(q.compute_node_groups)) for q in config.pcs.queues or []] or [
+        (name, [name]) for name in groups
+    ]
+    targets: list[_SlurmTarget] = []
+    skipped: list[str] = []
+    for queue, names in queues:
+        efa = [groups[name] for name in names if groups[name].efa_enabled]
+        types = sorted({group.instance_type for group in efa})
+        nodes = sum(group.max_count for group in efa)
+        if not efa:
+            skipped.append(f"queue {queue}: no compute node group with EFA")
+        elif len(types) > 1:
+            skipped.append(
+                f"queue {queue}: mixes EFA types {', '.join(types)} and the tests cannot pick one; give each "
+                "instance type its own queue"
+            )
+        elif nodes < 2:
+            skipped.append(f"queue {queue}: {types[0]} scales to {nodes} node; the tests need 2")
+        else:
+            # PCS EFA node groups launch into the environment's placement group (the construct requires it).
+            targets.append(_SlurmTarget("AWS PCS", queue, lookup(types[0]), None, True, ""))
     return targets, skipped
 
 
