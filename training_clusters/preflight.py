@@ -69,7 +69,7 @@ from botocore.exceptions import (
 from training_clusters import capacity as capacity_model
 from training_clusters.catalog import HYPERPOD_PREFIX, lookup
 from training_clusters.config import EnvironmentConfig
-from training_clusters.options import CapacityKind, LustreDeploymentType
+from training_clusters.options import CapacityKind, LustreDeploymentType, PcsPurchaseOption
 
 __all__ = [
     "LUSTRE_STORAGE_QUOTAS",
@@ -269,7 +269,12 @@ class InstanceDemand:
 
 def instance_demands(config: EnvironmentConfig) -> tuple[InstanceDemand, ...]:
     """Every instance group ``config`` launches, in file order."""
-    return (*_hyperpod_demands(config), *_parallelcluster_demands(config), *_eks_demands(config))
+    return (
+        *_hyperpod_demands(config),
+        *_parallelcluster_demands(config),
+        *_eks_demands(config),
+        *_pcs_demands(config),
+    )
 
 
 def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
@@ -331,6 +336,51 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                     reserved=_reserved(bought),
                 )
             )
+    return demands
+
+
+def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    spec = config.pcs
+    if spec is None:
+        return []
+    # The PCS stack puts every node group, login nodes included, in the placement subnet.
+    placement = (config.placement_availability_zone,)
+    demands = []
+    if spec.login_nodes.count:
+        demands.append(
+            InstanceDemand(
+                instance_type=spec.login_nodes.instance_type,
+                count=spec.login_nodes.count,
+                where="pcs.login_nodes",
+                count_field="pcs.login_nodes.count",
+                service=Service.EC2,
+                capacity=Capacity.ON_DEMAND,
+                availability_zones=placement,
+                in_placement_az=True,
+                efa=False,
+            )
+        )
+    for group in spec.compute_node_groups:
+        reservation = group.capacity_reservation_id
+        reserved = capacity_model.Capacity.reservation(reservation) if reservation is not None else None
+        bought = Capacity.CAPACITY_RESERVATION if reserved else Capacity.ON_DEMAND
+        if group.purchase_option is PcsPurchaseOption.SPOT:
+            bought = Capacity.SPOT
+        demands.append(
+            InstanceDemand(
+                instance_type=group.instance_type,
+                count=group.max_count,
+                where=f"pcs.compute_node_groups[{group.name}]",
+                count_field=f"pcs.compute_node_groups[{group.name}].max_count",
+                service=Service.EC2,
+                capacity=bought,
+                availability_zones=placement,
+                in_placement_az=True,
+                efa=group.efa_enabled,
+                capacity_reservation_id=reservation,
+                reserved=reserved,
+            )
+        )
     return demands
 
 

@@ -949,3 +949,79 @@ def test_a_training_plan_that_does_not_exist_fails() -> None:
         f"training plan {PLAN}: exists",
         f"no training plan {PLAN} in us-east-1",
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# AWS PCS
+
+
+def test_pcs_demands_count_login_nodes_and_each_node_group_at_max_count_in_the_placement_az() -> None:
+    login, compute = instance_demands(environment("pcs-c5n"))
+
+    assert (login.where, login.instance_type, login.count, login.efa, login.count_field) == (
+        "pcs.login_nodes",
+        "t3.medium",
+        1,
+        False,
+        "pcs.login_nodes.count",
+    )
+    assert (compute.where, compute.count, compute.efa, compute.count_field) == (
+        "pcs.compute_node_groups[compute]",
+        2,
+        True,
+        "pcs.compute_node_groups[compute].max_count",
+    )
+    assert compute.vcpus == 72 and compute.service is Service.EC2
+    assert login.availability_zones == compute.availability_zones == ("us-east-1a",)
+
+
+@pytest.mark.parametrize(
+    ("group", "capacity"),
+    [
+        ({"purchase_option": "spot"}, Capacity.SPOT),
+        ({"capacity_reservation_id": "cr-0123456789abcdef0"}, Capacity.CAPACITY_RESERVATION),
+        ({}, Capacity.ON_DEMAND),
+    ],
+)
+def test_pcs_purchase_options(group: dict[str, str], capacity: Capacity) -> None:
+    document = {
+        "region": REGION,
+        "availability_zones": ["us-east-1a", "us-east-1b"],
+        "pcs": {
+            "ami_id": "ami-0123456789abcdef0",
+            "login_nodes": {"count": 0},
+            "compute_node_groups": [{"name": "gpu", "instance_type": "p5.48xlarge", **group}],
+        },
+    }
+
+    [demand] = instance_demands(parse_environment(document))
+    assert demand.capacity is capacity
+    assert (demand.reserved is not None) is (capacity is Capacity.CAPACITY_RESERVATION)
+
+
+def test_pcs_environment_passes_with_login_and_compute_nodes_in_one_quota() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 128)
+    account.offerings({"t3.medium": AZS, "c5n.9xlarge": ["us-east-1a"]})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(environment("pcs-c5n"))
+
+    assert failures(checks) == []
+    standard = only(checks, "EC2 quota")
+    assert standard.needed.startswith("74 vCPUs (t3.medium \N{MULTIPLICATION SIGN} 1 in pcs.login_nodes + ")
+    assert only(checks, "EFA on c5n.9xlarge").passed
+
+
+def test_pcs_environment_without_room_for_its_nodes_fails_naming_the_node_group() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 64)
+    account.offerings({"t3.medium": AZS, "c5n.9xlarge": ["us-east-1a"]})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(environment("pcs-c5n"))
+
+    [failed] = failures(checks)
+    assert "pcs.compute_node_groups[compute]" in failed.needed and failed.available == "64 vCPUs"
