@@ -229,7 +229,9 @@ def _shellcheck_every_script() -> tuple[list[Path], subprocess.CompletedProcess[
 
 def test_shellcheck_clean() -> None:
     files, result = _SHELLCHECK.result()
-    assert len(files) == 4 + 6 + 6 + 2 + 4 + 6  # pcluster c5n, p5, hyperpod p5, eks checks, pcs c5n, p5
+    # pcluster c5n, p5, hyperpod p5, eks checks, pcs c5n, p5; then the capacity examples: pcluster p5 on a
+    # Capacity Block, hyperpod p5 on a training plan, the eks p5 block's check
+    assert len(files) == 4 + 6 + 6 + 2 + 4 + 6 + 6 + 6 + 1
     assert result.returncode == 0, result.stdout + result.stderr
 
 

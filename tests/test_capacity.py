@@ -190,9 +190,11 @@ def test_the_older_nodegroup_props_map_onto_the_model(
     assert from_nodegroup_capacity_type(capacity_type, reservation_id) == expected
 
 
-def test_a_capacity_block_without_its_id_is_refused() -> None:
+def test_a_capacity_block_without_its_id_or_spot_with_one_is_refused() -> None:
     with pytest.raises(ConfigurationError, match="capacity_reservation_id is required with CAPACITY_BLOCK"):
         from_nodegroup_capacity_type(NodegroupCapacityType.CAPACITY_BLOCK, None)
+    with pytest.raises(ConfigurationError, match=f"got '{CR}' with SPOT"):
+        from_nodegroup_capacity_type(NodegroupCapacityType.SPOT, CR)
 
 
 def test_the_older_queue_capacity_type_maps_onto_the_model() -> None:

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training_clusters import yaml_file
+from training_clusters.capacity import Capacity
 from training_clusters.config import (
     EnvironmentConfig,
     environment_name,
@@ -513,3 +514,121 @@ def test_a_long_message_keeps_its_field_and_its_end() -> None:
         "  storage.lustre.mount_dir: must be an absolute directory such as /fsx, got '/ddd"
     )
     assert line.endswith("... (5002 characters)") and len(line) < 250
+
+
+# --------------------------------------------------------------------------------------------------
+# capacity sections
+
+BLOCK = "cr-0123456789abcdef0"
+PLAN_ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
+P5_EFA = {"name": "p5", "instance_type": "p5.48xlarge", "size": 2}
+P5_RESOURCE = {"name": "p5", "instance_type": "p5.48xlarge", "min_count": 2, "max_count": 2}
+HYPERPOD_CONTROLLER = {"name": "controller", "instance_type": "ml.m5.xlarge", "role": "controller"}
+
+
+def _eks(**group: Any) -> dict[str, Any]:
+    return with_(eks={"efa_nodegroups": [{**P5_EFA, **group}]})
+
+
+def _pcluster(queue: dict[str, Any] | None = None, **resource: Any) -> dict[str, Any]:
+    return with_(
+        parallelcluster={
+            "queues": [{"name": "gpu", "compute_resources": [{**P5_RESOURCE, **resource}], **(queue or {})}]
+        }
+    )
+
+
+def _hyperpod(capacity: dict[str, Any]) -> dict[str, Any]:
+    worker = {"name": "gpu", "instance_type": "ml.p5.48xlarge", "partition": "gpu", "capacity": capacity}
+    return with_(hyperpod={"cluster_name": "c", "instance_groups": [HYPERPOD_CONTROLLER, worker]})
+
+
+def test_capacity_sections_become_the_capacity_model() -> None:
+    eks = parse_environment(_eks(capacity={"type": "capacity_block", "reservation_id": BLOCK})).eks
+    assert eks is not None and eks.efa_nodegroups[0].node_capacity() == Capacity.capacity_block(BLOCK)
+    older = parse_environment(_eks(capacity_type="capacity_block", capacity_reservation_id=BLOCK)).eks
+    assert older is not None and older.efa_nodegroups[0].node_capacity() == Capacity.capacity_block(BLOCK)
+    queue = {"capacity": {"type": "reservation", "reservation_id": BLOCK, "targeted": False}}
+    pcluster = parse_environment(_pcluster(queue)).parallelcluster
+    assert pcluster is not None
+    assert pcluster.queues[0].queue_capacity() == Capacity.reservation(BLOCK, targeted=False)
+    hyperpod = parse_environment(_hyperpod({"type": "training-plan", "training_plan_arn": PLAN_ARN})).hyperpod
+    assert hyperpod is not None and hyperpod.instance_groups[1].capacity is not None
+    assert hyperpod.instance_groups[1].capacity.to_capacity() == Capacity.training_plan(PLAN_ARN)
+
+
+@pytest.mark.parametrize(
+    ("document", "line"),
+    [
+        (
+            _eks(capacity={"type": "training-plan", "training_plan_arn": PLAN_ARN}),
+            "  eks.efa_nodegroups.0.capacity: training-plan is not supported by Amazon EKS managed nodegroups; "
+            "use on-demand or spot or reservation or capacity-block",
+        ),
+        (
+            _eks(capacity_type="spot", capacity={"type": "spot"}),
+            "  eks.efa_nodegroups.0: capacity replaces capacity_type; give capacity only",
+        ),
+        (
+            _eks(capacity={"type": "capacity-block"}),
+            "  eks.efa_nodegroups.0.capacity: capacity-block capacity needs reservation_id",
+        ),
+        (
+            _eks(capacity={"type": "reservation", "reservation_id": "cr-1"}),
+            "  eks.efa_nodegroups.0.capacity: reservation_id must look like cr-0123456789abcdef0, got 'cr-1'",
+        ),
+        (
+            _hyperpod({"type": "spot"}),
+            "  hyperpod.instance_groups.1.capacity: spot is not supported by SageMaker HyperPod; use on-demand or "
+            "training-plan",
+        ),
+        (
+            _pcluster(capacity={"type": "on-demand"}),
+            "  parallelcluster.queues.0.compute_resources.0.capacity: of a compute resource must be a reservation "
+            "or a capacity-block, got on-demand; on-demand and spot are the queue's capacity",
+        ),
+        (
+            _pcluster({"capacity": {"type": "capacity-block", "reservation_id": BLOCK}}, min_count=0),
+            f"  parallelcluster.queues.0: compute resource 'p5' uses Capacity Block {BLOCK}, whose nodes are all "
+            "static: min_count must equal max_count and be 1 or more, got 0 and 2",
+        ),
+        (
+            _pcluster({"capacity": {"type": "spot"}, "capacity_type": "SPOT"}),
+            "  parallelcluster.queues.0: capacity replaces capacity_type; give one of them",
+        ),
+        (
+            with_(
+                parallelcluster={
+                    "queues": [
+                        {
+                            "name": "cpu",
+                            "compute_resources": [
+                                {"name": "t3", "instance_type": "t3.medium", "gpu_health_check": True}
+                            ],
+                        }
+                    ]
+                }
+            ),
+            "  parallelcluster.queues.0.compute_resources.0: gpu_health_check applies to NVIDIA GPU instance types "
+            "(it runs DCGM diagnostics), got t3.medium",
+        ),
+    ],
+)
+def test_bad_capacity_sections_name_the_field_and_what_is_allowed(
+    document: dict[str, Any], line: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(document, source="env.yaml")
+    assert line in str(error.value).splitlines()
+
+
+def test_a_reserved_queue_may_turn_its_placement_group_off_even_with_efa() -> None:
+    queue = {"capacity": {"type": "reservation", "reservation_id": BLOCK}, "placement": "none"}
+    assert parse_environment(_pcluster(queue)).parallelcluster is not None
+    with pytest.raises(ConfigurationError, match="placement is none, but compute resource 'p5' uses EFA"):
+        parse_environment(_pcluster({"placement": "none"}))
+
+
+def test_the_node_monitoring_agent_is_on_by_default() -> None:
+    eks = parse_environment(_eks()).eks
+    assert eks is not None and eks.addons.node_monitoring_agent is True

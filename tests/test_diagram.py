@@ -21,6 +21,7 @@ import pytest
 
 from training_clusters import cli
 from training_clusters.catalog import lookup
+from training_clusters.config import load_environment
 from training_clusters.diagram import (
     EdgeKind,
     EnvironmentGraph,
@@ -50,12 +51,15 @@ EXPECTED_EFA = {
     "eks-g5-efa": {"g5.8xlarge": 1, "t3.large": 0},
     "eks-gpu-monitoring": {"g4dn.xlarge": 0, "t3.large": 0},
     "eks-gpu-sharing": {"g5.2xlarge": 0, "t3.large": 0},
+    "eks-p5-capacity-block": {"p5.48xlarge": 32, "t3.large": 0},
     "eks-p5-efa": {"p5.48xlarge": 32, "t3.large": 0},
     "hyperpod-p5": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},
+    "hyperpod-p5-training-plan": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},
     "hyperpod-slurm": {"ml.c5.xlarge": 0},
     "network-storage": {},
     "parallelcluster-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "parallelcluster-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
+    "parallelcluster-p5-capacity-block": {"m5.2xlarge": 0, "p5.48xlarge": 32},
     "pcs-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "pcs-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
 }
@@ -194,12 +198,22 @@ def test_the_drawing_connects_compute_to_its_subnets_placement_and_storage(shipp
     efa_groups = {
         g.id for g in graph.of_kind(NodeKind.NODE_GROUP) if g.efa_interfaces and g.parent not in hyperpod
     }
+    if _on_reserved_capacity(path):
+        efa_groups = set()  # a Capacity Block or reservation places its nodes (Capacity.keeps_placement_group)
     assert efa_groups <= placed, "EFA node groups launch into the placement group (HyperPod places its own)"
     mounted = {e.target for e in graph.edges if e.kind is EdgeKind.MOUNTS}
     if graph.of_kind(NodeKind.CLUSTER):
         assert mounted == {n.id for n in graph.of_kind(NodeKind.FILE_SYSTEM)}, (
             "the cluster mounts its storage"
         )
+
+
+def _on_reserved_capacity(path: Path) -> bool:
+    config = load_environment(path)
+    capacities = [g.node_capacity() for g in config.eks.efa_nodegroups] if config.eks else []
+    for queue in config.parallelcluster.queues if config.parallelcluster else []:
+        capacities += [r.resource_capacity() or queue.queue_capacity() for r in queue.compute_resources]
+    return any(not c.keeps_placement_group() for c in capacities)
 
 
 @pytest.fixture(scope="module")

@@ -307,10 +307,14 @@ def from_nodegroup_capacity_type(
 ) -> Capacity:
     """An EKS nodegroup's ``capacity_type`` + ``capacity_reservation_id`` (the props before :class:`Capacity`).
 
-    ON_DEMAND with an id is a targeted reservation, CAPACITY_BLOCK a block; the callers check that SPOT has
-    no id and CAPACITY_BLOCK has one.
+    ON_DEMAND with an id is a targeted reservation, CAPACITY_BLOCK a block (its id required), SPOT no id.
     """
     if capacity_type is NodegroupCapacityType.SPOT:
+        if reservation_id is not None:
+            raise ConfigurationError(
+                f"capacity_reservation_id applies to ON_DEMAND and CAPACITY_BLOCK only, got '{reservation_id}' "
+                "with SPOT"
+            )
         return Capacity.spot()
     if capacity_type is NodegroupCapacityType.CAPACITY_BLOCK:
         if reservation_id is None:

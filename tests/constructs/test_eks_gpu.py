@@ -567,7 +567,13 @@ def _capacity_of(stack: cdk.Stack, group: EfaNodegroup | GpuNodegroup) -> tuple[
             None,
             False,
         ),
-        (Capacity.reservation(BLOCK, targeted=False), "ON_DEMAND", {"capacityReservationPreference": "open"}, None, False),
+        (
+            Capacity.reservation(BLOCK, targeted=False),
+            "ON_DEMAND",
+            {"capacityReservationPreference": "open"},
+            None,
+            False,
+        ),
         (
             Capacity.reservation(BLOCK, in_placement_group=True),
             "ON_DEMAND",
@@ -582,7 +588,13 @@ def _capacity_of(stack: cdk.Stack, group: EfaNodegroup | GpuNodegroup) -> tuple[
             None,
             False,
         ),
-        (Capacity.spot(), "SPOT", None, None, True),  # EKS sets Spot itself: no market options in the template
+        (
+            Capacity.spot(),
+            "SPOT",
+            None,
+            None,
+            True,
+        ),  # EKS sets Spot itself: no market options in the template
         (Capacity.on_demand(), "ON_DEMAND", None, None, True),
     ],
     ids=["block", "reservation", "open", "reservation-in-group", "resource-group", "spot", "on-demand"],
@@ -626,7 +638,10 @@ def test_efa_nodegroup_capacity_reaches_the_nodegroup_and_its_launch_template(
             "Test/Bad2: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
             f"capacity on-demand with capacity_type ON_DEMAND and capacity_reservation_id '{BLOCK}'",
         ),
-        ({"capacity": "capacity-block"}, "Test/Bad3: capacity must be a Capacity (or None), got str 'capacity-block'"),
+        (
+            {"capacity": "capacity-block"},
+            "Test/Bad3: capacity must be a Capacity (or None), got str 'capacity-block'",
+        ),
     ],
 )
 def test_bad_efa_nodegroup_capacities_are_clear_errors(

@@ -9,6 +9,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from training_clusters.capacity import Capacity
 from training_clusters.constructs.hyperpod import (
     LIFECYCLE_SETTING_KEYS,
     ON_CREATE_SCRIPT,
@@ -604,3 +605,44 @@ def test_the_scripts_run_with_the_files_the_construct_writes(stack: cdk.Stack, t
     assert "WARN" not in run.log
     assert "team step on the worker" in run.log
     assert sandbox.path("var/tmp/team-step-ran").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# capacity: training plans, and what HyperPod refuses
+
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
+
+
+def test_a_training_plan_becomes_the_groups_training_plan_arn(stack: cdk.Stack) -> None:
+    planned = InstanceGroup(
+        name="gpu", instance_type="ml.p5.48xlarge", instance_count=2, partition="gpu",
+        capacity=Capacity.training_plan(PLAN),
+    )  # fmt: skip
+    build(stack, [CONTROLLER, planned])
+    groups = next(iter(Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()))[
+        "Properties"
+    ]["InstanceGroups"]
+    assert "TrainingPlanArn" not in groups[0]
+    assert groups[1]["TrainingPlanArn"] == PLAN
+
+
+@pytest.mark.parametrize(
+    ("capacity", "message"),
+    [
+        (Capacity.spot(), "spot is not supported by SageMaker HyperPod; use on-demand or training-plan"),
+        (
+            Capacity.reservation(resource_group_arn="arn:aws:resource-groups:us-east-1:111122223333:group/r"),
+            "reservation is not supported by SageMaker HyperPod; use on-demand or training-plan",
+        ),
+        (
+            Capacity.capacity_block("cr-0123456789abcdef0"),
+            "capacity-block is not supported by SageMaker HyperPod; use on-demand or training-plan",
+        ),
+    ],
+    ids=["spot", "resource-group", "capacity-block"],
+)
+def test_hyperpod_refuses_capacity_it_cannot_use(stack: cdk.Stack, capacity: Capacity, message: str) -> None:
+    group = InstanceGroup(name="gpu", instance_type="ml.p5.48xlarge", partition="gpu", capacity=capacity)
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, [CONTROLLER, group])
+    assert str(error.value) == f"Test/HyperPod: instance_groups[1].capacity {message}"

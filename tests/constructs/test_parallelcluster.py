@@ -9,6 +9,7 @@ import yaml
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Annotations, Match, Template
 
+from training_clusters.capacity import Capacity
 from training_clusters.constructs.lustre import LustreDeploymentType, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.parallelcluster import (
@@ -629,3 +630,178 @@ def test_provider_policies_with_your_own_role_are_refused(parts: Parts) -> None:
         ConfigurationError, match="provider_additional_policies apply only to the role the provider"
     ):
         parts.cluster(provider_lambda_role=role, provider_additional_policies=[policy])
+
+
+# --------------------------------------------------------------------------------------------------
+# capacity and GPU health checks
+
+BLOCK = "cr-0123456789abcdef0"
+RESERVATION_GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
+P5_STATIC = ComputeResource(name="p5", instance_type="p5.48xlarge", min_count=2, max_count=2)
+
+
+def _only_queue(parts: Parts, *queues: SlurmQueue) -> dict[str, Any]:
+    queue: dict[str, Any] = resolved(parts.cluster(queues=list(queues)))["Scheduling"]["SlurmQueues"][0]
+    return queue
+
+
+def test_a_capacity_block_queue_targets_the_block_without_a_placement_group(parts: Parts) -> None:
+    queue = _only_queue(
+        parts, SlurmQueue(name="gpu", compute_resources=[P5_STATIC], capacity=Capacity.capacity_block(BLOCK))
+    )
+    assert queue["CapacityType"] == "CAPACITY_BLOCK"
+    assert queue["CapacityReservationTarget"] == {"CapacityReservationId": BLOCK}
+    # ParallelCluster's PlacementGroupCapacityTypeValidator: no placement group with a block
+    assert queue["Networking"]["PlacementGroup"] == {"Enabled": False}
+
+
+def test_a_block_on_one_compute_resource_makes_the_queue_capacity_block(parts: Parts) -> None:
+    resource = ComputeResource(
+        name="p5",
+        instance_type="p5.48xlarge",
+        min_count=1,
+        max_count=1,
+        capacity=Capacity.capacity_block(BLOCK),
+    )
+    queue = _only_queue(parts, SlurmQueue(name="gpu", compute_resources=[resource]))
+    assert queue["CapacityType"] == "CAPACITY_BLOCK"
+    assert "CapacityReservationTarget" not in queue
+    [compute] = queue["ComputeResources"]
+    assert compute["CapacityReservationTarget"] == {"CapacityReservationId": BLOCK}
+    assert compute["Networking"] == {"PlacementGroup": {"Enabled": False}}
+
+
+@pytest.mark.parametrize(
+    ("capacity", "target", "placement"),
+    [
+        (Capacity.reservation(BLOCK), {"CapacityReservationId": BLOCK}, {"Enabled": False}),
+        (Capacity.reservation(BLOCK, targeted=False), None, {"Enabled": False}),
+        (
+            Capacity.reservation(resource_group_arn=RESERVATION_GROUP),
+            {"CapacityReservationResourceGroupArn": RESERVATION_GROUP},
+            {"Enabled": False},
+        ),
+        (Capacity.reservation(BLOCK, in_placement_group=True), {"CapacityReservationId": BLOCK}, None),
+    ],
+    ids=["targeted", "open", "resource-group", "in-our-placement-group"],
+)
+def test_a_reservation_queue_stays_on_demand_and_keeps_the_group_only_when_made_in_it(
+    parts: Parts, capacity: Capacity, target: dict[str, str] | None, placement: dict[str, Any] | None
+) -> None:
+    queue = _only_queue(parts, SlurmQueue(name="gpu", compute_resources=[P5], capacity=capacity))
+    assert queue["CapacityType"] == "ONDEMAND"
+    assert queue.get("CapacityReservationTarget") == target
+    if placement is None:
+        assert queue["Networking"]["PlacementGroup"]["Enabled"] is True
+        assert "Name" in queue["Networking"]["PlacementGroup"]
+    else:
+        assert queue["Networking"]["PlacementGroup"] == placement
+
+
+def test_a_placement_group_forced_onto_a_block_is_kept_with_a_warning(parts: Parts) -> None:
+    queue = _only_queue(
+        parts,
+        SlurmQueue(
+            name="gpu",
+            compute_resources=[P5_STATIC],
+            capacity=Capacity.capacity_block(BLOCK),
+            placement=QueuePlacement.SHARED,
+        ),
+    )
+    assert queue["Networking"]["PlacementGroup"]["Enabled"] is True
+    warnings = Annotations.from_stack(parts.stack).find_warning("*", Match.string_like_regexp("placement"))
+    assert any("training-clusters:capacity-placement" in str(w.entry.data) for w in warnings)
+
+
+def test_the_older_capacity_type_still_works(parts: Parts) -> None:
+    queue = _only_queue(parts, SlurmQueue(name="compute", compute_resources=[C5N], capacity_type="spot"))
+    assert queue["CapacityType"] == "SPOT"
+
+
+def test_gpu_health_checks_are_on_for_gpus_unless_turned_off(parts: Parts) -> None:
+    off = ComputeResource(name="p5-off", instance_type="p5.48xlarge", max_count=1, gpu_health_check=False)
+    queue = _only_queue(parts, SlurmQueue(name="gpu", compute_resources=[P5, off, T3], placement="managed"))
+    on, turned_off, cpu = queue["ComputeResources"]
+    assert on["HealthChecks"] == {"Gpu": {"Enabled": True}}
+    assert "HealthChecks" not in turned_off
+    assert "HealthChecks" not in cpu
+
+
+CAPACITY_BAD_PROPS: list[tuple[str, dict[str, Any], str]] = [
+    (
+        "training plan",
+        {
+            "queues": _queue(
+                P5,
+                capacity=Capacity.training_plan("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p"),
+            )
+        },
+        "Test/Cluster: queues[0].capacity training-plan is not supported by AWS ParallelCluster; use on-demand or "
+        "spot or reservation or capacity-block",
+    ),
+    (
+        "capacity and capacity_type",
+        {"queues": _queue(P5, capacity=Capacity.reservation(BLOCK), capacity_type="SPOT")},
+        f"Test/Cluster: queues[0].capacity replaces capacity_type; give capacity only, got capacity capacity "
+        f"reservation {BLOCK} with capacity_type SPOT",
+    ),
+    (
+        "spot on a compute resource",
+        {"queues": _queue(ComputeResource(name="p5", instance_type="p5.48xlarge", capacity=Capacity.spot()))},
+        "Test/Cluster: queues[0].compute_resources[0].capacity of a compute resource must be a reservation or a "
+        "capacity-block, got spot; on-demand and spot are the queue's capacity",
+    ),
+    (
+        "block with dynamic nodes",
+        {"queues": _queue(P5, capacity=Capacity.capacity_block(BLOCK))},
+        f"Test/Cluster: queues[0] compute resource 'p5' uses Capacity Block {BLOCK}, whose nodes are all static: "
+        "min_count must equal max_count and be 1 or more, got 0 and 4",
+    ),
+    (
+        "block beside on-demand",
+        {
+            "queues": _queue(
+                ComputeResource(
+                    name="p5",
+                    instance_type="p5.48xlarge",
+                    min_count=1,
+                    max_count=1,
+                    capacity=Capacity.capacity_block(BLOCK),
+                ),
+                C5N,
+            )
+        },
+        "Test/Cluster: queues[0] mixes Capacity Blocks with on-demand (compute resource 'c5n'); ParallelCluster's "
+        "CapacityType is the queue's: put each Capacity Block in a queue of its own",
+    ),
+    (
+        "reservation in a spot queue",
+        {
+            "queues": _queue(
+                ComputeResource(
+                    name="c5n", instance_type="c5n.9xlarge", capacity=Capacity.reservation(BLOCK)
+                ),
+                capacity=Capacity.spot(),
+            )
+        },
+        f"Test/Cluster: queues[0] capacity is spot, but compute resource 'c5n' has capacity reservation {BLOCK}; "
+        "reservations and Capacity Blocks hold On-Demand capacity: use an on-demand queue",
+    ),
+    (
+        "gpu health check on a cpu",
+        {"queues": _queue(ComputeResource(name="t3", instance_type="t3.medium", gpu_health_check=True))},
+        "Test/Cluster: queues[0].compute_resources[0].gpu_health_check applies to NVIDIA GPU instance types (it "
+        "runs DCGM diagnostics), got t3.medium",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("case", "props", "message"), CAPACITY_BAD_PROPS, ids=[case for case, _, _ in CAPACITY_BAD_PROPS]
+)
+def test_bad_capacities_are_clear_errors(
+    parts: Parts, case: str, props: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parts.cluster(**props)
+    assert str(error.value) == message

@@ -23,11 +23,12 @@ from ..conftest import ROOT, EnvironmentGates
 EKS_FILES = sorted((ROOT / "environments").glob("eks-*.yaml"))
 
 
-def test_the_four_eks_environments_exist() -> None:
+def test_the_five_eks_environments_exist() -> None:
     assert [p.name for p in EKS_FILES] == [
         "eks-g5-efa.yaml",
         "eks-gpu-monitoring.yaml",
         "eks-gpu-sharing.yaml",
+        "eks-p5-capacity-block.yaml",
         "eks-p5-efa.yaml",
     ]
 
@@ -319,10 +320,11 @@ def test_eks_environment_keeps_node_credentials_on_the_node(
     addons = sorted(
         v["Properties"]["AddonName"] for v in resources.values() if v["Type"] == "AWS::EKS::Addon"
     )
-    # every add-on that calls AWS has a Pod Identity association; the agent is installed once
+    # every add-on that calls AWS has a Pod Identity association; the agent is installed once; the node
+    # monitoring agent only reads node logs and writes node conditions (the Kubernetes API)
     assert addons.count("eks-pod-identity-agent") == 1
     for addon in (v["Properties"] for v in resources.values() if v["Type"] == "AWS::EKS::Addon"):
-        if addon["AddonName"] != "eks-pod-identity-agent":
+        if addon["AddonName"] not in ("eks-pod-identity-agent", "eks-node-monitoring-agent"):
             assert addon["PodIdentityAssociations"], addon["AddonName"]
 
 
@@ -345,3 +347,59 @@ def test_monitoring_environment_keeps_metrics_on_gp3_volumes(environment_gates: 
     (association,) = addons["aws-ebs-csi-driver"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "ebs-csi-controller-sa"
     gates.assert_clean()  # 0 cdk-nag findings, 0 cfn-lint errors with the new roles and add-ons
+
+
+# --------------------------------------------------------------------------------------------------
+# capacity and node health
+
+
+def test_the_capacity_block_example_launches_into_the_block_outside_the_placement_group(
+    environment_gates: EnvironmentGates,
+) -> None:
+    template = environment_gates.template(ROOT / "environments" / "eks-p5-capacity-block.yaml")
+    resources = template["Resources"].values()
+    (p5,) = (
+        v["Properties"]["LaunchTemplateData"]
+        for v in resources
+        if v["Type"] == "AWS::EC2::LaunchTemplate"
+        and v["Properties"]["LaunchTemplateData"]["InstanceType"] == "p5.48xlarge"
+    )
+    assert p5["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert p5["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
+    }
+    assert "Placement" not in p5  # a Capacity Block is already co-located (Capacity.keeps_placement_group)
+    capacity_types = sorted(
+        v["Properties"]["CapacityType"] for v in resources if v["Type"] == "AWS::EKS::Nodegroup"
+    )
+    assert capacity_types == ["CAPACITY_BLOCK", "ON_DEMAND"]
+
+
+@pytest.mark.parametrize("path", EKS_FILES, ids=[p.stem for p in EKS_FILES])
+def test_gpu_nodes_are_watched_and_repaired(environment_gates: EnvironmentGates, path: Path) -> None:
+    resources = environment_gates.template(path)["Resources"].values()
+    addons = [v["Properties"]["AddonName"] for v in resources if v["Type"] == "AWS::EKS::Addon"]
+    assert addons.count("eks-node-monitoring-agent") == 1
+    nodegroups = [v["Properties"] for v in resources if v["Type"] == "AWS::EKS::Nodegroup"]
+    assert all(n["NodeRepairConfig"] == {"Enabled": True} for n in nodegroups)
+
+
+def test_the_node_monitoring_agent_can_be_left_out_and_reserved_gpu_nodes_use_the_placement_subnet(
+    app: cdk.App,
+) -> None:
+    document = yaml.safe_load((ROOT / "environments" / "eks-gpu-sharing.yaml").read_text())
+    document["eks"]["addons"]["node_monitoring_agent"] = False
+    document["eks"]["gpu_nodegroups"][0]["capacity"] = {
+        "type": "reservation",
+        "reservation_id": "cr-0123456789abcdef0",
+    }
+    stack = add_environment_config(app, parse_environment(document), "gpu-reserved")
+    assert isinstance(stack, EksTrainingEnvironment) and stack.node_monitoring_agent is None
+    resources = Template.from_stack(stack).to_json()["Resources"].values()
+    assert "eks-node-monitoring-agent" not in [
+        v["Properties"]["AddonName"] for v in resources if v["Type"] == "AWS::EKS::Addon"
+    ]
+    (gpu,) = stack.gpu_nodegroups.values()
+    assert stack.resolve(gpu.nodegroup.node.default_child.subnets) == [  # type: ignore[union-attr]
+        stack.resolve(stack.network.placement_subnet().subnet_id)
+    ]

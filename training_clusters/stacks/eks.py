@@ -97,7 +97,10 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 desired_size=group.size,
                 efa_interfaces=group.efa_interfaces,
                 efa_interface_type=group.efa_interface_type,
-                capacity=group.node_capacity(),
+                # the older props go through the construct, which checks them with its own messages
+                capacity=None if group.capacity is None else group.capacity.to_capacity(),
+                capacity_type=group.capacity_type,
+                capacity_reservation_id=group.capacity_reservation_id,
                 labels=self._node_labels(settings, group.labels, group.instance_type),
             )
             for group in settings.efa_nodegroups
