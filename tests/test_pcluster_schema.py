@@ -15,6 +15,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
 
+from training_clusters.capacity import Capacity
 from training_clusters.constructs.lustre import LustreDeploymentType
 from training_clusters.constructs.parallelcluster import (
     ComputeResource,
@@ -36,6 +37,9 @@ from .pcluster_schema import (
     schema_errors,
     schema_errors_many,
 )
+
+RESERVATION = "cr-0123456789abcdef0"
+RESERVATION_GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
 
 
 def _environment(file: str) -> Callable[[EnvironmentGates], dict[str, Any]]:
@@ -65,6 +69,48 @@ def _script(parts: Parts) -> CustomActionScript:
 EMITTED: dict[str, Callable[[EnvironmentGates], dict[str, Any]]] = {
     "environments/parallelcluster-c5n.yaml": _environment("parallelcluster-c5n.yaml"),
     "environments/parallelcluster-p5.yaml": _environment("parallelcluster-p5.yaml"),
+    "environments/parallelcluster-p5-capacity-block.yaml": _environment(
+        "parallelcluster-p5-capacity-block.yaml"
+    ),
+    "reservations: targeted, open, resource group, per compute resource, gpu check off": _variant(
+        queues=[
+            SlurmQueue(name="odcr", compute_resources=[P5], capacity=Capacity.reservation(RESERVATION)),
+            SlurmQueue(
+                name="open",
+                compute_resources=[P5],
+                capacity=Capacity.reservation(RESERVATION, targeted=False),
+            ),
+            SlurmQueue(
+                name="group",
+                compute_resources=[P5],
+                capacity=Capacity.reservation(resource_group_arn=RESERVATION_GROUP),
+            ),
+            SlurmQueue(
+                name="mixed",
+                compute_resources=[
+                    ComputeResource(
+                        name="p5",
+                        instance_type="p5.48xlarge",
+                        capacity=Capacity.reservation(RESERVATION),
+                        gpu_health_check=False,
+                    ),
+                    C5N,
+                ],
+            ),
+            SlurmQueue(
+                name="block",
+                compute_resources=[
+                    ComputeResource(
+                        name="p5",
+                        instance_type="p5.48xlarge",
+                        min_count=1,
+                        max_count=1,
+                        capacity=Capacity.capacity_block(RESERVATION),
+                    )
+                ],
+            ),
+        ]
+    ),
     "gpu and cpu queues": _variant(
         queues=[
             SlurmQueue(name="gpu", compute_resources=[P5]),
