@@ -427,7 +427,7 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
     (
         "unknown instance type",
         lambda p: {"queues": _queue(ComputeResource(name="x", instance_type="p9.96xlarge"))},
-        "Test/Cluster: queues[0].compute_resources[0].instance_type 'p9.96xlarge' is not in the catalogue; "
+        "Test/Cluster: queues[0].compute_resources[0].instance_type: 'p9.96xlarge' is not in the catalogue; "
         "known types: ",
     ),
     (

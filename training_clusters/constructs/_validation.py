@@ -13,6 +13,7 @@ from typing import Any, TypeVar
 import aws_cdk as cdk
 from constructs import IConstruct
 
+from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import Choice, RemovalPolicy
 
@@ -28,6 +29,20 @@ def is_unresolved(value: Any) -> bool:
 def fail(construct_path: str, field: str, message: str) -> ConfigurationError:
     """Build the error for a bad prop: ``<construct path>: <field> <message>``."""
     return ConfigurationError(f"{construct_path}: {field} {message}")
+
+
+def catalog_entry(scope: IConstruct, name: str, field: str, *, hyperpod: bool = False) -> InstanceType:
+    """The catalogue's facts about instance type ``name``: the constructs' one instance-type lookup.
+
+    With ``hyperpod``, ``name`` must be SageMaker's ``ml.`` form of a type HyperPod offers.
+
+    :raises ConfigurationError: ``<construct path>: <field>: ...`` naming the type and the known ones, and
+        how to register a type newer than this release.
+    """
+    try:
+        return lookup_hyperpod(name, field=field) if hyperpod else lookup(name, field=field)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{_path(scope)}: {error}") from None
 
 
 def option(scope: IConstruct | str, field: str, choice: type[C], value: Any) -> C:

@@ -33,23 +33,23 @@ from constructs import Construct
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge
 from training_clusters.constructs._validation import (
+    catalog_entry,
     checked_props,
     fail,
     is_unresolved,
     option,
     to_removal_policy,
 )
-from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster, catalog_entry
-from training_clusters.constructs.eks_sharing import (
-    Mps,
-    TimeSlicing,
+from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster
+from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
+from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.options import MigStrategy, RemovalPolicy
+from training_clusters.rules.eks import (
     gpu_sharing_problem,
     mig_partitioning_problem,
     mig_problem,
     mps_replicas_problem,
 )
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.options import MigStrategy, RemovalPolicy
 
 __all__ = [
     "EFA_DEVICE_PLUGIN_CHART",

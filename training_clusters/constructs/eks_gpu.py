@@ -37,9 +37,10 @@ from training_clusters.capacity import (
     Orchestrator,
     from_nodegroup_capacity_type,
 )
-from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType, lookup
+from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs._validation import (
+    catalog_entry,
     checked_props,
     fail,
     is_unresolved,
@@ -47,11 +48,11 @@ from training_clusters.constructs._validation import (
     to_removal_policy,
 )
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
-from training_clusters.constructs.eks_sharing import efa_problem
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import AccessMode, CapacityKind, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
+from training_clusters.rules.eks import efa_nodegroup_problem
 
 #: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
 KUBERNETES_VERSION = "1.33"
@@ -357,14 +358,6 @@ class GpuEksCluster(Construct):
             "which AWS keeps current with the plugin; only aws-node's pods can assume this role",
         )
         return role
-
-
-def catalog_entry(scope: Construct, name: str, field: str) -> InstanceType:
-    """The catalogue entry of ``name``; an unknown type is a ConfigurationError naming ``scope``'s path."""
-    try:
-        return lookup(name, field=field)
-    except ConfigurationError as error:
-        raise ConfigurationError(f"{scope.node.path}: {error}") from None
 
 
 def _checked_capacity(scope: Construct, capacity: Capacity) -> Capacity:
@@ -740,7 +733,7 @@ class EfaNodegroup(Construct):
     # validation, one rule per method
 
     def _check_efa_supported(self) -> None:
-        problem = efa_problem(self.instance_type)
+        problem = efa_nodegroup_problem(self.instance_type)
         if problem:
             raise fail(self.node.path, "instance_type", problem)
 

@@ -1,17 +1,12 @@
-"""GPU sharing options of the NVIDIA device plugin and their rules, free of CDK imports.
+"""GPU sharing options of the NVIDIA device plugin, free of CDK imports.
 
-Shared by :class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin` and the environment file's
-``eks.addons.nvidia_device_plugin`` section, so both refuse the same combinations with the same words.
+Taken by :class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin` and built from the environment
+file's ``eks.addons.nvidia_device_plugin`` section; their rules live in :mod:`training_clusters.rules.eks`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from training_clusters.catalog import InstanceType
-from training_clusters.options import MigStrategy
-
-MIN_SHARING_REPLICAS = 2
 
 
 @dataclass(frozen=True)
@@ -37,79 +32,3 @@ class Mps:
     """
 
     replicas: int
-
-
-def gpu_sharing_problem(
-    time_slicing: TimeSlicing | None, mps: Mps | None, mig_strategy: MigStrategy
-) -> tuple[str, str] | None:
-    """``(field, sentence)`` explaining a bad sharing combination, or None when it is fine."""
-    if time_slicing is not None and mps is not None:
-        return "mps", "cannot be combined with time_slicing; choose one way of sharing GPUs"
-    if mig_strategy is not MigStrategy.NONE and (time_slicing is not None or mps is not None):
-        chosen = "time_slicing" if time_slicing is not None else "mps"
-        return "mig_strategy", f"must be NONE when {chosen} is set, got {mig_strategy.name}"
-    for field, sharing in (("time_slicing", time_slicing), ("mps", mps)):
-        if sharing is not None and sharing.replicas < MIN_SHARING_REPLICAS:
-            return (
-                f"{field}.replicas",
-                f"must be {MIN_SHARING_REPLICAS} or more (pods per GPU), got {sharing.replicas}",
-            )
-    return None
-
-
-def mig_problem(instance_type: InstanceType, mig_strategy: MigStrategy) -> str | None:
-    """Why ``mig_strategy`` cannot apply to ``instance_type``'s GPUs, or None."""
-    if mig_strategy is MigStrategy.NONE:
-        return None
-    accelerators = instance_type.accelerators
-    if accelerators is not None and accelerators.mig_capable:
-        return None
-    model = accelerators.model if accelerators is not None else "no GPU"
-    return (
-        f"{mig_strategy.name} needs MIG-capable GPUs (A100, H100, H200, B200); "
-        f"'{instance_type.name}' has {model}"
-    )
-
-
-def efa_problem(instance_type: InstanceType) -> str | None:
-    """Why ``instance_type`` cannot host an EFA nodegroup, or None."""
-    if instance_type.efa_supported:
-        return None
-    return (
-        f"'{instance_type.name}' has no EFA; use an EFA-capable type such as g5.8xlarge or p5.48xlarge, "
-        "or a GPU nodegroup for nodes without EFA"
-    )
-
-
-#: Clients one MPS control daemon serves per GPU on Volta and later ("Client-Server Connection Limits" in
-#: NVIDIA's Multi-Process Service documentation, https://docs.nvidia.com/deploy/mps/): an MPS replica more
-#: would be a pod whose CUDA context cannot be created.
-MAX_MPS_REPLICAS = 48
-
-
-def mps_replicas_problem(mps: Mps | None) -> tuple[str, str] | None:
-    """``(field, sentence)`` when ``mps`` asks for more pods per GPU than the MPS daemon serves, or None."""
-    if mps is None or mps.replicas <= MAX_MPS_REPLICAS:
-        return None
-    return (
-        "mps.replicas",
-        f"must be at most {MAX_MPS_REPLICAS} (the clients one MPS control daemon serves per GPU), "
-        f"got {mps.replicas}",
-    )
-
-
-def mig_partitioning_problem(mig_strategy: MigStrategy) -> tuple[str, str] | None:
-    """``(field, sentence)`` refusing a MIG strategy while nothing here partitions GPUs, or None for NONE.
-
-    A strategy only tells the device plugin how to advertise partitions that already exist. This library
-    installs no MIG manager and sets no ``nvidia.com/mig.config`` node label, so the GPUs stay whole and
-    SINGLE or MIXED would silently advertise whole GPUs.
-    """
-    if mig_strategy is MigStrategy.NONE:
-        return None
-    return (
-        "mig_strategy",
-        f"must be NONE, got {mig_strategy.name}: nothing in this library partitions GPUs into MIG instances "
-        "(no GPU Operator MIG manager, no nvidia.com/mig.config node label), so the device plugin would "
-        "advertise whole GPUs without an error; share GPUs with time_slicing or mps instead",
-    )

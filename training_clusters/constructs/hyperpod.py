@@ -28,7 +28,7 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     wildcard_finding,
 )
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
+from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.options import DeepHealthCheck, NodeRecovery, NodeRole
 from training_clusters.rules.hyperpod import (
@@ -430,7 +430,7 @@ class HyperPodCluster(Construct):
             seen.add(group.name)
 
     def _check_group(self, where: str, group: InstanceGroup) -> None:
-        lookup_hyperpod(group.instance_type, field=f"{self.node.path}: {where}.instance_type")
+        catalog_entry(self, group.instance_type, f"{where}.instance_type", hyperpod=True)
         if group.instance_count < 1:
             raise fail(
                 self.node.path, f"{where}.instance_count", f"must be 1 or more, got {group.instance_count}"

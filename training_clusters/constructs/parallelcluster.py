@@ -28,8 +28,8 @@ from constructs import Construct
 
 from training_clusters.capacity import Capacity, from_queue_capacity_type
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
-from training_clusters.catalog import CATALOG, InstanceType, instance_type_problem
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
+from training_clusters.catalog import InstanceType
+from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
@@ -622,11 +622,7 @@ class ParallelCluster(Construct):
     def _check_instance_types(self) -> dict[str, InstanceType]:
         fields = [("head_node.instance_type", self.head_node.instance_type)]
         fields += [(f"{field}.instance_type", r.instance_type) for field, r in self._compute_resources()]
-        for field, name in fields:
-            problem = instance_type_problem(name)
-            if problem:
-                raise fail(self.node.path, field, problem)
-        return {name: CATALOG[name] for _, name in fields}
+        return {name: catalog_entry(self, name, field) for field, name in fields}
 
     def _check_efa_capable(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():

@@ -36,8 +36,8 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_all_traffic_between_members, accept_inline_policy, acknowledge
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
-from training_clusters.constructs.eks_gpu import catalog_entry, efa_network_interfaces, node_launch_template
+from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
+from training_clusters.constructs.eks_gpu import efa_network_interfaces, node_launch_template
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
