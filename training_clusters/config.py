@@ -32,13 +32,7 @@ from training_clusters.acceptance.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.capacity import Capacity, from_nodegroup_capacity_type, from_queue_capacity_type
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
-from training_clusters.constructs.eks_sharing import (
-    Mps,
-    TimeSlicing,
-    efa_problem,
-    gpu_sharing_problem,
-    mig_problem,
-)
+from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.errors import ConfigurationError, excerpt
 from training_clusters.options import (
     AccessMode,
@@ -66,6 +60,12 @@ from training_clusters.options import (
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
+from training_clusters.rules.eks import (
+    efa_nodegroup_problem,
+    gpu_sharing_problem,
+    kubernetes_labels,
+    mig_problem,
+)
 from training_clusters.rules.logs import cloudwatch_retention_problem
 from training_clusters.rules.lustre import (
     DEFAULT_BACKUP_RETENTION_DAYS,
@@ -89,31 +89,6 @@ _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 PROJECT_TAG = "cdk-training-clusters"
 COST_CENTRE_TAG = "cost-centre"
-
-
-_LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")
-_LABEL_PREFIX = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-
-
-def _kubernetes_labels(labels: dict[str, str]) -> dict[str, str]:
-    """Kubernetes label syntax: ``[prefix/]name`` keys and values of at most 63 characters."""
-    for key, value in labels.items():
-        prefix, _, name = key.rpartition("/")
-        if (
-            not name
-            or not _LABEL_NAME.fullmatch(name)
-            or (prefix and not (len(prefix) <= 253 and _LABEL_PREFIX.fullmatch(prefix)))
-        ):
-            raise ValueError(
-                f"label key {excerpt(key)} is not a Kubernetes label key ([dns-prefix/]name, name up to 63 letters, "
-                "digits, '-', '_', '.', starting and ending with a letter or digit)"
-            )
-        if not _LABEL_NAME.fullmatch(str(value)):
-            raise ValueError(
-                f"label value {excerpt(value)} of {excerpt(key)} is not a Kubernetes label value (up to 63 letters, digits, "
-                "'-', '_', '.', starting and ending with a letter or digit)"
-            )
-    return labels
 
 
 class _Model(BaseModel):
@@ -667,7 +642,7 @@ class EksEfaNodegroupConfig(_Model):
         description="Where the nodes come from (replaces capacity_type and capacity_reservation_id): "
         "on-demand, spot, a reservation or a capacity-block. Default: capacity_type.",
     )
-    labels: Annotated[dict[str, str], AfterValidator(_kubernetes_labels)] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], AfterValidator(kubernetes_labels)] = Field(default_factory=dict)
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
@@ -691,7 +666,7 @@ class EksEfaNodegroupConfig(_Model):
 
     @model_validator(mode="after")
     def _has_efa(self) -> EksEfaNodegroupConfig:
-        problem = efa_problem(CATALOG[self.instance_type])
+        problem = efa_nodegroup_problem(CATALOG[self.instance_type])
         if problem:
             raise ValueError(f"instance_type {problem}")
         return self
@@ -712,7 +687,7 @@ class EksGpuNodegroupConfig(_Model):
     name: str = Field(pattern=r"^[a-z][a-z0-9-]{0,30}$")
     instance_type: str
     size: Annotated[int, Field(ge=1)]
-    labels: Annotated[dict[str, str], AfterValidator(_kubernetes_labels)] = Field(default_factory=dict)
+    labels: Annotated[dict[str, str], AfterValidator(kubernetes_labels)] = Field(default_factory=dict)
     gpu_taint: bool = True
     capacity: CapacityConfig | None = Field(
         default=None,
