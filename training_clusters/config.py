@@ -91,6 +91,8 @@ PROJECT_TAG = "cdk-training-clusters"
 COST_CENTRE_TAG = "cost-centre"
 
 
+
+
 class _Model(BaseModel):
     """Strict base: unknown keys are errors, enum values are kept as enums, ``true`` is not a number."""
 
@@ -848,118 +850,6 @@ class EksConfig(_Model):
         return self
 
 
-#: The sections that each make an environment's cluster; at most one per file.
-ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks", "pcs")
-
-
-class EnvironmentConfig(_Model):
-    """A whole environment file."""
-
-    name: str | None = Field(
-        default=None, description="Environment name; the stack name derives from it. Default: the file name."
-    )
-    region: str = Field(
-        description="AWS region, one the installed botocore lists (see allow_unknown_region)."
-    )
-    allow_unknown_region: bool = Field(
-        default=False,
-        description="Accept a region the installed botocore does not list yet (newer than it), as long as "
-        "its name has the shape of a partition's regions. Default: false, so a typo such as us-central-1 "
-        "is refused; upgrading botocore is the better fix.",
-    )
-    account: str | None = None
-    availability_zones: Annotated[list[str], Field(min_length=1, max_length=3)] = Field(
-        description="AZs of region: its name and a letter, e.g. us-east-1a (Local Zones are not used)."
-    )
-    cost_centre: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=MAX_TAG_VALUE,
-        description="Tagged as 'cost-centre' on every resource, with 'project' and 'environment'. Letters, "
-        "numbers, spaces and _ . : / = + - @ only (what IAM, SageMaker, FSx and CloudWatch Logs accept).",
-    )
-    tags: dict[str, str] = Field(
-        default_factory=dict,
-        description="More tags for every resource. Keys 1-128 and values up to 256 letters, numbers, "
-        "spaces and _ . : / = + - @ (what IAM, SageMaker, FSx and CloudWatch Logs accept); keys not "
-        "starting with aws:.",
-    )
-    network: NetworkConfig = NetworkConfig()
-    storage: StorageConfig = StorageConfig()
-    hyperpod: HyperPodConfig | None = None
-    parallelcluster: ParallelClusterConfig | None = None
-    eks: EksConfig | None = None
-
-    @field_validator("region")
-    @classmethod
-    def _region_shape(cls, value: str) -> str:
-        _raise_if(region_shape_problem(value))
-        return value
-
-    @model_validator(mode="after")
-    def _region_known(self) -> EnvironmentConfig:
-        if not self.allow_unknown_region:
-            _raise_if(unknown_region_problem(self.region), "region:")
-        return self
-
-    @field_validator("account", mode="before")
-    @classmethod
-    def _account_quoted(cls, value: Any) -> Any:
-        if isinstance(value, int) and not isinstance(value, bool):
-            raise ValueError(
-                f"must be a 12-digit AWS account id in quotes, got the number {value} "
-                "(unquoted, YAML reads digits as a number and drops leading zeros)"
-            )
-        return value
-
-    @field_validator("account")
-    @classmethod
-    def _account_shape(cls, value: str | None) -> str | None:
-        if value is not None and not _ACCOUNT.fullmatch(value):
-            raise ValueError(f"must be a 12-digit AWS account id (quote it in YAML), got {excerpt(value)}")
-        return value
-
-    @field_validator("name")
-    @classmethod
-    def _name_shape(cls, value: str | None) -> str | None:
-        if value is not None and not _NAME.fullmatch(value):
-            raise ValueError(
-                "must start with a letter and hold only letters, digits and hyphens (max 63), "
-                f"got {excerpt(value)}"
-            )
-        return value
-
-    @field_validator("cost_centre")
-    @classmethod
-    def _cost_centre_is_a_tag_value(cls, value: str | None) -> str | None:
-        if value is not None:
-            _raise_if(tag_value_problem(value), excerpt(value))
-        return value
-
-    @field_validator("tags")
-    @classmethod
-    def _tags_allowed_by_every_service(cls, value: dict[str, str]) -> dict[str, str]:
-        for key, tag in value.items():
-            _raise_if(tag_key_problem(key), f"key {excerpt(key)}")
-            if key in ("project", "environment", COST_CENTRE_TAG):
-                raise ValueError(
-                    f"'{key}' is set by the library (project, environment) or by cost_centre; remove it from tags"
-                )
-            _raise_if(tag_value_problem(tag), f"value {excerpt(tag)} of {excerpt(key)}")
-        return value
-
-    @model_validator(mode="after")
-    def _zones_in_region(self) -> EnvironmentConfig:
-        for zone in self.availability_zones:
-            _raise_if(availability_zone_problem(zone, self.region), "availability_zones:")
-        if len(set(self.availability_zones)) != len(self.availability_zones):
-            raise ValueError(f"availability_zones: must not repeat a zone, got {self.availability_zones}")
-        chosen = self.network.placement_availability_zone
-        if chosen is not None and chosen not in self.availability_zones:
-            raise ValueError(
-                f"network.placement_availability_zone: '{chosen}' must be one of availability_zones "
-                f"({', '.join(self.availability_zones)})"
-            )
 # --- AWS PCS section ---
 
 
@@ -1133,6 +1023,119 @@ class PcsConfig(_Model):
         return self
 
 
+#: The sections that each make an environment's cluster; at most one per file.
+ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks", "pcs")
+
+
+class EnvironmentConfig(_Model):
+    """A whole environment file."""
+
+    name: str | None = Field(
+        default=None, description="Environment name; the stack name derives from it. Default: the file name."
+    )
+    region: str = Field(
+        description="AWS region, one the installed botocore lists (see allow_unknown_region)."
+    )
+    allow_unknown_region: bool = Field(
+        default=False,
+        description="Accept a region the installed botocore does not list yet (newer than it), as long as "
+        "its name has the shape of a partition's regions. Default: false, so a typo such as us-central-1 "
+        "is refused; upgrading botocore is the better fix.",
+    )
+    account: str | None = None
+    availability_zones: Annotated[list[str], Field(min_length=1, max_length=3)] = Field(
+        description="AZs of region: its name and a letter, e.g. us-east-1a (Local Zones are not used)."
+    )
+    cost_centre: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_TAG_VALUE,
+        description="Tagged as 'cost-centre' on every resource, with 'project' and 'environment'. Letters, "
+        "numbers, spaces and _ . : / = + - @ only (what IAM, SageMaker, FSx and CloudWatch Logs accept).",
+    )
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="More tags for every resource. Keys 1-128 and values up to 256 letters, numbers, "
+        "spaces and _ . : / = + - @ (what IAM, SageMaker, FSx and CloudWatch Logs accept); keys not "
+        "starting with aws:.",
+    )
+    network: NetworkConfig = NetworkConfig()
+    storage: StorageConfig = StorageConfig()
+    hyperpod: HyperPodConfig | None = None
+    parallelcluster: ParallelClusterConfig | None = None
+    eks: EksConfig | None = None
+    pcs: PcsConfig | None = None
+
+    @field_validator("region")
+    @classmethod
+    def _region_shape(cls, value: str) -> str:
+        _raise_if(region_shape_problem(value))
+        return value
+
+    @model_validator(mode="after")
+    def _region_known(self) -> EnvironmentConfig:
+        if not self.allow_unknown_region:
+            _raise_if(unknown_region_problem(self.region), "region:")
+        return self
+
+    @field_validator("account", mode="before")
+    @classmethod
+    def _account_quoted(cls, value: Any) -> Any:
+        if isinstance(value, int) and not isinstance(value, bool):
+            raise ValueError(
+                f"must be a 12-digit AWS account id in quotes, got the number {value} "
+                "(unquoted, YAML reads digits as a number and drops leading zeros)"
+            )
+        return value
+
+    @field_validator("account")
+    @classmethod
+    def _account_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _ACCOUNT.fullmatch(value):
+            raise ValueError(f"must be a 12-digit AWS account id (quote it in YAML), got {excerpt(value)}")
+        return value
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str | None) -> str | None:
+        if value is not None and not _NAME.fullmatch(value):
+            raise ValueError(
+                "must start with a letter and hold only letters, digits and hyphens (max 63), "
+                f"got {excerpt(value)}"
+            )
+        return value
+
+    @field_validator("cost_centre")
+    @classmethod
+    def _cost_centre_is_a_tag_value(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(tag_value_problem(value), excerpt(value))
+        return value
+
+    @field_validator("tags")
+    @classmethod
+    def _tags_allowed_by_every_service(cls, value: dict[str, str]) -> dict[str, str]:
+        for key, tag in value.items():
+            _raise_if(tag_key_problem(key), f"key {excerpt(key)}")
+            if key in ("project", "environment", COST_CENTRE_TAG):
+                raise ValueError(
+                    f"'{key}' is set by the library (project, environment) or by cost_centre; remove it from tags"
+                )
+            _raise_if(tag_value_problem(tag), f"value {excerpt(tag)} of {excerpt(key)}")
+        return value
+
+    @model_validator(mode="after")
+    def _zones_in_region(self) -> EnvironmentConfig:
+        for zone in self.availability_zones:
+            _raise_if(availability_zone_problem(zone, self.region), "availability_zones:")
+        if len(set(self.availability_zones)) != len(self.availability_zones):
+            raise ValueError(f"availability_zones: must not repeat a zone, got {self.availability_zones}")
+        chosen = self.network.placement_availability_zone
+        if chosen is not None and chosen not in self.availability_zones:
+            raise ValueError(
+                f"network.placement_availability_zone: '{chosen}' must be one of availability_zones "
+                f"({', '.join(self.availability_zones)})"
+            )
         return self
 
     @model_validator(mode="after")
@@ -1174,7 +1177,6 @@ def environment_name(config: EnvironmentConfig, path: Path | None) -> str:
     if path is None:
         raise ConfigurationError("name: required when the environment does not come from a file")
     if not _NAME.fullmatch(path.stem):
-    pcs: PcsConfig | None = None
         raise ConfigurationError(
             f"{path}: the file name '{path.stem}' names the environment and its stack, so it must start with "
             "a letter and hold only letters, digits and hyphens (max 63); rename the file or set name:"
