@@ -172,6 +172,11 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         cdk.RemovalPolicy.DESTROY,
         "destroy",
     ),
+    "SlurmAccountingDatabase.removal_policy": (
+        lambda s, v: package.SlurmAccountingDatabase(s, "Accounting", vpc=_network(s).vpc, removal_policy=v),
+        cdk.RemovalPolicy.DESTROY,
+        "destroy",
+    ),
     "SecureBucket.removal_policy": (
         lambda s, v: SecureBucket(s, "Bucket", removal_policy=v),
         cdk.RemovalPolicy.DESTROY,

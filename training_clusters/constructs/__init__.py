@@ -15,6 +15,7 @@ from typing import Any
 _EXPORTS = {
     "TrainingNetwork": "network",
     "SharedLustre": "lustre",
+    "SlurmAccountingDatabase": "accounting",
     "ExistingLustre": "lustre",
     "DataRepository": "lustre",
     "LustreDeploymentType": "training_clusters.options",
@@ -60,6 +61,8 @@ _EXPORTS = {
     "QueueUpdateStrategy": "training_clusters.options",
     "DeletionPolicy": "training_clusters.options",
     "NodegroupCapacityType": "training_clusters.options",
+    "Capacity": "training_clusters.capacity",
+    "CapacityKind": "training_clusters.options",
     "PcsCluster": "pcs",
     "PcsComputeNodeGroup": "pcs",
     "PcsLoginNodes": "pcs",
