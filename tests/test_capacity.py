@@ -62,7 +62,7 @@ PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
         ),
         (
             lambda: Capacity("reserved"),
-            "must be one of on-demand, spot, reservation, capacity-block, training-plan",
+            "kind must be one of on-demand, spot, reservation, capacity-block, training-plan, got 'reserved'",
         ),
     ],
 )

@@ -94,7 +94,10 @@ class Capacity:
     training_plan_arn: str | None = None
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "kind", CapacityKind.parse(self.kind))
+        try:
+            object.__setattr__(self, "kind", CapacityKind.parse(self.kind))
+        except ConfigurationError as error:
+            raise ConfigurationError(f"kind {error}") from None
         self._check_fields_of_kind()
         self._check_shape("reservation_id", self.reservation_id, RESERVATION_ID, "cr-0123456789abcdef0")
         self._check_shape(
