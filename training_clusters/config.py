@@ -889,7 +889,7 @@ class PcsComputeNodeGroupConfig(_Model):
         _raise_if(pcs_rules.node_counts_problem(self.min_count, self.max_count))
         instance = CATALOG[self.instance_type]
         if self.efa is not None:
-            _raise_if(pcs_rules.efa_problem(instance, self.efa), "efa")
+            _raise_if(pcs_rules.efa_flag_problem(instance, self.efa), "efa")
         if self.efa_interfaces is not None:
             if not self.efa_enabled:
                 raise ValueError(f"efa_interfaces applies only with EFA, which is off for {instance.name}")
@@ -1006,14 +1006,14 @@ class PcsConfig(_Model):
     def _names_and_queues(self) -> PcsConfig:
         groups = [g.name for g in self.compute_node_groups]
         login = [self.login_nodes.name] if self.login_nodes.count else []
-        _raise_if(pcs_rules.pcs_duplicates_problem(groups + login), "compute_node_groups names (login_nodes.name included)")
+        _raise_if(pcs_rules.duplicates_problem(groups + login), "compute_node_groups names (login_nodes.name included)")
         for index, queue in enumerate(self.queues or []):
             _raise_if(
                 pcs_rules.queue_node_groups_problem(queue.compute_node_groups, groups),
                 f"queues[{index}].compute_node_groups",
             )
         if self.queues is not None:
-            _raise_if(pcs_rules.pcs_duplicates_problem(q.name for q in self.queues), "queues names")
+            _raise_if(pcs_rules.duplicates_problem(q.name for q in self.queues), "queues names")
         return self
 
     @model_validator(mode="after")

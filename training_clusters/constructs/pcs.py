@@ -352,7 +352,7 @@ class PcsCluster(Construct):
         uses: list[bool] = []
         for index, (group, instance) in enumerate(zip(groups, instances, strict=True)):
             if group.efa is not None:
-                self._raise_if(f"compute_node_groups[{index}].efa", rules.efa_problem(instance, group.efa))
+                self._raise_if(f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa))
             enabled = group.efa if group.efa is not None else instance.efa_supported
             if not enabled and group.efa_interfaces is not None:
                 raise fail(
@@ -414,7 +414,7 @@ class PcsCluster(Construct):
     def _check_names_unique(self, groups: Sequence[PcsComputeNodeGroup]) -> None:
         names = [g.name for g in groups] + ([self.login.name] if self.login.count else [])
         self._raise_if(
-            "compute_node_groups names (login_nodes.name included)", rules.pcs_duplicates_problem(names)
+            "compute_node_groups names (login_nodes.name included)", rules.duplicates_problem(names)
         )
 
     def _queues(
@@ -433,7 +433,7 @@ class PcsCluster(Construct):
                 f"queues[{index}].compute_node_groups",
                 rules.queue_node_groups_problem(queue.compute_node_groups, known),
             )
-        self._raise_if("queues names", rules.pcs_duplicates_problem(q.name for q in queues))
+        self._raise_if("queues names", rules.duplicates_problem(q.name for q in queues))
         return list(queues)
 
     def _check_size(self, size: PcsClusterSize, groups: Sequence[PcsComputeNodeGroup]) -> None:

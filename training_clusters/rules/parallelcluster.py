@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, InstanceType
 from training_clusters.options import CapacityKind
+from training_clusters.rules.common import duplicates_problem as duplicates_problem
 
 #: The ParallelCluster release whose CloudFormation provider and schema this library targets.
 PCLUSTER_VERSION = "3.16.1"
@@ -85,19 +86,6 @@ def slurm_name_problem(name: str) -> str | None:
     if name == "default":
         return "must not be 'default' (reserved by Slurm)"
     return None
-
-
-def duplicates_problem(names: Iterable[str]) -> str | None:
-    """Names that must be unique."""
-    seen: set[str] = set()
-    repeated: list[str] = []
-    for name in names:
-        if name in seen and name not in repeated:
-            repeated.append(name)
-        seen.add(name)
-    if not repeated:
-        return None
-    return f"must be unique, got {', '.join(repr(n) for n in repeated)} more than once"
 
 
 def count_problem(count: int, maximum: int) -> str | None:

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 
 from training_clusters.catalog import InstanceType
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption
+from training_clusters.rules.common import duplicates_problem as duplicates_problem
 
 CLUSTER_NAME_MAX_LENGTH = 40
 #: Compute node group and queue names.
@@ -55,19 +56,6 @@ def pcs_cluster_name_problem(name: str) -> str | None:
 def pcs_name_problem(name: str) -> str | None:
     """``ComputeNodeGroupName`` and ``QueueName``: a letter, then letters, digits and hyphens; 3 to 25."""
     return _name_problem(name, NAME_MAX_LENGTH)
-
-
-def pcs_duplicates_problem(names: Iterable[str]) -> str | None:
-    """Names that must be unique in the cluster."""
-    seen: set[str] = set()
-    repeated: list[str] = []
-    for name in names:
-        if name in seen and name not in repeated:
-            repeated.append(name)
-        seen.add(name)
-    if not repeated:
-        return None
-    return f"must be unique, got {', '.join(repr(n) for n in repeated)} more than once"
 
 
 def scale_down_idle_time_problem(seconds: int) -> str | None:
@@ -133,7 +121,7 @@ def ssm_parameter_name_problem(name: str) -> str | None:
     )
 
 
-def efa_problem(instance: InstanceType, efa: bool) -> str | None:
+def efa_flag_problem(instance: InstanceType, efa: bool) -> str | None:
     """``efa: true`` on an instance type without EFA."""
     if not efa or instance.efa_supported:
         return None
