@@ -17,7 +17,7 @@ What is checked:
 - **EC2 vCPU quotas**: the vCPUs each quota family needs (instances times vCPUs from the catalogue), against
   the account's "Running On-Demand <family> instances" quota, or "All <family> Spot Instance Requests" for
   Spot capacity. Instances launched into a Capacity Block or a capacity reservation are reported as
-  skipped: they need no further On-Demand vCPU quota (the reservation's size, type and AZ are not checked).
+  skipped: they need no further On-Demand vCPU quota (the reservation itself is checked below).
 - **SageMaker HyperPod quotas**: "ml.<type> for cluster usage" per instance type (instances, summed over
   the instance groups), the instances-per-cluster and instances-across-clusters quotas, and the EBS volume
   size quota where ``extra_volume_gib`` is set. Found by name in ``ListServiceQuotas`` (their codes are
