@@ -60,6 +60,7 @@ from training_clusters.options import (
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
+from training_clusters.rules import users as user_rules
 from training_clusters.rules.eks import (
     efa_nodegroup_problem,
     gpu_sharing_problem,
@@ -1025,6 +1026,88 @@ class PcsConfig(_Model):
 
 #: The sections that each make an environment's cluster; at most one per file.
 ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks", "pcs")
+#: The orchestrators that create ``users`` on their nodes.
+USER_ORCHESTRATORS = ("parallelcluster", "hyperpod")
+
+
+class UserGroupConfig(_Model):
+    """A supplementary group of a user, with the gid it has on every node."""
+
+    name: str
+    gid: int
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        _raise_if(user_rules.name_problem(value))
+        return value
+
+    @field_validator("gid")
+    @classmethod
+    def _gid_range(cls, value: int) -> int:
+        _raise_if(user_rules.id_problem(value))
+        return value
+
+
+class UserConfig(_Model):
+    """A team member: the same name, uid and gid on every node, home on the shared file system.
+
+    The user's primary group has the user's name and ``gid``; ``groups`` adds supplementary ones.
+    """
+
+    name: str = Field(description="Linux user name: lower-case letters, digits, '_' or '-', at most 32.")
+    uid: int = Field(description="2000-59999, the same on every node.")
+    gid: int | None = Field(
+        default=None, description="Of the user's primary group (named like the user). Default: the uid."
+    )
+    groups: list[UserGroupConfig] = Field(
+        default_factory=list, description="Supplementary groups, each with its gid. Default: none."
+    )
+    ssh_public_keys: list[str] = Field(
+        default_factory=list,
+        description="OpenSSH public keys allowed to log in as the user ('ssh-ed25519 AAAA... comment').",
+    )
+
+    @field_validator("name")
+    @classmethod
+    def _name_shape(cls, value: str) -> str:
+        _raise_if(user_rules.name_problem(value))
+        return value
+
+    @field_validator("uid", "gid")
+    @classmethod
+    def _id_range(cls, value: int | None) -> int | None:
+        if value is not None:
+            _raise_if(user_rules.id_problem(value))
+        return value
+
+    @field_validator("ssh_public_keys")
+    @classmethod
+    def _keys_shape(cls, value: list[str]) -> list[str]:
+        for index, key in enumerate(value):
+            _raise_if(user_rules.ssh_public_key_problem(key), f"[{index}]")
+        return value
+
+    @property
+    def primary_gid(self) -> int:
+        """The primary group's gid: ``gid``, else the uid."""
+        return self.uid if self.gid is None else self.gid
+
+    def all_groups(self) -> list[tuple[str, int]]:
+        """``(name, gid)`` of the primary group, then of each supplementary group."""
+        return [(self.name, self.primary_gid), *((g.name, g.gid) for g in self.groups)]
+
+
+def _users_consistent(users: list[UserConfig]) -> list[UserConfig]:
+    for field in ("name", "uid"):
+        seen: set[object] = set()
+        for index, user in enumerate(users):
+            value = getattr(user, field)
+            if value in seen:
+                raise ValueError(f"[{index}].{field} {value!r} is already given to another user")
+            seen.add(value)
+    _raise_if(user_rules.group_ids_problem(g for user in users for g in user.all_groups()))
+    return users
 
 
 class EnvironmentConfig(_Model):
@@ -1065,6 +1148,11 @@ class EnvironmentConfig(_Model):
     parallelcluster: ParallelClusterConfig | None = None
     eks: EksConfig | None = None
     pcs: PcsConfig | None = None
+    users: Annotated[list[UserConfig], AfterValidator(_users_consistent)] = Field(
+        default_factory=list,
+        description="The team's Linux users, created with the same ids on every node of a parallelcluster or "
+        "hyperpod cluster, homes on the shared file system. Default: none.",
+    )
 
     @field_validator("region")
     @classmethod
@@ -1154,6 +1242,15 @@ class EnvironmentConfig(_Model):
             raise ValueError(
                 f"an environment has one orchestrator, got sections {', '.join(given)}; keep one of "
                 f"{', '.join(ORCHESTRATOR_SECTIONS)} (or none, for network and storage only)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _users_need_slurm_nodes(self) -> EnvironmentConfig:
+        if self.users and not any(getattr(self, name) is not None for name in USER_ORCHESTRATORS):
+            raise ValueError(
+                f"users: are created on the nodes of a {' or '.join(USER_ORCHESTRATORS)} cluster; add one of "
+                "those sections or remove users"
             )
         return self
 
