@@ -625,22 +625,22 @@ def test_efa_nodegroup_capacity_reaches_the_nodegroup_and_its_launch_template(
     [
         (
             {"capacity": Capacity.training_plan("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p")},
-            "Test/Bad0: capacity training-plan is not supported by Amazon EKS managed nodegroups; use on-demand "
+            "Test/BadCapacity0: capacity training-plan is not supported by Amazon EKS managed nodegroups; use on-demand "
             "or spot or reservation or capacity-block",
         ),
         (
             {"capacity": Capacity.capacity_block(BLOCK), "capacity_type": "SPOT"},
-            "Test/Bad1: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
+            "Test/BadCapacity1: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
             f"capacity Capacity Block {BLOCK} with capacity_type SPOT",
         ),
         (
             {"capacity": Capacity.on_demand(), "capacity_reservation_id": BLOCK},
-            "Test/Bad2: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
+            "Test/BadCapacity2: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
             f"capacity on-demand with capacity_type ON_DEMAND and capacity_reservation_id '{BLOCK}'",
         ),
         (
             {"capacity": "capacity-block"},
-            "Test/Bad3: capacity must be a Capacity (or None), got str 'capacity-block'",
+            "Test/BadCapacity3: capacity must be a Capacity (or None), got str 'capacity-block'",
         ),
     ],
 )
@@ -652,7 +652,7 @@ def test_bad_efa_nodegroup_capacities_are_clear_errors(
 ) -> None:
     index = request.node.callspec.indices["props"]
     with pytest.raises(ConfigurationError) as error:
-        _efa_group(validation_scope, f"Bad{index}", **props)
+        _efa_group(validation_scope, f"BadCapacity{index}", **props)
     assert str(error.value) == message
 
 
