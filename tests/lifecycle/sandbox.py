@@ -31,9 +31,10 @@ STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
 
 # Commands the scripts may run on a node: all are replaced by the recording stub.
 STUBBED_COMMANDS = (
-    "apt-get", "apt-key", "apt-mark", "cc", "chown", "curl", "docker", "dpkg", "dpkg-query",
-    "getent", "hostname", "id", "ip", "lctl", "make", "modinfo", "modprobe", "mount", "mountpoint",
-    "nvidia-smi", "sleep", "ssh-keygen", "sudo", "systemctl", "umount", "useradd", "usermod", "wget",
+    "apt-get", "apt-key", "apt-mark", "aws", "cc", "chown", "curl", "docker", "dpkg", "dpkg-query",
+    "getent", "groupadd", "hostname", "id", "ip", "lctl", "make", "modinfo", "modprobe", "mount",
+    "mountpoint", "mysql", "nvidia-ctk", "nvidia-smi", "sleep", "ssh-keygen", "sudo", "systemctl",
+    "umount", "useradd", "usermod", "wget",
 )  # fmt: skip
 # Real tools the scripts may use on the fake root. Anything else is "command not found".
 REAL_TOOLS = (
@@ -261,7 +262,8 @@ class Sandbox:
         self.write("etc/systemd/system/slurmctld.service", AMI_SLURMCTLD_UNIT)
         self.write("lib/systemd/system/dlami-nvme.service", DLAMI_NVME_UNIT)
         self.path("opt/slurm/bin").mkdir(parents=True)
-        (self.path("opt/slurm/bin") / "scontrol").symlink_to(stub)  # not on PATH, as on a node
+        for command in ("scontrol", "sacctmgr"):  # not on PATH, as on a node
+            (self.path("opt/slurm/bin") / command).symlink_to(stub)
         self.write("home/ubuntu/.bashrc", "# the AMI's\n")
         (self.root / "etc/apt/sources.list.d").mkdir(parents=True)
 

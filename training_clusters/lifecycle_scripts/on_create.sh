@@ -22,6 +22,9 @@ source lib/apt.sh
 source lib/apt_hotfix.sh
 source lib/fsx.sh
 source lib/shared_home.sh
+source lib/users.sh
+source lib/docker.sh
+source lib/accounting.sh
 source lib/enroot_pyxis.sh
 source lib/slurm.sh
 source lib/observability.sh
@@ -47,13 +50,33 @@ main() {
         done
     fi
 
+    if ((${#TC_USERS[@]} > 0)); then
+        run_step users tc_setup_users
+    else
+        skip_step users "no users in training_clusters.json"
+    fi
+
     if [[ $TC_ENABLE_ENROOT_PYXIS == true ]]; then
         run_step enroot-pyxis tc_setup_enroot_pyxis
     else
         skip_step enroot-pyxis "enable_enroot_pyxis is false"
     fi
 
+    if [[ $TC_ENABLE_DOCKER == true ]]; then
+        run_step docker tc_setup_docker
+    else
+        skip_step docker "enable_docker is false"
+    fi
+
     run_step "slurm-${TC_ROLE}" tc_setup_slurm
+
+    if [[ $TC_ROLE != controller ]]; then
+        skip_step accounting "runs on the controller only"
+    elif [[ $TC_ACCOUNTING_MODE == none ]]; then
+        skip_step accounting "accounting mode is none"
+    else
+        run_step accounting tc_setup_accounting
+    fi
 
     if [[ $TC_ENABLE_OBSERVABILITY == true ]]; then
         run_step observability tc_setup_observability

@@ -225,6 +225,13 @@ start_unit() {
                 fi
             fi
             ;;
+        slurmdbd.service)
+            if [[ -n ${STUB_SLURMDBD_FAILS:-} ]]; then
+                set_unit_state "$unit" activating # cannot reach the database: restarts
+            else
+                set_unit_state "$unit" active
+            fi
+            ;;
         slurmctld.service)
             if [[ -n ${STUB_SLURMCTLD_FAILS:-} ]]; then
                 set_unit_state "$unit" failed
@@ -359,6 +366,35 @@ scontrol_stub() {
     esac
 }
 
+# The passwd / group databases of users and groups added here: name:x:id:... lines in ${state}/<db>.
+db_lookup() {
+    local db=$1 key=$2
+    [[ -f "${state}/${db}" ]] || return 1
+    awk -F: -v key="$key" '$1 == key || $3 == key { print; found = 1; exit } END { exit !found }' "${state}/${db}"
+}
+
+db_add() {
+    local db=$1 entry=$2
+    if db_lookup "$db" "${entry%%:*}" >/dev/null; then
+        echo "${db%d}add: '${entry%%:*}' already exists" >&2
+        exit 9
+    fi
+    echo "$entry" >>"${state}/${db}"
+}
+
+# arg_of OPTION ARGS...: the value after OPTION.
+arg_of() {
+    local option=$1
+    shift
+    while (($#)); do
+        if [[ $1 == "$option" ]]; then
+            echo "${2:-}"
+            return 0
+        fi
+        shift
+    done
+}
+
 # HyperPod's agent, on the controller: replaces the AMI's placeholder slurm.conf after a while.
 hyperpod_agent_tick() {
     [[ -n ${STUB_AGENT_SLURM_CONF:-} ]] || return 0
@@ -423,6 +459,10 @@ case $name in
         done
         ;;
     id)
+        if entry="$(db_lookup passwd "${*: -1}")"; then
+            cut -d: -f3 <<<"$entry"
+            exit 0
+        fi
         if [[ ${STUB_NO_USER:-} && ! -f "${state}/home.${*: -1}" ]]; then
             echo "id: '${*: -1}': no such user" >&2
             exit 1
@@ -430,12 +470,30 @@ case $name in
         echo 1000
         ;;
     getent)
+        if entry="$(db_lookup "$1" "$2")"; then
+            echo "$entry"
+            exit 0
+        fi
+        # Beyond the users and groups added here, only the AMI's "ubuntu" exists.
+        if [[ $1 != passwd || $2 != ubuntu ]]; then
+            exit 2
+        fi
         user="${*: -1}"
         home="/home/${user}"
         [[ -f "${state}/home.${user}" ]] && home="$(<"${state}/home.${user}")"
         echo "${user}:x:1000:1000::${home}:/bin/bash"
         ;;
-    usermod | useradd)
+    groupadd)
+        db_add group "${*: -1}:x:$(arg_of --gid "$@"):"
+        ;;
+    useradd)
+        if [[ " $* " == *" --uid "* ]]; then
+            db_add passwd "${*: -1}:x:$(arg_of --uid "$@"):$(arg_of --gid "$@")::$(arg_of --home-dir "$@"):$(arg_of --shell "$@")"
+            exit 0
+        fi
+        arg_of --home-dir "$@" >"${state}/home.${*: -1}"
+        ;;
+    usermod)
         if [[ $name == usermod && -n ${STUB_USERMOD_FAIL:-} ]] ||
             [[ $name == usermod && -n ${STUB_USERMOD_MOVE_FAIL:-} && " $* " == *" --move-home "* ]]; then
             echo "usermod: user ${*: -1} is currently used by process 2411" >&2
@@ -456,12 +514,14 @@ case $name in
         ;;
     ssh-keygen)
         key=""
+        comment="ubuntu@training-clusters"
         while (($#)); do
             [[ $1 == -f ]] && key=$2
+            [[ $1 == -C ]] && comment=$2
             shift
         done
         echo "PRIVATE KEY $(bump keys)" >"$key"
-        echo "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIStub$(<"${state}/count.keys") ubuntu@training-clusters" >"${key}.pub"
+        echo "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIStub$(<"${state}/count.keys") ${comment}" >"${key}.pub"
         ;;
     curl)
         output=""
@@ -514,6 +574,37 @@ case $name in
         ;;
     sudo)
         exec "$@"
+        ;;
+    aws)
+        if [[ ${1:-} != secretsmanager || ${2:-} != get-secret-value ]]; then
+            echo "aws: unexpected call: $*" >&2
+            exit 252
+        fi
+        if [[ -n ${STUB_AWS_DENIED:-} ]]; then
+            echo "An error occurred (AccessDeniedException) when calling the GetSecretValue operation" >&2
+            exit 254
+        fi
+        if [[ -n ${STUB_SECRET_ARN:-} && $(arg_of --secret-id "$@") != "$STUB_SECRET_ARN" ]]; then
+            echo "An error occurred (ResourceNotFoundException) when calling the GetSecretValue operation" >&2
+            exit 254
+        fi
+        printf '%s\n' "${STUB_SECRET_STRING:?STUB_SECRET_STRING is not set}"
+        ;;
+    mysql)
+        cat >>"${state}/mysql.sql"
+        ;;
+    sacctmgr)
+        if [[ $(unit_state slurmdbd) != active ]]; then
+            echo "sacctmgr: error: Problem talking to the database: Connection refused" >&2
+            exit 1
+        fi
+        if [[ " $* " == *" show cluster "* ]]; then
+            cat "${state}/clusters" 2>/dev/null || true
+        elif [[ " $* " == *" add cluster "* ]]; then
+            echo "${*: -1}" >>"${state}/clusters"
+            echo " Adding Cluster(s)"
+            echo "  Name           = ${*: -1}"
+        fi
         ;;
     systemctl)
         if [[ -n ${STUB_SYSTEMCTL_FAIL:-} && " $* " == *" ${STUB_SYSTEMCTL_FAIL} "* ]]; then

@@ -24,6 +24,16 @@ TC_ENABLE_ENROOT_PYXIS=""
 TC_SLURM_REQUEUE_EXIT=""
 TC_WORKER_GROUPS=()
 TC_EXTRA_STEPS=() # name:script:roles (roles comma-separated)
+TC_ENABLE_DOCKER=""
+TC_ACCOUNTING_MODE=""     # none | external | local
+TC_ACCOUNTING_HOST=""
+TC_ACCOUNTING_PORT=""
+TC_ACCOUNTING_USER=""     # empty: the secret's username
+TC_ACCOUNTING_SECRET_ARN=""
+TC_ACCOUNTING_REGION=""
+TC_ACCOUNTING_DATABASE=""
+TC_USERS=()               # name:uid:gid
+TC_ENABLE_PAM_SLURM_ADOPT=""
 
 # Filled by tc_detect_role
 TC_ROLE=""
@@ -52,7 +62,9 @@ tc_preflight() {
         "worker_groups=${TC_WORKER_GROUPS[*]:-<none>} fsx=${TC_FSX_DNS_NAME:-<none>}@tcp:/${TC_FSX_MOUNTNAME:-<none>}" \
         "fsx_mount_dir=${TC_FSX_MOUNT_DIR} enable_enroot_pyxis=${TC_ENABLE_ENROOT_PYXIS}" \
         "enable_observability=${TC_ENABLE_OBSERVABILITY} slurm_requeue_exit=${TC_SLURM_REQUEUE_EXIT:-<none>}" \
-        "extra_steps=${TC_EXTRA_STEPS[*]:-<none>}"
+        "extra_steps=${TC_EXTRA_STEPS[*]:-<none>} enable_docker=${TC_ENABLE_DOCKER}" \
+        "accounting=${TC_ACCOUNTING_MODE}${TC_ACCOUNTING_HOST:+ (${TC_ACCOUNTING_HOST}:${TC_ACCOUNTING_PORT})}" \
+        "users=${#TC_USERS[@]} enable_pam_slurm_adopt=${TC_ENABLE_PAM_SLURM_ADOPT}"
 }
 
 # tc_load_params PARAMS_FILE SETTINGS_FILE: validate provisioning_parameters.json and
@@ -70,7 +82,7 @@ PARAMS = os.path.basename(params_path)
 SETTINGS = os.path.basename(settings_path)
 # provisioning_parameters.json keeps the keys HyperPod's reference scripts read; ours live beside it.
 OURS = ("fsx_mount_dir", "enable_enroot_pyxis", "enable_observability", "slurm_requeue_exit_codes",
-        "extra_steps")
+        "extra_steps", "enable_docker", "accounting", "users", "enable_pam_slurm_adopt")
 ROLES = ("controller", "login", "worker")
 
 
@@ -144,6 +156,8 @@ out = {
                           default="/fsx"),
     "enable_observability": flag("enable_observability", False),
     "enable_enroot_pyxis": flag("enable_enroot_pyxis", True),
+    "enable_docker": flag("enable_docker", False),
+    "enable_pam_slurm_adopt": flag("enable_pam_slurm_adopt", False),
 }
 if bool(out["fsx_dns_name"]) != bool(out["fsx_mountname"]):
     fail(PARAMS, "fsx_dns_name and fsx_mountname must be given together (or both left out to skip FSx), "
@@ -198,6 +212,78 @@ for index, step in enumerate(steps):
         fail(SETTINGS, f"{where}.roles must be a non-empty list of {', '.join(ROLES)}, got {roles!r}")
     lines.append(f"extra_step={name}:{script}:{','.join(roles)}")
 
+SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:([a-z0-9-]+):[0-9]{12}:secret:[A-Za-z0-9/_+=.@-]+$")
+DB_NAME = re.compile(r"^[A-Za-z0-9_]{1,64}$")
+ACCOUNTING_KEYS = {"none": set(), "local": set(), "external": {"host", "port", "user", "secret_arn", "database"}}
+accounting = settings.get("accounting") or {"mode": "none"}
+if not isinstance(accounting, dict) or accounting.get("mode") not in ACCOUNTING_KEYS:
+    fail(SETTINGS, "accounting must be an object with mode none, local or external, got "
+         f"{accounting!r}")
+mode = accounting["mode"]
+extra = sorted(set(accounting) - ACCOUNTING_KEYS[mode] - {"mode"})
+if extra:
+    fail(SETTINGS, f"accounting.{extra[0]} is not a setting of mode {mode!r}")
+out["accounting_mode"] = mode
+if mode == "external":
+    where = "accounting"
+    out["accounting_host"] = text(accounting, SETTINGS, "host", DNS, "the database's DNS name", required=True)
+    port = accounting.get("port", 3306)
+    if isinstance(port, str) and port.isdigit():
+        port = int(port)
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        fail(SETTINGS, f"accounting.port must be a TCP port 1-65535, got {port!r}")
+    out["accounting_port"] = port
+    out["accounting_user"] = text(accounting, SETTINGS, "user", NAME, "a database user name")
+    arn = accounting.get("secret_arn")
+    found = SECRET_ARN.match(arn) if isinstance(arn, str) else None
+    if not found:
+        fail(SETTINGS, "accounting.secret_arn must be the ARN of a Secrets Manager secret holding the "
+             f"database password, got {arn!r}")
+    out["accounting_secret_arn"] = arn
+    out["accounting_region"] = found.group(1)
+    out["accounting_database"] = text(accounting, SETTINGS, "database", DB_NAME,
+                                      "1-64 letters, digits or '_'", default="slurm_acct_db")
+elif mode == "local":
+    out["accounting_database"] = "slurm_acct_db"
+
+USER = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+SSH_KEY = re.compile(r"^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)|sk-ssh-ed25519@openssh\.com|"
+                     r"sk-ecdsa-sha2-nistp256@openssh\.com) [A-Za-z0-9+/]+={0,3}( [^\n\r]*)?$")
+RESERVED = ("root", "ubuntu", "slurm", "munge", "nobody")
+users = settings.get("users", [])
+if not isinstance(users, list):
+    fail(SETTINGS, f"users must be a list of {{name, uid, gid, ssh_public_keys}}, got {users!r}")
+names, uids = set(), set()
+for index, user in enumerate(users):
+    where = f"users[{index}]"
+    if not isinstance(user, dict):
+        fail(SETTINGS, f"{where} must be an object with name, uid, gid and ssh_public_keys, got {user!r}")
+    unknown = sorted(set(user) - {"name", "uid", "gid", "ssh_public_keys"})
+    if unknown:
+        fail(SETTINGS, f"{where}.{unknown[0]} is not a user setting: allowed are name, uid, gid, ssh_public_keys")
+    name = user.get("name")
+    if not isinstance(name, str) or not USER.match(name) or name in RESERVED:
+        fail(SETTINGS, f"{where}.name must be a Linux user name (lower-case letters, digits, '_' or '-', "
+             f"at most 32) other than {', '.join(RESERVED)}, got {name!r}")
+    if name in names:
+        fail(SETTINGS, f"{where}.name {name!r} is used twice")
+    ids = {}
+    for key in ("uid", "gid"):
+        value = user.get(key, user.get("uid"))
+        if not isinstance(value, int) or isinstance(value, bool) or not 2000 <= value <= 59999:
+            fail(SETTINGS, f"{where}.{key} must be a number 2000-59999 (clear of the AMI's own users), "
+                 f"got {value!r}")
+        ids[key] = value
+    if ids["uid"] in uids:
+        fail(SETTINGS, f"{where}.uid {ids['uid']} is used twice")
+    names.add(name)
+    uids.add(ids["uid"])
+    keys = user.get("ssh_public_keys", [])
+    if not isinstance(keys, list) or not all(isinstance(k, str) and SSH_KEY.match(k) for k in keys):
+        fail(SETTINGS, f"{where}.ssh_public_keys must be a list of OpenSSH public keys "
+             f"('ssh-ed25519 AAAA... comment'), got {keys!r}")
+    lines.append(f"user={name}:{ids['uid']}:{ids['gid']}")
+
 for key, value in out.items():
     print(f"{key}={value}")
 print("\n".join(lines))
@@ -205,6 +291,7 @@ PY
 )"
     TC_WORKER_GROUPS=()
     TC_EXTRA_STEPS=()
+    TC_USERS=()
     while IFS='=' read -r key value; do
         case $key in
             controller_group) TC_CONTROLLER_GROUP=$value ;;
@@ -217,6 +304,16 @@ PY
             slurm_requeue_exit) TC_SLURM_REQUEUE_EXIT=$value ;;
             worker_group) TC_WORKER_GROUPS+=("$value") ;;
             extra_step) TC_EXTRA_STEPS+=("$value") ;;
+            enable_docker) TC_ENABLE_DOCKER=$value ;;
+            enable_pam_slurm_adopt) TC_ENABLE_PAM_SLURM_ADOPT=$value ;;
+            accounting_mode) TC_ACCOUNTING_MODE=$value ;;
+            accounting_host) TC_ACCOUNTING_HOST=$value ;;
+            accounting_port) TC_ACCOUNTING_PORT=$value ;;
+            accounting_user) TC_ACCOUNTING_USER=$value ;;
+            accounting_secret_arn) TC_ACCOUNTING_SECRET_ARN=$value ;;
+            accounting_region) TC_ACCOUNTING_REGION=$value ;;
+            accounting_database) TC_ACCOUNTING_DATABASE=$value ;;
+            user) TC_USERS+=("$value") ;;
             warning) warn "$value" ;;
             "") ;;
             *) warn "ignoring unexpected parameter line: ${key}" ;;

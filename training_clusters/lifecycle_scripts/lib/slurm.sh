@@ -177,6 +177,12 @@ tc_install_slurm_keys() {
         # Jobs see only the GPUs they were given (and pyxis maps GPU ids right:
         # https://github.com/NVIDIA/pyxis/issues/47); configless nodes get cgroup.conf from slurmctld.
         echo "cgroup.conf ConstrainDevices yes"
+        # Accounting through slurmdbd on this node (lib/accounting.sh), when training_clusters.json asks.
+        tc_accounting_slurm_keys
+        # pam_slurm_adopt (lib/users.sh) adopts SSH sessions into the job's "extern" step.
+        if [[ $TC_ENABLE_PAM_SLURM_ADOPT == true ]]; then
+            echo "slurm.conf PrologFlags Contain"
+        fi
     } | tc_write_file "${TC_ROOT}${TC_SLURM_KEYS_SETTINGS}" 0644
     tc_write_file "${TC_ROOT}${TC_SLURM_KEYS_COMMAND}" 0755 <"${TC_HOME}/node/training-clusters-slurm-keys.sh"
     tc_write_file "${TC_ROOT}/etc/systemd/system/${TC_SLURM_KEYS_UNIT}.service" 0644 <<EOF

@@ -1,0 +1,330 @@
+"""Slurm for a team (issue 15): accounting through slurmdbd on the controller (an external database whose
+password comes from Secrets Manager, or MariaDB on the controller), the team's users with fixed ids on
+every node, Docker as an option; HyperPod's topology stays untouched."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from typing import Any
+
+import pytest
+
+from tests.lifecycle.sandbox import CONTROLLER_IP, Run, Sandbox
+
+SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurm-accounting-AbCdEf"
+DB_HOST = "slurm-accounting.cluster-abc123.us-east-1.rds.amazonaws.com"
+SECRET = {"username": "slurm_admin", "password": "s3cr#t-Pass", "host": DB_HOST, "port": 3306}
+EXTERNAL: dict[str, Any] = {"mode": "external", "host": DB_HOST, "port": 3306, "secret_arn": SECRET_ARN}
+SLURMDBD_CONF = "opt/slurm/etc/slurmdbd.conf"
+SLURM_CONF = "opt/slurm/etc/slurm.conf"
+ALICE_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAlice alice@laptop"
+USERS = [
+    {"name": "alice", "uid": 2001, "ssh_public_keys": [ALICE_KEY]},
+    {"name": "bob", "uid": 2002, "gid": 2100},
+]
+
+
+def secret_env(**overrides: str) -> dict[str, str]:
+    return {"STUB_SECRET_STRING": json.dumps(SECRET), "STUB_SECRET_ARN": SECRET_ARN, **overrides}
+
+
+def assert_failed_step(run: Run, step: str) -> None:
+    assert run.returncode != 0, run.output
+    assert run.output.count("FAILED step") == 1
+    assert f"FAILED step '{step}'" in run.output.rstrip().splitlines()[-1]
+    assert "SUCCESS" not in run.log
+
+
+def conf_lines(sandbox: Sandbox, relative: str) -> list[str]:
+    return sandbox.path(relative).read_text().splitlines()
+
+
+# -- accounting ----------------------------------------------------------------------------------
+
+
+def test_external_accounting_is_configured_from_the_secret(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role("controller").run(**secret_env())
+
+    assert run.returncode == 0, run.output
+    [call] = run.calls_to("aws")
+    assert call[:2] == ["secretsmanager", "get-secret-value"]
+    assert {"--secret-id", SECRET_ARN, "--region", "us-east-1"} <= set(call)
+    conf = conf_lines(sandbox, SLURMDBD_CONF)
+    assert f"StorageHost={DB_HOST}" in conf
+    assert "StoragePort=3306" in conf
+    assert "StorageUser=slurm_admin" in conf  # no user in the settings: the secret's
+    assert "StoragePass=s3cr\\#t-Pass" in conf  # '#' would start a comment
+    assert "StorageType=accounting_storage/mysql" in conf and "StorageLoc=slurm_acct_db" in conf
+    assert stat.S_IMODE(sandbox.path(SLURMDBD_CONF).stat().st_mode) == 0o600
+    assert ["slurm:slurm", str(sandbox.path(SLURMDBD_CONF))] in run.calls_to("chown")
+    assert "s3cr" not in run.output  # the password never reaches the log
+    slurm_conf = conf_lines(sandbox, SLURM_CONF)
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in slurm_conf
+    assert f"AccountingStorageHost={CONTROLLER_IP}" in slurm_conf
+    assert ["restart", "slurmdbd"] in run.calls_to("systemctl")
+    assert ["-i", "add", "cluster", "ml-cluster"] in run.calls_to("sacctmgr")
+    assert run.calls_to("systemctl").count(["restart", "slurmctld"]) == 2  # again, to register
+    assert "registered cluster ml-cluster with slurmdbd" in run.log
+    assert sandbox.path("etc/systemd/system/slurmdbd.service").exists()  # the AMI model ships none
+
+
+def test_accounting_runs_again_without_a_change(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting={**EXTERNAL, "user": "admin", "database": "team_acct"})
+    sandbox.as_role("controller")
+    first = sandbox.run(**secret_env())
+    before = sandbox.snapshot()
+
+    second = sandbox.run(**secret_env())
+
+    assert first.returncode == 0 and second.returncode == 0, second.output
+    assert sandbox.snapshot() == before
+    assert "StorageUser=admin" in conf_lines(sandbox, SLURMDBD_CONF)
+    assert "StorageLoc=team_acct" in conf_lines(sandbox, SLURMDBD_CONF)
+    assert not [c for c in second.calls_to("sacctmgr") if "add" in c]
+    assert "cluster ml-cluster is already registered with slurmdbd" in second.log
+    assert (sandbox.state / "clusters").read_text() == "ml-cluster\n"
+
+
+def test_accounting_keys_come_back_when_hyperpod_rewrites_slurm_conf(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+    sandbox.as_role("controller").run(**secret_env())
+    conf = sandbox.path(SLURM_CONF)
+    conf.write_text(conf.read_text().replace("accounting_storage/slurmdbd", "accounting_storage/none"))
+
+    keys_command = str(sandbox.path("usr/local/sbin/training-clusters-slurm-keys"))
+    run = sandbox.run_command([shutil.which("bash") or "/bin/bash", keys_command])
+
+    assert run.returncode == 0, run.output
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in conf_lines(sandbox, SLURM_CONF)
+    assert ["reconfigure"] in run.calls_to("scontrol")
+
+
+def test_a_secret_the_role_cannot_read_fails_the_step(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role("controller").run(**secret_env(STUB_AWS_DENIED="1"), TC_ACCOUNTING_RETRY_SLEEP="0")
+
+    assert_failed_step(run, "accounting")
+    assert len(run.calls_to("aws")) == 5
+    assert "AccessDeniedException" in run.output
+    assert not sandbox.path(SLURMDBD_CONF).exists()
+
+
+def test_slurmdbd_that_never_answers_fails_the_step(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role("controller").run(**secret_env(STUB_SLURMDBD_FAILS="1"))
+
+    assert_failed_step(run, "accounting")
+    assert "slurmdbd is not up after 30s: slurmdbd is activating" in run.log
+    assert "Problem talking to the database" in run.log
+    assert not [c for c in run.calls_to("sacctmgr") if "add" in c]
+
+
+def test_local_mariadb_accounting(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting={"mode": "local"})
+    sandbox.as_role("controller")
+
+    first = sandbox.run()
+    before = sandbox.snapshot()
+    second = sandbox.run()
+
+    assert first.returncode == 0 and second.returncode == 0, second.output
+    assert first.calls_to("aws") == []
+    assert any("mariadb-server" in call for call in first.calls_to("apt-get"))
+    password_file = sandbox.path("etc/training-clusters/slurmdbd-db.password")
+    password = password_file.read_text().strip()
+    assert len(password) >= 24 and stat.S_IMODE(password_file.stat().st_mode) == 0o600
+    conf = conf_lines(sandbox, SLURMDBD_CONF)
+    assert {"StorageHost=localhost", "StorageUser=slurm", f"StoragePass={password}"} <= set(conf)
+    sql = (sandbox.state / "mysql.sql").read_text()
+    assert "CREATE DATABASE IF NOT EXISTS slurm_acct_db;" in sql
+    assert f"CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '{password}';" in sql
+    assert password not in first.output
+    assert sandbox.snapshot() == before  # the same password, the same files
+
+
+@pytest.mark.parametrize("role", ["worker", "login"])
+def test_accounting_is_the_controllers_only(sandbox: Sandbox, role: str) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role(role).run(**secret_env())
+
+    assert run.returncode == 0, run.output
+    assert "step 'accounting' skipped: runs on the controller only" in run.log
+    assert run.calls_to("aws") == [] and run.calls_to("sacctmgr") == []
+
+
+def test_no_accounting_by_default(sandbox: Sandbox) -> None:
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 0, run.output
+    assert "step 'accounting' skipped: accounting mode is none" in run.log
+    assert not any(line.startswith("AccountingStorage") for line in conf_lines(sandbox, SLURM_CONF))
+    assert not sandbox.path(SLURMDBD_CONF).exists()
+
+
+@pytest.mark.parametrize(
+    ("accounting", "message"),
+    [
+        ({"mode": "remote"}, "accounting must be an object with mode none, local or external"),
+        ({**EXTERNAL, "secret_arn": "my-secret"}, "accounting.secret_arn must be the ARN of a Secrets Manager"),
+        ({**EXTERNAL, "port": 70000}, "accounting.port must be a TCP port 1-65535, got 70000"),
+        ({"mode": "local", "host": DB_HOST}, "accounting.host is not a setting of mode 'local'"),
+    ],
+)
+def test_bad_accounting_settings_fail_preflight(sandbox: Sandbox, accounting: Any, message: str) -> None:
+    sandbox.write_params(accounting=accounting)
+
+    run = sandbox.as_role("controller").run()
+
+    assert_failed_step(run, "preflight")
+    assert message in run.output
+
+
+def test_accounting_leaves_hyperpods_topology_untouched(sandbox: Sandbox) -> None:
+    topology_conf = "SwitchName=spine Switches=leaf1\nSwitchName=leaf1 Nodes=ip-10-1-1-[11-12]\n"
+    sandbox.write_params(accounting=EXTERNAL)
+    sandbox.as_role("controller")
+    conf = sandbox.path(SLURM_CONF)
+    conf.write_text(conf.read_text() + "TopologyPlugin=topology/tree\n")
+    topology = sandbox.write("opt/slurm/etc/topology.conf", topology_conf)
+
+    run = sandbox.run(**secret_env())
+
+    assert run.returncode == 0, run.output
+    assert "TopologyPlugin=topology/tree" in conf_lines(sandbox, SLURM_CONF)
+    assert topology.read_text() == topology_conf
+
+
+# -- users ---------------------------------------------------------------------------------------
+
+
+def passwd(sandbox: Sandbox) -> list[str]:
+    return (sandbox.state / "passwd").read_text().splitlines()
+
+
+def group(sandbox: Sandbox) -> list[str]:
+    return (sandbox.state / "group").read_text().splitlines()
+
+
+@pytest.mark.parametrize("role", ["controller", "login", "worker"])
+def test_users_have_fixed_ids_and_homes_on_fsx(sandbox: Sandbox, role: str) -> None:
+    sandbox.write_params(users=USERS)
+
+    run = sandbox.as_role(role).run()
+
+    assert run.returncode == 0, run.output
+    assert passwd(sandbox) == [
+        "alice:x:2001:2001::/fsx/alice:/bin/bash",
+        "bob:x:2002:2100::/fsx/bob:/bin/bash",
+    ]
+    assert group(sandbox) == ["alice:x:2001:", "bob:x:2100:"]
+    keys = sandbox.path("fsx/alice/.ssh/authorized_keys").read_text().splitlines()
+    assert keys[0].endswith("alice@training-clusters")  # its own pair: srun / mpirun over ssh
+    assert keys[1] == ALICE_KEY
+    assert sandbox.path("fsx/bob/.ssh/id_ed25519").exists()
+    assert ["-R", "2001:2001", str(sandbox.path("fsx/alice"))] in run.calls_to("chown")
+    assert "2 users in place: alice bob" in run.log
+
+
+def test_users_run_again_without_a_change(sandbox: Sandbox) -> None:
+    sandbox.write_params(users=USERS)
+    first = sandbox.run()
+    before = sandbox.snapshot()
+    tables = (passwd(sandbox), group(sandbox))
+
+    second = sandbox.run()
+
+    assert first.returncode == 0 and second.returncode == 0, second.output
+    assert sandbox.snapshot() == before
+    assert (passwd(sandbox), group(sandbox)) == tables
+    assert second.calls_to("useradd") == [] and second.calls_to("groupadd") == []
+    assert second.calls_to("usermod") == [] and second.calls_to("ssh-keygen") == []
+
+
+def test_a_user_with_another_uid_fails_the_step(sandbox: Sandbox) -> None:
+    sandbox.write_params(users=USERS)
+    (sandbox.state / "passwd").write_text("alice:x:3005:3005::/home/alice:/bin/bash\n")
+
+    run = sandbox.run()
+
+    assert_failed_step(run, "users")
+    assert "user alice exists with uid 3005, not 2001" in run.output
+
+
+def test_a_taken_uid_fails_the_step(sandbox: Sandbox) -> None:
+    sandbox.write_params(users=USERS)
+    (sandbox.state / "passwd").write_text("carol:x:2002:2002::/home/carol:/bin/bash\n")
+
+    run = sandbox.run()
+
+    assert_failed_step(run, "users")
+    assert "uid 2002 of bob already belongs to user carol on this node" in run.output
+
+
+def test_users_without_fsx_get_local_homes(sandbox: Sandbox) -> None:
+    sandbox.write_params(users=USERS[:1], fsx_dns_name=None, fsx_mountname=None, fsx_mount_dir=None)
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert passwd(sandbox) == ["alice:x:2001:2001::/home/alice:/bin/bash"]
+    assert "homes are local to each node" in run.log
+
+
+def test_no_users_by_default(sandbox: Sandbox) -> None:
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert "step 'users' skipped: no users in training_clusters.json" in run.log
+    assert run.calls_to("useradd") == [] and run.calls_to("groupadd") == []
+
+
+@pytest.mark.parametrize(
+    ("users", "message"),
+    [
+        ([{"name": "ubuntu", "uid": 2001}], "users[0].name must be a Linux user name"),
+        ([{"name": "alice", "uid": 1000}], "users[0].uid must be a number 2000-59999"),
+        ([{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}], "users[1].uid 2001 is used twice"),
+        ([{"name": "alice", "uid": 2001, "ssh_public_keys": ["hello"]}], "users[0].ssh_public_keys must be"),
+    ],
+)
+def test_bad_users_fail_preflight(sandbox: Sandbox, users: Any, message: str) -> None:
+    sandbox.write_params(users=users)
+
+    run = sandbox.run()
+
+    assert_failed_step(run, "preflight")
+    assert message in run.output
+
+
+# -- docker --------------------------------------------------------------------------------------
+
+
+def test_docker_on_a_gpu_worker(sandbox: Sandbox) -> None:
+    sandbox.write_params(enable_docker=True)
+
+    run = sandbox.run(STUB_GPU="1", STUB_NVME="1")
+
+    assert run.returncode == 0, run.output
+    installs = [call for call in run.calls_to("apt-get") if "install" in call]
+    assert any("docker.io" in call for call in installs)
+    assert ["runtime", "configure", "--runtime=docker"] in run.calls_to("nvidia-ctk")
+    daemon = json.loads(sandbox.path("etc/docker/daemon.json").read_text())
+    assert daemon["data-root"] == "/opt/dlami/nvme/docker/data-root"
+    assert {"enable", "docker"} <= {arg for call in run.calls_to("systemctl") for arg in call}
+    assert run.log.index("step 'docker' started") < run.log.index("step 'slurm-worker' started")
+
+
+def test_no_docker_by_default(sandbox: Sandbox) -> None:
+    run = sandbox.run(STUB_GPU="1")
+
+    assert run.returncode == 0, run.output
+    assert "step 'docker' skipped: enable_docker is false" in run.log
+    assert not any("docker.io" in call for call in run.calls_to("apt-get"))
+    assert not sandbox.path("etc/docker/daemon.json").exists()

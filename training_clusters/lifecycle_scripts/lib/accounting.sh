@@ -1,0 +1,250 @@
+# shellcheck shell=bash
+#
+# Slurm accounting on the controller (training_clusters.json `accounting`), as the public reference
+# does it (github.com/aws-samples/awsome-distributed-training, 1.architectures/5.sagemaker-hyperpod/
+# LifecycleScripts/base-config: setup_rds_accounting.sh, setup_mariadb_accounting.sh) and the Slurm
+# accounting guide describes it (https://slurm.schedmd.com/accounting.html):
+#   external  a MySQL-compatible database of yours (Aurora MySQL from SlurmAccountingDatabase): host,
+#             port and user come from the settings, the password from a Secrets Manager secret, read
+#             with this node's execution role (`aws secretsmanager get-secret-value`)
+#   local     MariaDB on the controller itself (small clusters; its data is lost with the controller)
+# slurmdbd.conf (0600, owned by SlurmUser) points slurmdbd at the database; slurmdbd is started and
+# checked (bounded); the cluster is registered once (`sacctmgr -i add cluster`), then slurmctld is
+# restarted so it registers with slurmdbd. slurm.conf's AccountingStorageType / Host / Port are among the
+# settings lib/slurm.sh keeps applied (/etc/training-clusters/slurm-keys.conf) when HyperPod rewrites it.
+
+TC_SLURMDBD_PORT="${TC_SLURMDBD_PORT:-6819}"
+TC_SLURM_USER="${TC_SLURM_USER:-slurm}"
+TC_AWS="${TC_AWS:-aws}"
+TC_ACCOUNTING_ATTEMPTS="${TC_ACCOUNTING_ATTEMPTS:-5}"
+TC_ACCOUNTING_RETRY_SLEEP="${TC_ACCOUNTING_RETRY_SLEEP:-10}"
+# The local database's password, generated once (paths on the node).
+TC_LOCAL_DB_PASSWORD_FILE="/etc/training-clusters/slurmdbd-db.password"
+TC_LOCAL_DB_USER="slurm"
+
+# The slurm.conf settings of accounting, in the format of slurm-keys.conf ("<file> <Key> <Value>").
+tc_accounting_slurm_keys() {
+    [[ $TC_ACCOUNTING_MODE == none || -z $TC_ACCOUNTING_MODE ]] && return 0
+    echo "slurm.conf AccountingStorageType accounting_storage/slurmdbd"
+    # Client commands on login and worker nodes (sacct, sacctmgr) reach slurmdbd here.
+    echo "slurm.conf AccountingStorageHost ${TC_NODE_IP}"
+    echo "slurm.conf AccountingStoragePort ${TC_SLURMDBD_PORT}"
+}
+
+tc_setup_accounting() {
+    local host port user password cluster
+    cluster="$(tc_slurm_cluster_name)"
+    case $TC_ACCOUNTING_MODE in
+        external)
+            host=$TC_ACCOUNTING_HOST
+            port=$TC_ACCOUNTING_PORT
+            tc_read_database_secret
+            user=${TC_ACCOUNTING_USER:-$TC_DB_SECRET_USER}
+            password=$TC_DB_SECRET_PASSWORD
+            ;;
+        local)
+            tc_setup_local_mariadb
+            host=localhost
+            port=3306
+            user=$TC_LOCAL_DB_USER
+            password="$(<"${TC_ROOT}${TC_LOCAL_DB_PASSWORD_FILE}")"
+            ;;
+        *)
+            tc_error "accounting mode '${TC_ACCOUNTING_MODE}' is not none, external or local"
+            return 1
+            ;;
+    esac
+    if [[ -z $user ]]; then
+        tc_error "no database user: set accounting.user or store 'username' in the secret"
+        return 1
+    fi
+    tc_write_slurmdbd_conf "$host" "$port" "$user" "$password" "$TC_ACCOUNTING_DATABASE"
+    tc_install_slurmdbd_unit
+    tc_start_slurmdbd
+    tc_register_cluster "$cluster"
+    log "accounting: slurmdbd stores cluster '${cluster}' in ${host}:${port}/${TC_ACCOUNTING_DATABASE} as ${user}"
+}
+
+# ClusterName from HyperPod's slurm.conf (Slurm lower-cases it), else the HyperPod cluster's name.
+tc_slurm_cluster_name() {
+    local name
+    name="$(awk '{ line = tolower($0) }
+        line ~ /^[ \t]*clustername[ \t]*=/ { sub(/^[^=]*=[ \t]*/, ""); sub(/[ \t#].*$/, ""); value = $0 }
+        END { print tolower(value) }' "${TC_SLURM_ETC}/slurm.conf")"
+    if [[ -z $name ]]; then
+        tc_error "${TC_SLURM_ETC}/slurm.conf sets no ClusterName: cannot register the cluster with slurmdbd"
+        return 1
+    fi
+    printf '%s\n' "$name"
+}
+
+# Sets TC_DB_SECRET_USER and TC_DB_SECRET_PASSWORD from the secret (an RDS secret's JSON, or the bare
+# password). The secret never reaches the log or a command line.
+tc_read_database_secret() {
+    local secret fields
+    if ! command -v "$TC_AWS" >/dev/null 2>&1; then
+        tc_error "the AWS CLI ('${TC_AWS}') is not installed: it reads the database password from" \
+            "${TC_ACCOUNTING_SECRET_ARN}"
+        return 1
+    fi
+    log "reading the database password from ${TC_ACCOUNTING_SECRET_ARN} (with this node's role)"
+    secret="$(tc_retry "$TC_ACCOUNTING_ATTEMPTS" "$TC_ACCOUNTING_RETRY_SLEEP" "$TC_AWS" secretsmanager \
+        get-secret-value --region "$TC_ACCOUNTING_REGION" --secret-id "$TC_ACCOUNTING_SECRET_ARN" \
+        --query SecretString --output text)"
+    fields="$("$TC_PYTHON" -I -S -c '
+import json, sys
+raw = sys.stdin.read().strip()
+try:
+    data = json.loads(raw)
+except ValueError:
+    data = {"password": raw}
+if not isinstance(data, dict):
+    data = {"password": raw}
+password, user = data.get("password"), data.get("username") or ""
+if not isinstance(password, str) or not password:
+    sys.exit("the secret holds no password (want JSON with \"password\", as RDS writes it, or the password)")
+if any(c.isspace() for c in password) or any(c.isspace() for c in user):
+    sys.exit("the password or username in the secret holds white space, which slurmdbd.conf cannot carry")
+print(user)
+print(password)
+' <<<"$secret")"
+    TC_DB_SECRET_USER="${fields%%$'\n'*}"
+    TC_DB_SECRET_PASSWORD="${fields#*$'\n'}"
+}
+
+# MariaDB on the controller: the database and its user, password generated once and kept in a 0600 file.
+tc_setup_local_mariadb() {
+    local password_file="${TC_ROOT}${TC_LOCAL_DB_PASSWORD_FILE}" password
+    if tc_pkg_installed mariadb-server; then
+        log "mariadb-server is already installed"
+    else
+        apt_get install -y --no-install-recommends mariadb-server
+    fi
+    systemctl enable --now mariadb
+    if [[ ! -s $password_file ]]; then
+        tc_mkdir_parent "$password_file"
+        (
+            umask 077
+            "$TC_PYTHON" -I -S -c 'import secrets; print(secrets.token_urlsafe(24).replace("-", "A").replace("_", "B"))' \
+                >"${password_file}.tc-new.$$"
+        )
+        mv -f -- "${password_file}.tc-new.$$" "$password_file"
+        log "generated the local database password in ${TC_LOCAL_DB_PASSWORD_FILE} (0600)"
+    fi
+    password="$(<"$password_file")"
+    # Idempotent SQL, through stdin (never on a command line); root logs in through the unix socket.
+    mysql --protocol=socket -u root <<EOF
+CREATE DATABASE IF NOT EXISTS ${TC_ACCOUNTING_DATABASE};
+CREATE USER IF NOT EXISTS '${TC_LOCAL_DB_USER}'@'localhost' IDENTIFIED BY '${password}';
+ALTER USER '${TC_LOCAL_DB_USER}'@'localhost' IDENTIFIED BY '${password}';
+GRANT ALL ON ${TC_ACCOUNTING_DATABASE}.* TO '${TC_LOCAL_DB_USER}'@'localhost';
+EOF
+    log "MariaDB on this node holds ${TC_ACCOUNTING_DATABASE} for user ${TC_LOCAL_DB_USER}"
+}
+
+# slurmdbd.conf: 0600 and owned by SlurmUser (slurmdbd refuses a file others can read, it holds the
+# password). '#' starts a comment in Slurm's files: it is escaped.
+tc_write_slurmdbd_conf() {
+    local host=$1 port=$2 user=$3 password=$4 database=$5 conf="${TC_SLURM_ETC}/slurmdbd.conf"
+    if ! id -u "$TC_SLURM_USER" >/dev/null 2>&1; then
+        tc_error "user ${TC_SLURM_USER} (SlurmUser) does not exist: these scripts need the HyperPod Slurm AMI"
+        return 1
+    fi
+    (
+        umask 077
+        tc_write_file "$conf" 0600 <<EOF
+# Written by the training-clusters lifecycle scripts (on_create.sh, step accounting).
+AuthType=auth/munge
+DbdHost=localhost
+DbdPort=${TC_SLURMDBD_PORT}
+SlurmUser=${TC_SLURM_USER}
+LogFile=/var/log/slurmdbd.log
+PidFile=/run/slurmdbd.pid
+StorageType=accounting_storage/mysql
+StorageHost=${host}
+StoragePort=${port}
+StorageUser=${user}
+StoragePass=${password//#/\\#}
+StorageLoc=${database}
+PurgeStepAfter=3month
+PurgeJobAfter=12month
+EOF
+    )
+    chown "${TC_SLURM_USER}:${TC_SLURM_USER}" "$conf"
+}
+
+# The AMI may not ship a slurmdbd unit (the reference writes one): write it when none exists.
+tc_install_slurmdbd_unit() {
+    local unit=""
+    unit="$(tc_systemd_unit_path slurmdbd.service || true)"
+    if [[ -n $unit ]] && ! grep -q '^# Written by the training-clusters' "$unit"; then
+        log "slurmdbd.service comes with the AMI (${unit#"$TC_ROOT"})"
+    else
+        tc_write_file "${TC_ROOT}/etc/systemd/system/slurmdbd.service" 0644 <<'EOF'
+# Written by the training-clusters lifecycle scripts (on_create.sh, step accounting).
+[Unit]
+Description=Slurm database daemon
+After=network-online.target munge.service mariadb.service
+Wants=network-online.target
+ConditionPathExists=/opt/slurm/etc/slurmdbd.conf
+
+[Service]
+Type=simple
+ExecStart=/opt/slurm/sbin/slurmdbd -D -s
+ExecReload=/bin/kill -HUP $MAINPID
+LimitNOFILE=65536
+Restart=on-failure
+RestartSec=10
+
+[Install]
+WantedBy=multi-user.target
+EOF
+    fi
+}
+
+tc_start_slurmdbd() {
+    local attempt state="" answer=""
+    systemctl daemon-reload
+    systemctl enable slurmdbd
+    systemctl restart slurmdbd
+    for ((attempt = 1; attempt <= TC_SLURM_START_WAIT_ATTEMPTS; attempt++)); do
+        state="$(systemctl is-active slurmdbd 2>&1 || true)"
+        answer="$(tc_slurm_command sacctmgr -n -P show cluster format=cluster 2>&1 || true)"
+        if [[ $state == active && $answer != *rror* ]]; then
+            log "slurmdbd is active and answers sacctmgr"
+            return 0
+        fi
+        answer=${answer//$'\n'/ | }
+        log "waiting for slurmdbd (${attempt}/${TC_SLURM_START_WAIT_ATTEMPTS}): slurmdbd is ${state:-unknown};" \
+            "sacctmgr says: ${answer:-<no output>}"
+        sleep "$TC_SLURM_START_WAIT_SLEEP"
+    done
+    tc_error "slurmdbd is not up after $((TC_SLURM_START_WAIT_ATTEMPTS * TC_SLURM_START_WAIT_SLEEP))s:" \
+        "slurmdbd is ${state:-unknown}, sacctmgr says '${answer:-nothing}' (see journalctl -u slurmdbd," \
+        "/var/log/slurmdbd.log, and that the database's security group admits this node)"
+    return 1
+}
+
+# `sacctmgr -i add cluster` once; slurmctld then registers when restarted.
+tc_register_cluster() {
+    local cluster=$1 known
+    known="$(tc_slurm_command sacctmgr -n -P show cluster format=cluster)"
+    if grep -qxF -- "$cluster" <<<"$known"; then
+        log "cluster ${cluster} is already registered with slurmdbd"
+        return 0
+    fi
+    tc_slurm_command sacctmgr -i add cluster "$cluster"
+    systemctl restart slurmctld
+    tc_wait_for_slurmctld slurmctld
+    log "registered cluster ${cluster} with slurmdbd and restarted slurmctld"
+}
+
+# A Slurm client command from /opt/slurm/bin (not on the lifecycle script's PATH), else from PATH.
+tc_slurm_command() {
+    local command=$1
+    shift
+    if [[ -x ${TC_ROOT}/opt/slurm/bin/${command} ]]; then
+        command="${TC_ROOT}/opt/slurm/bin/${command}"
+    fi
+    "$command" "$@"
+}

@@ -1,0 +1,120 @@
+# shellcheck shell=bash
+#
+# The team's users (training_clusters.json `users`): the same name, uid and gid on every node, their
+# homes on the shared file system, as the public reference's add_users.sh does
+# (github.com/aws-samples/awsome-distributed-training, 1.architectures/5.sagemaker-hyperpod/
+# LifecycleScripts/base-config: add_users.sh, shared_users_sample.txt, home <fsx>/<name>).
+# Each user gets a group of the same name (gid), a home <fsx_mount_dir>/<name> (created once, by the
+# first node, under the FSx lock), an SSH key pair generated once and authorised for itself (srun and
+# mpirun over ssh between nodes) and the public keys given in the settings. Running it again changes
+# nothing; a user or group that exists with other ids fails the step instead of being changed.
+
+tc_setup_users() {
+    local entry name uid gid home_root lock_fd=""
+    if [[ -n $TC_FSX_DNS_NAME ]]; then
+        home_root=$TC_FSX_MOUNT_DIR
+        exec {lock_fd}>"${TC_ROOT}${TC_FSX_MOUNT_DIR}/.training-clusters-home.lock"
+        log "waiting for the shared-home lock"
+        flock -w 600 "$lock_fd"
+    else
+        home_root=/home
+        warn "no FSx file system: homes are local to each node (${home_root}/<name>), not shared"
+    fi
+    for entry in "${TC_USERS[@]}"; do
+        IFS=: read -r name uid gid <<<"$entry"
+        tc_ensure_group "$name" "$gid"
+        tc_ensure_user "$name" "$uid" "$gid" "${home_root}/${name}"
+        tc_user_home "$name" "$uid" "$gid" "${home_root}/${name}"
+    done
+    if [[ -n $lock_fd ]]; then
+        exec {lock_fd}>&-
+    fi
+    log "${#TC_USERS[@]} users in place: ${TC_USERS[*]%%:*}"
+}
+
+tc_ensure_group() {
+    local name=$1 gid=$2 found holder
+    if found="$(getent group "$name")"; then
+        if [[ $(cut -d: -f3 <<<"$found") != "$gid" ]]; then
+            tc_error "group ${name} exists with gid $(cut -d: -f3 <<<"$found"), not ${gid}: the users setting" \
+                "and this node disagree (change the gid or remove the group)"
+            return 1
+        fi
+        return 0
+    fi
+    if holder="$(getent group "$gid")"; then
+        tc_error "gid ${gid} of ${name} already belongs to group ${holder%%:*} on this node"
+        return 1
+    fi
+    groupadd --gid "$gid" "$name"
+    log "created group ${name} (gid ${gid})"
+}
+
+tc_ensure_user() {
+    local name=$1 uid=$2 gid=$3 home=$4 found holder found_uid found_gid found_home
+    if found="$(getent passwd "$name")"; then
+        IFS=: read -r _ _ found_uid found_gid _ found_home _ <<<"$found"
+        if [[ $found_uid != "$uid" ]]; then
+            tc_error "user ${name} exists with uid ${found_uid}, not ${uid}: the users setting and this node" \
+                "disagree (files on the shared file system belong to the uid)"
+            return 1
+        fi
+        if [[ $found_gid != "$gid" || $found_home != "$home" ]]; then
+            usermod --gid "$gid" --home "$home" "$name"
+            log "user ${name}: primary group ${gid}, home ${home} (were ${found_gid}, ${found_home})"
+        fi
+        return 0
+    fi
+    if holder="$(getent passwd "$uid")"; then
+        tc_error "uid ${uid} of ${name} already belongs to user ${holder%%:*} on this node"
+        return 1
+    fi
+    useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell /bin/bash "$name"
+    log "created user ${name} (uid ${uid}, gid ${gid}, home ${home})"
+}
+
+# The home (created once, from /etc/skel), one key pair for the user, its authorized_keys.
+tc_user_home() {
+    local name=$1 uid=$2 gid=$3 home=$4 rooted ssh_dir key public_key
+    rooted="${TC_ROOT}${home}"
+    ssh_dir="${rooted}/.ssh"
+    key="${ssh_dir}/id_${TC_SSH_KEY_TYPE}"
+    if [[ ! -d $rooted ]]; then
+        tc_mkdir "$rooted"
+        if [[ -d ${TC_ROOT}/etc/skel ]]; then
+            cp -a -- "${TC_ROOT}/etc/skel/." "${rooted}/"
+        fi
+        chown -R "${uid}:${gid}" "$rooted"
+        chmod 0700 "$rooted"
+        log "created home ${home}"
+    fi
+    tc_mkdir "$ssh_dir"
+    if [[ ! -f $key || ! -f ${key}.pub ]]; then
+        rm -f -- "$key" "${key}.pub"
+        ssh-keygen -q -t "$TC_SSH_KEY_TYPE" -N '' -C "${name}@training-clusters" -f "$key"
+        log "generated the SSH key pair of ${name}"
+    fi
+    public_key="$(cat -- "${key}.pub")"
+    tc_ensure_line "${ssh_dir}/authorized_keys" "$public_key"
+    while IFS= read -r public_key; do
+        [[ -n $public_key ]] && tc_ensure_line "${ssh_dir}/authorized_keys" "$public_key"
+    done < <(tc_user_ssh_keys "$name")
+    chmod 700 "$ssh_dir"
+    chmod 600 "$key" "${ssh_dir}/authorized_keys"
+    chmod 644 "${key}.pub"
+    chown "${uid}:${gid}" "$ssh_dir" "$key" "${key}.pub" "${ssh_dir}/authorized_keys"
+}
+
+# The public keys of user NAME from training_clusters.json (validated by preflight), one a line.
+tc_user_ssh_keys() {
+    "$TC_PYTHON" -I -S - "$TC_SETTINGS_FILE" "$1" <<'PY'
+import json
+import sys
+
+with open(sys.argv[1], encoding="utf-8") as handle:
+    settings = json.load(handle)
+for user in settings.get("users", []):
+    if user.get("name") == sys.argv[2]:
+        print("\n".join(user.get("ssh_public_keys", [])))
+PY
+}
