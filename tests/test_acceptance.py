@@ -277,6 +277,9 @@ def test_tcp_outside_a_placement_group_gets_five_gbit() -> None:
     assert osu_bw_expectation(p5, Transport.TCP, placement_group=False).expected == 625.0
     assert "readonly EXPECTED=625\n" in _job("hyperpod-p5", "osu-bw-tcp-gpu.sbatch").content
     assert "readonly EXPECTED=1250\n" in _job("parallelcluster-p5", "osu-bw-tcp-gpu.sbatch").content
+    # a Capacity Block leaves the placement group out: one TCP flow gets 5 Gbit/s, as on HyperPod
+    block = _job("parallelcluster-p5-capacity-block", "osu-bw-tcp-gpu.sbatch").content
+    assert "readonly EXPECTED=625\n" in block
 
 
 def test_nccl_bus_bandwidth_is_a_fraction_of_the_efa_interfaces_in_use() -> None:

@@ -33,10 +33,14 @@ from training_clusters.acceptance.fragments import (
 )
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.catalog import InstanceType, lookup
-from training_clusters.options import NodeRole
+from training_clusters.options import NodeRole, QueuePlacement
 
 if TYPE_CHECKING:
-    from training_clusters.config import EnvironmentConfig
+    from training_clusters.config import (
+        EnvironmentConfig,
+        PclusterComputeResourceConfig,
+        PclusterQueueConfig,
+    )
 
 # --- pinned sources, built once into the shared file system when the AMI lacks them ------------
 
@@ -103,9 +107,12 @@ def _parallelcluster_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarg
     skipped: list[str] = []
     for queue in config.parallelcluster.queues:
         by_type: dict[str, list[tuple[str, int]]] = {}
+        placed: dict[str, bool] = {}
         for resource in queue.compute_resources:
             if resource.efa_enabled:
                 by_type.setdefault(resource.instance_type, []).append((resource.name, resource.max_count))
+                in_group = placed.get(resource.instance_type, True) and _in_placement_group(queue, resource)
+                placed[resource.instance_type] = in_group
         if not by_type:
             skipped.append(f"queue {queue.name}: no compute resource with EFA")
         for type_name, resources in by_type.items():
@@ -121,12 +128,23 @@ def _parallelcluster_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarg
                     # ParallelCluster gives each node the features static|dynamic, its instance type and its
                     # compute resource's name (aws-parallelcluster-cookbook: Feature=static,c5.4xlarge,cr).
                     constraint="|".join(name for name, _ in resources),
-                    # EFA queues always sit in a placement group (shared or managed): validated in config.
-                    placement_group=True,
+                    # EFA queues sit in a placement group (shared or managed: validated in config) unless
+                    # their reservation or Capacity Block leaves it out (Capacity.keeps_placement_group)
+                    placement_group=placed[type_name],
                     suffix=f"-{_slug(type_name)}" if len(by_type) > 1 else "",
                 )
             )
     return targets, skipped
+
+
+def _in_placement_group(queue: PclusterQueueConfig, resource: PclusterComputeResourceConfig) -> bool:
+    """Whether ParallelCluster launches the compute resource into a placement group (the construct's rule)."""
+    if queue.placement is QueuePlacement.NONE:
+        return False
+    if queue.placement is None and not queue.queue_capacity().keeps_placement_group():
+        return False
+    own = resource.resource_capacity()
+    return own is None or own.keeps_placement_group()
 
 
 def _hyperpod_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarget], list[str]]:
