@@ -424,8 +424,8 @@ def test_bad_efa_nodegroups_are_clear_errors(
         ),
         (
             {"capacity_type": CapacityType.CAPACITY_BLOCK},
-            "Test/Gpu1: capacity_type CAPACITY_BLOCK is for EfaNodegroup (it needs a placement group and a "
-            "reservation id); use ON_DEMAND or SPOT",
+            "Test/Gpu1: capacity_type CAPACITY_BLOCK needs the block's reservation id, which capacity_type "
+            "cannot carry; pass capacity=Capacity.capacity_block('cr-...') (with subnets of one subnet in its AZ)",
         ),
         (
             {"imds_hop_limit": 65},

@@ -907,6 +907,6 @@ class GpuNodegroup(Construct):
             raise fail(
                 self.node.path,
                 "capacity_type",
-                "CAPACITY_BLOCK is for EfaNodegroup (it needs a placement group and a reservation id); "
-                "use ON_DEMAND or SPOT",
+                "CAPACITY_BLOCK needs the block's reservation id, which capacity_type cannot carry; pass "
+                "capacity=Capacity.capacity_block('cr-...') (with subnets of one subnet in its AZ)",
             )
