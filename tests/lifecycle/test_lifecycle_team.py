@@ -22,7 +22,7 @@ SLURM_CONF = "opt/slurm/etc/slurm.conf"
 ALICE_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAlice alice@laptop"
 USERS = [
     {"name": "alice", "uid": 2001, "ssh_public_keys": [ALICE_KEY]},
-    {"name": "bob", "uid": 2002, "gid": 2100},
+    {"name": "bob", "uid": 2002, "gid": 2100, "groups": [{"name": "ml-team", "gid": 3000}]},
 ]
 
 
@@ -223,7 +223,7 @@ def test_users_have_fixed_ids_and_homes_on_fsx(sandbox: Sandbox, role: str) -> N
         "alice:x:2001:2001::/fsx/alice:/bin/bash",
         "bob:x:2002:2100::/fsx/bob:/bin/bash",
     ]
-    assert group(sandbox) == ["alice:x:2001:", "bob:x:2100:"]
+    assert group(sandbox) == ["alice:x:2001:", "bob:x:2100:", "ml-team:x:3000:bob"]
     keys = sandbox.path("fsx/alice/.ssh/authorized_keys").read_text().splitlines()
     assert keys[0].endswith("alice@training-clusters")  # its own pair: srun / mpirun over ssh
     assert keys[1] == ALICE_KEY
@@ -292,6 +292,7 @@ def test_no_users_by_default(sandbox: Sandbox) -> None:
         ([{"name": "alice", "uid": 1000}], "users[0].uid must be a number 2000-59999"),
         ([{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}], "users[1].uid 2001 is used twice"),
         ([{"name": "alice", "uid": 2001, "ssh_public_keys": ["hello"]}], "users[0].ssh_public_keys must be"),
+        ([{"name": "alice", "uid": 2001, "groups": [{"name": "ml", "gid": 7}]}], "users[0].groups[0].gid must be"),
     ],
 )
 def test_bad_users_fail_preflight(sandbox: Sandbox, users: Any, message: str) -> None:

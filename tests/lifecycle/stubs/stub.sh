@@ -494,6 +494,13 @@ case $name in
         arg_of --home-dir "$@" >"${state}/home.${*: -1}"
         ;;
     usermod)
+        if [[ ${1:-} == --append && ${2:-} == --groups ]]; then
+            [[ -f "${state}/group" ]] || exit 6
+            awk -F: -v OFS=: -v group="$3" -v user="$4" \
+                '$1 == group { $4 = ($4 == "" ? user : $4 "," user) } { print }' "${state}/group" >"${state}/group.new"
+            mv "${state}/group.new" "${state}/group"
+            exit 0
+        fi
         if [[ $name == usermod && -n ${STUB_USERMOD_FAIL:-} ]] ||
             [[ $name == usermod && -n ${STUB_USERMOD_MOVE_FAIL:-} && " $* " == *" --move-home "* ]]; then
             echo "usermod: user ${*: -1} is currently used by process 2411" >&2

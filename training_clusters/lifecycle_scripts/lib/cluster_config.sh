@@ -33,6 +33,7 @@ TC_ACCOUNTING_SECRET_ARN=""
 TC_ACCOUNTING_REGION=""
 TC_ACCOUNTING_DATABASE=""
 TC_USERS=()               # name:uid:gid
+TC_USER_GROUPS=()         # user:group:gid (supplementary groups)
 TC_ENABLE_PAM_SLURM_ADOPT=""
 
 # Filled by tc_detect_role
@@ -258,9 +259,10 @@ for index, user in enumerate(users):
     where = f"users[{index}]"
     if not isinstance(user, dict):
         fail(SETTINGS, f"{where} must be an object with name, uid, gid and ssh_public_keys, got {user!r}")
-    unknown = sorted(set(user) - {"name", "uid", "gid", "ssh_public_keys"})
+    unknown = sorted(set(user) - {"name", "uid", "gid", "groups", "ssh_public_keys"})
     if unknown:
-        fail(SETTINGS, f"{where}.{unknown[0]} is not a user setting: allowed are name, uid, gid, ssh_public_keys")
+        fail(SETTINGS, f"{where}.{unknown[0]} is not a user setting: allowed are name, uid, gid, groups, "
+             "ssh_public_keys")
     name = user.get("name")
     if not isinstance(name, str) or not USER.match(name) or name in RESERVED:
         fail(SETTINGS, f"{where}.name must be a Linux user name (lower-case letters, digits, '_' or '-', "
@@ -283,6 +285,17 @@ for index, user in enumerate(users):
         fail(SETTINGS, f"{where}.ssh_public_keys must be a list of OpenSSH public keys "
              f"('ssh-ed25519 AAAA... comment'), got {keys!r}")
     lines.append(f"user={name}:{ids['uid']}:{ids['gid']}")
+    groups_of_user = user.get("groups", [])
+    if not isinstance(groups_of_user, list):
+        fail(SETTINGS, f"{where}.groups must be a list of {{name, gid}}, got {groups_of_user!r}")
+    for number, group in enumerate(groups_of_user):
+        gname = group.get("name") if isinstance(group, dict) else None
+        gid = group.get("gid") if isinstance(group, dict) else None
+        if not isinstance(gname, str) or not USER.match(gname) or gname in RESERVED:
+            fail(SETTINGS, f"{where}.groups[{number}].name must be a Linux group name, got {gname!r}")
+        if not isinstance(gid, int) or isinstance(gid, bool) or not 2000 <= gid <= 59999:
+            fail(SETTINGS, f"{where}.groups[{number}].gid must be a number 2000-59999, got {gid!r}")
+        lines.append(f"user_group={name}:{gname}:{gid}")
 
 for key, value in out.items():
     print(f"{key}={value}")
@@ -292,6 +305,7 @@ PY
     TC_WORKER_GROUPS=()
     TC_EXTRA_STEPS=()
     TC_USERS=()
+    TC_USER_GROUPS=()
     while IFS='=' read -r key value; do
         case $key in
             controller_group) TC_CONTROLLER_GROUP=$value ;;
@@ -314,6 +328,7 @@ PY
             accounting_region) TC_ACCOUNTING_REGION=$value ;;
             accounting_database) TC_ACCOUNTING_DATABASE=$value ;;
             user) TC_USERS+=("$value") ;;
+            user_group) TC_USER_GROUPS+=("$value") ;;
             warning) warn "$value" ;;
             "") ;;
             *) warn "ignoring unexpected parameter line: ${key}" ;;

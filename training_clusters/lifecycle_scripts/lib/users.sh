@@ -8,9 +8,10 @@
 # first node, under the FSx lock), an SSH key pair generated once and authorised for itself (srun and
 # mpirun over ssh between nodes) and the public keys given in the settings. Running it again changes
 # nothing; a user or group that exists with other ids fails the step instead of being changed.
+# Supplementary groups (`groups`) are created with their gids and the user added to them.
 
 tc_setup_users() {
-    local entry name uid gid home_root lock_fd=""
+    local entry name uid gid group home_root lock_fd=""
     if [[ -n $TC_FSX_DNS_NAME ]]; then
         home_root=$TC_FSX_MOUNT_DIR
         exec {lock_fd}>"${TC_ROOT}${TC_FSX_MOUNT_DIR}/.training-clusters-home.lock"
@@ -25,6 +26,11 @@ tc_setup_users() {
         tc_ensure_group "$name" "$gid"
         tc_ensure_user "$name" "$uid" "$gid" "${home_root}/${name}"
         tc_user_home "$name" "$uid" "$gid" "${home_root}/${name}"
+    done
+    for entry in "${TC_USER_GROUPS[@]}"; do
+        IFS=: read -r name group gid <<<"$entry"
+        tc_ensure_group "$group" "$gid"
+        tc_ensure_member "$name" "$group"
     done
     if [[ -n $lock_fd ]]; then
         exec {lock_fd}>&-
@@ -48,6 +54,17 @@ tc_ensure_group() {
     fi
     groupadd --gid "$gid" "$name"
     log "created group ${name} (gid ${gid})"
+}
+
+# tc_ensure_member USER GROUP: USER in the supplementary GROUP (members are never removed).
+tc_ensure_member() {
+    local user=$1 group=$2 members
+    members="$(getent group "$group" | cut -d: -f4)"
+    if [[ ,${members}, == *,"${user}",* ]]; then
+        return 0
+    fi
+    usermod --append --groups "$group" "$user"
+    log "added ${user} to group ${group}"
 }
 
 tc_ensure_user() {
