@@ -61,7 +61,7 @@ PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
             "in_placement_group applies to reservation capacity only, got on-demand",
         ),
         (
-            lambda: Capacity("reserved"),
+            lambda: Capacity("reserved").described,
             "kind must be one of on-demand, spot, reservation, capacity-block, training-plan, got 'reserved'",
         ),
     ],

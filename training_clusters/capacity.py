@@ -96,8 +96,10 @@ class Capacity:
     def __post_init__(self) -> None:
         try:
             object.__setattr__(self, "kind", CapacityKind.parse(self.kind))
-        except ConfigurationError as error:
-            raise ConfigurationError(f"kind {error}") from None
+        except ConfigurationError:
+            # A kind given as a wrong string is refused where the capacity is used: by a construct's boundary
+            # check (naming the construct and the prop) or by :attr:`checked_kind`.
+            return
         self._check_fields_of_kind()
         self._check_shape("reservation_id", self.reservation_id, RESERVATION_ID, "cr-0123456789abcdef0")
         self._check_shape(
@@ -159,9 +161,17 @@ class Capacity:
     # --- what it means
 
     @property
+    def checked_kind(self) -> CapacityKind:
+        """``kind`` as a member; a ConfigurationError when it was given as a string naming no kind."""
+        try:
+            return CapacityKind.parse(self.kind)
+        except ConfigurationError as error:
+            raise ConfigurationError(f"kind {error}") from None
+
+    @property
     def is_reserved(self) -> bool:
         """Whether instances launch into capacity held for them (a reservation, a block or a plan)."""
-        return self.kind in (
+        return self.checked_kind in (
             CapacityKind.RESERVATION,
             CapacityKind.CAPACITY_BLOCK,
             CapacityKind.TRAINING_PLAN,
@@ -170,14 +180,14 @@ class Capacity:
     @property
     def described(self) -> str:
         """The capacity in a few words, for messages: ``Capacity Block cr-0123...``."""
-        if self.kind is CapacityKind.CAPACITY_BLOCK:
+        if self.checked_kind is CapacityKind.CAPACITY_BLOCK:
             return f"Capacity Block {self.reservation_id}"
-        if self.kind is CapacityKind.RESERVATION:
+        if self.checked_kind is CapacityKind.RESERVATION:
             target = self.reservation_id or f"resource group {self.resource_group_arn}"
             return f"capacity reservation {target}" + ("" if self.targeted else " (open)")
-        if self.kind is CapacityKind.TRAINING_PLAN:
+        if self.checked_kind is CapacityKind.TRAINING_PLAN:
             return f"training plan {self.training_plan_arn}"
-        return str(self.kind)
+        return str(self.checked_kind)
 
     def keeps_placement_group(self) -> bool:
         """Whether the instances launch into the environment's cluster placement group.
@@ -196,16 +206,16 @@ class Capacity:
           https://docs.aws.amazon.com/parallelcluster/latest/ug/launch-instances-odcr-v3.html).
         - Training plan: HyperPod places its instances itself; our placement group is never used.
         """
-        if self.kind is CapacityKind.RESERVATION:
+        if self.checked_kind is CapacityKind.RESERVATION:
             return self.in_placement_group
-        return self.kind in (CapacityKind.ON_DEMAND, CapacityKind.SPOT)
+        return self.checked_kind in (CapacityKind.ON_DEMAND, CapacityKind.SPOT)
 
     def problem_for(self, orchestrator: Orchestrator) -> str | None:
         """Why ``orchestrator`` cannot use this capacity, or None."""
         allowed = SUPPORTED[orchestrator]
-        if self.kind in allowed:
+        if self.checked_kind in allowed:
             return None
-        return f"{self.kind} is not supported by {orchestrator}; use {' or '.join(allowed)}"
+        return f"{self.checked_kind} is not supported by {orchestrator}; use {' or '.join(allowed)}"
 
     def check_for(self, orchestrator: Orchestrator, field: str) -> Capacity:
         """This capacity, or a ConfigurationError naming ``field`` when ``orchestrator`` cannot use it."""
@@ -218,9 +228,9 @@ class Capacity:
 
     def market_type(self) -> str | None:
         """EC2 launch template ``InstanceMarketOptions.MarketType``: ``spot``, ``capacity-block`` or None."""
-        if self.kind is CapacityKind.SPOT:
+        if self.checked_kind is CapacityKind.SPOT:
             return "spot"
-        if self.kind is CapacityKind.CAPACITY_BLOCK:
+        if self.checked_kind is CapacityKind.CAPACITY_BLOCK:
             return "capacity-block"
         return None
 
@@ -229,8 +239,8 @@ class Capacity:
 
         None when nothing is targeted (On-Demand, Spot, an open reservation, a training plan).
         """
-        if self.kind is CapacityKind.CAPACITY_BLOCK or (
-            self.kind is CapacityKind.RESERVATION and self.targeted
+        if self.checked_kind is CapacityKind.CAPACITY_BLOCK or (
+            self.checked_kind is CapacityKind.RESERVATION and self.targeted
         ):
             if self.reservation_id is not None:
                 return {"CapacityReservationId": self.reservation_id}
@@ -240,26 +250,26 @@ class Capacity:
 
     def reservation_preference(self) -> str | None:
         """``CapacityReservationPreference`` of a launch template: ``open`` for an open reservation."""
-        if self.kind is CapacityKind.RESERVATION and not self.targeted:
+        if self.checked_kind is CapacityKind.RESERVATION and not self.targeted:
             return "open"
         return None
 
     def pcluster_capacity_type(self) -> str:
         """ParallelCluster's queue ``CapacityType``: ONDEMAND (reservations too), SPOT or CAPACITY_BLOCK."""
         return {CapacityKind.SPOT: "SPOT", CapacityKind.CAPACITY_BLOCK: "CAPACITY_BLOCK"}.get(
-            self.kind, "ONDEMAND"
+            self.checked_kind, "ONDEMAND"
         )
 
     def eks_capacity_type(self) -> str:
         """An EKS nodegroup's ``CapacityType``: ON_DEMAND (reservations too), SPOT or CAPACITY_BLOCK."""
         return {CapacityKind.SPOT: "SPOT", CapacityKind.CAPACITY_BLOCK: "CAPACITY_BLOCK"}.get(
-            self.kind, "ON_DEMAND"
+            self.checked_kind, "ON_DEMAND"
         )
 
     # --- validation, one rule per method
 
     def _check_fields_of_kind(self) -> None:
-        kind = self.kind
+        kind = self.checked_kind
         given = {
             "reservation_id": self.reservation_id,
             "resource_group_arn": self.resource_group_arn,

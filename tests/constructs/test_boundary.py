@@ -53,6 +53,10 @@ C5N = ComputeResource(name="c5n", instance_type="c5n.18xlarge", max_count=2)
 T3 = ComputeResource(name="t3", instance_type="t3.medium", max_count=2)
 CONTROLLER = InstanceGroup(name="controller", instance_type="ml.c5.xlarge", role="controller")
 WORKERS = InstanceGroup(name="workers", instance_type="ml.g5.8xlarge", partition="gpu")
+SPOT = package.Capacity.spot()
+RESERVATION = package.Capacity.reservation("cr-0123456789abcdef0")
+BLOCK = package.Capacity.capacity_block("cr-0123456789abcdef0")
+PLAN = package.Capacity.training_plan("arn:aws:sagemaker:us-east-1:111122223333:training-plan/plan")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -219,6 +223,57 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         lambda s, v: _pcluster(s, queues=[SlurmQueue(name="q", compute_resources=[T3], capacity_type=v)]),
         package.QueueCapacityType.SPOT,
         "spot",
+    ),
+    "ParallelCluster.queues[].capacity.kind": (
+        lambda s, v: _pcluster(
+            s,
+            queues=[SlurmQueue(name="q", compute_resources=[T3], capacity=dataclasses.replace(SPOT, kind=v))],
+        ),
+        package.CapacityKind.SPOT,
+        "Spot",
+    ),
+    "ParallelCluster.queues[].compute_resources[].capacity.kind": (
+        lambda s, v: _pcluster(
+            s,
+            queues=[
+                SlurmQueue(
+                    name="q",
+                    compute_resources=[
+                        dataclasses.replace(T3, capacity=dataclasses.replace(RESERVATION, kind=v))
+                    ],
+                )
+            ],
+        ),
+        package.CapacityKind.RESERVATION,
+        "RESERVATION",
+    ),
+    "EfaNodegroup.capacity.kind": (
+        lambda s, v: _efa_nodegroup(s, capacity=dataclasses.replace(BLOCK, kind=v)),
+        package.CapacityKind.CAPACITY_BLOCK,
+        "capacity_block",
+    ),
+    "GpuNodegroup.capacity.kind": (
+        lambda s, v: GpuNodegroup(
+            s,
+            "Gpu",
+            cluster=_eks(s),
+            instance_type="g5.2xlarge",
+            desired_size=1,
+            capacity=dataclasses.replace(SPOT, kind=v),
+        ),
+        package.CapacityKind.SPOT,
+        "spot",
+    ),
+    "HyperPodCluster.instance_groups[].capacity.kind": (
+        lambda s, v: _hyperpod(
+            s,
+            instance_groups=[
+                CONTROLLER,
+                dataclasses.replace(WORKERS, capacity=dataclasses.replace(PLAN, kind=v)),
+            ],
+        ),
+        package.CapacityKind.TRAINING_PLAN,
+        "training_plan",
     ),
     "ParallelCluster.queues[].placement": (
         lambda s, v: _pcluster(s, queues=[SlurmQueue(name="q", compute_resources=[C5N], placement=v)]),
