@@ -39,6 +39,8 @@ _EXPORTS = {
     "SlurmSettings": "parallelcluster",
     "ManagedLustre": "parallelcluster",
     "CustomActionScript": "parallelcluster",
+    "LoginNodePool": "parallelcluster",
+    "DirectoryService": "parallelcluster",
     "OperatingSystem": "training_clusters.options",
     "GpuEksCluster": "eks_gpu",
     "EfaNodegroup": "eks_gpu",

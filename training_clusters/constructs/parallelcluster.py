@@ -24,12 +24,14 @@ import yaml
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from training_clusters.capacity import Capacity, from_queue_capacity_type
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import InstanceType
 from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
+from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
@@ -48,13 +50,17 @@ from training_clusters.rules.parallelcluster import (
     MAX_COMPUTE_RESOURCES_PER_QUEUE,
     MAX_QUEUES,
     PCLUSTER_VERSION,
+    ami_problem,
     cluster_name_problem,
     compute_resource_capacity_problem,
     count_problem,
+    custom_slurm_setting_problem,
     duplicates_problem,
     efa_enabled_problem,
     gdr_problem,
     gpu_health_check_problem,
+    ldap_tls_req_cert_problem,
+    login_gracetime_problem,
     max_count_problem,
     min_count_problem,
     mount_dir_problem,
@@ -94,20 +100,46 @@ VPC_CIDR_PLACEHOLDER = "10.0.0.0/16"
 
 
 @dataclass(frozen=True)
+class CustomActionScript:
+    """A script a node runs as a ParallelCluster custom action; the nodes that run it get read access to it.
+
+    Used for the cluster-wide ``on_node_configured`` and the per-node ``on_node_start`` /
+    ``on_node_configured`` sequences of :class:`HeadNode`, :class:`SlurmQueue` and :class:`LoginNodePool`
+    (ParallelCluster runs a sequence's scripts in order, stopping at the first that fails:
+    https://docs.aws.amazon.com/parallelcluster/latest/ug/custom-bootstrap-actions-v3.html).
+
+    :param bucket: The bucket holding the script.
+    :param key: The script's object key, e.g. ``scripts/on-node-configured.sh``.
+    :param args: Arguments passed to the script. Default: none.
+    """
+
+    bucket: s3.IBucket
+    key: str
+    args: Sequence[str] = ()
+
+
+@dataclass(frozen=True)
 class HeadNode:
-    """The Slurm controller and login node.
+    """The Slurm controller (and, without login nodes, the login node).
 
     :param instance_type: Default: ``t3.medium``.
     :param key_name: EC2 key pair for SSH. Default: none (reach the node with SSM Session Manager).
     :param ssh_allowed_ips: Where SSH may come from: an IPv4 CIDR or a prefix list id; needs ``key_name``.
         Default: the VPC CIDR (so ParallelCluster's own default, 0.0.0.0/0, never applies).
     :param subnet: A private subnet. Default: the cluster's ``subnet``.
+    :param custom_ami: The head node's own AMI (``HeadNode.Image.CustomAmi``). Default: the cluster's image.
+    :param on_node_start: Scripts run in order before the node is configured (``OnNodeStart``). Default: none.
+    :param on_node_configured: Scripts run in order once the node is configured (``OnNodeConfigured``), after
+        the cluster-wide ``on_node_configured``. Default: none.
     """
 
     instance_type: str = "t3.medium"
     key_name: str | None = None
     ssh_allowed_ips: str | None = None
     subnet: ec2.ISubnet | None = None
+    custom_ami: str | None = None
+    on_node_start: Sequence[CustomActionScript] = ()
+    on_node_configured: Sequence[CustomActionScript] = ()
 
 
 @dataclass(frozen=True)
@@ -157,6 +189,12 @@ class SlurmQueue:
         :meth:`Capacity.keeps_placement_group`), else SHARED when a compute resource uses EFA and the cluster
         has a ``placement_group``, MANAGED when one uses EFA and it has none, else NONE. A compute resource
         with such a capacity of its own gets its placement group turned off.
+    :param custom_ami: The queue's own AMI (``Image.CustomAmi`` of the queue). Default: the cluster's image.
+    :param job_exclusive_allocation: Give each job whole nodes of this partition (Slurm ``OverSubscribe=
+        EXCLUSIVE``, ParallelCluster's ``JobExclusiveAllocation``). Default: ParallelCluster's (shared nodes).
+    :param on_node_start: Scripts run in order before each node of the queue is configured. Default: none.
+    :param on_node_configured: Scripts run in order once each node is configured, after the cluster-wide
+        ``on_node_configured``. Default: none.
     """
 
     name: str
@@ -164,6 +202,10 @@ class SlurmQueue:
     capacity_type: QueueCapacityType | str = QueueCapacityType.ONDEMAND
     placement: QueuePlacement | str | None = None
     capacity: Capacity | None = None
+    custom_ami: str | None = None
+    job_exclusive_allocation: bool | None = None
+    on_node_start: Sequence[CustomActionScript] = ()
+    on_node_configured: Sequence[CustomActionScript] = ()
 
 
 @dataclass(frozen=True)
@@ -175,10 +217,78 @@ class SlurmSettings:
 
     :param queue_update_strategy: Default: DRAIN (running jobs finish before nodes are replaced).
     :param scaledown_idletime_minutes: Idle minutes before a dynamic node is terminated. Default: 10.
+    :param database: Slurm accounting in this database (``SlurmSettings.Database``: ``Uri`` host:port,
+        ``UserName``, ``PasswordSecretArn`` its plain-text password secret). ParallelCluster itself grants the
+        head node ``secretsmanager:GetSecretValue`` on that secret and runs slurmdbd there; let the head node
+        reach the database: ``database.connections.allow_default_port_from(cluster.head_node_connections)``.
+        Default: no accounting.
+    :param custom_slurm_settings: Extra ``slurm.conf`` parameters (``CustomSlurmSettings``), each a mapping
+        such as ``{"PriorityType": "priority/multifactor"}``; parameters ParallelCluster manages are refused.
+        Default: none.
     """
 
     queue_update_strategy: QueueUpdateStrategy | str = QueueUpdateStrategy.DRAIN
     scaledown_idletime_minutes: int = 10
+    database: SlurmAccountingDatabase | None = None
+    custom_slurm_settings: Sequence[Mapping[str, str]] = ()
+
+
+@dataclass(frozen=True)
+class LoginNodePool:
+    """A pool of login nodes (``LoginNodes.Pools``): where users log in, build and submit; no slurmctld.
+
+    :param name: ``^[a-z][a-z0-9-]*$``, at most 25 characters, unique in the cluster.
+    :param instance_type: Default: ``m5.xlarge``.
+    :param count: Login nodes kept running. Default: 1.
+    :param key_name: EC2 key pair for SSH. Default: none (SSM Session Manager).
+    :param ssh_allowed_ips: Where SSH may come from. Default: the VPC CIDR.
+    :param custom_ami: The pool's own AMI. Default: the cluster's image.
+    :param gracetime_period_minutes: Minutes logged-in users get to finish before a node stops
+        (3 to 120). Default: ParallelCluster's (10).
+    :param on_node_start: Scripts run in order before each login node is configured. Default: none.
+    :param on_node_configured: Scripts run in order once it is configured, after the cluster-wide
+        ``on_node_configured``. Default: none.
+    """
+
+    name: str
+    instance_type: str = "m5.xlarge"
+    count: int = 1
+    key_name: str | None = None
+    ssh_allowed_ips: str | None = None
+    custom_ami: str | None = None
+    gracetime_period_minutes: int | None = None
+    on_node_start: Sequence[CustomActionScript] = ()
+    on_node_configured: Sequence[CustomActionScript] = ()
+
+
+@dataclass(frozen=True)
+class DirectoryService:
+    """Users from Active Directory (or another LDAP directory) through SSSD: an alternative to local users.
+
+    ParallelCluster's ``DirectoryService`` section
+    (https://docs.aws.amazon.com/parallelcluster/latest/ug/DirectoryService-v3.html); it grants the head node
+    read access to ``password_secret`` itself.
+
+    :param domain_name: The domain, as a DNS name (``corp.example.com``) or LDAP DN (``DC=corp,DC=example``).
+    :param domain_addr: Its LDAP endpoint(s), e.g. ``ldaps://corp.example.com`` (comma-separated for several).
+    :param password_secret: Secret holding the read-only user's password (plain text).
+    :param domain_read_only_user: The read-only user's DN, e.g. ``cn=ReadOnly,ou=Users,dc=corp,dc=example``.
+    :param ldap_tls_ca_cert: Path of the CA bundle on the nodes, for ldaps. Default: none.
+    :param ldap_tls_req_cert: never, allow, try, demand or hard. Default: ParallelCluster's (hard).
+    :param ldap_access_filter: Only directory users matching this LDAP filter may log in. Default: all.
+    :param generate_ssh_keys_for_users: Generate an SSH key for each user at first login. Default: True.
+    :param additional_sssd_configs: More ``sssd.conf`` domain settings. Default: none.
+    """
+
+    domain_name: str
+    domain_addr: str
+    password_secret: secretsmanager.ISecret
+    domain_read_only_user: str
+    ldap_tls_ca_cert: str | None = None
+    ldap_tls_req_cert: str | None = None
+    ldap_access_filter: str | None = None
+    generate_ssh_keys_for_users: bool = True
+    additional_sssd_configs: Mapping[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -195,20 +305,6 @@ class ManagedLustre:
     storage_capacity_gib: int = 1200
     per_unit_storage_throughput_mbps: int | None = None
     deletion_policy: DeletionPolicy | str = DeletionPolicy.RETAIN
-
-
-@dataclass(frozen=True)
-class CustomActionScript:
-    """A script every node runs once configured (``OnNodeConfigured``); nodes get read access to it.
-
-    :param bucket: The bucket holding the script.
-    :param key: The script's object key, e.g. ``scripts/on-node-configured.sh``.
-    :param args: Arguments passed to the script. Default: none.
-    """
-
-    bucket: s3.IBucket
-    key: str
-    args: Sequence[str] = ()
 
 
 @checked_props
@@ -248,7 +344,10 @@ class ParallelCluster(Construct):
         managed_file_system: ManagedLustre | None = None,
         mount_dir: str = "/shared",
         slurm_settings: SlurmSettings | None = None,
-        on_node_configured: CustomActionScript | None = None,
+        on_node_configured: CustomActionScript | Sequence[CustomActionScript] | None = None,
+        custom_ami: str | None = None,
+        login_nodes: Sequence[LoginNodePool] = (),
+        directory_service: DirectoryService | None = None,
         log_retention_days: int = 180,
         tags: Mapping[str, str] | None = None,
         deletion_policy: DeletionPolicy | str = DeletionPolicy.DELETE,
@@ -281,7 +380,15 @@ class ParallelCluster(Construct):
         :param managed_file_system: An FSx for Lustre that ParallelCluster creates. Default: none.
         :param mount_dir: Where the shared file system is mounted. Default: ``/shared``.
         :param slurm_settings: Default: ``SlurmSettings()`` (DRAIN, 10 idle minutes).
-        :param on_node_configured: A script every node runs once configured. Default: none.
+        :param on_node_configured: A script, or scripts in order, every node (head, compute and login) runs once
+            configured, before the node's own ``on_node_configured``. Default: none.
+        :param custom_ami: The cluster's AMI (``Image.CustomAmi``), e.g. one built with ``pcluster
+            build-image`` from ParallelCluster's own AMI for ``os``. Default: ParallelCluster's AMI for ``os``.
+        :param login_nodes: Login node pools (``LoginNodes.Pools``), in the cluster's subnet with the
+            head node's SSH rules; they mount the shared file system and run the cluster-wide actions. Default:
+            none (users log in on the head node).
+        :param directory_service: Users from Active Directory / LDAP (``DirectoryService``), instead of or
+            beside local users created by a custom action. Default: none.
         :param log_retention_days: CloudWatch retention of the cluster's logs. Default: 180
             (ParallelCluster's default).
         :param tags: Tags ParallelCluster puts on everything it creates. Default: none.
@@ -337,7 +444,13 @@ class ParallelCluster(Construct):
         self._check_mount_dir(mount_dir, file_system, managed_file_system)
         self._check_log_retention(log_retention_days)
         self._check_scaledown_idletime()
-        self._check_script(on_node_configured)
+        cluster_actions = _as_sequence(on_node_configured)
+        self.login_nodes = list(login_nodes)
+        self._check_scripts(cluster_actions)
+        self._check_custom_amis(custom_ami)
+        self._check_login_nodes()
+        self._check_custom_slurm_settings()
+        self._check_directory_service(directory_service)
 
         self.security_group = ec2.SecurityGroup(
             self,
@@ -347,6 +460,17 @@ class ParallelCluster(Construct):
             allow_all_outbound=False,
         )
         self._connections = ec2.Connections(security_groups=[self.security_group])
+        # The head node alone runs slurmdbd: the accounting database is opened to a group only it carries.
+        self.head_node_security_group: ec2.SecurityGroup | None = None
+        if self.slurm_settings.database is not None:
+            self.head_node_security_group = ec2.SecurityGroup(
+                self,
+                "HeadNodeSecurityGroup",
+                vpc=vpc,
+                description=f"ParallelCluster {cluster_name}: head node, as the accounting database's client",
+                allow_all_outbound=False,
+            )
+        self.login_nodes_policy = self._login_nodes_policy(cluster_actions)
         self.configuration: dict[str, Any] = _ClusterConfigurationBuilder(
             vpc=vpc,
             subnet=subnet,
@@ -361,9 +485,14 @@ class ParallelCluster(Construct):
             managed_file_system=managed_file_system,
             mount_dir=mount_dir,
             slurm_settings=self.slurm_settings,
-            on_node_configured=on_node_configured,
+            on_node_configured=cluster_actions,
             log_retention_days=log_retention_days,
             tags=dict(tags or {}),
+            head_group=self.head_node_security_group,
+            custom_ami=custom_ami,
+            login_nodes=self.login_nodes,
+            login_nodes_policy=self.login_nodes_policy,
+            directory_service=directory_service,
         ).build()
 
         self._check_provider_role(provider_lambda_role, provider_additional_policies)
@@ -394,6 +523,8 @@ class ParallelCluster(Construct):
         # ParallelCluster checks at create time that nodes can reach the internet (or endpoints) and mount the
         # file system: create the cluster only after the network, the storage and their rules exist.
         self.resource.node.add_dependency(vpc, self.security_group)
+        if self.head_node_security_group is not None:
+            self.resource.node.add_dependency(self.head_node_security_group)
         if file_system is not None:
             self.resource.node.add_dependency(file_system)
         self._retain_with_cluster(deletion_policy)
@@ -405,6 +536,8 @@ class ParallelCluster(Construct):
         if deletion_policy is not DeletionPolicy.RETAIN:
             return
         self.security_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
+        if self.head_node_security_group is not None:
+            self.head_node_security_group.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
         cdk.Annotations.of(self).add_warning_v2(
             "training-clusters:pcluster-retained",
             "deletion_policy RETAIN keeps the cluster running after the stack is deleted, in this stack's "
@@ -420,6 +553,17 @@ class ParallelCluster(Construct):
     def connections(self) -> ec2.Connections:
         """The group every node carries: allow it on storage (``fs.allow_clients_from(cluster)``)."""
         return self._connections
+
+    @property
+    def head_node_connections(self) -> ec2.Connections:
+        """A group only the head node carries, made when ``slurm_settings.database`` is given: allow it on the
+        database (``database.connections.allow_default_port_from(cluster.head_node_connections)``)."""
+        if self.head_node_security_group is None:
+            raise ConfigurationError(
+                f"{self.node.path}: head_node_connections exists only with slurm_settings.database (the head "
+                "node's own group is made for the accounting database)"
+            )
+        return ec2.Connections(security_groups=[self.head_node_security_group])
 
     def ssm_command(self) -> str:
         """``aws ssm start-session --target <head node> --region <region>`` (a token until deploy)."""
@@ -766,15 +910,87 @@ class ParallelCluster(Construct):
         if problem:
             raise fail(self.node.path, "slurm_settings.scaledown_idletime_minutes", problem)
 
-    def _check_script(self, script: CustomActionScript | None) -> None:
-        if script is None or is_unresolved(script.key):
+    def _check_scripts(self, cluster_actions: Sequence[CustomActionScript]) -> None:
+        where: list[tuple[str, Sequence[CustomActionScript]]] = [
+            ("on_node_configured", cluster_actions),
+            ("head_node.on_node_start", self.head_node.on_node_start),
+            ("head_node.on_node_configured", self.head_node.on_node_configured),
+        ]
+        for i, queue in enumerate(self.queues):
+            where += [(f"queues[{i}].on_node_start", queue.on_node_start)]
+            where += [(f"queues[{i}].on_node_configured", queue.on_node_configured)]
+        for i, pool in enumerate(self.login_nodes):
+            where += [(f"login_nodes[{i}].on_node_start", pool.on_node_start)]
+            where += [(f"login_nodes[{i}].on_node_configured", pool.on_node_configured)]
+        for field, scripts in where:
+            for j, script in enumerate(scripts):
+                if is_unresolved(script.key):
+                    continue
+                if not script.key or script.key.startswith("/"):
+                    name = field if field == "on_node_configured" and len(scripts) == 1 else f"{field}[{j}]"
+                    raise fail(
+                        self.node.path,
+                        f"{name}.key",
+                        f"must be an object key such as scripts/on-node-configured.sh, got '{script.key}'",
+                    )
+
+    def _check_custom_amis(self, custom_ami: str | None) -> None:
+        amis = [("custom_ami", custom_ami), ("head_node.custom_ami", self.head_node.custom_ami)]
+        amis += [(f"queues[{i}].custom_ami", q.custom_ami) for i, q in enumerate(self.queues)]
+        amis += [(f"login_nodes[{i}].custom_ami", p.custom_ami) for i, p in enumerate(self.login_nodes)]
+        for field, ami in amis:
+            if ami is None or is_unresolved(ami):
+                continue
+            problem = ami_problem(ami)
+            if problem:
+                raise fail(self.node.path, field, problem)
+
+    def _check_login_nodes(self) -> None:
+        problem = duplicates_problem([p.name for p in self.login_nodes])
+        if problem:
+            raise fail(self.node.path, "login_nodes", problem)
+        for i, pool in enumerate(self.login_nodes):
+            problem = slurm_name_problem(pool.name)
+            if problem:
+                raise fail(self.node.path, f"login_nodes[{i}].name", problem)
+            catalog_entry(self, f"login_nodes[{i}].instance_type", pool.instance_type)
+            if not is_unresolved(pool.count) and pool.count < 1:
+                raise fail(self.node.path, f"login_nodes[{i}].count", f"must be 1 or more, got {pool.count}")
+            minutes = pool.gracetime_period_minutes
+            problem = None if minutes is None else login_gracetime_problem(minutes)
+            if problem:
+                raise fail(self.node.path, f"login_nodes[{i}].gracetime_period_minutes", problem)
+            if pool.ssh_allowed_ips is not None:
+                problem = ssh_allowed_ips_problem(pool.ssh_allowed_ips)
+                if problem:
+                    raise fail(self.node.path, f"login_nodes[{i}].ssh_allowed_ips", problem)
+
+    def _check_custom_slurm_settings(self) -> None:
+        for i, settings in enumerate(self.slurm_settings.custom_slurm_settings):
+            for name in settings:
+                problem = custom_slurm_setting_problem(name)
+                if problem:
+                    raise fail(self.node.path, f"slurm_settings.custom_slurm_settings[{i}]", problem)
+
+    def _check_directory_service(self, directory: DirectoryService | None) -> None:
+        if directory is None or directory.ldap_tls_req_cert is None:
             return
-        if not script.key or script.key.startswith("/"):
-            raise fail(
-                self.node.path,
-                "on_node_configured.key",
-                f"must be an object key such as scripts/on-node-configured.sh, got '{script.key}'",
-            )
+        problem = ldap_tls_req_cert_problem(directory.ldap_tls_req_cert)
+        if problem:
+            raise fail(self.node.path, "directory_service.ldap_tls_req_cert", problem)
+
+    def _login_nodes_policy(self, cluster_actions: Sequence[CustomActionScript]) -> iam.ManagedPolicy | None:
+        """Read access to the login nodes' scripts (ParallelCluster has no ``S3Access`` for login pools)."""
+        scripts = [*cluster_actions, *(s for p in self.login_nodes for s in (*p.on_node_start, *p.on_node_configured))]
+        if not self.login_nodes or not scripts:
+            return None
+        resources = list(dict.fromkeys(s.bucket.arn_for_objects(s.key) for s in scripts))
+        return iam.ManagedPolicy(
+            self,
+            "LoginNodesScripts",
+            description="Login nodes: read their ParallelCluster custom action scripts",
+            statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=resources)],
+        )
 
     def _compute_resources(self) -> list[tuple[str, ComputeResource]]:
         return [
@@ -782,6 +998,21 @@ class ParallelCluster(Construct):
             for i, queue in enumerate(self.queues)
             for j, resource in enumerate(queue.compute_resources)
         ]
+
+
+def _as_sequence(scripts: CustomActionScript | Sequence[CustomActionScript] | None) -> list[CustomActionScript]:
+    if scripts is None:
+        return []
+    if isinstance(scripts, CustomActionScript):
+        return [scripts]
+    return list(scripts)
+
+
+def _action(script: CustomActionScript) -> dict[str, Any]:
+    action: dict[str, Any] = {"Script": f"s3://{script.bucket.bucket_name}/{script.key}"}
+    if script.args:
+        action["Args"] = list(script.args)
+    return action
 
 
 def _efa_enabled(resource: ComputeResource, instance: InstanceType) -> bool:
@@ -836,26 +1067,35 @@ class _ClusterConfigurationBuilder:
     managed_file_system: ManagedLustre | None
     mount_dir: str
     slurm_settings: SlurmSettings
-    on_node_configured: CustomActionScript | None
+    on_node_configured: Sequence[CustomActionScript]
     log_retention_days: int
     tags: Mapping[str, str]
+    head_group: ec2.ISecurityGroup | None
+    custom_ami: str | None
+    login_nodes: Sequence[LoginNodePool]
+    login_nodes_policy: iam.ManagedPolicy | None
+    directory_service: DirectoryService | None
 
     def build(self) -> dict[str, Any]:
+        image: dict[str, Any] = {"Os": self.os.value}
+        if self.custom_ami is not None:
+            image["CustomAmi"] = self.custom_ami
         configuration: dict[str, Any] = {
-            "Image": {"Os": self.os.value},
+            "Image": image,
             "HeadNode": self._head_node(),
             "Scheduling": {
                 "Scheduler": "slurm",
-                "SlurmSettings": {
-                    "QueueUpdateStrategy": str(self.slurm_settings.queue_update_strategy),
-                    "ScaledownIdletime": self.slurm_settings.scaledown_idletime_minutes,
-                },
+                "SlurmSettings": self._slurm_settings(),
                 "SlurmQueues": [self._queue(queue) for queue in self.queues],
             },
             "Monitoring": {
                 "Logs": {"CloudWatch": {"Enabled": True, "RetentionInDays": self.log_retention_days}}
             },
         }
+        if self.login_nodes:
+            configuration["LoginNodes"] = {"Pools": [self._login_pool(pool) for pool in self.login_nodes]}
+        if self.directory_service is not None:
+            configuration["DirectoryService"] = self._directory_service(self.directory_service)
         storage = self._shared_storage()
         if storage is not None:
             configuration["SharedStorage"] = [storage]
@@ -873,16 +1113,85 @@ class _ClusterConfigurationBuilder:
             "InstanceType": head.instance_type,
             "Networking": {
                 "SubnetId": (head.subnet or self.subnet).subnet_id,
-                "AdditionalSecurityGroups": [self.client_group.security_group_id],
+                "AdditionalSecurityGroups": [
+                    g.security_group_id for g in (self.client_group, self.head_group) if g is not None
+                ],
             },
             "Ssh": ssh,
-            "Iam": {"AdditionalIamPolicies": [{"Policy": ssm}], **self._script_access()},
+            "Iam": {
+                "AdditionalIamPolicies": [{"Policy": ssm}],
+                **self._script_access(head.on_node_start, head.on_node_configured),
+            },
             "Imds": {"Secured": True},
         }
-        actions = self._custom_actions()
+        if head.custom_ami is not None:
+            node["Image"] = {"CustomAmi": head.custom_ami}
+        actions = self._custom_actions(head.on_node_start, head.on_node_configured)
         if actions:
             node["CustomActions"] = actions
         return node
+
+    def _slurm_settings(self) -> dict[str, Any]:
+        settings = self.slurm_settings
+        result: dict[str, Any] = {
+            "QueueUpdateStrategy": str(settings.queue_update_strategy),
+            "ScaledownIdletime": settings.scaledown_idletime_minutes,
+        }
+        if settings.database is not None:
+            result["Database"] = {
+                "Uri": settings.database.uri,
+                "UserName": settings.database.username,
+                "PasswordSecretArn": settings.database.password_secret.secret_arn,
+            }
+        if settings.custom_slurm_settings:
+            result["CustomSlurmSettings"] = [dict(s) for s in settings.custom_slurm_settings]
+        return result
+
+    def _login_pool(self, pool: LoginNodePool) -> dict[str, Any]:
+        ssh: dict[str, Any] = {"AllowedIps": pool.ssh_allowed_ips or self.vpc.vpc_cidr_block}
+        if pool.key_name is not None:
+            ssh["KeyName"] = pool.key_name
+        ssm = iam.ManagedPolicy.from_aws_managed_policy_name(SSM_POLICY).managed_policy_arn
+        policies = [{"Policy": ssm}]
+        if self.login_nodes_policy is not None:
+            policies.append({"Policy": self.login_nodes_policy.managed_policy_arn})
+        result: dict[str, Any] = {
+            "Name": pool.name,
+            "InstanceType": pool.instance_type,
+            "Count": pool.count,
+            "Networking": {
+                "SubnetIds": [self.subnet.subnet_id],
+                "AdditionalSecurityGroups": [self.client_group.security_group_id],
+            },
+            "Ssh": ssh,
+            "Iam": {"AdditionalIamPolicies": policies},
+        }
+        if pool.custom_ami is not None:
+            result["Image"] = {"CustomAmi": pool.custom_ami}
+        if pool.gracetime_period_minutes is not None:
+            result["GracetimePeriod"] = pool.gracetime_period_minutes
+        actions = self._custom_actions(pool.on_node_start, pool.on_node_configured)
+        if actions:
+            result["CustomActions"] = actions
+        return result
+
+    def _directory_service(self, directory: DirectoryService) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "DomainName": directory.domain_name,
+            "DomainAddr": directory.domain_addr,
+            "PasswordSecretArn": directory.password_secret.secret_arn,
+            "DomainReadOnlyUser": directory.domain_read_only_user,
+            "GenerateSshKeysForUsers": directory.generate_ssh_keys_for_users,
+        }
+        optional = {
+            "LdapTlsCaCert": directory.ldap_tls_ca_cert,
+            "LdapTlsReqCert": directory.ldap_tls_req_cert,
+            "LdapAccessFilter": directory.ldap_access_filter,
+        }
+        result.update({key: value for key, value in optional.items() if value is not None})
+        if directory.additional_sssd_configs:
+            result["AdditionalSssdConfigs"] = dict(directory.additional_sssd_configs)
+        return result
 
     def _queue(self, queue: SlurmQueue) -> dict[str, Any]:
         groups = [g.security_group_id for g in (*self.node_groups, self.client_group)]
@@ -908,10 +1217,14 @@ class _ClusterConfigurationBuilder:
         target = capacity.reservation_target()
         if target is not None:
             result["CapacityReservationTarget"] = target
-        access = self._script_access()
+        if queue.custom_ami is not None:
+            result["Image"] = {"CustomAmi": queue.custom_ami}
+        if queue.job_exclusive_allocation is not None:
+            result["JobExclusiveAllocation"] = queue.job_exclusive_allocation
+        access = self._script_access(queue.on_node_start, queue.on_node_configured)
         if access:
             result["Iam"] = access
-        actions = self._custom_actions()
+        actions = self._custom_actions(queue.on_node_start, queue.on_node_configured)
         if actions:
             result["CustomActions"] = actions
         return result
@@ -966,20 +1279,28 @@ class _ClusterConfigurationBuilder:
             "FsxLustreSettings": settings,
         }
 
-    def _custom_actions(self) -> dict[str, Any]:
-        script = self.on_node_configured
-        if script is None:
-            return {}
-        action: dict[str, Any] = {"Script": f"s3://{script.bucket.bucket_name}/{script.key}"}
-        if script.args:
-            action["Args"] = list(script.args)
-        return {"OnNodeConfigured": action}
+    def _custom_actions(
+        self, on_node_start: Sequence[CustomActionScript], on_node_configured: Sequence[CustomActionScript]
+    ) -> dict[str, Any]:
+        """``OnNodeStart`` / ``OnNodeConfigured``: one script as ``Script``, several as a ``Sequence``."""
+        result: dict[str, Any] = {}
+        for key, scripts in (
+            ("OnNodeStart", list(on_node_start)),
+            ("OnNodeConfigured", [*self.on_node_configured, *on_node_configured]),
+        ):
+            if len(scripts) == 1:
+                result[key] = _action(scripts[0])
+            elif scripts:
+                result[key] = {"Sequence": [_action(script) for script in scripts]}
+        return result
 
-    def _script_access(self) -> dict[str, Any]:
-        script = self.on_node_configured
-        if script is None:
+    def _script_access(self, *own: Sequence[CustomActionScript]) -> dict[str, Any]:
+        scripts = [*self.on_node_configured, *(script for group in own for script in group)]
+        entries = [{"BucketName": s.bucket.bucket_name, "KeyName": s.key} for s in scripts]
+        unique = list({(e["BucketName"], e["KeyName"]): e for e in entries}.values())
+        if not unique:
             return {}
-        return {"S3Access": [{"BucketName": script.bucket.bucket_name, "KeyName": script.key}]}
+        return {"S3Access": unique}
 
 
 # --------------------------------------------------------------------------------------------------

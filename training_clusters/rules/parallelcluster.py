@@ -233,3 +233,48 @@ def gpu_health_check_problem(instance: InstanceType) -> str | None:
     if instance.is_gpu:
         return None
     return f"applies to NVIDIA GPU instance types (it runs DCGM diagnostics), got {instance.name}"
+
+
+# --- team clusters: images, login nodes, custom actions, Slurm settings (ParallelCluster 3.16 schema) ---
+
+_AMI_ID = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
+#: ``LoginNodes.Pools[].GracetimePeriod`` bounds, minutes.
+LOGIN_GRACETIME_MINUTES = (3, 120)
+#: ``DirectoryService.LdapTlsReqCert`` values.
+LDAP_TLS_REQ_CERT = ("never", "allow", "try", "demand", "hard")
+#: Slurm parameters ParallelCluster manages itself and refuses in ``CustomSlurmSettings`` (its deny list, cluster
+#: level: https://docs.aws.amazon.com/parallelcluster/latest/ug/slurm-configuration-settings-v3.html).
+DENIED_SLURM_SETTINGS = frozenset(
+    {"SlurmctldHost", "ClusterName", "SlurmctldPort", "SlurmdPort", "SlurmUser", "ResumeProgram",
+     "SuspendProgram", "ResumeFailProgram", "CommunicationParameters", "StateSaveLocation", "SlurmdSpoolDir",
+     "AuthType", "AccountingStorageType", "AccountingStorageHost", "AccountingStoragePort",
+     "AccountingStorageUser"}
+)  # fmt: skip
+
+
+def ami_problem(ami_id: str) -> str | None:
+    if not _AMI_ID.fullmatch(ami_id):
+        return f"must be an AMI id such as ami-0123456789abcdef0, got '{ami_id}'"
+    return None
+
+
+def login_gracetime_problem(minutes: int) -> str | None:
+    low, high = LOGIN_GRACETIME_MINUTES
+    if not low <= minutes <= high:
+        return f"must be {low} to {high} minutes (ParallelCluster's bounds), got {minutes}"
+    return None
+
+
+def ldap_tls_req_cert_problem(value: str) -> str | None:
+    if value not in LDAP_TLS_REQ_CERT:
+        return f"must be one of {', '.join(LDAP_TLS_REQ_CERT)}, got '{value}'"
+    return None
+
+
+def custom_slurm_setting_problem(name: str) -> str | None:
+    if name in DENIED_SLURM_SETTINGS:
+        return (
+            f"'{name}' is managed by ParallelCluster and refused in CustomSlurmSettings; set it through its own "
+            "field (database, for accounting) or leave it"
+        )
+    return None

@@ -1,0 +1,55 @@
+#!/bin/bash
+# A fake of the account and Slurm commands the ParallelCluster custom actions run, on a fake root ($TC_ROOT):
+# getent, groupadd, useradd and usermod read and write $TC_ROOT/etc/{passwd,group}; every call is recorded
+# in $TC_ROOT/calls.log; chown only checks its operands exist (the sandbox cannot change owners).
+set -euo pipefail
+tool=$(basename "$0")
+echo "${tool} $*" >>"${TC_ROOT}/calls.log"
+passwd="${TC_ROOT}/etc/passwd"
+group="${TC_ROOT}/etc/group"
+case $tool in
+    getent)
+        db=$1 key=$2 file=$passwd
+        [[ $db == group ]] && file=$group
+        awk -F: -v k="$key" '$1 == k || $3 == k { print; found = 1; exit } END { exit !found }' "$file"
+        ;;
+    groupadd)
+        [[ $1 == --gid ]] || exit 2
+        echo "$3:x:$2:" >>"$group"
+        ;;
+    useradd)
+        uid="" gid="" home=""
+        while (($# > 1)); do
+            case $1 in
+                --uid) uid=$2; shift 2 ;;
+                --gid) gid=$2; shift 2 ;;
+                --home-dir) home=$2; shift 2 ;;
+                --shell | --comment) shift 2 ;;
+                --no-create-home) shift ;;
+                *) exit 2 ;;
+            esac
+        done
+        echo "$1:x:${uid}:${gid}::${home}:/bin/bash" >>"$passwd"
+        ;;
+    usermod)
+        [[ $1 == --append && $2 == --groups ]] || exit 2
+        awk -F: -v OFS=: -v g="$3" -v u="$4" '$1 == g { $4 = ($4 == "" ? u : $4 "," u) } { print }' \
+            "$group" >"${group}.new"
+        mv "${group}.new" "$group"
+        ;;
+    ssh-keygen)
+        file=""
+        while (($#)); do
+            if [[ $1 == -f ]]; then file=$2; fi
+            shift
+        done
+        echo "PRIVATE" >"$file"
+        echo "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIClusterKey generated" >"${file}.pub"
+        ;;
+    chown)
+        shift
+        for path in "$@"; do [[ -e $path ]] || exit 1; done
+        ;;
+    scontrol) ;;
+    *) exit 127 ;;
+esac

@@ -1,0 +1,84 @@
+#!/bin/bash
+# ParallelCluster custom action (OnNodeConfigured, every node): Pyxis and Enroot, shipped disabled since 3.11.
+#
+# Enables them the way ParallelCluster's tutorial does ("Running containerized jobs with Pyxis":
+# https://docs.aws.amazon.com/parallelcluster/latest/ug/tutorials_11_running-containerized-jobs-with-pyxis.html),
+# from the examples ParallelCluster installs under /opt/parallelcluster/examples, without the race of
+# aws-parallelcluster issue #6459: /opt/slurm/etc is the head node's, shared with every other node, and nodes
+# that edited files there at the same time left temporary files in plugstack.conf.d that broke every job. So
+# - every node writes only its own disk: Enroot's configuration and runtime directories;
+# - the head node alone writes the shared SPANK configuration, each file staged outside plugstack.conf.d and
+#   renamed into place, and reconfigures Slurm when something changed.
+# Running it again changes nothing. TC_ROOT (default: empty, the real root) prefixes every path, for tests.
+
+set -euo pipefail
+
+ROOT=${TC_ROOT:-}
+EXAMPLES="${ROOT}/opt/parallelcluster/examples"
+SLURM_ETC="${ROOT}/opt/slurm/etc"
+
+log() { echo "pyxis.sh: $*"; }
+die() {
+    echo "pyxis.sh: error: $*" >&2
+    exit 1
+}
+
+node_type() {
+    local config="${ROOT}/etc/parallelcluster/cfnconfig" type=""
+    if [[ -r $config ]]; then
+        type="$(sed -n 's/^cfn_node_type=//p' "$config" | tr -d '"' | head -n 1)"
+    fi
+    echo "${type:-unknown}"
+}
+
+# Copy $1 to $2 (mode $3) through a temporary file in $4, renamed into place; only when the content differs.
+place() {
+    local source=$1 target=$2 mode=$3 staging=$4 staged
+    [[ -f $source ]] || die "${source#"$ROOT"} is missing: this AMI has no ParallelCluster Pyxis examples (3.11+)"
+    if [[ -f $target ]] && cmp -s "$source" "$target"; then
+        return 1
+    fi
+    staged="$(mktemp "${staging}/.pyxis.XXXXXX")"
+    cp "$source" "$staged"
+    chmod "$mode" "$staged"
+    mv -f "$staged" "$target"
+    log "wrote ${target#"$ROOT"}"
+}
+
+shared_dir() {
+    local dir=$1
+    if [[ ! -d $dir ]]; then
+        mkdir -p "$dir"
+    fi
+    chmod 1777 "$dir"
+}
+
+main() {
+    local type changed=0
+    type="$(node_type)"
+    log "node type ${type}"
+    # Enroot keeps its runtime and container data on tmpfs (/run) and its layer cache on local disk.
+    shared_dir "${ROOT}/run/enroot"
+    shared_dir "${ROOT}/var/enroot"
+    shared_dir "${ROOT}/run/pyxis"
+    mkdir -p "${ROOT}/etc/enroot"
+    place "${EXAMPLES}/enroot/enroot.conf" "${ROOT}/etc/enroot/enroot.conf" 0644 "${ROOT}/etc/enroot" || true
+    if [[ $type != HeadNode ]]; then
+        log "the SPANK configuration is the head node's (shared ${SLURM_ETC#"$ROOT"}): left alone here"
+        return 0
+    fi
+    mkdir -p "${SLURM_ETC}/plugstack.conf.d"
+    if place "${EXAMPLES}/spank/plugstack.conf" "${SLURM_ETC}/plugstack.conf" 0644 "$SLURM_ETC"; then
+        changed=1
+    fi
+    # staged in SLURM_ETC, not in plugstack.conf.d, whose every file Slurm loads
+    if place "${EXAMPLES}/pyxis/pyxis.conf" "${SLURM_ETC}/plugstack.conf.d/pyxis.conf" 0644 "$SLURM_ETC"; then
+        changed=1
+    fi
+    if ((changed)); then
+        scontrol reconfigure
+        log "Slurm reconfigured: srun --container-image is available"
+    fi
+}
+
+main "$@"
