@@ -183,7 +183,7 @@ def test_the_console_script_is_installed() -> None:
 def test_readme_lists_exactly_the_iam_actions_preflight_calls() -> None:
     readme = (ROOT / "README.md").read_text()
     section = readme[readme.index("- **preflight**") : readme.index("- **render-pcluster**")]
-    listed = set(re.findall(r"`((?:servicequotas|ec2):\w+)`", section))
+    listed = set(re.findall(r"`((?:servicequotas|ec2|sagemaker):\w+)`", section))
     assert listed == set(preflight.REQUIRED_IAM_ACTIONS)
 
 
