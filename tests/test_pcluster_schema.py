@@ -14,17 +14,22 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 
 from training_clusters.capacity import Capacity
+from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import LustreDeploymentType
 from training_clusters.constructs.parallelcluster import (
     ComputeResource,
     CustomActionScript,
+    DirectoryService,
     HeadNode,
+    LoginNodePool,
     ManagedLustre,
     OperatingSystem,
     QueuePlacement,
     SlurmQueue,
+    SlurmSettings,
 )
 from training_clusters.options import QueueCapacityType
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
@@ -61,9 +66,11 @@ def _variant(**props: Any) -> Callable[[EnvironmentGates], dict[str, Any]]:
     return build
 
 
-def _script(parts: Parts) -> CustomActionScript:
-    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
-    return CustomActionScript(bucket=bucket, key="pc/on-node-configured.sh", args=["--verbose"])
+def _script(parts: Parts, key: str = "pc/on-node-configured.sh") -> CustomActionScript:
+    bucket = parts.stack.node.try_find_child("Scripts") or s3.Bucket.from_bucket_name(
+        parts.stack, "Scripts", "my-scripts"
+    )
+    return CustomActionScript(bucket=bucket, key=key, args=["--verbose"])
 
 
 EMITTED: dict[str, Callable[[EnvironmentGates], dict[str, Any]]] = {
@@ -144,6 +151,52 @@ EMITTED: dict[str, Callable[[EnvironmentGates], dict[str, Any]]] = {
         os=OperatingSystem.UBUNTU2404,
         on_node_configured=_script,
         tags={"team": "ml"},
+    ),
+    "team: accounting, login pool, action sequences, custom AMIs, exclusive queue, slurm settings": _variant(
+        slurm_settings=lambda p: SlurmSettings(
+            database=SlurmAccountingDatabase(p.stack, "Accounting", vpc=p.network.vpc),
+            custom_slurm_settings=[
+                {"PriorityType": "priority/multifactor"},
+                {"PriorityWeightFairshare": "10000"},
+            ],
+        ),
+        custom_ami="ami-0123456789abcdef0",
+        on_node_configured=lambda p: [_script(p), _script(p, "pc/pyxis.sh")],
+        head_node=lambda p: HeadNode(
+            custom_ami="ami-0123456789abcdef1",
+            on_node_start=[_script(p, "pc/head-start.sh")],
+            on_node_configured=[_script(p, "pc/head-1.sh"), _script(p, "pc/head-2.sh")],
+        ),
+        queues=lambda p: [
+            SlurmQueue(
+                name="compute",
+                compute_resources=[C5N],
+                custom_ami="ami-0123456789abcdef2",
+                job_exclusive_allocation=True,
+                on_node_start=[_script(p, "pc/queue-start-1.sh"), _script(p, "pc/queue-start-2.sh")],
+            )
+        ],
+        login_nodes=lambda p: [
+            LoginNodePool(
+                name="login",
+                count=2,
+                custom_ami="ami-0123456789abcdef3",
+                gracetime_period_minutes=30,
+                on_node_start=[_script(p, "pc/login-start.sh")],
+            )
+        ],
+    ),
+    "directory service instead of local users": _variant(
+        directory_service=lambda p: DirectoryService(
+            domain_name="corp.example.com",
+            domain_addr="ldaps://corp.example.com",
+            password_secret=secretsmanager.Secret(p.stack, "AdPassword"),
+            domain_read_only_user="cn=ReadOnly,ou=Users,dc=corp,dc=example,dc=com",
+            ldap_tls_ca_cert="/etc/openldap/cacerts/corp.pem",
+            ldap_tls_req_cert="hard",
+            ldap_access_filter="memberOf=cn=ml,ou=Groups,dc=corp,dc=example,dc=com",
+            additional_sssd_configs={"debug_level": "0x1ff"},
+        ),
     ),
 }
 

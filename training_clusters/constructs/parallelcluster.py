@@ -89,6 +89,9 @@ PLACEHOLDER_PREFIXES: Mapping[str, str] = {
     "AWS::FSx::FileSystem": "fs-0123456789abcdef",
     "AWS::EC2::PlacementGroup": "training-placement-group-",
     "AWS::S3::Bucket": "training-bucket-",
+    "AWS::SecretsManager::Secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:training-secret-",
+    "AWS::IAM::ManagedPolicy": "arn:aws:iam::123456789012:policy/training-policy-",
+    "AWS::RDS::DBCluster": "training-database.cluster-0123456789ab.us-east-1.rds.amazonaws.com-",
 }
 PSEUDO_PARAMETER_PLACEHOLDERS: Mapping[str, str] = {
     "AWS::Partition": "aws",
@@ -467,7 +470,7 @@ class ParallelCluster(Construct):
                 self,
                 "HeadNodeSecurityGroup",
                 vpc=vpc,
-                description=f"ParallelCluster {cluster_name}: head node, as the accounting database's client",
+                description=f"ParallelCluster {cluster_name}: head node, client of the Slurm accounting database",
                 allow_all_outbound=False,
             )
         self.login_nodes_policy = self._login_nodes_policy(cluster_actions)
@@ -953,7 +956,7 @@ class ParallelCluster(Construct):
             problem = slurm_name_problem(pool.name)
             if problem:
                 raise fail(self.node.path, f"login_nodes[{i}].name", problem)
-            catalog_entry(self, f"login_nodes[{i}].instance_type", pool.instance_type)
+            catalog_entry(self, pool.instance_type, f"login_nodes[{i}].instance_type")
             if not is_unresolved(pool.count) and pool.count < 1:
                 raise fail(self.node.path, f"login_nodes[{i}].count", f"must be 1 or more, got {pool.count}")
             minutes = pool.gracetime_period_minutes
