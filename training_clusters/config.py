@@ -41,9 +41,11 @@ from training_clusters.options import (
     DeepHealthCheck,
     DeletionPolicy,
     EfaInterfaceType,
+    HyperPodAccounting,
     LustreDeploymentType,
     MigStrategy,
     NodegroupCapacityType,
+    NodeProvisioningMode,
     NodeRecovery,
     NodeRole,
     OperatingSystem,
@@ -308,6 +310,14 @@ class HyperPodInstanceGroupConfig(_Model):
     partition: str | None = Field(default=None, description="Slurm partition; required for workers.")
     threads_per_core: int = Field(default=1, description="1 (hyper-threading off) or 2.")
     extra_volume_gib: int | None = Field(default=None, description="Extra EBS volume at /opt/sagemaker.")
+    root_volume_gib: int | None = Field(
+        default=None, description="Root volume size, 100-16384. Default: HyperPod's root volume size."
+    )
+    image_id: str | None = Field(
+        default=None,
+        pattern=r"^ami-[0-9a-f]{8,17}$",
+        description="A custom AMI built from a HyperPod AMI. Default: HyperPod's public AMI.",
+    )
     deep_health_checks: list[Annotated[DeepHealthCheck, _FileChoice(DeepHealthCheck)]] | None = Field(
         default=None, description="Default: both checks on GPU/Trainium groups, none on CPU groups."
     )
@@ -345,6 +355,22 @@ class HyperPodConfig(_Model):
     instance_groups: Annotated[list[HyperPodInstanceGroupConfig], Field(min_length=1)]
     enable_enroot_pyxis: bool = True
     enable_observability: bool = False
+    enable_docker: bool = Field(
+        default=False,
+        description="Docker on every node (the DCGM exporter of enable_observability needs it).",
+    )
+    enable_pam_slurm_adopt: bool = Field(
+        default=False, description="Users reach a worker over SSH only while they hold a job on it."
+    )
+    accounting: Annotated[HyperPodAccounting, _FileChoice(HyperPodAccounting)] = Field(
+        default=HyperPodAccounting.NONE,
+        description="Slurm accounting (slurmdbd on the controller): none, external (an Aurora MySQL database "
+        "made with the environment, kept when it is destroyed) or local (MariaDB on the controller).",
+    )
+    node_provisioning_mode: Annotated[NodeProvisioningMode, _FileChoice(NodeProvisioningMode)] | None = Field(
+        default=None,
+        description="continuous: nodes join as they come. Default: all-or-nothing provisioning.",
+    )
 
 
 # --- ParallelCluster section ---
@@ -450,6 +476,19 @@ class PclusterQueueConfig(_Model):
         description="shared (the environment's placement group), managed (made by ParallelCluster) or none. "
         "Default: shared when a compute resource uses EFA, else none.",
     )
+    custom_ami: str | None = Field(default=None, description="The queue's own AMI. Default: the cluster's.")
+    job_exclusive_allocation: bool | None = Field(
+        default=None, description="Each job gets whole nodes of this queue. Default: ParallelCluster's (shared)."
+    )
+    on_node_start: list[PclusterCustomActionConfig] = Field(
+        default_factory=list, description="Scripts each node of the queue runs, in order, before configuration."
+    )
+    on_node_configured: list[PclusterCustomActionConfig] = Field(
+        default_factory=list,
+        description="Scripts each node of the queue runs, in order, once configured (after the cluster-wide ones).",
+    )
+
+    _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
 
     @field_validator("name")
     @classmethod
@@ -516,8 +555,17 @@ class PclusterHeadNodeConfig(_Model):
         default=None,
         description="CIDR or prefix list allowed to SSH (needs key_name). Default: the VPC CIDR.",
     )
+    custom_ami: str | None = Field(default=None, description="The head node's own AMI. Default: the cluster's.")
+    on_node_start: list[PclusterCustomActionConfig] = Field(
+        default_factory=list, description="Scripts the head node runs, in order, before configuration."
+    )
+    on_node_configured: list[PclusterCustomActionConfig] = Field(
+        default_factory=list,
+        description="Scripts the head node runs, in order, once configured (after the cluster-wide ones).",
+    )
 
     _instance_type = field_validator("instance_type")(_catalogued)
+    _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
 
     @model_validator(mode="after")
     def _ssh(self) -> PclusterHeadNodeConfig:
@@ -536,11 +584,24 @@ class PclusterSlurmConfig(_Model):
         QueueUpdateStrategy.DRAIN
     )
     scaledown_idletime_minutes: int = 10
+    custom_settings: list[dict[str, str]] = Field(
+        default_factory=list,
+        description="Extra slurm.conf parameters (CustomSlurmSettings), e.g. [{PriorityType: priority/multifactor}]; "
+        "parameters ParallelCluster manages are refused. Default: none.",
+    )
 
     @field_validator("scaledown_idletime_minutes")
     @classmethod
     def _idletime(cls, value: int) -> int:
         _raise_if(pcluster_rules.scaledown_idletime_problem(value))
+        return value
+
+    @field_validator("custom_settings")
+    @classmethod
+    def _settings_allowed(cls, value: list[dict[str, str]]) -> list[dict[str, str]]:
+        for index, settings in enumerate(value):
+            for name in settings:
+                _raise_if(pcluster_rules.custom_slurm_setting_problem(name), f"[{index}]")
         return value
 
 
@@ -558,6 +619,87 @@ class PclusterCustomActionConfig(_Model):
         return value
 
 
+def _ami(value: str | None) -> str | None:
+    if value is not None:
+        _raise_if(pcluster_rules.ami_problem(value))
+    return value
+
+
+class PclusterLoginPoolConfig(_Model):
+    """``parallelcluster.login_nodes[]``: a pool of login nodes."""
+
+    name: str = "login"
+    instance_type: str = "m5.xlarge"
+    count: Annotated[int, Field(ge=1)] = 1
+    key_name: str | None = Field(default=None, description="EC2 key pair. Default: none (use SSM).")
+    ssh_allowed_ips: str | None = Field(default=None, description="Default: the VPC CIDR (needs key_name).")
+    custom_ami: str | None = Field(default=None, description="The pool's own AMI. Default: the cluster's.")
+    gracetime_period_minutes: int | None = Field(
+        default=None, description="3-120 minutes users get before a node stops. Default: ParallelCluster's (10)."
+    )
+    on_node_start: list[PclusterCustomActionConfig] = Field(default_factory=list)
+    on_node_configured: list[PclusterCustomActionConfig] = Field(default_factory=list)
+
+    _instance_type = field_validator("instance_type")(_catalogued)
+    _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
+
+    @field_validator("name")
+    @classmethod
+    def _name_pattern(cls, value: str) -> str:
+        _raise_if(pcluster_rules.slurm_name_problem(value))
+        return value
+
+    @field_validator("gracetime_period_minutes")
+    @classmethod
+    def _gracetime(cls, value: int | None) -> int | None:
+        if value is not None:
+            _raise_if(pcluster_rules.login_gracetime_problem(value))
+        return value
+
+    @model_validator(mode="after")
+    def _ssh(self) -> PclusterLoginPoolConfig:
+        if self.ssh_allowed_ips is not None:
+            if self.key_name is None:
+                raise ValueError("ssh_allowed_ips applies only with key_name (without a key pair, use SSM)")
+            _raise_if(pcluster_rules.ssh_allowed_ips_problem(self.ssh_allowed_ips), "ssh_allowed_ips")
+        return self
+
+
+class PclusterAccountingConfig(_Model):
+    """``parallelcluster.accounting``: Slurm accounting in an Aurora MySQL database made with the environment."""
+
+    min_capacity_acu: float = Field(default=0.5, description="Least Serverless v2 capacity (0.5-256 ACU).")
+    max_capacity_acu: float = Field(default=2.0, description="Most Serverless v2 capacity (0.5-256 ACU).")
+    backup_retention_days: int = Field(default=7, ge=1, le=35, description="Days of automated backups.")
+    removal_policy: Annotated[RemovalPolicy, _FileChoice(RemovalPolicy)] = Field(
+        default=RemovalPolicy.RETAIN, description="retain (default): the job history outlives the environment."
+    )
+
+
+class PclusterDirectoryServiceConfig(_Model):
+    """``parallelcluster.directory_service``: users from Active Directory / LDAP, instead of ``users``."""
+
+    domain_name: str = Field(description="corp.example.com, or DC=corp,DC=example,DC=com")
+    domain_addr: str = Field(description="ldaps://corp.example.com (comma-separated for several)")
+    password_secret_arn: str = Field(
+        pattern=r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:.+$",
+        description="Secrets Manager secret holding the read-only user's password.",
+    )
+    domain_read_only_user: str = Field(description="cn=ReadOnly,ou=Users,dc=corp,dc=example,dc=com")
+    ldap_tls_ca_cert: str | None = None
+    ldap_tls_req_cert: str | None = Field(default=None, description="never, allow, try, demand or hard.")
+    ldap_access_filter: str | None = None
+    generate_ssh_keys_for_users: bool = True
+    additional_sssd_configs: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("ldap_tls_req_cert")
+    @classmethod
+    def _tls(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(pcluster_rules.ldap_tls_req_cert_problem(value))
+        return value
+
+
 class ParallelClusterConfig(_Model):
     """``parallelcluster``: an AWS ParallelCluster Slurm cluster on the environment's network and FSx."""
 
@@ -567,6 +709,17 @@ class ParallelClusterConfig(_Model):
     queues: list[PclusterQueueConfig]
     slurm: PclusterSlurmConfig = PclusterSlurmConfig()
     on_node_configured: PclusterCustomActionConfig | None = None
+    custom_ami: str | None = Field(default=None, description="The cluster's AMI. Default: ParallelCluster's.")
+    login_nodes: list[PclusterLoginPoolConfig] = Field(
+        default_factory=list, description="Login node pools. Default: none (log in on the head node)."
+    )
+    accounting: PclusterAccountingConfig | None = Field(
+        default=None, description="Slurm accounting in an Aurora MySQL database ({} for the defaults)."
+    )
+    pyxis: bool = Field(
+        default=False, description="Enable Pyxis/Enroot (srun --container-image), shipped disabled since 3.11."
+    )
+    directory_service: PclusterDirectoryServiceConfig | None = None
     log_retention_days: int = 180
     deletion_policy: Annotated[DeletionPolicy, _FileChoice(DeletionPolicy)] = Field(
         default=DeletionPolicy.DELETE,
@@ -581,6 +734,14 @@ class ParallelClusterConfig(_Model):
         description="Role of ParallelCluster's provider Lambda (CustomLambdaRole), e.g. one with a permissions "
         "boundary. Default: the provider makes its own, which may run and terminate instances on '*'.",
     )
+
+    _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
+
+    @field_validator("login_nodes")
+    @classmethod
+    def _login_pool_names(cls, value: list[PclusterLoginPoolConfig]) -> list[PclusterLoginPoolConfig]:
+        _raise_if(pcluster_rules.duplicates_problem(p.name for p in value), "names")
+        return value
 
     @field_validator("cluster_name")
     @classmethod

@@ -136,6 +136,26 @@ class NodeRecovery(Choice):
     NONE = "None"
 
 
+class NodeProvisioningMode(Choice):
+    """How HyperPod provisions an instance group's nodes (``NodeProvisioningMode``)."""
+
+    CONTINUOUS = "Continuous"
+    """Nodes join as they become available, and the cluster is usable before every node is; HyperPod keeps
+    trying for the missing ones. Without it, creation or scaling succeeds or fails as a whole."""
+
+
+class HyperPodAccounting(Choice):
+    """Where slurmdbd on a HyperPod controller keeps Slurm's accounting (``sacct``, fair share)."""
+
+    NONE = "none"
+    """No accounting (slurmdbd is not run)."""
+    EXTERNAL = "external"
+    """A :class:`~training_clusters.constructs.SlurmAccountingDatabase` (Aurora MySQL): survives the
+    controller, shared by clusters."""
+    LOCAL = "local"
+    """MariaDB on the controller: for small clusters; its data is lost when the controller is replaced."""
+
+
 # --- capacity (every orchestrator) ---
 
 
@@ -312,3 +332,4 @@ class PcsPurchaseOption(Choice):
 
 
 ALL_CHOICES = (*ALL_CHOICES, SlurmVersion, PcsClusterSize, SlurmAccounting, PcsPurchaseOption)
+ALL_CHOICES = (*ALL_CHOICES, NodeProvisioningMode, HyperPodAccounting)

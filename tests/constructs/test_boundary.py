@@ -191,6 +191,16 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         package.NodeRecovery.NONE,
         "none",
     ),
+    "HyperPodCluster.accounting": (
+        lambda s, v: _hyperpod(s, accounting=v),
+        package.HyperPodAccounting.LOCAL,
+        "Local",
+    ),
+    "HyperPodCluster.node_provisioning_mode": (
+        lambda s, v: _hyperpod(s, node_provisioning_mode=v),
+        package.NodeProvisioningMode.CONTINUOUS,
+        "continuous",
+    ),
     "HyperPodCluster.instance_groups[].role": (
         lambda s, v: _hyperpod(s, instance_groups=[dataclasses.replace(CONTROLLER, role=v), WORKERS]),
         package.NodeRole.CONTROLLER,

@@ -543,7 +543,7 @@ def test_extra_keys_go_to_the_file_that_reads_them(stack: cdk.Stack, tmp_path: P
         build(stack, lifecycle=LifecycleOptions(extra={"enable_observabilty": True}))
     assert str(error.value).startswith(
         "Test/HyperPod: lifecycle.extra holds 'enable_observabilty', which the shipped lifecycle scripts do "
-        "not read; allowed: controller_group, enable_enroot_pyxis,"
+        "not read; allowed: accounting, controller_group, enable_docker, enable_enroot_pyxis,"
     )
     folder = tmp_path / "own"
     folder.mkdir()

@@ -38,7 +38,7 @@ STUBBED_COMMANDS = (
 )  # fmt: skip
 # Real tools the scripts may use on the fake root. Anything else is "command not found".
 REAL_TOOLS = (
-    "awk", "basename", "cat", "chmod", "cmp", "cp", "cut", "date", "dirname", "find", "flock",
+    "awk", "basename", "bzip2", "cat", "chmod", "cmp", "cp", "cut", "date", "dirname", "find", "flock",
     "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "sort",
     "tail", "tar", "tee", "touch", "tr", "uname", "wc",
 )  # fmt: skip
@@ -262,7 +262,7 @@ class Sandbox:
         self.write("etc/systemd/system/slurmctld.service", AMI_SLURMCTLD_UNIT)
         self.write("lib/systemd/system/dlami-nvme.service", DLAMI_NVME_UNIT)
         self.path("opt/slurm/bin").mkdir(parents=True)
-        for command in ("scontrol", "sacctmgr"):  # not on PATH, as on a node
+        for command in ("scontrol", "sacctmgr", "sinfo"):  # not on PATH, as on a node
             (self.path("opt/slurm/bin") / command).symlink_to(stub)
         self.write("home/ubuntu/.bashrc", "# the AMI's\n")
         (self.root / "etc/apt/sources.list.d").mkdir(parents=True)

@@ -172,7 +172,10 @@ def test_no_accounting_by_default(sandbox: Sandbox) -> None:
     ("accounting", "message"),
     [
         ({"mode": "remote"}, "accounting must be an object with mode none, local or external"),
-        ({**EXTERNAL, "secret_arn": "my-secret"}, "accounting.secret_arn must be the ARN of a Secrets Manager"),
+        (
+            {**EXTERNAL, "secret_arn": "my-secret"},
+            "accounting.secret_arn must be the ARN of a Secrets Manager",
+        ),
         ({**EXTERNAL, "port": 70000}, "accounting.port must be a TCP port 1-65535, got 70000"),
         ({"mode": "local", "host": DB_HOST}, "accounting.host is not a setting of mode 'local'"),
     ],
@@ -292,7 +295,10 @@ def test_no_users_by_default(sandbox: Sandbox) -> None:
         ([{"name": "alice", "uid": 1000}], "users[0].uid must be a number 2000-59999"),
         ([{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}], "users[1].uid 2001 is used twice"),
         ([{"name": "alice", "uid": 2001, "ssh_public_keys": ["hello"]}], "users[0].ssh_public_keys must be"),
-        ([{"name": "alice", "uid": 2001, "groups": [{"name": "ml", "gid": 7}]}], "users[0].groups[0].gid must be"),
+        (
+            [{"name": "alice", "uid": 2001, "groups": [{"name": "ml", "gid": 7}]}],
+            "users[0].groups[0].gid must be",
+        ),
     ],
 )
 def test_bad_users_fail_preflight(sandbox: Sandbox, users: Any, message: str) -> None:
@@ -329,3 +335,71 @@ def test_no_docker_by_default(sandbox: Sandbox) -> None:
     assert "step 'docker' skipped: enable_docker is false" in run.log
     assert not any("docker.io" in call for call in run.calls_to("apt-get"))
     assert not sandbox.path("etc/docker/daemon.json").exists()
+
+
+# -- pam_slurm_adopt -----------------------------------------------------------------------------
+
+COMMON_SESSION = (
+    "session [default=1] pam_permit.so\nsession optional pam_systemd.so\nsession required pam_unix.so\n"
+)
+SSHD_PAM = "@include common-auth\naccount required pam_nologin.so\n@include common-account\n"
+
+
+def test_pam_slurm_adopt_on_a_worker_built_from_slurms_source(sandbox: Sandbox) -> None:
+    sandbox.write_params(enable_pam_slurm_adopt=True)
+    sandbox.write("etc/pam.d/sshd", SSHD_PAM)
+    sandbox.write("etc/pam.d/common-session", COMMON_SESSION)
+
+    first = sandbox.run()
+    before = sandbox.snapshot()
+    second = sandbox.run()
+
+    assert first.returncode == 0 and second.returncode == 0, second.output
+    [download] = [call for call in first.calls_to("curl") if "slurm-24.11.1.tar.bz2" in call[-1]]
+    assert download[-1] == "https://download.schedmd.com/slurm/slurm-24.11.1.tar.bz2"
+    sshd = conf_lines(sandbox, "etc/pam.d/sshd")
+    assert sshd[-2:] == [
+        "account sufficient pam_access.so accessfile=/etc/security/training-clusters-access.conf",
+        "account required /lib/security/pam_slurm_adopt.so",
+    ]
+    assert conf_lines(sandbox, "etc/security/training-clusters-access.conf")[1:] == [
+        "+:root ubuntu:ALL",
+        "-:ALL:ALL",
+    ]
+    session = conf_lines(sandbox, "etc/pam.d/common-session")
+    assert "# disabled for pam_slurm_adopt: session optional pam_systemd.so" in session
+    assert sandbox.path("var/backups/training-clusters/common-session.orig").read_text() == COMMON_SESSION
+    assert sandbox.snapshot() == before  # nothing built, doubled or commented twice
+    assert not [c for c in second.calls_to("make") if "contribs/pam_slurm_adopt" in c]
+
+
+def test_pam_slurm_adopt_uses_the_module_slurm_ships(sandbox: Sandbox) -> None:
+    sandbox.write_params(enable_pam_slurm_adopt=True)
+    sandbox.write("opt/slurm/lib/security/pam_slurm_adopt.so", "module")
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert not [c for c in run.calls_to("curl") if "schedmd" in c[-1]]
+    assert "account required /opt/slurm/lib/security/pam_slurm_adopt.so" in conf_lines(
+        sandbox, "etc/pam.d/sshd"
+    )
+
+
+def test_the_controller_contains_jobs_for_pam_slurm_adopt(sandbox: Sandbox) -> None:
+    sandbox.write_params(enable_pam_slurm_adopt=True)
+
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 0, run.output
+    assert "PrologFlags=Contain" in conf_lines(sandbox, SLURM_CONF)
+    assert "step 'pam-slurm-adopt' skipped: runs on workers only" in run.log
+    assert not sandbox.path("etc/pam.d/sshd").exists()
+
+
+def test_no_pam_slurm_adopt_by_default(sandbox: Sandbox) -> None:
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert "step 'pam-slurm-adopt' skipped: enable_pam_slurm_adopt is false" in run.log
+    assert not sandbox.path("etc/pam.d/sshd").exists()

@@ -13,6 +13,7 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
@@ -29,8 +30,16 @@ from training_clusters.compliance import (
     wildcard_finding,
 )
 from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
+from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
-from training_clusters.options import DeepHealthCheck, NodeRecovery, NodeRole
+from training_clusters.constructs.users import TeamUser, team_problem
+from training_clusters.options import (
+    DeepHealthCheck,
+    HyperPodAccounting,
+    NodeProvisioningMode,
+    NodeRecovery,
+    NodeRole,
+)
 from training_clusters.rules.hyperpod import (
     cluster_name_problem,
     instance_group_name_problem,
@@ -56,12 +65,17 @@ LIFECYCLE_SETTING_KEYS = frozenset(
         "enable_observability",
         "slurm_requeue_exit_codes",
         "extra_steps",
+        "enable_docker",
+        "accounting",
+        "users",
+        "enable_pam_slurm_adopt",
     }
 )
 #: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
 USER_STEPS_FOLDER = "user_steps"
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _MAX_EBS_GIB = 16384
+_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 
 
 @dataclass(frozen=True)
@@ -105,6 +119,13 @@ class InstanceGroup:
         group runs on the plan's reserved ``ml.`` instances, in its window). EC2 reservations, Capacity
         Blocks and Spot are refused: HyperPod takes reserved capacity through training plans. HyperPod
         places its instances itself; no placement group of ours applies. Default: On-Demand.
+    :param image_id: A custom AMI (``ImageId``, ``ami-...``) built from a HyperPod AMI, e.g. with the
+        lifecycle's packages baked in. Default: HyperPod's public AMI for the orchestrator.
+    :param extra_volume_kms_key: Customer key encrypting the ``extra_volume_gib`` volume (``VolumeKmsKeyId``);
+        the execution role may create grants on it and describe it. Default: the account's EBS default
+        encryption.
+    :param root_volume_gib: Size of the root volume (an ``EbsVolumeConfig`` with ``RootVolume``), for
+        images and caches that outgrow the AMI's. Default: HyperPod's root volume size.
     """
 
     name: str
@@ -116,6 +137,9 @@ class InstanceGroup:
     extra_volume_gib: int | None = None
     deep_health_checks: Sequence[DeepHealthCheck | str] | None = None
     capacity: Capacity | None = None
+    image_id: str | None = None
+    extra_volume_kms_key: kms.IKey | None = None
+    root_volume_gib: int | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +186,10 @@ class LifecycleOptions:
     :param enable_observability: Prometheus node exporter + DCGM exporter. Default: False.
     :param extra_steps: Your own steps, run in this order after ours on the roles they name.
         Default: none.
+    :param enable_docker: Docker (the Ubuntu archive's ``docker.io``) on every node, with the NVIDIA runtime on
+        GPU nodes; the DCGM exporter of ``enable_observability`` needs it. Default: False.
+    :param enable_pam_slurm_adopt: Users reach a worker over SSH only while they hold a job on it, and their
+        session is adopted into the job (``pam_slurm_adopt``, ``PrologFlags=Contain``). Default: False.
     :param extra: More keys, overriding the generated ones: those HyperPod's reference reads go to
         ``provisioning_parameters.json``, those of the shipped scripts (e.g. ``slurm_requeue_exit_codes``)
         to ``training_clusters.json``; another key is an error, unless ``lifecycle_scripts_dir`` replaces
@@ -171,6 +199,8 @@ class LifecycleOptions:
     enable_enroot_pyxis: bool = True
     enable_observability: bool = False
     extra_steps: Sequence[LifecycleStep] = ()
+    enable_docker: bool = False
+    enable_pam_slurm_adopt: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -212,6 +242,9 @@ class HyperPodCluster(Construct):
         role: iam.IRole | None = None,
         lifecycle: LifecycleOptions | None = None,
         lifecycle_scripts_dir: str | Path | None = None,
+        accounting: SlurmAccountingDatabase | HyperPodAccounting | str | None = None,
+        users: Sequence[TeamUser] = (),
+        node_provisioning_mode: NodeProvisioningMode | str | None = None,
     ) -> None:
         """Create the cluster, its execution role, bucket and lifecycle upload.
 
@@ -233,6 +266,15 @@ class HyperPodCluster(Construct):
         :param lifecycle_scripts_dir: A folder uploaded INSTEAD of the shipped lifecycle scripts; it must
             hold ``on_create.sh``, which HyperPod runs on every node. To add to the shipped scripts, use
             ``lifecycle.extra_steps``. Default: the scripts shipped in this package.
+        :param accounting: Slurm accounting through slurmdbd on the controller: a
+            :class:`SlurmAccountingDatabase` (its endpoint, port and user go to the nodes, and the execution
+            role may read its secret; open its port to the cluster in the stack:
+            ``db.connections.allow_default_port_from(cluster)``), or ``HyperPodAccounting.LOCAL`` (MariaDB on
+            the controller). Default: none.
+        :param users: The team's Linux users, the same ids on every node, homes on the shared file system.
+            Default: none.
+        :param node_provisioning_mode: ``CONTINUOUS``: nodes join as they come, the cluster is usable
+            before all have. Default: HyperPod's all-or-nothing provisioning.
         """
         super().__init__(scope, id)
         self._orchestrator = orchestrator or Orchestrator.slurm()
@@ -242,6 +284,14 @@ class HyperPodCluster(Construct):
         self._check_groups(instance_groups)
         self._check_lifecycle_scripts(lifecycle_scripts_dir)
         lifecycle = self._lifecycle_options(lifecycle or LifecycleOptions(), lifecycle_scripts_dir)
+        self._accounting = self._accounting_option(accounting, lifecycle_scripts_dir)
+        self._check_users(users, lifecycle_scripts_dir)
+        self.users = tuple(users)
+        self.node_provisioning_mode = (
+            None
+            if node_provisioning_mode is None
+            else option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
+        )
         self.cluster_name = cluster_name
         self.instance_groups = tuple(instance_groups)
         self.lifecycle_prefix = f"lifecycle/{cluster_name}/"
@@ -256,6 +306,8 @@ class HyperPodCluster(Construct):
         self.lifecycle_settings = self._lifecycle_settings(lustre, lifecycle)
         self.deployment = self._upload_lifecycle_scripts(lifecycle_scripts_dir, lifecycle)
         self.role = role or self._create_execution_role(subnet)
+        self._grant_accounting_secret()
+        self._grant_volume_keys()
         self.cluster = self._create_cluster(subnet, node_recovery)
         self.cluster_arn: str = self.cluster.attr_cluster_arn
         self.cluster_id: str = cdk.Fn.select(1, cdk.Fn.split("cluster/", self.cluster.attr_cluster_arn))
@@ -410,6 +462,52 @@ class HyperPodCluster(Construct):
                 )
             seen.add(step.name)
 
+    def _accounting_option(
+        self,
+        accounting: SlurmAccountingDatabase | HyperPodAccounting | str | None,
+        scripts_dir: str | Path | None,
+    ) -> HyperPodAccounting:
+        """The accounting mode; sets ``accounting_database`` (None unless EXTERNAL)."""
+        #: The external database slurmdbd uses, or None.
+        self.accounting_database: SlurmAccountingDatabase | None = None
+        if isinstance(accounting, SlurmAccountingDatabase):
+            self.accounting_database = accounting
+            mode = HyperPodAccounting.EXTERNAL
+        else:
+            mode = option(self, "accounting", HyperPodAccounting, accounting or HyperPodAccounting.NONE)
+            if mode is HyperPodAccounting.EXTERNAL:
+                raise fail(
+                    self.node.path,
+                    "accounting",
+                    "EXTERNAL needs the database itself: pass the SlurmAccountingDatabase, got the option "
+                    "EXTERNAL",
+                )
+        if mode is not HyperPodAccounting.NONE and (
+            scripts_dir is not None or not self._orchestrator.is_slurm
+        ):
+            raise fail(
+                self.node.path,
+                "accounting",
+                f"is set up by the shipped Slurm lifecycle scripts, so it cannot go with lifecycle_scripts_dir "
+                f"or the EKS orchestrator, got {mode.name}",
+            )
+        return mode
+
+    def _check_users(self, users: Sequence[TeamUser], scripts_dir: str | Path | None) -> None:
+        if not users:
+            return
+        if scripts_dir is not None or not self._orchestrator.is_slurm:
+            raise fail(
+                self.node.path,
+                "users",
+                "are created by the shipped Slurm lifecycle scripts, so they cannot go with lifecycle_scripts_dir "
+                "or the EKS orchestrator",
+            )
+        problem = team_problem(users)
+        if problem is not None:
+            where, sentence = problem
+            raise fail(self.node.path, f"users{where}", sentence)
+
     def _check_groups(self, groups: Sequence[InstanceGroup]) -> None:
         if not groups:
             raise fail(self.node.path, "instance_groups", "must hold at least one group, got none")
@@ -444,6 +542,28 @@ class HyperPodCluster(Construct):
                 self.node.path,
                 f"{where}.extra_volume_gib",
                 f"must be between 1 and {_MAX_EBS_GIB}, got {group.extra_volume_gib}",
+            )
+        if (
+            group.image_id is not None
+            and not is_unresolved(group.image_id)
+            and not _AMI_ID.fullmatch(group.image_id)
+        ):
+            raise fail(
+                self.node.path,
+                f"{where}.image_id",
+                f"must be an AMI id such as 'ami-0123456789abcdef0', got '{group.image_id}'",
+            )
+        if group.root_volume_gib is not None and not 100 <= group.root_volume_gib <= _MAX_EBS_GIB:
+            raise fail(
+                self.node.path,
+                f"{where}.root_volume_gib",
+                f"must be between 100 (HyperPod's root volume) and {_MAX_EBS_GIB}, got {group.root_volume_gib}",
+            )
+        if group.extra_volume_kms_key is not None and not group.extra_volume_gib:
+            raise fail(
+                self.node.path,
+                f"{where}.extra_volume_kms_key",
+                "encrypts the extra volume, so it needs extra_volume_gib",
             )
         if group.deep_health_checks and not _is_accelerated(group.instance_type):
             raise fail(
@@ -547,6 +667,23 @@ class HyperPodCluster(Construct):
         }
         if lustre is not None:
             settings["fsx_mount_dir"] = lustre.mount_dir
+        if options.enable_docker:
+            settings["enable_docker"] = True
+        if options.enable_pam_slurm_adopt:
+            settings["enable_pam_slurm_adopt"] = True
+        if self._accounting is HyperPodAccounting.LOCAL:
+            settings["accounting"] = {"mode": "local"}
+        elif self.accounting_database is not None:
+            db = self.accounting_database
+            settings["accounting"] = {
+                "mode": "external",
+                "host": db.endpoint,
+                "port": db.port,
+                "user": db.username,
+                "secret_arn": db.secret.secret_arn,
+            }
+        if self.users:
+            settings["users"] = [user.settings() for user in self.users]
         if options.extra_steps:
             settings["extra_steps"] = [
                 {
@@ -683,6 +820,22 @@ class HyperPodCluster(Construct):
         acknowledge_wildcards(_cfn(role.node.find_child("DefaultPolicy")), reasons)
         accept_inline_policy(role.node.find_child("DefaultPolicy"), "the HyperPod instances' execution role")
 
+    def _grant_accounting_secret(self) -> None:
+        """The nodes read the database password with their role: GetSecretValue on that one secret."""
+        if self.accounting_database is None:
+            return
+        iam.Grant.add_to_principal(
+            grantee=self.role,
+            actions=["secretsmanager:GetSecretValue"],
+            resource_arns=[self.accounting_database.secret.secret_arn],
+        )
+
+    def _grant_volume_keys(self) -> None:
+        """HyperPod attaches the extra volumes with the execution role: it may use their customer keys."""
+        for group in self.instance_groups:
+            if group.extra_volume_kms_key is not None:
+                group.extra_volume_kms_key.grant(self.role, "kms:CreateGrant", "kms:DescribeKey")
+
     def _create_cluster(self, subnet: ec2.ISubnet, node_recovery: NodeRecovery) -> sagemaker.CfnCluster:
         cluster = sagemaker.CfnCluster(
             self,
@@ -690,6 +843,9 @@ class HyperPodCluster(Construct):
             cluster_name=self.cluster_name,
             instance_groups=[self._instance_group_property(g) for g in self.instance_groups],
             node_recovery=node_recovery.value,
+            node_provisioning_mode=None
+            if self.node_provisioning_mode is None
+            else self.node_provisioning_mode.value,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=[sg.security_group_id for sg in self.security_groups],
                 subnets=[subnet.subnet_id],
@@ -725,20 +881,36 @@ class HyperPodCluster(Construct):
             life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
                 source_s3_uri=self.source_s3_uri, on_create=ON_CREATE_SCRIPT
             ),
-            instance_storage_configs=(
-                [
-                    sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
-                        ebs_volume_config=sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
-                            volume_size_in_gb=group.extra_volume_gib
-                        )
-                    )
-                ]
-                if group.extra_volume_gib
-                else None
-            ),
+            instance_storage_configs=_storage_configs(group),
+            image_id=group.image_id,
             on_start_deep_health_checks=[str(c) for c in checks] or None,
             training_plan_arn=None if group.capacity is None else group.capacity.training_plan_arn,
         )
+
+
+def _storage_configs(
+    group: InstanceGroup,
+) -> list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] | None:
+    """``InstanceStorageConfigs``: the extra volume (``/opt/sagemaker``) and the root volume's size."""
+    volumes = []
+    if group.extra_volume_gib:
+        volumes.append(
+            sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                volume_size_in_gb=group.extra_volume_gib,
+                volume_kms_key_id=None
+                if group.extra_volume_kms_key is None
+                else group.extra_volume_kms_key.key_arn,
+            )
+        )
+    if group.root_volume_gib:
+        volumes.append(
+            sagemaker.CfnCluster.ClusterEbsVolumeConfigProperty(
+                root_volume=True, volume_size_in_gb=group.root_volume_gib
+            )
+        )
+    return [
+        sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(ebs_volume_config=v) for v in volumes
+    ] or None
 
 
 def lifecycle_scripts_path() -> Path:

@@ -825,9 +825,11 @@ class _GraphBuilder:
         if partition is not None:
             details.append(f"Slurm partition {partition}")
         for config in _list(group.get("InstanceStorageConfigs")):
-            size = _dict(_dict(config).get("EbsVolumeConfig")).get("VolumeSizeInGB")
+            volume = _dict(_dict(config).get("EbsVolumeConfig"))
+            size = volume.get("VolumeSizeInGB")
             if size is not None:
-                details.append(f"{_text(size)} GiB extra volume")
+                kind = "root volume" if volume.get("RootVolume") is True else "extra volume"
+                details.append(f"{_text(size)} GiB {kind}")
         checks = [_text(c) for c in _list(group.get("OnStartDeepHealthChecks"))]
         if checks:
             details.append(f"deep health checks: {', '.join(checks)}")

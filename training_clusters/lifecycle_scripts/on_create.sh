@@ -25,6 +25,7 @@ source lib/shared_home.sh
 source lib/users.sh
 source lib/docker.sh
 source lib/accounting.sh
+source lib/pam_slurm_adopt.sh
 source lib/enroot_pyxis.sh
 source lib/slurm.sh
 source lib/observability.sh
@@ -76,6 +77,14 @@ main() {
         skip_step accounting "accounting mode is none"
     else
         run_step accounting tc_setup_accounting
+    fi
+
+    if [[ $TC_ENABLE_PAM_SLURM_ADOPT != true ]]; then
+        skip_step pam-slurm-adopt "enable_pam_slurm_adopt is false"
+    elif [[ $TC_ROLE != worker ]]; then
+        skip_step pam-slurm-adopt "runs on workers only (the controller sets PrologFlags=Contain)"
+    else
+        run_step pam-slurm-adopt tc_setup_pam_slurm_adopt
     fi
 
     if [[ $TC_ENABLE_OBSERVABILITY == true ]]; then

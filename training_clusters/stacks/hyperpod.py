@@ -5,7 +5,13 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
-from training_clusters.config import EnvironmentConfig, HyperPodConfig, HyperPodInstanceGroupConfig
+from training_clusters.config import (
+    EnvironmentConfig,
+    HyperPodConfig,
+    HyperPodInstanceGroupConfig,
+    UserConfig,
+)
+from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.hyperpod import (
     HyperPodCluster,
     InstanceGroup,
@@ -13,6 +19,8 @@ from training_clusters.constructs.hyperpod import (
     LustreMount,
     ssm_target_hint,
 )
+from training_clusters.constructs.users import TeamUser
+from training_clusters.options import HyperPodAccounting
 from training_clusters.stacks.base import TrainingEnvironmentStack
 
 
@@ -32,6 +40,12 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
                 mount_name=self.shared_storage.mount_name,
                 mount_dir=self.mount_dir,
             )
+        #: The Aurora MySQL database of slurmdbd (``accounting: external``), else None.
+        self.accounting_database = (
+            SlurmAccountingDatabase(self, "Accounting", vpc=self.network.vpc)
+            if spec.accounting is HyperPodAccounting.EXTERNAL
+            else None
+        )
         self.cluster = HyperPodCluster(
             self,
             "HyperPod",
@@ -43,11 +57,19 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
             additional_security_groups=[self.network.efa_security_group],
             node_recovery=spec.node_recovery,
             lifecycle=LifecycleOptions(
-                enable_enroot_pyxis=spec.enable_enroot_pyxis, enable_observability=spec.enable_observability
+                enable_enroot_pyxis=spec.enable_enroot_pyxis,
+                enable_observability=spec.enable_observability,
+                enable_docker=spec.enable_docker,
+                enable_pam_slurm_adopt=spec.enable_pam_slurm_adopt,
             ),
+            accounting=self.accounting_database or spec.accounting,
+            users=[_team_user(u) for u in config.users],
+            node_provisioning_mode=spec.node_provisioning_mode,
         )
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.cluster)
+        if self.accounting_database is not None:
+            self.accounting_database.connections.allow_default_port_from(self.cluster)
         self._add_outputs(spec)
 
     def _add_outputs(self, spec: HyperPodConfig) -> None:
@@ -99,4 +121,16 @@ def _instance_group(spec: HyperPodInstanceGroupConfig) -> InstanceGroup:
         extra_volume_gib=spec.extra_volume_gib,
         deep_health_checks=spec.deep_health_checks,
         capacity=None if spec.capacity is None else spec.capacity.to_capacity(),
+        image_id=spec.image_id,
+        root_volume_gib=spec.root_volume_gib,
+    )
+
+
+def _team_user(spec: UserConfig) -> TeamUser:
+    return TeamUser(
+        name=spec.name,
+        uid=spec.uid,
+        gid=spec.gid,
+        groups={group.name: group.gid for group in spec.groups},
+        ssh_public_keys=tuple(spec.ssh_public_keys),
     )

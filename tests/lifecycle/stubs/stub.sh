@@ -537,7 +537,16 @@ case $name in
             [[ $1 == -o ]] && output=$2
             shift
         done
-        if [[ $url == *.tar.gz ]]; then
+        if [[ $url == */slurm-*.tar.bz2 ]]; then
+            work="$(mktemp -d)"
+            folder="${url##*/}"
+            folder="${folder%.tar.bz2}"
+            mkdir -p "${work}/${folder}/contribs/pam_slurm_adopt"
+            printf '#!/bin/bash\necho "configured $*"\n' >"${work}/${folder}/configure"
+            chmod +x "${work}/${folder}/configure"
+            tar -cjf "$output" -C "$work" "$folder"
+            rm -rf "$work"
+        elif [[ $url == *.tar.gz ]]; then
             work="$(mktemp -d)"
             folder="pyxis-${url##*/v}"
             mkdir -p "${work}/${folder%.tar.gz}"
@@ -557,7 +566,10 @@ case $name in
                 prefix=*) prefix=${arg#*=} ;;
             esac
         done
-        if [[ " $* " == *" install "* ]]; then
+        if [[ " $* " == *" contribs/pam_slurm_adopt install "* ]]; then
+            mkdir -p "${destdir}/lib/security"
+            echo "module" >"${destdir}/lib/security/pam_slurm_adopt.so"
+        elif [[ " $* " == *" install "* ]]; then
             mkdir -p "${destdir}${prefix}/lib/slurm"
             echo "plugin" >"${destdir}${prefix}/lib/slurm/spank_pyxis.so"
         fi
@@ -622,6 +634,9 @@ case $name in
         ;;
     scontrol)
         scontrol_stub "$@"
+        ;;
+    sinfo)
+        echo "slurm ${STUB_SLURM_VERSION:-24.11.1}"
         ;;
     sleep)
         hyperpod_agent_tick

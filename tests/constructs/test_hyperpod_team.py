@@ -1,0 +1,234 @@
+"""HyperPodCluster for a team (issue 15): Slurm accounting (an external SlurmAccountingDatabase or MariaDB on the
+controller), the team's users, Docker and pam_slurm_adopt as lifecycle options, custom AMIs, root and encrypted
+volumes, continuous provisioning."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import aws_kms as kms
+from aws_cdk.assertions import Template
+
+from training_clusters.constructs import SlurmAccountingDatabase, TeamUser
+from training_clusters.constructs.hyperpod import HyperPodCluster, InstanceGroup, LifecycleOptions, NodeRole
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.errors import ConfigurationError
+from training_clusters.options import HyperPodAccounting, NodeProvisioningMode
+
+from ..conftest import AZS
+from .test_hyperpod import CONTROLLER, WORKERS, build
+
+ALICE = TeamUser(
+    name="alice", uid=2001, groups={"ml-team": 3000}, ssh_public_keys=["ssh-ed25519 AAAAC3Nz alice@laptop"]
+)
+
+
+def _cluster_props(stack: cdk.Stack) -> dict[str, Any]:
+    [props] = [
+        r["Properties"] for r in Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
+    ]
+    return props
+
+
+def _policy_statements(stack: cdk.Stack) -> list[dict[str, Any]]:
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    return [st for p in policies.values() for st in p["Properties"]["PolicyDocument"]["Statement"]]
+
+
+def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, removal_policy="destroy")
+    team = HyperPodCluster(
+        stack,
+        "Team",
+        cluster_name="team",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[CONTROLLER, WORKERS],
+        accounting=db,
+    )
+    db.connections.allow_default_port_from(team)  # the stack's wiring
+
+    assert team.accounting_database is db
+    settings = team.lifecycle_settings["accounting"]
+    assert settings["mode"] == "external" and settings["port"] == 3306 and settings["user"] == "slurm"
+    assert stack.resolve(settings["host"]) == stack.resolve(db.endpoint)
+    assert stack.resolve(settings["secret_arn"]) == stack.resolve(db.secret.secret_arn)
+    secret_reads = [st for st in _policy_statements(stack) if "secretsmanager" in json.dumps(st["Action"])]
+    assert secret_reads == [
+        {
+            "Action": "secretsmanager:GetSecretValue",
+            "Effect": "Allow",
+            "Resource": stack.resolve(db.secret.secret_arn),
+        }
+    ]
+    Template.from_stack(stack).has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {
+            "IpProtocol": "tcp",
+            "FromPort": 3306,
+            "ToPort": 3306,
+            "GroupId": stack.resolve(db.security_group.security_group_id),
+            "SourceSecurityGroupId": stack.resolve(team.security_group.security_group_id),
+        },
+    )
+
+
+def test_local_accounting_needs_no_secret(stack: cdk.Stack) -> None:
+    cluster = build(stack, accounting="local")
+
+    assert cluster.lifecycle_settings["accounting"] == {"mode": "local"}
+    assert cluster.accounting_database is None
+    assert not [st for st in _policy_statements(stack) if "secretsmanager" in json.dumps(st["Action"])]
+
+
+def test_no_accounting_by_default(stack: cdk.Stack) -> None:
+    cluster = build(stack)
+
+    assert "accounting" not in cluster.lifecycle_settings
+    assert "users" not in cluster.lifecycle_settings
+    assert "NodeProvisioningMode" not in _cluster_props(stack)
+
+
+def test_external_without_the_database_is_a_clear_error(stack: cdk.Stack) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, accounting=HyperPodAccounting.EXTERNAL)
+    assert str(error.value) == (
+        "Test/HyperPod: accounting EXTERNAL needs the database itself: pass the SlurmAccountingDatabase, "
+        "got the option EXTERNAL"
+    )
+
+
+def test_users_and_options_go_to_the_scripts_settings(stack: cdk.Stack) -> None:
+    cluster = build(
+        stack,
+        users=[ALICE, TeamUser(name="bob", uid=2002, gid=2100)],
+        lifecycle=LifecycleOptions(enable_docker=True, enable_pam_slurm_adopt=True),
+    )
+
+    assert cluster.lifecycle_settings["users"] == [
+        {
+            "name": "alice",
+            "uid": 2001,
+            "gid": 2001,
+            "groups": [{"name": "ml-team", "gid": 3000}],
+            "ssh_public_keys": ["ssh-ed25519 AAAAC3Nz alice@laptop"],
+        },
+        {"name": "bob", "uid": 2002, "gid": 2100, "groups": [], "ssh_public_keys": []},
+    ]
+    assert cluster.lifecycle_settings["enable_docker"] is True
+    assert cluster.lifecycle_settings["enable_pam_slurm_adopt"] is True
+
+
+@pytest.mark.parametrize(
+    ("users", "message"),
+    [
+        (
+            [TeamUser(name="ubuntu", uid=2001)],
+            "users[0].name 'ubuntu' is already used by the images or Slurm",
+        ),
+        ([TeamUser(name="alice", uid=1000)], "users[0].uid must be 2000 to 59999"),
+        ([ALICE, TeamUser(name="bob", uid=2001)], "users[1].uid 2001 is already given to another user"),
+        (
+            [ALICE, TeamUser(name="bob", uid=2002, groups={"ml-team": 3001})],
+            "users group 'ml-team' is given gids 3000 and 3001; every node needs one",
+        ),
+        (
+            [TeamUser(name="alice", uid=2001, ssh_public_keys=["hello"])],
+            "users[0].ssh_public_keys[0] must be one OpenSSH public key line",
+        ),
+    ],
+)
+def test_bad_users_are_clear_errors(stack: cdk.Stack, users: list[TeamUser], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, users=users)
+    assert str(error.value).startswith(f"Test/HyperPod: {message}")
+
+
+def test_custom_ami_volumes_and_continuous_provisioning(stack: cdk.Stack) -> None:
+    key = kms.Key(stack, "VolumeKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.DESTROY)
+    groups = [
+        InstanceGroup(
+            name="controller-machine",
+            instance_type="ml.c5.xlarge",
+            role=NodeRole.CONTROLLER,
+            image_id="ami-0123456789abcdef0",
+            root_volume_gib=200,
+        ),
+        InstanceGroup(
+            name="worker-group-1",
+            instance_type="ml.c5.xlarge",
+            partition="dev",
+            extra_volume_gib=500,
+            extra_volume_kms_key=key,
+        ),
+    ]
+    build(stack, groups, node_provisioning_mode=NodeProvisioningMode.CONTINUOUS)
+
+    props = _cluster_props(stack)
+    assert props["NodeProvisioningMode"] == "Continuous"
+    controller, worker = props["InstanceGroups"]
+    assert controller["ImageId"] == "ami-0123456789abcdef0"
+    assert controller["InstanceStorageConfigs"] == [
+        {"EbsVolumeConfig": {"RootVolume": True, "VolumeSizeInGB": 200}}
+    ]
+    assert "ImageId" not in worker
+    assert worker["InstanceStorageConfigs"] == [
+        {"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": stack.resolve(key.key_arn)}}
+    ]
+    kms_grants = [st for st in _policy_statements(stack) if "kms:CreateGrant" in json.dumps(st["Action"])]
+    assert kms_grants and all(st["Resource"] == stack.resolve(key.key_arn) for st in kms_grants)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"image_id": "ubuntu-22.04"},
+            "instance_groups[1].image_id must be an AMI id such as 'ami-0123456789abcdef0', got 'ubuntu-22.04'",
+        ),
+        (
+            {"root_volume_gib": 50},
+            "instance_groups[1].root_volume_gib must be between 100 (HyperPod's root volume) and 16384, got 50",
+        ),
+        ({"extra_volume_kms_key": "key"}, "instance_groups[1].extra_volume_kms_key"),
+    ],
+)
+def test_bad_storage_and_images_are_clear_errors(
+    stack: cdk.Stack, change: dict[str, Any], message: str
+) -> None:
+    if change.get("extra_volume_kms_key") == "key":
+        change = {"extra_volume_kms_key": kms.Key(stack, "Key")}
+        message += " encrypts the extra volume, so it needs extra_volume_gib"
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, [CONTROLLER, dataclasses.replace(WORKERS, **change)])
+    assert str(error.value) == f"Test/HyperPod: {message}"
+
+
+def test_the_scripts_accept_the_team_settings_the_construct_writes(stack: cdk.Stack, tmp_path: Path) -> None:
+    """training_clusters.json as the construct writes it for a team, on a sandboxed controller: local accounting,
+    users and Docker are set up."""
+    from tests.lifecycle.sandbox import Sandbox, link_real_tools
+
+    cluster = build(
+        stack,
+        accounting="local",
+        users=[ALICE],
+        lifecycle=LifecycleOptions(enable_docker=True),
+    )
+    (tmp_path / "tools").mkdir()
+    sandbox = Sandbox(tmp=tmp_path / "node", tools=link_real_tools(tmp_path / "tools"))
+    settings = {**cluster.lifecycle_settings, "fsx_mount_dir": "/fsx"}
+    (sandbox.scripts / "training_clusters.json").write_text(json.dumps(settings))
+
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 0, run.output
+    for step in ("users", "docker", "accounting"):
+        assert f"step '{step}' done" in run.log
+    assert "alice:x:2001:2001::/fsx/alice:/bin/bash" in (sandbox.state / "passwd").read_text()
