@@ -34,6 +34,7 @@ from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
 from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.errors import ConfigurationError, excerpt
+from training_clusters.intent import ComputeIntent, Orchestrator, expand_intent
 from training_clusters.options import (
     AccessMode,
     CapacityKind,
@@ -1309,6 +1310,16 @@ class EnvironmentConfig(_Model):
     parallelcluster: ParallelClusterConfig | None = None
     eks: EksConfig | None = None
     pcs: PcsConfig | None = None
+    orchestrator: Annotated[Orchestrator, _FileChoice(Orchestrator)] | None = Field(
+        default=None,
+        description="Who runs the nodes of compute: its section is written from compute (see "
+        "training_clusters.intent). Default: none (give the orchestrator's own section instead).",
+    )
+    compute: ComputeIntent | None = Field(
+        default=None,
+        description="The nodes, stated once for any orchestrator; merged with that orchestrator's section, "
+        "which adds what only it has. Needs orchestrator.",
+    )
     users: Annotated[list[UserConfig], AfterValidator(_users_consistent)] = Field(
         default_factory=list,
         description="The team's Linux users, created with the same ids on every node of a parallelcluster or "
@@ -1456,6 +1467,10 @@ def parse_environment(document: Any, *, source: str = "<environment>") -> Enviro
         )
     if not isinstance(document, dict):
         raise ConfigurationError(f"{source}: must be a mapping of sections, got {type(document).__name__}")
+    try:
+        document = expand_intent(document)
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{source}: 1 problem(s)\n  {error}") from None
     try:
         return EnvironmentConfig.model_validate(document)
     except ValidationError as error:

@@ -1,0 +1,578 @@
+"""State the compute once, pick the orchestrator: ``orchestrator`` + ``compute`` in an environment file.
+
+An environment file may describe its nodes once, independently of who runs them::
+
+    orchestrator: parallelcluster        # or hyperpod, pcs, eks
+    compute:
+      controller: {instance_type: m5.xlarge}
+      login: {instance_type: m5.xlarge, count: 1}
+      node_groups:
+        - name: gpu
+          instance_type: g5.8xlarge
+          count: 2                       # or min_count / max_count (ParallelCluster and PCS scale)
+
+:func:`expand_intent` turns that into the orchestrator's own section (``parallelcluster.queues``,
+``hyperpod.instance_groups``, ``pcs.compute_node_groups``, ``eks.efa_nodegroups`` ...), merged with an
+orchestrator section the file also gives for what only that orchestrator has (``hyperpod: {node_recovery:
+...}``, ``eks: {addons: ...}``). A value both state differently is an error naming both fields; a value
+``compute`` only defaults (the HyperPod controller's type, the PCS AMI parameter) gives way to the section.
+
+What each field becomes:
+
+============================  ==================  ====================  ===================  ==================
+compute                       parallelcluster     hyperpod              pcs                  eks
+============================  ==================  ====================  ===================  ==================
+cluster_name                  cluster_name        cluster_name          cluster_name         cluster_name
+controller.instance_type      head_node           controller group      (managed)            (managed)
+login                         login_nodes pool    login group           login_nodes          (kubectl)
+node_groups[]                 one queue each      worker group each,    compute node group   efa_nodegroups /
+                                                  partition = name      (+ its queue)        gpu_nodegroups
+============================  ==================  ====================  ===================  ==================
+
+Free of CDK: :mod:`training_clusters.config` calls it before validating the document.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from typing import Annotated, Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from training_clusters.capacity import Capacity
+from training_clusters.capacity import Orchestrator as CapacityOrchestrator
+from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, instance_type_problem, lookup_hyperpod
+from training_clusters.errors import ConfigurationError, excerpt
+from training_clusters.options import CapacityKind, Choice, PcsPurchaseOption
+from training_clusters.rules import hyperpod as hyperpod_rules
+from training_clusters.rules import parallelcluster as pcluster_rules
+from training_clusters.rules import pcs as pcs_rules
+
+
+class Orchestrator(Choice):
+    """Who runs the nodes ``compute`` describes: the section :func:`expand_intent` writes."""
+
+    PARALLELCLUSTER = "parallelcluster"
+    HYPERPOD = "hyperpod"
+    PCS = "pcs"
+    EKS = "eks"
+
+
+#: HyperPod's controller when ``compute.controller`` is omitted (HyperPod has no default of its own).
+DEFAULT_HYPERPOD_CONTROLLER = "m5.xlarge"
+#: The SSM parameter a PCS cluster reads its AMI from when the file names none (as environments/pcs-*.yaml).
+DEFAULT_PCS_AMI_SSM_PARAMETER = "/training-clusters/pcs/ami"
+#: HyperPod instance group names of the controller and login nodes (so node groups cannot take them).
+HYPERPOD_CONTROLLER_GROUP, HYPERPOD_LOGIN_GROUP = "controller", "login"
+_EKS_NODEGROUP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
+_CAPACITY_KEYS = (
+    "type",
+    "reservation_id",
+    "resource_group_arn",
+    "targeted",
+    "in_placement_group",
+    "training_plan_arn",
+)
+
+
+class _Intent(BaseModel):
+    """Strict: unknown keys are errors, ``true`` is not a count, ``"2"`` is not a number."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, str_strip_whitespace=True)
+
+
+class ControllerIntent(_Intent):
+    """``compute.controller``: the Slurm controller where the orchestrator runs one on your instance."""
+
+    instance_type: str = Field(
+        description="EC2 name, e.g. m5.xlarge. ParallelCluster: the head node; HyperPod: the controller group "
+        "(ml. added); PCS and EKS run a managed controller, so it is not used there."
+    )
+
+
+class LoginIntent(_Intent):
+    """``compute.login``: where users log in and submit jobs."""
+
+    instance_type: str = Field(description="EC2 name, e.g. m5.xlarge.")
+    count: Annotated[int, Field(ge=1)] = Field(default=1, description="Default: 1.")
+
+
+class NodeGroupIntent(_Intent):
+    """``compute.node_groups[]``: instances of one type that run jobs (a Slurm partition, or a nodegroup)."""
+
+    name: str = Field(description="The queue / partition / nodegroup name: lower-case letters, digits, '-'.")
+    instance_type: str = Field(description="EC2 name, e.g. g5.8xlarge (HyperPod's ml. form is added).")
+    count: Annotated[int, Field(ge=1)] | None = Field(
+        default=None, description="A fixed number of nodes. Give count, or min_count and max_count."
+    )
+    min_count: Annotated[int, Field(ge=0)] | None = Field(
+        default=None, description="Scaling from min to max nodes (parallelcluster and pcs only). Default: 0."
+    )
+    max_count: Annotated[int, Field(ge=1)] | None = Field(default=None, description="See min_count.")
+    efa: bool | None = Field(default=None, description="Default: enabled where the instance type has EFA.")
+    capacity: dict[str, Any] | None = Field(
+        default=None,
+        description="Where the instances come from, as hyperpod.instance_groups[].capacity: type on-demand, "
+        "spot, reservation (reservation_id), capacity-block (reservation_id) or training-plan "
+        "(training_plan_arn); each orchestrator accepts its own forms. Default: on-demand.",
+    )
+
+
+class ComputeIntent(_Intent):
+    """``compute``: the nodes of the environment, stated once for whichever ``orchestrator`` runs them."""
+
+    cluster_name: str | None = Field(
+        default=None, description="The cluster's name. Default: the environment's name."
+    )
+    controller: ControllerIntent | None = Field(
+        default=None,
+        description="Default: the orchestrator's own (ParallelCluster's head node t3.medium; HyperPod "
+        f"ml.{DEFAULT_HYPERPOD_CONTROLLER}).",
+    )
+    login: LoginIntent | None = Field(
+        default=None,
+        description="ParallelCluster: a login node pool; HyperPod: a login instance group; PCS: login_nodes; "
+        "EKS has no login nodes (kubectl is the way in), so it is not used there. Default: the orchestrator's "
+        "own (ParallelCluster and HyperPod: log in on the controller; PCS: one m5.xlarge login node).",
+    )
+    node_groups: Annotated[list[NodeGroupIntent], Field(min_length=1)]
+
+
+def expand_intent(document: dict[str, Any]) -> dict[str, Any]:
+    """``document`` with ``orchestrator`` + ``compute`` turned into the orchestrator's section.
+
+    A document without either is returned unchanged. The input is not modified.
+
+    :raises ConfigurationError: naming the field path (``compute.node_groups[0].instance_type``), the
+        value received and what is allowed.
+    """
+    if "orchestrator" not in document and "compute" not in document:
+        return document
+    orchestrator = _orchestrator(document)
+    compute = _compute(document)
+    for other in Orchestrator:
+        if other is not orchestrator and other.value in document:
+            raise ConfigurationError(
+                f"{other.value}: this file builds orchestrator: {orchestrator.value}, so a {other.value} section "
+                f"does not apply; remove it, or set orchestrator: {other.value}"
+            )
+    generated, origins, defaults = _TRANSLATIONS[orchestrator](compute, document)
+    given = document.get(orchestrator.value)
+    if given is None:
+        given = {}
+    if not isinstance(given, dict):
+        raise ConfigurationError(
+            f"{orchestrator.value}: must be a section of key: value settings, got {excerpt(given)}"
+        )
+    section = _merge(generated, given, (orchestrator.value,), origins)
+    _fill(section, defaults)
+    expanded = dict(document)
+    expanded[orchestrator.value] = section
+    return expanded
+
+
+# --- reading orchestrator and compute
+
+
+def _orchestrator(document: dict[str, Any]) -> Orchestrator:
+    if "orchestrator" not in document:
+        raise ConfigurationError(
+            f"orchestrator: required with compute; one of {Orchestrator.allowed()} (it picks who runs the nodes)"
+        )
+    if "compute" not in document:
+        raise ConfigurationError(
+            f"compute: required with orchestrator: {excerpt(document['orchestrator'])}; it states the nodes "
+            "(node_groups, and optionally controller and login); or remove orchestrator and give the "
+            "orchestrator's own section"
+        )
+    try:
+        return Orchestrator.parse(document["orchestrator"])
+    except ConfigurationError as error:
+        raise ConfigurationError(f"orchestrator: {error}") from None
+
+
+def _compute(document: dict[str, Any]) -> ComputeIntent:
+    value = document["compute"]
+    if not isinstance(value, dict):
+        raise ConfigurationError(
+            f"compute: must be a section of key: value settings (node_groups, controller, login, cluster_name), "
+            f"got {excerpt(value)}"
+        )
+    try:
+        return ComputeIntent.model_validate(value)
+    except ValidationError as error:
+        problem = error.errors(include_url=False, include_context=False)[0]
+        raise ConfigurationError(f"{_path(('compute', *problem['loc']))}: {_message(problem)}") from None
+
+
+def _path(parts: tuple[Any, ...]) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+def _message(problem: Any) -> str:
+    kind, value = problem["type"], problem.get("input")
+    if kind == "extra_forbidden":
+        return (
+            f"unknown key (got value {excerpt(value)}); check the spelling against environments/schema.json"
+        )
+    if kind == "missing":
+        return "required, but missing"
+    return f"{str(problem['msg']).removeprefix('Value error, ')}, got {excerpt(value)}"
+
+
+# --- node groups: checks every orchestrator shares
+
+
+def _checked_type(field: str, name: str) -> str:
+    if name.startswith(HYPERPOD_PREFIX):
+        raise ConfigurationError(
+            f"{field}: give the EC2 name, got {name!r} (did you mean {name.removeprefix(HYPERPOD_PREFIX)!r}? "
+            "HyperPod's ml. form is added when orchestrator is hyperpod)"
+        )
+    problem = instance_type_problem(name)
+    if problem:
+        raise ConfigurationError(f"{field}: {problem}")
+    return name
+
+
+def _counts(
+    field: str, group: NodeGroupIntent, *, scales: bool, orchestrator: Orchestrator
+) -> tuple[int, int]:
+    """(min, max) nodes of ``group``."""
+    scaling = [key for key in ("min_count", "max_count") if getattr(group, key) is not None]
+    if group.count is not None and scaling:
+        raise ConfigurationError(
+            f"{field}: count ({group.count}) and {' and '.join(scaling)} both size the group; give count (a "
+            "fixed size) or min_count and max_count (scaling)"
+        )
+    if group.count is not None:
+        return group.count, group.count
+    if group.max_count is None:
+        raise ConfigurationError(
+            f"{field}: give count (a fixed size) or max_count (with min_count, default 0)"
+        )
+    low = 0 if group.min_count is None else group.min_count
+    if low > group.max_count:
+        raise ConfigurationError(
+            f"{field}.min_count: must not exceed max_count ({group.max_count}), got {low}"
+        )
+    if low != group.max_count and not scales:
+        raise ConfigurationError(
+            f"{field}: min_count {low} and max_count {group.max_count} scale the group, but {orchestrator.value} "
+            "keeps a fixed number of nodes here; give count, or pick parallelcluster or pcs"
+        )
+    return low, group.max_count
+
+
+def _efa(field: str, group: NodeGroupIntent) -> bool:
+    """Whether the group uses EFA: ``efa``, else whether its type has it."""
+    instance = CATALOG[group.instance_type]
+    if group.efa and not instance.efa_supported:
+        raise ConfigurationError(
+            f"{field}.efa: {group.instance_type} has no EFA, got true; use an EFA type (e.g. g5.8xlarge, "
+            "c5n.18xlarge, p5.48xlarge) or omit efa"
+        )
+    return instance.efa_supported if group.efa is None else group.efa
+
+
+def _capacity(
+    field: str, group: NodeGroupIntent, orchestrator: CapacityOrchestrator | None
+) -> Capacity | None:
+    if group.capacity is None:
+        return None
+    unknown = sorted(set(group.capacity) - set(_CAPACITY_KEYS))
+    if unknown:
+        raise ConfigurationError(
+            f"{field}.capacity.{unknown[0]}: unknown key; allowed: {', '.join(_CAPACITY_KEYS)}"
+        )
+    if "type" not in group.capacity:
+        raise ConfigurationError(f"{field}.capacity.type: required, one of {CapacityKind.allowed()}")
+    fields = {key: value for key, value in group.capacity.items() if key != "type"}
+    try:
+        capacity = Capacity(CapacityKind.parse(group.capacity["type"]), **fields)
+        if orchestrator is not None:
+            capacity.check_for(orchestrator, "")
+    except (ConfigurationError, TypeError) as error:
+        raise ConfigurationError(f"{field}.capacity: {str(error).strip()}") from None
+    return capacity
+
+
+def _names(groups: list[NodeGroupIntent], rule: Any, reserved: tuple[str, ...] = ()) -> None:
+    seen: set[str] = set()
+    for index, group in enumerate(groups):
+        field = f"compute.node_groups[{index}].name"
+        problem = rule(group.name)
+        if problem:
+            raise ConfigurationError(f"{field}: {problem}")
+        if group.name in seen:
+            raise ConfigurationError(
+                f"{field}: '{group.name}' names an earlier node group too; names are unique"
+            )
+        if group.name in reserved:
+            raise ConfigurationError(
+                f"{field}: '{group.name}' is the name of the {group.name} instance group; pick another name"
+            )
+        seen.add(group.name)
+
+
+def _groups(compute: ComputeIntent) -> list[tuple[str, NodeGroupIntent]]:
+    for index, group in enumerate(compute.node_groups):
+        _checked_type(f"compute.node_groups[{index}].instance_type", group.instance_type)
+    return [(f"compute.node_groups[{index}]", group) for index, group in enumerate(compute.node_groups)]
+
+
+def _common(compute: ComputeIntent, section: dict[str, Any], origins: dict[tuple[str, ...], str]) -> None:
+    if compute.cluster_name is not None:
+        section["cluster_name"] = compute.cluster_name
+        origins[("cluster_name",)] = "compute.cluster_name"
+
+
+# --- one translation per orchestrator: (stated section, where each stated part came from, defaults)
+
+_Translation = tuple[dict[str, Any], dict[tuple[str, ...], str], dict[str, Any]]
+
+
+def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    section: dict[str, Any] = {}
+    origins: dict[tuple[str, ...], str] = {}
+    _common(compute, section, origins)
+    if compute.controller is not None:
+        section["head_node"] = {
+            "instance_type": _checked_type(
+                "compute.controller.instance_type", compute.controller.instance_type
+            )
+        }
+        origins[("head_node", "instance_type")] = "compute.controller.instance_type"
+    if compute.login is not None:
+        login = _checked_type("compute.login.instance_type", compute.login.instance_type)
+        section["login_nodes"] = [{"name": "login", "instance_type": login, "count": compute.login.count}]
+        origins[("login_nodes",)] = "compute.login"
+    groups = _groups(compute)
+    _names(compute.node_groups, pcluster_rules.slurm_name_problem)
+    queues = []
+    for field, group in groups:
+        low, high = _counts(field, group, scales=True, orchestrator=Orchestrator.PARALLELCLUSTER)
+        resource: dict[str, Any] = {
+            "name": group.name,
+            "instance_type": group.instance_type,
+            "min_count": low,
+            "max_count": high,
+            "efa": _efa(field, group),
+        }
+        queue: dict[str, Any] = {"name": group.name, "compute_resources": [resource]}
+        if _capacity(field, group, CapacityOrchestrator.PARALLELCLUSTER) is not None:
+            queue["capacity"] = dict(group.capacity or {})
+        queues.append(queue)
+    section["queues"] = queues
+    origins[("queues",)] = "compute.node_groups"
+    return section, origins, {}
+
+
+def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    section: dict[str, Any] = {}
+    origins: dict[tuple[str, ...], str] = {}
+    _common(compute, section, origins)
+    controller = compute.controller.instance_type if compute.controller else DEFAULT_HYPERPOD_CONTROLLER
+    field = "compute.controller.instance_type" if compute.controller else "the default controller"
+    groups: list[dict[str, Any]] = [
+        {
+            "name": HYPERPOD_CONTROLLER_GROUP,
+            "instance_type": _ml(field, controller),
+            "count": 1,
+            "role": "controller",
+        }
+    ]
+    if compute.login is not None:
+        groups.append(
+            {
+                "name": HYPERPOD_LOGIN_GROUP,
+                "instance_type": _ml("compute.login.instance_type", compute.login.instance_type),
+                "count": compute.login.count,
+                "role": "login",
+            }
+        )
+    nodes = _groups(compute)
+    _names(
+        compute.node_groups,
+        hyperpod_rules.instance_group_name_problem,
+        reserved=(HYPERPOD_CONTROLLER_GROUP, HYPERPOD_LOGIN_GROUP),
+    )
+    for field, group in nodes:
+        _, count = _counts(field, group, scales=False, orchestrator=Orchestrator.HYPERPOD)
+        instance = CATALOG[group.instance_type]
+        if group.efa is False and instance.efa_supported:
+            raise ConfigurationError(
+                f"{field}.efa: HyperPod gives every {instance.hyperpod_name} its EFA interfaces, so false cannot "
+                "be honoured; omit efa"
+            )
+        _efa(field, group)
+        worker: dict[str, Any] = {
+            "name": group.name,
+            "instance_type": _ml(f"{field}.instance_type", group.instance_type),
+            "count": count,
+            "role": "worker",
+            "partition": group.name,
+        }
+        if _capacity(field, group, CapacityOrchestrator.HYPERPOD) is not None:
+            worker["capacity"] = dict(group.capacity or {})
+        groups.append(worker)
+    section["instance_groups"] = groups
+    origins[("instance_groups",)] = "compute.node_groups"
+    defaults: dict[str, Any] = {}
+    given = document.get("hyperpod")
+    named = isinstance(given, dict) and "cluster_name" in given
+    if compute.cluster_name is None and not named:
+        if not isinstance(document.get("name"), str):
+            raise ConfigurationError(
+                "compute.cluster_name: required with orchestrator: hyperpod when the file sets no name: (a "
+                "HyperPod cluster is named in the file); set compute.cluster_name, name or hyperpod.cluster_name"
+            )
+        defaults["cluster_name"] = document["name"]
+    return section, origins, defaults
+
+
+def _ml(field: str, name: str) -> str:
+    """``name`` in HyperPod's ``ml.`` form, refused when HyperPod does not offer it."""
+    _checked_type(field, name)
+    try:
+        return lookup_hyperpod(HYPERPOD_PREFIX + name, field=field).hyperpod_name or ""
+    except ConfigurationError as error:
+        raise ConfigurationError(f"{error} (orchestrator: hyperpod)") from None
+
+
+def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    section: dict[str, Any] = {}
+    origins: dict[tuple[str, ...], str] = {}
+    _common(compute, section, origins)
+    if compute.login is not None:
+        section["login_nodes"] = {
+            "instance_type": _checked_type("compute.login.instance_type", compute.login.instance_type),
+            "count": compute.login.count,
+        }
+        origins[("login_nodes",)] = "compute.login"
+    nodes = _groups(compute)
+    _names(compute.node_groups, pcs_rules.pcs_name_problem)
+    groups = []
+    for field, group in nodes:
+        low, high = _counts(field, group, scales=True, orchestrator=Orchestrator.PCS)
+        node_group: dict[str, Any] = {
+            "name": group.name,
+            "instance_type": group.instance_type,
+            "min_count": low,
+            "max_count": high,
+            "efa": _efa(field, group),
+        }
+        node_group.update(_pcs_capacity(field, _capacity(field, group, None)))
+        groups.append(node_group)
+    section["compute_node_groups"] = groups
+    origins[("compute_node_groups",)] = "compute.node_groups"
+    given = document.get("pcs")
+    has_ami = isinstance(given, dict) and ("ami_id" in given or "ami_ssm_parameter" in given)
+    return section, origins, {} if has_ami else {"ami_ssm_parameter": DEFAULT_PCS_AMI_SSM_PARAMETER}
+
+
+def _pcs_capacity(field: str, capacity: Capacity | None) -> dict[str, Any]:
+    """PCS's purchase_option / capacity_reservation_id for ``capacity``."""
+    if capacity is None or capacity.checked_kind is CapacityKind.ON_DEMAND:
+        return {}
+    if capacity.checked_kind is CapacityKind.SPOT:
+        return {"purchase_option": PcsPurchaseOption.SPOT.value}
+    if capacity.checked_kind is CapacityKind.RESERVATION and capacity.reservation_id and capacity.targeted:
+        return {"capacity_reservation_id": capacity.reservation_id}
+    raise ConfigurationError(
+        f"{field}.capacity: {capacity.described} is not supported by AWS PCS here; use on-demand, spot or a "
+        "targeted reservation with reservation_id"
+    )
+
+
+def _eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    section: dict[str, Any] = {}
+    origins: dict[tuple[str, ...], str] = {}
+    _common(compute, section, origins)
+    nodes = _groups(compute)
+    _names(compute.node_groups, _eks_name_problem)
+    efa_groups, gpu_groups = [], []
+    for field, group in nodes:
+        _, size = _counts(field, group, scales=False, orchestrator=Orchestrator.EKS)
+        nodegroup: dict[str, Any] = {"name": group.name, "instance_type": group.instance_type, "size": size}
+        if _capacity(field, group, CapacityOrchestrator.EKS) is not None:
+            nodegroup["capacity"] = dict(group.capacity or {})
+        if _efa(field, group):
+            efa_groups.append(nodegroup)
+        elif CATALOG[group.instance_type].is_gpu:
+            gpu_groups.append(nodegroup)
+        else:
+            raise ConfigurationError(
+                f"{field}.instance_type: on eks a node group without EFA needs GPUs (a gpu nodegroup), got "
+                f"{group.instance_type!r} with neither; use an EFA or GPU type"
+            )
+    for key, groups in (("efa_nodegroups", efa_groups), ("gpu_nodegroups", gpu_groups)):
+        if groups:
+            section[key] = groups
+            origins[(key,)] = "compute.node_groups"
+    return section, origins, {}
+
+
+def _eks_name_problem(name: str) -> str | None:
+    if _EKS_NODEGROUP_NAME.fullmatch(name):
+        return None
+    return f"must be a lower-case letter then up to 30 lower-case letters, digits and '-', got {name!r}"
+
+
+_TRANSLATIONS = {
+    Orchestrator.PARALLELCLUSTER: _parallelcluster,
+    Orchestrator.HYPERPOD: _hyperpod,
+    Orchestrator.PCS: _pcs,
+    Orchestrator.EKS: _eks,
+}
+
+
+# --- merging with the orchestrator's own section
+
+
+def _merge(
+    generated: dict[str, Any],
+    given: dict[str, Any],
+    path: tuple[str, ...],
+    origins: dict[tuple[str, ...], str],
+) -> dict[str, Any]:
+    """``generated`` and ``given`` together; a key both set differently is an error naming both fields."""
+    merged = copy.deepcopy(given)
+    for key, value in generated.items():
+        here = (*path, key)
+        if key not in given:
+            merged[key] = value
+        elif isinstance(value, dict) and isinstance(given[key], dict):
+            merged[key] = _merge(value, given[key], here, origins)
+        elif given[key] != value:
+            raise ConfigurationError(
+                f"{_origin(here[1:], origins)} ({_shown(value)}) and {'.'.join(here)} ({_shown(given[key])}) "
+                f"both state this; keep one of them (compute for what every orchestrator has, {path[0]} for what "
+                f"only {path[0]} has)"
+            )
+    return merged
+
+
+def _origin(path: tuple[str, ...], origins: dict[tuple[str, ...], str]) -> str:
+    for length in range(len(path), 0, -1):
+        if path[:length] in origins:
+            return origins[path[:length]]
+    return "compute"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, list):
+        return f"{len(value)} item(s)"
+    if isinstance(value, dict):
+        return "a section"
+    return excerpt(value)
+
+
+def _fill(section: dict[str, Any], defaults: dict[str, Any]) -> None:
+    """Give ``section`` each default it lacks (a default never conflicts: the section wins)."""
+    for key, value in defaults.items():
+        section.setdefault(key, value)
