@@ -60,6 +60,7 @@ EXPECTED_EFA = {
     "parallelcluster-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "parallelcluster-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
     "parallelcluster-p5-capacity-block": {"m5.2xlarge": 0, "p5.48xlarge": 32},
+    "parallelcluster-team": {"t3.large": 0, "c5n.9xlarge": 1},
     "pcs-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "pcs-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
 }

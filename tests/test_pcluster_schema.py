@@ -79,6 +79,7 @@ EMITTED: dict[str, Callable[[EnvironmentGates], dict[str, Any]]] = {
     "environments/parallelcluster-p5-capacity-block.yaml": _environment(
         "parallelcluster-p5-capacity-block.yaml"
     ),
+    "environments/parallelcluster-team.yaml": _environment("parallelcluster-team.yaml"),
     "reservations: targeted, open, resource group, per compute resource, gpu check off": _variant(
         queues=[
             SlurmQueue(name="odcr", compute_resources=[P5], capacity=Capacity.reservation(RESERVATION)),

@@ -43,6 +43,7 @@ STATEFUL_TYPES = (
     "AWS::SageMaker::Cluster",
     "AWS::EKS::Cluster",
     "AWS::PCS::Cluster",
+    "AWS::RDS::DBCluster",
     "Custom::PclusterCluster",
 )
 #: Custom resources have no schema: ParallelCluster documents ClusterName as immutable

@@ -2,34 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from training_clusters.compliance import acknowledge_cdk_made
 from training_clusters.config import (
     EnvironmentConfig,
     ParallelClusterConfig,
     PclusterComputeResourceConfig,
     PclusterCustomActionConfig,
+    PclusterDirectoryServiceConfig,
+    PclusterLoginPoolConfig,
     PclusterQueueConfig,
+    UserConfig,
 )
+from training_clusters.constructs.accounting import SlurmAccountingDatabase
+from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.constructs.parallelcluster import (
     ComputeResource,
     CustomActionScript,
+    DirectoryService,
     HeadNode,
+    LoginNodePool,
     ParallelCluster,
     SlurmQueue,
     SlurmSettings,
 )
+from training_clusters.parallelcluster_actions import ACTIONS_DIR, PYXIS_SCRIPT, USERS_SCRIPT
 from training_clusters.stacks.base import TrainingEnvironmentStack
+
+#: Where the shipped custom actions land in the scripts bucket.
+ACTIONS_PREFIX = "parallelcluster-actions"
 
 
 class ParallelClusterEnvironment(TrainingEnvironmentStack):
     """A ParallelCluster cluster in the placement subnet and group, in the EFA group, mounting the shared FSx.
 
     Outputs (besides the base stack's): ``ClusterName``, ``HeadNodeInstanceId``, ``HeadNodeSsmCommand`` and
-    ``ValidationMessages`` (ParallelCluster's warnings about the configuration).
+    ``ValidationMessages`` (ParallelCluster's warnings about the configuration); with ``accounting``,
+    ``AccountingDatabaseEndpoint`` and ``AccountingDatabaseSecretArn``.
+
+    A team's cluster: ``users`` (the file's top-level list) become a custom action every node runs first
+    (``users.sh``: the same ids everywhere, homes under ``<mount_dir>/home``), then ``pyxis.sh`` when
+    ``pyxis`` is on; both are uploaded with the stack to a :class:`SecureBucket`. ``accounting`` makes a
+    :class:`SlurmAccountingDatabase` that only the head node may reach.
     """
 
     def __init__(
@@ -38,28 +60,39 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         super().__init__(scope, id, config=config, environment_name=environment_name)
         assert config.parallelcluster is not None
         spec = config.parallelcluster
+        mount_dir = self.mount_dir or "/shared"
+        self.accounting_database = self._accounting_database(spec)
+        team_actions = self._team_actions(spec, config.users, mount_dir)
         self.cluster = ParallelCluster(
             self,
             "ParallelCluster",
             cluster_name=spec.cluster_name or environment_name,
             vpc=self.network.vpc,
             subnet=self.network.placement_subnet(),
-            queues=[_queue(q) for q in spec.queues],
+            queues=[self._queue(i, q) for i, q in enumerate(spec.queues)],
             head_node=HeadNode(
                 instance_type=spec.head_node.instance_type,
                 key_name=spec.head_node.key_name,
                 ssh_allowed_ips=spec.head_node.ssh_allowed_ips,
+                custom_ami=spec.head_node.custom_ami,
+                on_node_start=self._scripts("HeadNodeStart", spec.head_node.on_node_start),
+                on_node_configured=self._scripts("HeadNodeConfigured", spec.head_node.on_node_configured),
             ),
             os=spec.os,
             placement_group=self.placement_group,
             efa_security_group=self.network.efa_security_group,
             file_system=self.shared_storage,
-            mount_dir=self.mount_dir or "/shared",
+            mount_dir=mount_dir,
             slurm_settings=SlurmSettings(
                 queue_update_strategy=spec.slurm.queue_update_strategy,
                 scaledown_idletime_minutes=spec.slurm.scaledown_idletime_minutes,
+                database=self.accounting_database,
+                custom_slurm_settings=spec.slurm.custom_settings,
             ),
-            on_node_configured=self._script(spec.on_node_configured),
+            on_node_configured=[*team_actions, *self._scripts("CustomAction", _one(spec.on_node_configured))],
+            custom_ami=spec.custom_ami,
+            login_nodes=[self._login_pool(i, p) for i, p in enumerate(spec.login_nodes)],
+            directory_service=self._directory_service(spec.directory_service),
             log_retention_days=spec.log_retention_days,
             tags=config.resource_tags(environment_name),
             deletion_policy=spec.deletion_policy,
@@ -72,14 +105,113 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         if self.shared_storage is not None:
             # both directions: ParallelCluster's create-time check wants outbound Lustre rules too
             self.shared_storage.allow_clients_from(self.cluster)
+        if self.accounting_database is not None:
+            self.accounting_database.connections.allow_default_port_from(self.cluster.head_node_connections)
         self._add_outputs(spec)
 
-    def _script(self, action: PclusterCustomActionConfig | None) -> CustomActionScript | None:
-        if action is None:
+    def _scripts(self, id: str, actions: Sequence[PclusterCustomActionConfig]) -> list[CustomActionScript]:
+        """Scripts of the file (``s3://bucket/key``); buckets are adopted once each, by name."""
+        scripts = []
+        for action in actions:
+            bucket_name, key = action.script.removeprefix("s3://").split("/", 1)
+            scripts.append(CustomActionScript(bucket=self._bucket(bucket_name), key=key, args=tuple(action.args)))
+        return scripts
+
+    def _bucket(self, name: str) -> s3.IBucket:
+        # the first bucket keeps the id it always had (CustomActionBucket); others are named after it
+        existing = getattr(self, "_adopted_buckets", {})
+        if name not in existing:
+            id = "CustomActionBucket" if not existing else f"CustomActionBucket{len(existing)}"
+            existing[name] = s3.Bucket.from_bucket_name(self, id, name)
+            self._adopted_buckets = existing
+        bucket: s3.IBucket = existing[name]
+        return bucket
+
+    def _queue(self, index: int, spec: PclusterQueueConfig) -> SlurmQueue:
+        return SlurmQueue(
+            name=spec.name,
+            compute_resources=[_compute_resource(r) for r in spec.compute_resources],
+            capacity_type=spec.capacity_type,
+            capacity=None if spec.capacity is None else spec.capacity.to_capacity(),
+            placement=spec.placement,
+            custom_ami=spec.custom_ami,
+            job_exclusive_allocation=spec.job_exclusive_allocation,
+            on_node_start=self._scripts(f"Queue{index}Start", spec.on_node_start),
+            on_node_configured=self._scripts(f"Queue{index}Configured", spec.on_node_configured),
+        )
+
+    def _login_pool(self, index: int, spec: PclusterLoginPoolConfig) -> LoginNodePool:
+        return LoginNodePool(
+            name=spec.name,
+            instance_type=spec.instance_type,
+            count=spec.count,
+            key_name=spec.key_name,
+            ssh_allowed_ips=spec.ssh_allowed_ips,
+            custom_ami=spec.custom_ami,
+            gracetime_period_minutes=spec.gracetime_period_minutes,
+            on_node_start=self._scripts(f"Login{index}Start", spec.on_node_start),
+            on_node_configured=self._scripts(f"Login{index}Configured", spec.on_node_configured),
+        )
+
+    def _directory_service(self, spec: PclusterDirectoryServiceConfig | None) -> DirectoryService | None:
+        if spec is None:
             return None
-        bucket_name, key = action.script.removeprefix("s3://").split("/", 1)
-        bucket = s3.Bucket.from_bucket_name(self, "CustomActionBucket", bucket_name)
-        return CustomActionScript(bucket=bucket, key=key, args=tuple(action.args))
+        return DirectoryService(
+            domain_name=spec.domain_name,
+            domain_addr=spec.domain_addr,
+            password_secret=secretsmanager.Secret.from_secret_complete_arn(
+                self, "DirectoryPassword", spec.password_secret_arn
+            ),
+            domain_read_only_user=spec.domain_read_only_user,
+            ldap_tls_ca_cert=spec.ldap_tls_ca_cert,
+            ldap_tls_req_cert=spec.ldap_tls_req_cert,
+            ldap_access_filter=spec.ldap_access_filter,
+            generate_ssh_keys_for_users=spec.generate_ssh_keys_for_users,
+            additional_sssd_configs=spec.additional_sssd_configs or None,
+        )
+
+    def _accounting_database(self, spec: ParallelClusterConfig) -> SlurmAccountingDatabase | None:
+        if spec.accounting is None:
+            return None
+        return SlurmAccountingDatabase(
+            self,
+            "AccountingDatabase",
+            vpc=self.network.vpc,
+            min_capacity_acu=spec.accounting.min_capacity_acu,
+            max_capacity_acu=spec.accounting.max_capacity_acu,
+            backup_retention_days=spec.accounting.backup_retention_days,
+            removal_policy=spec.accounting.removal_policy,
+        )
+
+    def _team_actions(
+        self, spec: ParallelClusterConfig, users: Sequence[UserConfig], mount_dir: str
+    ) -> list[CustomActionScript]:
+        """users.sh (when the file has users) then pyxis.sh (when on), uploaded to a scripts bucket."""
+        if not users and not spec.pyxis:
+            return []
+        bucket = SecureBucket(self, "ActionsBucket").bucket
+        deployment = s3deploy.BucketDeployment(
+            self,
+            "Actions",
+            destination_bucket=bucket,
+            destination_key_prefix=ACTIONS_PREFIX,
+            sources=[s3deploy.Source.asset(str(ACTIONS_DIR), exclude=["*.py", "__pycache__"])],
+            prune=True,
+            retain_on_delete=True,
+            memory_limit=256,
+        )
+        _acknowledge_deployment(self)
+        self.actions_deployment = deployment
+        actions = []
+        if users:
+            actions.append(
+                CustomActionScript(
+                    bucket=bucket, key=f"{ACTIONS_PREFIX}/{USERS_SCRIPT}", args=users_args(users, f"{mount_dir}/home")
+                )
+            )
+        if spec.pyxis:
+            actions.append(CustomActionScript(bucket=bucket, key=f"{ACTIONS_PREFIX}/{PYXIS_SCRIPT}"))
+        return actions
 
     def _add_outputs(self, spec: ParallelClusterConfig) -> None:
         cdk.CfnOutput(
@@ -109,15 +241,50 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             value=f"/aws/parallelcluster/{self.cluster.cluster_name}-*",
             description="CloudWatch log group of the cluster (ParallelCluster appends its creation timestamp)",
         )
+        if self.accounting_database is not None:
+            cdk.CfnOutput(
+                self,
+                "AccountingDatabaseEndpoint",
+                value=self.accounting_database.uri,
+                description="Slurm accounting database (host:port), reachable from the head node only",
+            )
+            cdk.CfnOutput(
+                self,
+                "AccountingDatabaseSecretArn",
+                value=self.accounting_database.secret.secret_arn,
+                description="Its master credentials (JSON: username, password, host, port)",
+            )
 
 
-def _queue(spec: PclusterQueueConfig) -> SlurmQueue:
-    return SlurmQueue(
-        name=spec.name,
-        compute_resources=[_compute_resource(r) for r in spec.compute_resources],
-        capacity_type=spec.capacity_type,
-        capacity=None if spec.capacity is None else spec.capacity.to_capacity(),
-        placement=spec.placement,
+def users_args(users: Sequence[UserConfig], home_root: str) -> list[str]:
+    """users.sh's arguments: ``--home-root``, one ``--user NAME:UID:GID[:GROUP=GID,...]`` per user and one
+    ``--key NAME:KEY`` per public key."""
+    args = ["--home-root", home_root]
+    for user in users:
+        groups = ",".join(f"{g.name}={g.gid}" for g in user.groups)
+        args += ["--user", f"{user.name}:{user.uid}:{user.primary_gid}" + (f":{groups}" if groups else "")]
+    for user in users:
+        for key in user.ssh_public_keys:
+            args += ["--key", f"{user.name}:{key}"]
+    return args
+
+
+def _one(action: PclusterCustomActionConfig | None) -> list[PclusterCustomActionConfig]:
+    return [] if action is None else [action]
+
+
+def _acknowledge_deployment(stack: cdk.Stack) -> None:
+    """CDK's BucketDeployment runs an aws-cdk-lib Lambda (one per stack): explain its findings where they arise."""
+    handler = next(
+        (c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")), None
+    )
+    if handler is None:
+        return
+    acknowledge_cdk_made(
+        handler,
+        "CDK's BucketDeployment handler (aws-cdk-lib's design): it copies the staged custom-action scripts from "
+        "the CDK assets bucket into the scripts bucket and prunes stale files there",
+        managed_policy_reasons={"AWSLambdaBasicExecutionRole": "CDK's BucketDeployment handler writes its own logs"},
     )
 
 
