@@ -67,6 +67,7 @@ EXPECTED_FILES: dict[str, set[str]] = {
     "parallelcluster-p5-capacity-block": _slurm(SLURM_GPU, "gpu"),
     "pcs-c5n": _slurm(SLURM_CPU, "compute"),
     "pcs-p5": _slurm(SLURM_GPU, "gpu"),
+    "training-any": _slurm(SLURM_GPU, "gpu"),
 }
 
 # osu_bw measured between two c5n.9xlarge in a cluster placement group (MB/s).

@@ -64,6 +64,7 @@ EXPECTED_EFA = {
     "pcs-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "pcs-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
 }
+    "training-any": {"m5.xlarge": 0, "g5.8xlarge": 1},
 
 
 @pytest.fixture
