@@ -264,7 +264,8 @@ def _tag_shapes(service: str) -> list[tuple[str, dict[str, Any]]]:
             ):
                 if member in members:
                     found.append((role, shapes[members[member]["shape"]]))
-        elif "tag" in name.lower() and shape["type"] == "map":  # TagMap {key: value}
+        # TagMap {key: value}; not Secrets Manager's SecretVersionsToStagesMapType (staging labels)
+        elif "tag" in name.lower() and "stage" not in name.lower() and shape["type"] == "map":
             found += [("key", shapes[shape["key"]["shape"]]), ("value", shapes[shape["value"]["shape"]])]
     return found
 

@@ -60,9 +60,12 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         super().__init__(scope, id, config=config, environment_name=environment_name)
         assert config.parallelcluster is not None
         spec = config.parallelcluster
+        self._adopted_buckets: dict[str, s3.IBucket] = {}
         mount_dir = self.mount_dir or "/shared"
         self.accounting_database = self._accounting_database(spec)
-        team_actions = self._team_actions(spec, config.users, mount_dir)
+        # homes on the shared file system; without one, on /home, which ParallelCluster shares from the head node
+        home_root = f"{mount_dir}/home" if self.shared_storage is not None else "/home"
+        team_actions = self._team_actions(spec, config.users, home_root)
         self.cluster = ParallelCluster(
             self,
             "ParallelCluster",
@@ -75,8 +78,8 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
                 key_name=spec.head_node.key_name,
                 ssh_allowed_ips=spec.head_node.ssh_allowed_ips,
                 custom_ami=spec.head_node.custom_ami,
-                on_node_start=self._scripts("HeadNodeStart", spec.head_node.on_node_start),
-                on_node_configured=self._scripts("HeadNodeConfigured", spec.head_node.on_node_configured),
+                on_node_start=self._scripts(spec.head_node.on_node_start),
+                on_node_configured=self._scripts(spec.head_node.on_node_configured),
             ),
             os=spec.os,
             placement_group=self.placement_group,
@@ -89,7 +92,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
                 database=self.accounting_database,
                 custom_slurm_settings=spec.slurm.custom_settings,
             ),
-            on_node_configured=[*team_actions, *self._scripts("CustomAction", _one(spec.on_node_configured))],
+            on_node_configured=[*team_actions, *self._scripts(_one(spec.on_node_configured))],
             custom_ami=spec.custom_ami,
             login_nodes=[self._login_pool(i, p) for i, p in enumerate(spec.login_nodes)],
             directory_service=self._directory_service(spec.directory_service),
@@ -109,23 +112,23 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             self.accounting_database.connections.allow_default_port_from(self.cluster.head_node_connections)
         self._add_outputs(spec)
 
-    def _scripts(self, id: str, actions: Sequence[PclusterCustomActionConfig]) -> list[CustomActionScript]:
+    def _scripts(self, actions: Sequence[PclusterCustomActionConfig]) -> list[CustomActionScript]:
         """Scripts of the file (``s3://bucket/key``); buckets are adopted once each, by name."""
         scripts = []
         for action in actions:
             bucket_name, key = action.script.removeprefix("s3://").split("/", 1)
-            scripts.append(CustomActionScript(bucket=self._bucket(bucket_name), key=key, args=tuple(action.args)))
+            scripts.append(
+                CustomActionScript(bucket=self._bucket(bucket_name), key=key, args=tuple(action.args))
+            )
         return scripts
 
     def _bucket(self, name: str) -> s3.IBucket:
-        # the first bucket keeps the id it always had (CustomActionBucket); others are named after it
-        existing = getattr(self, "_adopted_buckets", {})
-        if name not in existing:
-            id = "CustomActionBucket" if not existing else f"CustomActionBucket{len(existing)}"
-            existing[name] = s3.Bucket.from_bucket_name(self, id, name)
-            self._adopted_buckets = existing
-        bucket: s3.IBucket = existing[name]
-        return bucket
+        # the first bucket keeps the id it always had (CustomActionBucket); others are numbered after it
+        adopted = self._adopted_buckets
+        if name not in adopted:
+            id = "CustomActionBucket" if not adopted else f"CustomActionBucket{len(adopted)}"
+            adopted[name] = s3.Bucket.from_bucket_name(self, id, name)
+        return adopted[name]
 
     def _queue(self, index: int, spec: PclusterQueueConfig) -> SlurmQueue:
         return SlurmQueue(
@@ -136,8 +139,8 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             placement=spec.placement,
             custom_ami=spec.custom_ami,
             job_exclusive_allocation=spec.job_exclusive_allocation,
-            on_node_start=self._scripts(f"Queue{index}Start", spec.on_node_start),
-            on_node_configured=self._scripts(f"Queue{index}Configured", spec.on_node_configured),
+            on_node_start=self._scripts(spec.on_node_start),
+            on_node_configured=self._scripts(spec.on_node_configured),
         )
 
     def _login_pool(self, index: int, spec: PclusterLoginPoolConfig) -> LoginNodePool:
@@ -149,8 +152,8 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             ssh_allowed_ips=spec.ssh_allowed_ips,
             custom_ami=spec.custom_ami,
             gracetime_period_minutes=spec.gracetime_period_minutes,
-            on_node_start=self._scripts(f"Login{index}Start", spec.on_node_start),
-            on_node_configured=self._scripts(f"Login{index}Configured", spec.on_node_configured),
+            on_node_start=self._scripts(spec.on_node_start),
+            on_node_configured=self._scripts(spec.on_node_configured),
         )
 
     def _directory_service(self, spec: PclusterDirectoryServiceConfig | None) -> DirectoryService | None:
@@ -184,7 +187,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         )
 
     def _team_actions(
-        self, spec: ParallelClusterConfig, users: Sequence[UserConfig], mount_dir: str
+        self, spec: ParallelClusterConfig, users: Sequence[UserConfig], home_root: str
     ) -> list[CustomActionScript]:
         """users.sh (when the file has users) then pyxis.sh (when on), uploaded to a scripts bucket."""
         if not users and not spec.pyxis:
@@ -206,7 +209,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         if users:
             actions.append(
                 CustomActionScript(
-                    bucket=bucket, key=f"{ACTIONS_PREFIX}/{USERS_SCRIPT}", args=users_args(users, f"{mount_dir}/home")
+                    bucket=bucket, key=f"{ACTIONS_PREFIX}/{USERS_SCRIPT}", args=users_args(users, home_root)
                 )
             )
         if spec.pyxis:
@@ -284,7 +287,9 @@ def _acknowledge_deployment(stack: cdk.Stack) -> None:
         handler,
         "CDK's BucketDeployment handler (aws-cdk-lib's design): it copies the staged custom-action scripts from "
         "the CDK assets bucket into the scripts bucket and prunes stale files there",
-        managed_policy_reasons={"AWSLambdaBasicExecutionRole": "CDK's BucketDeployment handler writes its own logs"},
+        managed_policy_reasons={
+            "AWSLambdaBasicExecutionRole": "CDK's BucketDeployment handler writes its own logs"
+        },
     )
 
 

@@ -1,0 +1,225 @@
+"""environments/parallelcluster-team.yaml: accounting, the team's users, a login node and Pyxis, as deployed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from training_clusters.config import UserConfig, UserGroupConfig, parse_environment
+from training_clusters.errors import ConfigurationError
+from training_clusters.stacks.parallelcluster import ACTIONS_PREFIX, ParallelClusterEnvironment, users_args
+
+from ..conftest import CDK_CONTEXT, EnvironmentGates
+
+BASE: dict[str, Any] = {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"]}
+QUEUE = {"name": "cpu", "compute_resources": [{"name": "c5", "instance_type": "c5.xlarge"}]}
+
+
+@pytest.fixture
+def team(
+    environment_gates: EnvironmentGates, environments_dir: Path
+) -> tuple[ParallelClusterEnvironment, Template]:
+    path = environments_dir / "parallelcluster-team.yaml"
+    stack, _ = environment_gates.get(path)
+    assert isinstance(stack, ParallelClusterEnvironment)
+    return stack, Template.from_json(environment_gates.template(path))
+
+
+def test_every_node_first_creates_the_users_then_enables_pyxis(
+    team: tuple[ParallelClusterEnvironment, Template],
+) -> None:
+    stack, _ = team
+    config = stack.cluster.concrete_configuration()
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOfAliceReplaceMe alice@example.com"
+    users = {
+        "Args": [
+            "--home-root", "/shared/home",
+            "--user", "alice:2001:2001:ml=3000",
+            "--user", "bob:2002:2002:ml=3000",
+            "--key", f"alice:{key}",
+        ],
+    }  # fmt: skip
+    (queue,) = config["Scheduling"]["SlurmQueues"]
+    (pool,) = config["LoginNodes"]["Pools"]
+    for node in (config["HeadNode"], queue, pool):
+        first, second = node["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        assert first["Script"].endswith(f"/{ACTIONS_PREFIX}/users.sh") and first["Args"] == users["Args"]
+        assert second == {"Script": first["Script"].replace("users.sh", "pyxis.sh")}
+    assert queue["JobExclusiveAllocation"] is True
+
+
+def test_accounting_is_aurora_reachable_from_the_head_node_only(
+    team: tuple[ParallelClusterEnvironment, Template],
+) -> None:
+    stack, template = team
+    database = stack.accounting_database
+    assert database is not None
+    settings = stack.cluster.concrete_configuration()["Scheduling"]["SlurmSettings"]
+    assert settings["Database"]["UserName"] == "slurm"
+    assert settings["Database"]["Uri"].endswith(":3306")
+    assert settings["CustomSlurmSettings"] == [
+        {"PriorityType": "priority/multifactor"},
+        {"PriorityWeightFairshare": "10000"},
+    ]
+    ingress = [
+        r["Properties"]
+        for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("FromPort") == 3306
+    ]
+    head_group = stack.cluster.head_node_security_group
+    assert head_group is not None
+    assert [stack.resolve(i["SourceSecurityGroupId"]) for i in ingress] == [
+        stack.resolve(head_group.security_group_id)
+    ]
+    template.resource_count_is("AWS::RDS::DBCluster", 1)
+    template.has_resource(
+        "AWS::RDS::DBCluster",
+        {"DeletionPolicy": "Retain", "Properties": Match.object_like({"DeletionProtection": True})},
+    )
+    outputs = template.to_json()["Outputs"]
+    assert {"AccountingDatabaseEndpoint", "AccountingDatabaseSecretArn"} <= set(outputs)
+
+
+def test_the_actions_are_uploaded_to_a_secure_bucket(
+    team: tuple[ParallelClusterEnvironment, Template],
+) -> None:
+    _, template = team
+    template.resource_count_is("Custom::CDKBucketDeployment", 1)
+    template.has_resource_properties(
+        "Custom::CDKBucketDeployment", {"DestinationBucketKeyPrefix": ACTIONS_PREFIX, "Prune": True}
+    )
+
+
+def test_users_args_carry_ids_groups_and_keys() -> None:
+    users = [
+        UserConfig(
+            name="carol",
+            uid=2003,
+            gid=2500,
+            groups=[UserGroupConfig(name="ml", gid=3000), UserGroupConfig(name="ops", gid=3001)],
+        ),
+        UserConfig(name="dan", uid=2004, ssh_public_keys=["ssh-ed25519 AAAA dan@x", "ssh-rsa BBBB dan@y"]),
+    ]
+    assert users_args(users, "/fsx/home") == [
+        "--home-root", "/fsx/home",
+        "--user", "carol:2003:2500:ml=3000,ops=3001",
+        "--user", "dan:2004:2004",
+        "--key", "dan:ssh-ed25519 AAAA dan@x",
+        "--key", "dan:ssh-rsa BBBB dan@y",
+    ]  # fmt: skip
+
+
+def _stack(document: dict[str, Any]) -> ParallelClusterEnvironment:
+    app = cdk.App(context=dict(CDK_CONTEXT))
+    return ParallelClusterEnvironment(
+        app, "Team", config=parse_environment(document), environment_name="team"
+    )
+
+
+def test_without_shared_storage_homes_go_to_the_head_nodes_shared_home() -> None:
+    stack = _stack(
+        {
+            **BASE,
+            "storage": {"lustre": None},
+            "users": [{"name": "erin", "uid": 2005}],
+            "parallelcluster": {"queues": [QUEUE]},
+        }
+    )
+    configuration = stack.cluster.concrete_configuration()
+    action = configuration["HeadNode"]["CustomActions"]["OnNodeConfigured"]
+    assert action["Args"][:2] == ["--home-root", "/home"]
+    assert "Database" not in configuration["Scheduling"]["SlurmSettings"]
+
+
+def test_no_users_and_no_pyxis_means_no_bucket_and_no_actions() -> None:
+    stack = _stack({**BASE, "parallelcluster": {"queues": [QUEUE]}})
+    template = Template.from_stack(stack)
+    template.resource_count_is("Custom::CDKBucketDeployment", 0)
+    assert "CustomActions" not in stack.cluster.concrete_configuration()["HeadNode"]
+
+
+def test_file_scripts_in_sequences_and_a_directory_service() -> None:
+    secret = "arn:aws:secretsmanager:us-east-1:111122223333:secret:ad-read-only-AbCdEf"
+    stack = _stack(
+        {
+            **BASE,
+            "parallelcluster": {
+                "queues": [
+                    {
+                        **QUEUE,
+                        "on_node_start": [
+                            {"script": "s3://my-scripts/a.sh"},
+                            {"script": "s3://other-scripts/b.sh"},
+                        ],
+                    }
+                ],
+                "head_node": {"on_node_configured": [{"script": "s3://my-scripts/h.sh", "args": ["-v"]}]},
+                "custom_ami": "ami-0123456789abcdef0",
+                "directory_service": {
+                    "domain_name": "corp.example.com",
+                    "domain_addr": "ldaps://corp.example.com",
+                    "password_secret_arn": secret,
+                    "domain_read_only_user": "cn=ReadOnly,ou=Users,dc=corp,dc=example,dc=com",
+                },
+            },
+        }
+    )
+    configuration = stack.cluster.concrete_configuration()
+    (queue,) = configuration["Scheduling"]["SlurmQueues"]
+    assert queue["CustomActions"]["OnNodeStart"] == {
+        "Sequence": [{"Script": "s3://my-scripts/a.sh"}, {"Script": "s3://other-scripts/b.sh"}]
+    }
+    assert configuration["HeadNode"]["CustomActions"]["OnNodeConfigured"] == {
+        "Script": "s3://my-scripts/h.sh",
+        "Args": ["-v"],
+    }
+    assert configuration["Image"]["CustomAmi"] == "ami-0123456789abcdef0"
+    assert configuration["DirectoryService"]["PasswordSecretArn"] == secret
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        ({"queues": [QUEUE], "custom_ami": "ami-1"}, "parallelcluster.custom_ami: must be an AMI id"),
+        (
+            {"queues": [QUEUE], "login_nodes": [{"gracetime_period_minutes": 1}]},
+            "parallelcluster.login_nodes.0.gracetime_period_minutes: must be 3 to 120 minutes",
+        ),
+        (
+            {"queues": [QUEUE], "login_nodes": [{}, {}]},
+            "parallelcluster.login_nodes: names",
+        ),
+        (
+            {"queues": [QUEUE], "slurm": {"custom_settings": [{"SlurmUser": "root"}]}},
+            "parallelcluster.slurm.custom_settings: [0] 'SlurmUser' is managed by ParallelCluster",
+        ),
+        (
+            {"queues": [QUEUE], "accounting": {"backup_retention_days": 0}},
+            "parallelcluster.accounting.backup_retention_days",
+        ),
+        (
+            {"queues": [{**QUEUE, "custom_ami": "ubuntu"}]},
+            "parallelcluster.queues.0.custom_ami: must be an AMI id such as ami-0123456789abcdef0, got 'ubuntu'",
+        ),
+        (
+            {
+                "queues": [QUEUE],
+                "directory_service": {
+                    "domain_name": "d", "domain_addr": "ldaps://d", "domain_read_only_user": "u",
+                    "password_secret_arn": "arn:aws:secretsmanager:us-east-1:111122223333:secret:x",
+                    "ldap_tls_req_cert": "sometimes",
+                },
+            },
+            "parallelcluster.directory_service.ldap_tls_req_cert: must be one of never, allow, try, demand, hard, "
+            "got 'sometimes'",
+        ),
+    ],
+)  # fmt: skip
+def test_bad_team_fields_name_the_field_and_what_is_allowed(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment({**BASE, "parallelcluster": section}, source="env.yaml")
+    assert message in str(error.value), str(error.value)
