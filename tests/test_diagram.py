@@ -56,6 +56,7 @@ EXPECTED_EFA = {
     "hyperpod-p5": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},
     "hyperpod-p5-training-plan": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},
     "hyperpod-slurm": {"ml.c5.xlarge": 0},
+    "hyperpod-team": {"ml.m5.2xlarge": 0, "ml.m5.xlarge": 0, "ml.g5.8xlarge": 1},
     "network-storage": {},
     "parallelcluster-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "parallelcluster-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
@@ -63,8 +64,8 @@ EXPECTED_EFA = {
     "parallelcluster-team": {"t3.large": 0, "c5n.9xlarge": 1},
     "pcs-c5n": {"t3.medium": 0, "c5n.9xlarge": 1},
     "pcs-p5": {"m5.2xlarge": 0, "p5.48xlarge": 32},
-}
     "training-any": {"m5.xlarge": 0, "g5.8xlarge": 1},
+}
 
 
 @pytest.fixture
@@ -201,7 +202,9 @@ def test_the_drawing_connects_compute_to_its_subnets_placement_and_storage(shipp
         g.id for g in graph.of_kind(NodeKind.NODE_GROUP) if g.efa_interfaces and g.parent not in hyperpod
     }
     if _on_reserved_capacity(path):
-        efa_groups = set()  # a Capacity Block or reservation places its nodes (Capacity.keeps_placement_group)
+        efa_groups = (
+            set()
+        )  # a Capacity Block or reservation places its nodes (Capacity.keeps_placement_group)
     assert efa_groups <= placed, "EFA node groups launch into the placement group (HyperPod places its own)"
     mounted = {e.target for e in graph.edges if e.kind is EdgeKind.MOUNTS}
     if graph.of_kind(NodeKind.CLUSTER):

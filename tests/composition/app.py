@@ -122,9 +122,9 @@ def build(app: cdk.App) -> dict[str, cdk.Stack]:
     for name in ("AdopterA", "AdopterB"):
         adopter = stacks[name] = ZonedStack(app, name, env=ENV)
         adopted = TrainingNetwork(adopter, "Network", vpc=plain_vpc)
-        SharedLustre(adopter, "Scratch", vpc=adopted.vpc, subnet=adopted.placement_subnet()).allow_clients_from(
-            adopted
-        )
+        SharedLustre(
+            adopter, "Scratch", vpc=adopted.vpc, subnet=adopted.placement_subnet()
+        ).allow_clients_from(adopted)
 
     importer = stacks["Importer"] = ZonedStack(app, "Importer", env=ENV)
     imported_vpc = ec2.Vpc.from_vpc_attributes(
@@ -137,9 +137,9 @@ def build(app: cdk.App) -> dict[str, cdk.Stack]:
         private_subnet_route_table_ids=["rtb-0123456789abcdef0", "rtb-0123456789abcdef1"],
     )
     imported = TrainingNetwork(importer, "Network", vpc=imported_vpc)
-    SharedLustre(importer, "Scratch", vpc=imported.vpc, subnet=imported.placement_subnet()).allow_clients_from(
-        imported
-    )
+    SharedLustre(
+        importer, "Scratch", vpc=imported.vpc, subnet=imported.placement_subnet()
+    ).allow_clients_from(imported)
     return stacks
 
 

@@ -347,8 +347,16 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         "DESTROY",
     ),
     "PcsCluster.size": (lambda s, v: _pcs(s, size=v), package.PcsClusterSize.MEDIUM, "medium"),
-    "PcsCluster.slurm_version": (lambda s, v: _pcs(s, slurm_version=v), package.SlurmVersion.V24_11, "v24_11"),
-    "PcsCluster.accounting": (lambda s, v: _pcs(s, accounting=v), package.SlurmAccounting.STANDARD, "Standard"),
+    "PcsCluster.slurm_version": (
+        lambda s, v: _pcs(s, slurm_version=v),
+        package.SlurmVersion.V24_11,
+        "v24_11",
+    ),
+    "PcsCluster.accounting": (
+        lambda s, v: _pcs(s, accounting=v),
+        package.SlurmAccounting.STANDARD,
+        "Standard",
+    ),
     "PcsCluster.compute_node_groups[].purchase_option": (
         lambda s, v: _pcs(
             s,
@@ -368,8 +376,14 @@ def _pcs(stack: cdk.Stack, **props: Any) -> Construct:
         "compute_node_groups", [package.PcsComputeNodeGroup(name="cpu", instance_type="m5.xlarge")]
     )
     return package.PcsCluster(  # type: ignore[no-any-return]
-        stack, "Pcs", vpc=network.vpc, subnet=network.placement_subnet(), ami_id="ami-0123456789abcdef0", **props
+        stack,
+        "Pcs",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        ami_id="ami-0123456789abcdef0",
+        **props,
     )
+
 
 _STEP_SCRIPT = Path(__file__).resolve().parent.parent / "lifecycle" / "stubs" / "stub.sh"
 

@@ -352,7 +352,9 @@ class PcsCluster(Construct):
         uses: list[bool] = []
         for index, (group, instance) in enumerate(zip(groups, instances, strict=True)):
             if group.efa is not None:
-                self._raise_if(f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa))
+                self._raise_if(
+                    f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa)
+                )
             enabled = group.efa if group.efa is not None else instance.efa_supported
             if not enabled and group.efa_interfaces is not None:
                 raise fail(
