@@ -315,9 +315,7 @@ class HyperPodInstanceGroupConfig(_Model):
         default=None, description="Root volume size, 100-16384. Default: HyperPod's root volume size."
     )
     image_id: str | None = Field(
-        default=None,
-        pattern=r"^ami-[0-9a-f]{8,17}$",
-        description="A custom AMI built from a HyperPod AMI. Default: HyperPod's public AMI.",
+        default=None, description="A custom AMI built from a HyperPod AMI. Default: HyperPod's public AMI."
     )
     deep_health_checks: list[Annotated[DeepHealthCheck, _FileChoice(DeepHealthCheck)]] | None = Field(
         default=None, description="Default: both checks on GPU/Trainium groups, none on CPU groups."
@@ -336,6 +334,13 @@ class HyperPodInstanceGroupConfig(_Model):
     def _partition_name(cls, value: str | None) -> str | None:
         if value is not None:
             _raise_if(hyperpod_rules.partition_name_problem(value))
+        return value
+
+    @field_validator("image_id")
+    @classmethod
+    def _image_id(cls, value: str | None) -> str | None:
+        if value is not None:
+            _raise_if(hyperpod_rules.image_id_problem(value))
         return value
 
     @field_validator("instance_type")

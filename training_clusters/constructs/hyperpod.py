@@ -42,6 +42,7 @@ from training_clusters.options import (
 )
 from training_clusters.rules.hyperpod import (
     cluster_name_problem,
+    image_id_problem,
     instance_group_name_problem,
     partition_name_problem,
 )
@@ -75,7 +76,6 @@ LIFECYCLE_SETTING_KEYS = frozenset(
 USER_STEPS_FOLDER = "user_steps"
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 _MAX_EBS_GIB = 16384
-_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 
 
 @dataclass(frozen=True)
@@ -543,16 +543,13 @@ class HyperPodCluster(Construct):
                 f"{where}.extra_volume_gib",
                 f"must be between 1 and {_MAX_EBS_GIB}, got {group.extra_volume_gib}",
             )
-        if (
-            group.image_id is not None
-            and not is_unresolved(group.image_id)
-            and not _AMI_ID.fullmatch(group.image_id)
-        ):
-            raise fail(
-                self.node.path,
-                f"{where}.image_id",
-                f"must be an AMI id such as 'ami-0123456789abcdef0', got '{group.image_id}'",
-            )
+        image_problem = (
+            None
+            if group.image_id is None or is_unresolved(group.image_id)
+            else image_id_problem(group.image_id)
+        )
+        if image_problem:
+            raise fail(self.node.path, f"{where}.image_id", image_problem)
         if group.root_volume_gib is not None and not 100 <= group.root_volume_gib <= _MAX_EBS_GIB:
             raise fail(
                 self.node.path,

@@ -37,3 +37,13 @@ def instance_group_name_problem(name: str) -> str | None:
 def partition_name_problem(name: str) -> str | None:
     """A Slurm partition (``SlurmConfig.PartitionNames``): the same pattern, so no ``_``."""
     return _name_problem(name, PARTITION_NAME_MAX_LENGTH)
+
+
+_AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
+
+
+def image_id_problem(image_id: str) -> str | None:
+    """``ImageId`` of an instance group: a custom AMI's id."""
+    if _AMI_ID.fullmatch(image_id):
+        return None
+    return f"must be an AMI id such as 'ami-0123456789abcdef0', got '{image_id}'"

@@ -1,0 +1,76 @@
+"""environments/hyperpod-team.yaml: the stack makes the accounting database, opens its port to the cluster only,
+lets the nodes read its secret only, and hands the team's settings to the lifecycle scripts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from training_clusters.stacks.hyperpod import HyperPodEnvironment
+
+from ..conftest import ROOT, EnvironmentGates
+
+TEAM = ROOT / "environments" / "hyperpod-team.yaml"
+
+
+def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def test_the_database_admits_the_cluster_on_3306_only(environment_gates: EnvironmentGates) -> None:
+    stack, _ = environment_gates.get(TEAM)
+    template = environment_gates.template(TEAM)
+    assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
+    db_group = stack.resolve(stack.accounting_database.security_group.security_group_id)
+    ingress = [
+        r["Properties"]
+        for r in _of_type(template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("GroupId") == db_group
+    ]
+    assert ingress == [
+        {
+            "IpProtocol": "tcp",
+            "FromPort": 3306,
+            "ToPort": 3306,
+            "GroupId": db_group,
+            "SourceSecurityGroupId": stack.resolve(stack.cluster.security_group.security_group_id),
+            "Description": ingress[0]["Description"],
+        }
+    ]
+
+
+def test_the_nodes_read_the_database_secret_and_no_other(environment_gates: EnvironmentGates) -> None:
+    stack, _ = environment_gates.get(TEAM)
+    template = environment_gates.template(TEAM)
+    assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
+    statements = [
+        statement
+        for policy in _of_type(template, "AWS::IAM::Policy").values()
+        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        if "secretsmanager" in str(statement["Action"])
+    ]
+    assert statements == [
+        {
+            "Action": "secretsmanager:GetSecretValue",
+            "Effect": "Allow",
+            "Resource": stack.resolve(stack.accounting_database.secret.secret_arn),
+        }
+    ]
+
+
+def test_the_team_settings_reach_the_lifecycle_scripts(environment_gates: EnvironmentGates) -> None:
+    stack, _ = environment_gates.get(TEAM)
+    assert isinstance(stack, HyperPodEnvironment)
+    settings = stack.cluster.lifecycle_settings
+    assert settings["accounting"]["mode"] == "external"
+    assert [(u["name"], u["uid"], u["gid"], u["groups"]) for u in settings["users"]] == [
+        ("alice", 2001, 2001, [{"name": "ml-team", "gid": 3000}]),
+        ("bob", 2002, 2002, [{"name": "ml-team", "gid": 3000}]),
+    ]
+    assert settings["enable_docker"] is True and settings["enable_pam_slurm_adopt"] is True
+    [cluster] = _of_type(environment_gates.template(TEAM), "AWS::SageMaker::Cluster").values()
+    assert cluster["Properties"]["NodeProvisioningMode"] == "Continuous"
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    assert groups["controller-machine"]["InstanceStorageConfigs"] == [
+        {"EbsVolumeConfig": {"RootVolume": True, "VolumeSizeInGB": 200}}
+    ]
+    assert set(groups) == {"controller-machine", "login-group", "gpu-workers"}
