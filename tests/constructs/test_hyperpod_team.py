@@ -232,3 +232,22 @@ def test_the_scripts_accept_the_team_settings_the_construct_writes(stack: cdk.St
     for step in ("users", "docker", "accounting"):
         assert f"step '{step}' done" in run.log
     assert "alice:x:2001:2001::/fsx/alice:/bin/bash" in (sandbox.state / "passwd").read_text()
+
+
+def test_team_settings_need_the_shipped_scripts(stack: cdk.Stack, tmp_path: Path) -> None:
+    own = tmp_path / "own"
+    own.mkdir()
+    (own / "on_create.sh").write_text("#!/bin/bash\n")
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, accounting="local", lifecycle_scripts_dir=own)
+    assert str(error.value) == (
+        "Test/HyperPod: accounting is set up by the shipped Slurm lifecycle scripts, so it cannot go with "
+        "lifecycle_scripts_dir or the EKS orchestrator, got LOCAL"
+    )
+    other = cdk.Stack(cdk.App(), "Other")
+    with pytest.raises(ConfigurationError) as error:
+        build(other, users=[ALICE], lifecycle_scripts_dir=own)
+    assert str(error.value) == (
+        "Other/HyperPod: users are created by the shipped Slurm lifecycle scripts, so they cannot go with "
+        "lifecycle_scripts_dir or the EKS orchestrator"
+    )
