@@ -15,6 +15,9 @@ What the shipped environments keep after ``cdk destroy`` (everything else is del
 * the VPC flow log group and the MPI Operator handler's log group (CloudWatch Logs storage, within their
   retention);
 * HyperPod's lifecycle bucket and its access-log bucket (S3 storage of a few scripts and logs).
+* a Slurm accounting database (``parallelcluster.accounting``: Aurora storage and backups are billed until
+  you delete it, with deletion protection on) with its KMS key, secrets, parameter group, security group
+  and the private subnets it lives in; ParallelCluster's custom-action bucket and its access-log bucket.
 
 Clusters (HyperPod, ParallelCluster, AWS PCS, EKS with its secrets key) are deleted: they hold no data of
 their own.
@@ -190,13 +193,13 @@ def test_destroy_completes_and_keeps_the_data(environment_gates: EnvironmentGate
     for resource in template["Resources"].values():
         if resource["Type"] in ("AWS::FSx::FileSystem", "AWS::S3::Bucket"):
             assert resource.get("DeletionPolicy") == "Retain"
-    # clusters hold no data: they go, so nothing they run on has to stay
+    # clusters hold no data: they go, so nothing they run on has to stay; a key stays only with the data it
+    # encrypts (an accounting database's), which destroy_problems checks
     assert not kept & {
         "Custom::PclusterCluster",
         "AWS::SageMaker::Cluster",
         "AWS::EKS::Cluster",
         "AWS::PCS::Cluster",
-        "AWS::KMS::Key",
     }
 
 

@@ -64,7 +64,8 @@ class SlurmAccountingDatabase(Construct):
 
     Attributes: ``cluster`` (the ``rds.DatabaseCluster``), ``endpoint`` (writer host name), ``port``,
     ``uri`` (``host:port``, ParallelCluster's ``Database.Uri``), ``username``, ``secret``, ``password_secret``,
-    ``security_group``, ``connections`` (default port: the database port), ``kms_key``.
+    ``security_group``, ``connections`` (default port: the database port), ``kms_key``, ``parameter_group``,
+    ``subnets`` (where it lives: keep them when the database is retained, see ``TrainingNetwork.retain``).
     """
 
     def __init__(
@@ -114,6 +115,15 @@ class SlurmAccountingDatabase(Construct):
         protect = removal != cdk.RemovalPolicy.DESTROY if deletion_protection is None else deletion_protection
 
         self.username = username
+        selection = vpc_subnets or ec2.SubnetSelection(subnet_type=_private_subnet_type(vpc))
+        self.subnets: list[ec2.ISubnet] = vpc.select_subnets(
+            subnet_type=selection.subnet_type,
+            subnets=selection.subnets,
+            subnet_group_name=selection.subnet_group_name,
+            availability_zones=selection.availability_zones,
+            one_per_az=selection.one_per_az,
+            subnet_filters=selection.subnet_filters,
+        ).subnets
         self.kms_key: kms.IKey = kms_key or kms.Key(
             self,
             "Key",
@@ -129,6 +139,7 @@ class SlurmAccountingDatabase(Construct):
             allow_all_outbound=False,
         )
         self.secret = rds.DatabaseSecret(self, "Secret", username=username)
+        self.parameter_group = self._parameter_group()
         self.cluster = rds.DatabaseCluster(
             self,
             "Resource",
@@ -137,10 +148,10 @@ class SlurmAccountingDatabase(Construct):
             serverless_v2_min_capacity=min_capacity_acu,
             serverless_v2_max_capacity=max_capacity_acu,
             vpc=vpc,
-            vpc_subnets=vpc_subnets or ec2.SubnetSelection(subnet_type=_private_subnet_type(vpc)),
+            vpc_subnets=selection,
             security_groups=[self.security_group],
             credentials=rds.Credentials.from_secret(self.secret),
-            parameter_group=self._parameter_group(),
+            parameter_group=self.parameter_group,
             storage_encrypted=True,
             storage_encryption_key=self.kms_key,
             deletion_protection=protect,
@@ -163,11 +174,15 @@ class SlurmAccountingDatabase(Construct):
             ),
             removal_policy=removal,
         )
-        self.password_secret.node.add_dependency(self.secret)
         if removal == cdk.RemovalPolicy.RETAIN:
-            # A retained database keeps using its security group and its master user's secret.
+            # A retained database keeps using its security group, parameter group and master user's secret.
             self.security_group.apply_removal_policy(removal)
             self.secret.apply_removal_policy(removal)
+            self.parameter_group.apply_removal_policy(removal)
+        writer = self.cluster.node.find_child("Writer").node.default_child
+        # CDK makes the instance wait for the subnets' internet routes; a database in private subnets needs no
+        # internet, and the wait would tie a retained instance to routes `cdk destroy` deletes.
+        writer.add_deletion_override("DependsOn")
 
         self.endpoint: str = self.cluster.cluster_endpoint.hostname
         self.port: int = 3306

@@ -34,6 +34,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
+from training_clusters.options import RemovalPolicy
 from training_clusters.parallelcluster_actions import ACTIONS_DIR, PYXIS_SCRIPT, USERS_SCRIPT
 from training_clusters.stacks.base import TrainingEnvironmentStack
 
@@ -176,7 +177,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
     def _accounting_database(self, spec: ParallelClusterConfig) -> SlurmAccountingDatabase | None:
         if spec.accounting is None:
             return None
-        return SlurmAccountingDatabase(
+        database = SlurmAccountingDatabase(
             self,
             "AccountingDatabase",
             vpc=self.network.vpc,
@@ -185,6 +186,11 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             backup_retention_days=spec.accounting.backup_retention_days,
             removal_policy=spec.accounting.removal_policy,
         )
+        if spec.accounting.removal_policy is RemovalPolicy.RETAIN:
+            # the retained database keeps its network interfaces in its subnets: `cdk destroy` keeps them
+            for subnet in database.subnets:
+                self.network.retain(subnet)
+        return database
 
     def _team_actions(
         self, spec: ParallelClusterConfig, users: Sequence[UserConfig], home_root: str
