@@ -183,3 +183,22 @@ def _gated_accounting_destroy(stack: cdk.Stack) -> None:
 @pytest.mark.parametrize("name", ["accounting", "accounting-destroy"])
 def test_accounting_passes_the_gates(gated_stacks: GatedStacks, name: str) -> None:
     gated_stacks.get(name).assert_clean()
+
+
+def test_a_retained_database_keeps_what_it_uses_and_names_its_subnets(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
+    template = Template.from_stack(stack)
+    template.has_resource("AWS::RDS::DBClusterParameterGroup", {"DeletionPolicy": "Retain"})
+    (writer,) = template.find_resources("AWS::RDS::DBInstance").values()
+    assert "DependsOn" not in writer  # no wait on NAT routes that `cdk destroy` deletes
+    (plain,) = [
+        r
+        for r in template.find_resources("AWS::SecretsManager::Secret").values()
+        if "GenerateSecretString" not in r["Properties"]
+    ]
+    assert "DependsOn" not in plain
+    assert [stack.resolve(s.subnet_id) for s in db.subnets] == [
+        stack.resolve(s.subnet_id) for s in network.vpc.private_subnets
+    ]
