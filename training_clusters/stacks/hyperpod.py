@@ -70,6 +70,9 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
             self.shared_storage.allow_clients_from(self.cluster)
         if self.accounting_database is not None:
             self.accounting_database.connections.allow_default_port_from(self.cluster)
+            # the retained database keeps its network interfaces in its subnets: `cdk destroy` keeps them
+            for subnet in self.accounting_database.subnets:
+                self.network.retain(subnet)
         self._add_outputs(spec)
 
     def _add_outputs(self, spec: HyperPodConfig) -> None:
