@@ -114,6 +114,18 @@ def test_a_secret_the_role_cannot_read_fails_the_step(sandbox: Sandbox) -> None:
     assert not sandbox.path(SLURMDBD_CONF).exists()
 
 
+def test_a_secret_read_that_fails_once_is_retried(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role("controller").run(**secret_env(STUB_AWS_FAILURES="1"))
+
+    assert run.returncode == 0, run.output
+    assert len(run.calls_to("aws")) == 2
+    assert "attempt 1/5 failed" in run.log
+    conf = conf_lines(sandbox, SLURMDBD_CONF)
+    assert "StoragePass=s3cr\\#t-Pass" in conf and "StorageUser=slurm_admin" in conf
+
+
 def test_slurmdbd_that_never_answers_fails_the_step(sandbox: Sandbox) -> None:
     sandbox.write_params(accounting=EXTERNAL)
 

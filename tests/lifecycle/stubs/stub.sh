@@ -599,7 +599,7 @@ case $name in
             echo "aws: unexpected call: $*" >&2
             exit 252
         fi
-        if [[ -n ${STUB_AWS_DENIED:-} ]]; then
+        if [[ -n ${STUB_AWS_DENIED:-} ]] || (($(bump aws) < ${STUB_AWS_FAILURES:-0})); then
             echo "An error occurred (AccessDeniedException) when calling the GetSecretValue operation" >&2
             exit 254
         fi

@@ -88,9 +88,10 @@ tc_read_database_secret() {
         return 1
     fi
     log "reading the database password from ${TC_ACCOUNTING_SECRET_ARN} (with this node's role)"
-    secret="$(tc_retry "$TC_ACCOUNTING_ATTEMPTS" "$TC_ACCOUNTING_RETRY_SLEEP" "$TC_AWS" secretsmanager \
-        get-secret-value --region "$TC_ACCOUNTING_REGION" --secret-id "$TC_ACCOUNTING_SECRET_ARN" \
-        --query SecretString --output text)"
+    # Not `secret="$(tc_retry ...)"`: the retry's log lines would land in the secret.
+    tc_retry "$TC_ACCOUNTING_ATTEMPTS" "$TC_ACCOUNTING_RETRY_SLEEP" tc__fetch_secret
+    secret=$TC_DB_SECRET_RAW
+    TC_DB_SECRET_RAW=""
     fields="$("$TC_PYTHON" -I -S -c '
 import json, sys
 raw = sys.stdin.read().strip()
@@ -110,6 +111,11 @@ print(password)
 ' <<<"$secret")"
     TC_DB_SECRET_USER="${fields%%$'\n'*}"
     TC_DB_SECRET_PASSWORD="${fields#*$'\n'}"
+}
+
+tc__fetch_secret() {
+    TC_DB_SECRET_RAW="$("$TC_AWS" secretsmanager get-secret-value --region "$TC_ACCOUNTING_REGION" \
+        --secret-id "$TC_ACCOUNTING_SECRET_ARN" --query SecretString --output text)"
 }
 
 # MariaDB on the controller: the database and its user, password generated once and kept in a 0600 file.
