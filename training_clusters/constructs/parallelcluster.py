@@ -91,7 +91,7 @@ PLACEHOLDER_PREFIXES: Mapping[str, str] = {
     "AWS::S3::Bucket": "training-bucket-",
     "AWS::SecretsManager::Secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:training-secret-",
     "AWS::IAM::ManagedPolicy": "arn:aws:iam::123456789012:policy/training-policy-",
-    "AWS::RDS::DBCluster": "training-database.cluster-0123456789ab.us-east-1.rds.amazonaws.com-",
+    "AWS::RDS::DBCluster": "training-accounting-database-",
 }
 PSEUDO_PARAMETER_PLACEHOLDERS: Mapping[str, str] = {
     "AWS::Partition": "aws",
