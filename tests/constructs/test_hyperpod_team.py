@@ -67,6 +67,16 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
             "Resource": stack.resolve(db.secret.secret_arn),
         }
     ]
+    # the controller alone reads it: team members run code on login and worker nodes
+    assert team.controller_role is not team.role
+    groups = {g["InstanceGroupName"]: g["ExecutionRole"] for g in _cluster_props(stack)["InstanceGroups"]}
+    assert groups == {
+        "controller-machine": stack.resolve(team.controller_role.role_arn),
+        "worker-group-1": stack.resolve(team.role.role_arn),
+    }
+    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
+    [reader] = [p for p in policies.values() if "secretsmanager" in json.dumps(p)]
+    assert reader["Properties"]["Roles"] == [stack.resolve(team.controller_role.role_name)]
     Template.from_stack(stack).has_resource_properties(
         "AWS::EC2::SecurityGroupIngress",
         {
@@ -84,6 +94,7 @@ def test_local_accounting_needs_no_secret(stack: cdk.Stack) -> None:
 
     assert cluster.lifecycle_settings["accounting"] == {"mode": "local"}
     assert cluster.accounting_database is None
+    assert cluster.controller_role is cluster.role  # nothing only the controller may read
     assert not [st for st in _policy_statements(stack) if "secretsmanager" in json.dumps(st["Action"])]
 
 

@@ -220,7 +220,8 @@ class HyperPodCluster(Construct):
             ],
             lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name))
 
-    Attributes: ``cluster`` (the L1), ``cluster_name``, ``cluster_arn``, ``role``, ``bucket``,
+    Attributes: ``cluster`` (the L1), ``cluster_name``, ``cluster_arn``, ``role``, ``controller_role``,
+    ``accounting_database``, ``users``, ``bucket``,
     ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters``, ``lifecycle_settings``,
     ``security_group``, ``connections``.
     """
@@ -260,7 +261,9 @@ class HyperPodCluster(Construct):
         :param node_recovery: Default: AUTOMATIC (HyperPod replaces failed nodes).
         :param bucket: Where lifecycle scripts go; its name must start with ``sagemaker-`` for HyperPod's
             managed policy. Default: a new :class:`SecureBucket` named ``sagemaker-...``.
-        :param role: Execution role of the instances. Default: a least-privilege role made here.
+        :param role: Execution role of the instances. Default: a least-privilege role made here; with an
+            ``accounting`` database, the controller group gets a second one (``controller_role``), the only
+            role that may read the database's secret (team members run code on login and worker nodes).
         :param lifecycle: Settings of the shipped lifecycle scripts and your own steps after theirs.
             Default: Enroot/Pyxis on, exporters off, no steps of yours.
         :param lifecycle_scripts_dir: A folder uploaded INSTEAD of the shipped lifecycle scripts; it must
@@ -306,6 +309,13 @@ class HyperPodCluster(Construct):
         self.lifecycle_settings = self._lifecycle_settings(lustre, lifecycle)
         self.deployment = self._upload_lifecycle_scripts(lifecycle_scripts_dir, lifecycle)
         self.role = role or self._create_execution_role(subnet)
+        #: The controller group's execution role: a role of its own when it reads the accounting database's
+        #: secret (team members run code on login and worker nodes, whose role must not read it), else ``role``.
+        self.controller_role = (
+            self._create_execution_role(subnet, "ControllerRole", "the Slurm controller of ")
+            if role is None and self.accounting_database is not None
+            else self.role
+        )
         self._grant_accounting_secret()
         self._grant_volume_keys()
         self.cluster = self._create_cluster(subnet, node_recovery)
@@ -720,13 +730,15 @@ class HyperPodCluster(Construct):
         _acknowledge_bucket_deployment(deployment)
         return deployment
 
-    def _create_execution_role(self, subnet: ec2.ISubnet) -> iam.Role:
+    def _create_execution_role(
+        self, subnet: ec2.ISubnet, id_: str = "ExecutionRole", whose: str = "the instances of "
+    ) -> iam.Role:
         stack = cdk.Stack.of(self)
         role = iam.Role(
             self,
-            "ExecutionRole",
+            id_,
             assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-            description=f"Execution role of the instances of HyperPod cluster {self.cluster_name}",
+            description=f"Execution role of {whose}HyperPod cluster {self.cluster_name}",
         )
         # What AWS's AmazonSageMakerClusterInstanceRolePolicy grants, scoped to this cluster (that policy lets
         # every node read every 'sagemaker-*' bucket of the account and write any cluster's logs). See
@@ -822,16 +834,19 @@ class HyperPodCluster(Construct):
         if self.accounting_database is None:
             return
         iam.Grant.add_to_principal(
-            grantee=self.role,
+            grantee=self.controller_role,
             actions=["secretsmanager:GetSecretValue"],
             resource_arns=[self.accounting_database.secret.secret_arn],
         )
+
+    def _role_of(self, group: InstanceGroup) -> iam.IRole:
+        return self.controller_role if group.role is NodeRole.CONTROLLER else self.role
 
     def _grant_volume_keys(self) -> None:
         """HyperPod attaches the extra volumes with the execution role: it may use their customer keys."""
         for group in self.instance_groups:
             if group.extra_volume_kms_key is not None:
-                group.extra_volume_kms_key.grant(self.role, "kms:CreateGrant", "kms:DescribeKey")
+                group.extra_volume_kms_key.grant(self._role_of(group), "kms:CreateGrant", "kms:DescribeKey")
 
     def _create_cluster(self, subnet: ec2.ISubnet, node_recovery: NodeRecovery) -> sagemaker.CfnCluster:
         cluster = sagemaker.CfnCluster(
@@ -861,6 +876,8 @@ class HyperPodCluster(Construct):
         # eventually consistent, and a missing script fails the whole cluster).
         cluster.node.add_dependency(self.deployment)
         cluster.node.add_dependency(self.role)
+        if self.controller_role is not self.role:
+            cluster.node.add_dependency(self.controller_role)
         return cluster
 
     def _instance_group_property(
@@ -873,7 +890,7 @@ class HyperPodCluster(Construct):
             instance_group_name=group.name,
             instance_type=group.instance_type,
             instance_count=group.instance_count,
-            execution_role=self.role.role_arn,
+            execution_role=self._role_of(group).role_arn,
             threads_per_core=group.threads_per_core,
             life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
                 source_s3_uri=self.source_s3_uri, on_create=ON_CREATE_SCRIPT
