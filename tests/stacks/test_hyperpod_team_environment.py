@@ -42,10 +42,16 @@ def test_the_nodes_read_the_database_secret_and_no_other(environment_gates: Envi
     stack, _ = environment_gates.get(TEAM)
     template = environment_gates.template(TEAM)
     assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
+    readers = [
+        policy["Properties"]
+        for policy in _of_type(template, "AWS::IAM::Policy").values()
+        if "secretsmanager" in str(policy["Properties"]["PolicyDocument"])
+    ]
+    assert [r["Roles"] for r in readers] == [[stack.resolve(stack.cluster.controller_role.role_name)]]
     statements = [
         statement
-        for policy in _of_type(template, "AWS::IAM::Policy").values()
-        for statement in policy["Properties"]["PolicyDocument"]["Statement"]
+        for policy in readers
+        for statement in policy["PolicyDocument"]["Statement"]
         if "secretsmanager" in str(statement["Action"])
     ]
     assert statements == [
