@@ -190,6 +190,8 @@ def test_no_accounting_by_default(sandbox: Sandbox) -> None:
         ),
         ({**EXTERNAL, "port": 70000}, "accounting.port must be a TCP port 1-65535, got 70000"),
         ({"mode": "local", "host": DB_HOST}, "accounting.host is not a setting of mode 'local'"),
+        ({**EXTERNAL, "host": "db host"}, "accounting.host must be the database's DNS name, got 'db host'"),
+        ({**EXTERNAL, "database": "acct-db"}, "accounting.database must be 1-64 letters, digits or '_'"),
     ],
 )
 def test_bad_accounting_settings_fail_preflight(sandbox: Sandbox, accounting: Any, message: str) -> None:

@@ -226,15 +226,16 @@ if extra:
     fail(SETTINGS, f"accounting.{extra[0]} is not a setting of mode {mode!r}")
 out["accounting_mode"] = mode
 if mode == "external":
-    where = "accounting"
-    out["accounting_host"] = text(accounting, SETTINGS, "host", DNS, "the database's DNS name", required=True)
+    field = {f"accounting.{key}": value for key, value in accounting.items()}  # messages name the field
+    out["accounting_host"] = text(field, SETTINGS, "accounting.host", DNS, "the database's DNS name",
+                                  required=True)
     port = accounting.get("port", 3306)
     if isinstance(port, str) and port.isdigit():
         port = int(port)
     if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
         fail(SETTINGS, f"accounting.port must be a TCP port 1-65535, got {port!r}")
     out["accounting_port"] = port
-    out["accounting_user"] = text(accounting, SETTINGS, "user", NAME, "a database user name")
+    out["accounting_user"] = text(field, SETTINGS, "accounting.user", NAME, "a database user name")
     arn = accounting.get("secret_arn")
     found = SECRET_ARN.match(arn) if isinstance(arn, str) else None
     if not found:
@@ -242,7 +243,7 @@ if mode == "external":
              f"database password, got {arn!r}")
     out["accounting_secret_arn"] = arn
     out["accounting_region"] = found.group(1)
-    out["accounting_database"] = text(accounting, SETTINGS, "database", DB_NAME,
+    out["accounting_database"] = text(field, SETTINGS, "accounting.database", DB_NAME,
                                       "1-64 letters, digits or '_'", default="slurm_acct_db")
 elif mode == "local":
     out["accounting_database"] = "slurm_acct_db"
