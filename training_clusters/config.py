@@ -9,6 +9,7 @@ naming the file, the field path, the value received and what is allowed::
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, get_args
@@ -95,8 +96,6 @@ PROJECT_TAG = "cdk-training-clusters"
 COST_CENTRE_TAG = "cost-centre"
 
 
-
-
 class _Model(BaseModel):
     """Strict base: unknown keys are errors, enum values are kept as enums, ``true`` is not a number."""
 
@@ -129,6 +128,19 @@ class _FileChoice:
         self, schema: CoreSchema, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         return {"type": "string", "enum": self.choice.spellings()}
+
+
+def _follows(rule: Callable[[Any], str | None]) -> Callable[[Any], Any]:
+    """A field validator applying ``rule`` (a ``rules.*_problem`` function) to a field's value, if given."""
+
+    def check(value: Any) -> Any:
+        if value is not None:
+            problem = rule(value)
+            if problem:
+                raise ValueError(problem)
+        return value
+
+    return check
 
 
 def _is_number(annotation: Any) -> bool:
@@ -329,19 +341,9 @@ class HyperPodInstanceGroupConfig(_Model):
     def _hyperpod_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
         return None if value is None else value.checked_for(CapacityOrchestrator.HYPERPOD)
 
-    @field_validator("partition")
-    @classmethod
-    def _partition_name(cls, value: str | None) -> str | None:
-        if value is not None:
-            _raise_if(hyperpod_rules.partition_name_problem(value))
-        return value
+    _partition_name = field_validator("partition")(_follows(hyperpod_rules.partition_name_problem))
 
-    @field_validator("image_id")
-    @classmethod
-    def _image_id(cls, value: str | None) -> str | None:
-        if value is not None:
-            _raise_if(hyperpod_rules.image_id_problem(value))
-        return value
+    _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
 
     @field_validator("instance_type")
     @classmethod
@@ -413,11 +415,7 @@ class PclusterComputeResourceConfig(_Model):
         description="ParallelCluster's GPU health check (DCGM) before each job. Default: on for GPU types.",
     )
 
-    @field_validator("name")
-    @classmethod
-    def _name_pattern(cls, value: str) -> str:
-        _raise_if(pcluster_rules.slurm_name_problem(value))
-        return value
+    _name_pattern = field_validator("name")(_follows(pcluster_rules.slurm_name_problem))
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
@@ -484,10 +482,12 @@ class PclusterQueueConfig(_Model):
     )
     custom_ami: str | None = Field(default=None, description="The queue's own AMI. Default: the cluster's.")
     job_exclusive_allocation: bool | None = Field(
-        default=None, description="Each job gets whole nodes of this queue. Default: ParallelCluster's (shared)."
+        default=None,
+        description="Each job gets whole nodes of this queue. Default: ParallelCluster's (shared).",
     )
     on_node_start: list[PclusterCustomActionConfig] = Field(
-        default_factory=list, description="Scripts each node of the queue runs, in order, before configuration."
+        default_factory=list,
+        description="Scripts each node of the queue runs, in order, before configuration.",
     )
     on_node_configured: list[PclusterCustomActionConfig] = Field(
         default_factory=list,
@@ -496,11 +496,7 @@ class PclusterQueueConfig(_Model):
 
     _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
 
-    @field_validator("name")
-    @classmethod
-    def _name_pattern(cls, value: str) -> str:
-        _raise_if(pcluster_rules.slurm_name_problem(value))
-        return value
+    _name_pattern = field_validator("name")(_follows(pcluster_rules.slurm_name_problem))
 
     @field_validator("compute_resources")
     @classmethod
@@ -561,7 +557,9 @@ class PclusterHeadNodeConfig(_Model):
         default=None,
         description="CIDR or prefix list allowed to SSH (needs key_name). Default: the VPC CIDR.",
     )
-    custom_ami: str | None = Field(default=None, description="The head node's own AMI. Default: the cluster's.")
+    custom_ami: str | None = Field(
+        default=None, description="The head node's own AMI. Default: the cluster's."
+    )
     on_node_start: list[PclusterCustomActionConfig] = Field(
         default_factory=list, description="Scripts the head node runs, in order, before configuration."
     )
@@ -596,11 +594,9 @@ class PclusterSlurmConfig(_Model):
         "parameters ParallelCluster manages are refused. Default: none.",
     )
 
-    @field_validator("scaledown_idletime_minutes")
-    @classmethod
-    def _idletime(cls, value: int) -> int:
-        _raise_if(pcluster_rules.scaledown_idletime_problem(value))
-        return value
+    _idletime = field_validator("scaledown_idletime_minutes")(
+        _follows(pcluster_rules.scaledown_idletime_problem)
+    )
 
     @field_validator("custom_settings")
     @classmethod
@@ -641,7 +637,8 @@ class PclusterLoginPoolConfig(_Model):
     ssh_allowed_ips: str | None = Field(default=None, description="Default: the VPC CIDR (needs key_name).")
     custom_ami: str | None = Field(default=None, description="The pool's own AMI. Default: the cluster's.")
     gracetime_period_minutes: int | None = Field(
-        default=None, description="3-120 minutes users get before a node stops. Default: ParallelCluster's (10)."
+        default=None,
+        description="3-120 minutes users get before a node stops. Default: ParallelCluster's (10).",
     )
     on_node_start: list[PclusterCustomActionConfig] = Field(default_factory=list)
     on_node_configured: list[PclusterCustomActionConfig] = Field(default_factory=list)
@@ -649,18 +646,9 @@ class PclusterLoginPoolConfig(_Model):
     _instance_type = field_validator("instance_type")(_catalogued)
     _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
 
-    @field_validator("name")
-    @classmethod
-    def _name_pattern(cls, value: str) -> str:
-        _raise_if(pcluster_rules.slurm_name_problem(value))
-        return value
+    _name_pattern = field_validator("name")(_follows(pcluster_rules.slurm_name_problem))
 
-    @field_validator("gracetime_period_minutes")
-    @classmethod
-    def _gracetime(cls, value: int | None) -> int | None:
-        if value is not None:
-            _raise_if(pcluster_rules.login_gracetime_problem(value))
-        return value
+    _gracetime = field_validator("gracetime_period_minutes")(_follows(pcluster_rules.login_gracetime_problem))
 
     @model_validator(mode="after")
     def _ssh(self) -> PclusterLoginPoolConfig:
@@ -678,7 +666,8 @@ class PclusterAccountingConfig(_Model):
     max_capacity_acu: float = Field(default=2.0, description="Most Serverless v2 capacity (0.5-256 ACU).")
     backup_retention_days: int = Field(default=7, ge=1, le=35, description="Days of automated backups.")
     removal_policy: Annotated[RemovalPolicy, _FileChoice(RemovalPolicy)] = Field(
-        default=RemovalPolicy.RETAIN, description="retain (default): the job history outlives the environment."
+        default=RemovalPolicy.RETAIN,
+        description="retain (default): the job history outlives the environment.",
     )
 
 
@@ -698,12 +687,7 @@ class PclusterDirectoryServiceConfig(_Model):
     generate_ssh_keys_for_users: bool = True
     additional_sssd_configs: dict[str, str] = Field(default_factory=dict)
 
-    @field_validator("ldap_tls_req_cert")
-    @classmethod
-    def _tls(cls, value: str | None) -> str | None:
-        if value is not None:
-            _raise_if(pcluster_rules.ldap_tls_req_cert_problem(value))
-        return value
+    _tls = field_validator("ldap_tls_req_cert")(_follows(pcluster_rules.ldap_tls_req_cert_problem))
 
 
 class ParallelClusterConfig(_Model):
@@ -723,7 +707,8 @@ class ParallelClusterConfig(_Model):
         default=None, description="Slurm accounting in an Aurora MySQL database ({} for the defaults)."
     )
     pyxis: bool = Field(
-        default=False, description="Enable Pyxis/Enroot (srun --container-image), shipped disabled since 3.11."
+        default=False,
+        description="Enable Pyxis/Enroot (srun --container-image), shipped disabled since 3.11.",
     )
     directory_service: PclusterDirectoryServiceConfig | None = None
     log_retention_days: int = 180
@@ -749,12 +734,7 @@ class ParallelClusterConfig(_Model):
         _raise_if(pcluster_rules.duplicates_problem(p.name for p in value), "names")
         return value
 
-    @field_validator("cluster_name")
-    @classmethod
-    def _cluster_name(cls, value: str | None) -> str | None:
-        if value is not None:
-            _raise_if(pcluster_rules.cluster_name_problem(value))
-        return value
+    _cluster_name = field_validator("cluster_name")(_follows(pcluster_rules.cluster_name_problem))
 
     @field_validator("os", mode="before")
     @classmethod
@@ -763,11 +743,9 @@ class ParallelClusterConfig(_Model):
             _raise_if(pcluster_rules.os_problem(value.strip().lower()))  # names a retired OS and why
         return value
 
-    @field_validator("log_retention_days")
-    @classmethod
-    def _retention(cls, value: int) -> int:
-        _raise_if(pcluster_rules.pcluster_log_retention_problem(value))
-        return value
+    _retention = field_validator("log_retention_days")(
+        _follows(pcluster_rules.pcluster_log_retention_problem)
+    )
 
     @field_validator("queues")
     @classmethod
@@ -1031,26 +1009,19 @@ class PcsComputeNodeGroupConfig(_Model):
     purchase_option: Annotated[PcsPurchaseOption, _FileChoice(PcsPurchaseOption)] = PcsPurchaseOption.ONDEMAND
     efa: bool | None = Field(default=None, description="Default: enabled where the instance type has EFA.")
     efa_interfaces: int | None = Field(
-        default=None, description="EFA interfaces per node, one per network card. Default: the type's maximum."
+        default=None,
+        description="EFA interfaces per node, one per network card. Default: the type's maximum.",
     )
     capacity_reservation_id: str | None = Field(
         default=None, description="On-Demand Capacity Reservation (cr-...) to launch into; ONDEMAND only."
     )
     root_volume_size_gib: int = 200
 
-    @field_validator("name")
-    @classmethod
-    def _pcs_name(cls, value: str) -> str:
-        _raise_if(pcs_rules.pcs_name_problem(value))
-        return value
+    _pcs_name = field_validator("name")(_follows(pcs_rules.pcs_name_problem))
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
-    @field_validator("root_volume_size_gib")
-    @classmethod
-    def _root_volume(cls, value: int) -> int:
-        _raise_if(pcs_rules.root_volume_problem(value))
-        return value
+    _root_volume = field_validator("root_volume_size_gib")(_follows(pcs_rules.root_volume_problem))
 
     @model_validator(mode="after")
     def _pcs_group(self) -> PcsComputeNodeGroupConfig:
@@ -1084,17 +1055,9 @@ class PcsLoginNodesConfig(_Model):
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
-    @field_validator("name")
-    @classmethod
-    def _pcs_name(cls, value: str) -> str:
-        _raise_if(pcs_rules.pcs_name_problem(value))
-        return value
+    _pcs_name = field_validator("name")(_follows(pcs_rules.pcs_name_problem))
 
-    @field_validator("root_volume_size_gib")
-    @classmethod
-    def _root_volume(cls, value: int) -> int:
-        _raise_if(pcs_rules.root_volume_problem(value))
-        return value
+    _root_volume = field_validator("root_volume_size_gib")(_follows(pcs_rules.root_volume_problem))
 
 
 class PcsQueueConfig(_Model):
@@ -1103,11 +1066,7 @@ class PcsQueueConfig(_Model):
     name: str
     compute_node_groups: Annotated[list[str], Field(min_length=1)]
 
-    @field_validator("name")
-    @classmethod
-    def _pcs_name(cls, value: str) -> str:
-        _raise_if(pcs_rules.pcs_name_problem(value))
-        return value
+    _pcs_name = field_validator("name")(_follows(pcs_rules.pcs_name_problem))
 
 
 class PcsSlurmConfig(_Model):
@@ -1120,17 +1079,11 @@ class PcsSlurmConfig(_Model):
         default_factory=dict, description="slurm.conf parameters PCS lets a cluster set (e.g. Prolog)."
     )
 
-    @field_validator("scale_down_idle_time_seconds")
-    @classmethod
-    def _idle_time(cls, value: int) -> int:
-        _raise_if(pcs_rules.scale_down_idle_time_problem(value))
-        return value
+    _idle_time = field_validator("scale_down_idle_time_seconds")(
+        _follows(pcs_rules.scale_down_idle_time_problem)
+    )
 
-    @field_validator("custom_settings")
-    @classmethod
-    def _custom_settings(cls, value: dict[str, str]) -> dict[str, str]:
-        _raise_if(pcs_rules.slurm_custom_settings_problem(value))
-        return value
+    _custom_settings = field_validator("custom_settings")(_follows(pcs_rules.slurm_custom_settings_problem))
 
 
 class PcsConfig(_Model):
@@ -1151,19 +1104,9 @@ class PcsConfig(_Model):
     )
     slurm: PcsSlurmConfig = PcsSlurmConfig()
 
-    @field_validator("cluster_name")
-    @classmethod
-    def _pcs_cluster_name(cls, value: str | None) -> str | None:
-        if value is not None:
-            _raise_if(pcs_rules.pcs_cluster_name_problem(value))
-        return value
+    _pcs_cluster_name = field_validator("cluster_name")(_follows(pcs_rules.pcs_cluster_name_problem))
 
-    @field_validator("ami_ssm_parameter")
-    @classmethod
-    def _ssm_parameter(cls, value: str | None) -> str | None:
-        if value is not None:
-            _raise_if(pcs_rules.ssm_parameter_name_problem(value))
-        return value
+    _ssm_parameter = field_validator("ami_ssm_parameter")(_follows(pcs_rules.ssm_parameter_name_problem))
 
     @model_validator(mode="after")
     def _one_ami(self) -> PcsConfig:
@@ -1174,7 +1117,10 @@ class PcsConfig(_Model):
     def _names_and_queues(self) -> PcsConfig:
         groups = [g.name for g in self.compute_node_groups]
         login = [self.login_nodes.name] if self.login_nodes.count else []
-        _raise_if(pcs_rules.duplicates_problem(groups + login), "compute_node_groups names (login_nodes.name included)")
+        _raise_if(
+            pcs_rules.duplicates_problem(groups + login),
+            "compute_node_groups names (login_nodes.name included)",
+        )
         for index, queue in enumerate(self.queues or []):
             _raise_if(
                 pcs_rules.queue_node_groups_problem(queue.compute_node_groups, groups),
@@ -1203,17 +1149,9 @@ class UserGroupConfig(_Model):
     name: str
     gid: int
 
-    @field_validator("name")
-    @classmethod
-    def _name_shape(cls, value: str) -> str:
-        _raise_if(user_rules.name_problem(value))
-        return value
+    _name_shape = field_validator("name")(_follows(user_rules.name_problem))
 
-    @field_validator("gid")
-    @classmethod
-    def _gid_range(cls, value: int) -> int:
-        _raise_if(user_rules.id_problem(value))
-        return value
+    _gid_range = field_validator("gid")(_follows(user_rules.id_problem))
 
 
 class UserConfig(_Model):
@@ -1235,18 +1173,9 @@ class UserConfig(_Model):
         description="OpenSSH public keys allowed to log in as the user ('ssh-ed25519 AAAA... comment').",
     )
 
-    @field_validator("name")
-    @classmethod
-    def _name_shape(cls, value: str) -> str:
-        _raise_if(user_rules.name_problem(value))
-        return value
+    _name_shape = field_validator("name")(_follows(user_rules.name_problem))
 
-    @field_validator("uid", "gid")
-    @classmethod
-    def _id_range(cls, value: int | None) -> int | None:
-        if value is not None:
-            _raise_if(user_rules.id_problem(value))
-        return value
+    _id_range = field_validator("uid", "gid")(_follows(user_rules.id_problem))
 
     @field_validator("ssh_public_keys")
     @classmethod
@@ -1331,11 +1260,7 @@ class EnvironmentConfig(_Model):
         "hyperpod cluster, homes on the shared file system. Default: none.",
     )
 
-    @field_validator("region")
-    @classmethod
-    def _region_shape(cls, value: str) -> str:
-        _raise_if(region_shape_problem(value))
-        return value
+    _region_shape = field_validator("region")(_follows(region_shape_problem))
 
     @model_validator(mode="after")
     def _region_known(self) -> EnvironmentConfig:
