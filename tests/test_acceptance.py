@@ -65,6 +65,8 @@ EXPECTED_FILES: dict[str, set[str]] = {
     "parallelcluster-c5n": _slurm(SLURM_CPU, "compute"),
     "parallelcluster-p5": _slurm(SLURM_GPU, "gpu"),
     "parallelcluster-p5-capacity-block": _slurm(SLURM_GPU, "gpu"),
+    "parallelcluster-team": _slurm(SLURM_CPU, "compute"),
+    "hyperpod-team": _slurm(SLURM_GPU, "gpu"),
     "pcs-c5n": _slurm(SLURM_CPU, "compute"),
     "pcs-p5": _slurm(SLURM_GPU, "gpu"),
     "training-any": _slurm(SLURM_GPU, "gpu"),
@@ -230,9 +232,11 @@ def _shellcheck_every_script() -> tuple[list[Path], subprocess.CompletedProcess[
 
 def test_shellcheck_clean() -> None:
     files, result = _SHELLCHECK.result()
-    # pcluster c5n, p5, hyperpod p5, eks checks, pcs c5n, p5; then the capacity examples: pcluster p5 on a
-    # Capacity Block, hyperpod p5 on a training plan, the eks p5 block's check
-    assert len(files) == 4 + 6 + 6 + 2 + 4 + 6 + 6 + 6 + 1
+    # every script each environment gets (the MPIJob YAML is not shell): none left out, none unexpected
+    scripts = [
+        name for names in EXPECTED_FILES.values() for name in names if name.endswith((".sbatch", ".sh"))
+    ]
+    assert len(files) == len(scripts) > 40
     assert result.returncode == 0, result.stdout + result.stderr
 
 
