@@ -642,9 +642,7 @@ class ParallelCluster(Construct):
                 f"'{name}' must differ from the stack's name: ParallelCluster creates a stack of that name",
             )
 
-    def _check_provider_role(
-        self, role: iam.IRole | None, policies: Sequence[iam.IManagedPolicy]
-    ) -> None:
+    def _check_provider_role(self, role: iam.IRole | None, policies: Sequence[iam.IManagedPolicy]) -> None:
         if role is not None and policies:
             raise fail(
                 self.node.path,
@@ -984,7 +982,10 @@ class ParallelCluster(Construct):
 
     def _login_nodes_policy(self, cluster_actions: Sequence[CustomActionScript]) -> iam.ManagedPolicy | None:
         """Read access to the login nodes' scripts (ParallelCluster has no ``S3Access`` for login pools)."""
-        scripts = [*cluster_actions, *(s for p in self.login_nodes for s in (*p.on_node_start, *p.on_node_configured))]
+        scripts = [
+            *cluster_actions,
+            *(s for p in self.login_nodes for s in (*p.on_node_start, *p.on_node_configured)),
+        ]
         if not self.login_nodes or not scripts:
             return None
         resources = list(dict.fromkeys(s.bucket.arn_for_objects(s.key) for s in scripts))
@@ -1003,7 +1004,9 @@ class ParallelCluster(Construct):
         ]
 
 
-def _as_sequence(scripts: CustomActionScript | Sequence[CustomActionScript] | None) -> list[CustomActionScript]:
+def _as_sequence(
+    scripts: CustomActionScript | Sequence[CustomActionScript] | None,
+) -> list[CustomActionScript]:
     if scripts is None:
         return []
     if isinstance(scripts, CustomActionScript):

@@ -101,7 +101,9 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             tags=config.resource_tags(environment_name),
             deletion_policy=spec.deletion_policy,
             provider_lambda_role=(
-                iam.Role.from_role_arn(self, "ProviderLambdaRole", spec.provider_lambda_role_arn, mutable=False)
+                iam.Role.from_role_arn(
+                    self, "ProviderLambdaRole", spec.provider_lambda_role_arn, mutable=False
+                )
                 if spec.provider_lambda_role_arn
                 else None
             ),
