@@ -71,6 +71,10 @@ class TrainingEnvironmentStack(cdk.Stack):
         self.mount_dir = config.storage.lustre.mount_dir if config.storage.lustre else None
         self._add_base_outputs()
 
+    def output(self, name: str, value: str, description: str) -> cdk.CfnOutput:
+        """A stack output ``name`` (its id and logical id): the one way the environment stacks add outputs."""
+        return cdk.CfnOutput(self, name, value=value, description=description)
+
     @property
     def availability_zones(self) -> list[str]:
         """The AZs named in the environment file, so synth never has to look them up."""
@@ -110,36 +114,31 @@ class TrainingEnvironmentStack(cdk.Stack):
         return storage
 
     def _add_base_outputs(self) -> None:
-        cdk.CfnOutput(self, "VpcId", value=self.network.vpc.vpc_id, description="The training VPC")
-        cdk.CfnOutput(
-            self,
+        self.output("VpcId", self.network.vpc.vpc_id, "The training VPC")
+        self.output(
             "PlacementSubnetId",
-            value=self.network.placement_subnet().subnet_id,
-            description="Private subnet (one AZ) shared by the placement group and FSx",
+            self.network.placement_subnet().subnet_id,
+            "Private subnet (one AZ) shared by the placement group and FSx",
         )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "PlacementGroupName",
-            value=self.placement_group.placement_group_name,
-            description="EC2 placement group for compute instances",
+            self.placement_group.placement_group_name,
+            "EC2 placement group for compute instances",
         )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "EfaSecurityGroupId",
-            value=self.network.efa_security_group.security_group_id,
-            description="Security group allowing all traffic between EFA members",
+            self.network.efa_security_group.security_group_id,
+            "Security group allowing all traffic between EFA members",
         )
         if self.shared_storage is not None and self.mount_dir is not None:
-            cdk.CfnOutput(
-                self,
+            self.output(
                 "SharedStorageMount",
-                value=cdk.Fn.join("", [self.shared_storage.mount_target(), f" mounted at {self.mount_dir}"]),
-                description="FSx for Lustre device and mount point",
+                cdk.Fn.join("", [self.shared_storage.mount_target(), f" mounted at {self.mount_dir}"]),
+                "FSx for Lustre device and mount point",
             )
-            cdk.CfnOutput(
-                self,
+            self.output(
                 "SharedStorageMountCommand",
-                value=cdk.Fn.join(
+                cdk.Fn.join(
                     "",
                     [
                         f"sudo mkdir -p {self.mount_dir} && sudo mount -t lustre -o relatime,flock ",
@@ -147,14 +146,13 @@ class TrainingEnvironmentStack(cdk.Stack):
                         f" {self.mount_dir}",
                     ],
                 ),
-                description="Mount the shared file system by hand on any client in the VPC",
+                "Mount the shared file system by hand on any client in the VPC",
             )
         if hasattr(self.network, "flow_log_group"):
-            cdk.CfnOutput(
-                self,
+            self.output(
                 "FlowLogGroup",
-                value=self.network.flow_log_group.log_group_name,
-                description="CloudWatch log group of the VPC flow logs",
+                self.network.flow_log_group.log_group_name,
+                "CloudWatch log group of the VPC flow logs",
             )
 
 

@@ -217,41 +217,35 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             self.applied_nccl_jobs[name] = manifest
 
     def _add_eks_outputs(self) -> None:
-        cdk.CfnOutput(
-            self,
+        self.output(
             "UpdateKubeconfigCommand",
-            value=self.cluster.update_kubeconfig_command(self.config.region),
-            description="Point kubectl at the cluster (run from inside the VPC unless public_access_cidrs is set)",
+            self.cluster.update_kubeconfig_command(self.config.region),
+            "Point kubectl at the cluster (run from inside the VPC unless public_access_cidrs is set)",
         )
-        cdk.CfnOutput(self, "ClusterName", value=self.cluster.cluster_name, description="The EKS cluster")
-        cdk.CfnOutput(
-            self,
+        self.output("ClusterName", self.cluster.cluster_name, "The EKS cluster")
+        self.output(
             "ControlPlaneLogGroup",
-            value=f"/aws/eks/{self.cluster.cluster_name}/cluster",
-            description="CloudWatch log group of the control plane (api, audit, authenticator, ...)",
+            f"/aws/eks/{self.cluster.cluster_name}/cluster",
+            "CloudWatch log group of the control plane (api, audit, authenticator, ...)",
         )
         if self.fsx_csi is not None:
-            cdk.CfnOutput(
-                self,
+            self.output(
                 "SharedStorageClaim",
-                value=f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
-                description="How pods mount the shared FSx for Lustre file system",
+                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
+                "How pods mount the shared FSx for Lustre file system",
             )
         for name in self.nccl_jobs:
             group = self.efa_nodegroups[name]
             if nccl_skip_reason(group.instance_type, group.desired_size) is not None:
                 continue  # `training-clusters acceptance` writes no job for it
-            cdk.CfnOutput(
-                self,
+            self.output(
                 f"NcclTest{''.join(part.capitalize() for part in name.split('-'))}",
-                value=nccl_acceptance_command(
+                nccl_acceptance_command(
                     self.environment_name,
                     name,
                     install_operator=self.mpi_operator is None,
                     applied=name in self.applied_nccl_jobs,
                 ),
-                description=(
-                    f"Write the NCCL all_reduce_perf acceptance job of nodegroup {name} with training-clusters "
-                    "acceptance, run it and check its log"
-                ),
+                f"Write the NCCL all_reduce_perf acceptance job of nodegroup {name} with training-clusters "
+                "acceptance, run it and check its log",
             )

@@ -78,11 +78,10 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
     def _add_outputs(self, spec: HyperPodConfig) -> None:
         controller = self.cluster.controller_group
         assert controller is not None
-        cdk.CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn, description="HyperPod cluster ARN")
-        cdk.CfnOutput(
-            self,
+        self.output("ClusterArn", self.cluster.cluster_arn, "HyperPod cluster ARN")
+        self.output(
             "ControllerSsmCommand",
-            value=cdk.Fn.join(
+            cdk.Fn.join(
                 "",
                 [
                     "aws ssm start-session --region ",
@@ -95,21 +94,17 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
                     " --query 'ClusterNodeSummaries[0].InstanceId' --output text",
                 ],
             ),
-            description="Reach the Slurm controller through SSM (no SSH, no public IP)",
+            "Reach the Slurm controller through SSM (no SSH, no public IP)",
         )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "LifecycleLogGroup",
-            value=cdk.Fn.join(
-                "", ["/aws/sagemaker/Clusters/", spec.cluster_name, "/", self.cluster.cluster_id]
-            ),
-            description="CloudWatch log group of the lifecycle scripts (one stream per node)",
+            cdk.Fn.join("", ["/aws/sagemaker/Clusters/", spec.cluster_name, "/", self.cluster.cluster_id]),
+            "CloudWatch log group of the lifecycle scripts (one stream per node)",
         )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "LifecycleScriptsUri",
-            value=self.cluster.source_s3_uri,
-            description="Where the lifecycle scripts and provisioning_parameters.json were uploaded",
+            self.cluster.source_s3_uri,
+            "Where the lifecycle scripts and provisioning_parameters.json were uploaded",
         )
 
 

@@ -225,45 +225,37 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         return actions
 
     def _add_outputs(self, spec: ParallelClusterConfig) -> None:
-        cdk.CfnOutput(
-            self, "ClusterName", value=self.cluster.cluster_name, description="ParallelCluster name"
-        )
-        cdk.CfnOutput(
-            self,
+        self.output("ClusterName", self.cluster.cluster_name, "ParallelCluster name")
+        self.output(
             "HeadNodeInstanceId",
-            value=self.cluster.head_node_instance_id,
-            description="EC2 instance id of the head node (Slurm controller and login node)",
+            self.cluster.head_node_instance_id,
+            "EC2 instance id of the head node (Slurm controller and login node)",
         )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "HeadNodeSsmCommand",
-            value=self.cluster.ssm_command(),
-            description="Open a shell on the head node through SSM Session Manager (no SSH, no key pair)",
+            self.cluster.ssm_command(),
+            "Open a shell on the head node through SSM Session Manager (no SSH, no key pair)",
         )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "ValidationMessages",
-            value=self.cluster.validation_messages,
-            description="ParallelCluster's validation warnings about the cluster configuration",
+            self.cluster.validation_messages,
+            "ParallelCluster's validation warnings about the cluster configuration",
         )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "ClusterLogGroups",
-            value=f"/aws/parallelcluster/{self.cluster.cluster_name}-*",
-            description="CloudWatch log group of the cluster (ParallelCluster appends its creation timestamp)",
+            f"/aws/parallelcluster/{self.cluster.cluster_name}-*",
+            "CloudWatch log group of the cluster (ParallelCluster appends its creation timestamp)",
         )
         if self.accounting_database is not None:
-            cdk.CfnOutput(
-                self,
+            self.output(
                 "AccountingDatabaseEndpoint",
-                value=self.accounting_database.uri,
-                description="Slurm accounting database (host:port), reachable from the head node only",
+                self.accounting_database.uri,
+                "Slurm accounting database (host:port), reachable from the head node only",
             )
-            cdk.CfnOutput(
-                self,
+            self.output(
                 "AccountingDatabaseSecretArn",
-                value=self.accounting_database.secret.secret_arn,
-                description="Its master credentials (JSON: username, password, host, port)",
+                self.accounting_database.secret.secret_arn,
+                "Its master credentials (JSON: username, password, host, port)",
             )
 
 

@@ -54,25 +54,22 @@ class PcsEnvironment(TrainingEnvironmentStack):
         self._add_outputs()
 
     def _add_outputs(self) -> None:
-        cdk.CfnOutput(self, "ClusterId", value=self.cluster.cluster_id, description="AWS PCS cluster id")
-        cdk.CfnOutput(self, "ClusterArn", value=self.cluster.cluster_arn, description="AWS PCS cluster ARN")
-        cdk.CfnOutput(
-            self,
+        self.output("ClusterId", self.cluster.cluster_id, "AWS PCS cluster id")
+        self.output("ClusterArn", self.cluster.cluster_arn, "AWS PCS cluster ARN")
+        self.output(
             "NodeSecurityGroupId",
-            value=self.cluster.node_security_group.security_group_id,
-            description="Security group every PCS node carries (allow shared services to it)",
+            self.cluster.node_security_group.security_group_id,
+            "Security group every PCS node carries (allow shared services to it)",
         )
         if self.cluster.login_node_group is not None:
-            cdk.CfnOutput(
-                self,
+            self.output(
                 "LoginNodeSsmCommand",
-                value=self.cluster.login_ssm_command(self.region),
-                description="Open a shell on a login node through SSM Session Manager (no SSH, no key pair)",
+                self.cluster.login_ssm_command(self.region),
+                "Open a shell on a login node through SSM Session Manager (no SSH, no key pair)",
             )
-        cdk.CfnOutput(
-            self,
+        self.output(
             "ClusterLogs",
-            value=cdk.Fn.join(
+            cdk.Fn.join(
                 "",
                 [
                     "Slurm daemons on the nodes: /var/log/slurmd.log, /var/log/amazon/pcs/ (SSM into a node); "
@@ -80,7 +77,7 @@ class PcsEnvironment(TrainingEnvironmentStack):
                     self.cluster.cluster_id,
                 ],
             ),
-            description="Where the cluster's logs are",
+            "Where the cluster's logs are",
         )
 
 
