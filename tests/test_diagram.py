@@ -12,6 +12,7 @@ import io
 import json
 import random
 import re
+import struct
 import tomllib
 from collections import Counter
 from pathlib import Path
@@ -23,6 +24,7 @@ from training_clusters import cli
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment
 from training_clusters.diagram import (
+    PNG_WIDTH_PX,
     EdgeKind,
     EnvironmentGraph,
     NodeKind,
@@ -33,6 +35,7 @@ from training_clusters.diagram import (
     to_dot,
     to_markdown,
     to_mermaid,
+    to_png,
     to_svg,
     to_svgs,
 )
@@ -230,7 +233,7 @@ def redrawn(environment_gates: EnvironmentGates) -> dict[str, tuple[str, str]]:
         graphs.append(source_of(stack, environment_gates.template(path)).graph())
     svgs = to_svgs([to_dot(graph) for graph in graphs])
     return {
-        path.stem: (svg, render(graph, ".md", svg_name=f"{path.stem}.svg"))
+        path.stem: (svg, render(graph, ".md", image_name=f"{path.stem}.svg"))
         for path, graph, svg in zip(ENVIRONMENTS, graphs, svgs, strict=True)
     }
 
@@ -478,18 +481,42 @@ def test_graphviz_lays_out_the_dot_and_refuses_what_is_not_dot() -> None:
         to_svg("digraph {}", node="false")
 
 
+def _png_size(png: bytes) -> tuple[int, int]:
+    """Width and height from the PNG's IHDR chunk, after checking the signature and the chunk's place."""
+    assert png[:8] == b"\x89PNG\r\n\x1a\n", png[:8]
+    length, kind, width, height = struct.unpack(">I4sII", png[8:24])
+    assert (length, kind) == (13, b"IHDR")
+    return width, height
+
+
+def test_png_is_the_drawing_rasterized_the_same_every_time() -> None:
+    first = to_png(to_dot(_graph()))
+    width, height = _png_size(first)
+    assert width == PNG_WIDTH_PX and height > 0
+    assert to_png(to_dot(_graph())) == first
+    other = to_png("digraph { a -> b }")
+    assert _png_size(other)[0] == PNG_WIDTH_PX and other != first
+    with pytest.raises(ConfigurationError, match="Graphviz could not draw it: invalid DOT"):
+        to_png("digraph { a -> ")
+    with pytest.raises(ConfigurationError, match="a PNG is not text"):
+        render(_graph(), ".png")
+
+
 def test_the_markdown_page_shows_the_svg_the_flowchart_and_what_is_kept() -> None:
-    page = to_markdown(_graph(), svg_name="t.svg")
+    page = to_markdown(_graph(), image_name="t.svg")
     assert "![t](t.svg)" in page and "```mermaid\nflowchart LR\n" in page
     assert "- Logs (Logs): DeletionPolicy Retain" in page
     assert "classDef retained" in page and ":::retained" in page
 
 
-def test_graphviz_is_pinned_next_to_the_cdk_cli_and_its_script_ships_in_the_wheel() -> None:
+@pytest.mark.parametrize("name", ["@hpcc-js/wasm-graphviz", "@resvg/resvg-js"])
+def test_graphviz_and_resvg_are_pinned_next_to_the_cdk_cli_and_the_script_ships_in_the_wheel(
+    name: str,
+) -> None:
     package = json.loads((ROOT / "package.json").read_text())["devDependencies"]
     lock = json.loads((ROOT / "package-lock.json").read_text())["packages"]
-    assert re.fullmatch(r"\d+\.\d+\.\d+", package["@hpcc-js/wasm-graphviz"])
-    assert lock["node_modules/@hpcc-js/wasm-graphviz"]["version"] == package["@hpcc-js/wasm-graphviz"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", package[name])
+    assert lock[f"node_modules/{name}"]["version"] == package[name]
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
     assert "diagram/graphviz.mjs" in data["training_clusters"]
     assert (ROOT / "training_clusters" / "diagram" / "graphviz.mjs").is_file()
@@ -572,6 +599,21 @@ def test_a_stack_of_a_users_assembly_is_drawn_with_its_uploaded_parameters(
     )
 
 
+def test_the_cli_writes_a_png_of_each_stack_with_its_markdown_page(assembly: Path, tmp_path: Path) -> None:
+    pngs = {}
+    for stack in ("my-hyperpod", "other"):
+        target = tmp_path / f"{stack}.png"
+        status, text = run("diagram", "--assembly", str(assembly), "--stack", stack, "-o", str(target))
+        assert status == 0 and f"wrote {target} and {target.with_suffix('.md')}" in text
+        assert f"![{stack}]({stack}.png)" in target.with_suffix(".md").read_text()
+        pngs[stack] = target.read_bytes()
+        assert _png_size(pngs[stack])[0] == PNG_WIDTH_PX
+    assert pngs["my-hyperpod"] != pngs["other"]
+    again = tmp_path / "again.png"
+    assert run("diagram", "--assembly", str(assembly), "--stack", "other", "-o", str(again))[0] == 0
+    assert again.read_bytes() == pngs["other"]
+
+
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
@@ -585,7 +627,14 @@ def test_a_stack_of_a_users_assembly_is_drawn_with_its_uploaded_parameters(
         (["x.yaml", "--assembly", "{assembly}"], "give an environment file or --assembly, not both"),
         (["--stack", "s"], "--stack chooses a stack of --assembly"),
         ([], "give an environment file, or --assembly"),
-        (["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/out.png"], "PNG is not supported"),
+        (
+            ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/no/such/out.png"],
+            "no such folder for the diagram",
+        ),
+        (
+            ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/folder.png"],
+            "folder.png: is a folder",
+        ),
         (
             ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/out.pdf"],
             "unsupported diagram format '.pdf'",
@@ -608,6 +657,7 @@ def test_path_and_usage_errors_are_one_line_and_exit_2(
     arguments: list[str], message: str, assembly: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     (tmp_path / "folder.svg").mkdir()
+    (tmp_path / "folder.png").mkdir()
     argv = [a.format(tmp=tmp_path, assembly=assembly) for a in arguments]
     status, text = run("diagram", *argv)
     err = capsys.readouterr().err

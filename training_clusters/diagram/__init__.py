@@ -3,12 +3,14 @@
 ::
 
     training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg   # and eks-p5-efa.md beside it
+    training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.png   # PNG 1600 px wide, .md beside it
     training-clusters diagram --assembly cdk.out --stack my-stack -o my-stack.svg
     make diagrams                                                               # docs/environments/*.svg
 
 :mod:`.model` turns a template into typed nodes and edges (pure Python, what the tests check);
 :mod:`.dot` writes Graphviz DOT and lays it out with Graphviz's WebAssembly build (npm
-``@hpcc-js/wasm-graphviz``, pinned in package.json) through a small node script; :mod:`.mermaid` writes the
+``@hpcc-js/wasm-graphviz``, pinned in package.json) through a small node script, which also rasterizes it to
+PNG with resvg (npm ``@resvg/resvg-js``, pinned beside it); :mod:`.mermaid` writes the
 same graph as a Mermaid flowchart in Markdown. :mod:`.sources` reads a cloud assembly or synthesizes
 environment files.
 """
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from training_clusters.diagram.dot import to_dot, to_svg, to_svgs
+from training_clusters.diagram.dot import PNG_WIDTH_PX, to_dot, to_png, to_svg, to_svgs
 from training_clusters.diagram.mermaid import to_markdown, to_mermaid
 from training_clusters.diagram.model import (
     Edge,
@@ -38,6 +40,7 @@ from training_clusters.errors import ConfigurationError
 
 __all__ = [
     "FORMATS",
+    "PNG_WIDTH_PX",
     "Edge",
     "EdgeKind",
     "EnvironmentGraph",
@@ -55,44 +58,56 @@ __all__ = [
     "to_dot",
     "to_markdown",
     "to_mermaid",
+    "to_png",
     "to_svg",
     "to_svgs",
     "write_diagram",
 ]
 
-FORMATS = (".svg", ".dot", ".md")
-"""What ``-o`` may end with: SVG (with the Markdown page beside it), Graphviz DOT, or the Markdown alone."""
+FORMATS = (".svg", ".png", ".dot", ".md")
+"""What ``-o`` may end with: SVG or PNG (with the Markdown page beside it), Graphviz DOT, or the Markdown alone."""
+
+#: The formats drawn as a picture, written with a Markdown page beside them that shows it.
+_PICTURES = (".svg", ".png")
 
 
-def render(graph: EnvironmentGraph, suffix: str, *, svg_name: str | None = None) -> str:
-    """The graph as the text of a ``suffix`` file (one of :data:`FORMATS`)."""
+def render(graph: EnvironmentGraph, suffix: str, *, image_name: str | None = None) -> str:
+    """The graph as the text of a ``suffix`` file (one of :data:`FORMATS` but ``.png``: :func:`to_png`)."""
     if suffix == ".svg":
         return to_svg(to_dot(graph))
     if suffix == ".dot":
         return to_dot(graph)
     if suffix == ".md":
-        return to_markdown(graph, svg_name=svg_name)
+        return to_markdown(graph, image_name=image_name)
+    if suffix == ".png":
+        raise ConfigurationError("diagram: a PNG is not text; use to_png(to_dot(graph)) or write_diagram")
     raise ConfigurationError(_unsupported(suffix))
 
 
 def write_diagram(graph: EnvironmentGraph, output: Path) -> list[Path]:
-    """Write the drawing to ``output`` (and, for ``.svg``, its Markdown page beside it); returns the paths.
+    """Write the drawing to ``output`` (and, for ``.svg`` or ``.png``, its Markdown page beside it); returns the
+    paths.
 
     :raises ConfigurationError: the suffix is not one of :data:`FORMATS`, or the path cannot be written.
     """
     _check_output(output)
     suffix = output.suffix.lower()
-    files = {output: render(graph, suffix)}
-    if suffix == ".svg":
-        files[output.with_suffix(".md")] = render(graph, ".md", svg_name=output.name)
+    files: dict[Path, str | bytes] = {
+        output: to_png(to_dot(graph)) if suffix == ".png" else render(graph, suffix)
+    }
+    if suffix in _PICTURES:
+        files[output.with_suffix(".md")] = render(graph, ".md", image_name=output.name)
     return _write(files)
 
 
-def _write(files: dict[Path, str]) -> list[Path]:
-    for path, text in files.items():
+def _write(files: dict[Path, str | bytes]) -> list[Path]:
+    for path, content in files.items():
         _check_writable(path)
         try:
-            path.write_text(text, encoding="utf-8", newline="\n")
+            if isinstance(content, bytes):
+                path.write_bytes(content)
+            else:
+                path.write_text(content, encoding="utf-8", newline="\n")
         except OSError as error:
             raise ConfigurationError(f"{path}: cannot be written: {error.strerror}") from None
     return list(files)
@@ -145,7 +160,7 @@ def write_environment_diagrams(files: Sequence[Path], directory: Path) -> list[P
         written += _write(
             {
                 directory / f"{path.stem}.svg": svg,
-                directory / f"{path.stem}.md": render(graph, ".md", svg_name=f"{path.stem}.svg"),
+                directory / f"{path.stem}.md": render(graph, ".md", image_name=f"{path.stem}.svg"),
             }
         )
     return written
@@ -186,8 +201,4 @@ def _check_writable(path: Path) -> None:
 
 
 def _unsupported(suffix: str) -> str:
-    if suffix == ".png":
-        return (
-            "PNG is not supported: write .svg (browsers and GitHub show it; any SVG tool converts it) or .md"
-        )
     return f"unsupported diagram format {suffix or '(no suffix)'!r}; use one of {', '.join(FORMATS)}"

@@ -1,4 +1,5 @@
-"""An :class:`EnvironmentGraph` as Graphviz DOT, and DOT laid out as SVG by Graphviz's WebAssembly build.
+"""An :class:`EnvironmentGraph` as Graphviz DOT, and DOT laid out as SVG by Graphviz's WebAssembly build
+(and rasterized to PNG by resvg).
 
 The DOT says what is drawn and how it looks (boxes within boxes, colours per kind); Graphviz decides where.
 Nothing here places a coordinate. The DOT is written in the graph's order (sorted), so the same template
@@ -19,10 +20,13 @@ from pathlib import Path
 from training_clusters.diagram.model import Edge, EdgeKind, EnvironmentGraph, Node, NodeKind
 from training_clusters.errors import ConfigurationError
 
-__all__ = ["GRAPHVIZ_SCRIPT", "to_dot", "to_svg", "to_svgs"]
+__all__ = ["GRAPHVIZ_SCRIPT", "PNG_WIDTH_PX", "to_dot", "to_png", "to_svg", "to_svgs"]
 
 GRAPHVIZ_SCRIPT = "graphviz.mjs"
-"""The node script (package data next to this module) that reads DOT on stdin and writes SVG."""
+"""The node script (package data next to this module) that reads DOT on stdin and writes SVG (or PNG)."""
+
+PNG_WIDTH_PX = 1600
+"""How wide :func:`to_png` draws (the height follows the drawing); set in the node script."""
 
 FONT = "Helvetica"
 RETAINED_COLOUR = "#b0084d"
@@ -90,34 +94,45 @@ def to_svg(dot: str, *, node: str | None = None) -> str:
         the Makefile installs it), else the first on ``PATH``.
     :raises ConfigurationError: Node.js or the Graphviz package is missing, or Graphviz refused the DOT.
     """
-    return _graphviz([], dot, node)
+    return _graphviz([], dot, node).decode("utf-8")
+
+
+def to_png(dot: str, *, node: str | None = None) -> bytes:
+    """Lay out ``dot`` as :func:`to_svg` does and rasterize it with resvg (npm ``@resvg/resvg-js``, pinned in
+    package.json): :data:`PNG_WIDTH_PX` wide, on white. The same DOT gives the same bytes on one machine (the
+    text is drawn with its installed fonts).
+
+    :raises ConfigurationError: as :func:`to_svg`, or the resvg package is missing.
+    """
+    return _graphviz(["--png"], dot, node)
 
 
 def to_svgs(dots: Sequence[str], *, node: str | None = None) -> list[str]:
     """Lay out several graphs with one start of Graphviz (as :func:`to_svg` does one)."""
     if not dots:
         return []
-    drawings: list[str] = json.loads(_graphviz(["--json"], json.dumps(list(dots)), node))
+    drawings: list[str] = json.loads(_graphviz(["--json"], json.dumps(list(dots)), node).decode("utf-8"))
     return drawings
 
 
-def _graphviz(arguments: list[str], text: str, node: str | None) -> str:
+def _graphviz(arguments: list[str], text: str, node: str | None) -> bytes:
     beside = Path(sys.executable).parent / "node"
     executable = node or (str(beside) if beside.is_file() else shutil.which("node"))
     if executable is None:
-        raise ConfigurationError("diagram: SVG needs Node.js (node on PATH); write .dot or .md to skip it")
+        raise ConfigurationError(
+            "diagram: SVG and PNG need Node.js (node on PATH); write .dot or .md to skip it"
+        )
     script = resources.files("training_clusters.diagram").joinpath(GRAPHVIZ_SCRIPT)
     with resources.as_file(script) as path:
         done = subprocess.run(
             [executable, str(Path(path)), *arguments],
-            input=text,
+            input=text.encode("utf-8"),
             capture_output=True,
-            text=True,
-            encoding="utf-8",
             check=False,
         )
     if done.returncode != 0:
-        reason = done.stderr.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
+        errors = done.stderr.decode("utf-8", errors="replace")
+        reason = errors.strip().splitlines()[-1:] or [f"exit status {done.returncode}"]
         raise ConfigurationError(f"diagram: Graphviz could not draw it: {reason[0]}")
     return done.stdout
 

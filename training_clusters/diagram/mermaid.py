@@ -60,8 +60,8 @@ def to_mermaid(graph: EnvironmentGraph) -> str:
     return "\n".join(lines) + "\n"
 
 
-def to_markdown(graph: EnvironmentGraph, *, svg_name: str | None = None) -> str:
-    """A page for ``docs/``: the SVG (when there is one), the flowchart and the kept-on-delete list."""
+def to_markdown(graph: EnvironmentGraph, *, image_name: str | None = None) -> str:
+    """A page for ``docs/``: the drawing (SVG or PNG, when there is one), the flowchart and the kept-on-delete list."""
     parts = [
         f"# {graph.title}",
         "",
@@ -69,8 +69,8 @@ def to_markdown(graph: EnvironmentGraph, *, svg_name: str | None = None) -> str:
         "with `make diagrams` rather than editing it.",
         "",
     ]
-    if svg_name:
-        parts += [f"![{graph.title}]({svg_name})", ""]
+    if image_name:
+        parts += [f"![{graph.title}]({image_name})", ""]
     parts += ["```mermaid", to_mermaid(graph).rstrip("\n"), "```", ""]
     kept = graph.retained
     if kept:
