@@ -11,10 +11,16 @@ from training_clusters.capacity import (
     Capacity,
     Orchestrator,
     from_nodegroup_capacity_type,
+    from_pcs_purchase_option,
     from_queue_capacity_type,
 )
 from training_clusters.errors import ConfigurationError
-from training_clusters.options import CapacityKind, NodegroupCapacityType, QueueCapacityType
+from training_clusters.options import (
+    CapacityKind,
+    NodegroupCapacityType,
+    PcsPurchaseOption,
+    QueueCapacityType,
+)
 
 CR = "cr-0123456789abcdef0"
 GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
@@ -96,6 +102,11 @@ def test_an_unresolved_token_is_not_shape_checked() -> None:
             "reservation is not supported by SageMaker HyperPod",
         ),
         (Capacity.capacity_block(CR), Orchestrator.HYPERPOD, "capacity-block is not supported by SageMaker"),
+        (
+            Capacity.training_plan(PLAN),
+            Orchestrator.PCS,
+            "training-plan is not supported by AWS PCS; use on-demand or spot or reservation or capacity-block",
+        ),
     ],
 )
 def test_each_orchestrator_refuses_what_it_does_not_support(
@@ -114,6 +125,10 @@ def test_each_orchestrator_refuses_what_it_does_not_support(
         (Capacity.reservation(resource_group_arn=GROUP), Orchestrator.PARALLELCLUSTER),
         (Capacity.training_plan(PLAN), Orchestrator.HYPERPOD),
         (Capacity.on_demand(), Orchestrator.HYPERPOD),
+        (Capacity.spot(), Orchestrator.PCS),
+        (Capacity.reservation(resource_group_arn=GROUP), Orchestrator.PCS),
+        (Capacity.reservation(CR, targeted=False), Orchestrator.PCS),
+        (Capacity.capacity_block(CR), Orchestrator.PCS),
     ],
 )
 def test_supported_forms_pass(capacity: Capacity, orchestrator: Orchestrator) -> None:
@@ -121,12 +136,20 @@ def test_supported_forms_pass(capacity: Capacity, orchestrator: Orchestrator) ->
 
 
 @pytest.mark.parametrize(
-    ("capacity", "target", "preference", "market", "pcluster", "eks"),
+    ("capacity", "target", "preference", "market", "pcluster", "eks", "pcs"),
     [
-        (Capacity.on_demand(), None, None, None, "ONDEMAND", "ON_DEMAND"),
-        (Capacity.spot(), None, None, "spot", "SPOT", "SPOT"),
-        (Capacity.reservation(CR), {"CapacityReservationId": CR}, None, None, "ONDEMAND", "ON_DEMAND"),
-        (Capacity.reservation(CR, targeted=False), None, "open", None, "ONDEMAND", "ON_DEMAND"),
+        (Capacity.on_demand(), None, None, None, "ONDEMAND", "ON_DEMAND", "ONDEMAND"),
+        (Capacity.spot(), None, None, "spot", "SPOT", "SPOT", "SPOT"),
+        (
+            Capacity.reservation(CR),
+            {"CapacityReservationId": CR},
+            None,
+            None,
+            "ONDEMAND",
+            "ON_DEMAND",
+            "ONDEMAND",
+        ),
+        (Capacity.reservation(CR, targeted=False), None, "open", None, "ONDEMAND", "ON_DEMAND", "ONDEMAND"),
         (
             Capacity.reservation(resource_group_arn=GROUP),
             {"CapacityReservationResourceGroupArn": GROUP},
@@ -134,12 +157,14 @@ def test_supported_forms_pass(capacity: Capacity, orchestrator: Orchestrator) ->
             None,
             "ONDEMAND",
             "ON_DEMAND",
+            "ONDEMAND",
         ),
         (
             Capacity.capacity_block(CR),
             {"CapacityReservationId": CR},
             None,
             "capacity-block",
+            "CAPACITY_BLOCK",
             "CAPACITY_BLOCK",
             "CAPACITY_BLOCK",
         ),
@@ -152,12 +177,14 @@ def test_renderings(
     market: str | None,
     pcluster: str,
     eks: str,
+    pcs: str,
 ) -> None:
     assert capacity.reservation_target() == target
     assert capacity.reservation_preference() == preference
     assert capacity.market_type() == market
     assert capacity.pcluster_capacity_type() == pcluster
     assert capacity.eks_capacity_type() == eks
+    assert capacity.pcs_purchase_option() == pcs
 
 
 @pytest.mark.parametrize(
@@ -195,6 +222,14 @@ def test_a_capacity_block_without_its_id_or_spot_with_one_is_refused() -> None:
         from_nodegroup_capacity_type(NodegroupCapacityType.CAPACITY_BLOCK, None)
     with pytest.raises(ConfigurationError, match=f"got '{CR}' with SPOT"):
         from_nodegroup_capacity_type(NodegroupCapacityType.SPOT, CR)
+
+
+def test_the_older_pcs_props_map_onto_the_model() -> None:
+    assert from_pcs_purchase_option(PcsPurchaseOption.ONDEMAND, None) == Capacity.on_demand()
+    assert from_pcs_purchase_option(PcsPurchaseOption.SPOT, None) == Capacity.spot()
+    assert from_pcs_purchase_option(PcsPurchaseOption.ONDEMAND, CR) == Capacity.reservation(CR)
+    with pytest.raises(ConfigurationError, match=f"got '{CR}' with SPOT"):
+        from_pcs_purchase_option(PcsPurchaseOption.SPOT, CR)
 
 
 def test_the_older_queue_capacity_type_maps_onto_the_model() -> None:

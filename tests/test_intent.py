@@ -211,6 +211,15 @@ def test_scaling_groups_scale_where_the_orchestrator_scales() -> None:
     assert (group["min_count"], group["max_count"]) == (0, 4)
 
 
+def test_a_capacity_block_reaches_a_pcs_node_group() -> None:
+    block = {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}
+    document = _as("pcs")
+    document["compute"]["node_groups"][0]["capacity"] = block
+    assert expand_intent(document)["pcs"]["compute_node_groups"][0]["capacity"] == block
+    (group,) = parse_environment(document).pcs.compute_node_groups  # type: ignore[union-attr]
+    assert group.node_capacity().pcs_purchase_option() == "CAPACITY_BLOCK"
+
+
 def test_eks_puts_gpu_types_without_efa_in_gpu_nodegroups() -> None:
     document = _as("eks")
     document["compute"]["node_groups"].append(
@@ -226,13 +235,7 @@ def test_capacity_reaches_each_orchestrators_own_form() -> None:
     for orchestrator, where in (
         ("parallelcluster", lambda s: s["queues"][0]["capacity"]),
         ("eks", lambda s: s["efa_nodegroups"][0]["capacity"]),
-        (
-            "pcs",
-            lambda s: {
-                "type": "reservation",
-                "reservation_id": s["compute_node_groups"][0]["capacity_reservation_id"],
-            },
-        ),
+        ("pcs", lambda s: s["compute_node_groups"][0]["capacity"]),
     ):
         document = _as(orchestrator)
         document["compute"]["node_groups"][0]["capacity"] = reservation
@@ -388,11 +391,18 @@ MESSAGES = [
         "compute.node_groups[0].capacity: spot is not supported by SageMaker HyperPod; use on-demand or training-plan",
     ),
     (
-        "block on pcs",
+        "training plan on pcs",
         _changed(
-            "pcs", _group(capacity={"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"})
+            "pcs",
+            _group(
+                capacity={
+                    "type": "training-plan",
+                    "training_plan_arn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/plan",
+                }
+            ),
         ),
-        "compute.node_groups[0].capacity: Capacity Block cr-0123456789abcdef0 is not supported by AWS PCS here",
+        "compute.node_groups[0].capacity: training-plan is not supported by AWS PCS; use on-demand or spot or "
+        "reservation or capacity-block",
     ),
     (
         "hyperpod without a name",

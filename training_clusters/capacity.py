@@ -2,7 +2,8 @@
 
 A :class:`Capacity` says how instances are obtained; each orchestrator renders it in its own terms
 (ParallelCluster queue ``CapacityType`` and ``CapacityReservationTarget``, EKS nodegroup ``CapacityType``
-and launch-template market options, HyperPod ``TrainingPlanArn``) and refuses the forms it does not support
+and launch-template market options, AWS PCS node group ``PurchaseOption`` and the same launch-template
+options, HyperPod ``TrainingPlanArn``) and refuses the forms it does not support
 with a :class:`~training_clusters.errors.ConfigurationError`::
 
     >>> Capacity.capacity_block("cr-0123456789abcdef0").kind
@@ -31,7 +32,12 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from training_clusters.errors import ConfigurationError, excerpt
-from training_clusters.options import CapacityKind, NodegroupCapacityType, QueueCapacityType
+from training_clusters.options import (
+    CapacityKind,
+    NodegroupCapacityType,
+    PcsPurchaseOption,
+    QueueCapacityType,
+)
 
 #: An EC2 capacity reservation id: On-Demand Capacity Reservations and Capacity Blocks alike.
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
@@ -50,11 +56,14 @@ class Orchestrator(StrEnum):
     PARALLELCLUSTER = "AWS ParallelCluster"
     EKS = "Amazon EKS managed nodegroups"
     HYPERPOD = "SageMaker HyperPod"
+    PCS = "AWS PCS"
 
 
 #: The forms each orchestrator supports. ParallelCluster 3.x: queue ``CapacityType`` ONDEMAND, SPOT,
 #: CAPACITY_BLOCK and ``CapacityReservationTarget``; EKS managed nodegroups: ON_DEMAND, SPOT, CAPACITY_BLOCK
-#: and the launch template's ``CapacityReservationSpecification``; HyperPod: On-Demand or a training plan.
+#: and the launch template's ``CapacityReservationSpecification``; HyperPod: On-Demand or a training plan; AWS
+#: PCS compute node groups: ``PurchaseOption`` ONDEMAND, SPOT, CAPACITY_BLOCK (the CloudFormation schema's
+#: enum; its INTERRUPTIBLE_CAPACITY_RESERVATION is not modelled) and the launch template's reservation.
 SUPPORTED: dict[Orchestrator, tuple[CapacityKind, ...]] = {
     Orchestrator.PARALLELCLUSTER: (
         CapacityKind.ON_DEMAND,
@@ -69,6 +78,12 @@ SUPPORTED: dict[Orchestrator, tuple[CapacityKind, ...]] = {
         CapacityKind.CAPACITY_BLOCK,
     ),
     Orchestrator.HYPERPOD: (CapacityKind.ON_DEMAND, CapacityKind.TRAINING_PLAN),
+    Orchestrator.PCS: (
+        CapacityKind.ON_DEMAND,
+        CapacityKind.SPOT,
+        CapacityKind.RESERVATION,
+        CapacityKind.CAPACITY_BLOCK,
+    ),
 }
 
 
@@ -266,6 +281,13 @@ class Capacity:
             self.checked_kind, "ON_DEMAND"
         )
 
+    def pcs_purchase_option(self) -> str:
+        """An AWS PCS compute node group's ``PurchaseOption``: ONDEMAND (reservations too), SPOT or
+        CAPACITY_BLOCK; the reservation or block itself is targeted by the launch template."""
+        return {CapacityKind.SPOT: "SPOT", CapacityKind.CAPACITY_BLOCK: "CAPACITY_BLOCK"}.get(
+            self.checked_kind, "ONDEMAND"
+        )
+
     # --- validation, one rule per method
 
     def _check_fields_of_kind(self) -> None:
@@ -339,3 +361,17 @@ def from_nodegroup_capacity_type(
 def from_queue_capacity_type(capacity_type: QueueCapacityType) -> Capacity:
     """A ParallelCluster queue's ``capacity_type`` (the prop before :class:`Capacity`)."""
     return Capacity.spot() if capacity_type is QueueCapacityType.SPOT else Capacity.on_demand()
+
+
+def from_pcs_purchase_option(purchase_option: PcsPurchaseOption, reservation_id: str | None) -> Capacity:
+    """A PCS node group's ``purchase_option`` + ``capacity_reservation_id`` (the props before :class:`Capacity`).
+
+    ONDEMAND with an id is a targeted reservation; SPOT takes no id.
+    """
+    if reservation_id is None:
+        return Capacity.spot() if purchase_option is PcsPurchaseOption.SPOT else Capacity.on_demand()
+    if purchase_option is PcsPurchaseOption.SPOT:
+        raise ConfigurationError(
+            f"capacity_reservation_id applies to ONDEMAND node groups only, got '{reservation_id}' with SPOT"
+        )
+    return Capacity.reservation(reservation_id)

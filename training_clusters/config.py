@@ -30,7 +30,12 @@ from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
 from training_clusters.acceptance.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
-from training_clusters.capacity import Capacity, from_nodegroup_capacity_type, from_queue_capacity_type
+from training_clusters.capacity import (
+    Capacity,
+    from_nodegroup_capacity_type,
+    from_pcs_purchase_option,
+    from_queue_capacity_type,
+)
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
 from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
@@ -1015,6 +1020,11 @@ class PcsComputeNodeGroupConfig(_Model):
     capacity_reservation_id: str | None = Field(
         default=None, description="On-Demand Capacity Reservation (cr-...) to launch into; ONDEMAND only."
     )
+    capacity: CapacityConfig | None = Field(
+        default=None,
+        description="Where the nodes come from (replaces purchase_option and capacity_reservation_id): "
+        "on-demand, spot, a reservation or a capacity-block. Default: purchase_option.",
+    )
     root_volume_size_gib: int = 200
 
     _pcs_name = field_validator("name")(_follows(pcs_rules.pcs_name_problem))
@@ -1022,6 +1032,24 @@ class PcsComputeNodeGroupConfig(_Model):
     _instance_type = field_validator("instance_type")(_catalogued)
 
     _root_volume = field_validator("root_volume_size_gib")(_follows(pcs_rules.root_volume_problem))
+
+    @field_validator("capacity")
+    @classmethod
+    def _pcs_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
+        return None if value is None else value.checked_for(CapacityOrchestrator.PCS)
+
+    @model_validator(mode="after")
+    def _capacity_or_purchase_option(self) -> PcsComputeNodeGroupConfig:
+        older = sorted({"purchase_option", "capacity_reservation_id"} & self.model_fields_set)
+        if self.capacity is not None and older:
+            raise ValueError(f"capacity replaces {' and '.join(older)}; give capacity only")
+        return self
+
+    def node_capacity(self) -> Capacity:
+        """``capacity``, or ``purchase_option`` + ``capacity_reservation_id`` on the model."""
+        if self.capacity is not None:
+            return self.capacity.to_capacity()
+        return from_pcs_purchase_option(self.purchase_option, self.capacity_reservation_id)
 
     @model_validator(mode="after")
     def _pcs_group(self) -> PcsComputeNodeGroupConfig:

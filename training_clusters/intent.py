@@ -44,7 +44,7 @@ from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, instance_type_problem, lookup_hyperpod
 from training_clusters.errors import ConfigurationError, excerpt
-from training_clusters.options import CapacityKind, Choice, PcsPurchaseOption
+from training_clusters.options import CapacityKind, Choice
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
@@ -466,27 +466,14 @@ def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
             "max_count": high,
             "efa": _efa(field, group),
         }
-        node_group.update(_pcs_capacity(field, _capacity(field, group, None)))
+        if _capacity(field, group, CapacityOrchestrator.PCS) is not None:
+            node_group["capacity"] = dict(group.capacity or {})
         groups.append(node_group)
     section["compute_node_groups"] = groups
     origins[("compute_node_groups",)] = "compute.node_groups"
     given = document.get("pcs")
     has_ami = isinstance(given, dict) and ("ami_id" in given or "ami_ssm_parameter" in given)
     return section, origins, {} if has_ami else {"ami_ssm_parameter": DEFAULT_PCS_AMI_SSM_PARAMETER}
-
-
-def _pcs_capacity(field: str, capacity: Capacity | None) -> dict[str, Any]:
-    """PCS's purchase_option / capacity_reservation_id for ``capacity``."""
-    if capacity is None or capacity.checked_kind is CapacityKind.ON_DEMAND:
-        return {}
-    if capacity.checked_kind is CapacityKind.SPOT:
-        return {"purchase_option": PcsPurchaseOption.SPOT.value}
-    if capacity.checked_kind is CapacityKind.RESERVATION and capacity.reservation_id and capacity.targeted:
-        return {"capacity_reservation_id": capacity.reservation_id}
-    raise ConfigurationError(
-        f"{field}.capacity: {capacity.described} is not supported by AWS PCS here; use on-demand, spot or a "
-        "targeted reservation with reservation_id"
-    )
 
 
 def _eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:

@@ -69,7 +69,7 @@ from botocore.exceptions import (
 from training_clusters import capacity as capacity_model
 from training_clusters.catalog import HYPERPOD_PREFIX, lookup
 from training_clusters.config import EnvironmentConfig
-from training_clusters.options import CapacityKind, LustreDeploymentType, PcsPurchaseOption
+from training_clusters.options import CapacityKind, LustreDeploymentType
 
 __all__ = [
     "LUSTRE_STORAGE_QUOTAS",
@@ -361,11 +361,7 @@ def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             )
         )
     for group in spec.compute_node_groups:
-        reservation = group.capacity_reservation_id
-        reserved = capacity_model.Capacity.reservation(reservation) if reservation is not None else None
-        bought = Capacity.CAPACITY_RESERVATION if reserved else Capacity.ON_DEMAND
-        if group.purchase_option is PcsPurchaseOption.SPOT:
-            bought = Capacity.SPOT
+        bought = group.node_capacity()
         demands.append(
             InstanceDemand(
                 instance_type=group.instance_type,
@@ -373,12 +369,12 @@ def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                 where=f"pcs.compute_node_groups[{group.name}]",
                 count_field=f"pcs.compute_node_groups[{group.name}].max_count",
                 service=Service.EC2,
-                capacity=bought,
+                capacity=_bought(bought),
                 availability_zones=placement,
                 in_placement_az=True,
                 efa=group.efa_enabled,
-                capacity_reservation_id=reservation,
-                reserved=reserved,
+                capacity_reservation_id=bought.reservation_id,
+                reserved=_reserved(bought),
             )
         )
     return demands

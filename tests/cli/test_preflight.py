@@ -15,6 +15,7 @@ from typing import Any
 
 import boto3
 import pytest
+import yaml
 from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 
@@ -288,6 +289,43 @@ def test_eks_capacity_types(group: dict[str, str], capacity: Capacity) -> None:
     }
 
     assert instance_demands(parse_environment(document))[1].capacity is capacity
+
+
+@pytest.mark.parametrize(
+    ("group", "capacity", "reserved"),
+    [
+        ({"purchase_option": "SPOT"}, Capacity.SPOT, None),
+        ({"capacity_reservation_id": "cr-0123456789abcdef0"}, Capacity.CAPACITY_RESERVATION, "reservation"),
+        ({"capacity": {"type": "spot"}}, Capacity.SPOT, None),
+        (
+            {
+                "capacity": {
+                    "type": "reservation",
+                    "reservation_id": "cr-0123456789abcdef0",
+                    "targeted": False,
+                }
+            },
+            Capacity.CAPACITY_RESERVATION,
+            "reservation",
+        ),
+        (
+            {"capacity": {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}},
+            Capacity.CAPACITY_BLOCK,
+            "capacity-block",
+        ),
+        ({}, Capacity.ON_DEMAND, None),
+    ],
+)
+def test_pcs_node_group_capacity_reaches_the_demand(
+    group: dict[str, Any], capacity: Capacity, reserved: str | None
+) -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "pcs-p5.yaml").read_text())
+    document["pcs"]["compute_node_groups"][0].update(group)
+    demands = {d.where: d for d in instance_demands(parse_environment(document))}
+    gpu = demands["pcs.compute_node_groups[gpu]"]
+    assert gpu.capacity is capacity
+    assert (gpu.reserved.kind if gpu.reserved else None) == reserved
+    assert gpu.capacity_reservation_id == ("cr-0123456789abcdef0" if reserved else None)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -367,6 +367,18 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         package.PcsPurchaseOption.SPOT,
         "spot",
     ),
+    "PcsCluster.compute_node_groups[].capacity.kind": (
+        lambda s, v: _pcs(
+            s,
+            compute_node_groups=[
+                package.PcsComputeNodeGroup(
+                    name="cpu", instance_type="m5.xlarge", capacity=dataclasses.replace(BLOCK, kind=v)
+                )
+            ],
+        ),
+        package.CapacityKind.CAPACITY_BLOCK,
+        "Capacity-Block",
+    ),
 }
 
 

@@ -12,6 +12,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
+from training_clusters.capacity import Capacity
 from training_clusters.catalog import all_instance_types
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
@@ -32,7 +33,7 @@ from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 
-from ..conftest import AZS, GatedStacks, gated_stack
+from ..conftest import AZS, CDK_CONTEXT, REGION, GatedStacks, PinnedStack, gated_stack
 
 C5N = PcsComputeNodeGroup(name="compute", instance_type="c5n.9xlarge", max_count=2)
 P5 = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", max_count=4)
@@ -270,6 +271,81 @@ def test_capacity_reservation_goes_into_the_launch_template(parts: Parts) -> Non
     assert data["CapacityReservationSpecification"] == {
         "CapacityReservationTarget": {"CapacityReservationId": "cr-0123456789abcdef0"}
     }
+
+
+RESERVATION_ID = "cr-0123456789abcdef0"
+RESOURCE_GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
+TARGETED = {"CapacityReservationTarget": {"CapacityReservationId": RESERVATION_ID}}
+
+#: form -> (PurchaseOption, CapacityReservationSpecification, InstanceMarketOptions, keeps the placement group)
+CAPACITY_FORMS: dict[str, tuple[Capacity, str, Any, Any, bool]] = {
+    "on-demand": (Capacity.on_demand(), "ONDEMAND", None, None, True),
+    "spot": (Capacity.spot(), "SPOT", None, None, True),
+    "reservation": (Capacity.reservation(RESERVATION_ID), "ONDEMAND", TARGETED, None, False),
+    "reservation in the placement group": (
+        Capacity.reservation(RESERVATION_ID, in_placement_group=True),
+        "ONDEMAND",
+        TARGETED,
+        None,
+        True,
+    ),
+    "open reservation": (
+        Capacity.reservation(RESERVATION_ID, targeted=False),
+        "ONDEMAND",
+        {"CapacityReservationPreference": "open"},
+        None,
+        False,
+    ),
+    "resource group": (
+        Capacity.reservation(resource_group_arn=RESOURCE_GROUP),
+        "ONDEMAND",
+        {"CapacityReservationTarget": {"CapacityReservationResourceGroupArn": RESOURCE_GROUP}},
+        None,
+        False,
+    ),
+    "capacity block": (
+        Capacity.capacity_block(RESERVATION_ID),
+        "CAPACITY_BLOCK",
+        TARGETED,
+        {"MarketType": "capacity-block"},
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("form", sorted(CAPACITY_FORMS))
+def test_each_capacity_form_sets_the_purchase_option_and_the_launch_template(parts: Parts, form: str) -> None:
+    capacity, purchase_option, specification, market, keeps_placement = CAPACITY_FORMS[form]
+    group = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", capacity=capacity)
+    cluster = parts.cluster(compute_node_groups=[group])
+    assert _resolve(cluster, cluster.node_groups["gpu"].purchase_option) == purchase_option
+    data = _launch_template_data(cluster, "gpu")
+    assert data.get("CapacityReservationSpecification") == specification
+    assert data.get("InstanceMarketOptions") == market
+    assert ("Placement" in data) is keeps_placement, data.get("Placement")
+    # login nodes are On-Demand whatever the compute groups use
+    assert _resolve(cluster, cluster.login_node_group.purchase_option) == "ONDEMAND"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("older", "capacity"),
+    [
+        ({}, Capacity.on_demand()),
+        ({"purchase_option": "SPOT"}, Capacity.spot()),
+        ({"capacity_reservation_id": RESERVATION_ID}, Capacity.reservation(RESERVATION_ID)),
+    ],
+    ids=["on-demand", "spot", "reservation"],
+)
+def test_purchase_option_and_capacity_reservation_id_build_what_capacity_builds(
+    older: dict[str, Any], capacity: Capacity
+) -> None:
+    def built(**props: Any) -> str:
+        stack = PinnedStack(cdk.App(context=dict(CDK_CONTEXT)), "Test", env=cdk.Environment(region=REGION))
+        group = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", **props)
+        Parts(stack).cluster(compute_node_groups=[group])
+        return json.dumps(Template.from_stack(stack).to_json(), sort_keys=True)
+
+    assert built(**older) == built(capacity=capacity)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -724,6 +800,40 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         "wrong slurm version",
         lambda p: {"slurm_version": "23.11"},
         "Test/Pcs: slurm_version must be one of 24.11, 25.05, 25.11, 26.05, got '23.11'",
+    ),
+    (
+        "training plan capacity",
+        lambda p: {
+            "compute_node_groups": _group(
+                capacity=Capacity.training_plan("arn:aws:sagemaker:us-east-1:111122223333:training-plan/plan")
+            )
+        },
+        "Test/Pcs: compute_node_groups[0].capacity training-plan is not supported by AWS PCS; use on-demand or "
+        "spot or reservation or capacity-block",
+    ),
+    (
+        "capacity with capacity_reservation_id",
+        lambda p: {
+            "compute_node_groups": _group(
+                capacity=Capacity.capacity_block("cr-0123456789abcdef0"),
+                capacity_reservation_id="cr-0123456789abcdef0",
+            )
+        },
+        "Test/Pcs: compute_node_groups[0].capacity replaces purchase_option and capacity_reservation_id; give "
+        "capacity only, got capacity Capacity Block cr-0123456789abcdef0 with capacity_reservation_id "
+        "'cr-0123456789abcdef0'",
+    ),
+    (
+        "capacity with purchase_option",
+        lambda p: {"compute_node_groups": _group(capacity=Capacity.spot(), purchase_option="SPOT")},
+        "Test/Pcs: compute_node_groups[0].capacity replaces purchase_option and capacity_reservation_id; give "
+        "capacity only, got capacity spot with purchase_option SPOT",
+    ),
+    (
+        "wrong capacity kind",
+        lambda p: {"compute_node_groups": _group(capacity=Capacity("reserved"))},  # type: ignore[arg-type]
+        "Test/Pcs: compute_node_groups[0].capacity.kind must be one of on-demand, spot, reservation, "
+        "capacity-block, training-plan, got 'reserved'",
     ),
     (
         "wrong purchase option",

@@ -117,6 +117,10 @@ def test_a_file_with_two_orchestrators_is_refused(environments_dir: Path) -> Non
         parse_environment(document)
 
 
+BLOCK_ID = "cr-0123456789abcdef0"
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/plan"
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
@@ -146,6 +150,30 @@ def test_a_file_with_two_orchestrators_is_refused(environments_dir: Path) -> Non
                 purchase_option="spot", capacity_reservation_id="cr-0123456789abcdef0"
             ),
             "capacity_reservation_id applies to ONDEMAND node groups only",
+        ),
+        (
+            lambda pcs: pcs["compute_node_groups"][0].update(
+                capacity={"type": "training-plan", "training_plan_arn": PLAN}
+            ),
+            "pcs.compute_node_groups.0.capacity: training-plan is not supported by AWS PCS; use on-demand or "
+            "spot or reservation or capacity-block",
+        ),
+        (
+            lambda pcs: pcs["compute_node_groups"][0].update(
+                purchase_option="spot", capacity={"type": "spot"}
+            ),
+            "capacity replaces purchase_option; give capacity only",
+        ),
+        (
+            lambda pcs: pcs["compute_node_groups"][0].update(
+                capacity_reservation_id=BLOCK_ID,
+                capacity={"type": "capacity-block", "reservation_id": BLOCK_ID},
+            ),
+            "capacity replaces capacity_reservation_id; give capacity only",
+        ),
+        (
+            lambda pcs: pcs["compute_node_groups"][0].update(capacity={"type": "capacity-block"}),
+            "capacity-block capacity needs reservation_id",
         ),
         (lambda pcs: pcs["slurm"].update(version="23.11"), "pcs.slurm.version: must be one of 24.11, 25.05"),
         (
@@ -180,3 +208,26 @@ def test_queues_default_to_one_per_group_and_login_nodes_can_be_left_out(
     assert [q["Name"] for q in _of_type(template, "AWS::PCS::Queue").values()] == ["compute"]
     assert [g["Name"] for g in _of_type(template, "AWS::PCS::ComputeNodeGroup").values()] == ["compute"]
     assert "LoginNodeSsmCommand" not in template["Outputs"]
+
+
+def test_a_capacity_block_section_buys_the_block_and_leaves_the_placement_group_out(
+    environments_dir: Path, tmp_path: Path
+) -> None:
+    document = _document(environments_dir, "pcs-p5.yaml")
+    document["pcs"]["compute_node_groups"][0]["capacity"] = {
+        "type": "capacity-block",
+        "reservation_id": BLOCK_ID,
+    }
+    app = cdk.App(outdir=str(tmp_path), context=dict(CDK_CONTEXT))
+    stack = add_environment_config(app, parse_environment(document), "pcs-test")
+    template = Template.from_stack(stack).to_json()
+    name = document["pcs"]["compute_node_groups"][0]["name"]
+    (group,) = [g for g in _of_type(template, "AWS::PCS::ComputeNodeGroup").values() if g["Name"] == name]
+    assert group["PurchaseOption"] == "CAPACITY_BLOCK"
+    launch_template = template["Resources"][group["CustomLaunchTemplate"]["TemplateId"]["Ref"]]
+    data = launch_template["Properties"]["LaunchTemplateData"]
+    assert data["InstanceMarketOptions"] == {"MarketType": "capacity-block"}
+    assert data["CapacityReservationSpecification"] == {
+        "CapacityReservationTarget": {"CapacityReservationId": BLOCK_ID}
+    }
+    assert "Placement" not in data

@@ -34,12 +34,14 @@ from aws_cdk import aws_pcs as pcs
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from training_clusters.capacity import Capacity, Orchestrator, from_pcs_purchase_option
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_all_traffic_between_members, accept_inline_policy, acknowledge
 from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
 from training_clusters.constructs.eks_gpu import efa_network_interfaces, node_launch_template
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 from training_clusters.rules import pcs as rules
 
@@ -63,12 +65,20 @@ class PcsComputeNodeGroup:
     :param instance_type: An EC2 type from :mod:`training_clusters.catalog`, e.g. ``p5.48xlarge``.
     :param min_count: Nodes always running. Default: 0 (everything scales from zero).
     :param max_count: Nodes at most. Default: 2.
-    :param purchase_option: ONDEMAND or SPOT. Default: ONDEMAND.
+    :param capacity: Where the instances come from: ``Capacity.on_demand()``, ``.spot()``,
+        ``.reservation(id=... | resource_group_arn=..., targeted=...)`` or ``.capacity_block(id)``, rendered as
+        the node group's ``PurchaseOption`` (ONDEMAND, SPOT, CAPACITY_BLOCK) and its launch template's
+        ``CapacityReservationSpecification`` / ``InstanceMarketOptions``. A Capacity Block, or a reservation
+        not created in the placement group, leaves the placement group out (see
+        :meth:`Capacity.keeps_placement_group`). A training plan is refused (HyperPod only). Default: from
+        ``purchase_option`` and ``capacity_reservation_id``, i.e. On-Demand.
+    :param purchase_option: The older form of ``capacity``, kept working: ONDEMAND or SPOT. Default: ONDEMAND.
+        Not together with ``capacity``.
     :param efa: One EFA interface per network card, in the cluster's placement group. Default: enabled where
         the catalogue says the type has EFA.
     :param efa_interfaces: EFA interfaces per node. Default: the instance's maximum (p5.48xlarge 32).
-    :param capacity_reservation_id: An On-Demand Capacity Reservation (``cr-...``) to launch into; ONDEMAND
-        only. Default: none.
+    :param capacity_reservation_id: With ``purchase_option``: an On-Demand Capacity Reservation (``cr-...``)
+        to launch into; ONDEMAND only. Default: none. Not together with ``capacity``.
     :param root_volume_size_gib: Encrypted gp3 root volume (``/dev/xvda``, as on Amazon Linux AMIs).
         Default: 200.
     """
@@ -82,6 +92,7 @@ class PcsComputeNodeGroup:
     efa_interfaces: int | None = None
     capacity_reservation_id: str | None = None
     root_volume_size_gib: int = 200
+    capacity: Capacity | None = None
 
 
 @dataclass(frozen=True)
@@ -212,7 +223,7 @@ class PcsCluster(Construct):
             for i, (g, inst, uses) in enumerate(zip(compute_node_groups, instances, efa, strict=True))
         ]
         self._check_efa_needs(efa, placement_group, efa_security_group, subnet)
-        self._check_capacity_reservations(compute_node_groups, purchase_options)
+        capacities = self._capacities(compute_node_groups, purchase_options)
         login_instance = self._check_login_nodes()
         self._check_names_unique(compute_node_groups)
         self.queue_specs = self._queues(queues, compute_node_groups)
@@ -256,8 +267,8 @@ class PcsCluster(Construct):
         self.node_groups: dict[str, pcs.CfnComputeNodeGroup] = {}
         self.launch_templates: dict[str, ec2.CfnLaunchTemplate] = {}
         self.efa_interfaces: dict[str, int] = {}
-        for spec, instance, purchase, interfaces in zip(
-            compute_node_groups, instances, purchase_options, interface_counts, strict=True
+        for spec, instance, capacity, interfaces in zip(
+            compute_node_groups, instances, capacities, interface_counts, strict=True
         ):
             if interfaces:
                 self.efa_interfaces[spec.name] = interfaces
@@ -267,11 +278,10 @@ class PcsCluster(Construct):
                 min_count=spec.min_count,
                 max_count=spec.max_count,
                 subnet=subnet,
-                purchase_option=purchase,
+                capacity=capacity,
                 efa_interfaces=interfaces,
                 efa_security_group=efa_security_group,
                 placement_group=placement_group if interfaces else None,
-                capacity_reservation_id=spec.capacity_reservation_id,
                 root_volume_size_gib=spec.root_volume_size_gib,
                 user_data=user_data,
             )
@@ -283,11 +293,10 @@ class PcsCluster(Construct):
                 min_count=self.login.count,
                 max_count=self.login.count,
                 subnet=subnet,
-                purchase_option=PcsPurchaseOption.ONDEMAND,
+                capacity=Capacity.on_demand(),
                 efa_interfaces=0,
                 efa_security_group=None,
                 placement_group=None,
-                capacity_reservation_id=None,
                 root_volume_size_gib=self.login.root_volume_size_gib,
                 user_data=user_data,
             )
@@ -389,17 +398,48 @@ class PcsCluster(Construct):
             )
         placement_group.check_subnets([subnet], field="subnet")
 
-    def _check_capacity_reservations(
+    def _capacities(
         self, groups: Sequence[PcsComputeNodeGroup], purchase_options: Sequence[PcsPurchaseOption]
-    ) -> None:
+    ) -> list[Capacity]:
+        """Each group's ``capacity``, or its older ``purchase_option`` + ``capacity_reservation_id`` mapped
+        onto the model (here, and only here), checked for PCS."""
+        capacities = []
         for index, (group, purchase) in enumerate(zip(groups, purchase_options, strict=True)):
-            reservation = group.capacity_reservation_id
-            if reservation is not None and is_unresolved(reservation):
-                continue
-            self._raise_if(
-                f"compute_node_groups[{index}].capacity_reservation_id",
-                rules.capacity_reservation_problem(purchase, reservation),
-            )
+            field = f"compute_node_groups[{index}]"
+            older = [
+                f"purchase_option {purchase}" if purchase is not PcsPurchaseOption.ONDEMAND else "",
+                f"capacity_reservation_id '{group.capacity_reservation_id}'"
+                if group.capacity_reservation_id is not None
+                else "",
+            ]
+            capacity = group.capacity
+            if capacity is None:
+                self._check_capacity_reservation(field, purchase, group.capacity_reservation_id)
+                capacity = from_pcs_purchase_option(purchase, group.capacity_reservation_id)
+            elif any(older):
+                raise fail(
+                    self.node.path,
+                    f"{field}.capacity",
+                    "replaces purchase_option and capacity_reservation_id; give capacity only, got capacity "
+                    f"{capacity.described} with {' and '.join(o for o in older if o)}",
+                )
+            capacities.append(self._checked_capacity(f"{field}.capacity", capacity))
+        return capacities
+
+    def _check_capacity_reservation(
+        self, field: str, purchase: PcsPurchaseOption, reservation: str | None
+    ) -> None:
+        if reservation is not None and is_unresolved(reservation):
+            return
+        self._raise_if(
+            f"{field}.capacity_reservation_id", rules.capacity_reservation_problem(purchase, reservation)
+        )
+
+    def _checked_capacity(self, field: str, capacity: Capacity) -> Capacity:
+        try:
+            return capacity.check_for(Orchestrator.PCS, "")
+        except ConfigurationError as error:
+            raise fail(self.node.path, field, str(error).strip()) from None
 
     def _check_login_nodes(self) -> InstanceType | None:
         login = self.login
@@ -560,11 +600,10 @@ class PcsCluster(Construct):
         min_count: int,
         max_count: int,
         subnet: ec2.ISubnet,
-        purchase_option: PcsPurchaseOption,
+        capacity: Capacity,
         efa_interfaces: int,
         efa_security_group: ec2.ISecurityGroup | None,
         placement_group: TrainingPlacementGroup | None,
-        capacity_reservation_id: str | None,
         root_volume_size_gib: int,
         user_data: str | None,
     ) -> pcs.CfnComputeNodeGroup:
@@ -592,7 +631,7 @@ class PcsCluster(Construct):
             root_volume_size_gib=root_volume_size_gib,
             network_interfaces=interfaces,
             placement_group_name=placement_group.placement_group_name if placement_group else None,
-            capacity_reservation_id=capacity_reservation_id,
+            capacity=capacity,
         )
         # PCS launches the node group's instance_configs type; the template keeps the rest.
         template.add_property_deletion_override("LaunchTemplateData.InstanceType")
@@ -613,7 +652,7 @@ class PcsCluster(Construct):
             custom_launch_template=pcs.CfnComputeNodeGroup.CustomLaunchTemplateProperty(
                 template_id=template.ref, version=template.attr_latest_version_number
             ),
-            purchase_option=purchase_option.value,
+            purchase_option=capacity.pcs_purchase_option(),
         )
         # the role's policy must exist before an instance registers
         group.node.add_dependency(self.role)

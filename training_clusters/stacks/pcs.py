@@ -87,10 +87,9 @@ def _node_group(spec: PcsComputeNodeGroupConfig) -> PcsComputeNodeGroup:
         instance_type=spec.instance_type,
         min_count=spec.min_count,
         max_count=spec.max_count,
-        purchase_option=spec.purchase_option,
+        capacity=spec.node_capacity(),
         efa=spec.efa,
         efa_interfaces=spec.efa_interfaces,
-        capacity_reservation_id=spec.capacity_reservation_id,
         root_volume_size_gib=spec.root_volume_size_gib,
     )
 
