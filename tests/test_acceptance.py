@@ -45,19 +45,24 @@ SLURM_CPU = {
     "osu-latency-efa-{p}.sbatch",
     "osu-latency-tcp-{p}.sbatch",
 }
-SLURM_GPU = SLURM_CPU | {"nccl-tests-efa-{p}.sbatch", "nccl-tests-tcp-{p}.sbatch"}
+SLURM_GPU = SLURM_CPU | {"nccl-tests-efa-{p}.sbatch", "nccl-tests-tcp-{p}.sbatch", "dcgm-diag-{p}.sbatch"}
 
 
 def _slurm(names: set[str], partition: str) -> set[str]:
     return {name.format(p=partition) for name in names}
 
 
+def _dcgm(nodegroup: str) -> set[str]:
+    """The DCGM diagnostics Job of a GPU nodegroup and its gate."""
+    return {f"dcgm-diag-{nodegroup}.yaml", f"dcgm-diag-{nodegroup}-check.sh"}
+
+
 EXPECTED_FILES: dict[str, set[str]] = {
-    "eks-g5-efa": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"},
-    "eks-gpu-monitoring": set(),
-    "eks-gpu-sharing": set(),
-    "eks-p5-capacity-block": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"},
-    "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"},
+    "eks-g5-efa": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"} | _dcgm("g5"),
+    "eks-gpu-monitoring": _dcgm("gpu"),
+    "eks-gpu-sharing": _dcgm("gpu"),
+    "eks-p5-capacity-block": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
+    "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
     "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-p5-training-plan": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-slurm": set(),
@@ -107,8 +112,6 @@ def test_environment_gets_its_jobs(stem: str) -> None:
     [
         ("hyperpod-slurm", "partition dev: ml.c5.xlarge has no EFA"),
         ("network-storage", "no hyperpod, parallelcluster, pcs or eks section"),
-        ("eks-gpu-sharing", "no efa_nodegroups"),
-        ("eks-gpu-monitoring", "no efa_nodegroups"),
     ],
 )
 def test_environments_without_efa_say_why(stem: str, why: str) -> None:
@@ -116,6 +119,13 @@ def test_environments_without_efa_say_why(stem: str, why: str) -> None:
     reason = no_jobs_reason(config, stem)
     assert reason is not None and reason.startswith("nothing to verify: ")
     assert why in reason
+
+
+@pytest.mark.parametrize("stem", ["eks-gpu-sharing", "eks-gpu-monitoring"])
+def test_gpu_nodegroups_without_efa_get_dcgm_only_and_say_why_no_nccl(stem: str) -> None:
+    plan = _plan(stem)
+    assert {job.filename for job in plan.jobs} == _dcgm("gpu")
+    assert any("no efa_nodegroups" in line for line in plan.skipped)
 
 
 def test_environments_with_jobs_have_no_reason() -> None:
@@ -172,7 +182,12 @@ def test_efa_is_forced_and_tcp_bypasses_libfabric() -> None:
 
 
 def test_every_sbatch_script_exports_ld_library_path_to_the_ranks() -> None:
-    scripts = [job for _, job in _all_jobs() if job.filename.endswith(".sbatch")]
+    # every MPI job (the DCGM job runs no MPI: one srun task per node)
+    scripts = [
+        job
+        for _, job in _all_jobs()
+        if job.filename.endswith(".sbatch") and not job.filename.startswith("dcgm-")
+    ]
     assert scripts
     for job in scripts:
         assert "MPI_EXPORTS=(-x LD_LIBRARY_PATH)" in job.content, job.filename
@@ -341,8 +356,8 @@ def test_eks_nodegroup_of_one_node_is_skipped() -> None:
     document = yaml.safe_load((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
     document["eks"]["efa_nodegroups"][0]["size"] = 1
     plan = acceptance_plan(parse_environment(document), "x")
-    assert plan.jobs == ()
-    assert plan.reason == "nothing to verify: nodegroup g5: 1 node; NCCL over EFA needs 2"
+    assert {job.filename for job in plan.jobs} == _dcgm("g5")  # DCGM runs on one node
+    assert plan.skipped == ("nodegroup g5: 1 node; NCCL over EFA needs 2",)
 
 
 # --- partitions -------------------------------------------------------------------------------------
@@ -398,7 +413,9 @@ def test_hyperpod_partition_mixing_instance_types_is_skipped() -> None:
         {"name": "more", "instance_type": "ml.p4d.24xlarge", "count": 2, "partition": "gpu"}
     )
     plan = acceptance_plan(parse_environment(document), "x")
-    assert plan.jobs == ()
+    # DCGM runs one task per node of any GPU type: it still covers the partition
+    assert [job.filename for job in plan.jobs] == ["dcgm-diag-gpu.sbatch"]
+    assert "#SBATCH --nodes=" in plan.jobs[0].content
     assert plan.skipped[0].startswith("partition gpu: mixes ml.p4d.24xlarge, ml.p5.48xlarge")
 
 
@@ -408,7 +425,12 @@ def test_hyperpod_partition_mixing_instance_types_is_skipped() -> None:
 def test_write_jobs_writes_executable_scripts(tmp_path: Path) -> None:
     jobs = _plan("eks-g5-efa").jobs
     paths = write_jobs(jobs, tmp_path / "out")
-    assert [path.name for path in paths] == ["nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"]
+    assert [path.name for path in paths] == [
+        "nccl-tests-g5.yaml",
+        "nccl-tests-g5-check.sh",
+        "dcgm-diag-g5.yaml",
+        "dcgm-diag-g5-check.sh",
+    ]
     assert paths[0].read_text() == jobs[0].content
     assert paths[1].stat().st_mode & stat.S_IXUSR
     assert not paths[0].stat().st_mode & stat.S_IXUSR

@@ -4,7 +4,7 @@
 
     training-clusters preflight environments/eks-g5-efa.yaml [--region R] [--profile P]
     training-clusters render-pcluster environments/parallelcluster-c5n.yaml [-o cluster-config.yaml] [--deployed]
-    training-clusters acceptance environments/parallelcluster-c5n.yaml [-d acceptance/]
+    training-clusters acceptance environments/parallelcluster-c5n.yaml [-d acceptance/] [--dcgm-level 2|3|4]
     training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg|.png  [--assembly cdk.out --stack S]
     training-clusters catalog
     training-clusters schema > environments/schema.json
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from training_clusters.acceptance.dcgm import DCGM_LEVELS, DEFAULT_DCGM_LEVEL
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
 from training_clusters.errors import ConfigurationError
@@ -141,7 +142,7 @@ def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
     from training_clusters.acceptance import acceptance_plan, default_directory, write_jobs
 
     config, name = _load(args.file)
-    plan = acceptance_plan(config, name)
+    plan = acceptance_plan(config, name, dcgm_level=args.dcgm_level)
     directory = Path(args.directory) if args.directory else default_directory(name)
     paths = write_jobs(plan.jobs, _output_dir(str(directory))) if plan.jobs else []
     if args.output == "json":
@@ -162,7 +163,7 @@ def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
         print(f"{name}: {plan.reason}", file=out)
         return EXIT_OK
     rows = [(str(path), job.expected) for path, job in zip(paths, plan.jobs, strict=True)]
-    print(text_table(("job", "a working EFA reaches"), rows), file=out)
+    print(text_table(("job", "a healthy cluster gives"), rows), file=out)
     print("", file=out)
     for job in plan.jobs:
         print(f"- {job.filename}: {job.description}", file=out)
@@ -340,10 +341,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.set_defaults(command=_render_pcluster)
 
-    command = commands.add_parser("acceptance", help="write the EFA / NCCL verification jobs")
+    command = commands.add_parser("acceptance", help="write the EFA / NCCL / DCGM verification jobs")
     command.add_argument("file", type=_input_file, help="environment file")
     command.add_argument(
         "-d", "--directory", type=_output_dir, help="default: acceptance/<environment> (made if missing)"
+    )
+    command.add_argument(
+        "--dcgm-level",
+        type=int,
+        choices=DCGM_LEVELS,
+        default=DEFAULT_DCGM_LEVEL,
+        help="dcgmi diag -r level of the DCGM diagnostics jobs: 2 (minutes, default), 3 (~30 min), 4 (1-2 h)",
     )
     command.set_defaults(command=_acceptance)
 

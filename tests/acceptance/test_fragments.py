@@ -27,6 +27,9 @@ FRAGMENT_FILES = sorted(FRAGMENT_DIR.glob("*.sh"))
 def test_the_fragments_are_found() -> None:
     assert {path.stem for path in FRAGMENT_FILES} == {
         "common",
+        "dcgm_check",
+        "dcgm_node",
+        "dcgm_run",
         "entry",
         "nccl_check",
         "nccl_run",

@@ -7,8 +7,10 @@
   between two nodes of each EFA instance type, over EFA and over TCP.
 * EKS environments (:mod:`~training_clusters.acceptance.eks`): for each GPU EFA nodegroup, the MPIJob of
   :mod:`~training_clusters.acceptance.eks_nccl_job` as YAML and a ``-check.sh`` script gating its log.
+* Every GPU partition or nodegroup (:mod:`~training_clusters.acceptance.dcgm`): ``dcgmi diag -r 2``
+  (3 or 4 on request) on each node, failing on any test that reports ``Fail``.
 
-Environments with nothing to test (no EFA anywhere) get no jobs; :attr:`AcceptancePlan.reason` says why.
+Environments with nothing to test (no EFA and no GPU anywhere) get no jobs; :attr:`AcceptancePlan.reason` says why.
 The expected figures and their sources are in :mod:`~training_clusters.acceptance.expectations`; the
 scripts' bash is in ``bash/`` (:mod:`~training_clusters.acceptance.fragments`).
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from training_clusters.acceptance.dcgm import DEFAULT_DCGM_LEVEL, dcgm_eks_jobs
 from training_clusters.acceptance.eks_nccl_job import manifest_yaml, nccl_test_mpijob, run_instructions
 from training_clusters.acceptance.expectations import (
     Expectation,
@@ -29,7 +30,7 @@ from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan, def
 from training_clusters.catalog import InstanceType, lookup
 
 if TYPE_CHECKING:
-    from training_clusters.config import EnvironmentConfig
+    from training_clusters.config import EksEfaNodegroupConfig, EksGpuNodegroupConfig, EnvironmentConfig
 
 
 def nccl_job_name(nodegroup: str) -> str:
@@ -75,8 +76,14 @@ def nccl_skip_reason(instance: InstanceType, nodes: int) -> str | None:
     return None
 
 
-def eks_plan(config: EnvironmentConfig, environment: str) -> AcceptancePlan:
-    """The NCCL jobs of an EKS environment (one per GPU EFA nodegroup of 2 nodes or more), and what is skipped."""
+def eks_plan(
+    config: EnvironmentConfig, environment: str, *, dcgm_level: int = DEFAULT_DCGM_LEVEL
+) -> AcceptancePlan:
+    """The jobs of an EKS environment, and what is skipped: the NCCL job of each GPU EFA nodegroup of 2 nodes
+    or more, and the DCGM diagnostics job of each GPU nodegroup (EFA or not).
+
+    :param dcgm_level: ``dcgmi diag -r`` level of the DCGM jobs. Default: 2.
+    """
     assert config.eks is not None
     jobs: list[AcceptanceJob] = []
     skipped: list[str] = []
@@ -96,6 +103,21 @@ def eks_plan(config: EnvironmentConfig, environment: str) -> AcceptancePlan:
             )
     if not config.eks.efa_nodegroups:
         skipped.append("eks: no efa_nodegroups (GPU nodegroups without EFA have no fabric to verify)")
+    node_groups: list[EksEfaNodegroupConfig | EksGpuNodegroupConfig] = [
+        *config.eks.efa_nodegroups,
+        *config.eks.gpu_nodegroups,
+    ]
+    for node_group in node_groups:
+        gpu_type = lookup(node_group.instance_type)
+        if gpu_type.is_gpu:
+            jobs += dcgm_eks_jobs(
+                nodegroup=node_group.name,
+                instance=gpu_type,
+                nodes=node_group.size,
+                labels=dict(node_group.labels),
+                level=dcgm_level,
+                environment=environment,
+            )
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from training_clusters.acceptance.dcgm import DEFAULT_DCGM_LEVEL, check_dcgm_level
 from training_clusters.acceptance.eks import eks_plan
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.acceptance.slurm import slurm_plan
@@ -12,15 +13,22 @@ if TYPE_CHECKING:
     from training_clusters.config import EnvironmentConfig
 
 
-def acceptance_plan(config: EnvironmentConfig, environment_name: str) -> AcceptancePlan:
-    """The acceptance jobs of an environment, and what it leaves untested and why."""
+def acceptance_plan(
+    config: EnvironmentConfig, environment_name: str, *, dcgm_level: int = DEFAULT_DCGM_LEVEL
+) -> AcceptancePlan:
+    """The acceptance jobs of an environment, and what it leaves untested and why.
+
+    :param dcgm_level: ``dcgmi diag -r`` level of the DCGM diagnostics jobs (2, 3 or 4). Default: 2.
+    :raises ValueError: ``dcgm_level`` is not 2, 3 or 4.
+    """
+    check_dcgm_level(dcgm_level)
     if config.eks is not None:
-        return eks_plan(config, environment_name)
-    return slurm_plan(config, environment_name)
+        return eks_plan(config, environment_name, dcgm_level=dcgm_level)
+    return slurm_plan(config, environment_name, dcgm_level=dcgm_level)
 
 
 def acceptance_jobs(config: EnvironmentConfig, environment_name: str) -> list[AcceptanceJob]:
-    """The verification jobs of an environment (empty when nothing in it has EFA)."""
+    """The verification jobs of an environment (empty when nothing in it has EFA or GPUs)."""
     return list(acceptance_plan(config, environment_name).jobs)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from training_clusters.acceptance.dcgm import DEFAULT_DCGM_LEVEL, dcgm_sbatch_job
 from training_clusters.acceptance.expectations import (
     Expectation,
     Transport,
@@ -65,13 +66,120 @@ SLURM_TIME_LIMIT = "01:00:00"
 """Covers a first run that builds the benchmarks (NCCL from source takes the longest)."""
 
 
-def slurm_plan(config: EnvironmentConfig, environment_name: str) -> AcceptancePlan:
-    """The sbatch jobs of a ParallelCluster, HyperPod or AWS PCS environment, and what is skipped and why."""
+def slurm_plan(
+    config: EnvironmentConfig, environment_name: str, *, dcgm_level: int = DEFAULT_DCGM_LEVEL
+) -> AcceptancePlan:
+    """The sbatch jobs of a ParallelCluster, HyperPod or AWS PCS environment, and what is skipped and why.
+
+    :param dcgm_level: ``dcgmi diag -r`` level of the DCGM job of each GPU partition. Default: 2.
+    """
     targets, skipped = _slurm_targets(config)
     if config.parallelcluster is None and config.hyperpod is None and config.pcs is None:
         skipped.append("no hyperpod, parallelcluster, pcs or eks section: there is no cluster to run jobs on")
     jobs = [job for target in targets for job in _slurm_jobs(target, config, environment_name)]
+    partitions, not_gpu = _gpu_partitions(config)
+    skipped += not_gpu
+    jobs += [
+        dcgm_sbatch_job(
+            scheduler=partition.scheduler,
+            partition=partition.name,
+            constraint=partition.constraint,
+            nodes=partition.nodes,
+            instance_types=partition.instance_types,
+            level=dcgm_level,
+            environment=environment_name,
+        )
+        for partition in partitions
+    ]
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
+
+
+# --- Slurm: GPU partitions, for the DCGM diagnostics job ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class _GpuPartition:
+    """Every GPU node of one partition, which the DCGM job asks for at once."""
+
+    scheduler: str
+    name: str
+    instance_types: list[str]
+    nodes: int
+    constraint: str | None
+    """``--constraint`` selecting the GPU nodes, where the partition also holds other nodes."""
+
+
+def _gpu_partitions(config: EnvironmentConfig) -> tuple[list[_GpuPartition], list[str]]:
+    """The GPU partitions of a Slurm environment, and the partitions with GPUs that cannot be selected."""
+    if config.parallelcluster is not None:
+        return _parallelcluster_gpu_partitions(config), []
+    if config.hyperpod is not None:
+        return _hyperpod_gpu_partitions(config)
+    if config.pcs is not None:
+        return _pcs_gpu_partitions(config)
+    return [], []
+
+
+def _parallelcluster_gpu_partitions(config: EnvironmentConfig) -> list[_GpuPartition]:
+    assert config.parallelcluster is not None
+    partitions: list[_GpuPartition] = []
+    for queue in config.parallelcluster.queues:
+        gpu = [r for r in queue.compute_resources if lookup(r.instance_type).is_gpu]
+        if gpu:
+            mixed = len(gpu) < len(queue.compute_resources)
+            partitions.append(
+                _GpuPartition(
+                    "ParallelCluster",
+                    queue.name,
+                    sorted({r.instance_type for r in gpu}),
+                    sum(r.max_count for r in gpu),
+                    # ParallelCluster gives each node its compute resource's name as a feature.
+                    "|".join(r.name for r in gpu) if mixed else None,
+                )
+            )
+    return partitions
+
+
+def _hyperpod_gpu_partitions(config: EnvironmentConfig) -> tuple[list[_GpuPartition], list[str]]:
+    assert config.hyperpod is not None
+    groups: dict[str, list[tuple[str, int]]] = {}
+    for group in config.hyperpod.instance_groups:
+        if group.role is NodeRole.WORKER and group.partition is not None:
+            groups.setdefault(group.partition, []).append((group.instance_type, group.count))
+    partitions: list[_GpuPartition] = []
+    skipped: list[str] = []
+    for partition, members in groups.items():
+        gpu = [(name, count) for name, count in members if lookup(name).is_gpu]
+        if gpu and len(gpu) < len(members):
+            skipped.append(
+                f"partition {partition}: mixes GPU and other instance types, and HyperPod gives Slurm no "
+                "feature to pick the GPU nodes for DCGM diagnostics"
+            )
+        elif gpu:
+            types = sorted({name for name, _ in gpu})
+            partitions.append(_GpuPartition("HyperPod", partition, types, sum(c for _, c in gpu), None))
+    return partitions, skipped
+
+
+def _pcs_gpu_partitions(config: EnvironmentConfig) -> tuple[list[_GpuPartition], list[str]]:
+    assert config.pcs is not None
+    node_groups = {group.name: group for group in config.pcs.compute_node_groups}
+    queues = [(q.name, list(q.compute_node_groups)) for q in config.pcs.queues or []] or [
+        (name, [name]) for name in node_groups
+    ]
+    partitions: list[_GpuPartition] = []
+    skipped: list[str] = []
+    for queue, names in queues:
+        gpu = [node_groups[name] for name in names if lookup(node_groups[name].instance_type).is_gpu]
+        if gpu and len(gpu) < len(names):
+            skipped.append(
+                f"queue {queue}: mixes GPU and other node groups, which DCGM diagnostics cannot tell apart; "
+                "give the GPU node groups their own queue"
+            )
+        elif gpu:
+            types = sorted({group.instance_type for group in gpu})
+            partitions.append(_GpuPartition("AWS PCS", queue, types, sum(g.max_count for g in gpu), None))
+    return partitions, skipped
 
 
 # --- Slurm: which partitions to test ---------------------------------------------------------------
