@@ -116,8 +116,8 @@ def test_acceptance_writes_the_jobs_and_says_what_to_expect(tmp_path: Path) -> N
     assert all(job["expected"] for job in jobs)
 
 
-def test_acceptance_without_efa_says_there_is_nothing_to_verify(tmp_path: Path) -> None:
-    status, text = run("acceptance", str(ENVIRONMENTS / "eks-gpu-sharing.yaml"), "-d", str(tmp_path))
+def test_acceptance_without_efa_or_gpus_says_there_is_nothing_to_verify(tmp_path: Path) -> None:
+    status, text = run("acceptance", str(ENVIRONMENTS / "hyperpod-slurm.yaml"), "-d", str(tmp_path))
     assert status == 0
     assert "nothing to verify" in text
     assert not tmp_path.exists() or not any(tmp_path.iterdir())
