@@ -7,6 +7,8 @@ than a jsii stack trace from deep inside CDK.
 
 from __future__ import annotations
 
+from enum import StrEnum
+
 
 class ConfigurationError(ValueError):
     """Bad input: the message names the field, the value received and what is allowed."""
@@ -23,3 +25,19 @@ def excerpt(value: object, limit: int = EXCERPT_CHARACTERS) -> str:
         return text
     size = len(value) if isinstance(value, str) else len(text)
     return f"{text[: limit - 3]}... ({size} characters)"
+
+
+def shown(value: object, limit: int = 60) -> str:
+    """A received value as an error message shows it: a string as its excerpt, anything else named by its
+    type before its excerpt (``got str '1200'`` reads wrong, ``got int 5`` reads right), an option of
+    another kind by its class."""
+    if isinstance(value, StrEnum):
+        return f"{type(value).__name__}.{value.name} (an option of another kind)"
+    if isinstance(value, str):
+        return excerpt(value, limit)
+    return typed(value, limit)
+
+
+def typed(value: object, limit: int = 60) -> str:
+    """A value of the wrong type, named by its type: ``str '1200'``, ``InstanceGroup InstanceGroup(...)``."""
+    return f"{type(value).__name__} {excerpt(value, limit)}"

@@ -18,7 +18,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, Self
 
-from training_clusters.errors import ConfigurationError
+from training_clusters.errors import ConfigurationError, shown
 
 
 class Choice(StrEnum):
@@ -38,7 +38,7 @@ class Choice(StrEnum):
             for member in cls:
                 if wanted in (_fold(member.value), _fold(member.name)):
                     return member
-        raise ConfigurationError(f"must be one of {cls.allowed()}, got {_shown(value)}")
+        raise ConfigurationError(f"must be one of {cls.allowed()}, got {shown(value)}")
 
     @classmethod
     def allowed(cls) -> str:
@@ -58,15 +58,6 @@ class Choice(StrEnum):
 
 def _fold(text: str) -> str:
     return text.strip().lower().replace("-", "_")
-
-
-def _shown(value: Any) -> str:
-    """A received value as messages show it: strings quoted, other types named, long ones cut short."""
-    if isinstance(value, str):
-        return repr(value if len(value) <= 60 else value[:57] + "...")
-    if isinstance(value, StrEnum):
-        return f"{type(value).__name__}.{value.name} (an option of another kind)"
-    return f"{type(value).__name__} {str(value)[:60]}"
 
 
 # --- network and storage ---

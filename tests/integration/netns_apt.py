@@ -105,7 +105,7 @@ def handler_for(server: str, recorder: Recorder, repo: Path) -> type[http.server
             self.do_GET()
 
         def log_message(self, format: str, *args: Any) -> None:
-            pass
+            """Keep the access log off stderr: the tests read what was requested from ``recorder``."""
 
     return Handler
 

@@ -14,7 +14,7 @@ import aws_cdk as cdk
 from constructs import IConstruct
 
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
-from training_clusters.errors import ConfigurationError
+from training_clusters.errors import ConfigurationError, typed
 from training_clusters.options import Choice, RemovalPolicy
 
 C = TypeVar("C", bound=Choice)
@@ -119,12 +119,12 @@ def _mismatch(field: str, value: Any, hint: Any) -> tuple[str, str] | None:
         if any(r is None for r in results):
             return None
         deeper = [r for r in results if r is not None and r[0] != field]
-        return deeper[0] if deeper else (field, f"must be {_describe_hint(hint)}, got {_shown(value)}")
+        return deeper[0] if deeper else (field, f"must be {_describe_hint(hint)}, got {typed(value)}")
     if value is None:
         return field, f"must be {_describe_hint(hint)}, got None"
     if origin in (list, tuple, collections.abc.Sequence):
         if isinstance(value, str | bytes) or not isinstance(value, list | tuple):
-            return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+            return field, f"must be {_describe_hint(hint)}, got {typed(value)}"
         element = args[0] if args else Any
         for index, item in enumerate(value):
             found = _mismatch(f"{field}[{index}]", item, element)
@@ -133,7 +133,7 @@ def _mismatch(field: str, value: Any, hint: Any) -> tuple[str, str] | None:
         return None
     if origin in (dict, collections.abc.Mapping):
         if not isinstance(value, collections.abc.Mapping):
-            return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+            return field, f"must be {_describe_hint(hint)}, got {typed(value)}"
         key_hint, value_hint = args if len(args) == 2 else (Any, Any)
         for key, item in value.items():
             found = _mismatch(f"{field}[{key!r}]", key, key_hint) or _mismatch(
@@ -155,21 +155,21 @@ def _class_mismatch(field: str, value: Any, hint: type) -> tuple[str, str] | Non
             return field, str(error)
         return None
     if hint is bool:
-        return None if isinstance(value, bool) else (field, f"must be true or false, got {_shown(value)}")
+        return None if isinstance(value, bool) else (field, f"must be true or false, got {typed(value)}")
     if hint is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok else (field, f"must be a whole number, got {_shown(value)}")
+        return None if ok else (field, f"must be a whole number, got {typed(value)}")
     if hint is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return None if ok else (field, f"must be a number, got {_shown(value)}")
+        return None if ok else (field, f"must be a number, got {typed(value)}")
     if hint is str:
-        return None if isinstance(value, str) else (field, f"must be a string, got {_shown(value)}")
+        return None if isinstance(value, str) else (field, f"must be a string, got {typed(value)}")
     if hint is pathlib.Path:
         ok = isinstance(value, str | pathlib.PurePath)
-        return None if ok else (field, f"must be a path, got {_shown(value)}")
+        return None if ok else (field, f"must be a path, got {typed(value)}")
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, hint):
-            return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+            return field, f"must be {_describe_hint(hint)}, got {typed(value)}"
         field_hints = typing.get_type_hints(hint)
         for item in dataclasses.fields(hint):
             found = _mismatch(f"{field}.{item.name}", getattr(value, item.name), field_hints.get(item.name))
@@ -177,12 +177,12 @@ def _class_mismatch(field: str, value: Any, hint: type) -> tuple[str, str] | Non
                 return found
         return None
     if isinstance(value, str | bytes | int | float | bool | list | tuple | dict):
-        return field, f"must be {_describe_hint(hint)}, got {_shown(value)}"
+        return field, f"must be {_describe_hint(hint)}, got {typed(value)}"
     try:
         return (
             None
             if isinstance(value, hint)
-            else (field, f"must be {_describe_hint(hint)}, got {_shown(value)}")
+            else (field, f"must be {_describe_hint(hint)}, got {typed(value)}")
         )
     except TypeError:  # a jsii interface (a typing Protocol): its members cannot be checked here
         return None
@@ -214,13 +214,6 @@ def _describe_hint(hint: Any) -> str:
         return names[hint]
     name = getattr(hint, "__name__", str(hint))
     return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
-
-
-def _shown(value: Any) -> str:
-    text = repr(value)
-    if len(text) > 60:
-        text = text[:57] + "..."
-    return f"{type(value).__name__} {text}"
 
 
 def _child_path(scope: Any, id: Any) -> str:
