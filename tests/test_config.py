@@ -595,7 +595,7 @@ def test_capacity_sections_become_the_capacity_model() -> None:
         ),
         (
             _pcluster({"capacity": {"type": "spot"}, "capacity_type": "SPOT"}),
-            "  parallelcluster.queues.0: capacity replaces capacity_type; give one of them",
+            "  parallelcluster.queues.0: capacity replaces capacity_type; give capacity only",
         ),
         (
             with_(

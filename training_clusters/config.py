@@ -148,6 +148,23 @@ def _follows(rule: Callable[[Any], str | None]) -> Callable[[Any], Any]:
     return check
 
 
+def _capacity_for(orchestrator: CapacityOrchestrator) -> Callable[[Any], Any]:
+    """A ``capacity`` field validator: the section's form must be one ``orchestrator`` offers."""
+
+    def check(value: CapacityConfig | None) -> CapacityConfig | None:
+        return None if value is None else value.checked_for(orchestrator)
+
+    return check
+
+
+def _older_capacity_problem(section: BaseModel, *older_fields: str) -> str | None:
+    """``capacity`` given together with the older fields it replaces (``capacity_type`` ...), or None."""
+    given = sorted(set(older_fields) & section.model_fields_set)
+    if getattr(section, "capacity", None) is None or not given:
+        return None
+    return f"capacity replaces {' and '.join(given)}; give capacity only"
+
+
 def _is_number(annotation: Any) -> bool:
     """Whether a field's type is int or float (possibly Optional or Annotated)."""
     if annotation in (int, float):
@@ -341,10 +358,7 @@ class HyperPodInstanceGroupConfig(_Model):
         default=None, description="on-demand or training-plan (training_plan_arn). Default: on-demand."
     )
 
-    @field_validator("capacity")
-    @classmethod
-    def _hyperpod_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
-        return None if value is None else value.checked_for(CapacityOrchestrator.HYPERPOD)
+    _hyperpod_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.HYPERPOD))
 
     _partition_name = field_validator("partition")(_follows(hyperpod_rules.partition_name_problem))
 
@@ -512,15 +526,11 @@ class PclusterQueueConfig(_Model):
         _raise_if(pcluster_rules.duplicates_problem(r.name for r in value), "names")
         return value
 
-    @field_validator("capacity")
-    @classmethod
-    def _pcluster_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
-        return None if value is None else value.checked_for(CapacityOrchestrator.PARALLELCLUSTER)
+    _pcluster_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.PARALLELCLUSTER))
 
     @model_validator(mode="after")
     def _capacity_or_capacity_type(self) -> PclusterQueueConfig:
-        if self.capacity is not None and "capacity_type" in self.model_fields_set:
-            raise ValueError("capacity replaces capacity_type; give one of them")
+        _raise_if(_older_capacity_problem(self, "capacity_type"))
         return self
 
     @model_validator(mode="after")
@@ -799,16 +809,11 @@ class EksEfaNodegroupConfig(_Model):
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
-    @field_validator("capacity")
-    @classmethod
-    def _eks_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
-        return None if value is None else value.checked_for(CapacityOrchestrator.EKS)
+    _eks_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.EKS))
 
     @model_validator(mode="after")
     def _capacity_or_capacity_type(self) -> EksEfaNodegroupConfig:
-        older = sorted({"capacity_type", "capacity_reservation_id"} & self.model_fields_set)
-        if self.capacity is not None and older:
-            raise ValueError(f"capacity replaces {' and '.join(older)}; give capacity only")
+        _raise_if(_older_capacity_problem(self, "capacity_type", "capacity_reservation_id"))
         return self
 
     def node_capacity(self) -> Capacity:
@@ -850,10 +855,7 @@ class EksGpuNodegroupConfig(_Model):
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
-    @field_validator("capacity")
-    @classmethod
-    def _eks_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
-        return None if value is None else value.checked_for(CapacityOrchestrator.EKS)
+    _eks_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.EKS))
 
     def node_capacity(self) -> Capacity:
         """``capacity`` on the model (On-Demand when omitted)."""
@@ -1033,16 +1035,11 @@ class PcsComputeNodeGroupConfig(_Model):
 
     _root_volume = field_validator("root_volume_size_gib")(_follows(pcs_rules.root_volume_problem))
 
-    @field_validator("capacity")
-    @classmethod
-    def _pcs_capacity(cls, value: CapacityConfig | None) -> CapacityConfig | None:
-        return None if value is None else value.checked_for(CapacityOrchestrator.PCS)
+    _pcs_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.PCS))
 
     @model_validator(mode="after")
     def _capacity_or_purchase_option(self) -> PcsComputeNodeGroupConfig:
-        older = sorted({"purchase_option", "capacity_reservation_id"} & self.model_fields_set)
-        if self.capacity is not None and older:
-            raise ValueError(f"capacity replaces {' and '.join(older)}; give capacity only")
+        _raise_if(_older_capacity_problem(self, "purchase_option", "capacity_reservation_id"))
         return self
 
     def node_capacity(self) -> Capacity:
