@@ -113,7 +113,7 @@ class SharedLustre(Construct):
         :param deployment_type: Default: SCRATCH_2.
         :param storage_capacity_gib: 1200, or a multiple of 2400. Default: 1200.
         :param per_unit_storage_throughput_mbps: MB/s per TiB for PERSISTENT_2: 125, 250, 500 or 1000.
-            Required for PERSISTENT_2, not allowed for SCRATCH_2.
+            Required for PERSISTENT_2, not allowed for SCRATCH_2. Default: none (SCRATCH_2's fixed throughput).
         :param data_repository: Link an S3 prefix (import datasets, export checkpoints). Default: none.
         :param kms_key: Customer key for data at rest (PERSISTENT_2 only). Default: an AWS-managed key
             (FSx always encrypts at rest).

@@ -189,14 +189,15 @@ class PcsCluster(Construct):
             ``{"Prolog": "/etc/slurm/prolog.sh"}``; see
             https://docs.aws.amazon.com/pcs/latest/userguide/slurm-custom-settings.html). Default: none.
         :param ami_id: The AMI every node launches (PCS agent, Slurm, EFA software, Lustre client installed).
-            Exactly one of ``ami_id`` and ``ami_ssm_parameter``.
+            Exactly one of ``ami_id`` and ``ami_ssm_parameter``. Default: none (then ``ami_ssm_parameter``).
         :param ami_ssm_parameter: Name of an SSM parameter holding the AMI id, read by CloudFormation at deploy
             time (a stack parameter of type ``AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>``); synth makes
-            no AWS call, and a new AMI in the parameter reaches the nodes on the next deploy.
+            no AWS call, and a new AMI in the parameter reaches the nodes on the next deploy. Default: none
+            (then ``ami_id``).
         :param placement_group: The cluster placement group of EFA node groups. Required when a compute node
-            group uses EFA.
+            group uses EFA. Default: none (node groups without EFA are not placed).
         :param efa_security_group: A group allowing all traffic between its members, on every EFA interface.
-            Required when a compute node group uses EFA.
+            Required when a compute node group uses EFA. Default: none.
         :param file_system: Our :class:`SharedLustre`, mounted on every node at ``mount_dir`` by user data.
             Default: none. The caller opens the Lustre ports: ``file_system.allow_clients_from(cluster)``.
         :param mount_dir: Where every node mounts ``file_system``. Default: ``/fsx``.
