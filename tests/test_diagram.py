@@ -617,23 +617,26 @@ def test_the_cli_writes_a_png_of_each_stack_with_its_markdown_page(assembly: Pat
 @pytest.mark.parametrize(
     ("arguments", "message"),
     [
-        (["{tmp}/missing.yaml"], "missing.yaml: no such environment file"),
-        (["{tmp}"], "is a folder; give an environment file"),
-        (["--assembly", "{tmp}/nowhere"], "nowhere: no such cloud assembly"),
-        (["--assembly", "{assembly}/manifest.json"], "is a file; --assembly takes the folder"),
+        (["{tmp}/missing.yaml"], "missing.yaml': no such file"),
+        (["{tmp}"], "is a directory; give a file"),
+        (["--assembly", "{tmp}/nowhere"], "nowhere': no such directory"),
+        (["--assembly", "{assembly}/manifest.json"], "manifest.json' is a file; give a directory"),
         (["--assembly", "{tmp}"], "not a cloud assembly (no manifest.json)"),
         (["--assembly", "{assembly}"], "holds 2 stacks (my-hyperpod, other); choose one with --stack"),
         (["--assembly", "{assembly}", "--stack", "nope"], "no stack 'nope'; stacks: my-hyperpod, other"),
-        (["x.yaml", "--assembly", "{assembly}"], "give an environment file or --assembly, not both"),
+        (
+            ["{assembly}/manifest.json", "--assembly", "{assembly}"],
+            "give an environment file or --assembly, not both",
+        ),
         (["--stack", "s"], "--stack chooses a stack of --assembly"),
         ([], "give an environment file, or --assembly"),
         (
             ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/no/such/out.png"],
-            "no such folder for the diagram",
+            "/no/such' does not exist; create it first",
         ),
         (
             ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/folder.png"],
-            "folder.png: is a folder",
+            "folder.png' is a directory; give a file name to write",
         ),
         (
             ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/out.pdf"],
@@ -641,15 +644,15 @@ def test_the_cli_writes_a_png_of_each_stack_with_its_markdown_page(assembly: Pat
         ),
         (
             ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/no/such/out.svg"],
-            "no such folder for the diagram",
+            "/no/such' does not exist; create it first",
         ),
         (
             ["--assembly", "{assembly}", "--stack", "other", "-o", "{assembly}/manifest.json/out.svg"],
-            "manifest.json: is not a folder",
+            "manifest.json' is a file, not a directory",
         ),
         (
             ["--assembly", "{assembly}", "--stack", "other", "-o", "{tmp}/folder.svg"],
-            "folder.svg: is a folder",
+            "folder.svg' is a directory; give a file name to write",
         ),
     ],
 )

@@ -257,6 +257,16 @@ def _input_file(text: str) -> Path:
     return path
 
 
+def _input_dir(text: str) -> Path:
+    """An existing directory to read (a cloud assembly)."""
+    path = Path(text)
+    if not path.exists():
+        raise PathError(f"{text!r}: no such directory")
+    if not path.is_dir():
+        raise PathError(f"{text!r} is a file; give a directory")
+    return path
+
+
 def _output_file(text: str) -> Path:
     """A file to write (replaced if it exists): its directory must exist and be writable."""
     path = Path(text)
@@ -356,14 +366,17 @@ def _parser() -> argparse.ArgumentParser:
     command.set_defaults(command=_acceptance)
 
     command = commands.add_parser("diagram", help="draw what an environment synthesizes (SVG, PNG, Mermaid)")
-    command.add_argument("file", nargs="?", help="environment file (or --assembly)")
+    command.add_argument("file", nargs="?", type=_input_file, help="environment file (or --assembly)")
     command.add_argument(
         "-o",
         "--output-file",
+        type=_output_file,
         help="out.svg or out.png (writes out.md with a Mermaid flowchart beside it), out.dot or out.md; "
         "default: SVG on standard output",
     )
-    command.add_argument("--assembly", help="draw a stack of this cloud assembly (cdk.out) instead")
+    command.add_argument(
+        "--assembly", type=_input_dir, help="draw a stack of this cloud assembly (cdk.out) instead"
+    )
     command.add_argument("--stack", help="the stack of --assembly to draw; default: its only stack")
     command.set_defaults(command=_diagram)
 

@@ -190,19 +190,15 @@ def test_readme_lists_exactly_the_iam_actions_preflight_calls() -> None:
 # --------------------------------------------------------------------------------------------------
 # paths: every path argument of every command, missing, unwritable or of the wrong kind, is one line and
 # exit status 2. Commands are read from the parser, so a new command's path arguments are tried too: give
-# them one of cli's path types (or, for a command that checks its own paths, list them in SELF_CHECKED).
+# them one of cli's path types.
 
 PATH_TYPES: dict[Any, str] = {
     cli._input_file: "input file",
     cli._output_file: "output file",
     cli._output_dir: "output directory",
+    cli._input_dir: "input directory",
 }
 #: Path arguments of commands that check their paths themselves, by (command, dest).
-SELF_CHECKED = {
-    ("diagram", "file"): "input file",
-    ("diagram", "output_file"): "output file",
-    ("diagram", "assembly"): "input directory",
-}
 #: Valid values for a command's other path arguments while one is tried, by kind.
 VALID_ENVIRONMENT = ENVIRONMENTS / "parallelcluster-c5n.yaml"
 
@@ -225,8 +221,6 @@ def _path_arguments() -> list[tuple[str, argparse.Action, str]]:
         for action in parser._actions:
             if action.type in PATH_TYPES:
                 found.append((name, action, PATH_TYPES[action.type]))
-            elif (name, action.dest) in SELF_CHECKED:
-                found.append((name, action, SELF_CHECKED[name, action.dest]))
     return found
 
 
@@ -255,14 +249,12 @@ PATH_CASES = [
 
 
 def test_every_path_argument_of_every_command_is_checked() -> None:
-    """A path argument without one of cli's path types (and not self-checked) fails here."""
+    """A path argument without one of cli's path types fails here."""
     unchecked = [
         f"{name} {action.dest}"
         for name, parser in _commands().items()
         for action in parser._actions
-        if _looks_like_a_path(action)
-        and action.type not in PATH_TYPES
-        and (name, action.dest) not in SELF_CHECKED
+        if _looks_like_a_path(action) and action.type not in PATH_TYPES
     ]
     assert unchecked == []
     assert {name for name, _, _ in _path_arguments()} >= {"preflight", "render-pcluster", "acceptance"}

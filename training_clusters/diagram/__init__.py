@@ -18,7 +18,6 @@ environment files.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -102,7 +101,6 @@ def write_diagram(graph: EnvironmentGraph, output: Path) -> list[Path]:
 
 def _write(files: dict[Path, str | bytes]) -> list[Path]:
     for path, content in files.items():
-        _check_writable(path)
         try:
             if isinstance(content, bytes):
                 path.write_bytes(content)
@@ -115,10 +113,10 @@ def _write(files: dict[Path, str | bytes]) -> list[Path]:
 
 def diagram_command(
     *,
-    file: str | None,
-    assembly: str | None,
+    file: str | Path | None,
+    assembly: str | Path | None,
     stack: str | None,
-    output_file: str | None,
+    output_file: str | Path | None,
     as_json: bool,
     out: TextIO,
 ) -> int:
@@ -166,7 +164,7 @@ def write_environment_diagrams(files: Sequence[Path], directory: Path) -> list[P
     return written
 
 
-def _source(file: str | None, assembly: str | None, stack: str | None) -> StackSource:
+def _source(file: str | Path | None, assembly: str | Path | None, stack: str | None) -> StackSource:
     if file and assembly:
         raise ConfigurationError("diagram: give an environment file or --assembly, not both")
     if assembly:
@@ -175,29 +173,14 @@ def _source(file: str | None, assembly: str | None, stack: str | None) -> StackS
         raise ConfigurationError("diagram: --stack chooses a stack of --assembly; give --assembly too")
     if not file:
         raise ConfigurationError("diagram: give an environment file, or --assembly cdk.out [--stack NAME]")
-    path = Path(file)
-    if path.is_dir():
-        raise ConfigurationError(f"{path}: is a folder; give an environment file (or --assembly {path})")
-    return synthesize_environments([path])[0]
+    return synthesize_environments([Path(file)])[0]
 
 
 def _check_output(output: Path) -> None:
+    """The format named by ``output``'s suffix (the console script has checked the path itself)."""
     suffix = output.suffix.lower()
     if suffix not in FORMATS:
         raise ConfigurationError(f"{output}: {_unsupported(suffix)}")
-    _check_writable(output)
-
-
-def _check_writable(path: Path) -> None:
-    folder = path.parent
-    if path.is_dir():
-        raise ConfigurationError(f"{path}: is a folder; give a file name ending {', '.join(FORMATS)}")
-    if not folder.exists():
-        raise ConfigurationError(f"{folder}: no such folder for the diagram")
-    if not folder.is_dir():
-        raise ConfigurationError(f"{folder}: is not a folder")
-    if not os.access(folder, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        raise ConfigurationError(f"{path}: cannot be written (permission denied)")
 
 
 def _unsupported(suffix: str) -> str:
