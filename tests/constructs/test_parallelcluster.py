@@ -10,8 +10,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Annotations, Match, Template
 
 from training_clusters.capacity import Capacity
-from training_clusters.constructs.lustre import LustreDeploymentType, SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.lustre import LustreDeploymentType
 from training_clusters.constructs.parallelcluster import (
     ComputeResource,
     CustomActionScript,
@@ -25,24 +24,18 @@ from training_clusters.constructs.parallelcluster import (
     SlurmSettings,
     substitute_placeholders,
 )
-from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS, GatedStacks, gated_stack
+from ..conftest import GatedStacks, gated_stack
+from .parts import SharedLayer
 
 C5N = ComputeResource(name="c5n", instance_type="c5n.9xlarge", max_count=2)
 P5 = ComputeResource(name="p5", instance_type="p5.48xlarge", max_count=4)
 T3 = ComputeResource(name="t3", instance_type="t3.medium", max_count=4)
 
 
-class Parts:
-    """The network, placement group and file system a cluster stands on, in one test stack."""
-
-    def __init__(self, stack: cdk.Stack) -> None:
-        self.stack = stack
-        self.network = TrainingNetwork(stack, "Network", availability_zones=AZS)
-        self.placement = TrainingPlacementGroup(stack, "PlacementGroup")
-        self.fsx = SharedLustre(stack, "Fsx", vpc=self.network.vpc, subnet=self.network.placement_subnet())
+class Parts(SharedLayer):
+    """The shared layer and the cluster under test."""
 
     def cluster(self, **props: Any) -> ParallelCluster:
         """A cluster like environments/parallelcluster-c5n.yaml's; ``props`` override its props."""

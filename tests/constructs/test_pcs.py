@@ -14,8 +14,6 @@ from aws_cdk.assertions import Match, Template
 
 from training_clusters.capacity import Capacity
 from training_clusters.catalog import all_instance_types
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.pcs import (
     INSTANCE_ROLE_PATH,
     MIME_BOUNDARY,
@@ -29,11 +27,11 @@ from training_clusters.constructs.pcs import (
     PcsQueue,
     lustre_mount_user_data,
 )
-from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 
-from ..conftest import AZS, CDK_CONTEXT, REGION, GatedStacks, PinnedStack, gated_stack
+from ..conftest import CDK_CONTEXT, REGION, GatedStacks, PinnedStack, gated_stack
+from .parts import SharedLayer
 
 C5N = PcsComputeNodeGroup(name="compute", instance_type="c5n.9xlarge", max_count=2)
 P5 = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", max_count=4)
@@ -42,14 +40,8 @@ EFA_TYPES = [t for t in all_instance_types() if t.efa_supported]
 SSM_AMI = "/training-clusters/pcs/ami"
 
 
-class Parts:
-    """The network, placement group and file system a PCS cluster stands on, in one test stack."""
-
-    def __init__(self, stack: cdk.Stack) -> None:
-        self.stack = stack
-        self.network = TrainingNetwork(stack, "Network", availability_zones=AZS)
-        self.placement = TrainingPlacementGroup(stack, "PlacementGroup")
-        self.fsx = SharedLustre(stack, "Fsx", vpc=self.network.vpc, subnet=self.network.placement_subnet())
+class Parts(SharedLayer):
+    """The shared layer and the PCS cluster under test."""
 
     def cluster(self, **props: Any) -> PcsCluster:
         """A cluster like the pcs-c5n environment's; ``props`` override it."""
