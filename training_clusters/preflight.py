@@ -239,14 +239,16 @@ class InstanceDemand:
     """Where in the file, e.g. ``eks.efa_nodegroups[g5]``."""
     count_field: str
     """The setting that sets ``count``, e.g. ``eks.efa_nodegroups[g5].size``."""
-    service: Service
-    capacity: Capacity
     availability_zones: tuple[str, ...]
     """The AZs the group may launch in."""
     in_placement_az: bool
     """Whether the group lives in the placement subnet (``network.placement_availability_zone``)."""
-    efa: bool
-    """Whether the file asks for EFA on these instances."""
+    service: Service = Service.EC2
+    """Whose quotas the instances count against. Default: EC2's."""
+    capacity: Capacity = Capacity.ON_DEMAND
+    """How they are bought. Default: On-Demand."""
+    efa: bool = False
+    """Whether the file asks for EFA on these instances. Default: no."""
     capacity_reservation_id: str | None = None
     reserved: capacity_model.Capacity | None = None
     """The reservation, Capacity Block or training plan the group launches into."""
@@ -288,10 +290,8 @@ def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             where=f"hyperpod.instance_groups[{group.name}]",
             count_field=f"hyperpod.instance_groups[{group.name}].count",
             service=Service.SAGEMAKER,
-            capacity=Capacity.ON_DEMAND,
             availability_zones=(config.placement_availability_zone,),
             in_placement_az=True,
-            efa=False,
             reserved=_reserved(None if group.capacity is None else group.capacity.to_capacity()),
         )
         for group in config.hyperpod.instance_groups
@@ -309,11 +309,8 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             count=1,
             where="parallelcluster.head_node",
             count_field="parallelcluster.head_node.instance_type",
-            service=Service.EC2,
-            capacity=Capacity.ON_DEMAND,
             availability_zones=placement,
             in_placement_az=True,
-            efa=False,
         )
     ]
     for queue in spec.queues:
@@ -327,7 +324,6 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                     count_field=(
                         f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}].max_count"
                     ),
-                    service=Service.EC2,
                     capacity=_bought(bought),
                     availability_zones=placement,
                     in_placement_az=True,
@@ -353,11 +349,8 @@ def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                 count=spec.login_nodes.count,
                 where="pcs.login_nodes",
                 count_field="pcs.login_nodes.count",
-                service=Service.EC2,
-                capacity=Capacity.ON_DEMAND,
                 availability_zones=placement,
                 in_placement_az=True,
-                efa=False,
             )
         )
     for group in spec.compute_node_groups:
@@ -368,7 +361,6 @@ def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                 count=group.max_count,
                 where=f"pcs.compute_node_groups[{group.name}]",
                 count_field=f"pcs.compute_node_groups[{group.name}].max_count",
-                service=Service.EC2,
                 capacity=_bought(bought),
                 availability_zones=placement,
                 in_placement_az=True,
@@ -404,11 +396,8 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             count=eks.system_nodegroup.size,
             where="eks.system_nodegroup",
             count_field="eks.system_nodegroup.size",
-            service=Service.EC2,
-            capacity=Capacity.ON_DEMAND,
             availability_zones=every_az,
             in_placement_az=False,
-            efa=False,
         )
     ]
     for efa_group in eks.efa_nodegroups:
@@ -419,7 +408,6 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                 count=efa_group.size,
                 where=f"eks.efa_nodegroups[{efa_group.name}]",
                 count_field=f"eks.efa_nodegroups[{efa_group.name}].size",
-                service=Service.EC2,
                 capacity=_bought(bought),
                 availability_zones=(config.placement_availability_zone,),
                 in_placement_az=True,
@@ -438,11 +426,9 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
                 count=gpu_group.size,
                 where=f"eks.gpu_nodegroups[{gpu_group.name}]",
                 count_field=f"eks.gpu_nodegroups[{gpu_group.name}].size",
-                service=Service.EC2,
                 capacity=_bought(bought),
                 availability_zones=zones,
                 in_placement_az=bought.is_reserved,
-                efa=False,
                 capacity_reservation_id=bought.reservation_id,
                 reserved=_reserved(bought),
             )
