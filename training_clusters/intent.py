@@ -301,6 +301,26 @@ def _capacity(
     return capacity
 
 
+def _add_capacity(
+    target: dict[str, Any], field: str, group: NodeGroupIntent, orchestrator: CapacityOrchestrator
+) -> None:
+    """Copy the group's ``capacity`` into ``target`` once it is checked for ``orchestrator``; none stated, none copied."""
+    if _capacity(field, group, orchestrator) is not None:
+        target["capacity"] = dict(group.capacity or {})
+
+
+def _scaling_group(field: str, group: NodeGroupIntent, orchestrator: Orchestrator) -> dict[str, Any]:
+    """The group as a scaling one (ParallelCluster's compute resource, PCS's node group): name to efa."""
+    low, high = _counts(field, group, scales=True, orchestrator=orchestrator)
+    return {
+        "name": group.name,
+        "instance_type": group.instance_type,
+        "min_count": low,
+        "max_count": high,
+        "efa": _efa(field, group),
+    }
+
+
 def _names(groups: list[NodeGroupIntent], rule: Any, reserved: tuple[str, ...] = ()) -> None:
     seen: set[str] = set()
     for index, group in enumerate(groups):
@@ -355,17 +375,9 @@ def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Trans
     _names(compute.node_groups, pcluster_rules.slurm_name_problem)
     queues = []
     for field, group in groups:
-        low, high = _counts(field, group, scales=True, orchestrator=Orchestrator.PARALLELCLUSTER)
-        resource: dict[str, Any] = {
-            "name": group.name,
-            "instance_type": group.instance_type,
-            "min_count": low,
-            "max_count": high,
-            "efa": _efa(field, group),
-        }
+        resource = _scaling_group(field, group, Orchestrator.PARALLELCLUSTER)
         queue: dict[str, Any] = {"name": group.name, "compute_resources": [resource]}
-        if _capacity(field, group, CapacityOrchestrator.PARALLELCLUSTER) is not None:
-            queue["capacity"] = dict(group.capacity or {})
+        _add_capacity(queue, field, group, CapacityOrchestrator.PARALLELCLUSTER)
         queues.append(queue)
     section["queues"] = queues
     origins[("queues",)] = "compute.node_groups"
@@ -417,8 +429,7 @@ def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
             "role": "worker",
             "partition": group.name,
         }
-        if _capacity(field, group, CapacityOrchestrator.HYPERPOD) is not None:
-            worker["capacity"] = dict(group.capacity or {})
+        _add_capacity(worker, field, group, CapacityOrchestrator.HYPERPOD)
         groups.append(worker)
     section["instance_groups"] = groups
     origins[("instance_groups",)] = "compute.node_groups"
@@ -458,16 +469,8 @@ def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
     _names(compute.node_groups, pcs_rules.pcs_name_problem)
     groups = []
     for field, group in nodes:
-        low, high = _counts(field, group, scales=True, orchestrator=Orchestrator.PCS)
-        node_group: dict[str, Any] = {
-            "name": group.name,
-            "instance_type": group.instance_type,
-            "min_count": low,
-            "max_count": high,
-            "efa": _efa(field, group),
-        }
-        if _capacity(field, group, CapacityOrchestrator.PCS) is not None:
-            node_group["capacity"] = dict(group.capacity or {})
+        node_group = _scaling_group(field, group, Orchestrator.PCS)
+        _add_capacity(node_group, field, group, CapacityOrchestrator.PCS)
         groups.append(node_group)
     section["compute_node_groups"] = groups
     origins[("compute_node_groups",)] = "compute.node_groups"
@@ -486,8 +489,7 @@ def _eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
     for field, group in nodes:
         _, size = _counts(field, group, scales=False, orchestrator=Orchestrator.EKS)
         nodegroup: dict[str, Any] = {"name": group.name, "instance_type": group.instance_type, "size": size}
-        if _capacity(field, group, CapacityOrchestrator.EKS) is not None:
-            nodegroup["capacity"] = dict(group.capacity or {})
+        _add_capacity(nodegroup, field, group, CapacityOrchestrator.EKS)
         if _efa(field, group):
             efa_groups.append(nodegroup)
         elif CATALOG[group.instance_type].is_gpu:
