@@ -614,8 +614,59 @@ class _Sizes:
             raise fail(path, "max_size", f"must be 1 or more, got {self.max}")
 
 
+class _LaunchTemplateNodegroup(Construct):
+    """What :class:`EfaNodegroup` and :class:`GpuNodegroup` share: their node checks and the managed nodegroup
+    over their launch template, with id ``"Resource"``."""
+
+    instance_type: InstanceType
+    capacity: Capacity
+    launch_template: ec2.CfnLaunchTemplate
+    labels: dict[str, str]
+    desired_size: int
+    nodegroup: eks.Nodegroup
+
+    def _check_nodes(
+        self,
+        *,
+        root_volume_size_gib: int,
+        imds_hop_limit: int,
+        desired_size: int,
+        min_size: int | None,
+        max_size: int | None,
+    ) -> _Sizes:
+        _check_root_volume(self, root_volume_size_gib)
+        _check_imds_hop_limit(self, imds_hop_limit)
+        return _Sizes(self.node.path, desired_size, min_size, max_size)
+
+    def _add_nodegroup(
+        self,
+        *,
+        cluster: GpuEksCluster,
+        subnets: Sequence[ec2.ISubnet],
+        sizes: _Sizes,
+        labels: Mapping[str, str] | None,
+        taints: Sequence[eks.TaintSpec],
+    ) -> None:
+        self.labels = dict(labels or {})
+        self.desired_size = sizes.desired
+        self.nodegroup = _managed_nodegroup(
+            self,
+            "Resource",
+            cluster=cluster,
+            instance_type=self.instance_type,
+            launch_template=self.launch_template,
+            subnets=subnets,
+            desired_size=sizes.desired,
+            min_size=sizes.min,
+            max_size=sizes.max,
+            labels=self.labels,
+            taints=taints,
+            capacity_type=CapacityType.parse(self.capacity.eks_capacity_type()),
+        )
+
+
 @checked_props
-class EfaNodegroup(Construct):
+class EfaNodegroup(_LaunchTemplateNodegroup):
     """A managed nodegroup of EFA instances in one placement group and one subnet.
 
     Example::
@@ -689,9 +740,13 @@ class EfaNodegroup(Construct):
         self._check_efa_supported()
         self.efa_interfaces = self._check_efa_interfaces(efa_interfaces)
         self.capacity = self._capacity_option(capacity, capacity_type, capacity_reservation_id)
-        _check_root_volume(self, root_volume_size_gib)
-        _check_imds_hop_limit(self, imds_hop_limit)
-        sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
+        sizes = self._check_nodes(
+            root_volume_size_gib=root_volume_size_gib,
+            imds_hop_limit=imds_hop_limit,
+            desired_size=desired_size,
+            min_size=min_size,
+            max_size=max_size,
+        )
         placement_group.check_subnets([subnet], field="subnet")
 
         security_group_ids = [
@@ -712,21 +767,12 @@ class EfaNodegroup(Construct):
             capacity=self.capacity,
             imds_hop_limit=imds_hop_limit,
         )
-        self.labels: dict[str, str] = dict(labels or {})
-        self.desired_size = sizes.desired
-        self.nodegroup = _managed_nodegroup(
-            self,
-            "Resource",
+        self._add_nodegroup(
             cluster=cluster,
-            instance_type=self.instance_type,
-            launch_template=self.launch_template,
             subnets=[subnet],
-            desired_size=sizes.desired,
-            min_size=sizes.min,
-            max_size=sizes.max,
-            labels=self.labels,
+            sizes=sizes,
+            labels=labels,
             taints=accelerator_taints(self.instance_type),
-            capacity_type=CapacityType.parse(self.capacity.eks_capacity_type()),
         )
 
     # ----------------------------------------------------------------------------------------------
@@ -783,7 +829,7 @@ class EfaNodegroup(Construct):
 
 
 @checked_props
-class GpuNodegroup(Construct):
+class GpuNodegroup(_LaunchTemplateNodegroup):
     """A managed nodegroup of GPU instances without EFA (inference, notebooks, GPU sharing).
 
     Example::
@@ -841,9 +887,13 @@ class GpuNodegroup(Construct):
         self._check_accelerated()
         self.capacity = self._capacity_option(capacity, capacity_type)
         self._check_reserved_in_one_subnet(subnets)
-        _check_root_volume(self, root_volume_size_gib)
-        _check_imds_hop_limit(self, imds_hop_limit)
-        sizes = _Sizes(self.node.path, desired_size, min_size, max_size)
+        sizes = self._check_nodes(
+            root_volume_size_gib=root_volume_size_gib,
+            imds_hop_limit=imds_hop_limit,
+            desired_size=desired_size,
+            min_size=min_size,
+            max_size=max_size,
+        )
         self.launch_template = node_launch_template(
             self,
             "LaunchTemplate",
@@ -852,21 +902,12 @@ class GpuNodegroup(Construct):
             capacity=self.capacity,
             imds_hop_limit=imds_hop_limit,
         )
-        self.labels: dict[str, str] = dict(labels or {})
-        self.desired_size = sizes.desired
-        self.nodegroup = _managed_nodegroup(
-            self,
-            "Resource",
+        self._add_nodegroup(
             cluster=cluster,
-            instance_type=self.instance_type,
-            launch_template=self.launch_template,
             subnets=list(subnets) if subnets else _private_subnets(cluster.cluster.vpc),
-            desired_size=sizes.desired,
-            min_size=sizes.min,
-            max_size=sizes.max,
-            labels=self.labels,
+            sizes=sizes,
+            labels=labels,
             taints=accelerator_taints(self.instance_type) if gpu_taint else (),
-            capacity_type=CapacityType.parse(self.capacity.eks_capacity_type()),
         )
 
     def _check_accelerated(self) -> None:
