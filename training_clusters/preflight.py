@@ -317,19 +317,15 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
         for resource in queue.compute_resources:
             bought = resource.resource_capacity() or queue.queue_capacity()
             demands.append(
-                InstanceDemand(
+                _bought_demand(
+                    bought,
                     instance_type=resource.instance_type,
                     count=resource.max_count,
                     where=f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}]",
-                    count_field=(
-                        f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}].max_count"
-                    ),
-                    capacity=_bought(bought),
+                    count_key="max_count",
                     availability_zones=placement,
                     in_placement_az=True,
                     efa=resource.efa_enabled,
-                    capacity_reservation_id=bought.reservation_id,
-                    reserved=_reserved(bought),
                 )
             )
     return demands
@@ -356,20 +352,47 @@ def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     for group in spec.compute_node_groups:
         bought = group.node_capacity()
         demands.append(
-            InstanceDemand(
+            _bought_demand(
+                bought,
                 instance_type=group.instance_type,
                 count=group.max_count,
                 where=f"pcs.compute_node_groups[{group.name}]",
-                count_field=f"pcs.compute_node_groups[{group.name}].max_count",
-                capacity=_bought(bought),
+                count_key="max_count",
                 availability_zones=placement,
                 in_placement_az=True,
                 efa=group.efa_enabled,
-                capacity_reservation_id=bought.reservation_id,
-                reserved=_reserved(bought),
             )
         )
     return demands
+
+
+def _bought_demand(
+    bought: capacity_model.Capacity,
+    *,
+    instance_type: str,
+    count: int,
+    where: str,
+    count_key: str,
+    availability_zones: tuple[str, ...],
+    in_placement_az: bool,
+    efa: bool = False,
+) -> InstanceDemand:
+    """The demand of an EC2 group whose instances are bought as ``bought`` (its quota, its reservation).
+
+    ``count_key`` names the setting under ``where`` that sets ``count``; ``efa`` defaults to no EFA.
+    """
+    return InstanceDemand(
+        instance_type=instance_type,
+        count=count,
+        where=where,
+        count_field=f"{where}.{count_key}",
+        capacity=_bought(bought),
+        availability_zones=availability_zones,
+        in_placement_az=in_placement_az,
+        efa=efa,
+        capacity_reservation_id=bought.reservation_id,
+        reserved=_reserved(bought),
+    )
 
 
 def _bought(capacity: capacity_model.Capacity) -> Capacity:
@@ -403,17 +426,15 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     for efa_group in eks.efa_nodegroups:
         bought = efa_group.node_capacity()
         demands.append(
-            InstanceDemand(
+            _bought_demand(
+                bought,
                 instance_type=efa_group.instance_type,
                 count=efa_group.size,
                 where=f"eks.efa_nodegroups[{efa_group.name}]",
-                count_field=f"eks.efa_nodegroups[{efa_group.name}].size",
-                capacity=_bought(bought),
+                count_key="size",
                 availability_zones=(config.placement_availability_zone,),
                 in_placement_az=True,
                 efa=True,
-                capacity_reservation_id=bought.reservation_id,
-                reserved=_reserved(bought),
             )
         )
     for gpu_group in eks.gpu_nodegroups:
@@ -421,16 +442,14 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
         # reserved capacity puts the group in the placement subnet (one AZ); otherwise every AZ
         zones = (config.placement_availability_zone,) if bought.is_reserved else every_az
         demands.append(
-            InstanceDemand(
+            _bought_demand(
+                bought,
                 instance_type=gpu_group.instance_type,
                 count=gpu_group.size,
                 where=f"eks.gpu_nodegroups[{gpu_group.name}]",
-                count_field=f"eks.gpu_nodegroups[{gpu_group.name}].size",
-                capacity=_bought(bought),
+                count_key="size",
                 availability_zones=zones,
                 in_placement_az=bought.is_reserved,
-                capacity_reservation_id=bought.reservation_id,
-                reserved=_reserved(bought),
             )
         )
     return demands
