@@ -339,16 +339,24 @@ def _names(groups: list[NodeGroupIntent], rule: Any, reserved: tuple[str, ...] =
         seen.add(group.name)
 
 
-def _groups(compute: ComputeIntent) -> list[tuple[str, NodeGroupIntent]]:
+def _groups(
+    compute: ComputeIntent, name_rule: Any, reserved: tuple[str, ...] = ()
+) -> list[tuple[str, NodeGroupIntent]]:
+    """(field, group) of each node group, once their types and then their names (``name_rule``) are checked."""
     for index, group in enumerate(compute.node_groups):
         _checked_type(f"compute.node_groups[{index}].instance_type", group.instance_type)
+    _names(compute.node_groups, name_rule, reserved)
     return [(f"compute.node_groups[{index}]", group) for index, group in enumerate(compute.node_groups)]
 
 
-def _common(compute: ComputeIntent, section: dict[str, Any], origins: dict[tuple[str, ...], str]) -> None:
+def _common(compute: ComputeIntent) -> tuple[dict[str, Any], dict[tuple[str, ...], str]]:
+    """A translation's start: (section, origins) with what every orchestrator's section takes alike."""
+    section: dict[str, Any] = {}
+    origins: dict[tuple[str, ...], str] = {}
     if compute.cluster_name is not None:
         section["cluster_name"] = compute.cluster_name
         origins[("cluster_name",)] = "compute.cluster_name"
+    return section, origins
 
 
 # --- one translation per orchestrator: (stated section, where each stated part came from, defaults)
@@ -357,9 +365,7 @@ _Translation = tuple[dict[str, Any], dict[tuple[str, ...], str], dict[str, Any]]
 
 
 def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
-    section: dict[str, Any] = {}
-    origins: dict[tuple[str, ...], str] = {}
-    _common(compute, section, origins)
+    section, origins = _common(compute)
     if compute.controller is not None:
         section["head_node"] = {
             "instance_type": _checked_type(
@@ -371,8 +377,7 @@ def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Trans
         login = _checked_type("compute.login.instance_type", compute.login.instance_type)
         section["login_nodes"] = [{"name": "login", "instance_type": login, "count": compute.login.count}]
         origins[("login_nodes",)] = "compute.login"
-    groups = _groups(compute)
-    _names(compute.node_groups, pcluster_rules.slurm_name_problem)
+    groups = _groups(compute, pcluster_rules.slurm_name_problem)
     queues = []
     for field, group in groups:
         resource = _scaling_group(field, group, Orchestrator.PARALLELCLUSTER)
@@ -385,9 +390,7 @@ def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Trans
 
 
 def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
-    section: dict[str, Any] = {}
-    origins: dict[tuple[str, ...], str] = {}
-    _common(compute, section, origins)
+    section, origins = _common(compute)
     controller = compute.controller.instance_type if compute.controller else DEFAULT_HYPERPOD_CONTROLLER
     field = "compute.controller.instance_type" if compute.controller else "the default controller"
     groups: list[dict[str, Any]] = [
@@ -407,9 +410,8 @@ def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
                 "role": "login",
             }
         )
-    nodes = _groups(compute)
-    _names(
-        compute.node_groups,
+    nodes = _groups(
+        compute,
         hyperpod_rules.instance_group_name_problem,
         reserved=(HYPERPOD_CONTROLLER_GROUP, HYPERPOD_LOGIN_GROUP),
     )
@@ -456,17 +458,14 @@ def _ml(field: str, name: str) -> str:
 
 
 def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
-    section: dict[str, Any] = {}
-    origins: dict[tuple[str, ...], str] = {}
-    _common(compute, section, origins)
+    section, origins = _common(compute)
     if compute.login is not None:
         section["login_nodes"] = {
             "instance_type": _checked_type("compute.login.instance_type", compute.login.instance_type),
             "count": compute.login.count,
         }
         origins[("login_nodes",)] = "compute.login"
-    nodes = _groups(compute)
-    _names(compute.node_groups, pcs_rules.pcs_name_problem)
+    nodes = _groups(compute, pcs_rules.pcs_name_problem)
     groups = []
     for field, group in nodes:
         node_group = _scaling_group(field, group, Orchestrator.PCS)
@@ -480,11 +479,8 @@ def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
 
 
 def _eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
-    section: dict[str, Any] = {}
-    origins: dict[tuple[str, ...], str] = {}
-    _common(compute, section, origins)
-    nodes = _groups(compute)
-    _names(compute.node_groups, _eks_name_problem)
+    section, origins = _common(compute)
+    nodes = _groups(compute, _eks_name_problem)
     efa_groups, gpu_groups = [], []
     for field, group in nodes:
         _, size = _counts(field, group, scales=False, orchestrator=Orchestrator.EKS)
