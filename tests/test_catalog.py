@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 import pytest
@@ -22,7 +28,6 @@ from training_clusters.catalog import (
     lookup_hyperpod,
     to_row,
 )
-from training_clusters.catalog_data import INSTANCE_TYPE_ROWS
 from training_clusters.errors import ConfigurationError
 
 KNOWN = ", ".join(sorted(CATALOG))
@@ -177,14 +182,122 @@ def test_entries_are_frozen() -> None:
         CATALOG["p5.48xlarge"].max_efa_interfaces = 1  # type: ignore[misc]
 
 
-def test_each_type_has_one_row() -> None:
-    names = [row["name"] for row in INSTANCE_TYPE_ROWS]
-    assert len(names) == len(set(names)) == len(CATALOG)
+def test_every_row_of_the_shipped_file_is_in_the_catalogue() -> None:
+    names = [row["name"] for row in shipped_rows()]
+    assert sorted(names) == ALL_NAMES
 
 
 @pytest.mark.parametrize("name", ALL_NAMES)
 def test_rows_round_trip(name: str) -> None:
     assert from_row(to_row(CATALOG[name])) == CATALOG[name]
+
+
+# --- the shipped data file: every row checked at import ----------------------------------------------
+
+
+def shipped_rows() -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = json.loads(
+        (resources.files("training_clusters") / catalog_module.DATA_FILE_NAME).read_text(encoding="utf-8")
+    )
+    return rows
+
+
+REMOVED: Any = object()
+"""A value in a row change that removes the fact from the row."""
+
+
+def broken_copy(tmp_path: Path, name: str, change: dict[str, Any]) -> Path:
+    """The shipped file with ``change`` applied to ``name``'s row, written into ``tmp_path``."""
+    rows = shipped_rows()
+    for row in rows:
+        if row["name"] == name:
+            row.update(change)
+            for fact in [fact for fact, value in change.items() if value is REMOVED]:
+                del row[fact]
+    target = tmp_path / "catalog_data.json"
+    target.write_text(json.dumps(rows, indent=2))
+    return target
+
+
+@pytest.mark.parametrize(
+    ("name", "change", "message"),
+    [
+        (
+            "p5.48xlarge",
+            {"max_efa_interfaces": 33},
+            "catalog_data.json: instance type 'p5.48xlarge': max_efa_interfaces must be between 0 and "
+            "max_network_cards (32) (one EFA interface per network card at most), got 33",
+        ),
+        (
+            "g5.xlarge",
+            {"vcpus": "4"},
+            "catalog_data.json: instance type 'g5.xlarge': vcpus must be a positive whole number, got '4'",
+        ),
+        (
+            "t3.medium",
+            {"hyperpod_name": "ml.t3.large"},
+            "catalog_data.json: instance type 't3.medium': hyperpod_name must be 'ml.t3.medium' or None, "
+            "got 'ml.t3.large'",
+        ),
+        (
+            "trn2.48xlarge",
+            {"quota_family": "Trainium"},
+            "catalog_data.json: instance type 'trn2.48xlarge': 'Trainium' is not a valid QuotaFamily",
+        ),
+        ("c5.xlarge", {"source": REMOVED}, "catalog_data.json: instance type 'c5.xlarge': missing source"),
+        ("c5.xlarge", {"gpus": 0}, "catalog_data.json: instance type 'c5.xlarge': unknown gpus"),
+    ],
+)
+def test_a_broken_row_in_the_data_file_names_the_type_and_the_fact(
+    tmp_path: Path, name: str, change: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        catalog_module.read_catalog(broken_copy(tmp_path, name, change))
+    assert str(caught.value).startswith(message)
+
+
+def test_a_type_with_two_rows_in_the_data_file_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "catalog_data.json"
+    target.write_text(json.dumps([*shipped_rows(), to_row(CATALOG["p5.48xlarge"])]))
+
+    with pytest.raises(ConfigurationError) as caught:
+        catalog_module.read_catalog(target)
+    assert str(caught.value) == "catalog_data.json: instance type 'p5.48xlarge' has more than one row"
+
+
+def test_a_data_file_that_is_not_a_list_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "catalog_data.json"
+    target.write_text(json.dumps({"p5.48xlarge": to_row(CATALOG["p5.48xlarge"])}))
+
+    with pytest.raises(ConfigurationError) as caught:
+        catalog_module.read_catalog(target)
+    assert str(caught.value) == "catalog_data.json: expected a list of instance types, got dict"
+
+
+def test_a_broken_shipped_file_stops_the_import(tmp_path: Path) -> None:
+    """The package as installed, with one figure broken in its data file: importing the catalogue fails."""
+    package = tmp_path / "training_clusters"
+    package.mkdir()
+    for module in ("__init__.py", "errors.py", "catalog.py"):
+        (package / module).write_bytes((Path(catalog_module.__file__).parent / module).read_bytes())
+    broken_copy(package, "p5.48xlarge", {"max_efa_interfaces": 33})
+
+    imported = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import training_clusters.catalog",
+        ],
+        capture_output=True,
+        text=True,
+    )
+
+    assert imported.returncode == 1
+    assert imported.stderr.splitlines()[-1] == (
+        "training_clusters.errors.ConfigurationError: catalog_data.json: instance type 'p5.48xlarge': "
+        "max_efa_interfaces must be between 0 and max_network_cards (32) (one EFA interface per network card "
+        "at most), got 33"
+    )
 
 
 # --- invariants every entry keeps ---------------------------------------------------------------------

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import importlib.util
+import json
 import shutil
 import sys
 from collections.abc import Iterator
@@ -21,10 +22,17 @@ import boto3  # type: ignore[import-untyped,unused-ignore]
 import pytest
 from botocore.stub import Stubber  # type: ignore[import-untyped,unused-ignore]
 
-from training_clusters.catalog import CATALOG, AcceleratorKind, InstanceType, all_instance_types, from_row
+from training_clusters.catalog import (
+    CATALOG,
+    AcceleratorKind,
+    InstanceType,
+    InstanceTypeRow,
+    all_instance_types,
+    read_catalog,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA_FILE = ROOT / "training_clusters" / "catalog_data.py"
+DATA_FILE = ROOT / "training_clusters" / "catalog_data.json"
 
 
 def _load_script() -> ModuleType:
@@ -301,8 +309,8 @@ def stubber(ec2: Any) -> Iterator[Stubber]:
 
 @pytest.fixture
 def data_file(tmp_path: Path) -> Path:
-    """A copy of the committed data module; tests never touch the real one."""
-    target = tmp_path / "catalog_data.py"
+    """A copy of the committed data file; tests never touch the real one."""
+    target = tmp_path / "catalog_data.json"
     shutil.copyfile(DATA_FILE, target)
     return target
 
@@ -325,7 +333,7 @@ def with_change(name: str, change: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def loaded_catalogue(path: Path) -> dict[str, InstanceType]:
-    return {row["name"]: from_row(row) for row in rc.load_rows(path)}
+    return {it.name: it for it in read_catalog(path)}
 
 
 # --- parsing ------------------------------------------------------------------------------------------
@@ -406,7 +414,7 @@ def test_changed_efa_count_is_reported_and_check_exits_1(
     assert "changed: p5.48xlarge: max_efa_interfaces 32 -> 16" in capsys.readouterr().out.splitlines()
 
 
-def test_changed_figure_is_written_and_the_generated_module_imports(
+def test_changed_figure_is_written_and_the_file_reads_back(
     ec2: Any, stubber: Stubber, data_file: Path
 ) -> None:
     answer_with(
@@ -437,50 +445,59 @@ def test_refresh_file_reports_each_changed_figure(ec2: Any, stubber: Stubber, da
     ]
 
 
-def test_hand_maintained_figures_are_kept(ec2: Any, stubber: Stubber, data_file: Path) -> None:
+HAND_KEPT = {
+    "gpudirect_rdma": False,
+    "quota_family": "Standard",
+    "hyperpod_name": None,
+    "source": "kept by hand (test)",
+}
+"""Hand-maintained figures of p5.48xlarge, edited in the file to values no EC2 record could produce."""
+
+
+def test_hand_maintained_figures_survive_regeneration(ec2: Any, stubber: Stubber, data_file: Path) -> None:
+    rows = json.loads(data_file.read_text())
+    for row in rows:
+        if row["name"] == "p5.48xlarge":
+            row.update(HAND_KEPT)
+            row["accelerators"]["mig_capable"] = False
+    data_file.write_text(json.dumps(rows, indent=2) + "\n")
     answer_with(stubber, with_change("p5.48xlarge", {"VCpuInfo": {"DefaultVCpus": 96}}))
 
-    merged = {it.name: it for it in rc.refresh(ec2, list(CATALOG.values()))[0]}["p5.48xlarge"]
+    assert rc.main(["--data-file", str(data_file)], client=ec2) == 0
 
-    original = CATALOG["p5.48xlarge"]
-    assert merged.vcpus == 96
-    assert (merged.gpudirect_rdma, merged.quota_family, merged.hyperpod_name, merged.source) == (
-        original.gpudirect_rdma,
-        original.quota_family,
-        original.hyperpod_name,
-        original.source,
-    )
-    assert merged.accelerators == original.accelerators
+    (p5,) = (row for row in json.loads(data_file.read_text()) if row["name"] == "p5.48xlarge")
+    assert p5["vcpus"] == 96
+    assert {field: p5[field] for field in HAND_KEPT} == HAND_KEPT
+    assert p5["accelerators"]["mig_capable"] is False
 
 
 def test_generated_text_is_the_committed_file() -> None:
     assert rc.render(all_instance_types()) == DATA_FILE.read_text()
 
 
-def test_generated_module_equals_the_catalogue(tmp_path: Path) -> None:
-    target = tmp_path / "catalog_data.py"
+def test_generated_file_equals_the_catalogue(tmp_path: Path) -> None:
+    target = tmp_path / "catalog_data.json"
     target.write_text(rc.render(reversed(all_instance_types())))
 
     assert loaded_catalogue(target) == dict(CATALOG)
 
 
-def test_generated_lines_fit_the_line_length() -> None:
-    long_source = "word " * 60
+def test_generated_file_is_json_rows_sorted_by_name_in_the_rows_key_order() -> None:
+    rows = json.loads(rc.render(reversed(all_instance_types())))
+
+    assert [row["name"] for row in rows] == sorted(CATALOG)
+    assert all(list(row) == list(InstanceTypeRow.__annotations__) for row in rows)
+
+
+def test_hand_written_source_text_survives_the_file(tmp_path: Path) -> None:
+    source = 'the "EFA supported instance types" table \\ NVIDIA\u2019s H100 \u2013 ' + "word " * 60
     entries = [
-        dataclasses.replace(it, source=long_source) if it.name == "c5.xlarge" else it
-        for it in CATALOG.values()
+        dataclasses.replace(it, source=source) if it.name == "c5.xlarge" else it for it in CATALOG.values()
     ]
+    target = tmp_path / "catalog_data.json"
+    target.write_text(rc.render(entries), encoding="utf-8")
 
-    text = rc.render(entries)
-
-    assert max(len(line) for line in text.splitlines()) <= 110
-    assert loaded_catalogue_from_text(text)["c5.xlarge"].source == long_source
-
-
-def loaded_catalogue_from_text(text: str) -> dict[str, InstanceType]:
-    namespace: dict[str, Any] = {}
-    exec(compile(text, "catalog_data.py", "exec"), namespace)
-    return {row["name"]: from_row(row) for row in namespace["INSTANCE_TYPE_ROWS"]}
+    assert loaded_catalogue(target)["c5.xlarge"].source == source
 
 
 def test_layout_only_difference_counts_as_a_change(

@@ -9,9 +9,14 @@ to its on-demand vCPU quota, and acceptance tests read the advertised bandwidth.
 >>> p5.max_efa_interfaces, p5.gpu_count, p5.hyperpod_name
 (32, 8, 'ml.p5.48xlarge')
 
-The figures live in :mod:`training_clusters.catalog_data`. Those that EC2 reports are regenerated from
-``ec2:DescribeInstanceTypes`` by ``scripts/refresh_catalog.py``; the rest (GPUDirect RDMA, quota family,
-HyperPod availability, MIG) are maintained by hand there, each entry naming its sources.
+The figures live in ``catalog_data.json`` next to this module (package data), one row per type in the
+shape of :class:`InstanceTypeRow`, read once at import and checked like a registered type. Those that EC2
+reports (vcpus, memory_gib, architecture, the accelerators' kind, model, count and memory_gib_each,
+max_efa_interfaces, max_network_cards, network_gbps) are regenerated from ``ec2:DescribeInstanceTypes`` by
+``scripts/refresh_catalog.py``, which rewrites the whole file in one layout. The others (gpudirect_rdma,
+quota_family, hyperpod_name, accelerators.mig_capable, source) are maintained by hand in the file and kept
+by the script; each row's ``source`` names where its figures come from. To ship a new type, add its row to
+the file and run the script.
 
 A type launched after this release can be added from your own app, before you build constructs with it;
 its facts are checked for consistency and every construct then accepts it::
@@ -29,18 +34,21 @@ its facts are checked for consistency and every construct then accepts it::
 
 from __future__ import annotations
 
+import json
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
+from importlib import resources
+from importlib.resources.abc import Traversable
 from types import MappingProxyType
 from typing import Literal, TypedDict
 
-from training_clusters.catalog_data import INSTANCE_TYPE_ROWS
 from training_clusters.errors import ConfigurationError
 
 __all__ = [
     "CATALOG",
+    "DATA_FILE_NAME",
     "AcceleratorKind",
     "Accelerators",
     "AcceleratorsRow",
@@ -53,6 +61,7 @@ __all__ = [
     "instance_type_problem",
     "lookup",
     "lookup_hyperpod",
+    "read_catalog",
     "register_instance_type",
     "to_row",
 ]
@@ -214,7 +223,7 @@ class InstanceType:
 
 
 class AcceleratorsRow(TypedDict):
-    """:class:`Accelerators` as plain data, the form ``catalog_data.py`` stores."""
+    """:class:`Accelerators` as plain data: the ``accelerators`` of a row of ``catalog_data.json``."""
 
     kind: Literal["nvidia-gpu", "trainium"]
     model: str
@@ -224,7 +233,7 @@ class AcceleratorsRow(TypedDict):
 
 
 class InstanceTypeRow(TypedDict):
-    """:class:`InstanceType` as plain data, the form ``catalog_data.py`` stores."""
+    """:class:`InstanceType` as plain data: a row of ``catalog_data.json``."""
 
     name: str
     vcpus: int
@@ -298,30 +307,24 @@ def _accelerators_to_row(accelerators: Accelerators) -> AcceleratorsRow:
     }
 
 
-_TYPES: dict[str, InstanceType] = {
-    row["name"]: from_row(row) for row in sorted(INSTANCE_TYPE_ROWS, key=lambda row: row["name"])
-}
-CATALOG: Mapping[str, InstanceType] = MappingProxyType(_TYPES)
-"""Every catalogued instance type by EC2 name, sorted by name, with any you registered. Read-only."""
-
 _NAME = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+
+DATA_FILE_NAME = "catalog_data.json"
+"""The shipped figures: package data next to this module, a JSON list of :class:`InstanceTypeRow`."""
 
 
 def register_instance_type(facts: InstanceType | InstanceTypeRow) -> InstanceType:
     """Add an instance type the catalogue does not know yet (one launched after this release).
 
-    ``facts`` is an :class:`InstanceType` or its plain-data form (:class:`InstanceTypeRow`, the shape of
-    ``catalog_data.py``). They are checked for consistency: a name like ``p6.48xlarge``, positive vCPUs and
-    memory, EFA interfaces within the network cards, GPUDirect RDMA only with EFA and accelerators, a
-    HyperPod name of ``ml.<name>`` or none. Registering the same facts again does nothing; different facts
+    ``facts`` is an :class:`InstanceType` or its plain-data form (:class:`InstanceTypeRow`, the shape of a
+    row of ``catalog_data.json``). They are checked for consistency: a name like ``p6.48xlarge``, positive
+    vCPUs and memory, EFA interfaces within the network cards, GPUDirect RDMA only with EFA and accelerators,
+    a HyperPod name of ``ml.<name>`` or none. Registering the same facts again does nothing; different facts
     for a known type are refused (the shipped figures are not overridden).
 
     :raises ConfigurationError: naming the fact, the value and what is allowed.
     """
-    instance = facts if isinstance(facts, InstanceType) else _from_user_row(facts)
-    problem = _facts_problem(instance)
-    if problem:
-        raise ConfigurationError(f"register_instance_type({getattr(instance, 'name', '?')!r}): {problem}")
+    instance = _checked(facts, label=lambda name: f"register_instance_type({name!r})")
     known = _TYPES.get(instance.name)
     if known is not None:
         if known == instance:
@@ -336,16 +339,46 @@ def register_instance_type(facts: InstanceType | InstanceTypeRow) -> InstanceTyp
     return instance
 
 
-def _from_user_row(row: object) -> InstanceType:
+def read_catalog(file: Traversable) -> tuple[InstanceType, ...]:
+    """The instance types of a data file shaped like ``catalog_data.json``, in the file's order.
+
+    Every row is checked as :func:`register_instance_type` checks its facts, and each name appears once, so
+    a broken figure in the file stops the import of this module rather than reaching a construct.
+
+    :raises ConfigurationError: naming the file, the instance type and the fact that is wrong.
+    """
+    with file.open(encoding="utf-8") as stream:
+        rows: list[InstanceTypeRow] = json.load(stream)
+    if not isinstance(rows, list):
+        raise ConfigurationError(f"{file.name}: expected a list of instance types, got {type(rows).__name__}")
+    found: dict[str, InstanceType] = {}
+    for row in rows:
+        instance = _checked(row, label=lambda name: f"{file.name}: instance type {name!r}")
+        if instance.name in found:
+            raise ConfigurationError(f"{file.name}: instance type {instance.name!r} has more than one row")
+        found[instance.name] = instance
+    return tuple(found.values())
+
+
+def _checked(facts: object, *, label: Callable[[object], str]) -> InstanceType:
+    """``facts`` (an :class:`InstanceType` or its row) once consistent; errors start with ``label(name)``."""
+    instance = facts if isinstance(facts, InstanceType) else _from_row_checked(facts, label)
+    problem = _facts_problem(instance)
+    if problem:
+        raise ConfigurationError(f"{label(instance.name)}: {problem}")
+    return instance
+
+
+def _from_row_checked(row: object, label: Callable[[object], str]) -> InstanceType:
     if not isinstance(row, dict):
         raise ConfigurationError(
-            f"register_instance_type: expected an InstanceType or a mapping of its facts, got {type(row).__name__}"
+            f"{label('?')}: expected an InstanceType or a mapping of its facts, got {type(row).__name__}"
         )
     missing = sorted(set(InstanceTypeRow.__annotations__) - set(row))
     unknown = sorted(set(row) - set(InstanceTypeRow.__annotations__))
     if missing or unknown:
         raise ConfigurationError(
-            f"register_instance_type({row.get('name', '?')!r}): "
+            f"{label(row.get('name', '?'))}: "
             + "; ".join(
                 part
                 for part in (
@@ -359,7 +392,7 @@ def _from_user_row(row: object) -> InstanceType:
     try:
         return from_row(row)  # type: ignore[arg-type]
     except (ValueError, KeyError, TypeError) as error:
-        raise ConfigurationError(f"register_instance_type({row.get('name', '?')!r}): {error}") from None
+        raise ConfigurationError(f"{label(row.get('name', '?'))}: {error}") from None
 
 
 def _facts_problem(it: InstanceType) -> str | None:
@@ -399,6 +432,16 @@ def _facts_problem(it: InstanceType) -> str | None:
         (bool(it.source), "source must say where the figures come from"),
     ]
     return next((message for ok, message in checks if not ok), None)
+
+
+_TYPES: dict[str, InstanceType] = {
+    it.name: it
+    for it in sorted(
+        read_catalog(resources.files("training_clusters") / DATA_FILE_NAME), key=lambda it: it.name
+    )
+}
+CATALOG: Mapping[str, InstanceType] = MappingProxyType(_TYPES)
+"""Every catalogued instance type by EC2 name, sorted by name, with any you registered. Read-only."""
 
 
 def all_instance_types() -> tuple[InstanceType, ...]:
