@@ -23,12 +23,12 @@ from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import lookup_hyperpod
 from training_clusters.compliance import (
-    accept_all_traffic_between_members,
     accept_inline_policy,
     acknowledge_cdk_made,
     acknowledge_wildcards,
     wildcard_finding,
 )
+from training_clusters.constructs._security_groups import open_between_members
 from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
@@ -633,9 +633,11 @@ class HyperPodCluster(Construct):
             allow_all_outbound=True,
         )
         # HyperPod requires nodes to reach each other on all ports (Slurm, NCCL, EFA).
-        group.add_ingress_rule(group, ec2.Port.all_traffic(), "All traffic between cluster nodes")
-        accept_all_traffic_between_members(
-            group, "HyperPod nodes exchange Slurm, NCCL and EFA traffic on all ports"
+        open_between_members(
+            group,
+            inbound="All traffic between cluster nodes",
+            outbound=None,
+            reason="HyperPod nodes exchange Slurm, NCCL and EFA traffic on all ports",
         )
         return group
 

@@ -20,13 +20,13 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from training_clusters.compliance import (
-    accept_all_traffic_between_members,
     accept_handler_findings,
     accept_inline_policy,
     accept_log_group_without_key,
     acknowledge,
     acknowledge_nist,
 )
+from training_clusters.constructs._security_groups import open_between_members
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved
 from training_clusters.rules.network import nat_gateways_problem
 
@@ -445,11 +445,11 @@ class TrainingNetwork(Construct):
             description="EFA: all traffic in and out between members (EFA OS-bypass needs both directions)",
             allow_all_outbound=False,
         )
-        group.add_ingress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic from members")
-        group.add_egress_rule(group, ec2.Port.all_traffic(), "EFA: all traffic to members")
-        accept_all_traffic_between_members(
+        open_between_members(
             group,
-            "EFA's OS-bypass transport needs all traffic between the group's own members; the source is the "
-            "group itself, never an address range",
+            inbound="EFA: all traffic from members",
+            outbound="EFA: all traffic to members",
+            reason="EFA's OS-bypass transport needs all traffic between the group's own members; the source "
+            "is the group itself, never an address range",
         )
         return group

@@ -36,7 +36,8 @@ from constructs import Construct
 
 from training_clusters.capacity import Capacity, Orchestrator, from_pcs_purchase_option
 from training_clusters.catalog import InstanceType
-from training_clusters.compliance import accept_all_traffic_between_members, accept_inline_policy, acknowledge
+from training_clusters.compliance import accept_inline_policy, acknowledge
+from training_clusters.constructs._security_groups import open_between_members
 from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
 from training_clusters.constructs.eks_gpu import efa_network_interfaces, node_launch_template
 from training_clusters.constructs.lustre import SharedLustre
@@ -538,12 +539,12 @@ class PcsCluster(Construct):
             description="AWS PCS nodes: Slurm with the controller, all traffic among nodes, HTTPS out",
             allow_all_outbound=False,
         )
-        nodes.add_ingress_rule(nodes, ec2.Port.all_traffic(), "Nodes: MPI and srun steps between nodes")
-        nodes.add_egress_rule(nodes, ec2.Port.all_traffic(), "Nodes: MPI and srun steps between nodes")
-        accept_all_traffic_between_members(
+        open_between_members(
             nodes,
-            "MPI ranks and srun steps between a job's nodes use ports chosen at run time; the source is the "
-            "node group itself, never an address range",
+            inbound="Nodes: MPI and srun steps between nodes",
+            outbound="Nodes: MPI and srun steps between nodes",
+            reason="MPI ranks and srun steps between a job's nodes use ports chosen at run time; the source "
+            "is the node group itself, never an address range",
         )
         nodes.add_egress_rule(
             ec2.Peer.any_ipv4(),
