@@ -218,6 +218,11 @@ class CapacityConfig(_Model):
         return self
 
 
+def stated_capacity(section: CapacityConfig | None) -> Capacity | None:
+    """A ``capacity`` section as the :class:`~training_clusters.capacity.Capacity` model; None when not given."""
+    return None if section is None else section.to_capacity()
+
+
 class PlacementGroupConfig(_Model):
     """``network.placement_group``: the group compute instances share."""
 
@@ -475,7 +480,7 @@ class PclusterComputeResourceConfig(_Model):
 
     def resource_capacity(self) -> Capacity | None:
         """``capacity`` on the model, or None (the queue's)."""
-        return None if self.capacity is None else self.capacity.to_capacity()
+        return stated_capacity(self.capacity)
 
     @property
     def efa_enabled(self) -> bool:

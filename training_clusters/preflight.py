@@ -68,7 +68,7 @@ from botocore.exceptions import (
 
 from training_clusters import capacity as capacity_model
 from training_clusters.catalog import HYPERPOD_PREFIX, lookup
-from training_clusters.config import EnvironmentConfig
+from training_clusters.config import EnvironmentConfig, stated_capacity
 from training_clusters.options import CapacityKind, LustreDeploymentType
 
 __all__ = [
@@ -292,7 +292,7 @@ def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             service=Service.SAGEMAKER,
             availability_zones=(config.placement_availability_zone,),
             in_placement_az=True,
-            reserved=_reserved(None if group.capacity is None else group.capacity.to_capacity()),
+            reserved=_reserved(stated_capacity(group.capacity)),
         )
         for group in config.hyperpod.instance_groups
     ]

@@ -11,7 +11,7 @@ from constructs import Construct
 from training_clusters.acceptance.eks import nccl_acceptance_command, nccl_job_name, nccl_skip_reason
 from training_clusters.acceptance.eks_nccl_job import nccl_test_mpijob
 from training_clusters.catalog import CATALOG
-from training_clusters.config import EksConfig, EnvironmentConfig
+from training_clusters.config import EksConfig, EnvironmentConfig, stated_capacity
 from training_clusters.constructs.eks_addons import (
     EfaDevicePlugin,
     FsxCsiDriver,
@@ -98,7 +98,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 efa_interfaces=group.efa_interfaces,
                 efa_interface_type=group.efa_interface_type,
                 # the older props go through the construct, which checks them with its own messages
-                capacity=None if group.capacity is None else group.capacity.to_capacity(),
+                capacity=stated_capacity(group.capacity),
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
                 labels=self._node_labels(settings, group.labels, group.instance_type),

@@ -10,6 +10,7 @@ from training_clusters.config import (
     HyperPodConfig,
     HyperPodInstanceGroupConfig,
     UserConfig,
+    stated_capacity,
 )
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.hyperpod import (
@@ -118,7 +119,7 @@ def _instance_group(spec: HyperPodInstanceGroupConfig) -> InstanceGroup:
         threads_per_core=spec.threads_per_core,
         extra_volume_gib=spec.extra_volume_gib,
         deep_health_checks=spec.deep_health_checks,
-        capacity=None if spec.capacity is None else spec.capacity.to_capacity(),
+        capacity=stated_capacity(spec.capacity),
         image_id=spec.image_id,
         root_volume_gib=spec.root_volume_gib,
     )

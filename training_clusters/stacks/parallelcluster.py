@@ -21,6 +21,7 @@ from training_clusters.config import (
     PclusterLoginPoolConfig,
     PclusterQueueConfig,
     UserConfig,
+    stated_capacity,
 )
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
@@ -138,7 +139,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             name=spec.name,
             compute_resources=[_compute_resource(r) for r in spec.compute_resources],
             capacity_type=spec.capacity_type,
-            capacity=None if spec.capacity is None else spec.capacity.to_capacity(),
+            capacity=stated_capacity(spec.capacity),
             placement=spec.placement,
             custom_ami=spec.custom_ami,
             job_exclusive_allocation=spec.job_exclusive_allocation,
