@@ -309,6 +309,27 @@ def _efa_line(efa: int | None) -> list[str]:
     return [f"{efa} EFA interface{'s' if efa != 1 else ''} per node"]
 
 
+def _group_details(instance_type: str | None, count: str, efa: int | None) -> list[str]:
+    """The first lines of a node group's box: ``p5.48xlarge x 2``, its accelerators, its EFA interfaces."""
+    return [
+        f"{instance_type or _DEPLOY_TIME} {TIMES} {count}",
+        *_instance_facts(instance_type),
+        *_efa_line(efa),
+    ]
+
+
+def _efa_interfaces(launch_template_data: Mapping[str, Any]) -> int:
+    """How many EFA (or EFA-only) interfaces a launch template gives each instance."""
+    interfaces = _list(launch_template_data.get("NetworkInterfaces"))
+    return sum(1 for i in interfaces if _dict(i).get("InterfaceType") in ("efa", "efa-only"))
+
+
+def _bought(value: Any, on_demand: str) -> list[str]:
+    """How a group buys its instances (``spot``, ``capacity block``), unless it is ``on_demand``."""
+    bought = _literal(value)
+    return [bought.lower().replace("_", " ")] if bought and bought != on_demand else []
+
+
 # --------------------------------------------------------------------------------------------------
 # the builder
 
@@ -343,6 +364,34 @@ class _GraphBuilder:
             node = replace(node, retained_by="DeletionPolicy Retain")
         self.nodes[node.id] = node
         return node
+
+    def add_node_group(
+        self,
+        node_id: str,
+        title: str,
+        details: list[str],
+        *,
+        parent: str | None,
+        role: NodeRole | None,
+        instance_type: str | None,
+        count: str,
+        efa: int | None,
+        logical_id: str | None = None,
+    ) -> None:
+        self.add(
+            Node(
+                node_id,
+                NodeKind.NODE_GROUP,
+                title,
+                tuple(details),
+                parent=parent,
+                logical_id=logical_id,
+                role=role,
+                instance_type=instance_type,
+                count=count,
+                efa_interfaces=efa,
+            )
+        )
 
     def link(self, source: str, targets: Iterable[str | None], kind: EdgeKind, label: str = "") -> None:
         for target in targets:
@@ -586,30 +635,21 @@ class _GraphBuilder:
             data = _dict(_dict(template.get("Properties")).get("LaunchTemplateData"))
             types = _list(props.get("InstanceTypes")) or [data.get("InstanceType")]
             instance_type = _literal(types[0]) if types else None
-            interfaces = _list(data.get("NetworkInterfaces"))
-            efa = sum(1 for i in interfaces if _dict(i).get("InterfaceType") in ("efa", "efa-only"))
+            efa = _efa_interfaces(data)
             scaling = _dict(props.get("ScalingConfig"))
             count = _count(scaling.get("DesiredSize"), scaling.get("MinSize"), scaling.get("MaxSize"))
             system = _dict(props.get("Labels")).get("training-clusters/role") == "system"
             name = _literal(props.get("NodegroupName")) or _readable(group_id)
-            details = [f"{instance_type or _DEPLOY_TIME} {TIMES} {count}", *_instance_facts(instance_type)]
-            details += _efa_line(efa)
-            capacity = _literal(props.get("CapacityType"))
-            if capacity and capacity != "ON_DEMAND":
-                details.append(capacity.lower().replace("_", " "))
-            self.add(
-                Node(
-                    group_id,
-                    NodeKind.NODE_GROUP,
-                    f"nodegroup {name}",
-                    tuple(details),
-                    parent=cluster if cluster in self.nodes else None,
-                    logical_id=group_id,
-                    role=NodeRole.SYSTEM if system else NodeRole.WORKER,
-                    instance_type=instance_type,
-                    count=count,
-                    efa_interfaces=efa,
-                )
+            self.add_node_group(
+                group_id,
+                f"nodegroup {name}",
+                _group_details(instance_type, count, efa) + _bought(props.get("CapacityType"), "ON_DEMAND"),
+                parent=cluster if cluster in self.nodes else None,
+                logical_id=group_id,
+                role=NodeRole.SYSTEM if system else NodeRole.WORKER,
+                instance_type=instance_type,
+                count=count,
+                efa=efa,
             )
             self.link(group_id, self.subnet_targets(props.get("Subnets")), EdgeKind.RUNS_IN)
             placement = _target(_dict(data.get("Placement")).get("GroupName"))
@@ -687,18 +727,15 @@ class _GraphBuilder:
     def head_node(self, cluster_id: str, head: Mapping[str, Any]) -> str:
         node_id = f"{cluster_id}/head-node"
         instance_type = _literal(head.get("InstanceType"))
-        self.add(
-            Node(
-                node_id,
-                NodeKind.NODE_GROUP,
-                "head node",
-                (f"{instance_type or _DEPLOY_TIME} {TIMES} 1", "Slurm controller and login"),
-                parent=cluster_id,
-                role=NodeRole.HEAD,
-                instance_type=instance_type,
-                count="1",
-                efa_interfaces=0,
-            )
+        self.add_node_group(
+            node_id,
+            "head node",
+            [f"{instance_type or _DEPLOY_TIME} {TIMES} 1", "Slurm controller and login"],
+            parent=cluster_id,
+            role=NodeRole.HEAD,
+            instance_type=instance_type,
+            count="1",
+            efa=0,
         )
         self.link(
             node_id, self.subnet_targets(_dict(head.get("Networking")).get("SubnetId")), EdgeKind.RUNS_IN
@@ -719,27 +756,21 @@ class _GraphBuilder:
             efa_settings = _dict(resource.get("Efa"))
             efa = _catalog_efa(instance_type) if efa_settings.get("Enabled") is True else 0
             count = _count(None, resource.get("MinCount", 0), resource.get("MaxCount", 10))
-            details = [f"{instance_type or _DEPLOY_TIME} {TIMES} {count}", *_instance_facts(instance_type)]
-            details += _efa_line(efa)
+            details = _group_details(instance_type, count, efa)
             if efa_settings.get("GdrSupport") is True:
                 details.append("GPUDirect RDMA")
             if managed_placement:
                 details.append("placement group made by ParallelCluster")
-            capacity = _literal(queue.get("CapacityType"))
-            if capacity and capacity != "ONDEMAND":
-                details.append(capacity.lower())
-            self.add(
-                Node(
-                    node_id,
-                    NodeKind.NODE_GROUP,
-                    f"queue {name} / {_text(resource.get('Name'))}",
-                    tuple(details),
-                    parent=cluster_id,
-                    role=NodeRole.COMPUTE,
-                    instance_type=instance_type,
-                    count=count,
-                    efa_interfaces=efa,
-                )
+            details += _bought(queue.get("CapacityType"), "ONDEMAND")
+            self.add_node_group(
+                node_id,
+                f"queue {name} / {_text(resource.get('Name'))}",
+                details,
+                parent=cluster_id,
+                role=NodeRole.COMPUTE,
+                instance_type=instance_type,
+                count=count,
+                efa=efa,
             )
             self.link(node_id, self.subnet_targets(networking.get("SubnetIds")), EdgeKind.RUNS_IN)
             if placement.get("Enabled", True) is not False:
@@ -817,11 +848,7 @@ class _GraphBuilder:
         count = _count(group.get("InstanceCount"), group.get("MinInstanceCount"), group.get("InstanceCount"))
         efa = _catalog_efa(instance_type)
         role, partition = roles.get(name, (None, None))
-        details = [
-            f"{instance_type or _DEPLOY_TIME} {TIMES} {count}",
-            *_instance_facts(instance_type),
-            *_efa_line(efa),
-        ]
+        details = _group_details(instance_type, count, efa)
         if partition is not None:
             details.append(f"Slurm partition {partition}")
         for config in _list(group.get("InstanceStorageConfigs")):
@@ -834,18 +861,15 @@ class _GraphBuilder:
         if checks:
             details.append(f"deep health checks: {', '.join(checks)}")
         node_id = f"{cluster_id}/group/{name}"
-        self.add(
-            Node(
-                node_id,
-                NodeKind.NODE_GROUP,
-                f"{role.value} group {name}" if role is not None else f"instance group {name}",
-                tuple(details),
-                parent=cluster_id,
-                role=role,
-                instance_type=instance_type,
-                count=count,
-                efa_interfaces=efa,
-            )
+        self.add_node_group(
+            node_id,
+            f"{role.value} group {name}" if role is not None else f"instance group {name}",
+            details,
+            parent=cluster_id,
+            role=role,
+            instance_type=instance_type,
+            count=count,
+            efa=efa,
         )
         return node_id
 
@@ -921,30 +945,22 @@ class _GraphBuilder:
         )
         configs = _list(props.get("InstanceConfigs"))
         instance_type = _literal(_dict(configs[0]).get("InstanceType")) if configs else None
-        interfaces = _list(data.get("NetworkInterfaces"))
-        efa = sum(1 for i in interfaces if _dict(i).get("InterfaceType") in ("efa", "efa-only"))
+        efa = _efa_interfaces(data)
         scaling = _dict(props.get("ScalingConfiguration"))
         count = _count(None, scaling.get("MinInstanceCount"), scaling.get("MaxInstanceCount"))
         name = _text(props.get("Name"))
-        details = [f"{instance_type or _DEPLOY_TIME} {TIMES} {count}", *_instance_facts(instance_type)]
-        details += _efa_line(efa)
-        purchase = _literal(props.get("PurchaseOption"))
-        if purchase and purchase != "ONDEMAND":
-            details.append(purchase.lower())
+        details = _group_details(instance_type, count, efa) + _bought(props.get("PurchaseOption"), "ONDEMAND")
         details.append(f"queue {', '.join(queues)}" if queues else "login (in no queue)")
-        self.add(
-            Node(
-                group_id,
-                NodeKind.NODE_GROUP,
-                f"node group {name}",
-                tuple(details),
-                parent=cluster if cluster in self.nodes else None,
-                logical_id=group_id,
-                role=NodeRole.COMPUTE if queues else NodeRole.LOGIN,
-                instance_type=instance_type,
-                count=count,
-                efa_interfaces=efa,
-            )
+        self.add_node_group(
+            group_id,
+            f"node group {name}",
+            details,
+            parent=cluster if cluster in self.nodes else None,
+            logical_id=group_id,
+            role=NodeRole.COMPUTE if queues else NodeRole.LOGIN,
+            instance_type=instance_type,
+            count=count,
+            efa=efa,
         )
         self.link(group_id, self.subnet_targets(props.get("SubnetIds")), EdgeKind.RUNS_IN)
         self.link(group_id, [_target(_dict(data.get("Placement")).get("GroupName"))], EdgeKind.PLACED_IN)
