@@ -8,6 +8,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.config import EnvironmentConfig
+from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import DataRepository, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -79,6 +80,11 @@ class TrainingEnvironmentStack(cdk.Stack):
     def availability_zones(self) -> list[str]:
         """The AZs named in the environment file, so synth never has to look them up."""
         return list(self.config.availability_zones)
+
+    def _retain_database_subnets(self, database: SlurmAccountingDatabase) -> None:
+        """Keep ``database``'s subnets (and the VPC): a retained database keeps its network interfaces there."""
+        for subnet in database.subnets:
+            self.network.retain(subnet)
 
     def _shared_storage(self) -> SharedLustre | None:
         lustre = self.config.storage.lustre

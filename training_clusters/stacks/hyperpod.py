@@ -71,9 +71,7 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
             self.shared_storage.allow_clients_from(self.cluster)
         if self.accounting_database is not None:
             self.accounting_database.connections.allow_default_port_from(self.cluster)
-            # the retained database keeps its network interfaces in its subnets: `cdk destroy` keeps them
-            for subnet in self.accounting_database.subnets:
-                self.network.retain(subnet)
+            self._retain_database_subnets(self.accounting_database)
         self._add_outputs(spec)
 
     def _add_outputs(self, spec: HyperPodConfig) -> None:

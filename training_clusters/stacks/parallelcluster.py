@@ -190,9 +190,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             removal_policy=spec.accounting.removal_policy,
         )
         if spec.accounting.removal_policy is RemovalPolicy.RETAIN:
-            # the retained database keeps its network interfaces in its subnets: `cdk destroy` keeps them
-            for subnet in database.subnets:
-                self.network.retain(subnet)
+            self._retain_database_subnets(database)
         return database
 
     def _team_actions(
