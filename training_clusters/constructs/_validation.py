@@ -31,6 +31,23 @@ def fail(construct_path: str, field: str, message: str) -> ConfigurationError:
     return ConfigurationError(f"{construct_path}: {field} {message}")
 
 
+def refuse_alongside(
+    scope: IConstruct | str,
+    field: str,
+    adopted: str,
+    others: collections.abc.Mapping[str, object],
+    why: str = "",
+) -> None:
+    """Refuse the props in ``others`` that were given (not None) together with ``field``, which excludes them.
+
+    Bring your own, or let it be created: an adopted resource cannot also take the props that shape a new
+    one. The message reads ``<field> <adopted>, so <given names> cannot also be given<why>``.
+    """
+    given = [name for name, value in others.items() if value is not None]
+    if given:
+        raise fail(_path(scope), field, f"{adopted}, so {', '.join(given)} cannot also be given{why}")
+
+
 def catalog_entry(scope: IConstruct, name: str, field: str, *, hyperpod: bool = False) -> InstanceType:
     """The catalogue's facts about instance type ``name``: the constructs' one instance-type lookup.
 

@@ -18,6 +18,7 @@ from training_clusters.constructs._validation import (
     fail,
     is_unresolved,
     option,
+    refuse_alongside,
     to_removal_policy,
 )
 from training_clusters.options import LustreDeploymentType, RemovalPolicy
@@ -210,23 +211,18 @@ class SharedLustre(Construct):
     ) -> None:
         if existing is None:
             return
-        given = [
-            name
-            for name, value in (
-                ("storage_capacity_gib", capacity),
-                ("per_unit_storage_throughput_mbps", throughput),
-                ("data_repository", data_repository),
-                ("kms_key", kms_key),
-                ("subnet", subnet),
-            )
-            if value is not None
-        ]
-        if given:
-            raise fail(
-                self.node.path,
-                "existing",
-                f"adopts a file system made elsewhere, so {', '.join(given)} cannot also be given",
-            )
+        refuse_alongside(
+            self,
+            "existing",
+            "adopts a file system made elsewhere",
+            {
+                "storage_capacity_gib": capacity,
+                "per_unit_storage_throughput_mbps": throughput,
+                "data_repository": data_repository,
+                "kms_key": kms_key,
+                "subnet": subnet,
+            },
+        )
 
     def _check_capacity(self, capacity: int) -> None:
         if is_unresolved(capacity):

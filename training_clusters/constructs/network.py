@@ -27,7 +27,7 @@ from training_clusters.compliance import (
     acknowledge_nist,
 )
 from training_clusters.constructs._security_groups import open_between_members
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, refuse_alongside
 from training_clusters.rules.network import nat_gateways_problem
 
 #: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
@@ -217,22 +217,18 @@ class TrainingNetwork(Construct):
     ) -> None:
         if vpc is None:
             return
-        given = [
-            name
-            for name, value in (
-                ("cidr", cidr),
-                ("nat_gateways", nat_gateways),
-                ("availability_zones", availability_zones),
-                ("endpoint_only", endpoint_only or None),
-            )
-            if value is not None
-        ]
-        if given:
-            raise fail(
-                self.node.path,
-                "vpc",
-                f"is an existing VPC, so {', '.join(given)} cannot also be given (they shape a new VPC)",
-            )
+        refuse_alongside(
+            self,
+            "vpc",
+            "is an existing VPC",
+            {
+                "cidr": cidr,
+                "nat_gateways": nat_gateways,
+                "availability_zones": availability_zones,
+                "endpoint_only": endpoint_only or None,
+            },
+            why=" (they shape a new VPC)",
+        )
 
     def _check_nat_gateways(self, nat_gateways: int | None, endpoint_only: bool) -> None:
         problem = nat_gateways_problem(nat_gateways, endpoint_only)
