@@ -112,6 +112,27 @@ def test_clients_in_another_stack_get_both_rules_in_their_own_stack() -> None:
     app.synth()  # no dependency cycle
 
 
+def test_a_rule_asked_from_the_clients_side_opens_the_database_too(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    """``cluster.connections.allow_to(db)`` calls back into the database's connections: both rules exist."""
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
+    client = ec2.SecurityGroup(stack, "Client", vpc=network.vpc, allow_all_outbound=False)
+
+    client.connections.allow_to(db, ec2.Port.tcp(3306))
+
+    template = Template.from_stack(stack)
+    group, source = (stack.resolve(g.security_group_id) for g in (db.security_group, client))
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress",
+        {"GroupId": group, "SourceSecurityGroupId": source, "FromPort": 3306},
+    )
+    template.has_resource_properties(
+        "AWS::EC2::SecurityGroupEgress",
+        {"GroupId": source, "DestinationSecurityGroupId": group, "FromPort": 3306},
+    )
+
+
 def test_nothing_reaches_the_database_until_allowed(stack: cdk.Stack, network: TrainingNetwork) -> None:
     db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
     group = stack.resolve(db.security_group.security_group_id)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
@@ -8,6 +10,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
 from training_clusters.constructs.lustre import (
+    LUSTRE_CLIENT_PORTS,
+    LUSTRE_PORT,
     DataRepository,
     ExistingLustre,
     LustreDeploymentType,
@@ -16,7 +20,7 @@ from training_clusters.constructs.lustre import (
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS, GatedStacks, gated_stack
+from ..conftest import AZS, REGION, GatedStacks, PinnedStack, gated_stack
 
 
 @pytest.fixture
@@ -155,6 +159,73 @@ def test_clients_get_lustre_ports_988_and_1018_to_1023(stack: cdk.Stack, network
         )
     assert fs.connections.default_port is not None
     assert stack.resolve(fs.connections.default_port.to_string()) == "988"
+
+
+@pytest.mark.parametrize(
+    "allow",
+    [
+        pytest.param(lambda fs, client: fs.connections.allow_from(client, LUSTRE_PORT), id="fs.allow_from"),
+        pytest.param(lambda fs, client: client.connections.allow_to(fs, LUSTRE_PORT), id="client.allow_to"),
+        pytest.param(lambda fs, client: fs.connections.allow_to(client, LUSTRE_PORT), id="fs.allow_to"),
+        pytest.param(
+            lambda fs, client: client.connections.allow_from(fs, LUSTRE_PORT), id="client.allow_from"
+        ),
+    ],
+)
+def test_every_connections_call_between_stacks_puts_both_rules_in_the_clients_stack(allow: Any) -> None:
+    """Whichever side the call starts on, the pair of rules lands in the stack of the side that is not
+    shared (CDK alone would put it in the file system's stack when the call starts there: a cycle)."""
+    app = cdk.App()
+    storage = PinnedStack(app, "Storage", env=cdk.Environment(region=REGION))
+    network = TrainingNetwork(storage, "Network", availability_zones=AZS)
+    fs = SharedLustre(storage, "Fsx", vpc=network.vpc)
+    cluster = PinnedStack(app, "Cluster", env=cdk.Environment(region=REGION))
+    client = ec2.SecurityGroup(cluster, "Client", vpc=network.vpc, allow_all_outbound=False)
+    cdk.CfnOutput(cluster, "MountTarget", value=fs.mount_target())
+
+    allow(fs, client)
+
+    rules = Template.from_stack(cluster)
+    rules.resource_count_is("AWS::EC2::SecurityGroupIngress", 1)
+    rules.resource_count_is("AWS::EC2::SecurityGroupEgress", 1)
+    rules.has_resource_properties("AWS::EC2::SecurityGroupIngress", {"FromPort": 988, "ToPort": 988})
+    app.synth()  # no dependency cycle
+
+
+def test_connections_asked_of_a_file_system_in_a_storage_stack_land_in_the_clients_stack() -> None:
+    """STYLE habit 4's call, ``fs.connections.allow_default_port_from(cluster)``, across stacks: CDK would put
+    the ingress rule in the storage stack (which would then depend on the cluster's stack that mounts it)."""
+    app = cdk.App()
+    storage = PinnedStack(app, "Storage", env=cdk.Environment(region=REGION))
+    network = TrainingNetwork(storage, "Network", availability_zones=AZS)
+    fs = SharedLustre(storage, "Fsx", vpc=network.vpc)
+    cluster = PinnedStack(app, "Cluster", env=cdk.Environment(region=REGION))
+    client = ec2.SecurityGroup(cluster, "Client", vpc=network.vpc, allow_all_outbound=False)
+    cdk.CfnOutput(cluster, "MountTarget", value=fs.mount_target())  # the cluster stack uses the file system
+
+    fs.connections.allow_default_port_from(client)
+    fs.connections.allow_from(client, LUSTRE_CLIENT_PORTS)
+
+    rules = Template.from_stack(cluster)
+    for low, high in ((988, 988), (1018, 1023)):
+        rules.has_resource_properties(
+            "AWS::EC2::SecurityGroupIngress",
+            {
+                "FromPort": low,
+                "ToPort": high,
+                "IpProtocol": "tcp",
+                "SourceSecurityGroupId": Match.any_value(),
+            },
+        )
+        rules.has_resource_properties("AWS::EC2::SecurityGroupEgress", {"FromPort": low, "ToPort": high})
+    own = Template.from_stack(storage).find_resources("AWS::EC2::SecurityGroupIngress")
+    fs_group = storage.resolve(fs.security_group.security_group_id)
+    from_others = [
+        r for r in own.values() if r["Properties"].get("GroupId") == fs_group
+        and r["Properties"].get("SourceSecurityGroupId") != fs_group
+    ]  # fmt: skip
+    assert from_others == []  # only the file servers' rules among themselves
+    app.synth()  # no dependency cycle
 
 
 def test_data_repository_association_imports_and_exports(stack: cdk.Stack, network: TrainingNetwork) -> None:

@@ -1,4 +1,5 @@
-"""What the constructs' security groups share: members that exchange all traffic among themselves."""
+"""What the constructs' security groups share: members that exchange all traffic among themselves, and
+connections whose rules land in the clients' stack."""
 
 from __future__ import annotations
 
@@ -22,3 +23,41 @@ def open_between_members(
     if outbound is not None:
         group.add_egress_rule(group, ec2.Port.all_traffic(), outbound)
     accept_all_traffic_between_members(group, reason)
+
+
+class ClientSideConnections(ec2.Connections):
+    """Connections of a shared resource whose rules land in the other side's stack.
+
+    CDK places a rule between two stacks in the stack of the group it is called on: called on a shared
+    resource (``db.connections.allow_default_port_from(cluster)``), the ingress rule would land in the
+    resource's stack and make it depend on the cluster's stack, which already depends on it: a cycle. Here
+    both rules of a pair are made as CDK makes them when the call starts on the other side
+    (``cluster.connections.allow_to(db)``): the other group's rule in its own stack, this group's rule marked
+    remote, which CDK places in the other group's stack too. In one stack the rules are the same as CDK's.
+    Peers without a security group (CIDR ranges, prefix lists) take CDK's own path.
+    """
+
+    def __init__(self, group: ec2.ISecurityGroup, port: ec2.Port) -> None:
+        super().__init__(security_groups=[group], default_port=port)
+
+    def allow_from(
+        self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None
+    ) -> None:
+        theirs = other.connections.security_groups
+        if not theirs:
+            super().allow_from(other, port_range, description)
+            return
+        for group in self.security_groups:
+            for peer in theirs:
+                group.add_ingress_rule(peer, port_range, description, True)
+                peer.add_egress_rule(group, port_range, description, False)
+
+    def allow_to(self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None) -> None:
+        theirs = other.connections.security_groups
+        if not theirs:
+            super().allow_to(other, port_range, description)
+            return
+        for group in self.security_groups:
+            for peer in theirs:
+                group.add_egress_rule(peer, port_range, description, True)
+                peer.add_ingress_rule(group, port_range, description, False)

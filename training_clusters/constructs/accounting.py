@@ -19,6 +19,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
 from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
+from training_clusters.constructs._security_groups import ClientSideConnections
 from training_clusters.constructs._validation import (
     checked_props,
     fail,
@@ -189,7 +190,7 @@ class SlurmAccountingDatabase(Construct):
         self.endpoint: str = self.cluster.cluster_endpoint.hostname
         self.port: int = 3306
         self.uri: str = f"{self.endpoint}:{self.port}"
-        self._connections = _ClientSideConnections(self, self.security_group, ec2.Port.tcp(self.port))
+        self._connections = ClientSideConnections(self.security_group, ec2.Port.tcp(self.port))
         self._explain_findings(protect)
 
     @property
@@ -330,38 +331,6 @@ class SlurmAccountingDatabase(Construct):
             )
             skip_checkov(secret, "CKV_AWS_149", why_key)
             acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerUsingKMSKey", why_key)
-
-
-class _ClientSideConnections(ec2.Connections):
-    """Connections whose ``allow_from`` rules are made from the clients' side, so they land in the clients' stack.
-
-    CDK places a rule between two stacks in the stack of the group it is called on; called on the database
-    (``db.connections.allow_default_port_from(cluster)``) it would put the ingress rule in the database's stack
-    and make that stack depend on the cluster's. Turning the call around (``cluster.connections.allow_to(db)``)
-    gives the same two rules, owned by the cluster's stack, as :meth:`SharedLustre.allow_clients_from` does.
-    """
-
-    def __init__(self, owner: ec2.IConnectable, group: ec2.ISecurityGroup, port: ec2.Port) -> None:
-        super().__init__(security_groups=[group], default_port=port)
-        self._owner = owner
-        self._turned = False
-
-    def allow_from(
-        self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None
-    ) -> None:
-        if self._turned:
-            # called back by ``other.connections.allow_to``: CDK's own rule, marked as the remote one
-            super().allow_from(other, port_range, description)
-            return
-        self._turned = True
-        try:
-            other.connections.allow_to(self._owner, port_range, description)
-        finally:
-            self._turned = False
-
-    def allow_default_port_from(self, other: ec2.IConnectable, description: str | None = None) -> None:
-        assert self.default_port is not None
-        self.allow_from(other, self.default_port, description)
 
 
 #: Master user names RDS keeps for itself.

@@ -13,6 +13,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
+from training_clusters.constructs._security_groups import ClientSideConnections
 from training_clusters.constructs._validation import (
     checked_props,
     fail,
@@ -173,11 +174,16 @@ class SharedLustre(Construct):
             self.mount_name = self.file_system.mount_name
             if data_repository is not None:
                 self.data_repository_association = self._associate(data_repository)
-        self._connections = ec2.Connections(security_groups=[self.security_group], default_port=LUSTRE_PORT)
+        self._connections = ClientSideConnections(self.security_group, LUSTRE_PORT)
 
     @property
     def connections(self) -> ec2.Connections:
-        """The file system's security group; the default port is Lustre's 988."""
+        """The file system's security group; the default port is Lustre's 988.
+
+        Rules asked of it (``fs.connections.allow_default_port_from(cluster)``) are made from the other
+        side, so across stacks they land in the clients' stack, as :meth:`allow_clients_from`'s do. For a
+        Lustre client that is one port of the five it needs: prefer :meth:`allow_clients_from`.
+        """
         return self._connections
 
     def allow_clients_from(self, clients: ec2.IConnectable) -> None:
