@@ -134,21 +134,19 @@ def osu_bw_expectation(
 def osu_latency_expectation(transport: Transport) -> Expectation:
     """8-byte ``osu_latency`` between two nodes."""
     if transport is Transport.EFA:
-        return Expectation(
-            metric="osu_latency at 8 bytes",
-            unit="us",
-            expected=EFA_LATENCY_US,
-            limit=EFA_LATENCY_US * LATENCY_CEILING,
-            higher_is_better=False,
-            basis="EFA small-message latency (ParallelCluster's baseline: 17.2 us on c5n.18xlarge)",
-        )
+        expected: float | None = EFA_LATENCY_US
+        limit = EFA_LATENCY_US * LATENCY_CEILING
+        basis = "EFA small-message latency (ParallelCluster's baseline: 17.2 us on c5n.18xlarge)"
+    else:
+        expected, limit = None, TCP_LATENCY_CEILING_US
+        basis = "TCP, for comparison: a sanity ceiling only"
     return Expectation(
         metric="osu_latency at 8 bytes",
         unit="us",
-        expected=None,
-        limit=TCP_LATENCY_CEILING_US,
+        expected=expected,
+        limit=limit,
         higher_is_better=False,
-        basis="TCP, for comparison: a sanity ceiling only",
+        basis=basis,
     )
 
 
@@ -164,28 +162,24 @@ def nccl_busbw_expectation(
     :param efa_interfaces: EFA interfaces per node. Default: the instance's maximum.
     """
     if transport is Transport.TCP:
+        expected: float | None = None
         floor = single_flow_gbps(instance_type, placement_group=placement_group) * GIGABYTES_PER_GBIT
-        return Expectation(
-            metric="all_reduce_perf peak bus bandwidth",
-            unit="GB/s",
-            expected=None,
-            limit=floor * BANDWIDTH_FLOOR,
-            higher_is_better=True,
-            basis="NCCL sockets, for comparison: the floor is half of one TCP flow",
+        basis = "NCCL sockets, for comparison: the floor is half of one TCP flow"
+    else:
+        cards = min(efa_interfaces or instance_type.max_efa_interfaces, instance_type.max_network_cards)
+        aggregate_gbps = per_card_gbps(instance_type) * cards
+        expected = floor = aggregate_gbps * GIGABYTES_PER_GBIT * NCCL_BUSBW_EFFICIENCY
+        basis = (
+            f"{NCCL_BUSBW_EFFICIENCY:.0%} of {cards} EFA interface(s) x "
+            f"{human_number(per_card_gbps(instance_type))} Gbit/s = {human_number(aggregate_gbps)} Gbit/s"
         )
-    cards = min(efa_interfaces or instance_type.max_efa_interfaces, instance_type.max_network_cards)
-    aggregate_gbps = per_card_gbps(instance_type) * cards
-    expected = aggregate_gbps * GIGABYTES_PER_GBIT * NCCL_BUSBW_EFFICIENCY
     return Expectation(
         metric="all_reduce_perf peak bus bandwidth",
         unit="GB/s",
         expected=expected,
-        limit=expected * BANDWIDTH_FLOOR,
+        limit=floor * BANDWIDTH_FLOOR,
         higher_is_better=True,
-        basis=(
-            f"{NCCL_BUSBW_EFFICIENCY:.0%} of {cards} EFA interface(s) x "
-            f"{human_number(per_card_gbps(instance_type))} Gbit/s = {human_number(aggregate_gbps)} Gbit/s"
-        ),
+        basis=basis,
     )
 
 

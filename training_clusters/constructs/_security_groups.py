@@ -43,21 +43,25 @@ class ClientSideConnections(ec2.Connections):
     def allow_from(
         self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None
     ) -> None:
-        theirs = other.connections.security_groups
-        if not theirs:
+        if not self._pair_rules(other, port_range, description, inbound=True):
             super().allow_from(other, port_range, description)
-            return
-        for group in self.security_groups:
-            for peer in theirs:
-                group.add_ingress_rule(peer, port_range, description, True)
-                peer.add_egress_rule(group, port_range, description, False)
 
     def allow_to(self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None) -> None:
-        theirs = other.connections.security_groups
-        if not theirs:
+        if not self._pair_rules(other, port_range, description, inbound=False):
             super().allow_to(other, port_range, description)
-            return
+
+    def _pair_rules(
+        self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None, *, inbound: bool
+    ) -> bool:
+        """This group's rule (marked remote) and the other group's matching one; False for a peer with no group."""
+        theirs = other.connections.security_groups
         for group in self.security_groups:
             for peer in theirs:
-                group.add_egress_rule(peer, port_range, description, True)
-                peer.add_ingress_rule(group, port_range, description, False)
+                ours_add, their_add = (
+                    (group.add_ingress_rule, peer.add_egress_rule)
+                    if inbound
+                    else (group.add_egress_rule, peer.add_ingress_rule)
+                )
+                ours_add(peer, port_range, description, True)
+                their_add(group, port_range, description, False)
+        return bool(theirs)

@@ -377,7 +377,10 @@ class _GraphBuilder:
         count: str,
         efa: int | None,
         logical_id: str | None = None,
+        subnets: Iterable[str | None] = (),
+        placement: str | None = None,
     ) -> None:
+        """Add a node group, linked to the subnets it runs in and the placement group it is placed in."""
         self.add(
             Node(
                 node_id,
@@ -392,6 +395,8 @@ class _GraphBuilder:
                 efa_interfaces=efa,
             )
         )
+        self.link(node_id, subnets, EdgeKind.RUNS_IN)
+        self.link(node_id, [placement], EdgeKind.PLACED_IN)
 
     def link(self, source: str, targets: Iterable[str | None], kind: EdgeKind, label: str = "") -> None:
         for target in targets:
@@ -650,10 +655,9 @@ class _GraphBuilder:
                 instance_type=instance_type,
                 count=count,
                 efa=efa,
+                subnets=self.subnet_targets(props.get("Subnets")),
+                placement=_target(_dict(data.get("Placement")).get("GroupName")),
             )
-            self.link(group_id, self.subnet_targets(props.get("Subnets")), EdgeKind.RUNS_IN)
-            placement = _target(_dict(data.get("Placement")).get("GroupName"))
-            self.link(group_id, [placement], EdgeKind.PLACED_IN)
 
     def eks_addons(self) -> None:
         for addon_id, props in self.of_type("AWS::EKS::Addon"):
@@ -736,9 +740,7 @@ class _GraphBuilder:
             instance_type=instance_type,
             count="1",
             efa=0,
-        )
-        self.link(
-            node_id, self.subnet_targets(_dict(head.get("Networking")).get("SubnetId")), EdgeKind.RUNS_IN
+            subnets=self.subnet_targets(_dict(head.get("Networking")).get("SubnetId")),
         )
         return node_id
 
@@ -771,10 +773,9 @@ class _GraphBuilder:
                 instance_type=instance_type,
                 count=count,
                 efa=efa,
+                subnets=self.subnet_targets(networking.get("SubnetIds")),
+                placement=placement_target if placement.get("Enabled", True) is not False else None,
             )
-            self.link(node_id, self.subnet_targets(networking.get("SubnetIds")), EdgeKind.RUNS_IN)
-            if placement.get("Enabled", True) is not False:
-                self.link(node_id, [placement_target], EdgeKind.PLACED_IN)
             added.append(node_id)
         return added
 
@@ -961,9 +962,9 @@ class _GraphBuilder:
             instance_type=instance_type,
             count=count,
             efa=efa,
+            subnets=self.subnet_targets(props.get("SubnetIds")),
+            placement=_target(_dict(data.get("Placement")).get("GroupName")),
         )
-        self.link(group_id, self.subnet_targets(props.get("SubnetIds")), EdgeKind.RUNS_IN)
-        self.link(group_id, [_target(_dict(data.get("Placement")).get("GroupName"))], EdgeKind.PLACED_IN)
         user_data = data.get("UserData")
         mount = re.search(r"mount_dir='([^']*)'", _text(_dict(user_data).get("Fn::Base64", user_data), ""))
         file_systems = [t for t in _targets(user_data) if self.type_of(t) == "AWS::FSx::FileSystem"]
