@@ -326,3 +326,48 @@ def test_apt_test_scripts_are_shellcheck_clean(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+#: apt output lines (as apt 2.x prints them) and the reason the probe gives for each; the first one that
+#: matches wins, so a 403 that also failed to fetch is reported as the 403.
+FAILURE_REASONS = [
+    ("E: Failed to fetch https://fsx/dists/jammy/InRelease  403  Forbidden [IP: 52.1.2.3 443]", 100,
+     "HTTP 403 Forbidden from the repository (access denied or expired S3 signature)"),
+    ("E: The repository 'https://fsx jammy Release' does not have a Release file.", 100,
+     "the repository has no Release file (HTTP 404 Not Found: wrong URL or suite)"),
+    ("W: Failed to fetch https://fsx/dists/jammy/InRelease  Could not resolve 'fsx'", 0,
+     "the repository could not be reached (no connection or no answer within 5s)"),
+    ("<Code>SignatureDoesNotMatch</Code>", 100, "the repository's S3 request signature expired"),
+    ("W: GPG error: https://fsx jammy InRelease: EXPKEYSIG 1A2B3C4D FSx", 0,
+     "the repository's signing key expired (EXPKEYSIG)"),
+    ("W: GPG error: https://fsx jammy InRelease: NO_PUBKEY 1A2B3C4D", 0,
+     "the repository's signing key is not installed (NO_PUBKEY)"),
+    ("E: The repository 'https://fsx jammy InRelease' is not signed.", 100, "the repository is not signed"),
+    ("E: Release file for https://fsx/dists/jammy/InRelease is expired (invalid since 2d).", 100,
+     "the repository's Release file is expired"),
+    ("Err:1 https://fsx jammy InRelease\n  Hash Sum mismatch [IP: 52.1.2.3 443]", 100,
+     "apt could not fetch the repository's index files (Hash Sum mismatch)"),
+    ("Reading package lists...", 100, "apt-get update exited 100"),
+    ("Hit:1 https://fsx jammy InRelease\nReading package lists...", 0, ""),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("output", "rc", "reason"), FAILURE_REASONS)
+def test_every_apt_failure_gets_its_reason(tmp_path: Path, output: str, rc: int, reason: str) -> None:
+    apt_output = tmp_path / "apt.out"
+    apt_output.write_text(output + "\n")
+    library = REPO / "training_clusters" / "lifecycle_scripts" / "lib" / "apt_hotfix.sh"
+    result = subprocess.run(
+        [
+            "bash",
+            "-c",
+            f'source "$1"; tc_apt_failure_reason {rc} "$2"',
+            "bash",
+            str(library),
+            str(apt_output),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (result.returncode, result.stdout, result.stderr) == (0, reason + "\n" if reason else "", "")

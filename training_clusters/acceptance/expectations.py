@@ -121,14 +121,7 @@ def osu_bw_expectation(
             f"one TCP flow, which EC2 limits to {human_number(gbps)} Gbit/s {where} a cluster placement group"
         )
     expected = gbps * MEGABYTES_PER_GBIT
-    return Expectation(
-        metric="osu_bw peak bandwidth",
-        unit="MB/s",
-        expected=expected,
-        limit=expected * BANDWIDTH_FLOOR,
-        higher_is_better=True,
-        basis=basis,
-    )
+    return _bandwidth("osu_bw peak bandwidth", "MB/s", expected=expected, floor_of=expected, basis=basis)
 
 
 def osu_latency_expectation(transport: Transport) -> Expectation:
@@ -173,11 +166,18 @@ def nccl_busbw_expectation(
             f"{NCCL_BUSBW_EFFICIENCY:.0%} of {cards} EFA interface(s) x "
             f"{human_number(per_card_gbps(instance_type))} Gbit/s = {human_number(aggregate_gbps)} Gbit/s"
         )
+    return _bandwidth(
+        "all_reduce_perf peak bus bandwidth", "GB/s", expected=expected, floor_of=floor, basis=basis
+    )
+
+
+def _bandwidth(metric: str, unit: str, *, expected: float | None, floor_of: float, basis: str) -> Expectation:
+    """A bandwidth to reach: at least :data:`BANDWIDTH_FLOOR` of ``floor_of``."""
     return Expectation(
-        metric="all_reduce_perf peak bus bandwidth",
-        unit="GB/s",
+        metric=metric,
+        unit=unit,
         expected=expected,
-        limit=floor * BANDWIDTH_FLOOR,
+        limit=floor_of * BANDWIDTH_FLOOR,
         higher_is_better=True,
         basis=basis,
     )

@@ -100,24 +100,33 @@ tc_apt_probe_source() {
 # with signature errors or failed fetches in the output still counts as broken: apt only warned
 # and kept stale lists (an unreachable repository is only a warning to apt).
 tc_apt_failure_reason() {
-    local rc=$1 output=$2
-    if grep -qE '403[[:space:]]+Forbidden' "$output"; then
-        echo "HTTP 403 Forbidden from the repository (access denied or expired S3 signature)"
-    elif grep -qE '404[[:space:]]+Not Found|does not have a Release file' "$output"; then
-        echo "the repository has no Release file (HTTP 404 Not Found: wrong URL or suite)"
-    elif grep -qE 'Connection timed out|Connection failed|Could not connect|Failed to connect|Unable to connect|Could not resolve|Temporary failure resolving|Could not wait for server fd' "$output"; then
-        echo "the repository could not be reached (no connection or no answer within ${TC_APT_PROBE_TIMEOUT}s)"
-    elif grep -qE 'SignatureDoesNotMatch|Request has expired|ExpiredToken' "$output"; then
-        echo "the repository's S3 request signature expired"
-    elif grep -qF 'EXPKEYSIG' "$output"; then
-        echo "the repository's signing key expired (EXPKEYSIG)"
-    elif grep -qF 'NO_PUBKEY' "$output"; then
-        echo "the repository's signing key is not installed (NO_PUBKEY)"
-    elif grep -qE 'is not signed|is no longer signed' "$output"; then
-        echo "the repository is not signed"
-    elif grep -qE 'Release file .* is (expired|not valid yet)' "$output"; then
-        echo "the repository's Release file is expired"
-    elif grep -qE '^(Err:|[WE]: Failed to fetch)' "$output"; then
+    local rc=$1 output=$2 i
+    # pairs: an extended regular expression in apt's output, and the reason it gives (first match wins)
+    local -a known=(
+        '403[[:space:]]+Forbidden'
+        "HTTP 403 Forbidden from the repository (access denied or expired S3 signature)"
+        '404[[:space:]]+Not Found|does not have a Release file'
+        "the repository has no Release file (HTTP 404 Not Found: wrong URL or suite)"
+        'Connection timed out|Connection failed|Could not connect|Failed to connect|Unable to connect|Could not resolve|Temporary failure resolving|Could not wait for server fd'
+        "the repository could not be reached (no connection or no answer within ${TC_APT_PROBE_TIMEOUT}s)"
+        'SignatureDoesNotMatch|Request has expired|ExpiredToken'
+        "the repository's S3 request signature expired"
+        'EXPKEYSIG'
+        "the repository's signing key expired (EXPKEYSIG)"
+        'NO_PUBKEY'
+        "the repository's signing key is not installed (NO_PUBKEY)"
+        'is not signed|is no longer signed'
+        "the repository is not signed"
+        'Release file .* is (expired|not valid yet)'
+        "the repository's Release file is expired"
+    )
+    for ((i = 0; i < ${#known[@]}; i += 2)); do
+        if grep -qE -- "${known[i]}" "$output"; then
+            echo "${known[i + 1]}"
+            return 0
+        fi
+    done
+    if grep -qE '^(Err:|[WE]: Failed to fetch)' "$output"; then
         echo "apt could not fetch the repository's index files ($(tc_apt_first_error "$output"))"
     elif ((rc != 0)); then
         echo "apt-get update exited ${rc}"
