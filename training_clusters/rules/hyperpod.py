@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import re
 
+from training_clusters.rules.common import pattern_problem
+
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 NAME_MAX_LENGTH = 63
 PARTITION_NAME_MAX_LENGTH = 1024
 
 
 def _name_problem(name: str, maximum: int) -> str | None:
-    if _NAME.fullmatch(name) and len(name) <= maximum:
-        return None
-    return (
-        f"must be 1-{maximum} letters, digits and hyphens, starting and ending with a letter or digit "
-        f"(no '_' or '.'), got '{name}'"
-    )
+    requirement = f"must be 1-{maximum} letters, digits and hyphens, starting and ending with a letter or digit (no '_' or '.')"
+    return pattern_problem(name, _NAME, requirement, max_length=maximum)
 
 
 def cluster_name_problem(name: str) -> str | None:
@@ -44,6 +42,4 @@ _AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")
 
 def image_id_problem(image_id: str) -> str | None:
     """``ImageId`` of an instance group: a custom AMI's id."""
-    if _AMI_ID.fullmatch(image_id):
-        return None
-    return f"must be an AMI id such as 'ami-0123456789abcdef0', got '{image_id}'"
+    return pattern_problem(image_id, _AMI_ID, "must be an AMI id such as 'ami-0123456789abcdef0'")

@@ -17,6 +17,7 @@ from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, InstanceType
 from training_clusters.options import CapacityKind
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
+from training_clusters.rules.common import pattern_problem
 
 #: The ParallelCluster release whose CloudFormation provider and schema this library targets.
 PCLUSTER_VERSION = "3.16.1"
@@ -66,21 +67,18 @@ def os_problem(os: str) -> str | None:
 
 def cluster_name_problem(name: str) -> str | None:
     """``ClusterName``: a letter, then letters, digits and hyphens; at most 60 characters."""
-    if _CLUSTER_NAME.fullmatch(name) and len(name) <= CLUSTER_NAME_MAX_LENGTH:
-        return None
-    return (
-        f"must start with a letter and hold only letters, digits and hyphens, at most "
-        f"{CLUSTER_NAME_MAX_LENGTH} characters, got '{name}'"
+    requirement = (
+        "must start with a letter and hold only letters, digits and hyphens, "
+        f"at most {CLUSTER_NAME_MAX_LENGTH} characters"
     )
+    return pattern_problem(name, _CLUSTER_NAME, requirement, max_length=CLUSTER_NAME_MAX_LENGTH)
 
 
 def slurm_name_problem(name: str) -> str | None:
     """Queue and compute-resource names: ``^[a-z][a-z0-9-]*$``, at most 25 characters, not ``default``."""
-    if not _NAME.fullmatch(name):
-        return (
-            "must start with a lowercase letter and hold only lowercase letters, digits and hyphens, "
-            f"got '{name}'"
-        )
+    lowercase = "must start with a lowercase letter and hold only lowercase letters, digits and hyphens"
+    if problem := pattern_problem(name, _NAME, lowercase):
+        return problem
     if len(name) > NAME_MAX_LENGTH:
         return f"must be at most {NAME_MAX_LENGTH} characters, got '{name}' ({len(name)})"
     if name == "default":
@@ -160,8 +158,8 @@ def scaledown_idletime_problem(minutes: int) -> str | None:
 
 def mount_dir_problem(mount_dir: str) -> str | None:
     """Shared-storage ``MountDir``: an absolute directory ParallelCluster does not reserve."""
-    if not _MOUNT_DIR.fullmatch(mount_dir):
-        return f"must be an absolute directory such as /shared, got '{mount_dir}'"
+    if problem := pattern_problem(mount_dir, _MOUNT_DIR, "must be an absolute directory such as /shared"):
+        return problem
     if mount_dir in RESERVED_MOUNT_DIRS:
         return (
             f"'{mount_dir}' is reserved by the operating system or ParallelCluster; use e.g. /shared or /fsx"
@@ -253,9 +251,7 @@ DENIED_SLURM_SETTINGS = frozenset(
 
 
 def ami_problem(ami_id: str) -> str | None:
-    if not _AMI_ID.fullmatch(ami_id):
-        return f"must be an AMI id such as ami-0123456789abcdef0, got '{ami_id}'"
-    return None
+    return pattern_problem(ami_id, _AMI_ID, "must be an AMI id such as ami-0123456789abcdef0")
 
 
 def login_gracetime_problem(minutes: int) -> str | None:

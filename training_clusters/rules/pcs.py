@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from training_clusters.catalog import InstanceType
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
+from training_clusters.rules.common import pattern_problem
 
 CLUSTER_NAME_MAX_LENGTH = 40
 #: Compute node group and queue names.
@@ -41,8 +42,10 @@ MIN_ROOT_VOLUME_GIB, MAX_ROOT_VOLUME_GIB = 8, 16_384
 
 
 def _name_problem(name: str, maximum: int) -> str | None:
-    if not _NAME.fullmatch(name):
-        return f"must start with a letter and hold only letters, digits and hyphens, got '{name}'"
+    if problem := pattern_problem(
+        name, _NAME, "must start with a letter and hold only letters, digits and hyphens"
+    ):
+        return problem
     if not NAME_MIN_LENGTH <= len(name) <= maximum:
         return f"must be {NAME_MIN_LENGTH} to {maximum} characters long, got '{name}' ({len(name)})"
     return None
@@ -106,19 +109,15 @@ def ami_problem(ami_id: str | None, ami_ssm_parameter: str | None) -> str | None
             "or ami_ssm_parameter is required: PCS launches the AMI you give (one with the PCS agent, Slurm, "
             "the EFA software and the Lustre client, e.g. a PCS sample AMI or one built from it)"
         )
-    if ami_id is not None and not _AMI_ID.fullmatch(ami_id):
-        return f"must be an AMI id such as ami-0123456789abcdef0, got '{ami_id}'"
-    return None
+    if ami_id is None:
+        return None
+    return pattern_problem(ami_id, _AMI_ID, "must be an AMI id such as ami-0123456789abcdef0")
 
 
 def ssm_parameter_name_problem(name: str) -> str | None:
     """An SSM parameter name: ``/path/to/name`` or ``name``, letters, digits and ``_.-``."""
-    if _SSM_PARAMETER.fullmatch(name) and len(name) <= _SSM_PARAMETER_MAX_LENGTH:
-        return None
-    return (
-        "must be an SSM parameter name such as /training-clusters/pcs/ami (letters, digits, _ . - and / "
-        f"separators), got '{name}'"
-    )
+    requirement = "must be an SSM parameter name such as /training-clusters/pcs/ami (letters, digits, _ . - and / separators)"
+    return pattern_problem(name, _SSM_PARAMETER, requirement, max_length=_SSM_PARAMETER_MAX_LENGTH)
 
 
 def efa_flag_problem(instance: InstanceType, efa: bool) -> str | None:
@@ -144,9 +143,11 @@ def capacity_reservation_problem(
         return None
     if purchase_option is not PcsPurchaseOption.ONDEMAND:
         return f"applies to ONDEMAND node groups only, got '{reservation_id}' with {purchase_option.value}"
-    if not _CAPACITY_RESERVATION.fullmatch(reservation_id):
-        return f"must be a capacity reservation id such as cr-0123456789abcdef0, got '{reservation_id}'"
-    return None
+    return pattern_problem(
+        reservation_id,
+        _CAPACITY_RESERVATION,
+        "must be a capacity reservation id such as cr-0123456789abcdef0",
+    )
 
 
 def root_volume_problem(size_gib: int) -> str | None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from training_clusters.rules.common import pattern_problem
+
 #: ``useradd``'s default NAME_REGEX, at most 32 characters.
 USER_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 #: uids and gids the environment file may give: above the images' default users, below ``nobody``.
@@ -26,11 +28,9 @@ SSH_PUBLIC_KEY = re.compile(
 
 
 def name_problem(name: str) -> str | None:
-    if not USER_NAME.fullmatch(name):
-        return (
-            "must be a Linux name: a lower-case letter or '_', then lower-case letters, digits, '_' or '-', "
-            f"at most 32, got '{name}'"
-        )
+    linux_name = "must be a Linux name: a lower-case letter or '_', then lower-case letters, digits, '_' or '-', at most 32"
+    if problem := pattern_problem(name, USER_NAME, linux_name):
+        return problem
     if name in RESERVED_NAMES:
         return f"'{name}' is already used by the images or Slurm; reserved are {', '.join(RESERVED_NAMES)}"
     return None
