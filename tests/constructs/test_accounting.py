@@ -9,7 +9,8 @@ from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS, REGION, GatedStacks, PinnedStack, gated_stack
+from ..conftest import AZS, GatedStacks, gated_stack
+from .parts import StorageAndCluster
 
 
 @pytest.fixture
@@ -90,12 +91,9 @@ def test_destroy_turns_deletion_protection_off_and_deletes_everything(
 
 
 def test_clients_in_another_stack_get_both_rules_in_their_own_stack() -> None:
-    app = cdk.App()
-    storage = PinnedStack(app, "Storage", env=cdk.Environment(region=REGION))
-    network = TrainingNetwork(storage, "Network", availability_zones=AZS)
-    db = SlurmAccountingDatabase(storage, "Accounting", vpc=network.vpc)
-    consumer = PinnedStack(app, "Cluster", env=cdk.Environment(region=REGION))
-    client = ec2.SecurityGroup(consumer, "Client", vpc=network.vpc, allow_all_outbound=False)
+    layout = StorageAndCluster()
+    app, storage, consumer, client = layout.app, layout.storage, layout.cluster, layout.client
+    db = SlurmAccountingDatabase(storage, "Accounting", vpc=layout.network.vpc)
 
     db.connections.allow_default_port_from(client)
 

@@ -20,7 +20,8 @@ from training_clusters.constructs.lustre import (
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
-from ..conftest import AZS, REGION, GatedStacks, PinnedStack, gated_stack
+from ..conftest import AZS, GatedStacks, gated_stack
+from .parts import StorageAndCluster
 
 
 @pytest.fixture
@@ -175,12 +176,9 @@ def test_clients_get_lustre_ports_988_and_1018_to_1023(stack: cdk.Stack, network
 def test_every_connections_call_between_stacks_puts_both_rules_in_the_clients_stack(allow: Any) -> None:
     """Whichever side the call starts on, the pair of rules lands in the stack of the side that is not
     shared (CDK alone would put it in the file system's stack when the call starts there: a cycle)."""
-    app = cdk.App()
-    storage = PinnedStack(app, "Storage", env=cdk.Environment(region=REGION))
-    network = TrainingNetwork(storage, "Network", availability_zones=AZS)
-    fs = SharedLustre(storage, "Fsx", vpc=network.vpc)
-    cluster = PinnedStack(app, "Cluster", env=cdk.Environment(region=REGION))
-    client = ec2.SecurityGroup(cluster, "Client", vpc=network.vpc, allow_all_outbound=False)
+    layout = StorageAndCluster()
+    app, storage, cluster, client = layout.app, layout.storage, layout.cluster, layout.client
+    fs = SharedLustre(storage, "Fsx", vpc=layout.network.vpc)
     cdk.CfnOutput(cluster, "MountTarget", value=fs.mount_target())
 
     allow(fs, client)
@@ -195,12 +193,9 @@ def test_every_connections_call_between_stacks_puts_both_rules_in_the_clients_st
 def test_connections_asked_of_a_file_system_in_a_storage_stack_land_in_the_clients_stack() -> None:
     """STYLE habit 4's call, ``fs.connections.allow_default_port_from(cluster)``, across stacks: CDK would put
     the ingress rule in the storage stack (which would then depend on the cluster's stack that mounts it)."""
-    app = cdk.App()
-    storage = PinnedStack(app, "Storage", env=cdk.Environment(region=REGION))
-    network = TrainingNetwork(storage, "Network", availability_zones=AZS)
-    fs = SharedLustre(storage, "Fsx", vpc=network.vpc)
-    cluster = PinnedStack(app, "Cluster", env=cdk.Environment(region=REGION))
-    client = ec2.SecurityGroup(cluster, "Client", vpc=network.vpc, allow_all_outbound=False)
+    layout = StorageAndCluster()
+    app, storage, cluster, client = layout.app, layout.storage, layout.cluster, layout.client
+    fs = SharedLustre(storage, "Fsx", vpc=layout.network.vpc)
     cdk.CfnOutput(cluster, "MountTarget", value=fs.mount_target())  # the cluster stack uses the file system
 
     fs.connections.allow_default_port_from(client)
