@@ -221,3 +221,19 @@ def test_a_retained_database_keeps_what_it_uses_and_names_its_subnets(
     assert [stack.resolve(s.subnet_id) for s in db.subnets] == [
         stack.resolve(s.subnet_id) for s in network.vpc.private_subnets
     ]
+
+
+def test_the_networks_efa_group_as_a_client_of_a_database_in_another_stack() -> None:
+    """The database's stack uses the network's (its VPC), so the pair of rules lands in the database's."""
+    layout = StorageAndCluster()
+    db = SlurmAccountingDatabase(
+        layout.cluster, "Accounting", vpc=layout.network.vpc, removal_policy="destroy"
+    )
+
+    db.connections.allow_default_port_from(layout.network.efa_security_group)
+
+    Template.from_stack(layout.cluster).has_resource_properties(
+        "AWS::EC2::SecurityGroupIngress", {"FromPort": 3306, "ToPort": 3306}
+    )
+    Template.from_stack(layout.storage).resource_count_is("AWS::EC2::SecurityGroupIngress", 1)  # EFA's own
+    layout.app.synth()  # no dependency cycle

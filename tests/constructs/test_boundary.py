@@ -19,6 +19,8 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 from constructs import Construct
 
@@ -473,6 +475,29 @@ def test_a_wrong_option_string_names_path_prop_value_and_what_is_allowed(prop: s
         (
             lambda s: TrainingNetwork(s, "Network", availability_zones="us-east-1a"),
             "Test/Network: availability_zones must be a list of strings (or None), got str 'us-east-1a'",
+        ),
+        # a jsii interface is checked by what it declares: a construct of ours is not its inner resource
+        (
+            lambda s: SharedLustre(s, "Fsx", vpc=_network(s)),
+            "Test/Fsx: vpc must be an IVpc, got a TrainingNetwork, which has no add_client_vpn_endpoint, ",
+        ),
+        (
+            lambda s: _pcluster(
+                s, efa_security_group=ec2.CfnSecurityGroup(s, "Group", group_description="EFA")
+            ),
+            "Test/Pcluster: efa_security_group must be an ISecurityGroup (or None), got a CfnSecurityGroup",
+        ),
+        (
+            lambda s: _hyperpod(s, bucket=SecureBucket(s, "Bucket")),
+            "Test/HyperPod: bucket must be an IBucket (or None), got a SecureBucket",
+        ),
+        (
+            lambda s: _hyperpod(s, role=iam.CfnRole(s, "Role", assume_role_policy_document={})),
+            "Test/HyperPod: role must be an IRole (or None), got a CfnRole",
+        ),
+        (
+            lambda s: SharedLustre(s, "Fsx", vpc=_network(s).vpc, removal_policy=cdk.RemovalPolicy.SNAPSHOT),
+            "Test/Fsx: removal_policy must be one of retain, destroy, got 'SNAPSHOT'",
         ),
     ],
 )

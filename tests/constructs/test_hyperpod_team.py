@@ -11,6 +11,7 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
@@ -20,7 +21,8 @@ from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import HyperPodAccounting, NodeProvisioningMode
 
-from ..conftest import AZS
+from ..conftest import AZS, REGION
+from .parts import StorageAndCluster
 from .test_hyperpod import CONTROLLER, WORKERS, build
 
 ALICE = TeamUser(
@@ -262,3 +264,34 @@ def test_team_settings_need_the_shipped_scripts(stack: cdk.Stack, tmp_path: Path
         "Other/HyperPod: users are created by the shipped Slurm lifecycle scripts, so they cannot go with "
         "lifecycle_scripts_dir or the EKS orchestrator"
     )
+
+
+def test_a_role_of_another_stack_gets_its_grants_from_a_policy_in_the_clusters_stack() -> None:
+    """The role's own stack is left as it was: it must not come to depend on the cluster or the database."""
+    layout = StorageAndCluster()
+    iam_stack = cdk.Stack(layout.app, "Iam", env=cdk.Environment(region=REGION))
+    role = iam.Role(iam_stack, "Execution", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    key = kms.Key(layout.storage, "VolumeKey", removal_policy=cdk.RemovalPolicy.DESTROY)
+    db = SlurmAccountingDatabase(
+        layout.storage, "Accounting", vpc=layout.network.vpc, removal_policy="destroy"
+    )
+    workers = dataclasses.replace(WORKERS, extra_volume_gib=500, extra_volume_kms_key=key)
+    HyperPodCluster(
+        layout.cluster,
+        "Team",
+        cluster_name="team",
+        vpc=layout.network.vpc,
+        subnet=layout.network.placement_subnet(),
+        instance_groups=[CONTROLLER, workers],
+        accounting=db,
+        role=role,
+    )
+
+    assert Template.from_stack(iam_stack).find_resources("AWS::IAM::Policy") == {}
+    policies = Template.from_stack(layout.cluster).find_resources("AWS::IAM::Policy")
+    for_role = [p["Properties"] for p in policies.values() if "Iam" in json.dumps(p["Properties"]["Roles"])]
+    assert sorted(json.dumps(st["Action"]) for p in for_role for st in p["PolicyDocument"]["Statement"]) == [
+        '"secretsmanager:GetSecretValue"',
+        '["kms:CreateGrant", "kms:DescribeKey"]',
+    ]
+    layout.app.synth()  # no dependency cycle

@@ -386,3 +386,27 @@ def _gated_lustre(stack: cdk.Stack) -> None:
 
 def test_lustre_passes_the_gates(gated_stacks: GatedStacks) -> None:
     gated_stacks.get("lustre").assert_clean()
+
+
+@pytest.mark.parametrize(
+    "clients",
+    [
+        pytest.param(lambda network: network, id="network"),
+        pytest.param(lambda network: network.efa_security_group, id="efa_security_group"),
+    ],
+)
+def test_the_network_as_clients_of_a_storage_stack_gets_the_rules_in_the_storage_stack(clients: Any) -> None:
+    """The storage stack uses the network's stack (its VPC): rules there would make the network's stack
+    depend on the storage stack, a cycle."""
+    layout = StorageAndCluster()
+    fs = SharedLustre(layout.cluster, "Fsx", vpc=layout.network.vpc)  # the cluster stack as a storage stack
+
+    fs.allow_clients_from(clients(layout.network))
+    fs.connections.allow_default_port_from(clients(layout.network), "988 again, a rule of its own")
+
+    network_rules = Template.from_stack(layout.storage).find_resources("AWS::EC2::SecurityGroupIngress")
+    assert len(network_rules) == 1  # the EFA group's own all-traffic rule, nothing of the file system's
+    ingress = Template.from_stack(layout.cluster).find_resources("AWS::EC2::SecurityGroupIngress")
+    # servers among themselves (988, 1018-1023), from clients, back to clients, 988 again
+    assert len(ingress) == 2 + 2 + 2 + 1
+    layout.app.synth()  # no dependency cycle

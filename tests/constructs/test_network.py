@@ -12,6 +12,7 @@ from training_clusters.constructs.network import ENDPOINT_ONLY_SERVICES, Trainin
 from training_clusters.errors import ConfigurationError
 
 from ..conftest import AZS, GatedStacks, gated_stack
+from .parts import StorageAndCluster
 
 
 def test_default_network_has_private_compute_and_nat_only_public_subnets(stack: cdk.Stack) -> None:
@@ -221,3 +222,40 @@ def test_retain_leaves_an_adopted_vpc_alone(stack: cdk.Stack) -> None:
     assert not [
         r for r in Template.from_stack(stack).to_json()["Resources"].values() if r.get("DeletionPolicy")
     ]
+
+
+def test_retain_leaves_another_stacks_vpc_alone() -> None:
+    """An ``ec2.Vpc`` object adopted from its owner's stack is not this network's to keep either."""
+    layout = StorageAndCluster()  # its network owns a VPC in the storage stack
+    adopter = TrainingNetwork(layout.cluster, "Adopter", vpc=layout.network.vpc)
+    adopter.retain(adopter.placement_subnet())
+    owned = Template.from_stack(layout.storage).to_json()["Resources"]
+    assert [
+        lid for lid, r in owned.items() if r["Type"].startswith("AWS::EC2::") and r.get("DeletionPolicy")
+    ] == []
+
+
+def test_an_adopted_vpc_with_isolated_subnets_only_places_compute_there(stack: cdk.Stack) -> None:
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Adopted",
+        vpc_id="vpc-0123456789abcdef0",
+        availability_zones=AZS,
+        isolated_subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    )
+    network = TrainingNetwork(stack, "Network", vpc=vpc, placement_availability_zone=AZS[1])
+    assert [s.subnet_id for s in network.private_subnets] == [
+        "subnet-0123456789abcdef0",
+        "subnet-0123456789abcdef1",
+    ]
+    assert network.placement_subnet().subnet_id == "subnet-0123456789abcdef1"
+
+
+@pytest.mark.parametrize("direction", ["allow_from", "allow_to"])
+def test_rules_between_the_network_and_a_cluster_stack_land_in_the_cluster_stack(direction: str) -> None:
+    layout = StorageAndCluster()
+    getattr(layout.network.connections, direction)(layout.client, ec2.Port.tcp(22))
+
+    for kind in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"):
+        Template.from_stack(layout.cluster).resource_count_is(kind, 1)
+    layout.app.synth()  # no dependency cycle: the network's stack depends on no cluster

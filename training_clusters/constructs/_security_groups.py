@@ -3,6 +3,7 @@ connections whose rules land in the clients' stack."""
 
 from __future__ import annotations
 
+import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
 from training_clusters.compliance import accept_all_traffic_between_members
@@ -26,19 +27,26 @@ def open_between_members(
 
 
 class ClientSideConnections(ec2.Connections):
-    """Connections of a shared resource whose rules land in the other side's stack.
+    """Connections of a shared resource whose rules land in the stack that uses the other.
 
     CDK places a rule between two stacks in the stack of the group it is called on: called on a shared
     resource (``db.connections.allow_default_port_from(cluster)``), the ingress rule would land in the
     resource's stack and make it depend on the cluster's stack, which already depends on it: a cycle. Here
-    both rules of a pair are made as CDK makes them when the call starts on the other side
-    (``cluster.connections.allow_to(db)``): the other group's rule in its own stack, this group's rule marked
-    remote, which CDK places in the other group's stack too. In one stack the rules are the same as CDK's.
-    Peers without a security group (CIDR ranges, prefix lists) take CDK's own path.
+    both rules of a pair land in one stack, whichever side the call starts on:
+
+    * in the other side's stack (a cluster using a shared file system, database or network), unless
+    * the other side lives in the stack of ``home``, the VPC this resource is in: that stack is one this
+      resource's stack already uses (the network's), so the pair lands in this resource's stack.
+
+    In one stack the rules are the same as CDK's. Peers without a security group (CIDR ranges, prefix lists)
+    take CDK's own path.
     """
 
-    def __init__(self, group: ec2.ISecurityGroup, port: ec2.Port) -> None:
+    def __init__(
+        self, group: ec2.ISecurityGroup, port: ec2.Port | None = None, *, home: ec2.IVpc | None = None
+    ) -> None:
         super().__init__(security_groups=[group], default_port=port)
+        self._home = home
 
     def allow_from(
         self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None
@@ -53,7 +61,8 @@ class ClientSideConnections(ec2.Connections):
     def _pair_rules(
         self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None, *, inbound: bool
     ) -> bool:
-        """This group's rule (marked remote) and the other group's matching one; False for a peer with no group."""
+        """Each of this resource's groups' rule and the other group's matching one, in one stack (a rule
+        marked remote lands in its peer's stack); False for a peer with no group."""
         theirs = other.connections.security_groups
         for group in self.security_groups:
             for peer in theirs:
@@ -62,6 +71,7 @@ class ClientSideConnections(ec2.Connections):
                     if inbound
                     else (group.add_egress_rule, peer.add_ingress_rule)
                 )
-                ours_add(peer, port_range, description, True)
-                their_add(group, port_range, description, False)
+                in_ours = self._home is not None and cdk.Stack.of(peer) is cdk.Stack.of(self._home)
+                ours_add(peer, port_range, description, not in_ours)
+                their_add(group, port_range, description, in_ours)
         return bool(theirs)

@@ -75,8 +75,8 @@ def option(scope: IConstruct | str, field: str, choice: type[C], value: Any) -> 
 
 def to_removal_policy(scope: IConstruct | str, field: str, value: Any) -> cdk.RemovalPolicy:
     """A ``cdk.RemovalPolicy``, a :class:`~training_clusters.options.RemovalPolicy` or its spelling."""
-    if isinstance(value, cdk.RemovalPolicy):
-        return value
+    if isinstance(value, cdk.RemovalPolicy):  # CDK's own enum: only its members that we offer
+        value = value.name
     return cdk.RemovalPolicy[option(scope, field, RemovalPolicy, value).name]
 
 
@@ -136,7 +136,7 @@ def _mismatch(field: str, value: Any, hint: Any) -> tuple[str, str] | None:
         if any(r is None for r in results):
             return None
         deeper = [r for r in results if r is not None and r[0] != field]
-        return deeper[0] if deeper else (field, f"must be {_describe_hint(hint)}, got {typed(value)}")
+        return deeper[0] if deeper else (field, f"must be {_describe_hint(hint)}, got {_got(value)}")
     if value is None:
         return field, f"must be {_describe_hint(hint)}, got None"
     if origin in (list, tuple, collections.abc.Sequence):
@@ -195,14 +195,57 @@ def _class_mismatch(field: str, value: Any, hint: type) -> tuple[str, str] | Non
         return None
     if isinstance(value, str | bytes | int | float | bool | list | tuple | dict):
         return field, f"must be {_describe_hint(hint)}, got {typed(value)}"
-    try:
-        return (
-            None
-            if isinstance(value, hint)
-            else (field, f"must be {_describe_hint(hint)}, got {typed(value)}")
-        )
-    except TypeError:  # a jsii interface (a typing Protocol): its members cannot be checked here
+    if getattr(hint, "_is_protocol", False):  # a jsii interface: what the value's classes define
+        missing = _interface_members(hint) - _members_of(value)
+        if not missing:
+            return None
+        lacks = ", ".join(sorted(missing)[:3]) + (", ..." if len(missing) > 3 else "")
+        return field, f"must be {_describe_hint(hint)}, got {_got(value)}, which has no {lacks}"
+    if isinstance(value, hint):
         return None
+    return field, f"must be {_describe_hint(hint)}, got {_got(value)}"
+
+
+def _got(value: Any) -> str:
+    """The value received: as :func:`typed` shows it, or ``a TrainingNetwork`` for an object whose text
+    would be its memory address."""
+    if getattr(type(value), "__repr__", None) is object.__repr__:
+        name = type(value).__name__
+        return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+    return typed(value)
+
+
+_MEMBERS: dict[type, frozenset[str]] = {}
+
+
+def _interface_members(interface: type) -> frozenset[str]:
+    """The public members a jsii interface (a typing Protocol) declares, its base interfaces' included."""
+    if interface not in _MEMBERS:
+        _MEMBERS[interface] = frozenset(
+            name
+            for base in interface.__mro__
+            if getattr(base, "_is_protocol", False) and base.__module__ not in ("typing", "typing_extensions")
+            for name in vars(base)
+            if not name.startswith("_")
+        )
+    return _MEMBERS[interface]
+
+
+def _members_of(value: Any) -> frozenset[str]:
+    """What ``value``'s classes define (read from the classes: no jsii call). An object jsii made for a
+    JavaScript one that implements several interfaces answers for all its delegates."""
+    delegates = vars(value).get("_delegates") if hasattr(value, "__dict__") else None
+    classes = [type(d) for d in delegates] if isinstance(delegates, list) else [type(value)]
+    return frozenset().union(*(_class_members(c) for c in classes))
+
+
+_DEFINED: dict[type, frozenset[str]] = {}
+
+
+def _class_members(cls: type) -> frozenset[str]:
+    if cls not in _DEFINED:
+        _DEFINED[cls] = frozenset(name for klass in cls.__mro__ for name in vars(klass))
+    return _DEFINED[cls]
 
 
 def _describe_hint(hint: Any) -> str:

@@ -190,7 +190,7 @@ class SlurmAccountingDatabase(Construct):
         self.endpoint: str = self.cluster.cluster_endpoint.hostname
         self.port: int = 3306
         self.uri: str = f"{self.endpoint}:{self.port}"
-        self._connections = ClientSideConnections(self.security_group, ec2.Port.tcp(self.port))
+        self._connections = ClientSideConnections(self.security_group, ec2.Port.tcp(self.port), home=vpc)
         self._explain_findings(protect)
 
     @property

@@ -835,11 +835,23 @@ class HyperPodCluster(Construct):
         """The nodes read the database password with their role: GetSecretValue on that one secret."""
         if self.accounting_database is None:
             return
-        iam.Grant.add_to_principal(
-            grantee=self.controller_role,
-            actions=["secretsmanager:GetSecretValue"],
-            resource_arns=[self.accounting_database.secret.secret_arn],
+        statement = iam.PolicyStatement(
+            actions=["secretsmanager:GetSecretValue"], resources=[self.accounting_database.secret.secret_arn]
         )
+        self._add_to_role(self.controller_role, "AccountingSecretRead", statement)
+
+    def _add_to_role(self, role: iam.IRole, id_: str, statement: iam.PolicyStatement) -> None:
+        """``statement`` for ``role``: in the role's own policy when this cluster made it, else in a policy of
+        this cluster's, attached to the role (a role you pass may belong to another stack, which must not
+        come to depend on this one)."""
+        if self._made(role):
+            role.add_to_principal_policy(statement)
+        else:
+            policy = iam.Policy(self, id_, roles=[role], statements=[statement])
+            accept_inline_policy(policy, "a statement of this cluster's for the execution role you passed")
+
+    def _made(self, role: iam.IRole) -> bool:
+        return isinstance(role, iam.Role) and role.node.scope is self
 
     def _role_of(self, group: InstanceGroup) -> iam.IRole:
         return self.controller_role if group.role is NodeRole.CONTROLLER else self.role
@@ -847,8 +859,16 @@ class HyperPodCluster(Construct):
     def _grant_volume_keys(self) -> None:
         """HyperPod attaches the extra volumes with the execution role: it may use their customer keys."""
         for group in self.instance_groups:
-            if group.extra_volume_kms_key is not None:
-                group.extra_volume_kms_key.grant(self._role_of(group), "kms:CreateGrant", "kms:DescribeKey")
+            key, role = group.extra_volume_kms_key, self._role_of(group)
+            if key is None:
+                continue
+            if self._made(role):
+                key.grant(role, "kms:CreateGrant", "kms:DescribeKey")
+            else:
+                statement = iam.PolicyStatement(
+                    actions=["kms:CreateGrant", "kms:DescribeKey"], resources=[key.key_arn]
+                )
+                self._add_to_role(role, f"VolumeKeyUse-{group.name}", statement)
 
     def _create_cluster(self, subnet: ec2.ISubnet, node_recovery: NodeRecovery) -> sagemaker.CfnCluster:
         cluster = sagemaker.CfnCluster(

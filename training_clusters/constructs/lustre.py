@@ -174,30 +174,33 @@ class SharedLustre(Construct):
             self.mount_name = self.file_system.mount_name
             if data_repository is not None:
                 self.data_repository_association = self._associate(data_repository)
-        self._connections = ClientSideConnections(self.security_group, LUSTRE_PORT)
+        self._connections = ClientSideConnections(
+            self.security_group, LUSTRE_PORT, home=vpc if existing is None else None
+        )
 
     @property
     def connections(self) -> ec2.Connections:
         """The file system's security group; the default port is Lustre's 988.
 
-        Rules asked of it (``fs.connections.allow_default_port_from(cluster)``) are made from the other
-        side, so across stacks they land in the clients' stack, as :meth:`allow_clients_from`'s do. For a
-        Lustre client that is one port of the five it needs: prefer :meth:`allow_clients_from`.
+        Between two stacks each pair of rules (``fs.connections.allow_default_port_from(cluster)``, or
+        ``cluster.connections.allow_to(fs, port)``) lands in the stack that uses the other, as
+        :meth:`allow_clients_from`'s do. For a Lustre client one port is not enough: prefer
+        :meth:`allow_clients_from`.
         """
         return self._connections
 
     def allow_clients_from(self, clients: ec2.IConnectable) -> None:
         """Let ``clients`` mount the file system: Lustre ports 988 and 1018-1023, in both directions.
 
-        The rules are added from the clients' side (``clients.connections.allow_to`` / ``allow_from``), which
-        is where CDK places a rule between two stacks: in the clients' stack. So the file system may live
-        in a shared storage stack that every cluster stack uses, with no dependency cycle; in one stack the
-        rules are the same as ever.
+        The rules are made through :attr:`connections`, so between two stacks they land in the one that
+        uses the other: a cluster stack's clients get them in their own stack (the file system may live in a
+        shared storage stack every cluster stack uses), the network's EFA group gets them in the file
+        system's stack. In one stack the rules are the same as ever.
         """
         for port, what in ((LUSTRE_PORT, "server port"), (LUSTRE_CLIENT_PORTS, "client ports")):
-            clients.connections.allow_to(self, port, f"Lustre {what} from clients")
+            self.connections.allow_from(clients, port, f"Lustre {what} from clients")
             # Lustre servers also open connections back to clients; ParallelCluster checks for it.
-            clients.connections.allow_from(self, port, f"Lustre {what} to clients")
+            self.connections.allow_to(clients, port, f"Lustre {what} to clients")
 
     def mount_target(self) -> str:
         """``<dns name>@tcp:/<mount name>``, the device part of a Lustre mount or fstab line."""

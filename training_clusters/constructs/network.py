@@ -26,7 +26,7 @@ from training_clusters.compliance import (
     acknowledge,
     acknowledge_nist,
 )
-from training_clusters.constructs._security_groups import open_between_members
+from training_clusters.constructs._security_groups import ClientSideConnections, open_between_members
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved, refuse_alongside
 from training_clusters.rules.network import nat_gateways_problem
 
@@ -130,6 +130,7 @@ class TrainingNetwork(Construct):
         self._check_nat_gateways(nat_gateways, endpoint_only)
         self._check_private_subnet_mask(private_subnet_mask)
         self.endpoint_only = endpoint_only
+        self._adopted = vpc is not None
         self._placement_az = placement_availability_zone
         self._literal_cidr: str | None = None
 
@@ -152,7 +153,7 @@ class TrainingNetwork(Construct):
             self._add_interface_endpoints()
 
         self.efa_security_group: ec2.ISecurityGroup = self._create_efa_security_group()
-        self._connections = ec2.Connections(security_groups=[self.efa_security_group])
+        self._connections = ClientSideConnections(self.efa_security_group)
         if placement_availability_zone is not None:
             self._check_placement_az(placement_availability_zone)
 
@@ -161,7 +162,8 @@ class TrainingNetwork(Construct):
 
     @property
     def connections(self) -> ec2.Connections:
-        """The EFA security group's connections."""
+        """The EFA security group's connections. Rules between it and a group of another stack (a cluster's,
+        a file system's) land in that other stack, which uses the network, never in the network's."""
         return self._connections
 
     @property
@@ -195,7 +197,7 @@ class TrainingNetwork(Construct):
         (NAT gateway, Elastic IP, routes, endpoints, the other subnets) is still deleted. An adopted VPC is
         not this stack's to delete, so this does nothing for it.
         """
-        if not isinstance(self.vpc, ec2.Vpc):
+        if self._adopted:
             return
         self.vpc.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
         subnet.apply_removal_policy(cdk.RemovalPolicy.RETAIN)
@@ -291,7 +293,11 @@ class TrainingNetwork(Construct):
     # building
 
     def _private_subnet_type(self) -> ec2.SubnetType:
-        if self.endpoint_only:
+        """Where compute lives: the isolated subnets of an endpoint-only VPC, or of an adopted VPC that has
+        no private subnets with egress; else the private subnets with egress."""
+        if self.endpoint_only or (
+            self._adopted and not self.vpc.private_subnets and self.vpc.isolated_subnets
+        ):
             return ec2.SubnetType.PRIVATE_ISOLATED
         return ec2.SubnetType.PRIVATE_WITH_EGRESS
 
