@@ -2,7 +2,8 @@
 
 ``make docs`` documents the whole package, which takes pdoc 15-25 s here; this test builds the three modules
 users read most (the constructs, their options and the environment file's model) in about 4 s, with the
-same settings, and checks that each main construct's props render as a parameter list.
+same settings and the same script, and checks that each main construct's props render as a parameter list.
+The build runs in a background process from the moment this module is collected (see tests/background.py).
 """
 
 from __future__ import annotations
@@ -10,11 +11,17 @@ from __future__ import annotations
 import importlib.util
 import inspect
 import re
+import shutil
+import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
+
+from . import background
 
 ROOT = Path(__file__).resolve().parents[1]
 MODULES = ("training_clusters.constructs", "training_clusters.options", "training_clusters.config")
@@ -40,11 +47,26 @@ def _load() -> ModuleType:
 build_docs = _load()
 
 
+def _build_reference() -> tuple[Path, subprocess.CompletedProcess[str]]:
+    directory = Path(tempfile.mkdtemp(prefix="api-reference-"))
+    script = ROOT / "scripts" / "build_docs.py"
+    command = [sys.executable, str(script), str(directory), *MODULES]
+    return directory, subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+_REFERENCE = background.start(_build_reference)
+
+
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[str]]:
+def reference() -> Iterator[tuple[Path, list[str]]]:
     """The reference of :data:`MODULES`, and the warnings pdoc gave while building it."""
-    directory = tmp_path_factory.mktemp("api")
-    return directory, build_docs.build(directory, MODULES)
+    directory, result = _REFERENCE.result()
+    assert result.returncode in (0, 1), result.stdout + result.stderr  # 1: built, with warnings
+    warnings = [
+        line.removeprefix("warning: ") for line in result.stderr.splitlines() if line.startswith("warning: ")
+    ]
+    yield directory, warnings
+    shutil.rmtree(directory, ignore_errors=True)
 
 
 def page(reference: tuple[Path, list[str]], module: str) -> str:
