@@ -209,15 +209,18 @@ def test_retain_keeps_the_vpc_and_one_subnet(stack: cdk.Stack) -> None:
     assert sum(resources[lid]["Type"] == "AWS::EC2::Subnet" for lid in kept) == 1
 
 
-def test_retain_leaves_an_adopted_vpc_alone(stack: cdk.Stack) -> None:
-    vpc = ec2.Vpc.from_vpc_attributes(
-        stack,
-        "Adopted",
-        vpc_id="vpc-0123456789abcdef0",
-        availability_zones=AZS,
-        private_subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+SUBNET_IDS = ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
+
+
+def _adopted(stack: cdk.Stack, subnets: str) -> ec2.IVpc:
+    """A VPC adopted by its ids, its two subnets given as ``subnets`` (private_subnet_ids, ...)."""
+    return ec2.Vpc.from_vpc_attributes(
+        stack, "Adopted", vpc_id="vpc-0123456789abcdef0", availability_zones=AZS, **{subnets: SUBNET_IDS}
     )
-    network = TrainingNetwork(stack, "Network", vpc=vpc)
+
+
+def test_retain_leaves_an_adopted_vpc_alone(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", vpc=_adopted(stack, "private_subnet_ids"))
     network.retain(network.placement_subnet())  # not ours to keep or delete: no error, no change
     assert not [
         r for r in Template.from_stack(stack).to_json()["Resources"].values() if r.get("DeletionPolicy")
@@ -236,18 +239,9 @@ def test_retain_leaves_another_stacks_vpc_alone() -> None:
 
 
 def test_an_adopted_vpc_with_isolated_subnets_only_places_compute_there(stack: cdk.Stack) -> None:
-    vpc = ec2.Vpc.from_vpc_attributes(
-        stack,
-        "Adopted",
-        vpc_id="vpc-0123456789abcdef0",
-        availability_zones=AZS,
-        isolated_subnet_ids=["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
-    )
+    vpc = _adopted(stack, "isolated_subnet_ids")
     network = TrainingNetwork(stack, "Network", vpc=vpc, placement_availability_zone=AZS[1])
-    assert [s.subnet_id for s in network.private_subnets] == [
-        "subnet-0123456789abcdef0",
-        "subnet-0123456789abcdef1",
-    ]
+    assert [s.subnet_id for s in network.private_subnets] == SUBNET_IDS
     assert network.placement_subnet().subnet_id == "subnet-0123456789abcdef1"
 
 
