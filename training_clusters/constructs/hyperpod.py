@@ -811,8 +811,9 @@ class HyperPodCluster(Construct):
             wildcard_finding(self, "Resource", "*"): "ec2:Describe* (VPCs, subnets, security groups, DHCP "
             "options, ENIs) and fsx:DescribeFileSystems do not support resource-level permissions; read-only.",
             wildcard_finding(self, "Resource", eni_arn): "HyperPod creates one ENI per node in the cluster "
-            "subnet; their ids are not known before they exist. Scoped to this account and region, and to the "
-            "cluster's subnet and security groups.",
+            "subnet and removes it with the node; their ids are not known before they exist. Creating one is "
+            "scoped to the cluster's subnet and security groups (both named in the statement); deleting, "
+            "detaching and the interface permissions cover this account's ENIs in this region.",
             wildcard_finding(self, "Resource", prefix_objects): "Read-only access to the objects of this "
             "cluster's lifecycle prefix, which HyperPod downloads.",
             wildcard_finding(self, "Action", "s3:GetObject*"): "grant_read's object read actions (GetObject, "
