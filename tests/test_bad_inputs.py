@@ -234,3 +234,23 @@ def test_an_alias_bomb_is_refused_within_a_memory_bound(bomb: str, message: str,
     error, peak = result.stderr.splitlines()
     assert error.startswith(f"error: {path}: line ") and message in error
     assert int(peak.split()[1]) < 200
+
+
+def test_a_message_quoting_a_pasted_log_is_one_short_line_a_terminal_cannot_act_on() -> None:
+    """Construct checks quote the value they refuse; whatever it holds, the error is one escaped line."""
+    from training_clusters.constructs._validation import fail
+
+    pasted = "\x1b[31m" + "A" * 150_000 + "\nB\u202e"
+    message = str(fail("Team/Cluster", "public_access_cidrs", f"must hold IPv4 ranges, got '{pasted}'"))
+
+    assert "\n" not in message and len(message) <= 1000
+    assert message.startswith("Team/Cluster: public_access_cidrs must hold IPv4 ranges, got '\\x1b[31mAAA")
+    assert message.endswith("B\\u202e'") and "characters cut" in message
+    assert "\x1b" not in message and "\u202e" not in message
+
+
+def test_a_report_of_many_lines_keeps_its_lines_and_a_bound() -> None:
+    message = str(ConfigurationError("\n".join(f"problem {n}" for n in range(40))))
+    lines = message.split("\n")
+    assert lines[:3] == ["problem 0", "problem 1", "problem 2"] and lines[-1] == "... and 29 more lines"
+    assert len(lines) == 12

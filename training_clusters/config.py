@@ -39,7 +39,7 @@ from training_clusters.capacity import (
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
 from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
-from training_clusters.errors import ConfigurationError, excerpt
+from training_clusters.errors import ConfigurationError, bounded, exact_number_problem, excerpt
 from training_clusters.intent import ComputeIntent, Orchestrator, expand_intent
 from training_clusters.options import (
     AccessMode,
@@ -75,17 +75,20 @@ from training_clusters.rules.eks import (
     gpu_sharing_problem,
     kubernetes_labels,
     mig_problem,
+    public_access_cidr_problem,
 )
 from training_clusters.rules.logs import cloudwatch_retention_problem
 from training_clusters.rules.lustre import (
     DEFAULT_BACKUP_RETENTION_DAYS,
     LUSTRE_FIRST_STEP_GIB,
     MAX_BACKUP_RETENTION_DAYS,
+    file_system_path_problem,
     lustre_backup_retention_problem,
     lustre_capacity_problem,
     lustre_throughput_problem,
+    s3_prefix_problem,
 )
-from training_clusters.rules.network import nat_gateways_problem
+from training_clusters.rules.network import nat_gateways_fit_problem, nat_gateways_problem, vpc_cidr_problem
 from training_clusters.rules.regions import (
     availability_zone_problem,
     region_shape_problem,
@@ -102,17 +105,25 @@ COST_CENTRE_TAG = "cost-centre"
 
 
 class _Model(BaseModel):
-    """Strict base: unknown keys are errors, enum values are kept as enums, ``true`` is not a number."""
+    """Strict base: unknown keys are errors, enum values are kept as enums, ``true`` is not a number, and a
+    number is finite and exact in CloudFormation's JSON (``.nan``, ``.inf`` and 10**30 are refused)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=False, str_strip_whitespace=True)
+    model_config = ConfigDict(
+        extra="forbid", frozen=True, use_enum_values=False, str_strip_whitespace=True, allow_inf_nan=False
+    )
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_booleans_for_numbers(cls, value: Any, info: ValidationInfo) -> Any:
         # pydantic reads YAML's true/false as 1/0 in a number field; `size: true` is a mistake, not a count
         field = cls.model_fields.get(info.field_name or "")
-        if isinstance(value, bool) and field is not None and _is_number(field.annotation):
+        if field is None or not _is_number(field.annotation):
+            return value
+        if isinstance(value, bool):
             raise ValueError(f"must be a number, got {str(value).lower()}")
+        problem = exact_number_problem(value)
+        if problem:
+            raise ValueError(problem)
         return value
 
 
@@ -270,6 +281,9 @@ class DataRepositoryConfig(_Model):
     auto_import: bool = True
     auto_export: bool = True
 
+    _file_system_path = field_validator("file_system_path")(_follows(file_system_path_problem))
+    _prefix = field_validator("prefix")(_follows(s3_prefix_problem))
+
     @field_validator("bucket_name")
     @classmethod
     def _bucket_name_shape(cls, value: str) -> str:
@@ -365,6 +379,7 @@ class HyperPodInstanceGroupConfig(_Model):
 
     _hyperpod_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.HYPERPOD))
 
+    _name = field_validator("name")(_follows(hyperpod_rules.instance_group_name_problem))
     _partition_name = field_validator("partition")(_follows(hyperpod_rules.partition_name_problem))
 
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
@@ -403,6 +418,8 @@ class HyperPodConfig(_Model):
         default=None,
         description="continuous: nodes join as they come. Default: all-or-nothing provisioning.",
     )
+
+    _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
 
 
 # --- ParallelCluster section ---
@@ -971,6 +988,15 @@ class EksConfig(_Model):
     addons: EksAddonsConfig = EksAddonsConfig()
     nccl_test: EksNcclTestConfig = EksNcclTestConfig()
 
+    @field_validator("public_access_cidrs")
+    @classmethod
+    def _public_ranges(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and not value:
+            raise ValueError("must list at least one IPv4 range when given; omit it for a private endpoint")
+        for cidr in value or ():
+            _raise_if(public_access_cidr_problem(cidr))
+        return value
+
     @model_validator(mode="after")
     def _one_admin_role(self) -> EksConfig:
         if self.admin_role_arn is not None and self.admin_role_name is not None:
@@ -1359,6 +1385,15 @@ class EnvironmentConfig(_Model):
         return self
 
     @model_validator(mode="after")
+    def _network_fits_the_zones(self) -> EnvironmentConfig:
+        zones = len(self.availability_zones)
+        _raise_if(vpc_cidr_problem(self.network.cidr, zones), "network.cidr:")
+        nat_count = self.network.nat_gateways
+        if nat_count is not None:
+            _raise_if(nat_gateways_fit_problem(nat_count, zones), "network.nat_gateways:")
+        return self
+
+    @model_validator(mode="after")
     def _eks_needs_a_way_out(self) -> EnvironmentConfig:
         if self.eks is not None and self.network.endpoint_only:
             raise ValueError(
@@ -1448,20 +1483,10 @@ def _describe(error: ValidationError, source: str) -> str:
     lines = [f"{source}: {len(problems)} problem(s)"]
     for problem in problems[:_MAX_PROBLEMS_SHOWN]:
         path = ".".join(str(part) for part in problem["loc"]) or "(document)"
-        lines.append(_bounded(f"  {_bounded(path, 120)}: {_message(problem)}", _MAX_PROBLEM_LINE))
+        lines.append(bounded(f"  {bounded(path, 120)}: {_message(problem)}", _MAX_PROBLEM_LINE))
     if len(problems) > _MAX_PROBLEMS_SHOWN:
         lines.append(f"  ... and {len(problems) - _MAX_PROBLEMS_SHOWN} more")
     return "\n".join(lines)
-
-
-def _bounded(text: str, limit: int) -> str:
-    """``text`` on one line, its middle cut when longer than ``limit`` (the field and the end stay)."""
-    text = " ".join(text.splitlines())
-    if len(text) <= limit:
-        return text
-    head = (limit - 40) * 3 // 4
-    tail = limit - 40 - head
-    return f"{text[:head]} ...({len(text) - head - tail} characters cut)... {text[len(text) - tail :]}"
 
 
 def _message(problem: Any) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
+import math
 import pathlib
 import types
 import typing
@@ -14,7 +15,7 @@ import aws_cdk as cdk
 from constructs import IConstruct
 
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
-from training_clusters.errors import ConfigurationError, typed
+from training_clusters.errors import ConfigurationError, exact_number_problem, typed
 from training_clusters.options import Choice, RemovalPolicy
 
 C = TypeVar("C", bound=Choice)
@@ -22,13 +23,17 @@ T = TypeVar("T")
 
 
 def is_unresolved(value: Any) -> bool:
-    """True for CDK tokens, which are only known at deploy time and so cannot be checked here."""
+    """True for CDK tokens, which are only known at deploy time and so cannot be checked here. A number
+    JSON cannot carry (NaN, infinity) is no token, and never reaches jsii."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return False
     return isinstance(value, str | int | float) and cdk.Token.is_unresolved(value)
 
 
 def fail(construct_path: str, field: str, message: str) -> ConfigurationError:
-    """Build the error for a bad prop: ``<construct path>: <field> <message>``."""
-    return ConfigurationError(f"{construct_path}: {field} {message}")
+    """Build the error for a bad prop: ``<construct path>: <field> <message>``, on one line (a value with a
+    line break in it stays on that line)."""
+    return ConfigurationError(" ".join(f"{construct_path}: {field} {message}".splitlines()))
 
 
 def refuse_alongside(
@@ -175,10 +180,16 @@ def _class_mismatch(field: str, value: Any, hint: type) -> tuple[str, str] | Non
         return None if isinstance(value, bool) else (field, f"must be true or false, got {typed(value)}")
     if hint is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
-        return None if ok else (field, f"must be a whole number, got {typed(value)}")
+        if not ok:
+            return field, f"must be a whole number, got {typed(value)}"
+        problem = exact_number_problem(value)
+        return None if problem is None else (field, problem)
     if hint is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        return None if ok else (field, f"must be a number, got {typed(value)}")
+        if not ok:
+            return field, f"must be a number, got {typed(value)}"
+        problem = exact_number_problem(value)
+        return None if problem is None else (field, problem)
     if hint is str:
         return None if isinstance(value, str) else (field, f"must be a string, got {typed(value)}")
     if hint is pathlib.Path:

@@ -19,7 +19,6 @@ Example::
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 
@@ -52,7 +51,7 @@ from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import AccessMode, CapacityKind, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
-from training_clusters.rules.eks import efa_nodegroup_problem
+from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidr_problem
 
 #: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
 KUBERNETES_VERSION = "1.33"
@@ -297,22 +296,9 @@ class GpuEksCluster(Construct):
                 "must list at least one IPv4 range when given; omit it for a private endpoint",
             )
         for cidr in cidrs:
-            if is_unresolved(cidr):
-                continue
-            try:
-                network = ipaddress.IPv4Network(cidr)
-            except ValueError:
-                raise fail(
-                    self.node.path,
-                    "public_access_cidrs",
-                    f"must hold IPv4 ranges such as 203.0.113.0/24, got '{cidr}'",
-                ) from None
-            if network.prefixlen == 0:
-                raise fail(
-                    self.node.path,
-                    "public_access_cidrs",
-                    f"must not open the API endpoint to the whole internet, got '{cidr}'; list your own ranges",
-                )
+            problem = None if is_unresolved(cidr) else public_access_cidr_problem(cidr)
+            if problem:
+                raise fail(self.node.path, "public_access_cidrs", problem)
 
     def _check_system_node_count(self, count: int) -> None:
         if count < 1:

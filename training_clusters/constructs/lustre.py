@@ -27,10 +27,12 @@ from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,
     LUSTRE_FIRST_STEP_GIB,
     WEEKLY_MAINTENANCE_START_UTC,
+    file_system_path_problem,
     lustre_backup_retention_days,
     lustre_backup_retention_problem,
     lustre_capacity_problem,
     lustre_throughput_problem,
+    s3_prefix_problem,
 )
 
 #: Lustre's server port and the privileged client port range, both needed between clients and servers.
@@ -265,18 +267,12 @@ class SharedLustre(Construct):
     def _check_data_repository(self, repository: DataRepository | None) -> None:
         if repository is None:
             return
-        if not repository.file_system_path.startswith("/"):
-            raise fail(
-                self.node.path,
-                "data_repository.file_system_path",
-                f"must be an absolute path such as /datasets, got '{repository.file_system_path}'",
-            )
-        if repository.prefix.startswith("/"):
-            raise fail(
-                self.node.path,
-                "data_repository.prefix",
-                f"is an S3 key prefix and must not start with '/', got '{repository.prefix}'",
-            )
+        for field, problem in (
+            ("file_system_path", file_system_path_problem(repository.file_system_path)),
+            ("prefix", s3_prefix_problem(repository.prefix)),
+        ):
+            if problem:
+                raise fail(self.node.path, f"data_repository.{field}", problem)
 
     # ----------------------------------------------------------------------------------------------
     # building

@@ -8,7 +8,6 @@ cluster placement group's instances must share.
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -28,7 +27,12 @@ from training_clusters.compliance import (
 )
 from training_clusters.constructs._security_groups import ClientSideConnections, open_between_members
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved, refuse_alongside
-from training_clusters.rules.network import nat_gateways_problem
+from training_clusters.rules.network import (
+    PUBLIC_SUBNET_MASK,
+    nat_gateways_fit_problem,
+    nat_gateways_problem,
+    vpc_cidr_problem,
+)
 
 #: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
 #: three orchestrators (ParallelCluster, HyperPod, EKS) call from inside a VPC without a NAT gateway.
@@ -53,9 +57,6 @@ ENDPOINT_ONLY_SERVICES: dict[str, ec2.InterfaceVpcEndpointAwsService] = {
     "Fsx": ec2.InterfaceVpcEndpointAwsService.FSX,
     "Sqs": ec2.InterfaceVpcEndpointAwsService.SQS,
 }
-
-_PUBLIC_SUBNET_MASK = 24
-_MAX_NAT_GATEWAYS_PER_AZ = 1
 
 
 @checked_props
@@ -241,12 +242,9 @@ class TrainingNetwork(Construct):
         self, nat_count: int, availability_zones: Sequence[str] | None, max_azs: int | None
     ) -> None:
         az_count = len(availability_zones) if availability_zones else (max_azs or 2)
-        if nat_count > az_count * _MAX_NAT_GATEWAYS_PER_AZ:
-            raise fail(
-                self.node.path,
-                "nat_gateways",
-                f"must be at most one per AZ ({az_count} AZs), got {nat_count}",
-            )
+        problem = nat_gateways_fit_problem(nat_count, az_count)
+        if problem:
+            raise fail(self.node.path, "nat_gateways", problem)
 
     def _check_private_subnet_mask(self, mask: int) -> None:
         if not 16 <= mask <= 28:
@@ -257,26 +255,10 @@ class TrainingNetwork(Construct):
     ) -> None:
         if is_unresolved(cidr):
             return
-        try:
-            network = ipaddress.IPv4Network(cidr)
-        except ValueError:
-            raise fail(
-                self.node.path, "cidr", f"must be an IPv4 range such as 10.0.0.0/16, got '{cidr}'"
-            ) from None
-        if not 16 <= network.prefixlen <= 24:
-            raise fail(
-                self.node.path, "cidr", f"prefix must be between /16 and /24 (VPC limits), got '{cidr}'"
-            )
         az_count = len(availability_zones) if availability_zones else (max_azs or 2)
-        needed = az_count * (2 ** (32 - private_mask) + 2 ** (32 - _PUBLIC_SUBNET_MASK))
-        if needed > network.num_addresses:
-            raise fail(
-                self.node.path,
-                "cidr",
-                f"'{cidr}' ({network.num_addresses} addresses) cannot hold {az_count} private /{private_mask} "
-                f"and {az_count} public /{_PUBLIC_SUBNET_MASK} subnets; use a larger range or a longer "
-                "private_subnet_mask",
-            )
+        problem = vpc_cidr_problem(cidr, az_count, private_mask)
+        if problem:
+            raise fail(self.node.path, "cidr", problem)
 
     def _check_placement_az(self, availability_zone: str) -> None:
         azs = [s.availability_zone for s in self.private_subnets]
@@ -322,7 +304,7 @@ class TrainingNetwork(Construct):
                 ec2.SubnetConfiguration(
                     name="Public",
                     subnet_type=ec2.SubnetType.PUBLIC,
-                    cidr_mask=_PUBLIC_SUBNET_MASK,
+                    cidr_mask=PUBLIC_SUBNET_MASK,
                     map_public_ip_on_launch=False,
                 ),
             )

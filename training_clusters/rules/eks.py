@@ -6,6 +6,7 @@ the same words.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from training_clusters.catalog import InstanceType
@@ -116,3 +117,14 @@ def kubernetes_labels(labels: dict[str, str]) -> dict[str, str]:
                 "'-', '_', '.', starting and ending with a letter or digit)"
             )
     return labels
+
+
+def public_access_cidr_problem(cidr: str) -> str | None:
+    """A range allowed to reach the cluster's public API endpoint: IPv4, narrower than the internet."""
+    try:
+        network = ipaddress.IPv4Network(cidr)
+    except ValueError:
+        return f"must hold IPv4 ranges such as 203.0.113.0/24, got '{cidr}'"
+    if network.prefixlen == 0:
+        return f"must not open the API endpoint to the whole internet, got '{cidr}'; list your own ranges"
+    return None

@@ -66,3 +66,17 @@ def lustre_backup_retention_days(deployment_type: str, days: int | None) -> int 
     if days is not None:
         return days
     return DEFAULT_BACKUP_RETENTION_DAYS if deployment_type == "PERSISTENT_2" else None
+
+
+def file_system_path_problem(path: str) -> str | None:
+    """A data repository association's ``FileSystemPath``: an absolute path in the file system."""
+    if path.startswith("/"):
+        return None
+    return f"must be an absolute path such as /datasets, got '{path}'"
+
+
+def s3_prefix_problem(prefix: str) -> str | None:
+    """A data repository association's S3 key prefix: relative to the bucket."""
+    if prefix.startswith("/"):
+        return f"is an S3 key prefix and must not start with '/', got '{prefix}'"
+    return None
