@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -509,12 +510,12 @@ def test_a_report_lists_ten_problems_and_counts_the_rest() -> None:
 
 def test_a_long_message_keeps_its_field_and_its_end() -> None:
     with pytest.raises(ConfigurationError) as error:
-        parse_environment(with_(storage={"lustre": {"mount_dir": "/" + "d" * 5000 + "$"}}), source="env.yaml")
+        parse_environment(with_(storage={"lustre": {"mount_dir": "/" + "d" * 4000 + "$"}}), source="env.yaml")
     line = str(error.value).splitlines()[1]
     assert line.startswith(
         "  storage.lustre.mount_dir: must be an absolute directory such as /fsx, got '/ddd"
     )
-    assert line.endswith("... (5002 characters)") and len(line) < 250
+    assert line.endswith("... (4002 characters)") and len(line) < 250
 
 
 # --------------------------------------------------------------------------------------------------
@@ -633,3 +634,21 @@ def test_a_reserved_queue_may_turn_its_placement_group_off_even_with_efa() -> No
 def test_the_node_monitoring_agent_is_on_by_default() -> None:
     eks = parse_environment(_eks()).eks
     assert eks is not None and eks.addons.node_monitoring_agent is True
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            {"storage": {"lustre": {"mount_dir": "/" + "d" * 5000}}},
+            "storage.lustre.mount_dir: String should have at most 4096 characters",
+        ),
+        (
+            {"eks": {"nccl_test": {"image": "public.ecr.aws/hpc/nccl-tests:latest\nrm -rf /"}}},
+            "eks.nccl_test.image: String should match pattern",
+        ),
+    ],
+)
+def test_free_text_that_reaches_nodes_has_a_bound(section: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        parse_environment(with_(**section), source="env.yaml")

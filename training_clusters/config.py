@@ -303,7 +303,7 @@ class LustreConfig(_Model):
     )
     storage_capacity_gib: int = LUSTRE_FIRST_STEP_GIB
     per_unit_storage_throughput_mbps: int | None = None
-    mount_dir: str = "/fsx"
+    mount_dir: str = Field(default="/fsx", max_length=4096, description="Where every node mounts it.")
     data_repository: DataRepositoryConfig | None = None
     removal_policy: Annotated[RemovalPolicy, _FileChoice(RemovalPolicy)] = RemovalPolicy.RETAIN
     backup_retention_days: int | None = Field(
@@ -963,7 +963,13 @@ class EksNcclTestConfig(_Model):
     """``eks.nccl_test``: the MPIJob written for each EFA nodegroup, optionally applied by the stack."""
 
     enabled: bool = True
-    image: str = Field(default=DEFAULT_NCCL_TESTS_IMAGE, min_length=1)
+    image: str = Field(
+        default=DEFAULT_NCCL_TESTS_IMAGE,
+        min_length=1,
+        max_length=512,
+        pattern=r"^\S+$",
+        description="Container image reference (registry/repository:tag or @digest) with NCCL tests and EFA.",
+    )
     apply: bool = Field(
         default=False,
         description="Apply the MPIJob at deploy time (it runs once the nodes are up). Needs addons.mpi_operator.",
