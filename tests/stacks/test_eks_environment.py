@@ -211,10 +211,26 @@ def test_unknown_instance_type_names_the_catalogue() -> None:
     assert "eks.gpu_nodegroups.0.instance_type: 'g9.huge' is not in the catalogue" in str(error.value)
 
 
-def test_public_endpoint_open_to_the_world_is_refused_when_the_stack_is_built(app: cdk.App) -> None:
-    config = parse_environment(_document({**GPU, "public_access_cidrs": ["0.0.0.0/0"]}))
+def test_public_endpoint_open_to_the_world_is_refused_when_the_file_loads() -> None:
     with pytest.raises(ConfigurationError) as error:
-        EksTrainingEnvironment(app, "training-x", config=config, environment_name="x")
+        parse_environment(_document({**GPU, "public_access_cidrs": ["0.0.0.0/0"]}))
+    assert str(error.value).splitlines()[1] == (
+        "  eks.public_access_cidrs: must not open the API endpoint to the whole internet, got "
+        "'0.0.0.0/0'; list your own ranges"
+    )
+
+
+def test_public_endpoint_open_to_the_world_is_refused_by_the_construct_too(app: cdk.App) -> None:
+    config = parse_environment(_document({**GPU, "public_access_cidrs": ["203.0.113.0/24"]}))
+    with pytest.raises(ConfigurationError) as error:
+        EksTrainingEnvironment(
+            app,
+            "training-x",
+            config=config.model_copy(
+                update={"eks": config.eks.model_copy(update={"public_access_cidrs": ["0.0.0.0/0"]})}
+            ),
+            environment_name="x",
+        )
     assert str(error.value) == (
         "training-x/Eks: public_access_cidrs must not open the API endpoint to the whole internet, got "
         "'0.0.0.0/0'; list your own ranges"
