@@ -14,9 +14,12 @@ the end of this module, which also load the alias bomb under a 1 GiB address-spa
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
 import aws_cdk as cdk
@@ -254,3 +257,50 @@ def test_a_report_of_many_lines_keeps_its_lines_and_a_bound() -> None:
     lines = message.split("\n")
     assert lines[:3] == ["problem 0", "problem 1", "problem 2"] and lines[-1] == "... and 29 more lines"
     assert len(lines) == 12
+
+
+@pytest.fixture
+def give_up_after_10s() -> Iterator[None]:
+    """A test that would hang fails instead (the alarm interrupts a blocking open)."""
+
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError("hung: the file was opened and waited on")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    yield
+    signal.alarm(0)
+    signal.signal(signal.SIGALRM, previous)
+
+
+def test_a_pipe_without_a_writer_is_refused_unopened(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], give_up_after_10s: None
+) -> None:
+    fifo = tmp_path / "env.yaml"
+    os.mkfifo(fifo)
+    link = tmp_path / "link.yaml"
+    link.symlink_to(fifo)
+    for path in (fifo, link):
+        status, out, err = run_cli(path, capsys)
+        assert_one_line(status, out, err, f"{path}': is not a regular file")
+        with pytest.raises(ConfigurationError, match="is not a regular file"):
+            load_environment(path)  # the loader too, not only the command line
+
+
+def test_a_device_is_not_an_environment_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    link = tmp_path / "zero.yaml"
+    link.symlink_to("/dev/zero")
+    for path in (link, Path("/dev/null")):
+        status, out, err = run_cli(path, capsys)
+        assert_one_line(status, out, err, f"{path}': is not a regular file")
+        with pytest.raises(ConfigurationError, match="is not a regular file"):
+            load_environment(path)
+
+
+def test_a_symbolic_link_loop_is_named_as_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    loop = tmp_path / "loop.yaml"
+    loop.symlink_to(loop)
+    status, out, err = run_cli(loop, capsys)
+    assert_one_line(status, out, err, "loop.yaml': is a symbolic link that loops")
+    with pytest.raises(ConfigurationError, match=r"loop.yaml: is a symbolic link that loops"):
+        load_environment(loop)

@@ -210,3 +210,71 @@ def test_shipped_environment_explains_every_nist_finding(
     assert open_findings == [], "acknowledge with a reason (compliance.acknowledge_nist):\n" + "\n".join(
         map(str, open_findings)
     )
+
+
+def _assembly(directory: Path, manifest: str, template: str = '{"Resources": {}}') -> Path:
+    directory.mkdir()
+    (directory / "manifest.json").write_text(manifest)
+    (directory / "S.template.json").write_text(template)
+    return directory
+
+
+STACK = '{"artifacts": {"S": {"type": "aws:cloudformation:stack", "properties": {"templateFile": "S.template.json"}}}}'
+
+
+@pytest.mark.parametrize(
+    ("manifest", "template", "message"),
+    [
+        ("{not json", "{}", "manifest.json: not valid JSON"),
+        ("[1, 2]", "{}", "manifest.json: must be a JSON object (a cloud assembly manifest), got list"),
+        (
+            '{"artifacts": {"S": {"type": "aws:cloudformation:stack", "properties": {}}}}',
+            "{}",
+            "manifest.json: artifacts.S.properties.templateFile: must name a file in the assembly, got None",
+        ),
+        (STACK, "[]", "S.template.json: must be a JSON object (a CloudFormation template), got list"),
+        (STACK, '{"Resources": 5', "S.template.json: not valid JSON"),
+        (STACK.replace('"properties"', '"metadata": 3, "properties"'), "{}", "artifacts.S.metadata: must be"),
+        (
+            STACK.replace('"properties"', '"environment": 3, "properties"'),
+            "{}",
+            "artifacts.S.environment: must",
+        ),
+    ],
+    ids=[
+        "not-json",
+        "a-list",
+        "no-template",
+        "template-a-list",
+        "template-not-json",
+        "metadata",
+        "environment",
+    ],
+)
+def test_report_on_a_broken_assembly_is_one_line_and_exit_2(
+    manifest: str, template: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = _assembly(tmp_path / "a", manifest, template)
+    assert main([str(directory), "--no-lint", "--no-checkov"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("error: ") and captured.err.count("\n") == 1
+    assert message in captured.err, captured.err
+
+
+def test_report_reads_no_device_and_counts_only_resources_that_are_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    directory = _assembly(tmp_path / "a", STACK, '{"Resources": {"A": 1, "B": {"Type": "AWS::S3::Bucket"}}}')
+    assert main([str(directory), "--no-lint", "--no-checkov"]) == 0
+    assert " 1 " in capsys.readouterr().out.splitlines()[2]
+    (directory / "S.template.json").unlink()
+    (directory / "S.template.json").symlink_to("/dev/zero")
+    assert main([str(directory), "--no-lint", "--no-checkov"]) == 2
+    assert "S.template.json: is not a regular file" in capsys.readouterr().err
+
+
+def test_report_options_are_never_abbreviated(tmp_path: Path) -> None:
+    directory = _assembly(tmp_path / "a", STACK)
+    with pytest.raises(SystemExit) as usage:
+        main([str(directory), "--no-l", "--no-checkov"])
+    assert usage.value.code == 2

@@ -32,6 +32,7 @@ from training_clusters.diagram import (
     graph_from_template,
     read_stack,
     render,
+    retained_logical_ids,
     to_dot,
     to_markdown,
     to_mermaid,
@@ -666,3 +667,119 @@ def test_path_and_usage_errors_are_one_line_and_exit_2(
     err = capsys.readouterr().err
     assert status == 2 and text == ""
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
+
+
+# --------------------------------------------------------------------------------------------------
+# a hostile or broken cloud assembly: one line naming the file, exit 2
+
+
+def _edit_manifest(directory: Path, edit: Any) -> None:
+    manifest = json.loads((directory / "manifest.json").read_text())
+    edit(manifest)
+    (directory / "manifest.json").write_text(json.dumps(manifest))
+
+
+def _replace(path: Path, by: Any) -> None:
+    path.unlink()
+    by(path)
+
+
+BROKEN_ASSEMBLIES: dict[str, tuple[Any, str]] = {
+    "manifest-not-json": (
+        lambda d: (d / "manifest.json").write_text("{not json"),
+        "manifest.json: not valid JSON: Expecting property name enclosed in double quotes (line 1, column 2)",
+    ),
+    "manifest-a-list": (
+        lambda d: (d / "manifest.json").write_text("[1, 2]"),
+        "manifest.json: must be a JSON object (a cloud assembly manifest), got list",
+    ),
+    "artifacts-a-list": (
+        lambda d: (d / "manifest.json").write_text('{"artifacts": [1]}'),
+        "manifest.json: artifacts: must be a JSON object, got list",
+    ),
+    "artifact-a-number": (
+        lambda d: _edit_manifest(d, lambda m: m["artifacts"].update(other=5)),
+        "manifest.json: artifacts.other: must be a JSON object, got int",
+    ),
+    "no-template-file": (
+        lambda d: _edit_manifest(d, lambda m: m["artifacts"]["other"]["properties"].pop("templateFile")),
+        "manifest.json: artifacts.other.properties.templateFile: must name a file in the assembly, got None",
+    ),
+    "template-outside": (
+        lambda d: _edit_manifest(
+            d, lambda m: m["artifacts"]["other"]["properties"].update(templateFile="../../etc/passwd")
+        ),
+        "artifacts.other.properties.templateFile: must name a file in the assembly, got '../../etc/passwd'",
+    ),
+    "nested-assembly-is-itself": (
+        lambda d: _edit_manifest(
+            d,
+            lambda m: m["artifacts"].update(
+                nested={"type": "cdk:cloud-assembly", "properties": {"directoryName": "."}}
+            ),
+        ),
+        "artifacts.nested.properties.directoryName: must name a file in the assembly, got '.'",
+    ),
+    "template-dev-zero": (
+        lambda d: _replace(d / "other.template.json", lambda p: p.symlink_to("/dev/zero")),
+        "other.template.json: is not a regular file",
+    ),
+    "template-loops": (
+        lambda d: _replace(d / "other.template.json", lambda p: p.symlink_to(p)),
+        "other.template.json: is a symbolic link that loops",
+    ),
+    "template-a-list": (
+        lambda d: (d / "other.template.json").write_text("[]"),
+        "other.template.json: must be a JSON object (a CloudFormation template), got list",
+    ),
+    "template-nested-too-deeply": (
+        lambda d: (d / "other.template.json").write_text("[" * 100_000 + "]" * 100_000),
+        "other.template.json: not valid JSON: nested too deeply",
+    ),
+    "asset-manifest-dev-zero": (
+        lambda d: _replace(d / "hp.assets.json", lambda p: p.symlink_to("/dev/zero")),
+        "hp.assets.json: is not a regular file",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN_ASSEMBLIES))
+def test_a_broken_assembly_is_one_line_naming_the_file(
+    case: str, assembly: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    breaking, message = BROKEN_ASSEMBLIES[case]
+    breaking(assembly)
+    status, text = run(
+        "diagram", "--assembly", str(assembly), "--stack", "other", "-o", str(tmp_path / "x.svg")
+    )
+    err = capsys.readouterr().err
+    assert (status, text) == (2, "")
+    assert err.startswith("error: ") and err.count("\n") == 1 and len(err) < 1024, err[:2000]
+    assert message in err
+    assert not (tmp_path / "x.svg").exists()
+
+
+def test_a_template_whose_resources_are_not_objects_draws_what_is(assembly: Path, tmp_path: Path) -> None:
+    (assembly / "other.template.json").write_text(json.dumps({"Resources": {**NETWORK, "A": 1, "B": [2]}}))
+    target = tmp_path / "x.dot"
+    status, _ = run("diagram", "--assembly", str(assembly), "--stack", "other", "-o", str(target))
+    assert status == 0 and target.read_text().startswith('digraph "other"')
+    assert (
+        graph_from_template({"Resources": {"A": 1}}, title="t").nodes
+        == graph_from_template({"Resources": {}}, title="t").nodes
+    )
+    assert retained_logical_ids({"Resources": {"A": 1, "B": "Retain"}}) == set()
+
+
+@pytest.mark.parametrize("under", ["", "sub"])
+def test_make_diagrams_into_a_file_is_one_line(
+    under: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from training_clusters.diagram.__main__ import main
+
+    afile = tmp_path / "afile"
+    afile.write_text("not a directory\n")
+    assert main([str(afile / under)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {afile}") and err.count("\n") == 1, err
+    assert "not a directory" in err

@@ -28,8 +28,10 @@ from typing import Any, NoReturn, TextIO
 from training_clusters.acceptance.dcgm import DCGM_LEVELS, DEFAULT_DCGM_LEVEL
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
-from training_clusters.errors import ConfigurationError
+from training_clusters.errors import ConfigurationError, bounded
+from training_clusters.rules.regions import region_shape_problem, unknown_region_problem
 from training_clusters.tables import text_table
+from training_clusters.yaml_file import regular_file_problem
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -60,14 +62,17 @@ def _preflight(args: argparse.Namespace, out: TextIO) -> int:
 
     from training_clusters.preflight import AwsClients, preflight
 
-    config = load_environment(args.file)
+    config, _ = _load(args.file)
     region = args.region or config.region
+    if args.region and not config.allow_unknown_region:  # the rule the file's own region follows
+        problem = unknown_region_problem(args.region)
+        if problem is not None:
+            raise ConfigurationError(f"{args.file}: --region: {problem}")
     try:
         session = boto3.session.Session(profile_name=args.profile, region_name=region)
         checks = preflight(config, AwsClients.from_session(session, region))
     except BotoCoreError as error:  # no credentials, unknown profile, no network
-        print(f"error: cannot reach AWS in {region}: {error}", file=sys.stderr)
-        return EXIT_USAGE
+        raise ConfigurationError(f"cannot reach AWS in {region}: {_aws_problem(error)}") from None
     failed = [check for check in checks if not check.passed]
     if args.output == "json":
         _json(
@@ -135,7 +140,14 @@ def _deployed_values(stack_name: str, region: str, profile: str | None) -> dict[
             stack_name, cloudformation=session.client("cloudformation"), ec2=session.client("ec2")
         )
     except BotoCoreError as error:
-        raise ConfigurationError(f"cannot read stack {stack_name} in {region}: {error}") from None
+        raise ConfigurationError(
+            f"cannot read stack {stack_name} in {region}: {_aws_problem(error)}"
+        ) from None
+
+
+def _aws_problem(error: Exception) -> str:
+    """botocore's message on one bounded line (it quotes what it was given, such as a --profile)."""
+    return bounded(str(error), 300)
 
 
 def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
@@ -241,17 +253,35 @@ def environment_schema() -> dict[str, Any]:
 # line and exit status 2 before any work (tests/cli/test_cli.py tries every such argument of every command)
 
 
-class PathError(ConfigurationError, argparse.ArgumentTypeError):
-    """A path argument that cannot be used; argparse reports it as a usage error naming the argument."""
+class ArgumentError(ConfigurationError, argparse.ArgumentTypeError):
+    """An argument that cannot be used; argparse reports it as a usage error naming the argument.
+
+    Its message is made safe (escaped, bounded) when made, as every ConfigurationError's; argparse's own
+    report of a plain ValueError would repeat the whole value.
+    """
+
+
+class PathError(ArgumentError):
+    """A path argument that cannot be used."""
+
+
+def _region(text: str) -> str:
+    """An AWS region name, by its shape (the rule the environment file's ``region`` follows; whether
+    botocore knows it is checked with the file, whose ``allow_unknown_region`` may allow a newer one)."""
+    problem = region_shape_problem(text)
+    if problem is not None:
+        raise ArgumentError(problem)
+    return text
 
 
 def _input_file(text: str) -> Path:
-    """An existing file to read (a regular file, or a pipe such as /dev/stdin; not a directory)."""
+    """An existing regular file to read (or a symbolic link to one): not a directory, pipe or device."""
     path = Path(text)
-    if not path.exists():
-        raise PathError(f"{text!r}: no such file")
     if path.is_dir():
         raise PathError(f"{text!r} is a directory; give a file")
+    problem = regular_file_problem(path)
+    if problem is not None:
+        raise PathError(f"{text!r}: {problem}")
     if not os.access(path, os.R_OK):
         raise PathError(f"{text!r} cannot be read (permission denied)")
     return path
@@ -302,7 +332,15 @@ def _writable_directory(directory: Path, text: str, *, create: bool) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
-    """Usage errors on one line (``error: training-clusters acceptance: argument -d/--directory: ...``)."""
+    """Usage errors on one line (``error: training-clusters acceptance: argument -d/--directory: ...``).
+
+    Options are never abbreviated: argparse would otherwise take ``--output json`` given after a command
+    with an ``--output-file`` for ``--output-file json``. Each command's parser is one of these too.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise ConfigurationError(f"{self.prog}: {message}")
@@ -334,7 +372,7 @@ def _parser() -> argparse.ArgumentParser:
         "preflight", help="check quotas, offerings, EFA and FSx limits before deploy"
     )
     command.add_argument("file", type=_input_file, help="environment file")
-    command.add_argument("--region", help="default: the file's region")
+    command.add_argument("--region", type=_region, help="default: the file's region")
     command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
     command.set_defaults(command=_preflight)
 

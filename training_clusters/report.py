@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,7 +25,10 @@ from training_clusters.compliance import (
     cfn_lint,
     read_validation_report,
 )
+from training_clusters.diagram.sources import STACK, assembly_artifacts, read_template
+from training_clusters.errors import ConfigurationError, displayable, excerpt
 from training_clusters.tables import text_table
+from training_clusters.yaml_file import read_json
 
 
 @dataclass(frozen=True)
@@ -76,26 +78,32 @@ def summarize(
     assembly_dir: str | Path, *, lint: Linter = cfn_lint, scan: Scanner = checkov_scan
 ) -> list[TemplateSummary]:
     """Run the gates over every stack of a cloud assembly (``lint``: see :data:`Linter`; ``scan``:
-    :data:`Scanner`)."""
+    :data:`Scanner`).
+
+    :raises ConfigurationError: a file of the assembly is missing, not what it should be, or broken.
+    """
     directory = Path(assembly_dir)
-    manifest = json.loads((directory / "manifest.json").read_text())
-    findings = read_validation_report(directory)
+    artifacts = assembly_artifacts(directory)
+    findings = _validation_findings(directory)
     stacks = [
         (name, artifact, directory / artifact["properties"]["templateFile"])
-        for name, artifact in sorted(manifest.get("artifacts", {}).items())
-        if artifact.get("type") == "aws:cloudformation:stack"
+        for name, artifact in sorted(artifacts.items())
+        if artifact.get("type") == STACK
     ]
+    templates = [read_template(template_file) for _, _, template_file in stacks]
     scanned = scan([template_file for _, _, template_file in stacks]) if stacks else []
     summaries = []
-    for name, artifact, template_file in stacks:
-        template = json.loads(template_file.read_text())
+    for (name, artifact, template_file), template in zip(stacks, templates, strict=True):
         region = _region(artifact.get("environment", ""))
         metadata = stack_metadata(directory, artifact)
+        resources = template.get("Resources", {})
         summaries.append(
             TemplateSummary(
                 stack=name,
                 region=region,
-                resources=len(template.get("Resources", {})),
+                resources=sum(isinstance(r, dict) for r in resources.values())
+                if isinstance(resources, dict)
+                else 0,
                 nag_findings=[
                     f for f in findings if f.plugin.startswith(AWS_SOLUTIONS) and _in_stack(f, name)
                 ],
@@ -111,6 +119,20 @@ def summarize(
     return summaries
 
 
+def _validation_findings(directory: Path) -> list[Finding]:
+    """cdk-nag's findings, from the assembly's validation report when there is one (bounded, checked)."""
+    path = directory / "validation-report.json"
+    if not (path.exists() or path.is_symlink()):
+        return []
+    read_json(path, what="a validation report")  # a regular file of bounded size holding JSON
+    try:
+        return read_validation_report(directory)
+    except (AttributeError, KeyError, TypeError) as error:
+        raise ConfigurationError(
+            f"{path}: not a validation report as CDK writes it ({type(error).__name__}: {excerpt(str(error))})"
+        ) from None
+
+
 def _region(environment: str) -> str:
     region = environment.rsplit("/", 1)[-1]
     return region if region and region != "unknown-region" else "us-east-1"
@@ -124,15 +146,21 @@ def stack_metadata(directory: Path, artifact: dict[str, Any]) -> dict[str, list[
     """A stack's construct metadata: inline in the manifest, or in its ``additionalMetadataFile``."""
     metadata: dict[str, list[dict[str, object]]] = dict(artifact.get("metadata", {}))
     extra = artifact.get("additionalMetadataFile")
-    if extra and (directory / extra).exists():
-        metadata.update(json.loads((directory / extra).read_text()))
+    if isinstance(extra, str) and extra and (directory / extra).exists():
+        path = directory / extra
+        document = read_json(path, what="a stack's metadata file")
+        if not isinstance(document, dict):
+            raise ConfigurationError(f"{path}: must be a JSON object, got {type(document).__name__}")
+        metadata.update(document)
     return metadata
 
 
 def _acknowledged(metadata: dict[str, list[dict[str, object]]], pack: str) -> int:
     count = 0
     for entries in metadata.values():
-        for entry in entries:
+        for entry in entries if isinstance(entries, list) else []:
+            if not isinstance(entry, dict):
+                continue
             data = entry.get("data")
             if entry.get("type") == "aws:cdk:acknowledged-rules" and isinstance(data, dict):
                 count += sum(1 for rule in data if str(rule).startswith(f"{pack}::"))
@@ -178,6 +206,7 @@ def format_table(summaries: list[TemplateSummary]) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m training_clusters.report",
+        allow_abbrev=False,
         description="Gate a synthesized cloud assembly: cdk-nag findings (from its validation report), "
         "cfn-lint on every template and checkov; prints one row per stack and exits 1 when any fails.",
         epilog="cfn-lint comes with the 'gates' extra: pip install 'cdk-training-clusters[gates]'. checkov "
@@ -202,20 +231,25 @@ def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint, scan: Scanne
     """``python -m training_clusters.report [ASSEMBLY] [--no-lint] [--no-checkov]``: the gates' table.
 
     Exit status: 0 every template passes, 1 one fails, 2 a gate cannot run (cfn-lint or checkov missing,
-    no assembly), with one line saying how to get it.
+    no assembly, a broken one), with one line saying what is wrong.
 
     :param argv: Default: ``sys.argv[1:]``; the assembly folder defaults to ``cdk.out``.
     :param lint: Default: cfn-lint in this process (see :data:`Linter`).
     :param scan: Default: checkov from ``.venv-checkov`` (see :mod:`training_clusters.checkov`).
     """
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
-    directory = Path(args.assembly)
-    if not (directory / "manifest.json").is_file():
-        print(
-            f"error: {directory} is not a cloud assembly (no manifest.json); run cdk synth first",
-            file=sys.stderr,
-        )
+    try:
+        return _report(Path(args.assembly), args, lint, scan)
+    except ConfigurationError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
+
+
+def _report(directory: Path, args: argparse.Namespace, lint: Linter, scan: Scanner) -> int:
+    if not (directory / "manifest.json").is_file():
+        raise ConfigurationError(
+            f"{directory} is not a cloud assembly (no manifest.json); run cdk synth first"
+        )
     if args.no_lint:
         lint = _no_lint
     elif lint is cfn_lint and importlib.util.find_spec("cfnlint") is None:
@@ -230,7 +264,7 @@ def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint, scan: Scanne
         print(f"error: {error}; or pass --no-checkov", file=sys.stderr)
         return 2
     if not summaries:
-        print(f"no stack templates in {directory}", file=sys.stderr)
+        print(displayable(f"no stack templates in {directory}"), file=sys.stderr)
         return 1
     print(format_table(summaries))
     for summary in summaries:

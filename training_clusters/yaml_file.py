@@ -2,6 +2,8 @@
 
 An environment file is untrusted input. :func:`read_yaml` refuses, before anything is built from it:
 
+- anything but a regular file, or a symbolic link to one (:func:`regular_file_problem`): a pipe nobody
+  writes to would block the read forever, a device such as ``/dev/zero`` never ends;
 - a file larger than :data:`MAX_FILE_BYTES` (only that much is ever read, whatever the file is);
 - a key given twice in one mapping: YAML forbids it (YAML 1.2, 3.2.1.1 "the content of a mapping node is
   an unordered set of key/value node pairs, with the restriction that each of the keys is unique") and
@@ -14,11 +16,16 @@ An environment file is untrusted input. :func:`read_yaml` refuses, before anythi
 - an alias inside the node it refers to (a recursive document).
 
 Every message is one line naming the file, the line and what is allowed.
+
+:func:`read_json` reads the JSON files of a cloud assembly (``cdk.out``) with the same first two bounds.
 """
 
 from __future__ import annotations
 
+import errno
+import json
 import os
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -38,6 +45,9 @@ MAX_VALUES = 10_000
 #: at most the file's size; with them, a long value used many times would make every copy of the data —
 #: an error message's excerpt of it, say — that long.
 MAX_EXPANDED_CHARACTERS = 4 * MAX_FILE_BYTES
+#: The largest JSON file of a cloud assembly read: CloudFormation takes templates of at most 1 MB; a
+#: manifest, asset manifest or validation report of a large app stays well below this.
+MAX_JSON_BYTES = 16 * 1024 * 1024
 
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
@@ -83,7 +93,7 @@ def read_yaml(path: Path) -> Any:
 
     :raises ConfigurationError: one line starting with ``path``.
     """
-    data = _read_bounded(path)
+    data = read_bounded(path, limit=MAX_FILE_BYTES, what="an environment file")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
@@ -101,24 +111,79 @@ def read_yaml(path: Path) -> Any:
         raise ConfigurationError(f"{path}: not valid YAML: nested too deeply") from None
 
 
-def _read_bounded(path: Path) -> bytes:
+def regular_file_problem(path: Path, what: str = "a file") -> str | None:
+    """Why ``path``, which should be ``what`` (``"an environment file"``), is not a regular file to read
+    (after following symbolic links), or None.
+
+    Asked before opening: opening a pipe nobody writes to blocks until someone does.
+    """
     try:
-        with path.open("rb") as stream:
-            data = stream.read(MAX_FILE_BYTES + 1)
-            size = os.fstat(stream.fileno()).st_size
+        mode = path.stat().st_mode
     except FileNotFoundError:
-        raise ConfigurationError(f"{path}: no such environment file") from None
-    except IsADirectoryError:
-        raise ConfigurationError(f"{path}: is a directory, not an environment file") from None
+        if path.is_symlink():
+            return "is a symbolic link to a file that does not exist"
+        return f"no such {what.partition(' ')[2] or what}"
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            return "is a symbolic link that loops (it cannot be resolved)"
+        return f"cannot be read: {error.strerror}"
+    if stat.S_ISDIR(mode):
+        return f"is a directory, not {what}"
+    if not stat.S_ISREG(mode):
+        return "is not a regular file (a pipe, device or socket); give a file"
+    return None
+
+
+def read_bounded(path: Path, *, limit: int, what: str) -> bytes:
+    """The bytes of regular file ``path``, which is ``what`` (``"an environment file"``): at most ``limit``.
+
+    :raises ConfigurationError: one line starting with ``path``: not a regular file, unreadable, or larger.
+    """
+    problem = regular_file_problem(path, what)
+    if problem is not None:
+        raise ConfigurationError(f"{path}: {problem}")
+    try:
+        # O_NONBLOCK: should it have become a pipe since it was looked at, the open does not wait for a writer
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        with os.fdopen(descriptor, "rb") as stream:
+            status = os.fstat(stream.fileno())
+            if not stat.S_ISREG(status.st_mode):
+                raise ConfigurationError(
+                    f"{path}: is not a regular file (a pipe, device or socket); give a file"
+                )
+            data = stream.read(limit + 1) if status.st_size <= limit else b""
     except OSError as error:
         raise ConfigurationError(f"{path}: cannot be read: {error.strerror}") from None
-    if len(data) > MAX_FILE_BYTES:
-        measured = f"{size / 1024:,.0f} KiB, " if size > MAX_FILE_BYTES else ""  # a pipe has no size
+    if status.st_size > limit or len(data) > limit:
+        size = max(status.st_size, len(data))
         raise ConfigurationError(
-            f"{path}: is {measured}more than the {MAX_FILE_BYTES // 1024} KiB an environment file may be "
-            "(they are a few KiB), so it is not read; is it the right file?"
+            f"{path}: is {size / 1024:,.0f} KiB, more than the {_size(limit)} {what} may be, so it is not "
+            "read; is it the right file?"
         )
     return data
+
+
+def read_json(path: Path, *, what: str, limit: int = MAX_JSON_BYTES) -> Any:
+    """The JSON document in regular file ``path``, which is ``what`` (bounded as :func:`read_bounded`).
+
+    :raises ConfigurationError: one line starting with ``path``, saying where the JSON is broken.
+    """
+    data = read_bounded(path, limit=limit, what=what)
+    try:
+        return json.loads(data)
+    except json.JSONDecodeError as error:
+        where = f"line {error.lineno}, column {error.colno}"
+        raise ConfigurationError(f"{path}: not valid JSON: {error.msg} ({where}); is it {what}?") from None
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"{path}: not valid JSON: not UTF-8 text; is it {what}?") from None
+    except ValueError as error:  # a number of more digits than Python converts
+        raise ConfigurationError(f"{path}: not valid JSON: {_one_line(str(error))[:100]}") from None
+    except RecursionError:
+        raise ConfigurationError(f"{path}: not valid JSON: nested too deeply; is it {what}?") from None
+
+
+def _size(limit: int) -> str:
+    return f"{limit // (1024 * 1024)} MiB" if limit >= 1024 * 1024 else f"{limit // 1024} KiB"
 
 
 def _yaml_problem(error: yaml.MarkedYAMLError) -> str:

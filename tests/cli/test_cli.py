@@ -321,3 +321,64 @@ def test_a_bad_path_is_one_line_and_exit_2(
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert named in err and "Traceback" not in err
     assert not (tmp_path / "missing-dir").exists()
+
+
+# --------------------------------------------------------------------------------------------------
+# untrusted command lines: one line, exit 2, never a traceback
+
+
+def test_an_option_is_never_taken_for_a_longer_one_it_begins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--output json`` after the command is not ``--output-file json`` (argparse's prefix matching)."""
+    monkeypatch.chdir(tmp_path)
+    status, out = run("render-pcluster", str(VALID_ENVIRONMENT), "--output", "json")
+    err = capsys.readouterr().err
+    assert (status, out) == (2, "")
+    assert err.startswith("error: ") and err.count("\n") == 1 and "--output" in err, err
+    assert not (tmp_path / "json").exists()
+    assert run("--out", "json", "catalog")[0] == 2
+
+
+@pytest.mark.parametrize(
+    ("region", "fragment"),
+    [
+        ("us-east-1\n", "must be an AWS region such as us-east-1, got 'us-east-1\\n'"),
+        ("us-east-" + "1" * 100_000, "(100008 characters)"),
+        ("\x1b[31mus-east-1", "got '\\x1b[31mus-east-1'"),
+    ],
+    ids=["newline", "huge", "escape"],
+)
+def test_preflight_refuses_a_region_that_is_not_one_in_one_short_line(
+    region: str, fragment: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--region", region)
+    err = capsys.readouterr().err
+    assert (status, out) == (2, "")
+    assert err.startswith("error: ") and err.count("\n") == 1 and "--region" in err, err[:2000]
+    assert fragment in err and len(err) < 1024 and "\x1b" not in err
+
+
+def test_preflight_quotes_an_unknown_profile_bounded_and_escaped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
+    profile = "\x1b[31m" + "p" * 100_000 + "\nsecond line"
+    status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--profile", profile)
+    err = capsys.readouterr().err
+    assert (status, out) == (2, "")
+    assert err.startswith("error: cannot reach AWS in us-east-1") and err.count("\n") == 1, err[:2000]
+    assert len(err) < 1024 and "\x1b" not in err and "\\x1b[31mppp" in err
+
+
+def test_preflight_checks_the_file_name_as_every_command_does(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _canned(monkeypatch, [_check(True)])
+    badly_named = tmp_path / "1 g5.yaml"
+    badly_named.write_text((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
+    status, out = run("preflight", str(badly_named))
+    err = capsys.readouterr().err
+    assert (status, out) == (2, "")
+    assert "the file name '1 g5' names the environment and its stack" in err and err.count("\n") == 1

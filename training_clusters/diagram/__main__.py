@@ -19,8 +19,8 @@ DOCS = Path("docs/environments")
 def main(argv: list[str] | None = None) -> int:
     arguments = sys.argv[1:] if argv is None else argv
     directory = Path(arguments[0]) if arguments else DOCS
-    directory.mkdir(parents=True, exist_ok=True)
     try:
+        _make_directory(directory)
         written = write_environment_diagrams(environment_files(), directory)
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -28,6 +28,21 @@ def main(argv: list[str] | None = None) -> int:
     for path in written:
         print(f"wrote {path}")
     return 0
+
+
+def _make_directory(directory: Path) -> None:
+    """``directory`` and its parents, made where missing.
+
+    :raises ConfigurationError: one line: it, or a folder above it, is a file, or cannot be made.
+    """
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise ConfigurationError(f"{directory}: is a file, not a directory; give a directory") from None
+    except NotADirectoryError:
+        raise ConfigurationError(f"{directory}: a folder above it is a file, not a directory") from None
+    except OSError as error:
+        raise ConfigurationError(f"{directory}: cannot be made: {error.strerror}") from None
 
 
 if __name__ == "__main__":

@@ -211,8 +211,12 @@ _CDK_HASH = re.compile(r"[0-9A-F]{8}$")
 
 
 def _resources(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The template's resources by logical id; what is not a JSON object is no resource and is passed over
+    (CloudFormation would refuse the template)."""
     resources = template.get("Resources", {})
-    return resources if isinstance(resources, dict) else {}
+    if not isinstance(resources, dict):
+        return {}
+    return {logical_id: resource for logical_id, resource in resources.items() if isinstance(resource, dict)}
 
 
 def _target(value: Any) -> str | None:

@@ -14,12 +14,32 @@ import tempfile
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, graph_from_template
-from training_clusters.errors import ConfigurationError
+from training_clusters.errors import ConfigurationError, excerpt
+from training_clusters.yaml_file import read_bounded, read_json
 
-__all__ = ["StackSource", "read_assembly", "read_stack", "source_of", "synthesize_environments"]
+__all__ = [
+    "STACK",
+    "StackSource",
+    "assembly_artifacts",
+    "read_assembly",
+    "read_stack",
+    "read_template",
+    "source_of",
+    "synthesize_environments",
+]
+
+#: The artifact types of a cloud assembly this module reads, and the property naming each one's file.
+STACK, NESTED_ASSEMBLY, ASSET_MANIFEST = (
+    "aws:cloudformation:stack",
+    "cdk:cloud-assembly",
+    "cdk:asset-manifest",
+)
+_FILE_PROPERTY = {STACK: "templateFile", NESTED_ASSEMBLY: "directoryName", ASSET_MANIFEST: "file"}
+#: The settings files read from an asset folder are small JSON documents.
+_SETTINGS_FILE_BYTES = 256 * 1024
 
 #: Where a deploy-time value goes in an uploaded JSON file (the bucket deployment fills it in, quoted).
 _DEPLOY_TIME_MARKER = re.compile(r"<<marker:0x[0-9a-f]+:\d+>>")
@@ -52,7 +72,67 @@ def read_assembly(directory: str | Path) -> list[StackSource]:
         raise ConfigurationError(f"{root}: is a file; --assembly takes the folder cdk synth writes (cdk.out)")
     if not (root / "manifest.json").is_file():
         raise ConfigurationError(f"{root}: not a cloud assembly (no manifest.json); run cdk synth first")
-    return sorted(_stacks(root), key=lambda s: s.stack_name)
+    return sorted(_stacks(root, set()), key=lambda s: s.stack_name)
+
+
+def assembly_artifacts(directory: Path) -> dict[str, dict[str, Any]]:
+    """The artifacts of the cloud assembly in ``directory`` by id, as its ``manifest.json`` lists them.
+
+    Each is checked to be a JSON object with object ``properties`` and ``metadata``, a string
+    ``environment``, a list of ``dependencies``, and (for a stack, a nested assembly, an asset manifest)
+    naming its file or folder by a path inside the assembly.
+
+    :raises ConfigurationError: one line naming the manifest and what is wrong with it.
+    """
+    path = directory / "manifest.json"
+    manifest = read_json(path, what="a cloud assembly manifest")
+    if not isinstance(manifest, dict):
+        raise ConfigurationError(
+            f"{path}: must be a JSON object (a cloud assembly manifest), got {type(manifest).__name__}"
+        )
+    artifacts = manifest.get("artifacts", {})
+    _expect(path, "artifacts", artifacts, dict)
+    for artifact_id, artifact in artifacts.items():
+        field = f"artifacts.{excerpt(artifact_id, 60)[1:-1]}"
+        _expect(path, field, artifact, dict)
+        properties = artifact.get("properties", {})
+        _expect(path, f"{field}.properties", properties, dict)
+        _expect(path, f"{field}.metadata", artifact.get("metadata", {}), dict)
+        _expect(path, f"{field}.environment", artifact.get("environment", ""), str)
+        _expect(path, f"{field}.dependencies", artifact.get("dependencies", []), list)
+        kind = artifact.get("type")
+        name = _FILE_PROPERTY.get(kind) if isinstance(kind, str) else None
+        if name is not None and not _inside(properties.get(name)):
+            raise ConfigurationError(
+                f"{path}: {field}.properties.{name}: must name a file in the assembly, "
+                f"got {excerpt(properties.get(name))}"
+            )
+    checked: dict[str, dict[str, Any]] = artifacts
+    return checked
+
+
+def read_template(path: Path) -> dict[str, Any]:
+    """The CloudFormation template in ``path`` (a JSON object, bounded as :func:`read_json`)."""
+    template = read_json(path, what="a CloudFormation template")
+    if not isinstance(template, dict):
+        raise ConfigurationError(
+            f"{path}: must be a JSON object (a CloudFormation template), got {type(template).__name__}"
+        )
+    return template
+
+
+def _expect(path: Path, field: str, value: object, kind: type) -> None:
+    if not isinstance(value, kind):
+        what = "a JSON object" if kind is dict else "a list" if kind is list else "a string"
+        raise ConfigurationError(f"{path}: {field}: must be {what}, got {type(value).__name__}")
+
+
+def _inside(name: object) -> TypeGuard[str]:
+    """Whether ``name`` is a relative path below the assembly's folder (as CDK writes every one)."""
+    if not isinstance(name, str) or not name:
+        return False
+    parts = Path(name).parts
+    return not Path(name).is_absolute() and bool(parts) and ".." not in parts and parts != (".",)
 
 
 def read_stack(directory: str | Path, stack_name: str | None) -> StackSource:
@@ -130,59 +210,86 @@ def source_of(stack: Any, template: Mapping[str, Any]) -> StackSource:
 
 def _cdk_json_context() -> dict[str, Any]:
     try:
-        document = json.loads(Path("cdk.json").read_text())
-    except (OSError, ValueError):
+        document = read_json(Path("cdk.json"), what="a CDK app's cdk.json")
+    except ConfigurationError:
         return {}
     context = document.get("context") if isinstance(document, dict) else None
     return context if isinstance(context, dict) else {}
 
 
-def _stacks(directory: Path) -> Iterator[StackSource]:
-    manifest = json.loads((directory / "manifest.json").read_text())
-    artifacts: dict[str, Any] = manifest.get("artifacts", {})
+def _stacks(directory: Path, seen: set[Path]) -> Iterator[StackSource]:
+    """The stacks of the assembly in ``directory`` and of the assemblies nested in it (each read once)."""
+    seen.add(directory.resolve())
+    artifacts = assembly_artifacts(directory)
     for artifact_id, artifact in sorted(artifacts.items()):
         properties = artifact.get("properties", {})
-        if artifact.get("type") == "aws:cloudformation:stack":
-            template = json.loads((directory / properties["templateFile"]).read_text())
+        if artifact.get("type") == STACK:
+            template = read_template(directory / properties["templateFile"])
             assets = _assets_manifest(directory, artifacts, artifact)
+            stack_name = properties.get("stackName")
             yield StackSource(
-                stack_name=properties.get("stackName", artifact_id),
+                stack_name=stack_name if isinstance(stack_name, str) else artifact_id,
                 template=template,
                 uploads=_uploads(directory, assets),
             )
-        elif artifact.get("type") == "cdk:cloud-assembly":
-            yield from _stacks(directory / properties["directoryName"])
+        elif artifact.get("type") == NESTED_ASSEMBLY:
+            nested = directory / properties["directoryName"]
+            if not (nested / "manifest.json").is_file():
+                raise ConfigurationError(f"{nested}: not a cloud assembly (no manifest.json)")
+            if nested.resolve() in seen:
+                raise ConfigurationError(
+                    f"{directory / 'manifest.json'}: artifacts.{excerpt(artifact_id, 60)[1:-1]}: nests an "
+                    "assembly already read (the assemblies loop)"
+                )
+            yield from _stacks(nested, seen)
 
 
 def _assets_manifest(
     directory: Path, artifacts: Mapping[str, Any], stack: Mapping[str, Any]
 ) -> dict[str, Any]:
     for dependency in stack.get("dependencies", []):
-        artifact = artifacts.get(dependency, {})
-        if artifact.get("type") == "cdk:asset-manifest":
-            document: dict[str, Any] = json.loads((directory / artifact["properties"]["file"]).read_text())
-            return document
+        artifact = artifacts.get(dependency, {}) if isinstance(dependency, str) else {}
+        if artifact.get("type") == ASSET_MANIFEST:
+            path = directory / artifact["properties"]["file"]
+            document = read_json(path, what="an asset manifest")
+            return document if isinstance(document, dict) else {}
     return {}
 
 
 def _uploads(directory: Path, assets: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """The settings files (:data:`LIFECYCLE_FILES`) of each folder asset that holds any, by its S3 object key."""
+    """The settings files (:data:`LIFECYCLE_FILES`) of each folder asset that holds any, by its S3 object key.
+
+    Decoration for the drawing: an asset of another shape, or a settings file that cannot be read, is
+    passed over.
+    """
     found: dict[str, dict[str, Any]] = {}
-    for asset in assets.get("files", {}).values():
-        source = directory / asset.get("source", {}).get("path", "")
+    for asset in _mapping(assets.get("files")).values():
+        folder = _mapping(_mapping(asset).get("source")).get("path")
+        if not _inside(folder):
+            continue
         settings: dict[str, Any] = {}
         for name in LIFECYCLE_FILES:
-            settings.update(_settings_file(source / name))
+            settings.update(_settings_file(directory / folder / name))
         if settings:
-            for destination in asset.get("destinations", {}).values():
-                found[destination["objectKey"]] = settings
+            for destination in _mapping(_mapping(asset).get("destinations")).values():
+                key = _mapping(destination).get("objectKey")
+                if isinstance(key, str):
+                    found[key] = settings
     return found
 
 
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _settings_file(path: Path) -> dict[str, Any]:
-    """A JSON object uploaded with deploy-time markers in it (as ``null``); empty when absent or not JSON."""
+    """A JSON object uploaded with deploy-time markers in it (as ``null``); empty when absent, not a regular
+    file of at most :data:`_SETTINGS_FILE_BYTES`, or not JSON."""
+    if not path.is_file():
+        return {}
     try:
-        document = json.loads(_DEPLOY_TIME_MARKER.sub("null", path.read_text()))
-    except (OSError, ValueError):
+        data = read_bounded(path, limit=_SETTINGS_FILE_BYTES, what="a settings file")
+        document = json.loads(_DEPLOY_TIME_MARKER.sub("null", data.decode("utf-8")))
+    except (ConfigurationError, ValueError, RecursionError):
         return {}
     return document if isinstance(document, dict) else {}
