@@ -771,6 +771,17 @@ def test_a_template_whose_resources_are_not_objects_draws_what_is(assembly: Path
     assert retained_logical_ids({"Resources": {"A": 1, "B": "Retain"}}) == set()
 
 
+@pytest.mark.parametrize(
+    "name", [{"Fn::Join": 5}, {"Fn::Join": ["", 5]}, {"Fn::Join": [1, ["a"]]}, {"Fn::Join": ["-"]}, ["x"], 7]
+)
+def test_a_name_of_any_shape_draws_as_text_or_the_deploy_time_placeholder(name: object) -> None:
+    """A hand-edited template's intrinsic of the wrong shape is drawn, never a traceback."""
+    cluster = {"Type": "AWS::PCS::Cluster", "Properties": {"Name": name, "Size": "SMALL"}}
+    graph = graph_from_template({"Resources": {"Pcs": cluster}}, title="t")
+    [title] = [node.title for node in graph.nodes if node.id == "Pcs"]
+    assert title.startswith("AWS PCS ") and "Fn::Join" not in title
+
+
 @pytest.mark.parametrize("under", ["", "sub"])
 def test_make_diagrams_into_a_file_is_one_line(
     under: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

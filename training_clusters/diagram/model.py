@@ -259,10 +259,10 @@ def _text(value: Any, placeholder: str = _DEPLOY_TIME) -> str:
     literal = _literal(value)
     if literal is not None:
         return literal
-    if isinstance(value, dict) and "Fn::Join" in value:
-        separator, parts = value["Fn::Join"]
-        if isinstance(parts, list):
-            return str(separator).join(_text(part, placeholder) for part in parts)
+    join = _list(_dict(value).get("Fn::Join"))
+    if len(join) == 2 and isinstance(join[0], str) and isinstance(join[1], list):
+        separator, parts = join
+        return separator.join(_text(part, placeholder) for part in parts)
     return placeholder
 
 
