@@ -260,8 +260,8 @@ def _text(value: Any, placeholder: str = _DEPLOY_TIME) -> str:
     if literal is not None:
         return literal
     join = _list(_dict(value).get("Fn::Join"))
-    if len(join) == 2 and isinstance(join[0], str) and isinstance(join[1], list):
-        separator, parts = join
+    separator, parts = (join[0], join[1]) if len(join) == 2 else (None, None)
+    if isinstance(separator, str) and isinstance(parts, list):
         return separator.join(_text(part, placeholder) for part in parts)
     return placeholder
 
