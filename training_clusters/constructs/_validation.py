@@ -36,6 +36,12 @@ def fail(construct_path: str, field: str, message: str) -> ConfigurationError:
     return ConfigurationError(" ".join(f"{construct_path}: {field} {message}".splitlines()))
 
 
+def refuse(scope: IConstruct | str, field: str, problem: str | None) -> None:
+    """Raise :func:`fail` for ``field`` when a rule (a ``rules.*_problem`` function) found a ``problem``."""
+    if problem:
+        raise fail(_path(scope), field, problem)
+
+
 def refuse_alongside(
     scope: IConstruct | str,
     field: str,

@@ -38,6 +38,7 @@ from training_clusters.constructs._validation import (
     fail,
     is_unresolved,
     option,
+    refuse,
     to_removal_policy,
 )
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster
@@ -312,9 +313,7 @@ class NvidiaDevicePlugin(Construct):
 
     def _check_mig_capable(self, types: Sequence[InstanceType], mig_strategy: MigStrategy) -> None:
         for found in types:
-            problem = mig_problem(found, mig_strategy)
-            if problem:
-                raise fail(self.node.path, "mig_strategy", problem)
+            refuse(self, "mig_strategy", mig_problem(found, mig_strategy))
 
     def _check_mig_partitioned(self, mig_strategy: MigStrategy) -> None:
         problem = mig_partitioning_problem(mig_strategy)

@@ -44,6 +44,7 @@ from training_clusters.constructs._validation import (
     fail,
     is_unresolved,
     option,
+    refuse,
     to_removal_policy,
 )
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
@@ -296,9 +297,9 @@ class GpuEksCluster(Construct):
                 "must list at least one IPv4 range when given; omit it for a private endpoint",
             )
         for cidr in cidrs:
-            problem = None if is_unresolved(cidr) else public_access_cidr_problem(cidr)
-            if problem:
-                raise fail(self.node.path, "public_access_cidrs", problem)
+            refuse(
+                self, "public_access_cidrs", None if is_unresolved(cidr) else public_access_cidr_problem(cidr)
+            )
 
     def _check_system_node_count(self, count: int) -> None:
         if count < 1:
@@ -765,9 +766,7 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
     # validation, one rule per method
 
     def _check_efa_supported(self) -> None:
-        problem = efa_nodegroup_problem(self.instance_type)
-        if problem:
-            raise fail(self.node.path, "instance_type", problem)
+        refuse(self, "instance_type", efa_nodegroup_problem(self.instance_type))
 
     def _check_efa_interfaces(self, wanted: int | None) -> int:
         maximum = min(self.instance_type.max_efa_interfaces, self.instance_type.max_network_cards)

@@ -29,7 +29,14 @@ from training_clusters.compliance import (
     wildcard_finding,
 )
 from training_clusters.constructs._security_groups import open_between_members
-from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
+from training_clusters.constructs._validation import (
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+)
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.constructs.users import TeamUser, team_problem
@@ -345,9 +352,7 @@ class HyperPodCluster(Construct):
             )
         where = f"instance_groups[{index}]"
         if group.capacity is not None:
-            problem = group.capacity.problem_for(CapacityOrchestrator.HYPERPOD)
-            if problem:
-                raise fail(self.node.path, f"{where}.capacity", problem)
+            refuse(self, f"{where}.capacity", group.capacity.problem_for(CapacityOrchestrator.HYPERPOD))
         checks = group.deep_health_checks
         if isinstance(checks, str):
             raise fail(
@@ -371,9 +376,7 @@ class HyperPodCluster(Construct):
     def _check_cluster_name(self, name: str) -> None:
         if is_unresolved(name):
             return
-        problem = cluster_name_problem(name)
-        if problem:
-            raise fail(self.node.path, "cluster_name", problem)
+        refuse(self, "cluster_name", cluster_name_problem(name))
 
     def _check_lifecycle_scripts(self, scripts_dir: str | Path | None) -> None:
         if not self._orchestrator.is_slurm and scripts_dir is None:
@@ -530,9 +533,7 @@ class HyperPodCluster(Construct):
     def _check_group_names(self, groups: Sequence[InstanceGroup]) -> None:
         seen: set[str] = set()
         for index, group in enumerate(groups):
-            problem = instance_group_name_problem(group.name)
-            if problem:
-                raise fail(self.node.path, f"instance_groups[{index}].name", problem)
+            refuse(self, f"instance_groups[{index}].name", instance_group_name_problem(group.name))
             if group.name in seen:
                 raise fail(self.node.path, f"instance_groups[{index}].name", f"'{group.name}' is used twice")
             seen.add(group.name)
@@ -617,9 +618,9 @@ class HyperPodCluster(Construct):
                 f"{where}.partition",
                 f"applies to WORKER groups only, got '{group.partition}' on {NodeRole.parse(group.role).name} group '{group.name}'",
             )
-        problem = partition_name_problem(group.partition) if group.partition else None
-        if problem:
-            raise fail(self.node.path, f"{where}.partition", problem)
+        refuse(
+            self, f"{where}.partition", partition_name_problem(group.partition) if group.partition else None
+        )
 
     # ----------------------------------------------------------------------------------------------
     # building

@@ -19,6 +19,7 @@ from training_clusters.constructs._validation import (
     fail,
     is_unresolved,
     option,
+    refuse,
     refuse_alongside,
     to_removal_policy,
 )
@@ -238,16 +239,16 @@ class SharedLustre(Construct):
     def _check_capacity(self, capacity: int) -> None:
         if is_unresolved(capacity):
             return
-        problem = lustre_capacity_problem(self.deployment_type.value, capacity)
-        if problem:
-            raise fail(self.node.path, "storage_capacity_gib", problem)
+        refuse(self, "storage_capacity_gib", lustre_capacity_problem(self.deployment_type.value, capacity))
 
     def _check_throughput(self, throughput: int | None) -> None:
         if is_unresolved(throughput):
             return
-        problem = lustre_throughput_problem(self.deployment_type.value, throughput)
-        if problem:
-            raise fail(self.node.path, "per_unit_storage_throughput_mbps", problem)
+        refuse(
+            self,
+            "per_unit_storage_throughput_mbps",
+            lustre_throughput_problem(self.deployment_type.value, throughput),
+        )
 
     def _check_kms_key(self, kms_key: kms.IKey | None) -> None:
         if kms_key is not None and self.deployment_type is LustreDeploymentType.SCRATCH_2:
@@ -267,12 +268,10 @@ class SharedLustre(Construct):
     def _check_data_repository(self, repository: DataRepository | None) -> None:
         if repository is None:
             return
-        for field, problem in (
-            ("file_system_path", file_system_path_problem(repository.file_system_path)),
-            ("prefix", s3_prefix_problem(repository.prefix)),
-        ):
-            if problem:
-                raise fail(self.node.path, f"data_repository.{field}", problem)
+        refuse(
+            self, "data_repository.file_system_path", file_system_path_problem(repository.file_system_path)
+        )
+        refuse(self, "data_repository.prefix", s3_prefix_problem(repository.prefix))
 
     # ----------------------------------------------------------------------------------------------
     # building

@@ -26,7 +26,13 @@ from training_clusters.compliance import (
     acknowledge_nist,
 )
 from training_clusters.constructs._security_groups import ClientSideConnections, open_between_members
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, refuse_alongside
+from training_clusters.constructs._validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    refuse,
+    refuse_alongside,
+)
 from training_clusters.rules.network import (
     PUBLIC_SUBNET_MASK,
     nat_gateways_fit_problem,
@@ -234,17 +240,13 @@ class TrainingNetwork(Construct):
         )
 
     def _check_nat_gateways(self, nat_gateways: int | None, endpoint_only: bool) -> None:
-        problem = nat_gateways_problem(nat_gateways, endpoint_only)
-        if problem:
-            raise fail(self.node.path, "nat_gateways", problem)
+        refuse(self, "nat_gateways", nat_gateways_problem(nat_gateways, endpoint_only))
 
     def _check_nat_gateways_fit_azs(
         self, nat_count: int, availability_zones: Sequence[str] | None, max_azs: int | None
     ) -> None:
         az_count = len(availability_zones) if availability_zones else (max_azs or 2)
-        problem = nat_gateways_fit_problem(nat_count, az_count)
-        if problem:
-            raise fail(self.node.path, "nat_gateways", problem)
+        refuse(self, "nat_gateways", nat_gateways_fit_problem(nat_count, az_count))
 
     def _check_private_subnet_mask(self, mask: int) -> None:
         if not 16 <= mask <= 28:
@@ -256,9 +258,7 @@ class TrainingNetwork(Construct):
         if is_unresolved(cidr):
             return
         az_count = len(availability_zones) if availability_zones else (max_azs or 2)
-        problem = vpc_cidr_problem(cidr, az_count, private_mask)
-        if problem:
-            raise fail(self.node.path, "cidr", problem)
+        refuse(self, "cidr", vpc_cidr_problem(cidr, az_count, private_mask))
 
     def _check_placement_az(self, availability_zone: str) -> None:
         azs = [s.availability_zone for s in self.private_subnets]

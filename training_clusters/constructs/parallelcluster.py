@@ -30,7 +30,14 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, from_queue_capacity_type
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import InstanceType
-from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
+from training_clusters.constructs._validation import (
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+)
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -627,9 +634,7 @@ class ParallelCluster(Construct):
     def _check_cluster_name(self, name: str) -> None:
         if is_unresolved(name):
             return
-        problem = cluster_name_problem(name)
-        if problem:
-            raise fail(self.node.path, "cluster_name", problem)
+        refuse(self, "cluster_name", cluster_name_problem(name))
 
     def _check_cluster_name_differs_from_stack(self, name: str) -> None:
         stack_name = cdk.Stack.of(self).stack_name
@@ -686,9 +691,7 @@ class ParallelCluster(Construct):
                 f"replaces capacity_type; give capacity only, got capacity {capacity.described} with "
                 f"capacity_type {capacity_type}",
             )
-        problem = capacity.problem_for(CapacityOrchestrator.PARALLELCLUSTER)
-        if problem:
-            raise fail(self.node.path, f"{where}.capacity", problem)
+        refuse(self, f"{where}.capacity", capacity.problem_for(CapacityOrchestrator.PARALLELCLUSTER))
         return capacity
 
     def _settings_options(self, settings: SlurmSettings) -> SlurmSettings:
@@ -714,26 +717,22 @@ class ParallelCluster(Construct):
         )
 
     def _check_queue_count(self) -> None:
-        problem = count_problem(len(self.queues), MAX_QUEUES)
-        if problem:
-            raise fail(self.node.path, "queues", problem)
+        refuse(self, "queues", count_problem(len(self.queues), MAX_QUEUES))
 
     def _check_queue_names(self) -> None:
         for i, queue in enumerate(self.queues):
-            problem = slurm_name_problem(queue.name)
-            if problem:
-                raise fail(self.node.path, f"queues[{i}].name", problem)
+            refuse(self, f"queues[{i}].name", slurm_name_problem(queue.name))
 
     def _check_queue_names_unique(self) -> None:
-        problem = duplicates_problem(q.name for q in self.queues)
-        if problem:
-            raise fail(self.node.path, "queues[].name", problem)
+        refuse(self, "queues[].name", duplicates_problem(q.name for q in self.queues))
 
     def _check_compute_resource_counts(self) -> None:
         for i, queue in enumerate(self.queues):
-            problem = count_problem(len(queue.compute_resources), MAX_COMPUTE_RESOURCES_PER_QUEUE)
-            if problem:
-                raise fail(self.node.path, f"queues[{i}].compute_resources", problem)
+            refuse(
+                self,
+                f"queues[{i}].compute_resources",
+                count_problem(len(queue.compute_resources), MAX_COMPUTE_RESOURCES_PER_QUEUE),
+            )
         total = sum(len(q.compute_resources) for q in self.queues)
         if total > MAX_COMPUTE_RESOURCES_PER_CLUSTER:
             raise fail(
@@ -745,24 +744,20 @@ class ParallelCluster(Construct):
 
     def _check_compute_resource_names(self) -> None:
         for field, resource in self._compute_resources():
-            problem = slurm_name_problem(resource.name)
-            if problem:
-                raise fail(self.node.path, f"{field}.name", problem)
+            refuse(self, f"{field}.name", slurm_name_problem(resource.name))
 
     def _check_compute_resource_names_unique(self) -> None:
         for i, queue in enumerate(self.queues):
-            problem = duplicates_problem(r.name for r in queue.compute_resources)
-            if problem:
-                raise fail(self.node.path, f"queues[{i}].compute_resources[].name", problem)
+            refuse(
+                self,
+                f"queues[{i}].compute_resources[].name",
+                duplicates_problem(r.name for r in queue.compute_resources),
+            )
 
     def _check_min_max_counts(self) -> None:
         for field, resource in self._compute_resources():
-            problem = max_count_problem(resource.max_count)
-            if problem:
-                raise fail(self.node.path, f"{field}.max_count", problem)
-            problem = min_count_problem(resource.min_count, resource.max_count)
-            if problem:
-                raise fail(self.node.path, f"{field}.min_count", problem)
+            refuse(self, f"{field}.max_count", max_count_problem(resource.max_count))
+            refuse(self, f"{field}.min_count", min_count_problem(resource.min_count, resource.max_count))
 
     def _check_instance_types(self) -> dict[str, InstanceType]:
         fields = [("head_node.instance_type", self.head_node.instance_type)]
@@ -772,39 +767,33 @@ class ParallelCluster(Construct):
     def _check_efa_capable(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():
             if resource.efa:
-                problem = efa_enabled_problem(instances[resource.instance_type])
-                if problem:
-                    raise fail(self.node.path, f"{field}.efa", problem)
+                refuse(self, f"{field}.efa", efa_enabled_problem(instances[resource.instance_type]))
 
     def _check_gdr_supported(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():
             if resource.gdr_support:
                 efa = _efa_enabled(resource, instances[resource.instance_type])
-                problem = gdr_problem(instances[resource.instance_type], efa)
-                if problem:
-                    raise fail(self.node.path, f"{field}.gdr_support", problem)
+                refuse(self, f"{field}.gdr_support", gdr_problem(instances[resource.instance_type], efa))
 
     def _check_compute_resource_capacities(self) -> None:
         for field, resource in self._compute_resources():
             if resource.capacity is None:
                 continue
-            problem = compute_resource_capacity_problem(resource.capacity)
-            if problem:
-                raise fail(self.node.path, f"{field}.capacity", problem)
+            refuse(self, f"{field}.capacity", compute_resource_capacity_problem(resource.capacity))
 
     def _check_queue_capacities(self) -> None:
         for i, queue in enumerate(self.queues):
             resources = [(r.name, r.capacity, r.min_count, r.max_count) for r in queue.compute_resources]
-            problem = queue_capacity_problem(_capacity(queue), resources)
-            if problem:
-                raise fail(self.node.path, f"queues[{i}]", problem)
+            refuse(self, f"queues[{i}]", queue_capacity_problem(_capacity(queue), resources))
 
     def _check_gpu_health_checks(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():
             if resource.gpu_health_check:
-                problem = gpu_health_check_problem(instances[resource.instance_type])
-                if problem:
-                    raise fail(self.node.path, f"{field}.gpu_health_check", problem)
+                refuse(
+                    self,
+                    f"{field}.gpu_health_check",
+                    gpu_health_check_problem(instances[resource.instance_type]),
+                )
 
     def _warn_placement_with_reserved_capacity(
         self, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
@@ -866,9 +855,7 @@ class ParallelCluster(Construct):
                 "head_node.ssh_allowed_ips",
                 "applies only with head_node.key_name (without a key pair, reach the head node with SSM)",
             )
-        problem = ssh_allowed_ips_problem(allowed)
-        if problem:
-            raise fail(self.node.path, "head_node.ssh_allowed_ips", problem)
+        refuse(self, "head_node.ssh_allowed_ips", ssh_allowed_ips_problem(allowed))
 
     def _check_storage_exclusive(
         self, file_system: SharedLustre | None, managed: ManagedLustre | None
@@ -885,31 +872,33 @@ class ParallelCluster(Construct):
         if managed is None:
             return
         deployment = str(managed.deployment_type)
-        problem = lustre_capacity_problem(deployment, managed.storage_capacity_gib)
-        if problem:
-            raise fail(self.node.path, "managed_file_system.storage_capacity_gib", problem)
-        problem = lustre_throughput_problem(deployment, managed.per_unit_storage_throughput_mbps)
-        if problem:
-            raise fail(self.node.path, "managed_file_system.per_unit_storage_throughput_mbps", problem)
+        refuse(
+            self,
+            "managed_file_system.storage_capacity_gib",
+            lustre_capacity_problem(deployment, managed.storage_capacity_gib),
+        )
+        refuse(
+            self,
+            "managed_file_system.per_unit_storage_throughput_mbps",
+            lustre_throughput_problem(deployment, managed.per_unit_storage_throughput_mbps),
+        )
 
     def _check_mount_dir(
         self, mount_dir: str, file_system: SharedLustre | None, managed: ManagedLustre | None
     ) -> None:
         if file_system is None and managed is None:
             return
-        problem = mount_dir_problem(mount_dir)
-        if problem:
-            raise fail(self.node.path, "mount_dir", problem)
+        refuse(self, "mount_dir", mount_dir_problem(mount_dir))
 
     def _check_log_retention(self, days: int) -> None:
-        problem = pcluster_log_retention_problem(days)
-        if problem:
-            raise fail(self.node.path, "log_retention_days", problem)
+        refuse(self, "log_retention_days", pcluster_log_retention_problem(days))
 
     def _check_scaledown_idletime(self) -> None:
-        problem = scaledown_idletime_problem(self.slurm_settings.scaledown_idletime_minutes)
-        if problem:
-            raise fail(self.node.path, "slurm_settings.scaledown_idletime_minutes", problem)
+        refuse(
+            self,
+            "slurm_settings.scaledown_idletime_minutes",
+            scaledown_idletime_problem(self.slurm_settings.scaledown_idletime_minutes),
+        )
 
     def _check_scripts(self, cluster_actions: Sequence[CustomActionScript]) -> None:
         where: list[tuple[str, Sequence[CustomActionScript]]] = [
@@ -942,43 +931,39 @@ class ParallelCluster(Construct):
         for field, ami in amis:
             if ami is None or is_unresolved(ami):
                 continue
-            problem = ami_problem(ami)
-            if problem:
-                raise fail(self.node.path, field, problem)
+            refuse(self, field, ami_problem(ami))
 
     def _check_login_nodes(self) -> None:
-        problem = duplicates_problem([p.name for p in self.login_nodes])
-        if problem:
-            raise fail(self.node.path, "login_nodes", problem)
+        refuse(self, "login_nodes", duplicates_problem([p.name for p in self.login_nodes]))
         for i, pool in enumerate(self.login_nodes):
-            problem = slurm_name_problem(pool.name)
-            if problem:
-                raise fail(self.node.path, f"login_nodes[{i}].name", problem)
+            refuse(self, f"login_nodes[{i}].name", slurm_name_problem(pool.name))
             catalog_entry(self, pool.instance_type, f"login_nodes[{i}].instance_type")
             if not is_unresolved(pool.count) and pool.count < 1:
                 raise fail(self.node.path, f"login_nodes[{i}].count", f"must be 1 or more, got {pool.count}")
             minutes = pool.gracetime_period_minutes
-            problem = None if minutes is None else login_gracetime_problem(minutes)
-            if problem:
-                raise fail(self.node.path, f"login_nodes[{i}].gracetime_period_minutes", problem)
+            refuse(
+                self,
+                f"login_nodes[{i}].gracetime_period_minutes",
+                None if minutes is None else login_gracetime_problem(minutes),
+            )
             if pool.ssh_allowed_ips is not None:
-                problem = ssh_allowed_ips_problem(pool.ssh_allowed_ips)
-                if problem:
-                    raise fail(self.node.path, f"login_nodes[{i}].ssh_allowed_ips", problem)
+                refuse(
+                    self, f"login_nodes[{i}].ssh_allowed_ips", ssh_allowed_ips_problem(pool.ssh_allowed_ips)
+                )
 
     def _check_custom_slurm_settings(self) -> None:
         for i, settings in enumerate(self.slurm_settings.custom_slurm_settings):
             for name in settings:
-                problem = custom_slurm_setting_problem(name)
-                if problem:
-                    raise fail(self.node.path, f"slurm_settings.custom_slurm_settings[{i}]", problem)
+                refuse(self, f"slurm_settings.custom_slurm_settings[{i}]", custom_slurm_setting_problem(name))
 
     def _check_directory_service(self, directory: DirectoryService | None) -> None:
         if directory is None or directory.ldap_tls_req_cert is None:
             return
-        problem = ldap_tls_req_cert_problem(directory.ldap_tls_req_cert)
-        if problem:
-            raise fail(self.node.path, "directory_service.ldap_tls_req_cert", problem)
+        refuse(
+            self,
+            "directory_service.ldap_tls_req_cert",
+            ldap_tls_req_cert_problem(directory.ldap_tls_req_cert),
+        )
 
     def _login_nodes_policy(self, cluster_actions: Sequence[CustomActionScript]) -> iam.ManagedPolicy | None:
         """Read access to the login nodes' scripts (ParallelCluster has no ``S3Access`` for login pools)."""
