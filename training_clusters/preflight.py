@@ -279,6 +279,34 @@ def instance_demands(config: EnvironmentConfig) -> tuple[InstanceDemand, ...]:
     )
 
 
+def _demand(
+    where: str,
+    group: Any,
+    count_key: str,
+    zones: tuple[str, ...],
+    *,
+    placed: bool,
+    bought: capacity_model.Capacity | None = None,
+    efa: bool = False,
+    count: int | None = None,
+) -> InstanceDemand:
+    """The demand of the EC2 group at ``where`` in the file: ``group.instance_type`` times
+    ``group.<count_key>`` (or ``count``), in ``zones`` (``placed``: the placement subnet's), bought as
+    ``bought`` (its quota and reservation). Default: On-Demand, no EFA."""
+    return InstanceDemand(
+        instance_type=group.instance_type,
+        count=getattr(group, count_key) if count is None else count,
+        where=where,
+        count_field=f"{where}.{count_key}",
+        availability_zones=zones,
+        in_placement_az=placed,
+        capacity=Capacity.ON_DEMAND if bought is None else _bought(bought),
+        efa=efa,
+        capacity_reservation_id=None if bought is None else bought.reservation_id,
+        reserved=_reserved(bought),
+    )
+
+
 def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     if config.hyperpod is None:
         return []
@@ -303,28 +331,22 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     if spec is None:
         return []
     placement = (config.placement_availability_zone,)
+    # one head node: the setting that makes it is its instance type
     demands = [
-        InstanceDemand(
-            instance_type=spec.head_node.instance_type,
-            count=1,
-            where="parallelcluster.head_node",
-            count_field="parallelcluster.head_node.instance_type",
-            availability_zones=placement,
-            in_placement_az=True,
-        )
+        _demand("parallelcluster.head_node", spec.head_node, "instance_type", placement, placed=True, count=1)
     ]
     for queue in spec.queues:
         for resource in queue.compute_resources:
+            where = f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}]"
             bought = resource.resource_capacity() or queue.queue_capacity()
             demands.append(
-                _bought_demand(
-                    bought,
-                    instance_type=resource.instance_type,
-                    count=resource.max_count,
-                    where=f"parallelcluster.queues[{queue.name}].compute_resources[{resource.name}]",
-                    count_key="max_count",
-                    availability_zones=placement,
-                    in_placement_az=True,
+                _demand(
+                    where,
+                    resource,
+                    "max_count",
+                    placement,
+                    placed=True,
+                    bought=bought,
                     efa=resource.efa_enabled,
                 )
             )
@@ -339,60 +361,14 @@ def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     placement = (config.placement_availability_zone,)
     demands = []
     if spec.login_nodes.count:
-        demands.append(
-            InstanceDemand(
-                instance_type=spec.login_nodes.instance_type,
-                count=spec.login_nodes.count,
-                where="pcs.login_nodes",
-                count_field="pcs.login_nodes.count",
-                availability_zones=placement,
-                in_placement_az=True,
-            )
-        )
+        demands.append(_demand("pcs.login_nodes", spec.login_nodes, "count", placement, placed=True))
     for group in spec.compute_node_groups:
-        bought = group.node_capacity()
+        where = f"pcs.compute_node_groups[{group.name}]"
         demands.append(
-            _bought_demand(
-                bought,
-                instance_type=group.instance_type,
-                count=group.max_count,
-                where=f"pcs.compute_node_groups[{group.name}]",
-                count_key="max_count",
-                availability_zones=placement,
-                in_placement_az=True,
-                efa=group.efa_enabled,
-            )
-        )
+            _demand(where, group, "max_count", placement, placed=True, bought=group.node_capacity(),
+                    efa=group.efa_enabled)
+        )  # fmt: skip
     return demands
-
-
-def _bought_demand(
-    bought: capacity_model.Capacity,
-    *,
-    instance_type: str,
-    count: int,
-    where: str,
-    count_key: str,
-    availability_zones: tuple[str, ...],
-    in_placement_az: bool,
-    efa: bool = False,
-) -> InstanceDemand:
-    """The demand of an EC2 group whose instances are bought as ``bought`` (its quota, its reservation).
-
-    ``count_key`` names the setting under ``where`` that sets ``count``; ``efa`` defaults to no EFA.
-    """
-    return InstanceDemand(
-        instance_type=instance_type,
-        count=count,
-        where=where,
-        count_field=f"{where}.{count_key}",
-        capacity=_bought(bought),
-        availability_zones=availability_zones,
-        in_placement_az=in_placement_az,
-        efa=efa,
-        capacity_reservation_id=bought.reservation_id,
-        reserved=_reserved(bought),
-    )
 
 
 def _bought(capacity: capacity_model.Capacity) -> Capacity:
@@ -412,46 +388,19 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     eks = config.eks
     if eks is None:
         return []
-    every_az = tuple(config.availability_zones)
-    demands = [
-        InstanceDemand(
-            instance_type=eks.system_nodegroup.instance_type,
-            count=eks.system_nodegroup.size,
-            where="eks.system_nodegroup",
-            count_field="eks.system_nodegroup.size",
-            availability_zones=every_az,
-            in_placement_az=False,
-        )
-    ]
-    for efa_group in eks.efa_nodegroups:
-        bought = efa_group.node_capacity()
+    every_az, placement = tuple(config.availability_zones), (config.placement_availability_zone,)
+    demands = [_demand("eks.system_nodegroup", eks.system_nodegroup, "size", every_az, placed=False)]
+    for group in eks.efa_nodegroups:
+        where = f"eks.efa_nodegroups[{group.name}]"
         demands.append(
-            _bought_demand(
-                bought,
-                instance_type=efa_group.instance_type,
-                count=efa_group.size,
-                where=f"eks.efa_nodegroups[{efa_group.name}]",
-                count_key="size",
-                availability_zones=(config.placement_availability_zone,),
-                in_placement_az=True,
-                efa=True,
-            )
+            _demand(where, group, "size", placement, placed=True, bought=group.node_capacity(), efa=True)
         )
     for gpu_group in eks.gpu_nodegroups:
         bought = gpu_group.node_capacity()
         # reserved capacity puts the group in the placement subnet (one AZ); otherwise every AZ
-        zones = (config.placement_availability_zone,) if bought.is_reserved else every_az
-        demands.append(
-            _bought_demand(
-                bought,
-                instance_type=gpu_group.instance_type,
-                count=gpu_group.size,
-                where=f"eks.gpu_nodegroups[{gpu_group.name}]",
-                count_key="size",
-                availability_zones=zones,
-                in_placement_az=bought.is_reserved,
-            )
-        )
+        zones = placement if bought.is_reserved else every_az
+        where = f"eks.gpu_nodegroups[{gpu_group.name}]"
+        demands.append(_demand(where, gpu_group, "size", zones, placed=bought.is_reserved, bought=bought))
     return demands
 
 
@@ -611,26 +560,16 @@ def _sagemaker_wanted(config: EnvironmentConfig, groups: Sequence[InstanceDemand
     ]
     total = sum(d.count for d in groups)
     cluster = f"hyperpod cluster {config.hyperpod.cluster_name}"
-    wanted.append(
-        _Wanted(
-            label="Maximum number instances allowed per SageMaker HyperPod cluster",
-            matches=_named(_SAGEMAKER_PER_CLUSTER),
-            amount=total,
-            detail=f"all instance groups of {cluster}",
-            unit="instances",
-            field="hyperpod.instance_groups[].count",
-        )
-    )
-    wanted.append(
-        _Wanted(
-            label="Total number of instances allowed across SageMaker HyperPod clusters",
-            matches=_named(_SAGEMAKER_ACROSS_CLUSTERS),
-            amount=total,
-            detail=f"{cluster}; other clusters in the account not counted",
-            unit="instances",
-            field="hyperpod.instance_groups[].count",
-        )
-    )
+    for label, quota, counted in (
+        ("Maximum number instances allowed per SageMaker HyperPod cluster", _SAGEMAKER_PER_CLUSTER,
+         f"all instance groups of {cluster}"),
+        ("Total number of instances allowed across SageMaker HyperPod clusters", _SAGEMAKER_ACROSS_CLUSTERS,
+         f"{cluster}; other clusters in the account not counted"),
+    ):  # fmt: skip
+        wanted.append(
+            _Wanted(label=label, matches=_named(quota), amount=total, detail=counted, unit="instances",
+                    field="hyperpod.instance_groups[].count")
+        )  # fmt: skip
     volumes = [(g.name, g.extra_volume_gib) for g in config.hyperpod.instance_groups if g.extra_volume_gib]
     if volumes:
         name, size = max(volumes, key=lambda item: item[1] or 0)
