@@ -33,7 +33,7 @@ STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
 STUBBED_COMMANDS = (
     "apt-get", "apt-key", "apt-mark", "aws", "cc", "chown", "curl", "docker", "dpkg", "dpkg-query",
     "getent", "groupadd", "hostname", "id", "ip", "lctl", "make", "modinfo", "modprobe", "mount",
-    "mountpoint", "mysql", "nvidia-ctk", "nvidia-smi", "sleep", "ssh-keygen", "sudo", "systemctl",
+    "mountpoint", "mysql", "nvidia-ctk", "nvidia-smi", "runuser", "sleep", "ssh-keygen", "sudo", "systemctl",
     "umount", "useradd", "usermod", "wget",
 )  # fmt: skip
 # Real tools the scripts may use on the fake root. Anything else is "command not found".

@@ -264,6 +264,61 @@ def test_users_run_again_without_a_change(sandbox: Sandbox) -> None:
     assert second.calls_to("usermod") == [] and second.calls_to("ssh-keygen") == []
 
 
+def test_inside_a_home_everything_is_done_as_its_user(sandbox: Sandbox) -> None:
+    """A user may leave symbolic links in their home on the shared file system; root never writes there
+    (only the new home's first chown), so the kernel judges every write as the user's."""
+    sandbox.write_params(users=USERS)
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    as_user = [args for args in run.calls_to("runuser")]
+    assert [args[:3] for args in as_user] == [["-u", "alice", "--"], ["-u", "bob", "--"]]
+    assert all(args[-3] == str(sandbox.path(f"fsx/{args[1]}")) for args in as_user)
+    homes = (str(sandbox.path("fsx/alice")), str(sandbox.path("fsx/bob")))
+    by_root = [args for command in ("chown", "chmod") for args in run.calls_to(command)]
+    assert [args for args in by_root if any(a.startswith(homes) for a in args)] == [
+        ["-R", "2001:2001", homes[0]],
+        ["-R", "2002:2100", homes[1]],
+    ]
+    keygens = run.calls_to("ssh-keygen")
+    assert [
+        args[args.index("-f") + 1]
+        for args in keygens
+        if "-C" in args and "alice" in args[args.index("-C") + 1]
+    ] == [".ssh/id_ed25519"]  # relative: made in the home, by the user's shell
+
+
+@pytest.mark.parametrize("link", ["alice", "alice/.ssh"])
+def test_a_home_or_ssh_folder_that_is_a_link_is_refused(sandbox: Sandbox, link: str) -> None:
+    sandbox.write_params(users=USERS)
+    target = sandbox.path("root/.ssh")
+    target.mkdir(parents=True)
+    planted = sandbox.path(f"fsx/{link}")
+    planted.parent.mkdir(parents=True, exist_ok=True)
+    planted.symlink_to(target)  # left by alice in her home on the shared file system
+
+    run = sandbox.run()
+
+    assert_failed_step(run, "users")
+    assert (
+        "the home of alice (/fsx/alice) or its .ssh is a symbolic link: refusing to set it up" in run.output
+    )
+    assert list(target.iterdir()) == []
+    assert run.calls_to("runuser") == []
+
+
+def test_a_home_lock_that_is_a_link_is_refused(sandbox: Sandbox) -> None:
+    sandbox.write_params(users=USERS)
+    sandbox.path("fsx").mkdir(parents=True, exist_ok=True)
+    sandbox.path("fsx/.training-clusters-home.lock").symlink_to(sandbox.path("etc/fstab"))
+
+    run = sandbox.run()
+
+    assert_failed_step(run, "users")
+    assert "/fsx/.training-clusters-home.lock is a symbolic link: refusing to open it" in run.output
+
+
 def test_a_user_with_another_uid_fails_the_step(sandbox: Sandbox) -> None:
     sandbox.write_params(users=USERS)
     (sandbox.state / "passwd").write_text("alice:x:3005:3005::/home/alice:/bin/bash\n")

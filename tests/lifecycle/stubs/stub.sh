@@ -9,6 +9,7 @@ set -euo pipefail
 name="${0##*/}"
 state="${STUB_STATE:?STUB_STATE is not set}"
 printf -v record '%s\x1f' "$name" "$@"
+record=${record//$'\n'/\\n} # one line a call, whatever the arguments hold
 printf '%s\n' "${record%$'\x1f'}" >>"${STUB_CALLS:?STUB_CALLS is not set}"
 
 # Number of earlier calls recorded under a counter name, then count this one.
@@ -592,6 +593,12 @@ case $name in
         fi
         ;;
     sudo)
+        exec "$@"
+        ;;
+    runuser)
+        # runuser -u NAME -- COMMAND...: recorded above; run here as this test's own user
+        while (($#)) && [[ $1 != -- ]]; do shift; done
+        shift
         exec "$@"
         ;;
     aws)

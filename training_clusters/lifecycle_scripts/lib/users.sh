@@ -14,6 +14,10 @@ tc_setup_users() {
     local entry name uid gid group home_root lock_fd=""
     if [[ -n $TC_FSX_DNS_NAME ]]; then
         home_root=$TC_FSX_MOUNT_DIR
+        if [[ -L "${TC_ROOT}${TC_FSX_MOUNT_DIR}/.training-clusters-home.lock" ]]; then
+            tc_error "${TC_FSX_MOUNT_DIR}/.training-clusters-home.lock is a symbolic link: refusing to open it"
+            return 1
+        fi
         exec {lock_fd}>"${TC_ROOT}${TC_FSX_MOUNT_DIR}/.training-clusters-home.lock"
         log "waiting for the shared-home lock"
         flock -w 600 "$lock_fd"
@@ -90,12 +94,19 @@ tc_ensure_user() {
     log "created user ${name} (uid ${uid}, gid ${gid}, home ${home})"
 }
 
-# The home (created once, from /etc/skel), one key pair for the user, its authorized_keys.
+# The home, made once by root (from /etc/skel); everything inside it is then done as its user. The user
+# owns the home on the shared file system and may leave symbolic links in it (.ssh -> /root/.ssh, a key
+# -> /etc/shadow) for the next node's root to follow; as the user, the kernel refuses to follow them to
+# anything the user may not write, and the step fails instead. Links where root expects the home or its
+# .ssh are refused outright.
 tc_user_home() {
-    local name=$1 uid=$2 gid=$3 home=$4 rooted ssh_dir key public_key
+    local name=$1 uid=$2 gid=$3 home=$4 rooted fresh=""
     rooted="${TC_ROOT}${home}"
-    ssh_dir="${rooted}/.ssh"
-    key="${ssh_dir}/id_${TC_SSH_KEY_TYPE}"
+    if [[ -L $rooted || -L ${rooted}/.ssh ]]; then
+        tc_error "the home of ${name} (${home}) or its .ssh is a symbolic link: refusing to set it up" \
+            "(remove the link; the home and .ssh must be directories the user owns)"
+        return 1
+    fi
     if [[ ! -d $rooted ]]; then
         tc_mkdir "$rooted"
         if [[ -d ${TC_ROOT}/etc/skel ]]; then
@@ -105,22 +116,37 @@ tc_user_home() {
         chmod 0700 "$rooted"
         log "created home ${home}"
     fi
-    tc_mkdir "$ssh_dir"
-    if [[ ! -f $key || ! -f ${key}.pub ]]; then
-        rm -f -- "$key" "${key}.pub"
-        ssh-keygen -q -t "$TC_SSH_KEY_TYPE" -N '' -C "${name}@training-clusters" -f "$key"
+    [[ -f ${rooted}/.ssh/id_${TC_SSH_KEY_TYPE}.pub ]] || fresh=1
+    tc_user_ssh_keys "$name" | runuser -u "$name" -- "$BASH" -c "$TC_USER_SSH_SETUP" tc-user-ssh-setup \
+        "$rooted" "$TC_SSH_KEY_TYPE" "${name}@training-clusters"
+    if [[ -n $fresh ]]; then
         log "generated the SSH key pair of ${name}"
     fi
-    public_key="$(cat -- "${key}.pub")"
-    tc_ensure_line "${ssh_dir}/authorized_keys" "$public_key"
-    while IFS= read -r public_key; do
-        [[ -n $public_key ]] && tc_ensure_line "${ssh_dir}/authorized_keys" "$public_key"
-    done < <(tc_user_ssh_keys "$name")
-    chmod 700 "$ssh_dir"
-    chmod 600 "$key" "${ssh_dir}/authorized_keys"
-    chmod 644 "${key}.pub"
-    chown "${uid}:${gid}" "$ssh_dir" "$key" "${key}.pub" "${ssh_dir}/authorized_keys"
 }
+
+# Run as the user, in the home (argument 1): a key pair of type $2 (comment $3) made once, its public key
+# and the public keys read from stdin in .ssh/authorized_keys, each once.
+# shellcheck disable=SC2016  # expanded by the user's shell, not here
+TC_USER_SSH_SETUP='
+set -euo pipefail
+umask 077
+cd -- "$1"
+mkdir -p .ssh
+chmod 700 .ssh
+key=".ssh/id_$2"
+if [[ ! -f $key || ! -f $key.pub ]]; then
+    rm -f -- "$key" "$key.pub"
+    ssh-keygen -q -t "$2" -N "" -C "$3" -f "$key"
+fi
+touch .ssh/authorized_keys
+{ cat -- "$key.pub"; cat; } | while IFS= read -r line; do
+    if [[ -n $line ]] && ! grep -qxF -- "$line" .ssh/authorized_keys; then
+        printf "%s\n" "$line" >>.ssh/authorized_keys
+    fi
+done
+chmod 600 "$key" .ssh/authorized_keys
+chmod 644 "$key.pub"
+'
 
 # The public keys of user NAME from training_clusters.json (validated by preflight), one a line.
 tc_user_ssh_keys() {
