@@ -127,7 +127,7 @@ def text(source, file, key, pattern, allowed, required=False, default=""):
         if required:
             fail(file, f"{key} is required: {allowed}")
         return ""
-    if not isinstance(value, str) or not pattern.match(value):
+    if not isinstance(value, str) or not pattern.fullmatch(value):
         fail(file, f"{key} must be {allowed}, got {value!r}")
     return value
 
@@ -180,10 +180,10 @@ for index, group in enumerate(groups):
     if not isinstance(group, dict):
         fail(PARAMS, f"{where} must be an object with instance_group_name and partition_name, got {group!r}")
     name = group.get("instance_group_name")
-    if not isinstance(name, str) or not NAME.match(name):
+    if not isinstance(name, str) or not NAME.fullmatch(name):
         fail(PARAMS, f"{where}.instance_group_name must be {names}, got {name!r}")
     partition = group.get("partition_name") or name
-    if not isinstance(partition, str) or not NAME.match(partition):
+    if not isinstance(partition, str) or not NAME.fullmatch(partition):
         fail(PARAMS, f"{where}.partition_name must be {names}, got {partition!r}")
     if name in (out["controller_group"], out["login_group"]):
         fail(PARAMS, f"{where}.instance_group_name {name!r} is already the controller or login group")
@@ -198,13 +198,13 @@ for index, step in enumerate(steps):
     if not isinstance(step, dict):
         fail(SETTINGS, f"{where} must be an object with name, script and roles, got {step!r}")
     name = step.get("name")
-    if not isinstance(name, str) or not STEP.match(name):
+    if not isinstance(name, str) or not STEP.fullmatch(name):
         fail(SETTINGS, f"{where}.name must be 1-63 letters, digits, '-' or '_', got {name!r}")
     if name in seen:
         fail(SETTINGS, f"{where}.name {name!r} is used twice")
     seen.add(name)
     script = step.get("script")
-    if not isinstance(script, str) or not SCRIPT.match(script) or ".." in script.split("/"):
+    if not isinstance(script, str) or not SCRIPT.fullmatch(script) or ".." in script.split("/"):
         fail(SETTINGS, f"{where}.script must be a path relative to the lifecycle folder, got {script!r}")
     if not os.path.isfile(os.path.join(home, script)):
         fail(SETTINGS, f"{where}.script {script!r} is not in the lifecycle folder {home}")
@@ -237,7 +237,7 @@ if mode == "external":
     out["accounting_port"] = port
     out["accounting_user"] = text(field, SETTINGS, "accounting.user", NAME, "a database user name")
     arn = accounting.get("secret_arn")
-    found = SECRET_ARN.match(arn) if isinstance(arn, str) else None
+    found = SECRET_ARN.fullmatch(arn) if isinstance(arn, str) else None
     if not found:
         fail(SETTINGS, "accounting.secret_arn must be the ARN of a Secrets Manager secret holding the "
              f"database password, got {arn!r}")
@@ -265,7 +265,7 @@ for index, user in enumerate(users):
         fail(SETTINGS, f"{where}.{unknown[0]} is not a user setting: allowed are name, uid, gid, groups, "
              "ssh_public_keys")
     name = user.get("name")
-    if not isinstance(name, str) or not USER.match(name) or name in RESERVED:
+    if not isinstance(name, str) or not USER.fullmatch(name) or name in RESERVED:
         fail(SETTINGS, f"{where}.name must be a Linux user name (lower-case letters, digits, '_' or '-', "
              f"at most 32) other than {', '.join(RESERVED)}, got {name!r}")
     if name in names:
@@ -282,7 +282,7 @@ for index, user in enumerate(users):
     names.add(name)
     uids.add(ids["uid"])
     keys = user.get("ssh_public_keys", [])
-    if not isinstance(keys, list) or not all(isinstance(k, str) and SSH_KEY.match(k) for k in keys):
+    if not isinstance(keys, list) or not all(isinstance(k, str) and SSH_KEY.fullmatch(k) for k in keys):
         fail(SETTINGS, f"{where}.ssh_public_keys must be a list of OpenSSH public keys "
              f"('ssh-ed25519 AAAA... comment'), got {keys!r}")
     lines.append(f"user={name}:{ids['uid']}:{ids['gid']}")
@@ -292,7 +292,7 @@ for index, user in enumerate(users):
     for number, group in enumerate(groups_of_user):
         gname = group.get("name") if isinstance(group, dict) else None
         gid = group.get("gid") if isinstance(group, dict) else None
-        if not isinstance(gname, str) or not USER.match(gname) or gname in RESERVED:
+        if not isinstance(gname, str) or not USER.fullmatch(gname) or gname in RESERVED:
             fail(SETTINGS, f"{where}.groups[{number}].name must be a Linux group name, got {gname!r}")
         if not isinstance(gid, int) or isinstance(gid, bool) or not 2000 <= gid <= 59999:
             fail(SETTINGS, f"{where}.groups[{number}].gid must be a number 2000-59999, got {gid!r}")
