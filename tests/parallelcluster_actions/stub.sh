@@ -1,10 +1,12 @@
 #!/bin/bash
 # A fake of the account and Slurm commands the ParallelCluster custom actions run, on a fake root ($TC_ROOT):
 # getent, groupadd, useradd and usermod read and write $TC_ROOT/etc/{passwd,group}; every call is recorded
-# in $TC_ROOT/calls.log; chown only checks its operands exist (the sandbox cannot change owners).
+# in $TC_ROOT/calls.log, prefixed with the user it ran as ("[alice] mkdir ...") when runuser ran it; chown
+# only checks its operands exist (the sandbox cannot change owners); the file tools that write (chmod, cp,
+# mkdir, mv, tee) are recorded and then run for real, from $TC_TOOLS.
 set -euo pipefail
 tool=$(basename "$0")
-echo "${tool} $*" >>"${TC_ROOT}/calls.log"
+echo "${TC_AS_USER:+[${TC_AS_USER}] }${tool} $*" >>"${TC_ROOT}/calls.log"
 passwd="${TC_ROOT}/etc/passwd"
 group="${TC_ROOT}/etc/group"
 case $tool in
@@ -35,7 +37,7 @@ case $tool in
         [[ $1 == --append && $2 == --groups ]] || exit 2
         awk -F: -v OFS=: -v g="$3" -v u="$4" '$1 == g { $4 = ($4 == "" ? u : $4 "," u) } { print }' \
             "$group" >"${group}.new"
-        mv "${group}.new" "$group"
+        "${TC_TOOLS}/mv" "${group}.new" "$group"
         ;;
     ssh-keygen)
         file=""
@@ -50,6 +52,31 @@ case $tool in
         shift
         for path in "$@"; do [[ -e $path ]] || exit 1; done
         ;;
+    runuser)
+        # runuser -u NAME -- COMMAND...: the sandbox cannot switch users, so COMMAND runs as the test, marked
+        # with TC_AS_USER=NAME, once the stub has refused what the kernel would refuse NAME: an operand that
+        # resolves, through links, to a path in the fake root outside NAME's home (but /etc/skel, world-readable).
+        [[ $1 == -u && $3 == -- ]] || exit 2
+        user=$2
+        shift 3
+        home=$(awk -F: -v u="$user" '$1 == u { print $6 }' "$passwd")
+        [[ -n $home ]] || { echo "runuser: user ${user} does not exist" >&2; exit 1; }
+        root=$(realpath "$TC_ROOT")
+        home="${root}${home}"
+        for operand in "$@"; do
+            [[ $operand == /* ]] || continue
+            path=$(realpath -m -- "$operand")
+            case $path in
+                "$home" | "$home"/* | "${root}/etc/skel" | "${root}/etc/skel"/*) ;;
+                "$root"/*)
+                    echo "runuser (stub): ${operand}: Permission denied for ${user}" >&2
+                    exit 1
+                    ;;
+            esac
+        done
+        TC_AS_USER=$user exec "$@"
+        ;;
+    chmod | cp | mkdir | mv | tee) exec "${TC_TOOLS}/${tool}" "$@" ;;
     scontrol) ;;
     *) exit 127 ;;
 esac

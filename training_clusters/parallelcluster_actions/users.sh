@@ -5,12 +5,18 @@
 #
 # Every node gets the same groups (gid) and users (uid, primary gid, supplementary groups), so files on
 # the shared file system keep their owners whichever node wrote them. Only the head node writes the homes
-# (<home-root>/<name>: created once, mode 0700, ~/.ssh with a key pair for srun/mpirun between nodes and the
-# given public keys in a marked block of authorized_keys); the head node is configured before any compute or
-# login node starts, so no two nodes write the shared file system at once. A group or user that exists with
-# other ids is an error (the node fails to bootstrap) rather than being changed. Running it again changes
-# nothing. The node type comes from ParallelCluster's /etc/parallelcluster/cfnconfig (cfn_node_type):
-# https://docs.aws.amazon.com/parallelcluster/latest/ug/custom-bootstrap-actions-v3.html
+# (<home-root>/<name>: created once from /etc/skel, mode 0700, ~/.ssh with a key pair for srun/mpirun between
+# nodes and the given public keys in a marked block of authorized_keys); the head node is configured before
+# any compute or login node starts, so no two nodes write the shared file system at once. A group or user
+# that exists with other ids is an error (the node fails to bootstrap) rather than being changed. Running it
+# again changes nothing. The node type comes from ParallelCluster's /etc/parallelcluster/cfnconfig
+# (cfn_node_type): https://docs.aws.amazon.com/parallelcluster/latest/ug/custom-bootstrap-actions-v3.html
+#
+# Root only creates a missing home and hands it to its user; everything inside a home (~/.ssh, the key pair,
+# authorized_keys) is read and written as that user (runuser, util-linux). A home is retained with the file
+# system and is its user's to change, so it may hold links the user planted (~/.ssh -> /root/.ssh): as root,
+# this script would read and write through them; as the user, the kernel refuses a link to anything the user
+# may not read or write, and the step fails the bootstrap instead. A home that is itself a link is refused.
 # TC_ROOT (default: empty, the real root) prefixes every path, for tests.
 
 set -euo pipefail
@@ -73,52 +79,69 @@ ensure_member() {
     log "added ${name} to group ${group}"
 }
 
-# Replace the managed block of authorized_keys (keeping every other line); write only when it changes.
+# Run a command as user $1: inside a home, see the header.
+as_user() {
+    local name=$1
+    shift
+    runuser -u "$name" -- "$@"
+}
+
+# Replace the managed block of user $1's authorized_keys $2 (keeping every other line); write only when it
+# changes. The file is read and written as the user; root assembles the text in its own scratch files.
 write_keys() {
-    local file=$1 uid=$2 gid=$3
-    shift 3
-    local wanted
+    local name=$1 file=$2
+    shift 2
+    local current wanted staged
+    current="$(mktemp)"
     wanted="$(mktemp)"
-    if [[ -f $file ]]; then
-        sed "/^${MARK_BEGIN}\$/,/^${MARK_END}\$/d" "$file" >"$wanted"
+    if as_user "$name" test -e "$file"; then
+        as_user "$name" cat "$file" >"$current" || die "could not read ${file#"$ROOT"} as ${name}"
     fi
+    sed "/^${MARK_BEGIN}\$/,/^${MARK_END}\$/d" "$current" >"$wanted"
     {
         echo "$MARK_BEGIN"
         printf '%s\n' "$@"
         echo "$MARK_END"
     } >>"$wanted"
-    if [[ -f $file ]] && cmp -s "$wanted" "$file"; then
-        rm -f "$wanted"
-        return 0
+    if ! cmp -s "$wanted" "$current"; then
+        # staged next to the file and renamed over it (-T: over a link, never into the directory it names)
+        if ! staged="$(as_user "$name" mktemp "${file}.XXXXXX")" ||
+            ! as_user "$name" tee "$staged" <"$wanted" >/dev/null ||
+            ! as_user "$name" chmod 0600 "$staged" ||
+            ! as_user "$name" mv -fT "$staged" "$file"; then
+            die "could not write ${file#"$ROOT"} as ${name}"
+        fi
+        log "wrote ${file}"
     fi
-    mv "$wanted" "$file"
-    chmod 0600 "$file"
-    chown "${uid}:${gid}" "$file"
-    log "wrote ${file}"
+    rm -f "$current" "$wanted"
 }
 
 ensure_home() {
     local name=$1 uid=$2 gid=$3 home=$4
     shift 4
-    local dir="${ROOT}${home}" pub
-    if [[ ! -d $dir ]]; then
-        mkdir -p "$dir"
-        chmod 0700 "$dir"
+    local dir="${ROOT}${home}" ssh="${ROOT}${home}/.ssh" pub
+    [[ ! -L $dir ]] || die "the home of ${name}, ${home}, is a symbolic link: refusing to use it"
+    if [[ ! -e $dir ]]; then
+        mkdir -p "${dir%/*}"
+        mkdir -m 0700 "$dir" # fails if anything appeared there since
         chown "${uid}:${gid}" "$dir"
+        if [[ -d ${ROOT}/etc/skel ]]; then
+            as_user "$name" cp -R "${ROOT}/etc/skel/." "$dir" ||
+                die "could not copy /etc/skel into ${home} as ${name}"
+        fi
         log "created home ${home}"
     fi
-    if [[ ! -d ${dir}/.ssh ]]; then
-        mkdir -p "${dir}/.ssh"
-        chmod 0700 "${dir}/.ssh"
-        chown "${uid}:${gid}" "${dir}/.ssh"
+    if ! as_user "$name" test -d "$ssh"; then
+        as_user "$name" mkdir -m 0700 "$ssh" || die "could not create ${home}/.ssh as ${name}"
     fi
-    if [[ ! -f ${dir}/.ssh/id_ed25519 ]]; then
-        ssh-keygen -q -t ed25519 -N "" -C "${name}@cluster" -f "${dir}/.ssh/id_ed25519"
-        chown "${uid}:${gid}" "${dir}/.ssh/id_ed25519" "${dir}/.ssh/id_ed25519.pub"
+    if ! as_user "$name" test -f "${ssh}/id_ed25519"; then
+        as_user "$name" ssh-keygen -q -t ed25519 -N "" -C "${name}@cluster" -f "${ssh}/id_ed25519" ||
+            die "could not generate the cluster key pair of ${name} in ${home}/.ssh as ${name}"
         log "generated the cluster key pair of ${name}"
     fi
-    pub="$(cat "${dir}/.ssh/id_ed25519.pub")"
-    write_keys "${dir}/.ssh/authorized_keys" "$uid" "$gid" "$pub" "$@"
+    pub="$(as_user "$name" cat "${ssh}/id_ed25519.pub")" ||
+        die "could not read ${home}/.ssh/id_ed25519.pub as ${name}"
+    write_keys "$name" "${ssh}/authorized_keys" "$pub" "$@"
 }
 
 main() {
