@@ -86,6 +86,34 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
             "  storage.lustre.mount_dir: must be an absolute directory such as /fsx, got 'fsx'",
         ),
         (
+            with_(storage={"lustre": {"mount_dir": "/"}}),
+            "  storage.lustre.mount_dir: must be an absolute directory such as /fsx, got '/'",
+        ),
+        (
+            with_(storage={"lustre": {"mount_dir": "/etc"}}),
+            "  storage.lustre.mount_dir: '/etc' is reserved by the operating system or Slurm; use e.g. /fsx or "
+            "/shared",
+        ),
+        (
+            with_(storage={"lustre": {"mount_dir": "/root"}}),
+            "  storage.lustre.mount_dir: '/root' is reserved by the operating system or Slurm; use e.g. /fsx or "
+            "/shared",
+        ),
+        (
+            with_(storage={"lustre": {"mount_dir": "/opt/slurm"}}),
+            "  storage.lustre.mount_dir: '/opt/slurm' is reserved by the operating system or Slurm; use e.g. /fsx "
+            "or /shared",
+        ),
+        (
+            with_(storage={"lustre": {"mount_dir": "/usr/local/data"}}),
+            "  storage.lustre.mount_dir: '/usr/local/data' is reserved by the operating system or Slurm; use e.g. "
+            "/fsx or /shared",
+        ),
+        (
+            with_(storage={"lustre": {"mount_dir": "/shared/../etc"}}),
+            "  storage.lustre.mount_dir: must not contain '.' or '..' segments, got '/shared/../etc'",
+        ),
+        (
             with_(network={"nat_gateways": 0}),
             "  network: nat_gateways is 0, which leaves private subnets without a way out; enable endpoint_only to "
             "reach AWS through VPC endpoints instead, or use 1 or more NAT gateways",

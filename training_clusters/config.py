@@ -70,6 +70,7 @@ from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
 from training_clusters.rules import users as user_rules
+from training_clusters.rules.common import mount_dir_problem
 from training_clusters.rules.eks import (
     efa_nodegroup_problem,
     gpu_sharing_problem,
@@ -303,7 +304,11 @@ class LustreConfig(_Model):
     )
     storage_capacity_gib: int = LUSTRE_FIRST_STEP_GIB
     per_unit_storage_throughput_mbps: int | None = None
-    mount_dir: str = Field(default="/fsx", max_length=4096, description="Where every node mounts it.")
+    mount_dir: str = Field(
+        default="/fsx",
+        max_length=4096,
+        description="Where every node mounts it: an absolute directory, not a system folder (/etc, /home, /opt/slurm ...).",
+    )
     data_repository: DataRepositoryConfig | None = None
     removal_policy: Annotated[RemovalPolicy, _FileChoice(RemovalPolicy)] = RemovalPolicy.RETAIN
     backup_retention_days: int | None = Field(
@@ -328,14 +333,7 @@ class LustreConfig(_Model):
             raise ValueError(f"storage_capacity_gib {problem}")
         return self
 
-    @field_validator("mount_dir")
-    @classmethod
-    def _absolute_mount_dir(cls, value: str) -> str:
-        if not re.fullmatch(r"/[A-Za-z0-9._/-]*", value) or value == "/":
-            raise ValueError(f"must be an absolute directory such as /fsx, got {excerpt(value)}")
-        if any(part in (".", "..") for part in value.split("/")):
-            raise ValueError(f"must not contain '.' or '..' segments, got {excerpt(value)}")
-        return value
+    _mount_dir = field_validator("mount_dir")(_follows(mount_dir_problem))
 
     @model_validator(mode="after")
     def _throughput_matches_type(self) -> LustreConfig:

@@ -538,6 +538,136 @@ def test_extra_steps_with_a_replacement_folder_are_a_clear_error(stack: cdk.Stac
     )
 
 
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (
+            {"extra_steps": [{"name": "again", "script": ON_CREATE_SCRIPT, "roles": ["worker"]}]},
+            "extra_steps (set by lifecycle.extra_steps)",
+        ),
+        ({"users": [{"name": "root", "uid": 0}]}, "users (set by users)"),
+        ({"accounting": {"mode": "local"}}, "accounting (set by accounting)"),
+        ({"controller_group": "worker-group-1"}, "controller_group (set by instance_groups)"),
+        ({"fsx_mount_dir": "/etc"}, "fsx_mount_dir (set by lustre.mount_dir)"),
+        (
+            {"fsx_dns_name": "x;reboot", "slurm_requeue_exit_codes": [75], "enable_docker": True},
+            "fsx_dns_name (set by lustre.dns_name), enable_docker (set by lifecycle.enable_docker)",
+        ),
+    ],
+    ids=["extra_steps", "users", "accounting", "controller_group", "fsx_mount_dir", "two-keys"],
+)
+def test_extra_keys_the_construct_writes_itself_are_clear_errors(
+    stack: cdk.Stack, extra: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra=extra))
+    assert str(error.value) == (
+        f"Test/HyperPod: lifecycle.extra sets {message}, which the construct writes itself from the props "
+        "that check them; set those props instead"
+    )
+
+
+def test_extra_keys_the_construct_writes_are_refused_with_replacement_scripts_too(
+    stack: cdk.Stack, tmp_path: Path
+) -> None:
+    folder = tmp_path / "own"
+    folder.mkdir()
+    (folder / ON_CREATE_SCRIPT).write_text("#!/bin/bash\n")
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra={"worker_groups": []}), lifecycle_scripts_dir=folder)
+    assert str(error.value) == (
+        "Test/HyperPod: lifecycle.extra sets worker_groups (set by instance_groups), which the construct writes "
+        "itself from the props that check them; set those props instead"
+    )
+
+
+@pytest.mark.parametrize(
+    "script",
+    [lambda tmp: step_script(tmp, ON_CREATE_SCRIPT), lambda tmp: lifecycle_scripts_path() / ON_CREATE_SCRIPT],
+    ids=["own-file-named-on_create", "the-shipped-on_create"],
+)
+def test_a_step_that_would_run_on_create_again_is_a_clear_error(
+    stack: cdk.Stack, tmp_path: Path, script: Any
+) -> None:
+    path = script(tmp_path)
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra_steps=[LifecycleStep(name="again", script=path)]))
+    assert str(error.value) == (
+        "Test/HyperPod: lifecycle.extra_steps[0].script must be a script of your own, not on_create.sh or "
+        "another shipped lifecycle script (the shipped on_create.sh runs every step, so the step would run it "
+        f"again without end), got '{path}'"
+    )
+
+
+def test_a_step_may_not_be_another_shipped_lifecycle_script(stack: cdk.Stack) -> None:
+    shipped = next(p for p in sorted(lifecycle_scripts_path().rglob("*.sh")) if p.name != ON_CREATE_SCRIPT)
+    with pytest.raises(ConfigurationError, match="must be a script of your own"):
+        build(stack, lifecycle=LifecycleOptions(extra_steps=[LifecycleStep(name="again", script=shipped)]))
+
+
+def _with_lustre(stack: cdk.Stack, **lustre: str) -> HyperPodCluster:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    names = {
+        "dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+        "mount_name": "abcdefgh",
+        **lustre,
+    }
+    return HyperPodCluster(
+        stack,
+        "HyperPod",
+        cluster_name="ml-cluster",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[CONTROLLER, WORKERS],
+        lustre=LustreMount(**names),
+    )
+
+
+@pytest.mark.parametrize(
+    ("lustre", "message"),
+    [
+        (
+            {"dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com;reboot"},
+            "lustre.dns_name must be the file system's DNS name, letters, digits, hyphens and dots such as "
+            "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com, got "
+            "'fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com;reboot'",
+        ),
+        (
+            {"mount_name": "$(id)"},
+            "lustre.mount_name must be the file system's mount name, 1-8 letters, digits, '_' or '-' such as "
+            "'abcdefgh' (FSx's MountName), got '$(id)'",
+        ),
+        (
+            {"mount_dir": "/home"},
+            "lustre.mount_dir '/home' is reserved by the operating system, Slurm or HyperPod; use e.g. /fsx or "
+            "/shared",
+        ),
+        (
+            {"mount_dir": "/opt/sagemaker"},
+            "lustre.mount_dir '/opt/sagemaker' is reserved by the operating system, Slurm or HyperPod; use e.g. "
+            "/fsx or /shared",
+        ),
+        (
+            {"mount_dir": "/fsx/../etc"},
+            "lustre.mount_dir must not contain '.' or '..' segments, got '/fsx/../etc'",
+        ),
+        ({"mount_dir": "fsx"}, "lustre.mount_dir must be an absolute directory such as /fsx, got 'fsx'"),
+    ],
+    ids=["dns-command", "mount-name-command", "home", "opt-sagemaker", "dot-dot", "relative"],
+)
+def test_bad_lustre_mounts_are_clear_errors(stack: cdk.Stack, lustre: dict[str, str], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        _with_lustre(stack, **lustre)
+    assert str(error.value) == f"Test/HyperPod: {message}"
+
+
+def test_lustre_names_of_the_china_partition_are_accepted(stack: cdk.Stack) -> None:
+    cluster = _with_lustre(
+        stack, dns_name="fs-0123456789abcdef0.fsx.cn-north-1.amazonaws.com.cn", mount_name="fsx"
+    )
+    assert cluster.provisioning_parameters["fsx_mountname"] == "fsx"
+
+
 def test_extra_keys_go_to_the_file_that_reads_them(stack: cdk.Stack, tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError) as error:
         build(stack, lifecycle=LifecycleOptions(extra={"enable_observabilty": True}))

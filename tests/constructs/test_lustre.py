@@ -346,6 +346,69 @@ def test_existing_with_shaping_props_is_a_clear_error(stack: cdk.Stack, network:
 
 
 @pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (
+            {"dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com';touch /tmp/x;'"},
+            "Test/Fsx: existing.dns_name must be the file system's DNS name, letters, digits, hyphens and dots "
+            "such as fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com, got "
+            "\"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com';touch /tmp/x;'\"",
+        ),
+        (
+            {"dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com $(reboot)"},
+            "Test/Fsx: existing.dns_name must be the file system's DNS name, letters, digits, hyphens and dots "
+            "such as fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com, got "
+            "'fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com $(reboot)'",
+        ),
+        (
+            {"mount_name": "abc;id"},
+            "Test/Fsx: existing.mount_name must be the file system's mount name, 1-8 letters, digits, '_' or '-' "
+            "such as 'abcdefgh' (FSx's MountName), got 'abc;id'",
+        ),
+        (
+            {"mount_name": "abcdefghi"},
+            "Test/Fsx: existing.mount_name must be the file system's mount name, 1-8 letters, digits, '_' or '-' "
+            "such as 'abcdefgh' (FSx's MountName), got 'abcdefghi'",
+        ),
+    ],
+    ids=["dns-quote", "dns-command", "mount-semicolon", "mount-too-long"],
+)
+def test_existing_names_that_could_run_as_commands_are_clear_errors(
+    stack: cdk.Stack, network: TrainingNetwork, names: dict[str, str], message: str
+) -> None:
+    group = ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0")
+    props = {
+        "dns_name": "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+        "mount_name": "abcdefgh",
+        **names,
+    }
+    existing = ExistingLustre(file_system_id="fs-0123456789abcdef0", security_group=group, **props)
+    with pytest.raises(ConfigurationError) as error:
+        SharedLustre(stack, "Fsx", vpc=network.vpc, existing=existing)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize(
+    ("dns_name", "mount_name"),
+    [
+        ("fs-0123456789abcdef0.fsx.cn-north-1.amazonaws.com.cn", "fsx"),
+        (
+            cdk.Token.as_string(cdk.Fn.import_value("FsxDnsName")),
+            cdk.Token.as_string(cdk.Fn.import_value("Mount")),
+        ),
+    ],
+    ids=["china-persistent-1", "tokens"],
+)
+def test_existing_names_of_every_partition_and_tokens_are_accepted(
+    stack: cdk.Stack, network: TrainingNetwork, dns_name: str, mount_name: str
+) -> None:
+    group = ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0")
+    existing = ExistingLustre("fs-0123456789abcdef0", dns_name, mount_name, group)
+    fs = SharedLustre(stack, "Fsx", vpc=network.vpc, existing=existing)
+    assert fs.dns_name == dns_name and fs.mount_name == mount_name
+
+
+@pytest.mark.parametrize(
     ("repository", "message"),
     [
         (

@@ -506,10 +506,12 @@ def test_without_a_file_system_there_is_no_user_data(parts: Parts) -> None:
     assert "UserData" not in _launch_template_data(cluster, "compute")
 
 
-def _run_mount_script(tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _run_mount_script(
+    tmp_path: Path, device: str = "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd"
+) -> subprocess.CompletedProcess[str]:
     """Run the shell part with ``mount``/``mountpoint`` stubbed and /etc/fstab redirected into ``tmp_path``."""
     mount_dir = tmp_path / "shared"
-    text = lustre_mount_user_data("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", str(mount_dir))
+    text = lustre_mount_user_data(device, str(mount_dir))
     script = text.split('charset="us-ascii"\n\n', 1)[1].rsplit(f"\n--{MIME_BOUNDARY}--", 1)[0]
     fstab = tmp_path / "fstab"
     fstab.touch()
@@ -530,7 +532,12 @@ def _run_mount_script(tmp_path: Path) -> subprocess.CompletedProcess[str]:
     (tmp_path / "mount.sh").write_text(script.replace("/etc/fstab", str(fstab)))
     environment = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.run(
-        ["bash", str(tmp_path / "mount.sh")], capture_output=True, text=True, env=environment, check=False
+        ["bash", str(tmp_path / "mount.sh")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+        cwd=tmp_path,
     )
 
 
@@ -544,6 +551,18 @@ def test_mount_script_retries_and_writes_the_fstab_line_once(tmp_path: Path) -> 
     assert lines == [
         f"fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd {tmp_path / 'shared'} lustre defaults,relatime,flock,_netdev 0 0"
     ]
+
+
+def test_the_device_is_one_quoted_word_of_the_mount_script(tmp_path: Path) -> None:
+    # Defence in depth: SharedLustre refuses such a name, and a name that slipped through stays a name.
+    device = "fs-1.fsx.us-east-1.amazonaws.com';touch injected;'@tcp:/abcd"
+    text = lustre_mount_user_data(device, "/fsx")
+    assert "device='fs-1.fsx.us-east-1.amazonaws.com'\"'\"';touch injected;'\"'\"'@tcp:/abcd'\n" in text
+    assert "mount_dir='/fsx'\n" in text
+    run = _run_mount_script(tmp_path, device)
+    assert run.returncode == 0, run.stderr
+    assert not (tmp_path / "injected").exists()
+    assert (tmp_path / "fstab").read_text().startswith(f"{device} {tmp_path / 'shared'} lustre ")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -787,6 +806,23 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         "relative mount dir",
         lambda p: {"mount_dir": "shared"},
         "Test/Pcs: mount_dir must be an absolute directory such as /fsx, got 'shared'",
+    ),
+    (
+        "mount dir over the homes",
+        lambda p: {"mount_dir": "/home"},
+        "Test/Pcs: mount_dir '/home' belongs to the operating system, Slurm or the PCS agent; use e.g. "
+        "/fsx or /shared",
+    ),
+    (
+        "mount dir inside a system folder",
+        lambda p: {"mount_dir": "/etc/ssh"},
+        "Test/Pcs: mount_dir '/etc/ssh' belongs to the operating system, Slurm or the PCS agent; use e.g. "
+        "/fsx or /shared",
+    ),
+    (
+        "mount dir walking out",
+        lambda p: {"mount_dir": "/shared/../etc"},
+        "Test/Pcs: mount_dir must not contain '.' or '..' segments, got '/shared/../etc'",
     ),
     (
         "wrong slurm version",

@@ -47,12 +47,15 @@ from training_clusters.options import (
     NodeRecovery,
     NodeRole,
 )
+from training_clusters.rules.common import mount_dir_problem
 from training_clusters.rules.hyperpod import (
+    RESERVED_MOUNT_DIRS,
     cluster_name_problem,
     image_id_problem,
     instance_group_name_problem,
     partition_name_problem,
 )
+from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
 
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
 ON_CREATE_SCRIPT = "on_create.sh"
@@ -79,6 +82,23 @@ LIFECYCLE_SETTING_KEYS = frozenset(
         "enable_pam_slurm_adopt",
     }
 )
+#: The keys the construct writes itself from its props, which check them: ``lifecycle.extra`` cannot set them.
+OWNED_KEYS = {
+    "workload_manager": "orchestrator",
+    "controller_group": "instance_groups",
+    "login_group": "instance_groups",
+    "worker_groups": "instance_groups",
+    "fsx_dns_name": "lustre.dns_name",
+    "fsx_mountname": "lustre.mount_name",
+    "fsx_mount_dir": "lustre.mount_dir",
+    "enable_enroot_pyxis": "lifecycle.enable_enroot_pyxis",
+    "enable_observability": "lifecycle.enable_observability",
+    "extra_steps": "lifecycle.extra_steps",
+    "enable_docker": "lifecycle.enable_docker",
+    "accounting": "accounting",
+    "users": "users",
+    "enable_pam_slurm_adopt": "lifecycle.enable_pam_slurm_adopt",
+}
 #: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
 USER_STEPS_FOLDER = "user_steps"
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -153,9 +173,10 @@ class InstanceGroup:
 class LustreMount:
     """The shared FSx for Lustre file system every node mounts (from ``SharedLustre``).
 
-    :param dns_name: The file system's DNS name.
-    :param mount_name: Its Lustre mount name.
-    :param mount_dir: Where nodes mount it. Default: ``/fsx``.
+    :param dns_name: The file system's DNS name (letters, digits, ``-`` and ``.``).
+    :param mount_name: Its Lustre mount name: 1-8 letters, digits, ``_`` or ``-``.
+    :param mount_dir: Where nodes mount it: an absolute directory, not a system folder such as ``/home`` or
+        ``/opt/slurm``. Default: ``/fsx``.
     """
 
     dns_name: str
@@ -197,10 +218,12 @@ class LifecycleOptions:
         GPU nodes; the DCGM exporter of ``enable_observability`` needs it. Default: False.
     :param enable_pam_slurm_adopt: Users reach a worker over SSH only while they hold a job on it, and their
         session is adopted into the job (``pam_slurm_adopt``, ``PrologFlags=Contain``). Default: False.
-    :param extra: More keys, overriding the generated ones: those HyperPod's reference reads go to
-        ``provisioning_parameters.json``, those of the shipped scripts (e.g. ``slurm_requeue_exit_codes``)
-        to ``training_clusters.json``; another key is an error, unless ``lifecycle_scripts_dir`` replaces
-        the scripts (then it goes to ``provisioning_parameters.json``). Default: none.
+    :param extra: More keys: those HyperPod's reference reads go to ``provisioning_parameters.json``, those
+        of the shipped scripts (e.g. ``slurm_requeue_exit_codes``) to ``training_clusters.json``; another
+        key is an error, unless ``lifecycle_scripts_dir`` replaces the scripts (then it goes to
+        ``provisioning_parameters.json``). A key the construct writes from a prop (``users``,
+        ``extra_steps``, ``accounting``, ``controller_group``, ``fsx_mount_dir`` ...; see
+        :data:`OWNED_KEYS`) is an error: set the prop, which is checked. Default: none.
     """
 
     enable_enroot_pyxis: bool = True
@@ -292,6 +315,7 @@ class HyperPodCluster(Construct):
         instance_groups = [self._group_options(i, g) for i, g in enumerate(instance_groups)]
         self._check_cluster_name(cluster_name)
         self._check_groups(instance_groups)
+        self._check_lustre(lustre)
         self._check_lifecycle_scripts(lifecycle_scripts_dir)
         lifecycle = self._lifecycle_options(lifecycle or LifecycleOptions(), lifecycle_scripts_dir)
         self._accounting = self._accounting_option(accounting, lifecycle_scripts_dir)
@@ -378,6 +402,25 @@ class HyperPodCluster(Construct):
             return
         refuse(self, "cluster_name", cluster_name_problem(name))
 
+    def _check_lustre(self, lustre: LustreMount | None) -> None:
+        """The names and folder go into the nodes' root lifecycle scripts: only the shapes FSx gives."""
+        if lustre is None:
+            return
+        if not is_unresolved(lustre.dns_name):
+            refuse(self, "lustre.dns_name", lustre_dns_name_problem(lustre.dns_name))
+        if not is_unresolved(lustre.mount_name):
+            refuse(self, "lustre.mount_name", lustre_mount_name_problem(lustre.mount_name))
+        if not is_unresolved(lustre.mount_dir):
+            refuse(
+                self,
+                "lustre.mount_dir",
+                mount_dir_problem(
+                    lustre.mount_dir,
+                    reserved=RESERVED_MOUNT_DIRS,
+                    reserved_by="is reserved by the operating system, Slurm or HyperPod",
+                ),
+            )
+
     def _check_lifecycle_scripts(self, scripts_dir: str | Path | None) -> None:
         if not self._orchestrator.is_slurm and scripts_dir is None:
             raise fail(
@@ -428,6 +471,14 @@ class HyperPodCluster(Construct):
         return replace(options, extra_steps=steps)
 
     def _check_extra_keys(self, options: LifecycleOptions, scripts_dir: str | Path | None) -> None:
+        owned = [key for key in options.extra if key in OWNED_KEYS]
+        if owned:
+            raise fail(
+                self.node.path,
+                "lifecycle.extra",
+                f"sets {', '.join(f'{key} (set by {OWNED_KEYS[key]})' for key in owned)}, which the construct "
+                "writes itself from the props that check them; set those props instead",
+            )
         if scripts_dir is not None:
             return
         known = PROVISIONING_PARAMETER_KEYS | LIFECYCLE_SETTING_KEYS
@@ -454,6 +505,16 @@ class HyperPodCluster(Construct):
             state = "a folder" if script.is_dir() else "which does not exist"
             raise fail(
                 self.node.path, f"{where}.script", f"must be a script file, got '{step.script}', {state}"
+            )
+        if script.name == ON_CREATE_SCRIPT or script.resolve().is_relative_to(
+            lifecycle_scripts_path().resolve()
+        ):
+            raise fail(
+                self.node.path,
+                f"{where}.script",
+                f"must be a script of your own, not {ON_CREATE_SCRIPT} or another shipped lifecycle script "
+                f"(the shipped {ON_CREATE_SCRIPT} runs every step, so the step would run it again without "
+                f"end), got '{step.script}'",
             )
         if step.roles is not None and (isinstance(step.roles, str) or not step.roles):
             raise fail(

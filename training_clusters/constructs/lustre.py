@@ -32,6 +32,8 @@ from training_clusters.rules.lustre import (
     lustre_backup_retention_days,
     lustre_backup_retention_problem,
     lustre_capacity_problem,
+    lustre_dns_name_problem,
+    lustre_mount_name_problem,
     lustre_throughput_problem,
     s3_prefix_problem,
 )
@@ -66,6 +68,8 @@ class DataRepository:
 class ExistingLustre:
     """Attributes of a file system made elsewhere, for :class:`SharedLustre` to adopt.
 
+    :param dns_name: Its DNS name, ``fs-<id>.fsx.<region>.amazonaws.com`` (letters, digits, ``-`` and ``.``).
+    :param mount_name: Its Lustre mount name: 1-8 letters, digits, ``_`` or ``-`` (``fsx`` on PERSISTENT_1).
     :param storage_capacity_gib: Its capacity, for clients that advertise it (an EKS PersistentVolume).
         Default: unknown; :class:`~training_clusters.constructs.eks_addons.FsxCsiDriver` then asks for it.
     """
@@ -145,6 +149,7 @@ class SharedLustre(Construct):
         )
         self.file_system: fsx.LustreFileSystem | None
         if existing is not None:
+            self._check_existing_names(existing)
             self.file_system = None
             self.security_group = existing.security_group
             self.file_system_id: str = existing.file_system_id
@@ -235,6 +240,13 @@ class SharedLustre(Construct):
                 "subnet": subnet,
             },
         )
+
+    def _check_existing_names(self, existing: ExistingLustre) -> None:
+        """The names go into the nodes' root scripts (fstab lines, user data): only the shapes FSx gives."""
+        if not is_unresolved(existing.dns_name):
+            refuse(self, "existing.dns_name", lustre_dns_name_problem(existing.dns_name))
+        if not is_unresolved(existing.mount_name):
+            refuse(self, "existing.mount_name", lustre_mount_name_problem(existing.mount_name))
 
     def _check_capacity(self, capacity: int) -> None:
         if is_unresolved(capacity):

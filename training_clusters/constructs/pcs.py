@@ -23,6 +23,7 @@ https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_efa_cre
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -671,7 +672,9 @@ def lustre_mount_user_data(mount_target: str, mount_dir: str) -> str:
     fstab line is written once (a rerun finds it), the mount is retried while the network and the file
     system settle, and the node fails to start (rather than run jobs without storage) when it never mounts.
     """
-    script = _MOUNT_SCRIPT.replace("@DEVICE@", mount_target).replace("@MOUNT_DIR@", mount_dir)
+    script = _MOUNT_SCRIPT.replace("@DEVICE@", _shell_word(mount_target)).replace(
+        "@MOUNT_DIR@", _shell_word(mount_dir)
+    )
     return (
         f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n'
         "MIME-Version: 1.0\n"
@@ -687,8 +690,8 @@ def lustre_mount_user_data(mount_target: str, mount_dir: str) -> str:
 _MOUNT_SCRIPT = """#!/bin/bash
 # Mount the shared FSx for Lustre file system (cdk-training-clusters); safe to run again.
 set -euo pipefail
-device='@DEVICE@'
-mount_dir='@MOUNT_DIR@'
+device=@DEVICE@
+mount_dir=@MOUNT_DIR@
 if ! command -v mount.lustre >/dev/null 2>&1 && command -v dnf >/dev/null 2>&1; then
   dnf install -y lustre-client
 fi
@@ -705,6 +708,14 @@ done
 mountpoint -q "$mount_dir" || { echo "could not mount $device at $mount_dir" >&2; exit 1; }
 chmod 1777 "$mount_dir"
 """
+
+
+def _shell_word(value: str) -> str:
+    """``value`` as one single-quoted shell word, whatever it holds (``shlex.quote``; a value it would leave
+    bare is quoted too, so the script reads the same for a token and a plain name). The file system's names
+    are checked where they are given; this keeps a name that slipped through from running as a command."""
+    quoted = shlex.quote(value)
+    return quoted if quoted.startswith("'") else f"'{quoted}'"
 
 
 def _id_part(name: str) -> str:

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 import re
 
-from training_clusters.rules.common import pattern_problem
+from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, pattern_problem
+
+#: Folders a shared file system must not hide: the system's and HyperPod's own (the instance groups' extra
+#: EBS volume is mounted at ``/opt/sagemaker``).
+RESERVED_MOUNT_DIRS = SYSTEM_MOUNT_DIRS | frozenset(("/opt/sagemaker",))
 
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 NAME_MAX_LENGTH = 63

@@ -5,9 +5,19 @@ Sources: the ``StorageCapacity``, ``PerUnitStorageThroughput``, ``AutomaticBacku
 (https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-fsx-filesystem-lustreconfiguration.html)
 and FSx for Lustre backups (https://docs.aws.amazon.com/fsx/latest/LustreGuide/using-backups-fsx.html):
 scratch file systems cannot be backed up.
+
+A file system's DNS and mount names end up in root shell scripts (PCS user data, HyperPod lifecycle
+settings, fstab lines): they are checked against the shapes FSx gives them, so a crafted name cannot run a
+command on every node. ``MountName`` follows the API's own pattern ``[A-Za-z0-9_-]{1,8}`` (SageMaker's
+``ClusterFsxLustreConfig``, https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterFsxLustreConfig.html);
+a DNS name is any host name (FSx's are ``fs-<hex>.fsx.<region>.amazonaws.com``, ``.com.cn`` in China).
 """
 
 from __future__ import annotations
+
+import re
+
+from training_clusters.errors import excerpt
 
 LUSTRE_FIRST_STEP_GIB = 1200
 LUSTRE_STEP_GIB = 2400
@@ -80,3 +90,30 @@ def s3_prefix_problem(prefix: str) -> str | None:
     if prefix.startswith("/"):
         return f"is an S3 key prefix and must not start with '/', got '{prefix}'"
     return None
+
+
+#: A host name: dot-separated labels of letters, digits and inner hyphens, at most 253 characters.
+_DNS_NAME = re.compile(
+    r"^(?!.{254})[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$"
+)
+_MOUNT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
+
+
+def lustre_dns_name_problem(dns_name: str) -> str | None:
+    """A file system's DNS name: a host name such as ``fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com``."""
+    if _DNS_NAME.fullmatch(dns_name):
+        return None
+    return (
+        "must be the file system's DNS name, letters, digits, hyphens and dots such as "
+        f"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com, got {excerpt(dns_name)}"
+    )
+
+
+def lustre_mount_name_problem(mount_name: str) -> str | None:
+    """A file system's Lustre mount name: 1-8 letters, digits, ``_`` or ``-`` (``fsx`` on PERSISTENT_1)."""
+    if _MOUNT_NAME.fullmatch(mount_name):
+        return None
+    return (
+        "must be the file system's mount name, 1-8 letters, digits, '_' or '-' such as 'abcdefgh' "
+        f"(FSx's MountName), got {excerpt(mount_name)}"
+    )

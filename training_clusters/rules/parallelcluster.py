@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, InstanceType
 from training_clusters.options import CapacityKind
+from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
-from training_clusters.rules.common import pattern_problem
+from training_clusters.rules.common import mount_dir_problem as common_mount_dir_problem
 
 #: The ParallelCluster release whose CloudFormation provider and schema this library targets.
 PCLUSTER_VERSION = "3.16.1"
@@ -43,15 +44,12 @@ MAX_COMPUTE_RESOURCES_PER_CLUSTER = 50
 #: ``Monitoring.Logs.CloudWatch.RetentionInDays`` values ParallelCluster accepts (a subset of CloudWatch's).
 PCLUSTER_LOG_RETENTION_DAYS = (1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1827, 3653)
 
-#: Directories ParallelCluster refuses as shared-storage mount points.
-RESERVED_MOUNT_DIRS = frozenset(
-    (
-        "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/media", "/mnt", "/opt",
-        "/opt/parallelcluster", "/opt/parallelcluster/shared", "/opt/parallelcluster/shared_login_nodes",
-        "/opt/slurm", "/opt/intel", "/proc", "/root", "/run", "/sbin", "/srv", "/sys", "/tmp", "/usr", "/var",
-    )
+#: Directories ParallelCluster refuses as shared-storage mount points (with the system's, which every
+#: service refuses: :data:`~training_clusters.rules.common.SYSTEM_MOUNT_DIRS`).
+RESERVED_MOUNT_DIRS = SYSTEM_MOUNT_DIRS | frozenset(
+    ("/media", "/mnt", "/opt/parallelcluster", "/opt/parallelcluster/shared",
+     "/opt/parallelcluster/shared_login_nodes", "/opt/intel", "/srv")
 )  # fmt: skip
-_MOUNT_DIR = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 _PREFIX_LIST = re.compile(r"^pl-[a-zA-Z0-9]+$")
 
 
@@ -158,13 +156,12 @@ def scaledown_idletime_problem(minutes: int) -> str | None:
 
 def mount_dir_problem(mount_dir: str) -> str | None:
     """Shared-storage ``MountDir``: an absolute directory ParallelCluster does not reserve."""
-    if problem := pattern_problem(mount_dir, _MOUNT_DIR, "must be an absolute directory such as /shared"):
-        return problem
-    if mount_dir in RESERVED_MOUNT_DIRS:
-        return (
-            f"'{mount_dir}' is reserved by the operating system or ParallelCluster; use e.g. /shared or /fsx"
-        )
-    return None
+    return common_mount_dir_problem(
+        mount_dir,
+        reserved=RESERVED_MOUNT_DIRS,
+        reserved_by="is reserved by the operating system or ParallelCluster",
+        example="/shared",
+    )
 
 
 # --- capacity (see training_clusters.capacity) and health checks

@@ -16,8 +16,8 @@ from collections.abc import Iterable, Mapping
 
 from training_clusters.catalog import InstanceType
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption
+from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, mount_dir_problem, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
-from training_clusters.rules.common import pattern_problem
 
 CLUSTER_NAME_MAX_LENGTH = 40
 #: Compute node group and queue names.
@@ -170,19 +170,14 @@ def queue_node_groups_problem(queue_groups: Iterable[str], known: Iterable[str])
 
 
 #: Directories of the operating system, Slurm and the PCS agent, never a shared file system's mount point.
-RESERVED_MOUNT_DIRS = frozenset(
-    ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt", "/opt/aws", "/opt/slurm", "/proc", "/root",
-     "/run", "/sbin", "/sys", "/tmp", "/usr", "/var")
-)  # fmt: skip
-_MOUNT_DIR = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
+RESERVED_MOUNT_DIRS = SYSTEM_MOUNT_DIRS | frozenset(("/opt/aws",))
 
 
 def pcs_mount_dir_problem(mount_dir: str) -> str | None:
     """Where every node mounts the shared file system: an absolute directory the system does not own."""
-    if not _MOUNT_DIR.fullmatch(mount_dir) or any(p in (".", "..") for p in mount_dir.split("/")):
-        return f"must be an absolute directory such as /fsx, got '{mount_dir}'"
-    if mount_dir in RESERVED_MOUNT_DIRS:
-        return (
-            f"'{mount_dir}' belongs to the operating system, Slurm or the PCS agent; use e.g. /fsx or /shared"
-        )
-    return None
+    return mount_dir_problem(
+        mount_dir,
+        reserved=RESERVED_MOUNT_DIRS,
+        reserved_by="belongs to the operating system, Slurm or the PCS agent",
+        example="/fsx",
+    )
