@@ -361,7 +361,10 @@ def test_no_users_by_default(sandbox: Sandbox) -> None:
     ("users", "message"),
     [
         ([{"name": "ubuntu", "uid": 2001}], "users[0].name must be a Linux user name"),
-        ([{"name": "alice\n", "uid": 2001}], "users[0].name must be a Linux user name"),  # no trailing newline
+        (
+            [{"name": "alice\n", "uid": 2001}],
+            "users[0].name must be a Linux user name",
+        ),  # no trailing newline
         ([{"name": "alice", "uid": 1000}], "users[0].uid must be a number 2000-59999"),
         ([{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2001}], "users[1].uid 2001 is used twice"),
         ([{"name": "alice", "uid": 2001, "ssh_public_keys": ["hello"]}], "users[0].ssh_public_keys must be"),
