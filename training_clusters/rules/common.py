@@ -12,10 +12,10 @@ def pattern_problem(
     value: str, pattern: re.Pattern[str], requirement: str, *, max_length: int | None = None
 ) -> str | None:
     """None when ``value`` matches ``pattern`` whole (and is at most ``max_length`` characters long), else
-    ``"<requirement>, got '<value>'"``: names, ids and paths a service spells one way."""
+    ``"<requirement>, got <value as an excerpt>"``: names, ids and paths a service spells one way."""
     if pattern.fullmatch(value) and (max_length is None or len(value) <= max_length):
         return None
-    return f"{requirement}, got '{value}'"
+    return f"{requirement}, got {excerpt(value)}"
 
 
 def duplicates_problem(names: Iterable[str]) -> str | None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from training_clusters.errors import excerpt
+from training_clusters.rules.common import pattern_problem
 
 LUSTRE_FIRST_STEP_GIB = 1200
 LUSTRE_STEP_GIB = 2400
@@ -101,19 +101,14 @@ _MOUNT_NAME = re.compile(r"^[A-Za-z0-9_-]{1,8}$")
 
 def lustre_dns_name_problem(dns_name: str) -> str | None:
     """A file system's DNS name: a host name such as ``fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com``."""
-    if _DNS_NAME.fullmatch(dns_name):
-        return None
-    return (
+    requirement = (
         "must be the file system's DNS name, letters, digits, hyphens and dots such as "
-        f"fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com, got {excerpt(dns_name)}"
+        "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
     )
+    return pattern_problem(dns_name, _DNS_NAME, requirement)
 
 
 def lustre_mount_name_problem(mount_name: str) -> str | None:
     """A file system's Lustre mount name: 1-8 letters, digits, ``_`` or ``-`` (``fsx`` on PERSISTENT_1)."""
-    if _MOUNT_NAME.fullmatch(mount_name):
-        return None
-    return (
-        "must be the file system's mount name, 1-8 letters, digits, '_' or '-' such as 'abcdefgh' "
-        f"(FSx's MountName), got {excerpt(mount_name)}"
-    )
+    requirement = "must be the file system's mount name, 1-8 letters, digits, '_' or '-' such as 'abcdefgh' (FSx's MountName)"
+    return pattern_problem(mount_name, _MOUNT_NAME, requirement)
