@@ -32,15 +32,6 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge
-from training_clusters.constructs._validation import (
-    catalog_entry,
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-    to_removal_policy,
-)
 from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster
 from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.constructs.lustre import SharedLustre
@@ -51,6 +42,8 @@ from training_clusters.rules.eks import (
     mig_problem,
     mps_replicas_problem,
 )
+
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, to_removal_policy
 
 __all__ = [
     "EFA_DEVICE_PLUGIN_CHART",

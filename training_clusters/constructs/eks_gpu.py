@@ -38,21 +38,14 @@ from training_clusters.capacity import (
 )
 from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType
 from training_clusters.compliance import acknowledge
-from training_clusters.constructs._validation import (
-    catalog_entry,
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-    to_removal_policy,
-)
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import AccessMode, CapacityKind, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
 from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidr_problem
+
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, to_removal_policy
 
 #: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
 KUBERNETES_VERSION = "1.33"

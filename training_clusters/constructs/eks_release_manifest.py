@@ -35,8 +35,9 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     skip_checkov,
 )
-from training_clusters.constructs._validation import checked_props, fail
 from training_clusters.constructs.eks_gpu import GpuEksCluster
+
+from ._validation import checked_props, fail
 
 __all__ = ["MpiOperator", "ReleaseManifest"]
 

@@ -28,15 +28,6 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     wildcard_finding,
 )
-from training_clusters.constructs._security_groups import open_between_members
-from training_clusters.constructs._validation import (
-    catalog_entry,
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-)
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.constructs.users import TeamUser, team_problem
@@ -56,6 +47,9 @@ from training_clusters.rules.hyperpod import (
     partition_name_problem,
 )
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
+
+from ._security_groups import open_between_members
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
 
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
 ON_CREATE_SCRIPT = "on_create.sh"

@@ -13,16 +13,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.constructs._security_groups import ClientSideConnections
-from training_clusters.constructs._validation import (
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-    refuse_alongside,
-    to_removal_policy,
-)
 from training_clusters.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,
@@ -36,6 +26,17 @@ from training_clusters.rules.lustre import (
     lustre_mount_name_problem,
     lustre_throughput_problem,
     s3_prefix_problem,
+)
+
+from ._security_groups import ClientSideConnections
+from ._validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_alongside,
+    to_removal_policy,
 )
 
 #: Lustre's server port and the privileged client port range, both needed between clients and servers.

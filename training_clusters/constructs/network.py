@@ -25,20 +25,15 @@ from training_clusters.compliance import (
     acknowledge,
     acknowledge_nist,
 )
-from training_clusters.constructs._security_groups import ClientSideConnections, open_between_members
-from training_clusters.constructs._validation import (
-    checked_props,
-    fail,
-    is_unresolved,
-    refuse,
-    refuse_alongside,
-)
 from training_clusters.rules.network import (
     PUBLIC_SUBNET_MASK,
     nat_gateways_fit_problem,
     nat_gateways_problem,
     vpc_cidr_problem,
 )
+
+from ._security_groups import ClientSideConnections, open_between_members
+from ._validation import checked_props, fail, is_unresolved, refuse, refuse_alongside
 
 #: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
 #: three orchestrators (ParallelCluster, HyperPod, EKS) call from inside a VPC without a NAT gateway.

@@ -30,14 +30,6 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, from_queue_capacity_type
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import InstanceType
-from training_clusters.constructs._validation import (
-    catalog_entry,
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-)
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -79,6 +71,8 @@ from training_clusters.rules.parallelcluster import (
     slurm_name_problem,
     ssh_allowed_ips_problem,
 )
+
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
 
 #: ParallelCluster's published provider template (a SAM template: deploying it needs CAPABILITY_AUTO_EXPAND,
 #: which ``cdk deploy`` grants).

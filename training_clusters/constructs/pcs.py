@@ -38,14 +38,15 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, Orchestrator, from_pcs_purchase_option
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge
-from training_clusters.constructs._security_groups import open_between_members
-from training_clusters.constructs._validation import catalog_entry, checked_props, fail, is_unresolved, option
 from training_clusters.constructs.eks_gpu import efa_network_interfaces, node_launch_template
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 from training_clusters.rules import pcs as rules
+
+from ._security_groups import open_between_members
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option
 
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 #: IAM path PCS accepts for the role of a node group's instance profile (the other way: a name ``AWSPCS*``).
