@@ -102,6 +102,7 @@ WITHOUT_JSII = (
     "tests/test_catalog.py",
     "tests/test_config.py",
     "tests/test_refresh_catalog.py",
+    "tests/test_rules.py",
 )
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
 REGION = "us-east-1"

@@ -808,23 +808,6 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         "Test/Pcs: mount_dir must be an absolute directory such as /fsx, got 'shared'",
     ),
     (
-        "mount dir over the homes",
-        lambda p: {"mount_dir": "/home"},
-        "Test/Pcs: mount_dir '/home' belongs to the operating system, Slurm or the PCS agent; use e.g. "
-        "/fsx or /shared",
-    ),
-    (
-        "mount dir inside a system folder",
-        lambda p: {"mount_dir": "/etc/ssh"},
-        "Test/Pcs: mount_dir '/etc/ssh' belongs to the operating system, Slurm or the PCS agent; use e.g. "
-        "/fsx or /shared",
-    ),
-    (
-        "mount dir walking out",
-        lambda p: {"mount_dir": "/shared/../etc"},
-        "Test/Pcs: mount_dir must not contain '.' or '..' segments, got '/shared/../etc'",
-    ),
-    (
         "wrong slurm version",
         lambda p: {"slurm_version": "23.11"},
         "Test/Pcs: slurm_version must be one of 24.11, 25.05, 25.11, 26.05, got '23.11'",

@@ -1,0 +1,51 @@
+"""Rules every service shares (training_clusters/rules/common.py), tested once here; each construct's tests
+keep one case of its own wording."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, mount_dir_problem, pattern_problem
+
+RESERVED = "is reserved by the operating system or Slurm; use e.g. /fsx or /shared"
+
+
+@pytest.mark.parametrize(
+    ("mount_dir", "problem"),
+    [
+        ("/fsx", None),
+        ("/shared/datasets", None),
+        ("/opt/data", None),  # /opt itself is the system's, a folder under it is not a system tree
+        ("shared", "must be an absolute directory such as /fsx, got 'shared'"),
+        ("/", "must be an absolute directory such as /fsx, got '/'"),
+        ("/fsx/", "must be an absolute directory such as /fsx, got '/fsx/'"),
+        ("/shared/../etc", "must not contain '.' or '..' segments, got '/shared/../etc'"),
+        ("/./fsx", "must not contain '.' or '..' segments, got '/./fsx'"),
+        ("/etc", f"'/etc' {RESERVED}"),
+        ("/etc/ssh", f"'/etc/ssh' {RESERVED}"),
+        ("/home", f"'/home' {RESERVED}"),
+        ("/opt/slurm", f"'/opt/slurm' {RESERVED}"),
+    ],
+)
+def test_a_mount_dir_is_an_absolute_directory_the_system_does_not_own(
+    mount_dir: str, problem: str | None
+) -> None:
+    assert mount_dir_problem(mount_dir) == problem
+
+
+def test_a_service_adds_its_own_folders_and_words() -> None:
+    problem = mount_dir_problem(
+        "/opt/aws", reserved=SYSTEM_MOUNT_DIRS | {"/opt/aws"}, reserved_by="belongs to PCS", example="/shared"
+    )
+    assert problem == "'/opt/aws' belongs to PCS; use e.g. /shared or /fsx"
+
+
+def test_a_pattern_rule_shows_the_value_as_a_bounded_excerpt() -> None:
+    name = re.compile(r"^[a-z]+$")
+    assert pattern_problem("abc", name, "must be letters") is None
+    assert pattern_problem("abcd", name, "must be letters", max_length=3) == "must be letters, got 'abcd'"
+    assert pattern_problem("it's", name, "must be letters") == 'must be letters, got "it\'s"'
+    long = pattern_problem("A" * 500, name, "must be letters")
+    assert long is not None and long.endswith("... (500 characters)") and len(long) < 150
