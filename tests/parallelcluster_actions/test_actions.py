@@ -188,7 +188,7 @@ def test_root_creates_a_home_and_everything_inside_it_is_done_as_its_user(head: 
     assert f"ssh-keygen -q -t ed25519 -N  -C alice@cluster -f {ssh}/id_ed25519" in as_alice
     assert f"[alice] ssh-keygen -q -t ed25519 -N  -C alice@cluster -f {ssh}/id_ed25519" in head.calls()
     staged = next(c.split()[1] for c in as_alice if c.startswith("tee "))
-    assert staged.startswith(f"{ssh}/authorized_keys.")
+    assert staged.startswith(f"{ssh}/tmp.")
     assert as_alice[-2:] == [f"chmod 0600 {staged}", f"mv -fT {staged} {ssh}/authorized_keys"]
 
 
@@ -288,7 +288,7 @@ def test_the_head_node_enables_pyxis_in_the_shared_slurm_configuration_once(head
     etc = head.root / "opt" / "slurm" / "etc"
     assert (etc / "plugstack.conf").read_text() == EXAMPLES["spank/plugstack.conf"]
     assert sorted(p.name for p in (etc / "plugstack.conf.d").iterdir()) == ["pyxis.conf"]
-    assert not [p for p in etc.iterdir() if p.name.startswith(".pyxis.")]  # nothing staged is left behind
+    assert not [p for p in etc.iterdir() if p.name.startswith("tmp.")]  # nothing staged is left behind
     assert (head.root / "etc" / "enroot" / "enroot.conf").read_text() == EXAMPLES["enroot/enroot.conf"]
     for runtime in ("run/enroot", "var/enroot", "run/pyxis"):
         assert oct((head.root / runtime).stat().st_mode & 0o7777) == "0o1777", runtime

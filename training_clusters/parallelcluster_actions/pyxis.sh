@@ -38,7 +38,7 @@ place() {
     if [[ -f $target ]] && cmp -s "$source" "$target"; then
         return 1
     fi
-    staged="$(mktemp "${staging}/.pyxis.XXXXXX")"
+    staged="$(mktemp -p "$staging")"
     cp "$source" "$staged"
     chmod "$mode" "$staged"
     mv -f "$staged" "$target"

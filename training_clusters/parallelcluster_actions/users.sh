@@ -105,7 +105,7 @@ write_keys() {
     } >>"$wanted"
     if ! cmp -s "$wanted" "$current"; then
         # staged next to the file and renamed over it (-T: over a link, never into the directory it names)
-        if ! staged="$(as_user "$name" mktemp "${file}.XXXXXX")" ||
+        if ! staged="$(as_user "$name" mktemp -p "${file%/*}")" ||
             ! as_user "$name" tee "$staged" <"$wanted" >/dev/null ||
             ! as_user "$name" chmod 0600 "$staged" ||
             ! as_user "$name" mv -fT "$staged" "$file"; then
