@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 from types import ModuleType
@@ -10,15 +9,13 @@ from types import ModuleType
 import aws_cdk as cdk
 import pytest
 
+from tests.scripts import load_script
+
 from .conftest import CDK_CONTEXT, ROOT
 
 
 def _app_module() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("cdk_app", ROOT / "app.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("app.py", "cdk_app")
 
 
 def _run(outdir: Path, environment: Path) -> int:

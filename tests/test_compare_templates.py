@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.scripts import load_script
 
-
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "compare_templates", ROOT / "scripts" / "compare_templates.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["compare_templates"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-compare_templates = _load()
+compare_templates = load_script("scripts/compare_templates.py", "compare_templates")
 
 TEMPLATE: dict[str, Any] = {
     "Resources": {"Vpc": {"Type": "AWS::EC2::VPC", "Properties": {"CidrBlock": "10.0.0.0/16"}}},

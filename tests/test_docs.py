@@ -8,7 +8,6 @@ The build runs in a background process from the moment this module is collected 
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import re
 import shutil
@@ -17,9 +16,10 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.scripts import load_script
 
 from . import background
 
@@ -35,16 +35,7 @@ MAIN_CONSTRUCTS = (
 )
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_docs", ROOT / "scripts" / "build_docs.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["build_docs"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-build_docs = _load()
+build_docs = load_script("scripts/build_docs.py", "build_docs")
 
 
 def _build_reference() -> tuple[Path, subprocess.CompletedProcess[str]]:

@@ -9,19 +9,17 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.util
 import json
 import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import boto3  # type: ignore[import-untyped,unused-ignore]
 import pytest
 from botocore.stub import Stubber  # type: ignore[import-untyped,unused-ignore]
 
+from tests.scripts import load_script
 from training_clusters.catalog import (
     CATALOG,
     AcceleratorKind,
@@ -35,16 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA_FILE = ROOT / "training_clusters" / "catalog_data.json"
 
 
-def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("refresh_catalog", ROOT / "scripts" / "refresh_catalog.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["refresh_catalog"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rc = _load_script()
+rc = load_script("scripts/refresh_catalog.py", "refresh_catalog")
 ALL_NAMES = sorted(CATALOG)
 G6E_WARNING = (
     "g6e.48xlarge: EC2 reports 358 GiB per device, which is the instance total for 8 devices; "
