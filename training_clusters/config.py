@@ -76,7 +76,7 @@ from training_clusters.rules.eks import (
     gpu_sharing_problem,
     kubernetes_labels,
     mig_problem,
-    public_access_cidr_problem,
+    public_access_cidrs_problem,
 )
 from training_clusters.rules.logs import cloudwatch_retention_problem
 from training_clusters.rules.lustre import (
@@ -992,14 +992,7 @@ class EksConfig(_Model):
     addons: EksAddonsConfig = EksAddonsConfig()
     nccl_test: EksNcclTestConfig = EksNcclTestConfig()
 
-    @field_validator("public_access_cidrs")
-    @classmethod
-    def _public_ranges(cls, value: list[str] | None) -> list[str] | None:
-        if value is not None and not value:
-            raise ValueError("must list at least one IPv4 range when given; omit it for a private endpoint")
-        for cidr in value or ():
-            _raise_if(public_access_cidr_problem(cidr))
-        return value
+    _public_ranges = field_validator("public_access_cidrs")(_follows(public_access_cidrs_problem))
 
     @model_validator(mode="after")
     def _one_admin_role(self) -> EksConfig:

@@ -43,7 +43,7 @@ from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import AccessMode, CapacityKind, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
-from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidr_problem
+from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
 
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, to_removal_policy
 
@@ -281,17 +281,12 @@ class GpuEksCluster(Construct):
             )
 
     def _check_public_access_cidrs(self, cidrs: Sequence[str] | None) -> None:
-        if cidrs is None:
-            return
-        if len(cidrs) == 0:
-            raise fail(
-                self.node.path,
-                "public_access_cidrs",
-                "must list at least one IPv4 range when given; omit it for a private endpoint",
-            )
-        for cidr in cidrs:
+        if cidrs is not None:
+            known = [cidr for cidr in cidrs if not is_unresolved(cidr)]
             refuse(
-                self, "public_access_cidrs", None if is_unresolved(cidr) else public_access_cidr_problem(cidr)
+                self,
+                "public_access_cidrs",
+                public_access_cidrs_problem(known) if known or not cidrs else None,
             )
 
     def _check_system_node_count(self, count: int) -> None:

@@ -904,8 +904,12 @@ class HyperPodCluster(Construct):
         if self._made(role):
             role.add_to_principal_policy(statement)
         else:
-            policy = iam.Policy(self, id_, roles=[role], statements=[statement])
-            accept_inline_policy(policy, "a statement of this cluster's for the execution role you passed")
+            self._attached_policy(role, id_, statement)
+
+    def _attached_policy(self, role: iam.IRole, id_: str, statement: iam.PolicyStatement) -> None:
+        """``statement`` in a policy of this cluster's, attached to a role it did not make."""
+        policy = iam.Policy(self, id_, roles=[role], statements=[statement])
+        accept_inline_policy(policy, "a statement of this cluster's for the execution role you passed")
 
     def _made(self, role: iam.IRole) -> bool:
         return isinstance(role, iam.Role) and role.node.scope is self
@@ -925,7 +929,7 @@ class HyperPodCluster(Construct):
                 statement = iam.PolicyStatement(
                     actions=["kms:CreateGrant", "kms:DescribeKey"], resources=[key.key_arn]
                 )
-                self._add_to_role(role, f"VolumeKeyUse-{group.name}", statement)
+                self._attached_policy(role, f"VolumeKeyUse-{group.name}", statement)
 
     def _create_cluster(self, subnet: ec2.ISubnet, node_recovery: NodeRecovery) -> sagemaker.CfnCluster:
         cluster = sagemaker.CfnCluster(

@@ -191,10 +191,11 @@ class SharedLustre(Construct):
     def connections(self) -> ec2.Connections:
         """The file system's security group; the default port is Lustre's 988.
 
-        Between two stacks each pair of rules (``fs.connections.allow_default_port_from(cluster)``, or
-        ``cluster.connections.allow_to(fs, port)``) lands in the stack that uses the other, as
-        :meth:`allow_clients_from`'s do. For a Lustre client one port is not enough: prefer
-        :meth:`allow_clients_from`.
+        Between two stacks each pair of rules asked of it (``fs.connections.allow_default_port_from(cluster)``)
+        lands in the stack that uses the other, as :meth:`allow_clients_from`'s do. Call it on this side: a
+        call on a plain CDK group's connections (``group.connections.allow_to(fs, port)``) makes CDK's own
+        rule in that group's stack first, which cycles when the group lives in the network's stack. For a
+        Lustre client one port is not enough: prefer :meth:`allow_clients_from`.
         """
         return self._connections
 

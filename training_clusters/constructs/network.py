@@ -26,6 +26,7 @@ from training_clusters.compliance import (
     acknowledge_nist,
 )
 from training_clusters.rules.network import (
+    PRIVATE_SUBNET_MASK,
     PUBLIC_SUBNET_MASK,
     nat_gateways_fit_problem,
     nat_gateways_problem,
@@ -85,7 +86,7 @@ class TrainingNetwork(Construct):
         max_azs: int | None = None,
         nat_gateways: int | None = None,
         endpoint_only: bool = False,
-        private_subnet_mask: int = 18,
+        private_subnet_mask: int = PRIVATE_SUBNET_MASK,
         flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,
         flow_logs_encryption_key: kms.IKey | None = None,
         placement_availability_zone: str | None = None,
@@ -240,7 +241,7 @@ class TrainingNetwork(Construct):
     def _check_nat_gateways_fit_azs(
         self, nat_count: int, availability_zones: Sequence[str] | None, max_azs: int | None
     ) -> None:
-        az_count = len(availability_zones) if availability_zones else (max_azs or 2)
+        az_count = _az_count(availability_zones, max_azs)
         refuse(self, "nat_gateways", nat_gateways_fit_problem(nat_count, az_count))
 
     def _check_private_subnet_mask(self, mask: int) -> None:
@@ -252,7 +253,7 @@ class TrainingNetwork(Construct):
     ) -> None:
         if is_unresolved(cidr):
             return
-        az_count = len(availability_zones) if availability_zones else (max_azs or 2)
+        az_count = _az_count(availability_zones, max_azs)
         refuse(self, "cidr", vpc_cidr_problem(cidr, az_count, private_mask))
 
     def _check_placement_az(self, availability_zone: str) -> None:
@@ -432,3 +433,8 @@ class TrainingNetwork(Construct):
             "is the group itself, never an address range",
         )
         return group
+
+
+def _az_count(availability_zones: Sequence[str] | None, max_azs: int | None) -> int:
+    """How many AZs a new VPC spans: the zones given, else ``max_azs`` (default 2)."""
+    return len(availability_zones) if availability_zones else (max_azs or 2)

@@ -46,7 +46,7 @@ from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAc
 from training_clusters.rules import pcs as rules
 
 from ._security_groups import open_between_members
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
 
 SSM_POLICY = "AmazonSSMManagedInstanceCore"
 #: IAM path PCS accepts for the role of a node group's instance profile (the other way: a name ``AWSPCS*``).
@@ -340,23 +340,19 @@ class PcsCluster(Construct):
     # ----------------------------------------------------------------------------------------------
     # validation, one rule per method
 
-    def _raise_if(self, field: str, problem: str | None) -> None:
-        if problem:
-            raise fail(self.node.path, field, problem)
-
     def _check_cluster_name(self, name: str | None) -> None:
         if name is not None and not is_unresolved(name):
-            self._raise_if("cluster_name", rules.pcs_cluster_name_problem(name))
+            refuse(self, "cluster_name", rules.pcs_cluster_name_problem(name))
 
     def _check_compute_node_groups(self, groups: Sequence[PcsComputeNodeGroup]) -> None:
         if not groups:
             raise fail(self.node.path, "compute_node_groups", "must hold at least one compute node group")
         for index, group in enumerate(groups):
             field = f"compute_node_groups[{index}]"
-            self._raise_if(f"{field}.name", rules.pcs_name_problem(group.name))
-            self._raise_if(field, rules.node_counts_problem(group.min_count, group.max_count))
-            self._raise_if(
-                f"{field}.root_volume_size_gib", rules.root_volume_problem(group.root_volume_size_gib)
+            refuse(self, f"{field}.name", rules.pcs_name_problem(group.name))
+            refuse(self, field, rules.node_counts_problem(group.min_count, group.max_count))
+            refuse(
+                self, f"{field}.root_volume_size_gib", rules.root_volume_problem(group.root_volume_size_gib)
             )
 
     def _check_efa(
@@ -365,9 +361,7 @@ class PcsCluster(Construct):
         uses: list[bool] = []
         for index, (group, instance) in enumerate(zip(groups, instances, strict=True)):
             if group.efa is not None:
-                self._raise_if(
-                    f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa)
-                )
+                refuse(self, f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa))
             enabled = group.efa if group.efa is not None else instance.efa_supported
             if not enabled and group.efa_interfaces is not None:
                 raise fail(
@@ -435,8 +429,10 @@ class PcsCluster(Construct):
     ) -> None:
         if reservation is not None and is_unresolved(reservation):
             return
-        self._raise_if(
-            f"{field}.capacity_reservation_id", rules.capacity_reservation_problem(purchase, reservation)
+        refuse(
+            self,
+            f"{field}.capacity_reservation_id",
+            rules.capacity_reservation_problem(purchase, reservation),
         )
 
     def _checked_capacity(self, field: str, capacity: Capacity) -> Capacity:
@@ -451,17 +447,15 @@ class PcsCluster(Construct):
             raise fail(self.node.path, "login_nodes.count", f"must be 0 or more, got {login.count}")
         if login.count == 0:
             return None
-        self._raise_if("login_nodes.name", rules.pcs_name_problem(login.name))
-        self._raise_if(
-            "login_nodes.root_volume_size_gib", rules.root_volume_problem(login.root_volume_size_gib)
+        refuse(self, "login_nodes.name", rules.pcs_name_problem(login.name))
+        refuse(
+            self, "login_nodes.root_volume_size_gib", rules.root_volume_problem(login.root_volume_size_gib)
         )
         return catalog_entry(self, login.instance_type, "login_nodes.instance_type")
 
     def _check_names_unique(self, groups: Sequence[PcsComputeNodeGroup]) -> None:
         names = [g.name for g in groups] + ([self.login.name] if self.login.count else [])
-        self._raise_if(
-            "compute_node_groups names (login_nodes.name included)", rules.duplicates_problem(names)
-        )
+        refuse(self, "compute_node_groups names (login_nodes.name included)", rules.duplicates_problem(names))
 
     def _queues(
         self, queues: Sequence[PcsQueue] | None, groups: Sequence[PcsComputeNodeGroup]
@@ -474,32 +468,33 @@ class PcsCluster(Construct):
             )
         known = [g.name for g in groups]
         for index, queue in enumerate(queues):
-            self._raise_if(f"queues[{index}].name", rules.pcs_name_problem(queue.name))
-            self._raise_if(
+            refuse(self, f"queues[{index}].name", rules.pcs_name_problem(queue.name))
+            refuse(
+                self,
                 f"queues[{index}].compute_node_groups",
                 rules.queue_node_groups_problem(queue.compute_node_groups, known),
             )
-        self._raise_if("queues names", rules.duplicates_problem(q.name for q in queues))
+        refuse(self, "queues names", rules.duplicates_problem(q.name for q in queues))
         return list(queues)
 
     def _check_size(self, size: PcsClusterSize, groups: Sequence[PcsComputeNodeGroup]) -> None:
         nodes = sum(g.max_count for g in groups) + self.login.count
-        self._raise_if("size", rules.cluster_size_problem(size, nodes))
+        refuse(self, "size", rules.cluster_size_problem(size, nodes))
 
     def _check_scale_down_idle_time(self, seconds: int) -> None:
         if not is_unresolved(seconds):
-            self._raise_if("scale_down_idle_time_seconds", rules.scale_down_idle_time_problem(seconds))
+            refuse(self, "scale_down_idle_time_seconds", rules.scale_down_idle_time_problem(seconds))
 
     def _check_custom_settings(self, settings: Mapping[str, str] | None) -> None:
         if settings:
-            self._raise_if("slurm_custom_settings", rules.slurm_custom_settings_problem(settings))
+            refuse(self, "slurm_custom_settings", rules.slurm_custom_settings_problem(settings))
 
     def _check_ami(self, ami_id: str | None, ami_ssm_parameter: str | None) -> None:
         if ami_id is not None and is_unresolved(ami_id) and ami_ssm_parameter is None:
             return
-        self._raise_if("ami_id", rules.ami_problem(ami_id, ami_ssm_parameter))
+        refuse(self, "ami_id", rules.ami_problem(ami_id, ami_ssm_parameter))
         if ami_ssm_parameter is not None and not is_unresolved(ami_ssm_parameter):
-            self._raise_if("ami_ssm_parameter", rules.ssm_parameter_name_problem(ami_ssm_parameter))
+            refuse(self, "ami_ssm_parameter", rules.ssm_parameter_name_problem(ami_ssm_parameter))
 
     def _check_private_subnet(self, vpc: ec2.IVpc, subnet: ec2.ISubnet) -> None:
         if subnet.subnet_id in {s.subnet_id for s in vpc.public_subnets}:
@@ -510,14 +505,16 @@ class PcsCluster(Construct):
             )
 
     def _check_mount_dir(self, mount_dir: str) -> None:
-        self._raise_if("mount_dir", rules.pcs_mount_dir_problem(mount_dir))
+        refuse(self, "mount_dir", rules.pcs_mount_dir_problem(mount_dir))
 
     def _efa_interface_count(self, index: int, spec: PcsComputeNodeGroup, instance: InstanceType) -> int:
         wanted = spec.efa_interfaces
         if wanted is None:
             return min(instance.max_efa_interfaces, instance.max_network_cards)
-        self._raise_if(
-            f"compute_node_groups[{index}].efa_interfaces", rules.efa_interfaces_problem(instance, wanted)
+        refuse(
+            self,
+            f"compute_node_groups[{index}].efa_interfaces",
+            rules.efa_interfaces_problem(instance, wanted),
         )
         return wanted
 

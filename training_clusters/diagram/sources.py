@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeGuard
 
-from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, graph_from_template
+from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, _dict, graph_from_template
 from training_clusters.errors import ConfigurationError, excerpt
 from training_clusters.yaml_file import read_bounded, read_json
 
@@ -263,23 +263,19 @@ def _uploads(directory: Path, assets: Mapping[str, Any]) -> dict[str, dict[str, 
     passed over.
     """
     found: dict[str, dict[str, Any]] = {}
-    for asset in _mapping(assets.get("files")).values():
-        folder = _mapping(_mapping(asset).get("source")).get("path")
+    for asset in _dict(assets.get("files")).values():
+        folder = _dict(_dict(asset).get("source")).get("path")
         if not _inside(folder):
             continue
         settings: dict[str, Any] = {}
         for name in LIFECYCLE_FILES:
             settings.update(_settings_file(directory / folder / name))
         if settings:
-            for destination in _mapping(_mapping(asset).get("destinations")).values():
-                key = _mapping(destination).get("objectKey")
+            for destination in _dict(_dict(asset).get("destinations")).values():
+                key = _dict(destination).get("objectKey")
                 if isinstance(key, str):
                     found[key] = settings
     return found
-
-
-def _mapping(value: object) -> Mapping[str, Any]:
-    return value if isinstance(value, dict) else {}
 
 
 def _settings_file(path: Path) -> dict[str, Any]:

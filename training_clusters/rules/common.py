@@ -61,8 +61,7 @@ def mount_dir_problem(
         return f"must be an absolute directory such as {example}, got {excerpt(mount_dir)}"
     if any(part in (".", "..") for part in mount_dir.split("/")):
         return f"must not contain '.' or '..' segments, got {excerpt(mount_dir)}"
-    folders = frozenset(reserved) | SYSTEM_MOUNT_DIRS
-    if mount_dir in folders or any(mount_dir.startswith(f"{tree}/") for tree in SYSTEM_TREES):
-        other = "/fsx" if example == "/shared" else "/shared"
+    if mount_dir in reserved or any(mount_dir.startswith(f"{tree}/") for tree in SYSTEM_TREES):
+        other = next(choice for choice in ("/fsx", "/shared") if choice != example)
         return f"{excerpt(mount_dir)} {reserved_by}; use e.g. {example} or {other}"
     return None

@@ -119,12 +119,16 @@ def kubernetes_labels(labels: dict[str, str]) -> dict[str, str]:
     return labels
 
 
-def public_access_cidr_problem(cidr: str) -> str | None:
-    """A range allowed to reach the cluster's public API endpoint: IPv4, narrower than the internet."""
-    try:
-        network = ipaddress.IPv4Network(cidr)
-    except ValueError:
-        return f"must hold IPv4 ranges such as 203.0.113.0/24, got '{cidr}'"
-    if network.prefixlen == 0:
-        return f"must not open the API endpoint to the whole internet, got '{cidr}'; list your own ranges"
+def public_access_cidrs_problem(cidrs: list[str]) -> str | None:
+    """Ranges allowed to reach the cluster's public API endpoint: at least one, each IPv4 and narrower than
+    the internet (ranges that are deploy-time tokens are the caller's to skip)."""
+    if not cidrs:
+        return "must list at least one IPv4 range when given; omit it for a private endpoint"
+    for cidr in cidrs:
+        try:
+            network = ipaddress.IPv4Network(cidr)
+        except ValueError:
+            return f"must hold IPv4 ranges such as 203.0.113.0/24, got {excerpt(cidr)}"
+        if network.prefixlen == 0:
+            return f"must not open the API endpoint to the whole internet, got {excerpt(cidr)}; list your own ranges"
     return None

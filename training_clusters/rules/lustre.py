@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 
+from training_clusters.errors import excerpt
 from training_clusters.rules.common import pattern_problem
 
 LUSTRE_FIRST_STEP_GIB = 1200
@@ -82,13 +83,13 @@ def file_system_path_problem(path: str) -> str | None:
     """A data repository association's ``FileSystemPath``: an absolute path in the file system."""
     if path.startswith("/"):
         return None
-    return f"must be an absolute path such as /datasets, got '{path}'"
+    return f"must be an absolute path such as /datasets, got {excerpt(path)}"
 
 
 def s3_prefix_problem(prefix: str) -> str | None:
     """A data repository association's S3 key prefix: relative to the bucket."""
     if prefix.startswith("/"):
-        return f"is an S3 key prefix and must not start with '/', got '{prefix}'"
+        return f"is an S3 key prefix and must not start with '/', got {excerpt(prefix)}"
     return None
 
 

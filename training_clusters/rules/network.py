@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ipaddress
 
+from training_clusters.errors import excerpt
+
 #: Prefix length of each public subnet (the NAT gateway's); private ones default to /18.
 PUBLIC_SUBNET_MASK = 24
 PRIVATE_SUBNET_MASK = 18
@@ -15,13 +17,13 @@ def vpc_cidr_problem(cidr: str, az_count: int, private_mask: int = PRIVATE_SUBNE
     try:
         network = ipaddress.IPv4Network(cidr)
     except ValueError:
-        return f"must be an IPv4 range such as 10.0.0.0/16, got '{cidr}'"
+        return f"must be an IPv4 range such as 10.0.0.0/16, got {excerpt(cidr)}"
     if not 16 <= network.prefixlen <= 24:
-        return f"prefix must be between /16 and /24 (VPC limits), got '{cidr}'"
+        return f"prefix must be between /16 and /24 (VPC limits), got {excerpt(cidr)}"
     needed = az_count * (2 ** (32 - private_mask) + 2 ** (32 - PUBLIC_SUBNET_MASK))
     if needed > network.num_addresses:
         return (
-            f"'{cidr}' ({network.num_addresses} addresses) cannot hold {az_count} private /{private_mask} "
+            f"{excerpt(cidr)} ({network.num_addresses} addresses) cannot hold {az_count} private /{private_mask} "
             f"and {az_count} public /{PUBLIC_SUBNET_MASK} subnets; use a larger range or a longer "
             "private_subnet_mask"
         )
