@@ -3,7 +3,9 @@
 # getent, groupadd, useradd and usermod read and write $TC_ROOT/etc/{passwd,group}; every call is recorded
 # in $TC_ROOT/calls.log, prefixed with the user it ran as ("[alice] mkdir ...") when runuser ran it; chown
 # only checks its operands exist (the sandbox cannot change owners); the file tools that write (chmod, cp,
-# mkdir, mv, tee) are recorded and then run for real, from $TC_TOOLS.
+# mkdir, mv, tee) are recorded and then run for real, from $TC_TOOLS. scontrol (linked only into the fake root's
+# /opt/slurm/bin, where ParallelCluster installs it) answers as with slurmctld down while $TC_ROOT/scontrol.fails
+# exists.
 set -euo pipefail
 tool=$(basename "$0")
 echo "${TC_AS_USER:+[${TC_AS_USER}] }${tool} $*" >>"${TC_ROOT}/calls.log"
@@ -77,6 +79,11 @@ case $tool in
         TC_AS_USER=$user exec "$@"
         ;;
     chmod | cp | mkdir | mv | tee) exec "${TC_TOOLS}/${tool}" "$@" ;;
-    scontrol) ;;
+    scontrol)
+        if [[ -e ${TC_ROOT}/scontrol.fails ]]; then
+            echo "slurm_reconfigure error: Unable to contact slurm controller (connect failure)" >&2
+            exit 1
+        fi
+        ;;
     *) exit 127 ;;
 esac

@@ -1,15 +1,18 @@
 """The ParallelCluster custom actions run for real on a fake root, with faked account and Slurm commands.
 
-`users.sh` and `pyxis.sh` run under bash with ``TC_ROOT`` pointing at a temporary folder and a PATH that holds
-the stub (``stub.sh``, a fake getent/groupadd/useradd/usermod/chown/ssh-keygen/scontrol over the fake root's
-``/etc/passwd`` and ``/etc/group``, a runuser that runs the command as the test but marked as the user's, and
-recorded pass-throughs of the file tools that write) plus the real coreutils they use, so a second run sees
-what the first did: idempotency is checked, not assumed.
+`users.sh` runs under bash with ``TC_ROOT`` pointing at a temporary folder and a PATH that holds the stub
+(``stub.sh``, a fake getent/groupadd/useradd/usermod/chown/ssh-keygen over the fake root's ``/etc/passwd`` and
+``/etc/group``, a runuser that runs the command as the test but marked as the user's, and recorded pass-throughs
+of the file tools that write) plus the real coreutils it uses. `pyxis.sh` runs with exactly the PATH
+ParallelCluster gives custom actions (:data:`PARALLELCLUSTER_PATH`: the real coreutils, nothing of Slurm's) and
+the stub as ``scontrol`` only where ParallelCluster installs it, ``/opt/slurm/bin`` of the fake root. A second
+run sees what the first did: idempotency is checked, not assumed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -20,7 +23,17 @@ from tests.lifecycle.sandbox import shellcheck_path
 from training_clusters.parallelcluster_actions import ACTIONS_DIR
 
 STUB = Path(__file__).resolve().parent / "stub.sh"
-STUBBED = ("getent", "groupadd", "useradd", "usermod", "chown", "ssh-keygen", "scontrol", "runuser")
+#: The PATH of every ParallelCluster custom action (OnNodeStart, OnNodeConfigured, OnNodeUpdated): the node's user
+#: data exports it before cfn-init, whose commands run /opt/parallelcluster/scripts/fetch_and_run, and the
+#: cookbook's custom_action_executor.py hands its own environment to the script. From github.com/aws/
+#: aws-parallelcluster, cli/src/pcluster/resources/head_node/user_data.sh (the same line in compute_node/ and
+#: login_node/user_data.sh). Slurm's /opt/slurm/bin is not on it: only login shells add it (/etc/profile.d/slurm.sh).
+PARALLELCLUSTER_PATH = "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin:/opt/aws/bin"
+#: Where ParallelCluster installs Slurm's commands (the cookbook's node['cluster']['slurm']['install_dir'],
+#: github.com/aws/aws-parallelcluster-cookbook cookbooks/aws-parallelcluster-environment/attributes/environment.rb).
+SLURM_BIN = "opt/slurm/bin"
+SLURM_COMMANDS = ("scontrol",)
+STUBBED = ("getent", "groupadd", "useradd", "usermod", "chown", "ssh-keygen", "runuser")
 RECORDED = ("chmod", "cp", "mkdir", "mv", "tee")  # recorded by the stub, then run from TC_TOOLS
 REAL = ("awk", "basename", "cat", "cmp", "cut", "head", "mktemp", "realpath", "rm", "sed", "test", "tr")
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAliceLaptop alice@laptop"
@@ -52,6 +65,9 @@ class Node:
         self.tools.mkdir()
         for name in (*STUBBED, *RECORDED):
             (self.bin / name).symlink_to(STUB)
+        (root / SLURM_BIN).mkdir(parents=True)
+        for name in SLURM_COMMANDS:
+            (root / SLURM_BIN / name).symlink_to(STUB)
         for name in (*REAL, *RECORDED):
             found = shutil.which(name)
             assert found, name
@@ -59,8 +75,18 @@ class Node:
         self.homes = root / "shared" / "home"
 
     def run(self, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run an action with the stubs first on PATH (for users.sh, whose account tools must be faked)."""
+        return self._run(script, args, path=str(self.bin))
+
+    def run_as_parallelcluster(self, script: str, *args: str) -> subprocess.CompletedProcess[str]:
+        """Run an action with exactly ParallelCluster's PATH; Slurm's commands only in the fake /opt/slurm/bin."""
+        on_path = [c for c in SLURM_COMMANDS if shutil.which(c, path=PARALLELCLUSTER_PATH)]
+        assert not on_path, f"{on_path} on ParallelCluster's PATH here: the test would prove nothing"
+        return self._run(script, args, path=PARALLELCLUSTER_PATH)
+
+    def _run(self, script: str, args: tuple[str, ...], *, path: str) -> subprocess.CompletedProcess[str]:
         env = {
-            "PATH": str(self.bin),
+            "PATH": path,
             "TC_ROOT": str(self.root),
             "TC_TOOLS": str(self.tools),
             "HOME": str(self.root),
@@ -265,11 +291,21 @@ def test_bad_arguments_are_clear_errors(head: Node, args: list[str], message: st
 # --------------------------------------------------------------------------------------------------
 # pyxis.sh
 
+#: What ParallelCluster installs under /opt/parallelcluster/examples (3.11+), as its cookbook renders it
+#: (github.com/aws/aws-parallelcluster-cookbook: cookbooks/aws-parallelcluster-platform/templates/enroot/
+#: enroot.conf.erb with temporary_dir /run/enroot and persistent_dir /var/enroot, cookbooks/
+#: aws-parallelcluster-slurm/templates/default/pyxis/plugstack.conf.erb and pyxis.conf.erb), shortened.
 EXAMPLES = {
-    "enroot/enroot.conf": "ENROOT_RUNTIME_PATH /run/enroot/user-$(id -u)\n",
+    "enroot/enroot.conf": (
+        "ENROOT_RUNTIME_PATH         /run/enroot/runtime/user-$(id -u)\n"
+        "ENROOT_DATA_PATH            /run/enroot/data/user-$(id -u)\n"
+        "ENROOT_CACHE_PATH           /var/enroot/cache/group-$(id -g)\n"
+        "ENROOT_RESTRICT_DEV        no\n"
+    ),
     "spank/plugstack.conf": "include /opt/slurm/etc/plugstack.conf.d/*\n",
     "pyxis/pyxis.conf": "required /usr/local/lib/slurm/spank_pyxis.so runtime_path=/run/pyxis\n",
 }
+SCONTROL_DOWN = "slurm_reconfigure error: Unable to contact slurm controller (connect failure)"
 
 
 def _with_examples(node: Node) -> Node:
@@ -283,7 +319,7 @@ def _with_examples(node: Node) -> Node:
 
 def test_the_head_node_enables_pyxis_in_the_shared_slurm_configuration_once(head: Node) -> None:
     _with_examples(head)
-    first = head.run("pyxis.sh")
+    first = head.run_as_parallelcluster("pyxis.sh")
     assert first.returncode == 0, first.stderr
     etc = head.root / "opt" / "slurm" / "etc"
     assert (etc / "plugstack.conf").read_text() == EXAMPLES["spank/plugstack.conf"]
@@ -292,26 +328,107 @@ def test_the_head_node_enables_pyxis_in_the_shared_slurm_configuration_once(head
     assert (head.root / "etc" / "enroot" / "enroot.conf").read_text() == EXAMPLES["enroot/enroot.conf"]
     for runtime in ("run/enroot", "var/enroot", "run/pyxis"):
         assert oct((head.root / runtime).stat().st_mode & 0o7777) == "0o1777", runtime
-    assert head.calls(*STUBBED) == ["scontrol reconfigure"]
+    assert head.calls("scontrol") == ["scontrol reconfigure"]
     before = head.snapshot()
-    second = head.run("pyxis.sh")
+    second = head.run_as_parallelcluster("pyxis.sh")
     assert second.returncode == 0 and head.snapshot() == before
-    assert head.calls(*STUBBED) == ["scontrol reconfigure"]  # not again: nothing changed
+    assert head.calls("scontrol") == ["scontrol reconfigure"]  # not again: nothing changed
+
+
+def test_pyxis_reconfigures_slurm_with_the_path_parallelcluster_gives_custom_actions(head: Node) -> None:
+    """Issue 27: a bare `scontrol` is not found on ParallelCluster's PATH (exit 127, the head node fails to
+    bootstrap); the action calls it where ParallelCluster installs it, as the cookbook does
+    (cookbooks/aws-parallelcluster-slurm/recipes/update/update_head_node.rb: `<install_dir>/bin/scontrol
+    reconfigure`)."""
+    _with_examples(head)
+    result = head.run_as_parallelcluster("pyxis.sh")
+    assert result.returncode == 0, result.stderr
+    assert "command not found" not in result.stderr
+    assert head.calls() == ["scontrol reconfigure"]
+    assert "pyxis.sh: Slurm reconfigured: srun --container-image is available" in result.stdout.splitlines()
+
+
+def test_a_failing_reconfigure_fails_the_action_with_one_clear_line(head: Node) -> None:
+    _with_examples(head)
+    (head.root / "scontrol.fails").touch()  # the stub's scontrol answers as with slurmctld down
+    result = head.run_as_parallelcluster("pyxis.sh")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"pyxis.sh: error: /opt/slurm/bin/scontrol reconfigure failed (exit 1): {SCONTROL_DOWN}"
+        " (the Pyxis SPANK configuration is in place, but slurmctld has not loaded it)"
+    ]
+
+
+def test_a_reconfigure_that_failed_is_done_by_the_next_run(head: Node) -> None:
+    """The configuration was written before the failing reconfigure, so the next run finds nothing to
+    change: it must still reconfigure Slurm."""
+    _with_examples(head)
+    (head.root / "scontrol.fails").touch()
+    assert head.run_as_parallelcluster("pyxis.sh").returncode == 1
+    (head.root / "scontrol.fails").unlink()
+    again = head.run_as_parallelcluster("pyxis.sh")
+    assert again.returncode == 0, again.stderr
+    assert head.calls("scontrol") == ["scontrol reconfigure", "scontrol reconfigure"]
+    third = head.run_as_parallelcluster("pyxis.sh")
+    assert third.returncode == 0 and len(head.calls("scontrol")) == 2
+
+
+def test_a_head_node_without_slurm_where_parallelcluster_installs_it_fails_clearly(head: Node) -> None:
+    _with_examples(head)
+    (head.root / SLURM_BIN / "scontrol").unlink()
+    result = head.run_as_parallelcluster("pyxis.sh")
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        "pyxis.sh: error: no /opt/slurm/bin/scontrol (where ParallelCluster installs Slurm): cannot reconfigure Slurm"
+    ]
 
 
 def test_compute_nodes_configure_enroot_and_never_touch_the_shared_slurm_directory(compute: Node) -> None:
     _with_examples(compute)
-    result = compute.run("pyxis.sh")
+    result = compute.run_as_parallelcluster("pyxis.sh")
     assert result.returncode == 0, result.stderr
     assert list((compute.root / "opt" / "slurm" / "etc").iterdir()) == []  # the race of issue #6459
     assert (compute.root / "etc" / "enroot" / "enroot.conf").exists()
-    assert compute.calls(*STUBBED) == []
+    assert compute.calls() == []
+
+
+def test_enroot_keeps_the_hosts_devices_as_parallelclusters_example_sets_it(compute: Node) -> None:
+    """Issue 27 item 2, checked for ParallelCluster: `ENROOT_RESTRICT_DEV` would give containers a minimal /dev
+    without EFA's /dev/infiniband/uverbs* (github.com/NVIDIA/enroot conf/hooks/10-devices.sh). The action copies
+    ParallelCluster's example, which has always said `no` (enroot.conf.erb, and enroot.template.conf before
+    3.11), so containers keep the host's devices: this guards that the copy stays verbatim."""
+    _with_examples(compute)
+    assert compute.run_as_parallelcluster("pyxis.sh").returncode == 0
+    lines = (compute.root / "etc" / "enroot" / "enroot.conf").read_text().splitlines()
+    restrict = [line.split() for line in lines if "ENROOT_RESTRICT_DEV" in line]
+    assert restrict == [["ENROOT_RESTRICT_DEV", "no"]]
 
 
 def test_an_image_without_the_examples_fails_clearly(head: Node) -> None:
-    result = head.run("pyxis.sh")
+    result = head.run_as_parallelcluster("pyxis.sh")
     assert result.returncode == 1
     assert "/opt/parallelcluster/examples/enroot/enroot.conf is missing" in result.stderr
+
+
+#: Slurm's client commands (slurm.schedmd.com/man_index.html), none of them on ParallelCluster's PATH.
+SLURM_CLIENTS = (
+    "sacct", "sacctmgr", "salloc", "sattach", "sbatch", "sbcast", "scancel", "scontrol", "scrontab", "sdiag",
+    "sinfo", "sprio", "squeue", "sreport", "srun", "sshare", "sstat", "strigger", "sview",
+)  # fmt: skip
+
+
+#: A quoted text that runs nothing: single-quoted, or double-quoted without a command substitution.
+_TEXT = re.compile(r"'[^']*'" + r'|"(?:[^"\\$]|\\.|\$(?!\())*"')
+_BARE_SLURM = re.compile(rf"(?<![\w/.$-])({'|'.join(SLURM_CLIENTS)})(?![\w.-])")
+
+
+@pytest.mark.parametrize("script", sorted(p.name for p in ACTIONS_DIR.glob("*.sh")))
+def test_no_action_runs_a_slurm_command_by_its_bare_name(script: str) -> None:
+    """Every action (users.sh too) runs with :data:`PARALLELCLUSTER_PATH`: a Slurm command must be called by its
+    full path under /opt/slurm/bin. Comments and plain quoted text (messages) are not commands."""
+    lines = (ACTIONS_DIR / script).read_text().splitlines()
+    code = [_TEXT.sub('""', line) for line in lines if not line.lstrip().startswith("#")]
+    assert [line for line in code if _BARE_SLURM.search(line.split(" #")[0])] == []
 
 
 def test_the_actions_are_shellcheck_clean() -> None:

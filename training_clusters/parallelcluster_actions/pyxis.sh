@@ -8,7 +8,12 @@
 # that edited files there at the same time left temporary files in plugstack.conf.d that broke every job. So
 # - every node writes only its own disk: Enroot's configuration and runtime directories;
 # - the head node alone writes the shared SPANK configuration, each file staged outside plugstack.conf.d and
-#   renamed into place, and reconfigures Slurm when something changed.
+#   renamed into place, and reconfigures Slurm when something changed (or when the last run's reconfigure failed).
+# Slurm's commands are called by their full path: ParallelCluster runs custom actions with the PATH its user data
+# exports, /usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin:/opt/aws/bin (github.com/aws/
+# aws-parallelcluster, cli/src/pcluster/resources/head_node/user_data.sh), which lacks /opt/slurm/bin, and its
+# cookbook calls `<install_dir>/bin/scontrol reconfigure`, install_dir /opt/slurm (github.com/aws/
+# aws-parallelcluster-cookbook, cookbooks/aws-parallelcluster-slurm/recipes/update/update_head_node.rb).
 # Running it again changes nothing. TC_ROOT (default: empty, the real root) prefixes every path, for tests.
 
 set -euo pipefail
@@ -16,6 +21,9 @@ set -euo pipefail
 ROOT=${TC_ROOT:-}
 EXAMPLES="${ROOT}/opt/parallelcluster/examples"
 SLURM_ETC="${ROOT}/opt/slurm/etc"
+SCONTROL=/opt/slurm/bin/scontrol
+# On the head node's own disk: a reconfigure is owed (the SPANK files changed, Slurm has not loaded them yet).
+PENDING="${ROOT}/var/lib/training-clusters/pyxis-reconfigure.pending"
 
 log() { echo "pyxis.sh: $*"; }
 die() {
@@ -76,9 +84,27 @@ main() {
         changed=1
     fi
     if ((changed)); then
-        scontrol reconfigure
-        log "Slurm reconfigured: srun --container-image is available"
+        mkdir -p "${PENDING%/*}"
+        touch "$PENDING"
     fi
+    if [[ -e $PENDING ]]; then
+        reconfigure
+    fi
+}
+
+# `scontrol reconfigure` (slurmctld runs on the head node when OnNodeConfigured starts); its own output goes
+# into the one error line.
+reconfigure() {
+    local output rc=0
+    [[ -x ${ROOT}${SCONTROL} ]] ||
+        die "no ${SCONTROL} (where ParallelCluster installs Slurm): cannot reconfigure Slurm"
+    output="$("${ROOT}${SCONTROL}" reconfigure 2>&1)" || rc=$?
+    if ((rc != 0)); then
+        die "${SCONTROL} reconfigure failed (exit ${rc}): ${output//$'\n'/ } (the Pyxis SPANK configuration is in" \
+            "place, but slurmctld has not loaded it)"
+    fi
+    rm -f "$PENDING"
+    log "Slurm reconfigured: srun --container-image is available"
 }
 
 main "$@"
