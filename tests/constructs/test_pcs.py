@@ -17,6 +17,7 @@ from training_clusters.catalog import all_instance_types
 from training_clusters.constructs.pcs import (
     INSTANCE_ROLE_PATH,
     MIME_BOUNDARY,
+    ROOT_DEVICE_LOOKUP_TYPE,
     SLURMCTLD_PORT,
     SLURMD_PORT,
     SLURMDBD_PORT,
@@ -359,6 +360,101 @@ def test_explicit_ami_id_is_used_as_given(parts: Parts) -> None:
     template = _template(cluster)
     template.all_resources_properties("AWS::PCS::ComputeNodeGroup", {"AmiId": "ami-0123456789abcdef0"})
     assert not [p for p in template.to_json().get("Parameters", {}).values() if p.get("Default") == SSM_AMI]
+
+
+# --------------------------------------------------------------------------------------------------
+# the root volume, on the AMI's own root device
+
+
+def joined_text(value: Any) -> str:
+    """A CloudFormation string (plain or ``Fn::Join``), each ``Ref`` shown as ``<logical id>``."""
+    if isinstance(value, str):
+        return value
+    (parts,) = value.values()
+    return "".join(p if isinstance(p, str) else f"<{p['Ref']}>" for p in parts[1])
+
+
+def _root_device_lookups(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {k: r for k, r in template["Resources"].items() if r["Type"] == ROOT_DEVICE_LOOKUP_TYPE}
+
+
+def _root_volume(device: Any, size_gib: int) -> list[dict[str, Any]]:
+    """The one block device mapping every launch template must hold."""
+    return [
+        {
+            "DeviceName": device,
+            "Ebs": {
+                "DeleteOnTermination": True,
+                "Encrypted": True,
+                "VolumeSize": size_gib,
+                "VolumeType": "gp3",
+            },
+        }
+    ]
+
+
+def _ami_parameter_id(template: dict[str, Any]) -> str:
+    (logical_id,) = [k for k, p in template["Parameters"].items() if p.get("Default") == SSM_AMI]
+    return logical_id
+
+
+def test_the_root_volume_goes_on_the_root_device_the_ami_reports_when_the_stack_deploys(parts: Parts) -> None:
+    cluster = parts.cluster(compute_node_groups=[C5N, CPU])
+    template = _template(cluster).to_json()
+    ami = _ami_parameter_id(template)
+    [(lookup_id, lookup)] = _root_device_lookups(template).items()
+    call = {
+        "service": "EC2",
+        "action": "describeImages",
+        "parameters": {"ImageIds": [f"<{ami}>"]},
+        "physicalResourceId": {"id": f"<{ami}>"},
+        "outputPaths": ["Images.0.RootDeviceName"],
+    }
+    assert json.loads(joined_text(lookup["Properties"]["Create"])) == call
+    assert json.loads(joined_text(lookup["Properties"]["Update"])) == call
+    assert "Delete" not in lookup["Properties"]
+    device = {"Fn::GetAtt": [lookup_id, "Images.0.RootDeviceName"]}
+    assert _resolve(cluster, cluster.root_device_name) == device
+    for group, size in (("compute", 200), ("cpu", 200), ("login", 100)):
+        assert _launch_template_data(cluster, group)["BlockDeviceMappings"] == _root_volume(device, size), (
+            group
+        )
+
+
+def test_the_lookup_may_describe_images_and_nothing_else(parts: Parts) -> None:
+    cluster = parts.cluster()
+    stack = cdk.Stack.of(cluster)
+    template = _template(cluster).to_json()
+    [lookup] = _root_device_lookups(template).values()
+    policy = cluster.node.find_child("RootDeviceLookup").node.find_child("CustomResourcePolicy")
+    policy_id = stack.get_logical_id(policy.node.default_child)  # type: ignore[arg-type]
+    # DescribeImages takes no resource-level permissions: "*" is the only resource it accepts
+    assert template["Resources"][policy_id]["Properties"]["PolicyDocument"]["Statement"] == [
+        {"Action": "ec2:DescribeImages", "Effect": "Allow", "Resource": "*"}
+    ]
+    assert lookup["DependsOn"] == [policy_id]  # the call waits for its permission
+
+
+def test_an_explicit_ami_id_is_looked_up_as_given(parts: Parts) -> None:
+    cluster = parts.cluster(ami_ssm_parameter=None, ami_id="ami-0123456789abcdef0")
+    [lookup] = _root_device_lookups(_template(cluster).to_json()).values()
+    call = json.loads(joined_text(lookup["Properties"]["Create"]))
+    assert call["parameters"] == {"ImageIds": ["ami-0123456789abcdef0"]}
+
+
+@pytest.mark.parametrize("device", ["/dev/sda1", "/dev/xvda"])
+def test_a_given_root_device_name_is_used_as_is_and_nothing_is_looked_up(parts: Parts, device: str) -> None:
+    cluster = parts.cluster(compute_node_groups=[C5N, CPU], root_device_name=device)
+    assert cluster.root_device_name == device
+    for group, size in (("compute", 200), ("cpu", 200), ("login", 100)):
+        assert _launch_template_data(cluster, group)["BlockDeviceMappings"] == _root_volume(device, size), (
+            group
+        )
+    assert _root_device_lookups(_template(cluster).to_json()) == {}
+    # aws-cdk-lib's AwsCustomResource runs one function per stack, of this id: none was made
+    assert [
+        c.node.id for c in cdk.Stack.of(cluster).node.children if c.node.id.startswith("AWS679f53fa")
+    ] == []
 
 
 # --------------------------------------------------------------------------------------------------
@@ -790,6 +886,16 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         lambda p: {"ami_ssm_parameter": "pcs ami"},
         "Test/Pcs: ami_ssm_parameter must be an SSM parameter name such as /training-clusters/pcs/ami (letters, "
         "digits, _ . - and / separators), got 'pcs ami'",
+    ),
+    (
+        "root device without /dev/",
+        lambda p: {"root_device_name": "sda1"},
+        "Test/Pcs: root_device_name must be a device name such as /dev/xvda or /dev/sda1, got 'sda1'",
+    ),
+    (
+        "root device with a space",
+        lambda p: {"root_device_name": "/dev/sda 1"},
+        "Test/Pcs: root_device_name must be a device name such as /dev/xvda or /dev/sda1, got '/dev/sda 1'",
     ),
     (
         "public subnet",

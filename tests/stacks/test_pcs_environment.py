@@ -11,11 +11,13 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters.config import load_environment, parse_environment
+from training_clusters.constructs.pcs import ROOT_DEVICE_LOOKUP_TYPE
 from training_clusters.environments import add_environment_config, stack_class
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.pcs import PcsEnvironment
 
 from ..conftest import CDK_CONTEXT, EnvironmentGates
+from ..constructs.test_pcs import joined_text
 
 
 def _document(environments_dir: Path, name: str) -> dict[str, Any]:
@@ -106,6 +108,41 @@ def test_pcs_environment_says_how_to_connect_and_mounts_storage_on_every_node(
         if r.get("SourceSecurityGroupId") == nodes and r.get("FromPort") == 988
     ]
     assert lustre
+
+
+@pytest.mark.parametrize("name", ["pcs-c5n.yaml", "pcs-p5.yaml"])
+def test_every_root_volume_goes_on_the_root_device_of_the_files_ami(
+    environment_gates: EnvironmentGates, environments_dir: Path, name: str
+) -> None:
+    """Whatever AMI the file's SSM parameter holds (Amazon Linux /dev/xvda, Ubuntu or RHEL /dev/sda1), each
+    launch template resizes that AMI's own root device and adds no other volume."""
+    stack, template = _shipped(environment_gates, environments_dir / name)
+    spec = _document(environments_dir, name)["pcs"]
+    (parameter,) = [
+        k for k, p in template["Parameters"].items() if p.get("Default") == spec["ami_ssm_parameter"]
+    ]
+    ((lookup_id, lookup),) = [
+        (k, r) for k, r in template["Resources"].items() if r["Type"] == ROOT_DEVICE_LOOKUP_TYPE
+    ]
+    assert json.loads(joined_text(lookup["Properties"]["Create"]))["parameters"] == {
+        "ImageIds": [f"<{parameter}>"]
+    }
+    sizes = {g["name"]: g.get("root_volume_size_gib", 200) for g in spec["compute_node_groups"]}
+    sizes[spec["login_nodes"].get("name", "login")] = spec["login_nodes"].get("root_volume_size_gib", 100)
+    assert set(sizes) == set(stack.cluster.launch_templates)
+    for group, size in sizes.items():
+        resource = template["Resources"][stack.get_logical_id(stack.cluster.launch_templates[group])]
+        assert resource["Properties"]["LaunchTemplateData"]["BlockDeviceMappings"] == [
+            {
+                "DeviceName": {"Fn::GetAtt": [lookup_id, "Images.0.RootDeviceName"]},
+                "Ebs": {
+                    "DeleteOnTermination": True,
+                    "Encrypted": True,
+                    "VolumeSize": size,
+                    "VolumeType": "gp3",
+                },
+            }
+        ], group
 
 
 def test_a_file_with_two_orchestrators_is_refused(environments_dir: Path) -> None:

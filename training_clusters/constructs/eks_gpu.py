@@ -78,6 +78,7 @@ NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
+#: The root device of Amazon Linux AMIs, EKS's AL2023 node AMIs among them.
 ROOT_DEVICE_NAME = "/dev/xvda"
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _MIN_ROOT_VOLUME_GIB = 20
@@ -386,6 +387,7 @@ def node_launch_template(
     *,
     instance_type: str,
     root_volume_size_gib: int = 100,
+    root_device_name: str = ROOT_DEVICE_NAME,
     network_interfaces: Sequence[ec2.CfnLaunchTemplate.NetworkInterfaceProperty] | None = None,
     placement_group_name: str | None = None,
     capacity: Capacity | None = None,
@@ -406,6 +408,8 @@ def node_launch_template(
     reservation, block or resource group targeted, or ``open``). ``placement_group_name`` is left out when
     the capacity does not keep the placement group (:meth:`Capacity.keeps_placement_group`).
     ``capacity_reservation_id`` (with ``capacity_block``) is the older form of ``capacity``, mapped onto it.
+    ``root_device_name`` must be the AMI's own root device (a mapping of any other name leaves the root at the
+    AMI's size and attaches an extra, empty volume); the default fits Amazon Linux, which EKS's AL2023 AMIs are.
     """
     if capacity is None and capacity_reservation_id is not None:
         older = CapacityType.CAPACITY_BLOCK if capacity_block else CapacityType.ON_DEMAND
@@ -427,7 +431,7 @@ def node_launch_template(
         ),
         block_device_mappings=[
             ec2.CfnLaunchTemplate.BlockDeviceMappingProperty(
-                device_name=ROOT_DEVICE_NAME,
+                device_name=root_device_name,
                 ebs=ec2.CfnLaunchTemplate.EbsProperty(
                     volume_size=root_volume_size_gib,
                     volume_type="gp3",

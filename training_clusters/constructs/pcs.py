@@ -19,10 +19,18 @@ https://docs.aws.amazon.com/pcs/latest/userguide/working-with_ec2-user-data.html
 multi-part), https://docs.aws.amazon.com/pcs/latest/userguide/security-instance-profiles.html (role name
 ``AWSPCS*`` or path ``/aws-pcs/``, ``pcs:RegisterComputeNodeGroupInstance``),
 https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_efa_create-lt.html (EFA interfaces).
+
+The root volume goes on the AMI's own root device, ``/dev/xvda`` or ``/dev/sda1`` depending on the AMI
+(https://docs.aws.amazon.com/ebs/latest/userguide/device_naming.html): Amazon Linux, which every PCS sample AMI
+is (https://docs.aws.amazon.com/pcs/latest/userguide/ami-release-notes.html), uses ``/dev/xvda``; Ubuntu and
+RHEL images, from which custom PCS AMIs are also built, use ``/dev/sda1``. A mapping of another name would
+leave the root at the AMI's size and attach an empty extra volume, so the name is read from the AMI
+(``RootDeviceName`` of EC2 DescribeImages) when the stack deploys, unless ``root_device_name`` gives it.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -33,17 +41,19 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_pcs as pcs
 from aws_cdk import aws_ssm as ssm
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from training_clusters.capacity import Capacity, Orchestrator, from_pcs_purchase_option
 from training_clusters.catalog import InstanceType
-from training_clusters.compliance import accept_inline_policy, acknowledge
+from training_clusters.compliance import accept_inline_policy, acknowledge, acknowledge_cdk_made
 from training_clusters.constructs.eks_gpu import efa_network_interfaces, node_launch_template
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 from training_clusters.rules import pcs as rules
+from training_clusters.rules.common import pattern_problem
 
 from ._security_groups import open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
@@ -58,6 +68,13 @@ SLURMDBD_PORT = 6819
 SRUN_PORTS = (60001, 63000)
 #: The boundary of the MIME multi-part user data PCS merges with its own.
 MIME_BOUNDARY = "==TRAINING-CLUSTERS=="
+#: The deploy-time lookup of the AMI's root device (an ``AwsCustomResource`` calling EC2 DescribeImages).
+ROOT_DEVICE_LOOKUP_TYPE = "Custom::AmiRootDevice"
+_ROOT_DEVICE_PATH = "Images.0.RootDeviceName"
+#: What EC2 calls a device: ``/dev/`` and a name (``xvda``, ``sda1``, ``nvme0n1``).
+_DEVICE_NAME = re.compile(r"/dev/[a-z][a-z0-9]{1,15}")
+#: aws-cdk-lib's AwsCustomResource runs one Lambda per stack, a stack child of this id (its provider's UUID).
+_SDK_CALL_FUNCTION_ID = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 @dataclass(frozen=True)
@@ -82,8 +99,8 @@ class PcsComputeNodeGroup:
     :param efa_interfaces: EFA interfaces per node. Default: the instance's maximum (p5.48xlarge 32).
     :param capacity_reservation_id: With ``purchase_option``: an On-Demand Capacity Reservation (``cr-...``)
         to launch into; ONDEMAND only. Default: none. Not together with ``capacity``.
-    :param root_volume_size_gib: Encrypted gp3 root volume (``/dev/xvda``, as on Amazon Linux AMIs).
-        Default: 200.
+    :param root_volume_size_gib: Encrypted gp3 root volume, on the AMI's root device (see
+        :class:`PcsCluster`'s ``root_device_name``). Default: 200.
     """
 
     name: str
@@ -105,7 +122,7 @@ class PcsLoginNodes:
     :param instance_type: Default: ``m5.xlarge``.
     :param count: How many login nodes (static: min = max). Default: 1; 0 builds none.
     :param name: The node group's name. Default: ``login``.
-    :param root_volume_size_gib: Default: 100.
+    :param root_volume_size_gib: Encrypted gp3 root volume, on the AMI's root device. Default: 100.
     """
 
     instance_type: str = "m5.xlarge"
@@ -148,7 +165,8 @@ class PcsCluster(Construct):
     systems to it), ``role`` and ``instance_profile`` (of every node), ``node_groups`` and
     ``launch_templates`` (by group name, login nodes included), ``login_node_group`` (or None),
     ``queues`` (by name), ``efa_interfaces`` (per compute node group with EFA), ``ami_id`` (a string or the
-    CloudFormation parameter's token), ``mount_dir``.
+    CloudFormation parameter's token), ``root_device_name`` (as given, or the deploy-time lookup's token),
+    ``mount_dir``.
     """
 
     def __init__(
@@ -169,6 +187,7 @@ class PcsCluster(Construct):
         slurm_custom_settings: Mapping[str, str] | None = None,
         ami_id: str | None = None,
         ami_ssm_parameter: str | None = None,
+        root_device_name: str | None = None,
         placement_group: TrainingPlacementGroup | None = None,
         efa_security_group: ec2.ISecurityGroup | None = None,
         file_system: SharedLustre | None = None,
@@ -197,6 +216,12 @@ class PcsCluster(Construct):
             time (a stack parameter of type ``AWS::SSM::Parameter::Value<AWS::EC2::Image::Id>``); synth makes
             no AWS call, and a new AMI in the parameter reaches the nodes on the next deploy. Default: none
             (then ``ami_id``).
+        :param root_device_name: The AMI's root device, where every launch template puts the node's root
+            volume: ``/dev/xvda`` on Amazon Linux (every PCS sample AMI), ``/dev/sda1`` on Ubuntu and RHEL.
+            Any other name leaves the root at the AMI's size and attaches an empty extra volume. Default: read
+            from the AMI when the stack deploys (EC2 DescribeImages' ``RootDeviceName``, through aws-cdk-lib's
+            ``AwsCustomResource``: one small Lambda, run again when the AMI changes, e.g. a new id in
+            ``ami_ssm_parameter``), so it is right for any AMI; giving it builds no Lambda.
         :param placement_group: The cluster placement group of EFA node groups. Required when a compute node
             group uses EFA. Default: none (node groups without EFA are not placed).
         :param efa_security_group: A group allowing all traffic between its members, on every EFA interface.
@@ -235,6 +260,7 @@ class PcsCluster(Construct):
         self._check_scale_down_idle_time(scale_down_idle_time_seconds)
         self._check_custom_settings(slurm_custom_settings)
         self._check_ami(ami_id, ami_ssm_parameter)
+        self._check_root_device_name(root_device_name)
         self._check_private_subnet(vpc, subnet)
         self._check_mount_dir(mount_dir)
 
@@ -264,6 +290,9 @@ class PcsCluster(Construct):
         self.cluster_arn: str = self.cluster.attr_arn
         self.role, self.instance_profile = self._node_role()
         self.ami_id: str = ami_id if ami_id is not None else self._ami_parameter(str(ami_ssm_parameter))
+        self.root_device_name: str = (
+            root_device_name if root_device_name is not None else self._root_device_lookup(self.ami_id)
+        )
         user_data = (
             lustre_mount_user_data(file_system.mount_target(), mount_dir) if file_system is not None else None
         )
@@ -496,6 +525,15 @@ class PcsCluster(Construct):
         if ami_ssm_parameter is not None and not is_unresolved(ami_ssm_parameter):
             refuse(self, "ami_ssm_parameter", rules.ssm_parameter_name_problem(ami_ssm_parameter))
 
+    def _check_root_device_name(self, name: str | None) -> None:
+        if name is None or is_unresolved(name):
+            return
+        refuse(
+            self,
+            "root_device_name",
+            pattern_problem(name, _DEVICE_NAME, "must be a device name such as /dev/xvda or /dev/sda1"),
+        )
+
     def _check_private_subnet(self, vpc: ec2.IVpc, subnet: ec2.ISubnet) -> None:
         if subnet.subnet_id in {s.subnet_id for s in vpc.public_subnets}:
             raise fail(
@@ -593,6 +631,48 @@ class PcsCluster(Construct):
         )
         return value
 
+    def _root_device_lookup(self, ami_id: str) -> str:
+        """The AMI's root device name, read by EC2 DescribeImages when the stack deploys."""
+        call = cr.AwsSdkCall(
+            service="EC2",
+            action="describeImages",
+            parameters={"ImageIds": [ami_id]},
+            physical_resource_id=cr.PhysicalResourceId.of(ami_id),
+            output_paths=[_ROOT_DEVICE_PATH],  # the whole answer may exceed CloudFormation's 4 KB for data
+        )
+        lookup = cr.AwsCustomResource(
+            self,
+            "RootDeviceLookup",
+            resource_type=ROOT_DEVICE_LOOKUP_TYPE,
+            on_update=call,  # also the create call; a new AMI id updates the name
+            # DescribeImages takes no resource-level permissions (Service Authorization Reference, Amazon EC2:
+            # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html)
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [iam.PolicyStatement(actions=["ec2:DescribeImages"], resources=["*"])]
+            ),
+            install_latest_aws_sdk=False,
+        )
+        self._explain_lookup(lookup)
+        device: str = lookup.get_response_field(_ROOT_DEVICE_PATH)
+        return device
+
+    def _explain_lookup(self, lookup: cr.AwsCustomResource) -> None:
+        reason = (
+            "aws-cdk-lib's AwsCustomResource (its design): it reads the AMI's root device name with "
+            "ec2:DescribeImages, which takes no resource-level permissions, when the stack deploys"
+        )
+        acknowledge_cdk_made(lookup, reason)
+        stack = cdk.Stack.of(self)
+        for child in stack.node.children:
+            if child.node.id.startswith(_SDK_CALL_FUNCTION_ID):
+                acknowledge_cdk_made(
+                    child,
+                    reason,
+                    managed_policy_reasons={
+                        "AWSLambdaBasicExecutionRole": "aws-cdk-lib's AwsCustomResource function writes its own logs"
+                    },
+                )
+
     def _node_group(
         self,
         name: str,
@@ -630,6 +710,7 @@ class PcsCluster(Construct):
             f"{part}LaunchTemplate",
             instance_type=instance.name,
             root_volume_size_gib=root_volume_size_gib,
+            root_device_name=self.root_device_name,
             network_interfaces=interfaces,
             placement_group_name=placement_group.placement_group_name if placement_group else None,
             capacity=capacity,
