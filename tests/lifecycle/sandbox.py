@@ -33,8 +33,8 @@ STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
 STUBBED_COMMANDS = (
     "apt-get", "apt-key", "apt-mark", "aws", "cc", "chown", "curl", "docker", "dpkg", "dpkg-query",
     "getent", "groupadd", "hostname", "id", "ip", "lctl", "make", "modinfo", "modprobe", "mount",
-    "mountpoint", "mysql", "nvidia-ctk", "nvidia-smi", "runuser", "sleep", "ssh-keygen", "sudo", "systemctl",
-    "umount", "useradd", "usermod", "wget",
+    "mountpoint", "mysql", "nvidia-container-cli", "nvidia-ctk", "nvidia-smi", "runuser", "sleep", "ssh-keygen",
+    "sudo", "systemctl", "umount", "useradd", "usermod", "wget",
 )  # fmt: skip
 # Real tools the scripts may use on the fake root. Anything else is "command not found".
 REAL_TOOLS = (
@@ -293,6 +293,14 @@ class Sandbox:
 
     def add_apt_source(self, name: str, text: str) -> Path:
         return self.write(f"etc/apt/sources.list.d/{name}", text)
+
+    def add_command(self, name: str) -> None:
+        """Put the stub on PATH as NAME too (a command this node's AMI has, e.g. dockerd)."""
+        (self.bin / name).symlink_to(self.bin / ".stub.sh")
+
+    def remove_command(self, name: str) -> None:
+        """Take a stubbed command off PATH (an AMI without it, e.g. no nvidia-container-cli)."""
+        (self.bin / name).unlink()
 
     def as_role(self, role: str) -> Sandbox:
         """This node becomes the controller, the login node or a worker (the default), as HyperPod

@@ -96,6 +96,9 @@ apt_install() {
         fi
         echo "Setting up ${package} ..."
         installed "$package" || echo "$package" >>"${state}/installed"
+        if [[ $package == libnvidia-container-tools && ! -e ${0%/*}/nvidia-container-cli ]]; then
+            ln -s .stub.sh "${0%/*}/nvidia-container-cli" # the package's command, beside this stub
+        fi
     done
 }
 
@@ -246,7 +249,7 @@ start_unit() {
 }
 
 systemctl_stub() {
-    local verb=${1:-} arg now="" unit prev=""
+    local verb=${1:-} arg now="" unit prev="" file
     local -a units=() properties=()
     shift || true
     for arg in "$@"; do
@@ -290,6 +293,17 @@ systemctl_stub() {
             ;;
         show)
             show_unit "${units[0]}" "${properties[@]}"
+            ;;
+        cat)
+            for unit in "${units[@]}"; do # the unit's file, or systemd's answer when there is none
+                unit="$(unit_name "$unit")"
+                if ! file="$(unit_file "$unit")"; then
+                    echo "No files found for ${unit}." >&2
+                    exit 1
+                fi
+                echo "# ${file#"$TC_ROOT"}"
+                cat -- "$file"
+            done
             ;;
     esac
 }

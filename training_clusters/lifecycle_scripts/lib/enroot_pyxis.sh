@@ -3,6 +3,7 @@
 # Containers in Slurm jobs: enroot (the container runtime, on workers, where jobs run) and the pyxis
 # SPANK plugin (on every node: srun parses --container-image on the submit host, slurmstepd runs
 # the container on the worker). Skipped when a version is already installed (some AMIs ship both).
+# On GPU workers enroot's GPU hook needs nvidia-container-cli (see tc_ensure_nvidia_container_cli).
 # Downloads come from GitHub releases through the VPC's NAT; point the *_URL settings at a mirror
 # (an S3 bucket behind a gateway endpoint, say) for subnets without NAT.
 
@@ -11,10 +12,16 @@ TC_ENROOT_BASE_URL="${TC_ENROOT_BASE_URL:-https://github.com/NVIDIA/enroot/relea
 TC_PYXIS_VERSION="${TC_PYXIS_VERSION:-0.20.0}"
 TC_PYXIS_TARBALL_URL="${TC_PYXIS_TARBALL_URL:-https://github.com/NVIDIA/pyxis/archive/refs/tags/v${TC_PYXIS_VERSION}.tar.gz}"
 TC_PYXIS_PLUGIN="/usr/local/lib/slurm/spank_pyxis.so"
+# NVIDIA's container toolkit repository (github.com/NVIDIA/libnvidia-container; the apt set-up of
+# docs.nvidia.com/datacenter/cloud-native/container-toolkit/latest/install-guide.html): a flat
+# repository per architecture under the URL, signed by the key at TC_NVIDIA_CONTAINER_KEY_URL.
+TC_NVIDIA_CONTAINER_REPO_URL="${TC_NVIDIA_CONTAINER_REPO_URL:-https://nvidia.github.io/libnvidia-container/stable/deb}"
+TC_NVIDIA_CONTAINER_KEY_URL="${TC_NVIDIA_CONTAINER_KEY_URL:-https://nvidia.github.io/libnvidia-container/gpgkey}"
 
 tc_setup_enroot_pyxis() {
     if [[ $TC_ROLE == worker ]]; then
         tc_install_enroot
+        tc_ensure_nvidia_container_cli
         tc_configure_enroot
     else
         log "enroot is only needed where jobs run (workers); this node is the ${TC_ROLE}"
@@ -42,8 +49,79 @@ tc_install_enroot() {
     rm -f -- "${debs[@]}"
 }
 
+# enroot's GPU hook (github.com/NVIDIA/enroot conf/hooks/98-nvidia.sh) runs nvidia-container-cli for
+# every image that sets NVIDIA_VISIBLE_DEVICES (every CUDA image) and fails the container without it.
+# It comes with libnvidia-container-tools, which some HyperPod GPU AMIs ship and nothing else here
+# installs when Docker is off (AWS's reference gets it from utils/install_docker.sh). So on a GPU
+# worker without the command, it is installed from NVIDIA's repository, whose source is kept out of
+# sources.list.d: it is updated on its own with short timeouts (tc_apt_probe_source) and installed
+# from with -o Dir::Etc::sourcelist, so a failing NVIDIA repository can never break a later
+# `apt-get update` (the lesson of the FSx repository, README "Hotfix"); if it fails now, the step
+# fails naming what is missing. The key and the source stay in TC_STATE_DIR/apt for an administrator.
+tc_ensure_nvidia_container_cli() {
+    local found
+    if found="$(command -v nvidia-container-cli)"; then
+        log "nvidia-container-cli is already installed (${found}): enroot's GPU hook can run"
+        return 0
+    fi
+    if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+        log "no NVIDIA GPU on this node: enroot's GPU hook needs no nvidia-container-cli"
+        return 0
+    fi
+    tc_install_nvidia_container_cli
+}
+
+tc_install_nvidia_container_cli() {
+    local reason=""
+    tc__install_nvidia_container_cli
+    if [[ -n $reason ]]; then
+        tc_error "this GPU worker has no nvidia-container-cli (libnvidia-container-tools), which enroot's GPU" \
+            "hook 98-nvidia.sh needs for every CUDA image, and ${reason}"
+        return 1
+    fi
+    log "installed libnvidia-container-tools: $(command -v nvidia-container-cli)"
+}
+
+# The installation; sets reason (of the caller) to why it failed, if it did.
+tc__install_nvidia_container_cli() {
+    local dir="${TC_STATE_DIR}/apt" arch list key rc=0 repo=$TC_NVIDIA_CONTAINER_REPO_URL
+    local -a packages=(libnvidia-container-tools libnvidia-container1)
+    arch="$(dpkg --print-architecture)"
+    list="${dir}/nvidia-container-toolkit.list"
+    key="${dir}/nvidia-container-toolkit.asc" # apt reads an ASCII-armoured key by its .asc name
+    log "no nvidia-container-cli on this GPU worker: installing ${packages[*]} from NVIDIA's repository"
+    tc_mkdir "$dir"
+    if ! tc_download "$TC_NVIDIA_CONTAINER_KEY_URL" "$key"; then
+        reason="NVIDIA's signing key could not be downloaded from ${TC_NVIDIA_CONTAINER_KEY_URL}"
+        return 0
+    fi
+    chmod 0644 "$key" # apt's _apt user reads it
+    tc_write_file "$list" 0644 <<<"deb [arch=${arch} signed-by=${key#"$TC_ROOT"}] ${repo}/${arch} /"
+    if ! tc_apt_probe_source "$list"; then
+        reason="another process kept apt's lists lock for ${TC_APT_LOCK_TIMEOUT}s (TC_APT_LOCK_TIMEOUT)"
+        return 0
+    fi
+    if [[ -n $TC_APT_PROBE_REASON ]]; then
+        reason="NVIDIA's container toolkit repository ${repo} failed: ${TC_APT_PROBE_REASON}"
+        return 0
+    fi
+    apt_get install -y --no-install-recommends -o "Dir::Etc::sourcelist=${list}" -o Dir::Etc::sourceparts=- \
+        "${packages[@]}" || rc=$?
+    if ((rc != 0)); then
+        reason="apt-get could not install ${packages[*]} from NVIDIA's container toolkit repository ${repo}"
+        reason+=" (exit ${rc})"
+    elif ! command -v nvidia-container-cli >/dev/null 2>&1; then
+        reason="${packages[0]} is installed but no nvidia-container-cli is on PATH"
+    fi
+}
+
 # enroot.conf: per-user runtime and data on the fastest local disk, the image cache on FSx when
-# there is one (shared by all nodes, so an image is pulled once per cluster).
+# there is one (shared by all nodes, so an image is pulled once per cluster). ENROOT_RESTRICT_DEV is
+# off, as in AWS's HyperPod reference (utils/enroot.conf) and ParallelCluster's cookbook
+# (templates/enroot/enroot.conf.erb): when set, enroot's 10-devices.sh hook gives the container a
+# minimal /dev, and the later hooks add back only NVIDIA's and Mellanox's devices (98-nvidia.sh,
+# 99-mellanox.sh), never EFA's /dev/infiniband/uverbs*, so NCCL in a Pyxis container would lose EFA
+# and fall back to sockets.
 tc_configure_enroot() {
     local scratch="/tmp" cache candidate
     tc_wait_for_local_nvme
@@ -73,7 +151,7 @@ ENROOT_TEMP_PATH       ${scratch}/enroot/tmp
 ENROOT_CACHE_PATH      ${cache}
 ENROOT_SQUASH_OPTIONS  -noI -noD -noF -noX -no-duplicates
 ENROOT_MOUNT_HOME      y
-ENROOT_RESTRICT_DEV    y
+ENROOT_RESTRICT_DEV    no
 ENROOT_ROOTFS_WRITABLE y
 EOF
 }
