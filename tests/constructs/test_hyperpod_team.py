@@ -14,6 +14,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
+from constructs import IConstruct
 
 from training_clusters.constructs import SlurmAccountingDatabase, TeamUser
 from training_clusters.constructs.hyperpod import HyperPodCluster, InstanceGroup, LifecycleOptions, NodeRole
@@ -295,3 +296,77 @@ def test_a_role_of_another_stack_gets_its_grants_from_a_policy_in_the_clusters_s
         '["kms:CreateGrant", "kms:DescribeKey"]',
     ]
     layout.app.synth()  # no dependency cycle
+
+
+def _logical_ids_under(stack: cdk.Stack, *scopes: IConstruct) -> list[str]:
+    """The logical ids of every CloudFormation resource in ``scopes``' subtrees, sorted."""
+    return sorted(
+        stack.get_logical_id(c)
+        for scope in scopes
+        for c in scope.node.find_all()
+        if isinstance(c, cdk.CfnResource)
+    )
+
+
+def _database_layout(
+    with_cluster: bool,
+) -> tuple[StorageAndCluster, SlurmAccountingDatabase, HyperPodCluster | None]:
+    layout = StorageAndCluster()
+    db = SlurmAccountingDatabase(
+        layout.storage, "Accounting", vpc=layout.network.vpc, removal_policy="destroy"
+    )
+    if not with_cluster:
+        return layout, db, None
+    cluster = HyperPodCluster(
+        layout.cluster,
+        "Team",
+        cluster_name="team",
+        vpc=layout.network.vpc,
+        subnet=layout.network.placement_subnet(),
+        instance_groups=[CONTROLLER, WORKERS],
+        accounting=db,
+    )
+    db.connections.allow_default_port_from(cluster)
+    return layout, db, cluster
+
+
+def test_the_cluster_waits_for_the_database_writer_of_its_own_stack(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, removal_policy="destroy")
+    cluster = HyperPodCluster(
+        stack,
+        "Team",
+        cluster_name="team",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[CONTROLLER, WORKERS],
+        accounting=db,
+    )
+    [resource] = Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
+    assert sorted(resource["DependsOn"]) == _logical_ids_under(
+        stack, cluster.deployment, cluster.role, cluster.controller_role, db.writer
+    )
+    assert stack.get_logical_id(db.writer.node.default_child) in resource["DependsOn"]  # type: ignore[arg-type]
+
+
+def test_a_database_in_another_stack_makes_the_cluster_stack_wait_for_it_and_adds_nothing_there() -> None:
+    """Across stacks the wait is a stack dependency (CloudFormation cannot DependsOn another stack's
+    resource); the database's stack stays as it is, with no dependency on the cluster's (no cycle)."""
+    layout, db, cluster = _database_layout(with_cluster=True)
+    assert cluster is not None
+    assembly = layout.app.synth()  # no dependency cycle
+    [resource] = Template.from_stack(layout.cluster).find_resources("AWS::SageMaker::Cluster").values()
+    assert sorted(resource["DependsOn"]) == _logical_ids_under(
+        layout.cluster, cluster.deployment, cluster.role, cluster.controller_role
+    )
+    assert db.writer.node.path in [d.node.path for d in cluster.cluster.node.dependencies]
+    stacks = {
+        s.stack_name: [d.id for d in s.dependencies if d.id.split(".")[-1] != "assets"]
+        for s in assembly.stacks
+    }
+    assert stacks == {"Storage": [], "Cluster": ["Storage"]}
+    alone, _, _ = _database_layout(with_cluster=False)
+    assert (
+        Template.from_stack(layout.storage).to_json()["Resources"]
+        == Template.from_stack(alone.storage).to_json()["Resources"]
+    )

@@ -10,6 +10,7 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.assertions import Template
+from constructs import IConstruct
 
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.parallelcluster import (
@@ -286,3 +287,69 @@ def test_a_database_in_a_shared_stack_gets_its_rule_from_the_cluster_stack() -> 
     Template.from_stack(cluster_stack).resource_count_is("AWS::EC2::SecurityGroupIngress", 1)
     assert AZS  # the shared stack's AZs are pinned
     app.synth()
+
+
+def _logical_ids_under(stack: cdk.Stack, *scopes: IConstruct) -> list[str]:
+    """The logical ids of every CloudFormation resource in ``scopes``' subtrees, sorted."""
+    return sorted(
+        stack.get_logical_id(c)
+        for scope in scopes
+        for c in scope.node.find_all()
+        if isinstance(c, cdk.CfnResource)
+    )
+
+
+def _shared_database(app: cdk.App) -> tuple[cdk.Stack, Parts, SlurmAccountingDatabase]:
+    shared = PinnedStack(app, "Shared", env=cdk.Environment(region=REGION))
+    parts = Parts(shared)
+    return shared, parts, SlurmAccountingDatabase(shared, "Accounting", vpc=parts.network.vpc)
+
+
+def test_the_cluster_waits_for_the_database_writer_of_its_own_stack(parts: Parts) -> None:
+    db = SlurmAccountingDatabase(parts.stack, "Accounting", vpc=parts.network.vpc)
+    cluster = parts.cluster(slurm_settings=SlurmSettings(database=db))
+    head_group = cluster.head_node_security_group
+    assert head_group is not None
+    [resource] = Template.from_stack(parts.stack).find_resources("Custom::PclusterCluster").values()
+    assert sorted(resource["DependsOn"]) == _logical_ids_under(
+        parts.stack, parts.network.vpc, cluster.security_group, head_group, parts.fsx, db.writer
+    )
+    assert parts.stack.get_logical_id(db.writer.node.default_child) in resource["DependsOn"]  # type: ignore[arg-type]
+
+
+def test_a_database_in_a_shared_stack_makes_the_cluster_stack_wait_for_it_and_adds_nothing_there() -> None:
+    """Across stacks the wait is a stack dependency (CloudFormation cannot DependsOn another stack's
+    resource); the database's stack stays as it is, with no dependency on the cluster's (no cycle)."""
+    from training_clusters.constructs.parallelcluster import ParallelCluster
+
+    app = cdk.App()
+    shared, parts, db = _shared_database(app)
+    cluster_stack = PinnedStack(app, "ClusterStack", env=cdk.Environment(region=REGION))
+    cluster = ParallelCluster(
+        cluster_stack,
+        "Cluster",
+        cluster_name="team",
+        vpc=parts.network.vpc,
+        subnet=parts.network.placement_subnet(),
+        queues=[SlurmQueue(name="compute", compute_resources=[C5N])],
+        slurm_settings=SlurmSettings(database=db),
+    )
+    db.connections.allow_default_port_from(cluster.head_node_connections)
+    head_group = cluster.head_node_security_group
+    assert head_group is not None
+    assembly = app.synth()  # no dependency cycle
+    [resource] = Template.from_stack(cluster_stack).find_resources("Custom::PclusterCluster").values()
+    assert sorted(resource["DependsOn"]) == _logical_ids_under(
+        cluster_stack, cluster.security_group, head_group
+    )
+    assert db.writer.node.path in [d.node.path for d in cluster.resource.node.dependencies]
+    stacks = {
+        s.stack_name: [d.id for d in s.dependencies if d.id.split(".")[-1] != "assets"]
+        for s in assembly.stacks
+    }
+    assert stacks == {"Shared": [], "ClusterStack": ["Shared"]}
+    alone, _, _ = _shared_database(cdk.App())
+    assert (
+        Template.from_stack(shared).to_json()["Resources"]
+        == Template.from_stack(alone).to_json()["Resources"]
+    )

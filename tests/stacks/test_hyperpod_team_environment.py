@@ -80,3 +80,25 @@ def test_the_team_settings_reach_the_lifecycle_scripts(environment_gates: Enviro
         {"EbsVolumeConfig": {"RootVolume": True, "VolumeSizeInGB": 200}}
     ]
     assert set(groups) == {"controller-machine", "login-group", "gpu-workers"}
+
+
+def test_the_cluster_waits_for_its_scripts_roles_and_the_database_writer(
+    environment_gates: EnvironmentGates,
+) -> None:
+    """slurmdbd starts on the controller while HyperPod creates the cluster: the Aurora writer instance, which
+    CloudFormation creates minutes after its DB cluster, must exist by then."""
+    stack, _ = environment_gates.get(TEAM)
+    template = environment_gates.template(TEAM)
+    assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
+    [cluster] = _of_type(template, "AWS::SageMaker::Cluster").values()
+    [writer_id] = _of_type(template, "AWS::RDS::DBInstance")
+    assert writer_id == stack.get_logical_id(stack.accounting_database.writer.node.default_child)  # type: ignore[arg-type]
+    assert sorted(cluster["DependsOn"]) == [
+        writer_id,
+        "HyperPodControllerRoleA6202A60",
+        "HyperPodControllerRoleDefaultPolicy6D211D96",
+        "HyperPodExecutionRole32B4ED4D",
+        "HyperPodExecutionRoleDefaultPolicy39EF654D",
+        "HyperPodLifecycleScriptsAwsCliLayer1CCA87DF",
+        "HyperPodLifecycleScriptsCustomResource256MiB8339CB6D",
+    ]

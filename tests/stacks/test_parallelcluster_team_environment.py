@@ -8,6 +8,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
+from constructs import IConstruct
 
 from training_clusters.config import UserConfig, UserGroupConfig, parse_environment
 from training_clusters.errors import ConfigurationError
@@ -82,6 +83,37 @@ def test_accounting_is_aurora_reachable_from_the_head_node_only(
     )
     outputs = template.to_json()["Outputs"]
     assert {"AccountingDatabaseEndpoint", "AccountingDatabaseSecretArn"} <= set(outputs)
+
+
+def _logical_ids_under(stack: cdk.Stack, *scopes: IConstruct) -> list[str]:
+    """The logical ids of every CloudFormation resource in ``scopes``' subtrees, sorted."""
+    return sorted(
+        stack.get_logical_id(c)
+        for scope in scopes
+        for c in scope.node.find_all()
+        if isinstance(c, cdk.CfnResource)
+    )
+
+
+def test_the_cluster_waits_for_the_network_its_groups_the_storage_and_the_database_writer(
+    team: tuple[ParallelClusterEnvironment, Template],
+) -> None:
+    """slurmdbd starts on the head node while ParallelCluster creates the cluster: the Aurora writer instance,
+    which CloudFormation creates minutes after its DB cluster, must exist by then."""
+    stack, template = team
+    database, head_group, storage = (
+        stack.accounting_database,
+        stack.cluster.head_node_security_group,
+        stack.shared_storage,
+    )
+    assert database is not None and head_group is not None and storage is not None
+    [(cluster_id, cluster)] = template.find_resources("Custom::PclusterCluster").items()
+    [writer_id] = template.find_resources("AWS::RDS::DBInstance")
+    assert writer_id == stack.get_logical_id(database.writer.node.default_child)  # type: ignore[arg-type]
+    assert sorted(cluster["DependsOn"]) == _logical_ids_under(
+        stack, stack.network.vpc, stack.cluster.security_group, head_group, storage, database.writer
+    )
+    assert writer_id in cluster["DependsOn"] and cluster_id not in cluster["DependsOn"]
 
 
 def test_the_actions_are_uploaded_to_a_secure_bucket(

@@ -16,7 +16,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_rds as rds
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.options import RemovalPolicy
@@ -61,7 +61,9 @@ class SlurmAccountingDatabase(Construct):
     documents re-running ``/opt/parallelcluster/scripts/slurm/update_slurm_database_password.sh`` after a
     change, so a rotation would cut accounting off until someone does.
 
-    Attributes: ``cluster`` (the ``rds.DatabaseCluster``), ``endpoint`` (writer host name), ``port``,
+    Attributes: ``cluster`` (the ``rds.DatabaseCluster``), ``writer`` (its writer instance, which CloudFormation
+    creates minutes after the DB cluster: a client that connects as it starts depends on it, as
+    :class:`HyperPodCluster` and :class:`ParallelCluster` do), ``endpoint`` (writer host name), ``port``,
     ``uri`` (``host:port``, ParallelCluster's ``Database.Uri``), ``username``, ``secret``, ``password_secret``,
     ``security_group``, ``connections`` (default port: the database port), ``kms_key``, ``parameter_group``,
     ``subnets`` (where it lives: keep them when the database is retained, see ``TrainingNetwork.retain``).
@@ -178,7 +180,10 @@ class SlurmAccountingDatabase(Construct):
             self.security_group.apply_removal_policy(removal)
             self.secret.apply_removal_policy(removal)
             self.parameter_group.apply_removal_policy(removal)
-        writer = self.cluster.node.find_child("Writer").node.default_child
+        #: The writer instance: CloudFormation creates it minutes after the DB cluster, and the database
+        #: accepts no connection before it exists.
+        self.writer: IConstruct = self.cluster.node.find_child("Writer")
+        writer = self.writer.node.default_child
         # CDK makes the instance wait for the subnets' internet routes; a database in private subnets needs no
         # internet, and the wait would tie a retained instance to routes `cdk destroy` deletes.
         writer.add_deletion_override("DependsOn")

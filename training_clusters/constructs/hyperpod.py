@@ -296,8 +296,9 @@ class HyperPodCluster(Construct):
         :param accounting: Slurm accounting through slurmdbd on the controller: a
             :class:`SlurmAccountingDatabase` (its endpoint, port and user go to the nodes, and the execution
             role may read its secret; open its port to the cluster in the stack:
-            ``db.connections.allow_default_port_from(cluster)``), or ``HyperPodAccounting.LOCAL`` (MariaDB on
-            the controller). Default: none.
+            ``db.connections.allow_default_port_from(cluster)``; the cluster is created after its writer
+            instance, through a stack dependency when it lives in another stack), or
+            ``HyperPodAccounting.LOCAL`` (MariaDB on the controller). Default: none.
         :param users: The team's Linux users, the same ids on every node, homes on the shared file system.
             Default: none.
         :param node_provisioning_mode: ``CONTINUOUS``: nodes join as they come, the cluster is usable
@@ -961,6 +962,10 @@ class HyperPodCluster(Construct):
         cluster.node.add_dependency(self.role)
         if self.controller_role is not self.role:
             cluster.node.add_dependency(self.controller_role)
+        if self.accounting_database is not None:
+            # slurmdbd connects as the controller starts; the DB cluster exists minutes before its writer
+            # instance, which accepts the connections. In another stack this is a stack dependency.
+            cluster.node.add_dependency(self.accounting_database.writer)
         return cluster
 
     def _instance_group_property(

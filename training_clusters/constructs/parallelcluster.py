@@ -225,7 +225,8 @@ class SlurmSettings:
         ``UserName``, ``PasswordSecretArn`` its plain-text password secret). ParallelCluster itself grants the
         head node ``secretsmanager:GetSecretValue`` on that secret and runs slurmdbd there; let the head node
         reach the database: ``database.connections.allow_default_port_from(cluster.head_node_connections)``.
-        Default: no accounting.
+        The cluster is created after the database's writer instance (a stack dependency when the database
+        lives in another stack). Default: no accounting.
     :param custom_slurm_settings: Extra ``slurm.conf`` parameters (``CustomSlurmSettings``), each a mapping
         such as ``{"PriorityType": "priority/multifactor"}``; parameters ParallelCluster manages are refused.
         Default: none.
@@ -531,6 +532,10 @@ class ParallelCluster(Construct):
             self.resource.node.add_dependency(self.head_node_security_group)
         if file_system is not None:
             self.resource.node.add_dependency(file_system)
+        if self.slurm_settings.database is not None:
+            # slurmdbd connects as the head node is configured; the DB cluster exists minutes before its writer
+            # instance, which accepts the connections. In another stack this is a stack dependency.
+            self.resource.node.add_dependency(self.slurm_settings.database.writer)
         self._retain_with_cluster(deletion_policy)
         self.head_node_instance_id: str = self.resource.get_att_string("headNode.instanceId")
         self.validation_messages: str = self.resource.get_att_string("validationMessages")
