@@ -318,7 +318,12 @@ def test_apt_test_scripts_are_shellcheck_clean(tmp_path: Path) -> None:
     fake = tmp_path / "apt-get"
     fake.write_text(FAKE_APT_GET.replace("__STUB__", "/nonexistent/stub"))
     integration = sorted((REPO / "tests" / "integration").glob("*.sh"))
-    assert [path.name for path in integration] == ["apt_steps.sh", "build_root.sh"]
+    assert [path.name for path in integration] == [
+        "apt_steps.sh",
+        "build_root.sh",
+        "build_slurm_root.sh",
+        "host_mirror.sh",
+    ]
     result = subprocess.run(
         [shellcheck_path(), "--severity=style", "--format=gcc", str(fake), *map(str, integration)],
         capture_output=True,

@@ -69,15 +69,19 @@ main() {
         skip_step docker "enable_docker is false"
     fi
 
-    run_step "slurm-${TC_ROLE}" tc_setup_slurm
-
-    if [[ $TC_ROLE != controller ]]; then
-        skip_step accounting "runs on the controller only"
-    elif [[ $TC_ACCOUNTING_MODE == none ]]; then
-        skip_step accounting "accounting mode is none"
+    # The controller: HyperPod's slurm.conf, then slurmdbd answering, then slurmctld with accounting.
+    if [[ $TC_ROLE == controller ]]; then
+        run_step slurm-config tc_setup_slurm_config
+        if [[ $TC_ACCOUNTING_MODE == none ]]; then
+            skip_step accounting "accounting mode is none"
+        else
+            run_step accounting tc_setup_accounting
+        fi
     else
-        run_step accounting tc_setup_accounting
+        skip_step slurm-config "runs on the controller only"
+        skip_step accounting "runs on the controller only"
     fi
+    run_step "slurm-${TC_ROLE}" tc_setup_slurm
 
     if [[ $TC_ENABLE_PAM_SLURM_ADOPT != true ]]; then
         skip_step pam-slurm-adopt "enable_pam_slurm_adopt is false"

@@ -9,8 +9,8 @@
 #             with this node's execution role (`aws secretsmanager get-secret-value`)
 #   local     MariaDB on the controller itself (small clusters; its data is lost with the controller)
 # slurmdbd.conf (0600, owned by SlurmUser) points slurmdbd at the database; slurmdbd is started and
-# checked (bounded); the cluster is registered once (`sacctmgr -i add cluster`), then slurmctld is
-# restarted so it registers with slurmdbd. slurm.conf's AccountingStorageType / Host / Port are among the
+# checked (bounded); the cluster is registered once (`sacctmgr -i add cluster`); slurmctld starts after
+# all of this (step slurm-controller). slurm.conf's AccountingStorageType / Host / Port are among the
 # settings lib/slurm.sh keeps applied (/etc/training-clusters/slurm-keys.conf) when HyperPod rewrites it.
 
 TC_SLURMDBD_PORT="${TC_SLURMDBD_PORT:-6819}"
@@ -18,6 +18,9 @@ TC_SLURM_USER="${TC_SLURM_USER:-slurm}"
 TC_AWS="${TC_AWS:-aws}"
 TC_ACCOUNTING_ATTEMPTS="${TC_ACCOUNTING_ATTEMPTS:-5}"
 TC_ACCOUNTING_RETRY_SLEEP="${TC_ACCOUNTING_RETRY_SLEEP:-10}"
+# The external database's writer can take minutes to come up after the cluster resource is created.
+TC_DATABASE_WAIT_ATTEMPTS="${TC_DATABASE_WAIT_ATTEMPTS:-60}"
+TC_DATABASE_WAIT_SLEEP="${TC_DATABASE_WAIT_SLEEP:-10}"
 # The local database's password, generated once (paths on the node).
 TC_LOCAL_DB_PASSWORD_FILE="/etc/training-clusters/slurmdbd-db.password"
 TC_LOCAL_DB_USER="slurm"
@@ -31,6 +34,11 @@ tc_accounting_slurm_keys() {
     echo "slurm.conf AccountingStoragePort ${TC_SLURMDBD_PORT}"
 }
 
+# Runs on the controller before slurmctld starts (on_create.sh orders slurm-config, accounting,
+# slurm-controller): slurmctld that starts with accounting before slurmdbd answers never answers itself
+# ("Still don't know my ClusterID"), and one that starts without it mints a ClusterID that later
+# mismatches slurmdbd's. So: the database (created before slurmdbd's first start; slurmdbd 24.11 dies if
+# it must create it in a fresh MariaDB), slurmdbd answering, the cluster registered, then slurmctld.
 tc_setup_accounting() {
     local host port user password cluster
     cluster="$(tc_slurm_cluster_name)"
@@ -41,6 +49,11 @@ tc_setup_accounting() {
             tc_read_database_secret
             user=${TC_ACCOUNTING_USER:-$TC_DB_SECRET_USER}
             password=$TC_DB_SECRET_PASSWORD
+            if [[ -z $user ]]; then
+                tc_error "no database user: set accounting.user or store 'username' in the secret"
+                return 1
+            fi
+            tc_prepare_external_database "$host" "$port" "$user" "$password"
             ;;
         local)
             tc_setup_local_mariadb
@@ -54,15 +67,56 @@ tc_setup_accounting() {
             return 1
             ;;
     esac
-    if [[ -z $user ]]; then
-        tc_error "no database user: set accounting.user or store 'username' in the secret"
-        return 1
-    fi
     tc_write_slurmdbd_conf "$host" "$port" "$user" "$password" "$TC_ACCOUNTING_DATABASE"
+    local conf_changed=$TC_FILE_CHANGED
     tc_install_slurmdbd_unit
-    tc_start_slurmdbd
+    [[ $TC_FILE_CHANGED == false ]] || conf_changed=true
+    tc_start_slurmdbd "$conf_changed"
     tc_register_cluster "$cluster"
     log "accounting: slurmdbd stores cluster '${cluster}' in ${host}:${port}/${TC_ACCOUNTING_DATABASE} as ${user}"
+}
+
+# The external database (Aurora): its writer may still be starting when the controller boots, and
+# slurmdbd's first start must not meet a database that is not there. Waits, bounded, until it answers
+# (TC_DATABASE_WAIT_ATTEMPTS x TC_DATABASE_WAIT_SLEEP), then creates slurmdbd's database if missing.
+tc_prepare_external_database() {
+    local host=$1 port=$2 user=$3 password=$4 attempt answer="" defaults
+    if ! command -v mysql >/dev/null 2>&1; then
+        apt_get install -y --no-install-recommends mariadb-client
+    fi
+    defaults="$(tc_mysql_defaults "$host" "$port" "$user" "$password")"
+    for ((attempt = 1; attempt <= TC_DATABASE_WAIT_ATTEMPTS; attempt++)); do
+        if answer="$(mysql --defaults-extra-file="$defaults" --connect-timeout=5 -N -e 'SELECT 1' 2>&1)"; then
+            break
+        fi
+        answer=${answer//$'\n'/ | }
+        log "waiting for the database ${host}:${port} (${attempt}/${TC_DATABASE_WAIT_ATTEMPTS}): ${answer}"
+        if ((attempt == TC_DATABASE_WAIT_ATTEMPTS)); then
+            rm -f -- "$defaults"
+            tc_error "the database ${host}:${port} did not answer within" \
+                "$((TC_DATABASE_WAIT_ATTEMPTS * TC_DATABASE_WAIT_SLEEP))s: ${answer} (is its writer instance" \
+                "available, and does its security group admit this node?)"
+            return 1
+        fi
+        sleep "$TC_DATABASE_WAIT_SLEEP"
+    done
+    mysql --defaults-extra-file="$defaults" --connect-timeout=5 <<EOF
+CREATE DATABASE IF NOT EXISTS \`${TC_ACCOUNTING_DATABASE}\`;
+EOF
+    rm -f -- "$defaults"
+    log "the database ${host}:${port} answers and holds ${TC_ACCOUNTING_DATABASE}"
+}
+
+# Prints the path of a 0600 client option file holding the connection (the password never reaches a
+# command line or the log). The caller removes it.
+tc_mysql_defaults() {
+    local host=$1 port=$2 user=$3 password=$4 dir="${TC_ROOT}/etc/training-clusters" file
+    tc_mkdir "$dir"
+    file="$(umask 077 && mktemp -p "$dir" .mysql-client.XXXXXX)"
+    password=${password//\\/\\\\}
+    password=${password//\"/\\\"}
+    printf '[client]\nhost=%s\nport=%s\nuser=%s\npassword="%s"\n' "$host" "$port" "$user" "$password" >"$file"
+    printf '%s\n' "$file"
 }
 
 # ClusterName from HyperPod's slurm.conf (Slurm lower-cases it), else the HyperPod cluster's name.
@@ -208,11 +262,17 @@ EOF
     fi
 }
 
+# tc_start_slurmdbd CHANGED: (re)start slurmdbd when its configuration CHANGED or it is not running,
+# then wait (bounded) until it is active and answers sacctmgr.
 tc_start_slurmdbd() {
-    local attempt state="" answer=""
+    local changed=$1 attempt state="" answer=""
     systemctl daemon-reload
     systemctl enable slurmdbd
-    systemctl restart slurmdbd
+    if [[ $changed == true ]] || ! systemctl is-active --quiet slurmdbd; then
+        systemctl restart slurmdbd
+    else
+        log "slurmdbd already runs with this configuration: not restarted"
+    fi
     for ((attempt = 1; attempt <= TC_SLURM_START_WAIT_ATTEMPTS; attempt++)); do
         state="$(systemctl is-active slurmdbd 2>&1 || true)"
         answer="$(tc_slurm_command sacctmgr -n -P show cluster format=cluster 2>&1 || true)"
@@ -231,7 +291,7 @@ tc_start_slurmdbd() {
     return 1
 }
 
-# `sacctmgr -i add cluster` once; slurmctld then registers when restarted.
+# `sacctmgr -i add cluster` once, before slurmctld starts with accounting (it then finds its cluster).
 tc_register_cluster() {
     local cluster=$1 known
     known="$(tc_slurm_command sacctmgr -n -P show cluster format=cluster)"
@@ -240,9 +300,7 @@ tc_register_cluster() {
         return 0
     fi
     tc_slurm_command sacctmgr -i add cluster "$cluster"
-    systemctl restart slurmctld
-    tc_wait_for_slurmctld slurmctld
-    log "registered cluster ${cluster} with slurmdbd and restarted slurmctld"
+    log "registered cluster ${cluster} with slurmdbd"
 }
 
 # A Slurm client command from /opt/slurm/bin (not on the lifecycle script's PATH), else from PATH.

@@ -144,7 +144,9 @@ tc_mkdir_parent() {
 
 # tc_write_file PATH [MODE] < content
 # Replaces PATH only when the content differs (atomically, via a temporary file beside it).
-# MODE defaults to the existing file's mode, or 0644 for a new file.
+# MODE defaults to the existing file's mode, or 0644 for a new file. Sets TC_FILE_CHANGED to true
+# when it wrote, false when the file already held the content (a daemon restarts only on a change).
+TC_FILE_CHANGED=false
 tc_write_file() {
     local path=$1 mode=${2:-} tmp
     tc_mkdir_parent "$path"
@@ -152,9 +154,11 @@ tc_write_file() {
     cat >"$tmp"
     if [[ -f $path ]] && cmp -s -- "$tmp" "$path"; then
         rm -f -- "$tmp"
+        TC_FILE_CHANGED=false
         log "unchanged ${path}"
         return 0
     fi
+    TC_FILE_CHANGED=true
     if [[ -n $mode ]]; then
         chmod "$mode" "$tmp"
     elif [[ -f $path ]]; then

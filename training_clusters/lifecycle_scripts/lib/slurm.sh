@@ -2,21 +2,23 @@
 #
 # Slurm, per role, as SageMaker HyperPod sets a node up: the AMI ships Slurm in /opt/slurm and a
 # placeholder slurm.conf; HyperPod's agent writes the cluster's slurm.conf on the controller only.
-# Every other node runs "configless": slurmd fetches slurm.conf, cgroup.conf, plugstack.conf,
-# topology.conf ... from slurmctld (https://slurm.schedmd.com/configless_slurm.html), and the AMI's
-# slurmd unit removes a local slurm.conf. As in the public reference
+# Every other node runs "configless": slurmd (workers) and sackd (login nodes) fetch slurm.conf,
+# cgroup.conf, plugstack.conf, topology.conf ... from slurmctld
+# (https://slurm.schedmd.com/configless_slurm.html). As in the public reference
 # (github.com/aws-samples/awsome-distributed-training, 1.architectures/5.sagemaker-hyperpod/
 # LifecycleScripts/base-config: lifecycle_script.py, start_slurm.sh):
-#   controller: waits until the agent's slurm.conf names this node as SlurmctldHost and lists nodes;
-#               JobRequeue / RequeueExit (auto-resume) in slurm.conf and ConstrainDevices=yes in
-#               cgroup.conf, kept applied by a systemd path unit when the agent rewrites the files;
-#               slurmctld only
+#   controller: waits until the agent's slurm.conf names this node as SlurmctldHost (step
+#               slurm-config, before accounting: slurmctld must start with slurmdbd already
+#               answering); JobRequeue / RequeueExit (auto-resume) and the accounting keys in slurm.conf,
+#               kept applied by a systemd path unit when the agent rewrites the files; slurmctld only
 #   worker:     slurmd --conf-server <controller>
-#   login:      slurmd --conf-server <controller> as well: it fetches the configuration that client
-#               commands (sbatch, squeue ...) read; slurmd itself may exit afterwards, a login node
-#               being no NodeName of slurm.conf
+#   login:      sackd --conf-server <controller> (Slurm >= 23.11, https://slurm.schedmd.com/sackd.html):
+#               it keeps the configuration client commands (sbatch, squeue ...) read in /run/slurm/conf.
+#               Not slurmd, as the reference does: a login node is no NodeName, so slurmd exits
+#               ("Unable to determine this slurmd's NodeName") and takes /run/slurm with it
 # Every role ends with a bounded wait until slurmctld answers `scontrol ping`: a daemon that cannot
-# start fails the step instead of retrying unseen after a reported success.
+# start fails the step instead of retrying unseen after a reported success. A daemon is restarted only
+# when what it reads changed, so a second run of on_create.sh leaves running jobs and daemons alone.
 
 TC_SLURM_DROPIN_NAME="50-training-clusters.conf"
 TC_SLURMD_RESTART_SEC=10
@@ -37,22 +39,52 @@ tc_setup_slurm() {
     esac
 }
 
-tc_setup_slurm_controller() {
-    local conf="${TC_SLURM_ETC}/slurm.conf" keys_command="${TC_ROOT}${TC_SLURM_KEYS_COMMAND}"
+# Step slurm-config (controller): HyperPod's slurm.conf is there (originals kept, topology checked), and
+# our settings are in it, accounting's included: sacctmgr finds slurmdbd through slurm.conf, and the
+# accounting step runs before slurmctld first starts.
+tc_setup_slurm_config() {
+    local conf="${TC_SLURM_ETC}/slurm.conf"
     tc_wait_for_slurm_conf "$conf"
     tc_backup_once "$conf"
     tc_backup_once "${TC_SLURM_ETC}/cgroup.conf"
     tc_check_topology "$conf"
     tc_install_slurm_keys
-    TC_ROOT=$TC_ROOT "$BASH" "$keys_command" --no-reconfigure
+    TC_ROOT=$TC_ROOT "$BASH" "${TC_ROOT}${TC_SLURM_KEYS_COMMAND}" --no-reconfigure
+}
 
+# Step slurm-controller: slurmctld, (re)started only when it is not running or its configuration files
+# changed since it last started (a second run of on_create.sh leaves a running controller alone).
+tc_setup_slurm_controller() {
+    local digest started_with="${TC_STATE_DIR}/slurmctld.started-with" previous=""
+    digest="$(tc_slurm_config_digest)"
+    if [[ -f $started_with ]]; then
+        previous="$(<"$started_with")"
+    fi
     tc_systemctl_try disable --now slurmd
     systemctl daemon-reload
     systemctl enable slurmctld
-    systemctl restart slurmctld
+    if [[ $digest != "$previous" ]] || ! systemctl is-active --quiet slurmctld; then
+        systemctl restart slurmctld
+        printf '%s\n' "$digest" | tc_write_file "$started_with" 0644
+    else
+        log "slurmctld already runs with this configuration: not restarted"
+    fi
     systemctl enable --now "${TC_SLURM_KEYS_UNIT}.path"
     tc_wait_for_slurmctld slurmctld
     log "slurmctld is up; ${TC_SLURM_KEYS_UNIT}.path keeps the settings of ${TC_SLURM_KEYS_SETTINGS} applied"
+}
+
+# What slurmctld reads at start (its configuration files), as one line of checksums.
+tc_slurm_config_digest() {
+    local file line=""
+    for file in slurm.conf cgroup.conf; do
+        if [[ -f ${TC_SLURM_ETC}/${file} ]]; then
+            line+="${file}:$(cksum <"${TC_SLURM_ETC}/${file}") "
+        else
+            line+="${file}:none "
+        fi
+    done
+    printf '%s\n' "${line% }"
 }
 
 tc_setup_slurm_worker() {
@@ -62,10 +94,9 @@ tc_setup_slurm_worker() {
 }
 
 tc_setup_slurm_login() {
-    tc_start_configless_slurmd
-    # Not `systemctl is-active slurmd`: slurmd may exit once it has fetched the configuration.
-    tc_wait_for_slurmctld ""
-    log "client commands read the configuration fetched from ${TC_CONTROLLER_IPS}"
+    tc_start_sackd
+    tc_wait_for_slurmctld sackd
+    log "client commands read the configuration sackd fetched from ${TC_CONTROLLER_IPS}"
 }
 
 # ---------------------------------------------------------------------------------------------------
@@ -73,13 +104,19 @@ tc_setup_slurm_login() {
 # ---------------------------------------------------------------------------------------------------
 
 # HyperPod's agent writes slurm.conf while the lifecycle script runs, over a placeholder from the
-# AMI: editing the placeholder would race with the agent. Wait, bounded, for the cluster's own file.
+# AMI: editing the placeholder would race with the agent. Wait, bounded, for the cluster's own file:
+# the one that names this node as SlurmctldHost (slurmctld refuses to start on a host that is not),
+# the signal AWS's reference waits for (lifecycle_script.py, wait_for_slurm_conf). A file without
+# NodeName lines is the agent's too (nodes may be listed later, or in a file it includes): a warning.
 tc_wait_for_slurm_conf() {
     local conf=$1 attempt reason=""
     for ((attempt = 1; attempt <= TC_SLURM_CONF_WAIT_ATTEMPTS; attempt++)); do
         reason="$(tc_slurm_conf_not_ready "$conf")"
         if [[ -z $reason ]]; then
-            log "HyperPod's ${conf} names this node as SlurmctldHost and lists the nodes"
+            log "HyperPod's ${conf} names this node as SlurmctldHost"
+            if ! tc_slurm_conf_lists_nodes "$conf"; then
+                warn "${conf} has no NodeName line yet: workers register once HyperPod's agent lists them"
+            fi
             return 0
         fi
         log "waiting for HyperPod's agent to write ${conf} (${attempt}/${TC_SLURM_CONF_WAIT_ATTEMPTS}): ${reason}"
@@ -105,8 +142,6 @@ tc_slurm_conf_not_ready() {
         echo "no SlurmctldHost yet"
     elif ! tc_names_this_node "$hosts"; then
         echo "SlurmctldHost=${hosts} is not this node (${TC_NODE_IP}): still the AMI's placeholder"
-    elif ! tc_slurm_conf_lists_nodes "$conf"; then
-        echo "no NodeName line yet"
     fi
 }
 
@@ -174,14 +209,19 @@ tc_install_slurm_keys() {
         if [[ -n $TC_SLURM_REQUEUE_EXIT ]]; then
             echo "slurm.conf RequeueExit ${TC_SLURM_REQUEUE_EXIT}"
         fi
-        # Jobs see only the GPUs they were given (and pyxis maps GPU ids right:
-        # https://github.com/NVIDIA/pyxis/issues/47); configless nodes get cgroup.conf from slurmctld.
-        echo "cgroup.conf ConstrainDevices yes"
         # Accounting through slurmdbd on this node (lib/accounting.sh), when training_clusters.json asks.
         tc_accounting_slurm_keys
-        # pam_slurm_adopt (lib/users.sh) adopts SSH sessions into the job's "extern" step.
+        # pam_slurm_adopt (lib/pam_slurm_adopt.sh) adopts SSH sessions into the job's "extern" step,
+        # which needs PrologFlags=Contain and Slurm's cgroup plugins (https://slurm.schedmd.com/
+        # pam_slurm_adopt.html), as AWS's reference utils/pam_adopt_cgroup_wheel.sh sets them; then
+        # ConstrainDevices=yes makes jobs see only the GPUs they were given. HyperPod's own default is
+        # TaskPlugin=task/none, under which cgroup.conf's constraints do nothing: they are not written.
+        # A "+" value adds flags to the list already there (PrologFlags=X11 stays).
         if [[ $TC_ENABLE_PAM_SLURM_ADOPT == true ]]; then
-            echo "slurm.conf PrologFlags Contain"
+            echo "slurm.conf PrologFlags +Contain"
+            echo "slurm.conf ProctrackType proctrack/cgroup"
+            echo "slurm.conf TaskPlugin task/cgroup,task/affinity"
+            echo "cgroup.conf ConstrainDevices yes"
         fi
     } | tc_write_file "${TC_ROOT}${TC_SLURM_KEYS_SETTINGS}" 0644
     tc_write_file "${TC_ROOT}${TC_SLURM_KEYS_COMMAND}" 0755 <"${TC_HOME}/node/training-clusters-slurm-keys.sh"
@@ -239,13 +279,83 @@ ExecStart=${exec_start}
 Restart=on-failure
 RestartSec=${TC_SLURMD_RESTART_SEC}
 EOF
+    local changed=$TC_FILE_CHANGED
     tc_systemctl_try disable --now slurmctld
     systemctl daemon-reload
     systemctl enable slurmd
+    if [[ $changed == false ]] && systemctl is-active --quiet slurmd; then
+        log "slurmd already runs with this command line: not restarted (${exec_start})"
+        return 0
+    fi
     # --no-block: slurmd waits for slurmctld, whose node may still be in its own lifecycle script;
     # tc_wait_for_slurmctld bounds that wait.
     systemctl restart --no-block slurmd
     log "slurmd (re)start queued: ${exec_start}"
+}
+
+# Login nodes: sackd --conf-server, from the AMI's unit when it has one (a drop-in sets the command
+# line) or from a unit of ours. The AMI's placeholder slurm.conf is moved aside: client commands read a
+# local slurm.conf before the configless copy in /run/slurm/conf.
+tc_start_sackd() {
+    local binary="/opt/slurm/sbin/sackd" command changed=false
+    if [[ ! -x ${TC_ROOT}${binary} ]]; then
+        tc_error "${binary} not found: login nodes need sackd (Slurm 23.11 or later; HyperPod's Slurm AMI has 24.11)"
+        return 1
+    fi
+    # --systemd: sackd stays in the foreground and tells systemd when it is ready (Type=notify), as in
+    # Slurm's own etc/sackd.service.in; without it sackd forks and the unit ends at once.
+    command="${binary} --systemd --conf-server ${TC_CONTROLLER_IPS}"
+    if ! tc_systemd_unit_path sackd.service >/dev/null; then
+        tc_write_file "${TC_ROOT}/etc/systemd/system/sackd.service" 0644 <<EOF
+# Written by the training-clusters lifecycle scripts: Slurm's login-node daemon (https://slurm.schedmd.com/sackd.html).
+[Unit]
+Description=Slurm auth and cred kiosk daemon
+After=network-online.target munge.service remote-fs.target
+Wants=network-online.target
+
+[Service]
+Type=notify
+User=${TC_SLURM_USER}
+Group=${TC_SLURM_USER}
+RuntimeDirectory=slurm
+RuntimeDirectoryMode=0755
+ExecStart=${binary} --systemd
+KillMode=process
+LimitNOFILE=131072
+
+[Install]
+WantedBy=multi-user.target
+EOF
+        [[ $TC_FILE_CHANGED == false ]] || changed=true
+    fi
+    tc_write_file "${TC_ROOT}/etc/systemd/system/sackd.service.d/${TC_SLURM_DROPIN_NAME}" 0644 <<EOF
+# Written by the training-clusters lifecycle scripts: configless client configuration from slurmctld.
+[Unit]
+ConditionPathExists=
+
+[Service]
+Type=notify
+ExecStart=
+ExecStart=${command}
+Restart=on-failure
+RestartSec=${TC_SLURMD_RESTART_SEC}
+EOF
+    [[ $TC_FILE_CHANGED == false ]] || changed=true
+    if [[ -f ${TC_SLURM_ETC}/slurm.conf ]]; then
+        tc_backup_once "${TC_SLURM_ETC}/slurm.conf"
+        rm -f -- "${TC_SLURM_ETC}/slurm.conf"
+        log "moved the AMI's ${TC_SLURM_ETC#"$TC_ROOT"}/slurm.conf aside: client commands read sackd's copy"
+    fi
+    tc_systemctl_try disable --now slurmd
+    tc_systemctl_try disable --now slurmctld
+    systemctl daemon-reload
+    systemctl enable sackd
+    if [[ $changed == false ]] && systemctl is-active --quiet sackd; then
+        log "sackd already runs with this command line: not restarted (${command})"
+        return 0
+    fi
+    systemctl restart sackd
+    log "sackd (re)started: ${command}"
 }
 
 # The AMI unit's own ExecStart (binary and flags), without $SLURMD_OPTIONS or an earlier

@@ -11,7 +11,7 @@
 # The settings come from /etc/training-clusters/slurm-keys.conf, one per line: "<file> <Key> <Value>",
 # <file> being a file of the Slurm etc folder (slurm.conf, cgroup.conf). Each file is made to hold
 # exactly one Key=Value line (keys are case-insensitive, as in Slurm): the first Key= line is replaced,
-# later duplicates dropped, or the line appended. No other line is touched (TopologyPlugin,
+# later duplicates dropped, or the line appended; a "+Flag" value adds a flag to the Key's list instead. No other line is touched (TopologyPlugin,
 # topology.conf and the rest stay as HyperPod wrote them). A file is replaced atomically, and never
 # over a version HyperPod's agent wrote meanwhile. When a file changed and slurmctld runs,
 # `scontrol reconfigure` makes Slurm read it. Running it again changes nothing, so its own write does
@@ -29,19 +29,40 @@ ATTEMPTS=5
 
 say() { printf 'training-clusters-slurm-keys: %s\n' "$*"; }
 
-# set_key KEY VALUE < file > file with exactly one KEY=VALUE line
+# set_key KEY VALUE < file > file with exactly one KEY=VALUE line. A VALUE of "+A,B" adds the flags A
+# and B to the comma-separated list the first KEY= line already holds (PrologFlags=X11 becomes
+# PrologFlags=X11,Contain; flags compared without case, as Slurm does), keeping the others.
 set_key() {
-    awk -v key="$1" -v want="$1=$2" '
+    awk -v key="$1" -v value="$2" '
+        function merged(current,    have, flags, n, i, out) {
+            if (substr(value, 1, 1) != "+") return value
+            out = current
+            n = split(tolower(current), have, ",")
+            for (i = 1; i <= n; i++) present[have[i]] = 1
+            n = split(substr(value, 2), flags, ",")
+            for (i = 1; i <= n; i++) {
+                if (flags[i] == "" || (tolower(flags[i]) in present)) continue
+                out = (out == "" ? flags[i] : out "," flags[i])
+                present[tolower(flags[i])] = 1
+            }
+            return out
+        }
         {
             probe = tolower($0)
             sub(/^[ \t]+/, "", probe)
             if (index(probe, tolower(key)) == 1 && substr(probe, length(key) + 1) ~ /^[ \t]*=/) {
-                if (!done) { print want; done = 1 }
+                if (!done) {
+                    current = $0
+                    sub(/^[^=]*=[ \t]*/, "", current)
+                    sub(/[ \t]*(#.*)?$/, "", current)
+                    print key "=" merged(current)
+                    done = 1
+                }
                 next
             }
             print
         }
-        END { if (!done) print want }
+        END { if (!done) print key "=" merged("") }
     '
 }
 

@@ -1,0 +1,192 @@
+"""A HyperPod-like Slurm cluster on the real-Slurm bed: controller, login node, two workers.
+
+Every node gets what HyperPod's Slurm AMI and agent give it (see slurm_bed.py for what is emulated),
+then our on_create.sh runs on all of them at once, as HyperPod runs the lifecycle script on every
+instance of a new cluster, while the "agent" writes the controller's slurm.conf a few seconds in.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.integration.slurm_bed import Bed, Node, hyperpod_slurm_conf, resource_config, wait_until
+
+CONTROLLER_IP = "10.1.0.10"
+LOGIN_IP = "10.1.0.20"
+WORKER_IPS = ("10.1.1.11", "10.1.1.12")
+DATABASE_IP = "10.1.0.30"
+GROUPS = {
+    "controller-machine": [CONTROLLER_IP],
+    "login-group": [LOGIN_IP],
+    "worker-group-1": list(WORKER_IPS),
+}
+PARTITION = "dev"
+PARAMS: dict[str, Any] = {
+    "version": "1.0.0",
+    "workload_manager": "slurm",
+    "controller_group": "controller-machine",
+    "login_group": "login-group",
+    "worker_groups": [{"instance_group_name": "worker-group-1", "partition_name": PARTITION}],
+}
+#: A team user, as `users:` in an environment file gives it.
+ALICE = {"name": "alice", "uid": 2001}
+#: Bounds of the scripts' waits, shortened: the bed's daemons start in about a second.
+SCRIPT_ENV = {
+    "TC_SLURM_CONF_WAIT_SLEEP": "1",
+    "TC_SLURM_CONF_WAIT_ATTEMPTS": "30",
+    "TC_SLURM_START_WAIT_SLEEP": "1",
+    "TC_SLURM_START_WAIT_ATTEMPTS": "60",
+    "TC_ACCOUNTING_RETRY_SLEEP": "1",
+    "TC_APT_RETRY_SLEEP": "1",
+}
+#: How long after the scripts start the "agent" writes the controller's slurm.conf.
+AGENT_DELAY_S = 3.0
+#: The password of the database standing in for Aurora (the secret's value).
+EXTERNAL_PASSWORD = "bed-Secret-0123456789"
+
+
+@dataclass
+class Provisioned:
+    node: Node
+    returncode: int
+    output: str
+    seconds: float
+
+
+@dataclass
+class Cluster:
+    bed: Bed
+    settings: dict[str, Any]
+    runs: dict[str, Provisioned] = field(default_factory=dict)
+
+    @property
+    def controller(self) -> Node:
+        return self.bed.nodes[CONTROLLER_IP]
+
+    @property
+    def login(self) -> Node:
+        return self.bed.nodes[LOGIN_IP]
+
+    @property
+    def workers(self) -> list[Node]:
+        return [self.bed.nodes[ip] for ip in WORKER_IPS]
+
+    def slurm_conf(self) -> str:
+        return hyperpod_slurm_conf(CONTROLLER_IP, {PARTITION: list(WORKER_IPS)})
+
+    def prepare(self, ip: str, *, generation: int = 0) -> Node:
+        node = self.bed.prepare(ip, generation=generation)
+        node.lay_out_hyperpod_ami(resource_config(GROUPS))
+        node.upload_lifecycle(PARAMS, self.settings)
+        if ip == CONTROLLER_IP and self.settings.get("accounting", {}).get("mode") == "external":
+            install_secret_reader(node)
+        return node
+
+    def provision(self, nodes: list[Node], *, agent_writes: bool) -> dict[str, Provisioned]:
+        """Runs on_create.sh on NODES at once; the agent writes slurm.conf meanwhile (if asked)."""
+        started = time.monotonic()
+        processes = {node.ip: node.on_create() for node in nodes}
+        if agent_writes:
+            self.bed.agent_writes_slurm_conf(self.controller, self.slurm_conf(), after_s=AGENT_DELAY_S)
+        done: dict[str, Provisioned] = {}
+        for node in nodes:
+            process = processes[node.ip]
+            try:
+                output, _ = process.communicate(timeout=300)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                output, _ = process.communicate()
+            done[node.ip] = Provisioned(node, process.returncode, output, time.monotonic() - started)
+        self.runs.update(done)
+        return done
+
+    def sinfo_states(self) -> dict[str, str]:
+        out = self.controller.sh("/opt/slurm/bin/sinfo -h -N -o '%N %t'", check=False).stdout
+        return dict(line.split() for line in out.splitlines() if line.strip())
+
+    def wait_idle(self, timeout: float = 60) -> None:
+        names = {worker.name for worker in self.workers}
+        wait_until(
+            "every worker idle",
+            lambda: all(self.sinfo_states().get(name) == "idle" for name in names) or self.sinfo_states(),
+            timeout=timeout,
+        )
+
+
+def install_secret_reader(controller: Node) -> None:
+    """Secrets Manager, emulated: `aws secretsmanager get-secret-value` answers the RDS-style secret.
+
+    The lifecycle script reads the database password with `aws secretsmanager get-secret-value
+    --secret-id ARN --query SecretString --output text` (the AWS CLI's documented form); this stand-in
+    prints the SecretString RDS writes (JSON with username and password) from a root-only file, and
+    fails for any other call, so a changed call fails the test.
+    """
+    controller.write(
+        "/etc/bed/secret.json",
+        '{"username": "slurm_admin", "password": "%s", "engine": "mysql"}\n' % EXTERNAL_PASSWORD,
+        0o600,
+    )
+    controller.write(
+        "/usr/local/bin/aws",
+        """#!/bin/bash
+# Stand-in for the AWS CLI's secretsmanager get-secret-value (real-Slurm bed).
+set -euo pipefail
+want=(secretsmanager get-secret-value --region us-east-1 --secret-id \\
+      arn:aws:secretsmanager:us-east-1:123456789012:secret:bed-accounting --query SecretString --output text)
+if [[ "$*" != "${want[*]}" ]]; then
+    echo "aws stand-in: unexpected call: $*" >&2
+    exit 254
+fi
+cat /etc/bed/secret.json
+""",
+        0o755,
+    )
+
+
+EXTERNAL_ACCOUNTING = {
+    "mode": "external",
+    "host": DATABASE_IP,
+    "port": 3306,
+    "secret_arn": "arn:aws:secretsmanager:us-east-1:123456789012:secret:bed-accounting",
+    "database": "slurm_acct_db",
+}
+
+
+def start_database(bed: Bed) -> Node:
+    """A MariaDB server standing in for Aurora MySQL: the master user from the secret, reachable on 3306."""
+    node = bed.prepare(DATABASE_IP)
+    node.write(
+        "/etc/mysql/mariadb.conf.d/90-bed.cnf",
+        "[mysqld]\nbind-address = 0.0.0.0\nskip-name-resolve\n",
+    )
+    node.boot()
+    node.sh("systemctl enable --now mariadb")
+    node.sh(
+        "mysql --protocol=socket -u root <<'EOF'\n"
+        f"CREATE USER 'slurm_admin'@'%' IDENTIFIED BY '{EXTERNAL_PASSWORD}';\n"
+        "GRANT ALL ON *.* TO 'slurm_admin'@'%' WITH GRANT OPTION;\n"
+        "EOF"
+    )
+    return node
+
+
+def boot_cluster(work: Path, settings: dict[str, Any], *, database: bool = False) -> Cluster:
+    bed = Bed(work)
+    bed.script_env = dict(SCRIPT_ENV)
+    bed.__enter__()
+    cluster = Cluster(bed, settings)
+    try:
+        if database:
+            start_database(bed)
+        nodes = [cluster.prepare(ip) for ip in (CONTROLLER_IP, LOGIN_IP, *WORKER_IPS)]
+        for node in nodes:
+            node.boot()
+        cluster.provision(nodes, agent_writes=True)
+    except BaseException:
+        bed.__exit__(None, None, None)
+        raise
+    return cluster
