@@ -751,9 +751,6 @@ def lustre_mount_user_data(mount_target: str, mount_dir: str) -> str:
     fstab line is written once (a rerun finds it), the mount is retried while the network and the file
     system settle, and the node fails to start (rather than run jobs without storage) when it never mounts.
     """
-    script = _MOUNT_SCRIPT.replace("@DEVICE@", _shell_word(mount_target)).replace(
-        "@MOUNT_DIR@", _shell_word(mount_dir)
-    )
     return (
         f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n'
         "MIME-Version: 1.0\n"
@@ -761,8 +758,16 @@ def lustre_mount_user_data(mount_target: str, mount_dir: str) -> str:
         f"--{MIME_BOUNDARY}\n"
         'Content-Type: text/x-shellscript; charset="us-ascii"\n'
         "\n"
-        f"{script}\n"
+        f"{lustre_mount_script(mount_target, mount_dir)}\n"
         f"--{MIME_BOUNDARY}--\n"
+    )
+
+
+def lustre_mount_script(mount_target: str, mount_dir: str) -> str:
+    """The shell part of :func:`lustre_mount_user_data`: what cloud-init writes to the instance's scripts
+    folder and runs once per instance (its ``scripts_user`` module)."""
+    return _MOUNT_SCRIPT.replace("@DEVICE@", _shell_word(mount_target)).replace(
+        "@MOUNT_DIR@", _shell_word(mount_dir)
     )
 
 

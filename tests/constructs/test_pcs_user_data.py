@@ -1,0 +1,295 @@
+"""PCS user data as cloud-init reads it: the shipped environments' launch templates, parsed and handled by
+cloud-init's own code.
+
+What this proves, for every node group of ``pcs-c5n.yaml``, ``pcs-p5.yaml`` and ``training-any.yaml`` under
+``orchestrator: pcs`` (each mounts FSx for Lustre from user data, the only user data :class:`PcsCluster`
+writes): the synthesized ``UserData`` (its CloudFormation tokens replaced by values of the right shape) goes
+through cloud-init's ``UserDataProcessor`` (what a datasource's ``get_userdata`` runs) and its default part
+handlers (``stages.Init._consume_userdata``, as on a node's first boot) into exactly one part, of type
+``text/x-shellscript``, with no part left unhandled and no warning logged; cloud-init's shell-script handler
+writes it, mode 0700, into the instance's scripts folder, from which the ``scripts_user`` module runs it once
+per instance (https://cloudinit.readthedocs.io/en/latest/reference/modules.html#scripts-user); the file is
+the mount script the construct meant, byte for byte, and passes ``bash -n`` and shellcheck. There is no
+``text/cloud-config`` part, so nothing is merged into the instance's cloud-config; a cloud-config part, were
+one added, would be validated with cloud-init's own schema (``cloudinit.config.schema``, strict), as the
+control cases below show the harness does.
+
+What it does not prove: how PCS merges this MIME document with its own user data (AWS's side, see
+https://docs.aws.amazon.com/pcs/latest/userguide/working-with_ec2-user-data.html), or what the script does
+on a node (``tests/constructs/test_pcs.py`` runs it with stubbed mount tools).
+
+It needs cloud-init, run with the interpreter of the ``cloud-init`` command (its own ``#!`` line): on
+Debian or Ubuntu, ``apt-get install --no-install-recommends cloud-init``. Without it every test here skips,
+saying so. cloud-init works in a temporary folder (its cloud and run folders are set there, and checked to
+be there before anything is written); nothing on the machine is touched.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+import yaml
+
+from training_clusters.config import parse_environment
+from training_clusters.constructs.pcs import MIME_BOUNDARY, lustre_mount_script, lustre_mount_user_data
+from training_clusters.environments import add_environment_config
+from training_clusters.stacks.pcs import PcsEnvironment
+
+from ..conftest import CDK_CONTEXT, ROOT, EnvironmentGates
+from ..lifecycle.sandbox import shellcheck_path
+
+SHIPPED = ["pcs-c5n.yaml", "pcs-p5.yaml"]
+#: Values of the right shape for the tokens the user data holds (the file system's id, DNS suffix ...).
+FILE_SYSTEM_ID = "fs-0123456789abcdef0"
+MOUNT_NAME = "abcdefgh"
+URL_SUFFIX = "amazonaws.com"
+
+#: Run by cloud-init's own interpreter: argv = work folder, user-data file. Prints what cloud-init made of it.
+_CLOUD_INIT_RUN = r"""
+import json, logging, os, sys
+
+import yaml
+from cloudinit import distros, helpers, stages
+from cloudinit.config import schema
+from cloudinit.settings import PER_INSTANCE
+from cloudinit.sources.DataSourceNone import DataSourceNone
+
+work, user_data = sys.argv[1], open(sys.argv[2], "rb").read()
+warnings = []
+
+
+class Keep(logging.Handler):
+    def emit(self, record):
+        if record.levelno >= logging.WARNING:
+            warnings.append(record.getMessage())
+
+
+logging.getLogger("cloudinit").addHandler(Keep())
+logging.getLogger("cloudinit").setLevel(logging.DEBUG)
+paths = helpers.Paths({"cloud_dir": work + "/cloud", "run_dir": work + "/run", "templates_dir": work + "/t"})
+cfg = {"datasource_list": ["None"], "datasource": {"None": {"userdata_raw": user_data}}}
+distro = distros.fetch("debian")("debian", {}, paths)
+datasource = DataSourceNone(cfg, distro, paths)
+paths.datasource = datasource
+for path in (paths.cloud_dir, paths.run_dir):
+    assert path.startswith(work + "/"), path
+assert datasource.get_data()
+init = stages.Init(ds_deps=[])
+init._cfg, init._paths, init._distro, init.datasource = cfg, paths, distro, datasource
+scripts, cloud_config = paths.get_ipath_cur("scripts"), paths.get_ipath("cloud_config")
+for path in (scripts, cloud_config):
+    assert path.startswith(work + "/"), path
+init._consume_userdata(PER_INSTANCE)
+
+merged = open(cloud_config).read() if os.path.exists(cloud_config) else ""
+schema_errors = []
+if merged.strip():
+    try:
+        schema.validate_cloudconfig_schema(yaml.safe_load(merged), schema.get_schema(), strict=True)
+    except schema.SchemaValidationError as error:
+        schema_errors = [f"{path}: {message}" for path, message in error.schema_errors]
+names = sorted(os.listdir(scripts)) if os.path.isdir(scripts) else []
+print(json.dumps({
+    "parts": [
+        [part.get_content_type(), part.get_filename()]
+        for part in datasource.get_userdata(True).walk()
+        if part.get_content_maintype() != "multipart"
+    ],
+    "scripts": {name: oct(os.stat(os.path.join(scripts, name)).st_mode & 0o777) for name in names},
+    "scripts_dir": scripts,
+    "cloud_config": merged,
+    "schema_errors": schema_errors,
+    "warnings": warnings,
+}))
+"""
+
+
+@cache
+def _cloud_init_python() -> str | None:
+    """The interpreter the ``cloud-init`` command runs with, when it can import cloud-init; else None."""
+    command = shutil.which("cloud-init")
+    if command is None:
+        return None
+    first_line = Path(command).read_text(errors="replace").splitlines()[0]
+    interpreter = first_line[2:].strip().split()[0] if first_line.startswith("#!") else sys.executable
+    found = subprocess.run(
+        [interpreter, "-c", "import cloudinit.stages, cloudinit.user_data, cloudinit.config.schema"],
+        capture_output=True,
+        check=False,
+    )
+    return interpreter if found.returncode == 0 else None
+
+
+@pytest.fixture
+def cloud_init() -> str:
+    python = _cloud_init_python()
+    if python is None:
+        pytest.skip(
+            "cloud-init is not installed here (no `cloud-init` command whose interpreter imports it); on Debian "
+            "or Ubuntu: apt-get install --no-install-recommends cloud-init"
+        )
+    return python
+
+
+def _consume(python: str, user_data: str, work: Path) -> dict[str, Any]:
+    """What cloud-init makes of ``user_data``: its parts, the scripts it writes, the merged cloud-config."""
+    work.mkdir(parents=True)
+    (work / "user-data").write_text(user_data)
+    (work / "run.py").write_text(_CLOUD_INIT_RUN)
+    done = subprocess.run(
+        [python, str(work / "run.py"), str(work), str(work / "user-data")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    result: dict[str, Any] = json.loads(done.stdout)
+    return result
+
+
+def _rendered(value: Any, tokens: dict[str, str]) -> str:
+    """A CloudFormation string value with each ``Ref`` / ``Fn::GetAtt`` replaced from ``tokens``."""
+    if isinstance(value, str):
+        return value
+    ((function, argument),) = value.items()
+    if function == "Fn::Base64":
+        return _rendered(argument, tokens)
+    if function == "Fn::Join":
+        separator, parts = argument
+        return str(separator).join(_rendered(part, tokens) for part in parts)
+    if function == "Ref":
+        return tokens[argument]
+    if function == "Fn::GetAtt":
+        return tokens[".".join(argument)]
+    raise AssertionError(f"unexpected intrinsic {function} in the user data")
+
+
+def _tokens(template: dict[str, Any], region: str) -> dict[str, str]:
+    (file_system,) = [k for k, r in template["Resources"].items() if r["Type"] == "AWS::FSx::FileSystem"]
+    return {
+        "AWS::URLSuffix": URL_SUFFIX,
+        "AWS::Region": region,
+        file_system: FILE_SYSTEM_ID,
+        f"{file_system}.LustreMountName": MOUNT_NAME,
+        f"{file_system}.DNSName": f"{FILE_SYSTEM_ID}.fsx.{region}.{URL_SUFFIX}",
+    }
+
+
+def _environment(name: str, gates: EnvironmentGates, tmp_path: Path) -> tuple[PcsEnvironment, dict[str, Any]]:
+    if name in SHIPPED:
+        path = ROOT / "environments" / name
+        stack, _ = gates.get(path)
+        assert isinstance(stack, PcsEnvironment)
+        return stack, gates.template(path)
+    document = yaml.safe_load((ROOT / "environments" / "training-any.yaml").read_text())
+    document["orchestrator"] = "pcs"
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"), context=dict(CDK_CONTEXT))
+    stack = add_environment_config(app, parse_environment(document), "training-any-pcs")
+    assert isinstance(stack, PcsEnvironment)
+    return stack, app.synth().get_stack_by_name(stack.stack_name).template
+
+
+def _assert_one_clean_shell_part(result: dict[str, Any], expected_script: str) -> None:
+    assert result["parts"] == [["text/x-shellscript", "part-001"]]
+    assert result["warnings"] == []
+    assert result["scripts"] == {"part-001": "0o700"}
+    assert result["cloud_config"] == ""  # no cloud-config part: nothing merged, nothing to validate
+    assert result["schema_errors"] == []
+    script = Path(result["scripts_dir"]) / "part-001"
+    assert script.read_text() == expected_script
+    syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
+    assert syntax.returncode == 0, syntax.stderr
+    lint = subprocess.run(
+        [shellcheck_path(), "--shell=bash", "--severity=style", "--format=gcc", str(script)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+@pytest.mark.parametrize("name", [*SHIPPED, "training-any.yaml as pcs"])
+def test_every_node_groups_user_data_is_one_shell_script_cloud_init_writes_as_meant(
+    cloud_init: str, environment_gates: EnvironmentGates, tmp_path: Path, name: str
+) -> None:
+    stack, template = _environment(name, environment_gates, tmp_path)
+    assert stack.shared_storage is not None
+    tokens = _tokens(template, stack.region)
+    device = _rendered(stack.resolve(stack.shared_storage.mount_target()), tokens)
+    assert device == f"{FILE_SYSTEM_ID}.fsx.{stack.region}.{URL_SUFFIX}@tcp:/{MOUNT_NAME}"
+    expected_script = lustre_mount_script(device, stack.cluster.mount_dir)
+    assert "login" in stack.cluster.launch_templates and len(stack.cluster.launch_templates) >= 2
+    for group, launch_template in stack.cluster.launch_templates.items():
+        data = template["Resources"][stack.get_logical_id(launch_template)]["Properties"][
+            "LaunchTemplateData"
+        ]
+        user_data = _rendered(data["UserData"], tokens)
+        result = _consume(cloud_init, user_data, tmp_path / group)
+        _assert_one_clean_shell_part(result, expected_script)
+
+
+def test_a_mount_target_and_folder_of_any_allowed_shape_stay_one_clean_script(
+    cloud_init: str, tmp_path: Path
+) -> None:
+    device = "fs-0fedcba9876543210.fsx.eu-west-1.amazonaws.com@tcp:/zyxwvuts"
+    mount_dir = "/scratch/team-a"
+    result = _consume(cloud_init, lustre_mount_user_data(device, mount_dir), tmp_path / "work")
+    _assert_one_clean_shell_part(result, lustre_mount_script(device, mount_dir))
+
+
+# --------------------------------------------------------------------------------------------------
+# controls: the harness reports what cloud-init would drop or refuse
+
+
+def test_a_part_of_a_type_cloud_init_does_not_know_is_reported(cloud_init: str, tmp_path: Path) -> None:
+    user_data = lustre_mount_user_data("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", "/fsx").replace(
+        "text/x-shellscript", "text/x-shell-script"
+    )
+    result = _consume(cloud_init, user_data, tmp_path / "work")
+    assert result["parts"] == [["text/x-shell-script", "part-001"]]
+    assert result["scripts"] == {}
+    assert result["warnings"] == [
+        "Unhandled unknown content-type (text/x-shell-script) userdata: 'b'#!/bin/bash'...'"
+    ]
+
+
+def test_user_data_without_a_mime_version_is_one_unhandled_blob(cloud_init: str, tmp_path: Path) -> None:
+    user_data = lustre_mount_user_data("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", "/fsx").replace(
+        "MIME-Version: 1.0\n", ""
+    )
+    result = _consume(cloud_init, user_data, tmp_path / "work")
+    assert result["parts"] == [["text/x-not-multipart", "part-001"]]
+    assert result["scripts"] == {}
+    assert len(result["warnings"]) == 1
+    assert result["warnings"][0].startswith("Unhandled non-multipart (text/x-not-multipart) userdata")
+
+
+@pytest.mark.parametrize(
+    ("cloud_config", "errors"),
+    [
+        ("runcmd: [[touch, /tmp/ok]]\n", []),
+        ("runcmd: 5\n", ["runcmd: 5 is not of type 'array'"]),
+    ],
+)
+def test_a_cloud_config_part_is_validated_with_cloud_inits_schema(
+    cloud_init: str, tmp_path: Path, cloud_config: str, errors: list[str]
+) -> None:
+    user_data = (
+        f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\nMIME-Version: 1.0\n\n'
+        f'--{MIME_BOUNDARY}\nContent-Type: text/cloud-config; charset="us-ascii"\n\n'
+        f"#cloud-config\n{cloud_config}\n--{MIME_BOUNDARY}--\n"
+    )
+    result = _consume(cloud_init, user_data, tmp_path / "work")
+    assert result["parts"] == [["text/cloud-config", "part-001"]]
+    assert result["warnings"] == []
+    assert result["cloud_config"].startswith("#cloud-config\n")
+    assert result["schema_errors"] == errors
