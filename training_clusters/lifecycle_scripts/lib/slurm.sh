@@ -43,13 +43,13 @@ tc_setup_slurm() {
 # our settings are in it, accounting's included: sacctmgr finds slurmdbd through slurm.conf, and the
 # accounting step runs before slurmctld first starts.
 tc_setup_slurm_config() {
-    local conf="${TC_SLURM_ETC}/slurm.conf"
+    local conf="${TC_SLURM_ETC}/slurm.conf" keys_command="${TC_ROOT}${TC_SLURM_KEYS_COMMAND}"
     tc_wait_for_slurm_conf "$conf"
     tc_backup_once "$conf"
     tc_backup_once "${TC_SLURM_ETC}/cgroup.conf"
     tc_check_topology "$conf"
     tc_install_slurm_keys
-    TC_ROOT=$TC_ROOT "$BASH" "${TC_ROOT}${TC_SLURM_KEYS_COMMAND}" --no-reconfigure
+    TC_ROOT=$TC_ROOT "$BASH" "$keys_command" --no-reconfigure
 }
 
 # Step slurm-controller: slurmctld, (re)started only when it is not running or its configuration files
