@@ -205,14 +205,15 @@ EOF
 # slurmdbd.conf: 0600 and owned by SlurmUser (slurmdbd refuses a file others can read, it holds the
 # password). '#' starts a comment in Slurm's files: it is escaped.
 tc_write_slurmdbd_conf() {
-    local host=$1 port=$2 user=$3 password=$4 database=$5 conf="${TC_SLURM_ETC}/slurmdbd.conf"
+    local host=$1 port=$2 user=$3 password=$4 database=$5 conf="${TC_SLURM_ETC}/slurmdbd.conf" umask_was
     if ! id -u "$TC_SLURM_USER" >/dev/null 2>&1; then
         tc_error "user ${TC_SLURM_USER} (SlurmUser) does not exist: these scripts need the HyperPod Slurm AMI"
         return 1
     fi
-    (
-        umask 077
-        tc_write_file "$conf" 0600 <<EOF
+    # Not in a subshell: the caller reads TC_FILE_CHANGED (slurmdbd restarts when the file changed).
+    umask_was="$(umask)"
+    umask 077
+    tc_write_file "$conf" 0600 <<EOF
 # Written by the training-clusters lifecycle scripts (on_create.sh, step accounting).
 AuthType=auth/munge
 DbdHost=localhost
@@ -229,7 +230,7 @@ StorageLoc=${database}
 PurgeStepAfter=3month
 PurgeJobAfter=12month
 EOF
-    )
+    umask "$umask_was"
     chown "${TC_SLURM_USER}:${TC_SLURM_USER}" "$conf"
 }
 
