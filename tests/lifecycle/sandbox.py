@@ -8,11 +8,13 @@ The fake root is a HyperPod Slurm node as the public reference lifecycle scripts
 (github.com/aws-samples/awsome-distributed-training, 1.architectures/5.sagemaker-hyperpod/
 LifecycleScripts/base-config: lifecycle_script.py, start_slurm.sh, utils/install_enroot_pyxis.sh)
 and the Slurm configless documentation (slurm.schedmd.com/configless_slurm.html) describe it:
-Slurm in /opt/slurm, the AMI's slurmd / slurmctld units in /etc/systemd/system (slurmd's takes
-$SLURMD_OPTIONS and deletes a local slurm.conf before it starts), dlami-nvme.service, and a
-placeholder slurm.conf that HyperPod's agent replaces on the controller only; workers and login
-nodes fetch their configuration from slurmctld (`slurmd --conf-server`). The stub emulates
-systemd and `scontrol` on top of that (see stubs/stub.sh).
+Slurm in /opt/slurm (Slurm 24.11, with sackd in /opt/slurm/sbin but no sackd unit), the AMI's
+slurmd / slurmctld units in /etc/systemd/system (slurmd's takes $SLURMD_OPTIONS and deletes a local
+slurm.conf before it starts), dlami-nvme.service, and a placeholder slurm.conf that HyperPod's agent
+replaces on the controller only; workers (`slurmd --conf-server`) and login nodes
+(`sackd --conf-server`, https://slurm.schedmd.com/sackd.html) fetch their configuration from
+slurmctld. The stub emulates systemd, `scontrol`, `sacctmgr` and `mysql` on top of that (see
+stubs/stub.sh).
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ STUBBED_COMMANDS = (
 )  # fmt: skip
 # Real tools the scripts may use on the fake root. Anything else is "command not found".
 REAL_TOOLS = (
-    "awk", "basename", "bzip2", "cat", "chmod", "cmp", "cp", "cut", "date", "dirname", "find", "flock",
-    "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "sort",
+    "awk", "basename", "bzip2", "cat", "chmod", "cksum", "cmp", "cp", "cut", "date", "dirname", "find",
+    "flock", "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "sort",
     "tail", "tar", "tee", "touch", "tr", "uname", "wc",
 )  # fmt: skip
+
+#: Slurm's daemons on the three roles (workers, login nodes, the controller and its accounting).
+SLURM_DAEMONS = ("slurmd", "sackd", "slurmctld", "slurmdbd")
 
 CONTROLLER_GROUP = "controller-machine"
 LOGIN_GROUP = "login-group"
@@ -125,6 +130,9 @@ LimitNOFILE=65536
 [Install]
 WantedBy=multi-user.target
 """
+
+#: The AMI's sackd (Slurm >= 23.11): the stub's systemd "runs" it, so only its path and mode matter.
+AMI_SACKD = "#!/bin/sh\n# Slurm's auth and cred kiosk daemon (a model: stubs/stub.sh emulates it)\nexit 0\n"
 
 DLAMI_NVME_UNIT = """\
 [Unit]
@@ -219,6 +227,15 @@ class Run:
         """The argument lists of every call to COMMAND, in order."""
         return [call[1:] for call in self.calls if call[0] == command]
 
+    def slurm_restarts(self) -> list[list[str]]:
+        """The systemctl calls that (re)start one of Slurm's daemons, in order."""
+        return [
+            args
+            for args in self.calls_to("systemctl")
+            if args and (args[0] in ("start", "restart") or (args[0] == "enable" and "--now" in args))
+            if args[-1] in SLURM_DAEMONS
+        ]
+
     def started(self) -> set[str]:
         """Units enabled, started or restarted (`disable --now` stops, so it does not count)."""
         return {
@@ -261,6 +278,7 @@ class Sandbox:
         self.write("etc/systemd/system/slurmd.service", AMI_SLURMD_UNIT)
         self.write("etc/systemd/system/slurmctld.service", AMI_SLURMCTLD_UNIT)
         self.write("lib/systemd/system/dlami-nvme.service", DLAMI_NVME_UNIT)
+        self.write("opt/slurm/sbin/sackd", AMI_SACKD).chmod(0o755)
         self.path("opt/slurm/bin").mkdir(parents=True)
         for command in ("scontrol", "sacctmgr", "sinfo"):  # not on PATH, as on a node
             (self.path("opt/slurm/bin") / command).symlink_to(stub)
@@ -305,8 +323,9 @@ class Sandbox:
     def as_role(self, role: str) -> Sandbox:
         """This node becomes the controller, the login node or a worker (the default), as HyperPod
         leaves each: on the controller its agent has replaced the AMI's placeholder slurm.conf (unless
-        the test wrote its own); a login node is no NodeName of slurm.conf, so its slurmd fetches the
-        configuration and then exits (the reference's start_slurm.sh says so)."""
+        the test wrote its own); a login node is no NodeName of slurm.conf, so a slurmd started there
+        fetches the configuration and then exits (the reference's start_slurm.sh says so; the scripts
+        run sackd there instead)."""
         self.node_ip = ROLE_IPS[role]
         conf = self.path("opt/slurm/etc/slurm.conf")
         if role == "controller" and conf.exists() and conf.read_text() == AMI_PLACEHOLDER_SLURM_CONF:
@@ -338,6 +357,7 @@ class Sandbox:
             "TC_SLURM_CONF_WAIT_ATTEMPTS": "2",
             "TC_SLURM_START_WAIT_ATTEMPTS": "3",
             "TC_NVME_WAIT_ATTEMPTS": "3",
+            "TC_DATABASE_WAIT_ATTEMPTS": "3",
             "STUB_STATE": str(self.state),
             "STUB_CALLS": str(self.calls_file),
             "STUB_NODE_IPS": self.node_ip,

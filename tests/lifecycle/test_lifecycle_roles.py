@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from tests.lifecycle.sandbox import CONTROLLER_IP, HYPERPOD_SLURM_CONF, Sandbox
+from tests.lifecycle.sandbox import AMI_PLACEHOLDER_SLURM_CONF, CONTROLLER_IP, HYPERPOD_SLURM_CONF, Sandbox
 
 SLURMD_DROPIN = "etc/systemd/system/slurmd.service.d/50-training-clusters.conf"
+SACKD_DROPIN = "etc/systemd/system/sackd.service.d/50-training-clusters.conf"
 PYXIS_LINE = "required /usr/local/lib/slurm/spank_pyxis.so"
 KEYS_PATH_UNIT = "training-clusters-slurm-keys.path"
 
@@ -14,9 +15,9 @@ KEYS_PATH_UNIT = "training-clusters-slurm-keys.path"
 @pytest.mark.parametrize(
     ("role", "starts", "never_starts", "runs_jobs"),
     [
-        ("controller", {"slurmctld", KEYS_PATH_UNIT}, {"slurmd"}, False),
-        ("worker", {"slurmd"}, {"slurmctld"}, True),
-        ("login", {"slurmd"}, {"slurmctld"}, False),
+        ("controller", {"slurmctld", KEYS_PATH_UNIT}, {"slurmd", "sackd"}, False),
+        ("worker", {"slurmd"}, {"slurmctld", "sackd"}, True),
+        ("login", {"sackd"}, {"slurmctld", "slurmd"}, False),
     ],
 )
 def test_each_role_does_its_own_steps(
@@ -29,7 +30,7 @@ def test_each_role_does_its_own_steps(
     assert f"SUCCESS: node provisioned as {role}" in run.log
     assert starts <= run.started()
     assert not never_starts & run.started()
-    for daemon in never_starts:
+    for daemon in never_starts - {"sackd"}:  # the AMI has no sackd unit: nothing to disable
         assert ["disable", "--now", daemon] in run.calls_to("systemctl")
 
     # enroot only where jobs run; pyxis everywhere (srun parses --container-image on the submit host)
@@ -44,18 +45,26 @@ def test_each_role_does_its_own_steps(
         assert lines.count("JobRequeue=1") == 1
         assert lines.count("RequeueExit=75") == 1
         assert "Include" not in slurm_conf.read_text()  # HyperPod's slurm.conf already lists the nodes
-    else:  # configless: the AMI's slurmd unit removed the placeholder, and we wrote none
+    else:  # configless: the AMI's slurmd unit removed the placeholder (login: moved aside), none written
         assert not slurm_conf.exists()
 
-    assert sandbox.path(SLURMD_DROPIN).exists() == (role != "controller")
-    if role != "controller":  # configless: slurmd fetches slurm.conf from the controller
+    systemctl = run.calls_to("systemctl")
+    assert sandbox.path(SLURMD_DROPIN).exists() == (role == "worker")
+    assert sandbox.path(SACKD_DROPIN).exists() == (role == "login")
+    if role == "worker":  # configless: slurmd fetches slurm.conf from the controller
         assert (sandbox.state / "cmdline.slurmd").read_text() == (
             f"/opt/slurm/sbin/slurmd -D -s --conf-server {CONTROLLER_IP}\n"
         )
-        systemctl = run.calls_to("systemctl")
         assert systemctl.index(["restart", "--no-block", "slurmd"]) > systemctl.index(["daemon-reload"])
-    if role == "worker":
         assert "slurmd is up in partition dev" in run.log
+    if role == "login":  # sackd fetches what client commands read; the placeholder is kept aside once
+        assert (sandbox.state / "cmdline.sackd").read_text() == (
+            f"/opt/slurm/sbin/sackd --systemd --conf-server {CONTROLLER_IP}\n"
+        )
+        assert systemctl.index(["restart", "sackd"]) > systemctl.index(["daemon-reload"])
+        assert not (sandbox.state / "cmdline.slurmd").exists()  # slurmd never ran
+        backup = sandbox.path("var/backups/training-clusters/slurm.conf.orig")
+        assert backup.read_text() == AMI_PLACEHOLDER_SLURM_CONF
 
 
 def test_controller_requeue_settings_replace_existing_ones(sandbox: Sandbox) -> None:
@@ -82,8 +91,9 @@ def test_controller_without_slurm_conf_fails_clearly(sandbox: Sandbox) -> None:
     assert run.returncode == 1
     assert len(run.calls_to("sleep")) == 2  # TC_SLURM_CONF_WAIT_ATTEMPTS=2 in the sandbox
     assert "HyperPod's agent did not write" in run.log and "(not there yet)" in run.log
-    assert run.output.rstrip().endswith("FAILED step 'slurm-controller' (exit 1)")
+    assert run.output.rstrip().endswith("FAILED step 'slurm-config' (exit 1)")
     assert run.output.count("FAILED step") == 1
+    assert "step 'accounting'" not in run.log and "step 'slurm-controller'" not in run.log
     assert "slurmctld" not in run.started()
 
 
@@ -91,6 +101,7 @@ def test_missing_units_to_disable_are_not_an_error(sandbox: Sandbox) -> None:
     run = sandbox.as_role("login").run(STUB_SYSTEMCTL_FAIL="disable")
 
     assert run.returncode == 0, run.output
+    assert "systemctl disable --now slurmd failed (exit 5); continuing" in run.log
     assert "systemctl disable --now slurmctld failed (exit 5); continuing" in run.log
 
 

@@ -13,6 +13,12 @@ FSTAB_LINE = (
     f"{FSX_DNS}@tcp:/{FSX_MOUNTNAME} /fsx lustre "
     "defaults,noatime,flock,_netdev,x-systemd.automount,x-systemd.requires=network-online.target 0 0"
 )
+#: How each role starts its Slurm daemon (workers: without waiting for a controller still provisioning).
+DAEMON_START = {
+    "controller": ["restart", "slurmctld"],
+    "login": ["restart", "sackd"],
+    "worker": ["restart", "--no-block", "slurmd"],
+}
 ISO_LINE = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d (INFO |WARN |ERROR) \[[a-z_-]+\] ")
 
 
@@ -39,6 +45,9 @@ def test_second_run_gives_the_same_node(sandbox: Sandbox, role: str) -> None:
     assert not any(args[:1] == ["run"] for args in second.calls_to("docker"))
     assert any(args[:1] == ["run"] for args in first.calls_to("docker"))
     assert not any("Dir::Etc::sourcelist" in " ".join(args) for args in second.calls_to("apt-get"))
+    # Running daemons are left alone: none of Slurm's is restarted, so running jobs are not disturbed.
+    assert second.slurm_restarts() == []
+    assert first.slurm_restarts() == [DAEMON_START[role]]
     assert "unchanged" in second.log
     assert second.log.count("on_create.sh started") == 2  # the log file is appended to
 

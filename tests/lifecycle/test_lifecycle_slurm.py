@@ -1,8 +1,11 @@
-"""Slurm on each role as HyperPod leaves it: login nodes, configless slurmd, the controller's wait for
-HyperPod's slurm.conf, settings kept when HyperPod rewrites it, and HyperPod's topology left alone."""
+"""Slurm on each role as HyperPod leaves it: login nodes (sackd), configless slurmd, the controller's wait
+for HyperPod's slurm.conf, settings kept when HyperPod rewrites it (flags merged, cgroup keys only with
+pam_slurm_adopt), daemons restarted only when what they read changed, and HyperPod's topology left
+alone."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 
@@ -20,8 +23,52 @@ from tests.lifecycle.sandbox import (
 SLURM_CONF = "opt/slurm/etc/slurm.conf"
 CGROUP_CONF = "opt/slurm/etc/cgroup.conf"
 SLURMD_DROPIN = "etc/systemd/system/slurmd.service.d/50-training-clusters.conf"
+SACKD_UNIT = "etc/systemd/system/sackd.service"
+SACKD_DROPIN = "etc/systemd/system/sackd.service.d/50-training-clusters.conf"
 KEYS_UNIT = "etc/systemd/system/training-clusters-slurm-keys"
+KEYS_SETTINGS = "etc/training-clusters/slurm-keys.conf"
+KEYS_HEADER = (
+    "# Written by the training-clusters lifecycle scripts (on_create.sh). Kept applied by\n"
+    "# training-clusters-slurm-keys.path: <file in /opt/slurm/etc> <Key> <Value>\n"
+)
 CONFIGLESS_SLURMD = f"/opt/slurm/sbin/slurmd -D -s --conf-server {CONTROLLER_IP}"
+CONFIGLESS_SACKD = f"/opt/slurm/sbin/sackd --systemd --conf-server {CONTROLLER_IP}"
+#: The sackd unit the scripts write when the AMI has none (after Slurm's etc/sackd.service.in).
+OUR_SACKD_UNIT = """\
+# Written by the training-clusters lifecycle scripts: Slurm's login-node daemon (https://slurm.schedmd.com/sackd.html).
+[Unit]
+Description=Slurm auth and cred kiosk daemon
+After=network-online.target munge.service remote-fs.target
+Wants=network-online.target
+
+[Service]
+Type=notify
+User=slurm
+Group=slurm
+RuntimeDirectory=slurm
+RuntimeDirectoryMode=0755
+ExecStart=/opt/slurm/sbin/sackd --systemd
+KillMode=process
+LimitNOFILE=131072
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+
+def sackd_dropin(controllers: str = CONTROLLER_IP) -> str:
+    return f"""\
+# Written by the training-clusters lifecycle scripts: configless client configuration from slurmctld.
+[Unit]
+ConditionPathExists=
+
+[Service]
+Type=notify
+ExecStart=
+ExecStart=/opt/slurm/sbin/sackd --systemd --conf-server {controllers}
+Restart=on-failure
+RestartSec=10
+"""
 
 
 def slurmd_command_line(sandbox: Sandbox) -> str:
@@ -39,16 +86,65 @@ def assert_failed_step(run: Run, step: str, code: int = 1) -> None:
 # -- issue 1: login nodes ------------------------------------------------------------------------
 
 
-def test_login_node_fetches_the_configuration_with_slurmd(sandbox: Sandbox) -> None:
+def test_login_node_runs_sackd_for_the_client_commands(sandbox: Sandbox) -> None:
     run = sandbox.as_role("login").run()
 
     assert run.returncode == 0, run.output
-    # Like the reference's start_slurm.sh: slurmd --conf-server on login nodes too; it fetches the
-    # configuration the client commands read, then exits (a login node is no NodeName).
-    assert ["restart", "--no-block", "slurmd"] in run.calls_to("systemctl")
-    assert slurmd_command_line(sandbox) == CONFIGLESS_SLURMD
-    assert ["ping"] in run.calls_to("scontrol")  # /opt/slurm/bin/scontrol: not on the script's PATH
-    assert f"client commands read the configuration fetched from {CONTROLLER_IP}" in run.log
+    # sackd --conf-server (not slurmd, which exits on a node that is no NodeName and takes the fetched
+    # configuration with it), from a unit of ours: the AMI has the binary, no unit.
+    assert sandbox.path(SACKD_UNIT).read_text() == OUR_SACKD_UNIT
+    assert sandbox.path(SACKD_DROPIN).read_text() == sackd_dropin()
+    assert (sandbox.state / "cmdline.sackd").read_text().strip() == CONFIGLESS_SACKD
+    assert run.calls_to("systemctl") == [
+        ["disable", "--now", "slurmd"],
+        ["disable", "--now", "slurmctld"],
+        ["daemon-reload"],
+        ["enable", "sackd"],
+        ["restart", "sackd"],
+        ["is-active", "sackd"],
+    ]
+    # Client commands read a local slurm.conf before sackd's copy: the AMI's placeholder is kept aside.
+    assert not sandbox.path(SLURM_CONF).exists()
+    assert (
+        sandbox.path("var/backups/training-clusters/slurm.conf.orig").read_text()
+        == AMI_PLACEHOLDER_SLURM_CONF
+    )
+    assert "moved the AMI's /opt/slurm/etc/slurm.conf aside: client commands read sackd's copy" in run.log
+    assert run.calls_to("scontrol") == [["ping"]]  # /opt/slurm/bin/scontrol: not on the script's PATH
+    assert "sackd is active; scontrol ping: Slurmctld(primary) at ip-10-1-0-10 is UP" in run.log
+    assert f"client commands read the configuration sackd fetched from {CONTROLLER_IP}" in run.log
+
+
+def test_login_node_uses_the_amis_sackd_unit_when_it_has_one(sandbox: Sandbox) -> None:
+    ami_unit = OUR_SACKD_UNIT.replace("# Written by the training-clusters", "# The AMI's, not").replace(
+        "ExecStart=/opt/slurm/sbin/sackd --systemd",
+        "ExecStart=/opt/slurm/sbin/sackd --systemd $SACKD_OPTIONS",
+    )
+    sandbox.write("lib/systemd/system/sackd.service", ami_unit)
+
+    run = sandbox.as_role("login").run()
+
+    assert run.returncode == 0, run.output
+    assert not sandbox.path(SACKD_UNIT).exists()
+    assert sandbox.path("lib/systemd/system/sackd.service").read_text() == ami_unit
+    assert sandbox.path(SACKD_DROPIN).read_text() == sackd_dropin()
+    assert (sandbox.state / "cmdline.sackd").read_text().strip() == CONFIGLESS_SACKD
+
+
+def test_login_node_without_sackd_fails_the_step_with_one_line(sandbox: Sandbox) -> None:
+    sandbox.path("opt/slurm/sbin/sackd").unlink()
+
+    run = sandbox.as_role("login").run()
+
+    assert_failed_step(run, "slurm-login")
+    errors = [line for line in run.log.splitlines() if " ERROR [slurm-login] " in line]
+    assert [line.split(" ERROR [slurm-login] ", 1)[1] for line in errors] == [
+        "/opt/slurm/sbin/sackd not found: login nodes need sackd (Slurm 23.11 or later; HyperPod's Slurm AMI has 24.11)",
+        "FAILED step 'slurm-login' (exit 1)",
+    ]
+    assert run.calls_to("systemctl") == []  # nothing stopped, nothing written
+    assert sandbox.path(SLURM_CONF).read_text() == AMI_PLACEHOLDER_SLURM_CONF
+    assert not sandbox.path(SACKD_DROPIN).exists()
 
 
 def test_login_node_fails_when_slurmctld_never_answers(sandbox: Sandbox) -> None:
@@ -57,8 +153,8 @@ def test_login_node_fails_when_slurmctld_never_answers(sandbox: Sandbox) -> None
     assert_failed_step(run, "slurm-login")
     assert len(run.calls_to("scontrol")) == 3  # TC_SLURM_START_WAIT_ATTEMPTS=3 in the sandbox
     assert (
-        "Slurm is not up after 30s: scontrol ping says 'Slurmctld(primary) at ip-10-1-0-10 is DOWN'"
-        in run.log
+        "Slurm is not up after 30s: sackd is active, scontrol ping says "
+        "'Slurmctld(primary) at ip-10-1-0-10 is DOWN' (see journalctl -u sackd and the Slurm logs)" in run.log
     )
 
 
@@ -143,17 +239,24 @@ def test_controller_waits_for_hyperpods_slurm_conf_over_the_ami_placeholder(sand
     assert ["restart", "slurmctld"] in run.calls_to("systemctl")
 
 
-def test_controller_waits_for_nodes_and_fails_clearly_without_them(sandbox: Sandbox) -> None:
+def test_controller_without_nodes_warns_and_goes_on(sandbox: Sandbox) -> None:
     no_nodes = f"ClusterName=ml-cluster\nSlurmctldHost=ip-10-1-0-10({CONTROLLER_IP})\n"
     sandbox.write(SLURM_CONF, no_nodes)
 
     run = sandbox.as_role("controller").run()
 
-    assert_failed_step(run, "slurm-controller")
-    assert len(run.calls_to("sleep")) == 2  # TC_SLURM_CONF_WAIT_ATTEMPTS=2 in the sandbox
-    assert "HyperPod's agent did not write" in run.log and "(no NodeName line yet)" in run.log
-    assert sandbox.path(SLURM_CONF).read_text() == no_nodes  # nothing invented, nothing edited
-    assert "slurmctld" not in run.started()
+    assert run.returncode == 0, run.output
+    conf = sandbox.path(SLURM_CONF)
+    # The agent's file (it names this node): no wait, one warning, then the steps as usual.
+    assert run.calls_to("sleep") == []
+    warnings = [line.split(" WARN  ", 1)[1] for line in run.log.splitlines() if " WARN  " in line]
+    assert warnings == [
+        f"[slurm-config] {conf} has no NodeName line yet: workers register once HyperPod's agent lists them"
+    ]
+    assert f"HyperPod's {conf} names this node as SlurmctldHost" in run.log
+    assert "step 'slurm-config' done" in run.log and "step 'slurm-controller' done" in run.log
+    assert conf.read_text() == no_nodes + "JobRequeue=1\nRequeueExit=75\n"  # no node invented
+    assert run.calls_to("systemctl").count(["restart", "slurmctld"]) == 1
 
 
 def test_controller_counts_nodes_of_an_included_file(sandbox: Sandbox) -> None:
@@ -165,7 +268,8 @@ def test_controller_counts_nodes_of_an_included_file(sandbox: Sandbox) -> None:
     run = sandbox.as_role("controller").run()
 
     assert run.returncode == 0, run.output
-    assert "names this node as SlurmctldHost and lists the nodes" in run.log
+    assert f"HyperPod's {sandbox.path(SLURM_CONF)} names this node as SlurmctldHost" in run.log
+    assert "has no NodeName line" not in run.log and "WARN" not in run.log
 
 
 def test_controller_whose_slurmctld_does_not_answer_fails_the_step(sandbox: Sandbox) -> None:
@@ -213,12 +317,60 @@ def test_requeue_settings_come_back_when_hyperpod_rewrites_slurm_conf(sandbox: S
     assert "settings already in place" in idle.output
 
 
-def test_cgroup_devices_are_constrained_on_the_controller(sandbox: Sandbox) -> None:
+# -- cgroup keys: only with pam_slurm_adopt --------------------------------------------------------
+
+PAM_SLURM_KEYS = [
+    "PrologFlags=Contain",
+    "ProctrackType=proctrack/cgroup",
+    "TaskPlugin=task/cgroup,task/affinity",
+]
+
+
+def test_without_pam_slurm_adopt_no_cgroup_key_is_written(sandbox: Sandbox) -> None:
+    cgroup = "CgroupPlugin=autodetect\nconstraindevices=no\nConstrainCores=yes\n"
+    sandbox.write(CGROUP_CONF, cgroup)
+
+    run = sandbox.as_role("controller").run()
+    sandbox.write(CGROUP_CONF, "CgroupPlugin=autodetect\n")  # rewritten by HyperPod's agent
+    again = reapply(sandbox)
+
+    assert run.returncode == 0 and again.returncode == 0, run.output + again.output
+    # HyperPod's TaskPlugin=task/none makes cgroup.conf's constraints void: none are kept applied.
+    assert sandbox.path(KEYS_SETTINGS).read_text() == (
+        KEYS_HEADER + "slurm.conf JobRequeue 1\nslurm.conf RequeueExit 75\n"
+    )
+    assert sandbox.path(CGROUP_CONF).read_text() == "CgroupPlugin=autodetect\n"
+    assert sandbox.path("var/backups/training-clusters/cgroup.conf.orig").read_text() == cgroup
+    assert sandbox.path(SLURM_CONF).read_text() == HYPERPOD_SLURM_CONF + "JobRequeue=1\nRequeueExit=75\n"
+    assert "ConstrainDevices" not in run.log
+
+
+def test_without_pam_slurm_adopt_no_cgroup_conf_is_created(sandbox: Sandbox) -> None:
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 0, run.output
+    assert not sandbox.path(CGROUP_CONF).exists()
+    assert sandbox.path("var/backups/training-clusters/cgroup.conf.orig.absent").exists()
+
+
+def test_pam_slurm_adopt_writes_the_four_cgroup_keys(sandbox: Sandbox) -> None:
+    sandbox.write_params(enable_pam_slurm_adopt=True)
     sandbox.write(CGROUP_CONF, "CgroupPlugin=autodetect\nconstraindevices=no\nConstrainCores=yes\n")
 
     run = sandbox.as_role("controller").run()
 
     assert run.returncode == 0, run.output
+    assert sandbox.path(KEYS_SETTINGS).read_text() == KEYS_HEADER + (
+        "slurm.conf JobRequeue 1\n"
+        "slurm.conf RequeueExit 75\n"
+        "slurm.conf PrologFlags +Contain\n"
+        "slurm.conf ProctrackType proctrack/cgroup\n"
+        "slurm.conf TaskPlugin task/cgroup,task/affinity\n"
+        "cgroup.conf ConstrainDevices yes\n"
+    )
+    assert sandbox.path(SLURM_CONF).read_text() == (
+        HYPERPOD_SLURM_CONF + "JobRequeue=1\nRequeueExit=75\n" + "\n".join(PAM_SLURM_KEYS) + "\n"
+    )
     assert sandbox.path(CGROUP_CONF).read_text() == (
         "CgroupPlugin=autodetect\nConstrainDevices=yes\nConstrainCores=yes\n"
     )
@@ -227,12 +379,98 @@ def test_cgroup_devices_are_constrained_on_the_controller(sandbox: Sandbox) -> N
     assert sandbox.path(CGROUP_CONF).read_text() == "CgroupPlugin=autodetect\nConstrainDevices=yes\n"
 
 
-def test_cgroup_conf_is_created_when_the_controller_has_none(sandbox: Sandbox) -> None:
+def test_pam_slurm_adopt_creates_cgroup_conf_when_the_controller_has_none(sandbox: Sandbox) -> None:
+    sandbox.write_params(enable_pam_slurm_adopt=True)
+
     run = sandbox.as_role("controller").run()
 
     assert run.returncode == 0, run.output
     assert sandbox.path(CGROUP_CONF).read_text() == "ConstrainDevices=yes\n"
     assert sandbox.path("var/backups/training-clusters/cgroup.conf.orig.absent").exists()
+
+
+# -- "+" values: flags merged into HyperPod's list -------------------------------------------------
+
+
+def test_prolog_flags_of_hyperpod_are_kept_beside_contain(sandbox: Sandbox) -> None:
+    sandbox.write_params(enable_pam_slurm_adopt=True)
+    with_x11 = HYPERPOD_SLURM_CONF.replace(
+        "SlurmctldParameters=enable_configless\n", "SlurmctldParameters=enable_configless\nPrologFlags=X11\n"
+    )
+    sandbox.write(SLURM_CONF, with_x11)
+
+    run = sandbox.as_role("controller").run()
+
+    assert run.returncode == 0, run.output
+    lines = sandbox.path(SLURM_CONF).read_text().splitlines()
+    assert [line for line in lines if line.lower().startswith("prologflags")] == ["PrologFlags=X11,Contain"]
+    assert (
+        sandbox.path(SLURM_CONF).read_text()
+        == with_x11.replace("PrologFlags=X11\n", "PrologFlags=X11,Contain\n")
+        + "JobRequeue=1\nRequeueExit=75\n"
+        + "\n".join(PAM_SLURM_KEYS[1:])
+        + "\n"
+    )
+    before = sandbox.path(SLURM_CONF).read_bytes()
+    again = reapply(sandbox)  # what the path unit runs after that write: nothing to do
+    assert again.returncode == 0, again.output
+    assert sandbox.path(SLURM_CONF).read_bytes() == before
+    assert "settings already in place" in again.output and again.calls_to("scontrol") == []
+
+
+def run_keys_command(sandbox: Sandbox, keys: str) -> Run:
+    keys_file = sandbox.write("etc/training-clusters/test-keys.conf", keys)
+    command = sandbox.scripts / "node" / "training-clusters-slurm-keys.sh"
+    return sandbox.run_command(
+        [shutil.which("bash") or "/bin/bash", str(command), "--no-reconfigure"],
+        TC_SLURM_KEYS_FILE=str(keys_file),
+    )
+
+
+@pytest.mark.parametrize(
+    ("existing", "value", "expected"),
+    [
+        pytest.param("PrologFlags=X11", "+Contain", "PrologFlags=X11,Contain", id="added"),
+        pytest.param(
+            "prologflags = x11,CONTAIN  # HyperPod's",
+            "+Contain",
+            "PrologFlags=x11,CONTAIN",
+            id="there-in-other-case",
+        ),
+        pytest.param(
+            "PrologFlags=Alloc,Contain",
+            "+contain,X11",
+            "PrologFlags=Alloc,Contain,X11",
+            id="only-the-missing-one",
+        ),
+        pytest.param(
+            "  PROLOGFLAGS=Serial", "+Contain,X11", "PrologFlags=Serial,Contain,X11", id="key-in-capitals"
+        ),
+    ],
+)
+def test_a_plus_value_merges_flags_into_the_existing_list(
+    sandbox: Sandbox, existing: str, value: str, expected: str
+) -> None:
+    sandbox.write(SLURM_CONF, f"ClusterName=ml-cluster\n{existing}\nMpiDefault=none\nPrologFlags=NoHold\n")
+
+    first = run_keys_command(sandbox, f"slurm.conf PrologFlags {value}\n")
+    after_first = sandbox.path(SLURM_CONF).read_text()
+    second = run_keys_command(sandbox, f"slurm.conf PrologFlags {value}\n")
+
+    assert first.returncode == 0 and second.returncode == 0, first.output + second.output
+    # The first PrologFlags line merged in place, a later duplicate dropped, nothing else touched.
+    assert after_first == f"ClusterName=ml-cluster\n{expected}\nMpiDefault=none\n"
+    assert sandbox.path(SLURM_CONF).read_text() == after_first
+    assert "settings already in place" in second.output
+
+
+def test_a_plus_value_without_a_line_appends_the_flags(sandbox: Sandbox) -> None:
+    sandbox.write(SLURM_CONF, "ClusterName=ml-cluster\n")
+
+    run = run_keys_command(sandbox, "slurm.conf PrologFlags +Contain,,X11\n")
+
+    assert run.returncode == 0, run.output
+    assert sandbox.path(SLURM_CONF).read_text() == "ClusterName=ml-cluster\nPrologFlags=Contain,X11\n"
 
 
 # -- issue 15 item 5: HyperPod's topology is left alone -------------------------------------------
@@ -275,3 +513,46 @@ def test_a_topology_plugin_without_topology_conf_is_reported(sandbox: Sandbox) -
     assert "sets TopologyPlugin=topology/tree but" in run.log
     assert "'Requested topology configuration is not available'" in run.log
     assert not sandbox.path("opt/slurm/etc/topology.conf").exists()  # HyperPod's to write, not ours
+
+
+# -- daemons restart only when what they read changed ----------------------------------------------
+
+
+def move_controller(sandbox: Sandbox, new_ip: str) -> None:
+    """HyperPod replaced the controller: resource_config.json lists it at NEW_IP."""
+    config_file = sandbox.path("opt/ml/config/resource_config.json")
+    config = json.loads(config_file.read_text())
+    for group in config["InstanceGroups"]:
+        for instance in group["Instances"]:
+            if instance["CustomerIpAddress"] == CONTROLLER_IP:
+                instance["CustomerIpAddress"] = new_ip
+    config_file.write_text(json.dumps(config, indent=2))
+
+
+@pytest.mark.parametrize(
+    ("role", "restart", "command_line"),
+    [
+        pytest.param("worker", ["restart", "--no-block", "slurmd"], "cmdline.slurmd", id="worker"),
+        pytest.param("login", ["restart", "sackd"], "cmdline.sackd", id="login"),
+    ],
+)
+def test_a_configless_daemon_restarts_only_when_its_command_line_changed(
+    sandbox: Sandbox, role: str, restart: list[str], command_line: str
+) -> None:
+    daemon = restart[-1]
+    sandbox.as_role(role)
+    first = sandbox.run()
+    second = sandbox.run()  # on_create.sh again, nothing changed: running jobs stay alone
+    move_controller(sandbox, "10.1.0.11")
+    moved = sandbox.run()  # the drop-in now names another controller
+    (sandbox.state / f"unit.{daemon}.service").write_text("failed\n")
+    stopped = sandbox.run()  # nothing changed, but the daemon is not running
+
+    for run in (first, second, moved, stopped):
+        assert run.returncode == 0, run.output
+    assert first.slurm_restarts() == [restart]
+    assert second.slurm_restarts() == []
+    assert f"{daemon} already runs with this command line: not restarted" in second.log
+    assert moved.slurm_restarts() == [restart]
+    assert (sandbox.state / command_line).read_text().split("--conf-server ")[1] == "10.1.0.11\n"
+    assert stopped.slurm_restarts() == [restart]

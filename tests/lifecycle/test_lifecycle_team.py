@@ -5,6 +5,7 @@ every node, Docker as an option; HyperPod's topology stays untouched."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import stat
 from typing import Any
@@ -67,9 +68,119 @@ def test_external_accounting_is_configured_from_the_secret(sandbox: Sandbox) -> 
     assert f"AccountingStorageHost={CONTROLLER_IP}" in slurm_conf
     assert ["restart", "slurmdbd"] in run.calls_to("systemctl")
     assert ["-i", "add", "cluster", "ml-cluster"] in run.calls_to("sacctmgr")
-    assert run.calls_to("systemctl").count(["restart", "slurmctld"]) == 2  # again, to register
+    assert run.calls_to("systemctl").count(["restart", "slurmctld"]) == 1  # once, after registering
     assert "registered cluster ml-cluster with slurmdbd" in run.log
     assert sandbox.path("etc/systemd/system/slurmdbd.service").exists()  # the AMI model ships none
+
+
+def step_lines(run: Run) -> list[tuple[str, str]]:
+    """The start and end of every step that ran, in order: ("slurm-config", "started"), ..."""
+    return re.findall(r"step '([a-z-]+)' (started|done)", run.log)
+
+
+def test_accounting_is_set_up_between_slurm_config_and_slurmctld(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role("controller").run(**secret_env())
+
+    assert run.returncode == 0, run.output
+    steps = step_lines(run)
+    assert steps[steps.index(("slurm-config", "started")) :][:6] == [
+        ("slurm-config", "started"),
+        ("slurm-config", "done"),
+        ("accounting", "started"),
+        ("accounting", "done"),
+        ("slurm-controller", "started"),
+        ("slurm-controller", "done"),
+    ]
+    # The database, slurmdbd answering, the cluster registered: then slurmctld's first and only start.
+    create_database = max(index for index, call in enumerate(run.calls) if call[0] == "mysql")
+    positions = [
+        create_database,
+        run.calls.index(["systemctl", "restart", "slurmdbd"]),
+        run.calls.index(["sacctmgr", "-i", "add", "cluster", "ml-cluster"]),
+        run.calls.index(["systemctl", "restart", "slurmctld"]),
+    ]
+    assert positions == sorted(set(positions))
+    assert "-e" not in run.calls[create_database]  # the last: CREATE DATABASE, its SQL on stdin
+    assert [args for args in run.calls_to("systemctl") if args[0] in ("start", "restart")] == [
+        ["restart", "slurmdbd"],
+        ["restart", "slurmctld"],
+    ]
+    # slurm-config already put the accounting keys in slurm.conf (sacctmgr finds slurmdbd through it).
+    config_log = run.log[
+        run.log.index("step 'slurm-config' started") : run.log.index("step 'slurm-config' done")
+    ]
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in config_log
+
+
+def test_the_external_database_is_waited_for_and_created(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role("controller").run(**secret_env(STUB_MYSQL_UNREACHABLE_TRIES="2"))
+
+    assert run.returncode == 0, run.output
+    mysql = run.calls_to("mysql")
+    [defaults] = {call[0] for call in mysql}
+    assert defaults.startswith(
+        f"--defaults-extra-file={sandbox.path('etc/training-clusters/.mysql-client.')}"
+    )
+    assert [call[1:] for call in mysql] == [["--connect-timeout=5", "-N", "-e", "SELECT 1"]] * 3 + [
+        ["--connect-timeout=5"]
+    ]
+    unreachable = f"ERROR 2003 (HY000): Can't connect to MySQL server on '{DB_HOST}:3306' (110)"
+    assert f"waiting for the database {DB_HOST}:3306 (1/3): {unreachable}" in run.log
+    assert f"waiting for the database {DB_HOST}:3306 (2/3): {unreachable}" in run.log
+    assert "(3/3)" not in run.log
+    assert run.calls_to("sleep") == [["10"], ["10"]]  # TC_DATABASE_WAIT_SLEEP
+    assert (sandbox.state / "mysql.sql").read_text() == "CREATE DATABASE IF NOT EXISTS `slurm_acct_db`;\n"
+    assert f"the database {DB_HOST}:3306 answers and holds slurm_acct_db" in run.log
+    # The connection went through a 0600 option file, removed afterwards; the password only there.
+    assert (sandbox.state / "mysql.defaults").read_text() == (
+        f'[client]\nhost={DB_HOST}\nport=3306\nuser=slurm_admin\npassword="s3cr#t-Pass"\n'
+    )
+    assert (sandbox.state / "mysql.defaults.mode").read_text() == "600\n"
+    assert sorted(p.name for p in sandbox.path("etc/training-clusters").iterdir()) == ["slurm-keys.conf"]
+    assert "s3cr" not in sandbox.calls_file.read_text()
+    assert "s3cr" not in run.log and "s3cr" not in run.output
+
+
+def test_an_external_database_that_never_answers_fails_the_step(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+
+    run = sandbox.as_role("controller").run(**secret_env(STUB_MYSQL_UNREACHABLE="1"))
+
+    assert_failed_step(run, "accounting")
+    errors = [line.split(" ERROR [accounting] ", 1)[1] for line in run.log.splitlines() if " ERROR [" in line]
+    assert errors == [
+        f"the database {DB_HOST}:3306 did not answer within 30s: ERROR 2003 (HY000): Can't connect to MySQL"
+        f" server on '{DB_HOST}:3306' (110) (is its writer instance available, and does its security group"
+        " admit this node?)",
+        "FAILED step 'accounting' (exit 1)",
+    ]
+    # TC_DATABASE_WAIT_ATTEMPTS=3 in the sandbox: three tries, then no CREATE DATABASE
+    assert [call[1:] for call in run.calls_to("mysql")] == [
+        ["--connect-timeout=5", "-N", "-e", "SELECT 1"]
+    ] * 3
+    assert not (sandbox.state / "mysql.sql").exists()  # nothing created
+    assert not sandbox.path(SLURMDBD_CONF).exists()
+    assert run.calls_to("sacctmgr") == [] and "slurmdbd" not in run.started()
+    assert sorted(p.name for p in sandbox.path("etc/training-clusters").iterdir()) == ["slurm-keys.conf"]
+    assert "s3cr" not in sandbox.calls_file.read_text() and "s3cr" not in run.log
+
+
+def test_the_mysql_client_is_installed_when_the_ami_has_none(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+    sandbox.remove_command("mysql")
+
+    run = sandbox.as_role("controller").run(**secret_env())
+
+    assert run.returncode == 0, run.output
+    installs = [call for call in run.calls_to("apt-get") if "install" in call]
+    assert [call[-4:] for call in installs] == [
+        ["install", "-y", "--no-install-recommends", "mariadb-client"]
+    ]
+    assert (sandbox.state / "mysql.sql").read_text() == "CREATE DATABASE IF NOT EXISTS `slurm_acct_db`;\n"
 
 
 def test_accounting_runs_again_without_a_change(sandbox: Sandbox) -> None:
@@ -101,6 +212,34 @@ def test_accounting_keys_come_back_when_hyperpod_rewrites_slurm_conf(sandbox: Sa
     assert run.returncode == 0, run.output
     assert "AccountingStorageType=accounting_storage/slurmdbd" in conf_lines(sandbox, SLURM_CONF)
     assert ["reconfigure"] in run.calls_to("scontrol")
+
+
+def test_the_controller_restarts_its_daemons_only_when_their_configuration_changed(sandbox: Sandbox) -> None:
+    sandbox.write_params(accounting=EXTERNAL)
+    sandbox.as_role("controller")
+    first = sandbox.run(**secret_env())
+    second = sandbox.run(**secret_env())
+    # Another requeue code: this run changes slurm.conf, not slurmdbd.conf.
+    sandbox.write_params(accounting=EXTERNAL, slurm_requeue_exit_codes=[75, 99])
+    requeue = sandbox.run(**secret_env())
+    # The database moved to another port: slurmdbd.conf changes, slurm.conf does not.
+    sandbox.write_params(accounting={**EXTERNAL, "port": 3307}, slurm_requeue_exit_codes=[75, 99])
+    new_port = sandbox.run(**secret_env())
+    for daemon in ("slurmdbd", "slurmctld"):  # nothing changed, but neither runs
+        (sandbox.state / f"unit.{daemon}.service").write_text("failed\n")
+    stopped = sandbox.run(**secret_env())
+
+    for run in (first, second, requeue, new_port, stopped):
+        assert run.returncode == 0, run.output
+    assert first.slurm_restarts() == [["restart", "slurmdbd"], ["restart", "slurmctld"]]
+    assert second.slurm_restarts() == []
+    assert "slurmdbd already runs with this configuration: not restarted" in second.log
+    assert "slurmctld already runs with this configuration: not restarted" in second.log
+    assert requeue.slurm_restarts() == [["restart", "slurmctld"]]
+    assert "RequeueExit=75,99" in conf_lines(sandbox, SLURM_CONF)
+    assert new_port.slurm_restarts() == [["restart", "slurmdbd"]]
+    assert "StoragePort=3307" in conf_lines(sandbox, SLURMDBD_CONF)
+    assert stopped.slurm_restarts() == [["restart", "slurmdbd"], ["restart", "slurmctld"]]
 
 
 def test_a_secret_the_role_cannot_read_fails_the_step(sandbox: Sandbox) -> None:

@@ -99,6 +99,9 @@ apt_install() {
         if [[ $package == libnvidia-container-tools && ! -e ${0%/*}/nvidia-container-cli ]]; then
             ln -s .stub.sh "${0%/*}/nvidia-container-cli" # the package's command, beside this stub
         fi
+        if [[ $package == mariadb-client && ! -e ${0%/*}/mysql ]]; then
+            ln -s .stub.sh "${0%/*}/mysql"
+        fi
     done
 }
 
@@ -110,8 +113,15 @@ apt_install() {
 #     overriding Environment=, $VAR / ${VAR} expansion) as of the last daemon-reload;
 #   - slurmd fetches its configuration from slurmctld only when that command line has --conf-server
 #     (configless); without it, it retries for ever and never becomes active;
+#   - sackd (login nodes; Slurm >= 23.11) likewise, run from a unit of the scripts' own (the AMI model
+#     ships the binary, no unit): systemctl enable / restart fail while no sackd.service exists, a
+#     missing binary or a command line without --systemd (Type=notify: it would fork and never say
+#     READY) fails the start;
 #   - ExecStartPre=... rm -f <file> of the AMI's unit deletes a local slurm.conf;
-#   - unit states are kept in ${state}/unit.<name> (active, activating, failed, inactive).
+#   - client commands (scontrol) read a local slurm.conf first, else the configuration slurmd or sackd
+#     fetched (/run/slurm/conf on a node), as Slurm's configless lookup does;
+#   - unit states are kept in ${state}/unit.<name> (active, activating, failed, inactive); the command
+#     line of each start of slurmd / sackd in ${state}/cmdline.<daemon>.
 # Knobs: STUB_SLURMD_BROKEN (slurmd crash-loops), STUB_SLURMD_NOT_IN_CONF (slurmd fetches the config,
 # then exits: a login node is not a NodeName of slurm.conf), STUB_SLURMCTLD_UNRESPONSIVE (active but
 # `scontrol ping` says DOWN), STUB_CONTROLLER_DOWN (the remote slurmctld does not answer),
@@ -200,11 +210,22 @@ effective_unit() {
     printf 'exec\t%s\n' "$exec"
 }
 
+# Units whose command line the stub computes (as of the last daemon-reload) and acts on.
+COMMAND_LINE_UNITS=(slurmd.service sackd.service)
+
+# A unit systemd cannot find: `systemctl VERB UNIT` fails as systemd does (sackd has no AMI unit).
+require_unit_file() {
+    if [[ $2 == sackd.service ]] && ! unit_file "$2" >/dev/null; then
+        echo "Failed to ${1} ${2}: Unit ${2} not found." >&2
+        exit 5
+    fi
+}
+
 start_unit() {
     local unit=$1 loaded kind line path
     unit="$(unit_name "$unit")"
     case $unit in
-        slurmd.service)
+        slurmd.service | sackd.service)
             loaded="${state}/loaded.${unit}"
             [[ -f $loaded ]] || effective_unit "$unit" >"$loaded"
             while IFS=$'\t' read -r kind line; do
@@ -215,8 +236,10 @@ start_unit() {
                 fi
             done <"$loaded"
             line="$(awk -F'\t' '$1 == "exec" { print $2 }' "$loaded")"
-            echo "$line" >"${state}/cmdline.slurmd"
-            if [[ " $line " != *" --conf-server "* ]]; then
+            echo "$line" >"${state}/cmdline.${unit%.service}"
+            if [[ $unit == sackd.service ]]; then
+                start_sackd "$line"
+            elif [[ " $line " != *" --conf-server "* ]]; then
                 set_unit_state "$unit" activating # no slurm.conf and nowhere to fetch one: retries
             elif [[ -n ${STUB_SLURMD_BROKEN:-} ]]; then
                 set_unit_state "$unit" activating # crash loop under Restart=on-failure
@@ -248,6 +271,27 @@ start_unit() {
     esac
 }
 
+# sackd COMMAND-LINE: ready (Type=notify) once it fetched the configuration from --conf-server.
+start_sackd() {
+    local line=$1 binary=${1%% *}
+    if [[ -z $binary || ! -x ${TC_ROOT}${binary} ]]; then
+        set_unit_state sackd failed # status=203/EXEC
+        echo "Job for sackd.service failed because the control process exited with error code." >&2
+        exit 1
+    fi
+    if [[ " $line " != *" --systemd "* ]]; then
+        set_unit_state sackd failed # forked into the background: never READY=1 from the main process
+        echo "Job for sackd.service failed because the service did not take the steps required by its unit configuration." >&2
+        exit 1
+    fi
+    if [[ " $line " != *" --conf-server "* ]]; then
+        set_unit_state sackd activating # no configuration source: restarts
+    else
+        touch "${state}/config-fetched"
+        set_unit_state sackd active
+    fi
+}
+
 systemctl_stub() {
     local verb=${1:-} arg now="" unit prev="" file
     local -a units=() properties=()
@@ -270,12 +314,16 @@ systemctl_stub() {
     done
     case $verb in
         daemon-reload)
-            effective_unit slurmd.service >"${state}/loaded.slurmd.service"
+            for unit in "${COMMAND_LINE_UNITS[@]}"; do
+                effective_unit "$unit" >"${state}/loaded.${unit}"
+            done
             ;;
         start | restart)
+            for unit in "${units[@]}"; do require_unit_file "$verb" "$(unit_name "$unit")"; done
             for unit in "${units[@]}"; do start_unit "$unit"; done
             ;;
         enable)
+            for unit in "${units[@]}"; do require_unit_file "$verb" "$(unit_name "$unit")"; done
             if [[ -n $now ]]; then
                 for unit in "${units[@]}"; do start_unit "$unit"; done
             fi
@@ -349,18 +397,24 @@ show_unit() {
     done
 }
 
-# scontrol ping / reconfigure. A configuration comes from a local slurm.conf listing nodes (the
-# controller) or from slurmctld (configless: once slurmd fetched it).
+# scontrol ping / reconfigure. The configuration comes from a local slurm.conf (on the controller
+# HyperPod's; elsewhere the AMI's placeholder, naming no controller of this cluster) or, without one,
+# from slurmctld (configless: once slurmd or sackd fetched it).
 scontrol_stub() {
     local conf="${TC_ROOT}/opt/slurm/etc/slurm.conf" host="ip-10-1-0-10" up=1
-    if [[ ! -f "${state}/config-fetched" ]] && ! grep -qi '^[[:space:]]*NodeName=' "$conf" 2>/dev/null; then
+    if [[ -f $conf ]]; then
+        host="$(awk '{ line = tolower($0) } line ~ /^[ \t]*slurmctldhost[ \t]*=/ {
+            sub(/^[^=]*=[ \t]*/, ""); sub(/[( \t].*$/, ""); print; exit }' "$conf")"
+    elif [[ ! -f "${state}/config-fetched" ]]; then
         echo "scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host" >&2
         echo "scontrol: fatal: Could not establish a configuration source" >&2
         exit 1
     fi
     case ${1:-} in
         ping)
-            if [[ -f "${state}/unit.slurmctld.service" ]]; then # this node is the controller
+            if [[ $host != ip-10-1-0-10 ]]; then # the placeholder's: no slurmctld of this cluster
+                up=""
+            elif [[ -f "${state}/unit.slurmctld.service" ]]; then # this node is the controller
                 [[ $(unit_state slurmctld) == active && -z ${STUB_SLURMCTLD_UNRESPONSIVE:-} ]] || up=""
             else
                 [[ -z ${STUB_CONTROLLER_DOWN:-} ]] || up=""
@@ -408,6 +462,40 @@ arg_of() {
         fi
         shift
     done
+}
+
+# mysql: a query given with -e (SELECT 1) is answered; SQL on stdin is appended to ${state}/mysql.sql.
+# With --defaults-extra-file=FILE (the external database) the connection comes from FILE, which must
+# exist: a copy and its mode are kept (mysql.defaults, mysql.defaults.mode) for the tests. Knobs:
+# STUB_MYSQL_UNREACHABLE (no connection ever), STUB_MYSQL_UNREACHABLE_TRIES (the first N connections
+# fail: Aurora's writer is still starting).
+mysql_stub() {
+    local arg prev="" defaults="" host=localhost port=3306 query=""
+    for arg in "$@"; do
+        case $arg in --defaults-extra-file=*) defaults=${arg#*=} ;; esac
+        if [[ $prev == -e ]]; then query=$arg; fi
+        prev=$arg
+    done
+    if [[ -n $defaults ]]; then
+        if [[ ! -f $defaults ]]; then
+            echo "mysql: [ERROR] Could not open required defaults file: ${defaults}" >&2
+            echo "mysql: [ERROR] Fatal error in defaults handling. Program aborted!" >&2
+            exit 1
+        fi
+        cp -- "$defaults" "${state}/mysql.defaults"
+        find "$defaults" -maxdepth 0 -printf '%m\n' >"${state}/mysql.defaults.mode"
+        host="$(awk -F= '$1 == "host" { print $2 }' "$defaults")"
+        port="$(awk -F= '$1 == "port" { print $2 }' "$defaults")"
+    fi
+    if [[ -n ${STUB_MYSQL_UNREACHABLE:-} ]] || (($(bump mysql-connect) < ${STUB_MYSQL_UNREACHABLE_TRIES:-0})); then
+        echo "ERROR 2003 (HY000): Can't connect to MySQL server on '${host}:${port}' (110)" >&2
+        exit 1
+    fi
+    if [[ -n $query ]]; then
+        [[ $query == "SELECT 1" ]] && echo 1
+        return 0
+    fi
+    cat >>"${state}/mysql.sql"
 }
 
 # HyperPod's agent, on the controller: replaces the AMI's placeholder slurm.conf after a while.
@@ -631,7 +719,7 @@ case $name in
         printf '%s\n' "${STUB_SECRET_STRING:?STUB_SECRET_STRING is not set}"
         ;;
     mysql)
-        cat >>"${state}/mysql.sql"
+        mysql_stub "$@"
         ;;
     sacctmgr)
         if [[ $(unit_state slurmdbd) != active ]]; then
