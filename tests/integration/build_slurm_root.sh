@@ -39,12 +39,13 @@ rm -rf -- "$root"
 mkdir -p -- "$(dirname -- "$root")"
 echo "debootstrap --variant=minbase --include=${packages} trixie ${root} ${mirror}"
 debootstrap --variant=minbase --include="$packages" trixie "$root" "$mirror"
-# HyperPod's AMI builds Slurm from source: no packaged units. The bed writes the AMI's own.
+# HyperPod's AMI builds Slurm from source: no packaged units (nor SysV scripts, from which systemd would
+# generate units). The bed writes the AMI's own.
 rm -f -- "$root"/usr/lib/systemd/system/{slurmctld,slurmd,slurmdbd,sackd}.service \
-    "$root"/etc/systemd/system/multi-user.target.wants/{slurmctld,slurmd,slurmdbd,sackd}.service
-for unit in mariadb.service; do
-    systemctl --root="$root" disable "$unit" >/dev/null 2>&1 || true
-done
+    "$root"/etc/systemd/system/multi-user.target.wants/{slurmctld,slurmd,slurmdbd,sackd}.service \
+    "$root"/etc/init.d/{slurmctld,slurmd,slurmdbd,sackd}
+find "$root"/etc/rc?.d \( -name '*slurm*' -o -name '*sackd*' \) -delete
+systemctl --root="$root" disable mariadb.service >/dev/null 2>&1 || true
 systemctl --root="$root" enable munge.service >/dev/null 2>&1
 # No console login, no network set-up from inside: the test gives every node its address.
 systemctl --root="$root" mask getty@.service console-getty.service systemd-networkd.service \

@@ -112,7 +112,8 @@ class Cluster:
         names = {worker.name for worker in self.workers}
         wait_until(
             "every worker idle",
-            lambda: all(self.sinfo_states().get(name) == "idle" for name in names) or self.sinfo_states(),
+            lambda: all(self.sinfo_states().get(name) == "idle" for name in names),
+            seen=self.sinfo_states,
             timeout=timeout,
         )
 

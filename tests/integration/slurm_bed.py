@@ -28,6 +28,7 @@ Needs root, ``systemd-nspawn``, ``ip`` and overlayfs; ``make integration`` build
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import shlex
@@ -35,14 +36,16 @@ import shutil
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.lifecycle.sandbox import AMI_PLACEHOLDER_SLURM_CONF, AMI_SLURMCTLD_UNIT, AMI_SLURMD_UNIT
 
 REPO = Path(__file__).resolve().parents[2]
-LIFECYCLE = REPO / "training_clusters" / "lifecycle_scripts"
+#: The lifecycle scripts under test (TC_BED_LIFECYCLE: another copy, e.g. an older commit's, to see a
+#: test fail on it).
+LIFECYCLE = Path(os.environ.get("TC_BED_LIFECYCLE", REPO / "training_clusters" / "lifecycle_scripts"))
 #: Where HyperPod puts the lifecycle folder it downloads from LifeCycleConfig.SourceS3Uri (any folder:
 #: the scripts find their files beside on_create.sh).
 LIFECYCLE_ON_NODE = "/opt/ml/lifecycle"
@@ -268,7 +271,8 @@ class Node:
             if state in ("running", "degraded"):
                 return
             time.sleep(0.2)
-        raise RuntimeError(f"{self.name} did not boot (systemctl is-system-running: {state})")
+        jobs = self.sh("systemctl list-jobs --no-pager", check=False).stdout
+        raise RuntimeError(f"{self.name} did not boot (systemctl is-system-running: {state}; jobs: {jobs})")
 
     def _wait_for_leader(self) -> int:
         """The PID (on the host) of the container's systemd: nspawn's descendant that is PID 1 inside."""
@@ -352,13 +356,16 @@ def _comm(pid: int) -> str:
     return Path(f"/proc/{pid}/comm").read_text().strip()
 
 
+_BEDS = itertools.count()
+
+
 @dataclass
 class Bed:
     """Nodes on one bridge; ``with Bed(work) as bed:`` tears everything down at the end."""
 
     work: Path
     ips: list[str] = field(default_factory=list)
-    tag: str = field(default_factory=lambda: f"tcb{os.getpid() % 100000}")
+    tag: str = field(default_factory=lambda: f"tcb{os.getpid() % 10000}{next(_BEDS)}")
     nodes: dict[str, Node] = field(default_factory=dict)
     script_env: dict[str, str] = field(default_factory=dict)
 
@@ -394,7 +401,7 @@ class Bed:
         """A network namespace for the node at IP, with a veth into the bridge."""
         node = Node(self, ip)
         index = len(self.ips)
-        inside, outside = f"v{self.tag[-4:]}{index}", f"b{self.tag[-4:]}{index}"
+        inside, outside = f"v{self.tag}-{index}", f"b{self.tag}-{index}"
         run(["ip", "netns", "add", node.netns])
         run(["ip", "link", "add", inside, "type", "veth", "peer", "name", outside])
         run(["ip", "link", "set", inside, "netns", node.netns])
@@ -426,16 +433,15 @@ class Bed:
         threading.Thread(target=write, daemon=True).start()
 
 
-def wait_until(what: str, probe: callable, *, timeout: float = 60, pause: float = 0.5) -> object:  # type: ignore[valid-type]
-    """Polls PROBE until it returns something true; fails naming WHAT and the last value seen."""
+def wait_until(what: str, probe: Callable[[], bool], *, seen: Callable[[], object] | None = None,
+               timeout: float = 60, pause: float = 0.5) -> None:  # fmt: skip
+    """Polls PROBE until it is true; fails naming WHAT and what SEEN (if given) shows at the end."""
     deadline = time.monotonic() + timeout
-    last: object = None
     while time.monotonic() < deadline:
-        last = probe()
-        if last:
-            return last
+        if probe():
+            return
         time.sleep(pause)
-    raise AssertionError(f"{what}: not within {timeout:.0f} s (last seen: {last!r})")
+    raise AssertionError(f"{what}: not within {timeout:.0f} s (last seen: {seen() if seen else 'false'!r})")
 
 
 @contextlib.contextmanager

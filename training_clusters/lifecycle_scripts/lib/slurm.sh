@@ -48,24 +48,22 @@ tc_setup_slurm_config() {
     tc_backup_once "$conf"
     tc_backup_once "${TC_SLURM_ETC}/cgroup.conf"
     tc_check_topology "$conf"
+    TC_SLURM_CONFIG_BEFORE="$(tc_slurm_config_digest)"
     tc_install_slurm_keys
     TC_ROOT=$TC_ROOT "$BASH" "$keys_command" --no-reconfigure
 }
 
-# Step slurm-controller: slurmctld, (re)started only when it is not running or its configuration files
-# changed since it last started (a second run of on_create.sh leaves a running controller alone).
+# Step slurm-controller: slurmctld, (re)started only when it is not running or this run changed its
+# configuration files. Changes HyperPod's agent made since slurmctld started were already read:
+# training-clusters-slurm-keys.path runs `scontrol reconfigure` after each. So a second run of
+# on_create.sh leaves a running controller alone.
+TC_SLURM_CONFIG_BEFORE=""
 tc_setup_slurm_controller() {
-    local digest started_with="${TC_STATE_DIR}/slurmctld.started-with" previous=""
-    digest="$(tc_slurm_config_digest)"
-    if [[ -f $started_with ]]; then
-        previous="$(<"$started_with")"
-    fi
     tc_systemctl_try disable --now slurmd
     systemctl daemon-reload
     systemctl enable slurmctld
-    if [[ $digest != "$previous" ]] || ! systemctl is-active --quiet slurmctld; then
+    if [[ $TC_SLURM_CONFIG_BEFORE != "$(tc_slurm_config_digest)" ]] || ! systemctl is-active --quiet slurmctld; then
         systemctl restart slurmctld
-        printf '%s\n' "$digest" | tc_write_file "$started_with" 0644
     else
         log "slurmctld already runs with this configuration: not restarted"
     fi
