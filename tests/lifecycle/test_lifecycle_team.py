@@ -581,6 +581,8 @@ def test_pam_slurm_adopt_on_a_worker_built_from_slurms_source(sandbox: Sandbox) 
     session = conf_lines(sandbox, "etc/pam.d/common-session")
     assert "# disabled for pam_slurm_adopt: session optional pam_systemd.so" in session
     assert sandbox.path("var/backups/training-clusters/common-session.orig").read_text() == COMMON_SESSION
+    logind = [call for call in first.calls_to("systemctl") if "systemd-logind" in call]
+    assert logind == [["stop", "systemd-logind"], ["mask", "systemd-logind"]]
     assert sandbox.snapshot() == before  # nothing built, doubled or commented twice
     assert not [c for c in second.calls_to("make") if "contribs/pam_slurm_adopt" in c]
 

@@ -9,7 +9,8 @@
 #     SchedMD's source of that version (contribs/pam_slurm_adopt), as the reference does;
 #   - /etc/pam.d/sshd: `account sufficient pam_access.so` with a file of ours that lets root and the
 #     cluster user (ubuntu) in without a job, then `account required pam_slurm_adopt.so`;
-#   - pam_systemd disabled in /etc/pam.d/common-session (it would move the session out of the job);
+#   - pam_systemd disabled in /etc/pam.d/common-session (it would move the session out of the job),
+#     systemd-logind stopped and masked, as the guide says;
 #   - PrologFlags=Contain in slurm.conf, set by the controller (lib/slurm.sh keeps it applied).
 # SSM sessions (how HyperPod nodes are reached by administrators) do not go through sshd.
 
@@ -36,6 +37,10 @@ EOF
     tc_ensure_line "${TC_ROOT}/etc/pam.d/sshd" "account sufficient pam_access.so accessfile=${TC_PAM_ACCESS_FILE}"
     tc_ensure_line "${TC_ROOT}/etc/pam.d/sshd" "account required ${module}"
     tc_disable_pam_systemd "${TC_ROOT}/etc/pam.d/common-session"
+    # Slurm's guide: systemd-logind would take the adopted session's processes out of the job's
+    # cgroup; stop and mask it (administrators come in through SSM, which needs no logind session).
+    tc_systemctl_try stop systemd-logind
+    tc_systemctl_try mask systemd-logind
     log "users reach this worker over SSH only while they hold a job on it (root and ${TC_CLUSTER_USER} always)"
 }
 
