@@ -7,6 +7,7 @@ instance of a new cluster, while the "agent" writes the controller's slurm.conf 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -128,7 +129,7 @@ def install_secret_reader(controller: Node) -> None:
     """
     controller.write(
         "/etc/bed/secret.json",
-        '{"username": "slurm_admin", "password": "%s", "engine": "mysql"}\n' % EXTERNAL_PASSWORD,
+        json.dumps({"username": "slurm_admin", "password": EXTERNAL_PASSWORD, "engine": "mysql"}) + "\n",
         0o600,
     )
     controller.write(

@@ -19,12 +19,8 @@ import re
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-
-from training_clusters.acceptance.slurm import slurm_plan
-from training_clusters.config import load_environment
 
 from tests.integration.conftest import TIMINGS
 from tests.integration.hyperpod_bed import (
@@ -34,14 +30,16 @@ from tests.integration.hyperpod_bed import (
     EXTERNAL_ACCOUNTING,
     EXTERNAL_PASSWORD,
     LOGIN_IP,
+    PARTITION,
     SCRIPT_ENV,
     WORKER_IPS,
-    PARTITION,
     Cluster,
     boot_cluster,
     start_database,
 )
 from tests.integration.slurm_bed import REPO, Bed, missing_prerequisites, wait_until
+from training_clusters.acceptance.slurm import slurm_plan
+from training_clusters.config import load_environment
 
 pytestmark = pytest.mark.integration
 
@@ -56,12 +54,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         pytest.fail(reason)
     started = time.monotonic()
     made = boot_cluster(tmp_path_factory.mktemp("hyperpod-local"), SETTINGS_LOCAL)
-    TIMINGS.append(("cluster", "HyperPod-like cluster, local accounting: boot + on_create.sh", time.monotonic() - started))
+    TIMINGS.append(
+        (
+            "cluster",
+            "HyperPod-like cluster, local accounting: boot + on_create.sh",
+            time.monotonic() - started,
+        )
+    )
     try:
         yield made
     finally:
         made.bed.__exit__(None, None, None)
-        TIMINGS.append(("cluster", "HyperPod-like cluster, local accounting: whole scenario", time.monotonic() - started))
+        TIMINGS.append(
+            ("cluster", "HyperPod-like cluster, local accounting: whole scenario", time.monotonic() - started)
+        )
 
 
 def job_field(cluster: Cluster, job: str, key: str) -> str:
@@ -89,7 +95,9 @@ def test_every_node_is_provisioned(cluster: Cluster) -> None:
     for ip, run in cluster.runs.items():
         assert run.returncode == 0, f"{ip}:\n{run.output}"
         assert "FAILED step" not in run.output
-    roles = {ip: re.search(r"SUCCESS: node provisioned as (\w+)", run.output) for ip, run in cluster.runs.items()}
+    roles = {
+        ip: re.search(r"SUCCESS: node provisioned as (\w+)", run.output) for ip, run in cluster.runs.items()
+    }
     assert {ip: found.group(1) for ip, found in roles.items() if found} == {
         CONTROLLER_IP: "controller",
         cluster.login.ip: "login",
@@ -110,7 +118,9 @@ def test_controller_sets_up_accounting_before_slurmctld_starts(cluster: Cluster)
 def test_workers_are_idle_in_their_partition(cluster: Cluster) -> None:
     cluster.wait_idle()
     out = cluster.login.sh(f"/opt/slurm/bin/sinfo -h -p {PARTITION} -N -o '%N %t %P'").stdout.split("\n")
-    assert sorted(line for line in out if line) == sorted(f"{w.name} idle {PARTITION}*" for w in cluster.workers)
+    assert sorted(line for line in out if line) == sorted(
+        f"{w.name} idle {PARTITION}*" for w in cluster.workers
+    )
 
 
 def test_login_node_runs_sackd_and_no_slurmd(cluster: Cluster) -> None:
@@ -138,7 +148,9 @@ def test_team_user_runs_srun_on_both_workers_from_the_login_node(cluster: Cluste
 def test_team_user_sbatch_completes_and_sacct_lists_it(cluster: Cluster) -> None:
     cluster.wait_idle()
     job = sbatch(cluster, f"-p {PARTITION} -N1 --wait -o /dev/null --wrap 'id -un'")
-    sacct = cluster.login.sh(f"/opt/slurm/bin/sacct -n -P -X -j {job} -o JobID,User,State,ExitCode", user="alice")
+    sacct = cluster.login.sh(
+        f"/opt/slurm/bin/sacct -n -P -X -j {job} -o JobID,User,State,ExitCode", user="alice"
+    )
     assert sacct.stdout.split() == [f"{job}|alice|COMPLETED|0:0"]
 
 
@@ -147,12 +159,19 @@ def test_job_exiting_75_is_requeued_and_runs_again(cluster: Cluster) -> None:
     cluster.wait_idle()
     script = 'if [ "${SLURM_RESTART_COUNT:-0}" -ge 1 ]; then exit 0; fi; exit 75'
     job = sbatch(cluster, f"-p {PARTITION} -N1 -o /dev/null", script=script)
+
     def state() -> tuple[str, str, str]:
-        return job_field(cluster, job, "JobState"), job_field(cluster, job, "Restarts"), job_field(cluster, job, "ExitCode")
+        return (
+            job_field(cluster, job, "JobState"),
+            job_field(cluster, job, "Restarts"),
+            job_field(cluster, job, "ExitCode"),
+        )
 
     wait_until(f"job {job} requeued", lambda: state() == ("PENDING", "1", "75:0"), seen=state, timeout=60)
     release_requeued(cluster, job)
-    wait_until(f"job {job} completed on its second run", lambda: state() == ("COMPLETED", "1", "0:0"), seen=state)
+    wait_until(
+        f"job {job} completed on its second run", lambda: state() == ("COMPLETED", "1", "0:0"), seen=state
+    )
 
 
 def test_settings_survive_the_agent_rewriting_slurm_conf(cluster: Cluster) -> None:
@@ -169,7 +188,11 @@ def test_settings_survive_the_agent_rewriting_slurm_conf(cluster: Cluster) -> No
     assert f"AccountingStorageHost={CONTROLLER_IP}" in lines
     wait_until(
         "slurmctld reconfigured with them",
-        lambda: bool(re.search(r"^JobRequeue\s*=\s*1$", controller.sh("/opt/slurm/bin/scontrol show config").stdout, re.M)),
+        lambda: bool(
+            re.search(
+                r"^JobRequeue\s*=\s*1$", controller.sh("/opt/slurm/bin/scontrol show config").stdout, re.M
+            )
+        ),
         timeout=30,
     )
     cluster.wait_idle()
@@ -198,19 +221,34 @@ def test_second_run_of_on_create_restarts_nothing(cluster: Cluster) -> None:
     assert "slurmdbd already runs with this configuration: not restarted" in runs[CONTROLLER_IP].output
 
 
-@pytest.mark.parametrize("environment", ["hyperpod-team", "hyperpod-slurm"])
-def test_acceptance_jobs_are_accepted_by_real_sbatch(cluster: Cluster, environment: str) -> None:
+@pytest.mark.parametrize(
+    ("environment", "kinds"),
+    [
+        ("hyperpod-team", {"osu", "nccl", "dcgm"}),
+        ("hyperpod-p5", {"osu", "nccl", "dcgm"}),
+        ("pcs-c5n", {"osu"}),
+        ("pcs-p5", {"osu", "nccl", "dcgm"}),
+    ],
+)
+def test_acceptance_jobs_are_accepted_by_real_sbatch(
+    cluster: Cluster, environment: str, kinds: set[str]
+) -> None:
     """`training-clusters acceptance` sbatch scripts (OSU, NCCL, DCGM) parse and fit the bed's partition.
 
-    Their own partition is the environment's; -p on the command line points them at the bed's.
+    Their own partition is the environment's, and the DCGM job asks for every node of its group (four
+    in pcs-p5): -p and -N on the command line point them at the bed's partition and its two workers.
+    (The ParallelCluster ones also ask for the instance type as a node feature: see
+    test_parallelcluster_real.)
     """
     config = load_environment(REPO / "environments" / f"{environment}.yaml")
     jobs = slurm_plan(config, environment).jobs
-    assert {job.filename.split("-")[0] for job in jobs} == {"osu", "nccl", "dcgm"}
+    assert {job.filename.split("-")[0] for job in jobs} == kinds
     for job in jobs:
         cluster.login.write(f"/home/alice/{job.filename}", job.content, 0o755)
         result = cluster.login.sh(
-            f"cd /home/alice && /opt/slurm/bin/sbatch --test-only -p {PARTITION} {job.filename}", user="alice", check=False
+            f"cd /home/alice && /opt/slurm/bin/sbatch --test-only -p {PARTITION} -N 2 {job.filename}",
+            user="alice",
+            check=False,
         )
         assert result.returncode == 0 and "to start at" in result.stderr, f"{job.filename}: {result.stderr}"
 
@@ -226,7 +264,9 @@ def test_replaced_worker_joins_and_the_requeued_job_runs_on_it(cluster: Cluster)
     started = time.monotonic()
     old.power_off()
     # HyperPod's agent takes the failed instance out of Slurm before it replaces it.
-    cluster.controller.sh(f"/opt/slurm/bin/scontrol update nodename={old.name} state=down reason=hyperpod-replacing")
+    cluster.controller.sh(
+        f"/opt/slurm/bin/scontrol update nodename={old.name} state=down reason=hyperpod-replacing"
+    )
     wait_until(f"job {job} requeued", lambda: job_field(cluster, job, "Restarts") == "1", timeout=60)
 
     fresh = cluster.prepare(old.ip, generation=1)
@@ -241,10 +281,14 @@ def test_replaced_worker_joins_and_the_requeued_job_runs_on_it(cluster: Cluster)
         timeout=180,
     )
     assert job_field(cluster, job, "Restarts") == "1"
-    ran_on = cluster.controller.sh(f"/opt/slurm/bin/scontrol show hostnames {job_field(cluster, job, 'NodeList')}")
+    ran_on = cluster.controller.sh(
+        f"/opt/slurm/bin/scontrol show hostnames {job_field(cluster, job, 'NodeList')}"
+    )
     assert sorted(ran_on.stdout.split()) == sorted(worker.name for worker in cluster.workers)
     assert cluster.bed.nodes[old.ip] is fresh
-    TIMINGS.append(("replacement", "worker replaced mid-job: power-off to job completed", time.monotonic() - started))
+    TIMINGS.append(
+        ("replacement", "worker replaced mid-job: power-off to job completed", time.monotonic() - started)
+    )
     cluster.wait_idle()
 
 
@@ -253,7 +297,9 @@ def test_replaced_worker_joins_and_the_requeued_job_runs_on_it(cluster: Cluster)
 # ------------------------------------------------------------------------------------------------------
 
 
-def test_external_accounting_waits_for_the_database_and_lists_jobs(tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_external_accounting_waits_for_the_database_and_lists_jobs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
     """Defect 12 (node side): slurmdbd's first start must wait for a database that is still starting."""
     reason = missing_prerequisites()
     if reason:
@@ -289,5 +335,6 @@ def test_external_accounting_waits_for_the_database_and_lists_jobs(tmp_path_fact
         assert sacct.stdout.split() == [f"{job}|alice|COMPLETED"]
         tables = bed.nodes[DATABASE_IP].sh("mysql -N -e 'SHOW TABLES FROM slurm_acct_db'").stdout.split()
         assert "ml-cluster_job_table" in tables
-    TIMINGS.append(("external", "HyperPod-like cluster, external accounting: whole scenario", time.monotonic() - started))
-
+    TIMINGS.append(
+        ("external", "HyperPod-like cluster, external accounting: whole scenario", time.monotonic() - started)
+    )
