@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.lifecycle.sandbox import CONTROLLER_IP, Run, Sandbox
+from tests.lifecycle.sandbox import CONTROLLER_IP, SCRIPTS, Run, Sandbox
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurm-accounting-AbCdEf"
 DB_HOST = "slurm-accounting.cluster-abc123.us-east-1.rds.amazonaws.com"
@@ -617,3 +617,45 @@ def test_no_pam_slurm_adopt_by_default(sandbox: Sandbox) -> None:
     assert run.returncode == 0, run.output
     assert "step 'pam-slurm-adopt' skipped: enable_pam_slurm_adopt is false" in run.log
     assert not sandbox.path("etc/pam.d/sshd").exists()
+
+
+# --- Instance metadata for root only (imds-guard) --------------------------------------------------
+# The rules themselves are shown on real netfilter by tests/integration/test_slurm_real.py.
+
+
+@pytest.mark.parametrize("role", ["controller", "login", "worker"])
+def test_nodes_with_users_keep_instance_metadata_for_root(sandbox: Sandbox, role: str) -> None:
+    sandbox = sandbox.as_role(role)
+    sandbox.write_params(users=USERS)
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    command = sandbox.path("usr/local/sbin/training-clusters-imds")
+    assert command.read_bytes() == (SCRIPTS / "node" / "training-clusters-imds.sh").read_bytes()
+    assert stat.S_IMODE(command.stat().st_mode) == 0o755
+    unit = conf_lines(sandbox, "etc/systemd/system/training-clusters-imds.service")
+    assert "ExecStart=/usr/local/sbin/training-clusters-imds" in unit
+    assert "Before=network-online.target systemd-user-sessions.service ssh.service sshd.service" in unit
+    assert ["enable", "training-clusters-imds.service"] in run.calls_to("systemctl")
+    assert ["restart", "training-clusters-imds.service"] in run.calls_to("systemctl")
+    steps = re.findall(r"step '([\w-]+)' started", run.log)
+    assert steps.index("users") + 1 == steps.index("imds-guard")
+
+
+def test_nodes_without_users_leave_instance_metadata_alone(sandbox: Sandbox) -> None:
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert "step 'imds-guard' skipped: no users in training_clusters.json" in run.log
+    assert not sandbox.path("usr/local/sbin/training-clusters-imds").exists()
+    assert not [call for call in run.calls_to("systemctl") if "training-clusters-imds.service" in call]
+
+
+def test_a_failing_imds_guard_fails_the_step(sandbox: Sandbox) -> None:
+    sandbox.write_params(users=USERS)
+
+    run = sandbox.run(STUB_SYSTEMCTL_FAIL="restart training-clusters-imds.service")
+
+    assert_failed_step(run, "imds-guard")
+    assert "step 'slurm-worker' started" not in run.log

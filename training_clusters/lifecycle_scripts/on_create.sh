@@ -23,6 +23,7 @@ source lib/apt_hotfix.sh
 source lib/fsx.sh
 source lib/shared_home.sh
 source lib/users.sh
+source lib/imds.sh
 source lib/docker.sh
 source lib/accounting.sh
 source lib/pam_slurm_adopt.sh
@@ -53,8 +54,10 @@ main() {
 
     if ((${#TC_USERS[@]} > 0)); then
         run_step users tc_setup_users
+        run_step imds-guard tc_setup_imds_guard
     else
         skip_step users "no users in training_clusters.json"
+        skip_step imds-guard "no users in training_clusters.json: only administrators log in"
     fi
 
     if [[ $TC_ENABLE_ENROOT_PYXIS == true ]]; then
