@@ -40,10 +40,17 @@ $(CHECKOV_VENV)/.installed: requirements-checkov.txt
 	touch $@
 
 # The gates' summary: cdk-nag AwsSolutions, cfn-lint and checkov fail it; cdk-nag NIST 800-53 R5 informs.
+# A synth that wrote no assembly (a refused environment file, a crash) shows its own error instead, without
+# npm's and the CDK CLI's noise, and fails; cdk.out.log keeps everything synth printed.
 synth: bootstrap
-	rm -rf cdk.out
-	$(BIN)/npx cdk synth --quiet --no-notices --output cdk.out $(if $(ENV),-c environment=$(ENV)) \
+	@rm -rf cdk.out
+	@$(BIN)/npx cdk synth --quiet --no-notices --output cdk.out $(if $(ENV),-c environment=$(ENV)) \
 		> cdk.out.log 2>&1; status=$$?; \
+	if [ $$status -ne 0 ] && [ ! -f cdk.out/manifest.json ]; then \
+		grep -v -e '^$$' -e '^npm warn ' -e ': Subprocess exited with error [0-9]*$$' cdk.out.log \
+			| tail -n 40 >&2; \
+		exit $$status; \
+	fi; \
 	grep -v -e '^$$' cdk.out.log | grep -iE 'error|fail' | head -40; \
 	TRAINING_CLUSTERS_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov \
 		$(BIN)/python -m training_clusters.report cdk.out || exit 1; exit $$status

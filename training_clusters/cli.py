@@ -9,10 +9,12 @@
     training-clusters catalog
     training-clusters schema > environments/schema.json
 
-Every command prints a table for people or, with ``--output json``, one JSON document for scripts.
-Exit status: 0 success, 1 a check failed (preflight), 2 a bad environment file or command line — always
-one line on standard error (``error: ...``), never a traceback: a missing input, an output directory that
-does not exist, a file where a directory is wanted, a path that cannot be written.
+Every command prints a table for people or, with ``--output json`` (before or after the command's name),
+one JSON document for scripts. Exit status: 0 success, 1 a check failed (preflight), 2 a bad environment
+file or command line, or no AWS credentials for a command that asks AWS — always one line on standard
+error (``error: ...``), never a traceback: a missing input, an output directory that does not exist, a
+file where a directory is wanted, a path that cannot be written. A reader that stops early (``| head``)
+ends the script quietly with status 1, as Python's documentation suggests ("Note on SIGPIPE").
 """
 
 from __future__ import annotations
@@ -21,19 +23,44 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 from training_clusters.acceptance.dcgm import DCGM_LEVELS, DEFAULT_DCGM_LEVEL
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
-from training_clusters.errors import ConfigurationError, bounded
+from training_clusters.errors import ConfigurationError, bounded, excerpt
 from training_clusters.rules.regions import region_shape_problem, unknown_region_problem
 from training_clusters.tables import text_table
 from training_clusters.yaml_file import regular_file_problem
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+OUTPUTS = ("table", "json")
+DISTRIBUTION = "cdk-training-clusters"
+
+#: What ``--help`` shows, per command (each command's ``--help`` shows its own); tests/cli/test_cli.py parses
+#: every one, so they stay valid command lines.
+EXAMPLES: Mapping[str, tuple[str, ...]] = {
+    "preflight": (
+        "training-clusters preflight environments/eks-g5-efa.yaml --profile dev",
+        "training-clusters preflight environments/eks-g5-efa.yaml --output json > preflight.json",
+    ),
+    "render-pcluster": (
+        "training-clusters render-pcluster environments/parallelcluster-c5n.yaml -o cluster-config.yaml",
+        "training-clusters render-pcluster environments/parallelcluster-c5n.yaml --deployed -o cluster-config.yaml",
+    ),
+    "acceptance": ("training-clusters acceptance environments/parallelcluster-c5n.yaml -d acceptance/",),
+    "diagram": (
+        "training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg",
+        "training-clusters diagram --assembly cdk.out --stack training-eks-p5-efa -o eks-p5-efa.png",
+    ),
+    "catalog": ("training-clusters catalog --output json",),
+    "schema": ("training-clusters schema > environments/schema.json",),
+}
+_CONVENTIONS = """Every command takes --output json, before or after its name. Exit status: 0 ok, 1 a check failed,
+2 a bad file, path or command line, or no AWS credentials (one line on standard error)."""
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
@@ -45,6 +72,8 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
     except ConfigurationError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # the reader left (| head): console() ends quietly
+        raise
     except OSError as error:  # a path that passed the checks below, then failed when used (e.g. no space)
         where = f"{error.filename}: " if error.filename else ""
         print(f"error: {where}{error.strerror or error}", file=sys.stderr)
@@ -70,8 +99,12 @@ def _preflight(args: argparse.Namespace, out: TextIO) -> int:
             raise ConfigurationError(f"{args.file}: --region: {problem}")
     try:
         session = boto3.session.Session(profile_name=args.profile, region_name=region)
+        credentials = session.get_credentials()
+        if credentials is None:
+            raise _no_credentials(args.profile, region, region_given=bool(args.region))
+        credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         checks = preflight(config, AwsClients.from_session(session, region))
-    except BotoCoreError as error:  # no credentials, unknown profile, no network
+    except BotoCoreError as error:  # unknown profile, credentials that cannot be loaded, no network
         raise ConfigurationError(f"cannot reach AWS in {region}: {_aws_problem(error)}") from None
     failed = [check for check in checks if not check.passed]
     if args.output == "json":
@@ -92,6 +125,19 @@ def _preflight(args: argparse.Namespace, out: TextIO) -> int:
         )
         print(f"\n{args.file} in {region}: {verdict}", file=out)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _no_credentials(profile: str | None, region: str, *, region_given: bool) -> ConfigurationError:
+    """One line saying what preflight needs: a profile or credentials, the region, the actions it calls."""
+    from training_clusters.preflight import REQUIRED_IAM_ACTIONS
+
+    found = f"found none for profile {excerpt(profile)}" if profile else "found none"
+    where = "--region" if region_given else "the file's region; --region R for another"
+    return ConfigurationError(
+        f"preflight needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) or "
+        "credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed the read-only "
+        f"actions {', '.join(REQUIRED_IAM_ACTIONS)} in {region} ({where})"
+    )
 
 
 def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
@@ -340,6 +386,7 @@ class _Parser(argparse.ArgumentParser):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("allow_abbrev", False)
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)  # examples as written
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
@@ -361,22 +408,43 @@ def _json(out: TextIO, document: Any) -> None:
     out.write("\n")
 
 
+def _examples(*commands: str) -> str:
+    return "examples:\n" + "".join(f"  {example}\n" for name in commands for example in EXAMPLES[name])
+
+
+def _version() -> str:
+    try:
+        return version(DISTRIBUTION)
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
-        prog="training-clusters", description="Check, render and verify cdk-training-clusters environments."
+        prog="training-clusters",
+        description="Check, render and verify cdk-training-clusters environments.",
+        epilog=f"{_examples(*EXAMPLES)}\n{_CONVENTIONS}",
     )
-    parser.add_argument("--output", choices=("table", "json"), default="table", help="default: table")
+    parser.add_argument("--output", choices=OUTPUTS, default="table", help="default: table")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    # each command takes --output too; given there, it overrides the one before the command's name
+    output = _Parser(add_help=False)
+    output.add_argument("--output", choices=OUTPUTS, default=argparse.SUPPRESS, help="default: table")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    command = commands.add_parser(
-        "preflight", help="check quotas, offerings, EFA and FSx limits before deploy"
-    )
+    def add_command(name: str, summary: str) -> argparse.ArgumentParser:
+        added: argparse.ArgumentParser = commands.add_parser(
+            name, help=summary, parents=[output], epilog=_examples(name)
+        )
+        return added
+
+    command = add_command("preflight", "check quotas, offerings, EFA and FSx limits before deploy")
     command.add_argument("file", type=_input_file, help="environment file")
     command.add_argument("--region", type=_region, help="default: the file's region")
     command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
     command.set_defaults(command=_preflight)
 
-    command = commands.add_parser("render-pcluster", help="the ParallelCluster cluster-config.yaml")
+    command = add_command("render-pcluster", "the ParallelCluster cluster-config.yaml")
     command.add_argument("file", type=_input_file, help="environment file with a parallelcluster section")
     command.add_argument(
         "-o", "--output-file", type=_output_file, help="write it here; default: standard output"
@@ -389,7 +457,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.set_defaults(command=_render_pcluster)
 
-    command = commands.add_parser("acceptance", help="write the EFA / NCCL / DCGM verification jobs")
+    command = add_command("acceptance", "write the EFA / NCCL / DCGM verification jobs")
     command.add_argument("file", type=_input_file, help="environment file")
     command.add_argument(
         "-d", "--directory", type=_output_dir, help="default: acceptance/<environment> (made if missing)"
@@ -403,7 +471,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.set_defaults(command=_acceptance)
 
-    command = commands.add_parser("diagram", help="draw what an environment synthesizes (SVG, PNG, Mermaid)")
+    command = add_command("diagram", "draw what an environment synthesizes (SVG, PNG, Mermaid)")
     command.add_argument("file", nargs="?", type=_input_file, help="environment file (or --assembly)")
     command.add_argument(
         "-o",
@@ -418,10 +486,10 @@ def _parser() -> argparse.ArgumentParser:
     command.add_argument("--stack", help="the stack of --assembly to draw; default: its only stack")
     command.set_defaults(command=_diagram)
 
-    command = commands.add_parser("catalog", help="the instance-type facts the library uses")
+    command = add_command("catalog", "the instance-type facts the library uses")
     command.set_defaults(command=_catalog)
 
-    command = commands.add_parser("schema", help="JSON Schema of the environment file")
+    command = add_command("schema", "JSON Schema of the environment file")
     command.set_defaults(command=_schema)
     return parser
 
@@ -429,10 +497,15 @@ def _parser() -> argparse.ArgumentParser:
 def console() -> None:
     """Entry point of the ``training-clusters`` script."""
     try:
-        sys.exit(main())
-    except BrokenPipeError:  # piped into head & co.
-        sys.stderr.close()
-        sys.exit(EXIT_OK)
+        status = main()
+        sys.stdout.flush()  # a reader that left early is found here, not in Python's flush at exit
+    except BrokenPipeError:
+        # Python's "Note on SIGPIPE" (signal module): piped into head & co., which stopped reading. Standard
+        # output goes to /dev/null so the flush at exit cannot fail again; quietly, status 1.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(EXIT_FAILED)
+    sys.exit(status)
 
 
 if __name__ == "__main__":

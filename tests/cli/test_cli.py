@@ -11,8 +11,10 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -138,6 +140,9 @@ def _canned(monkeypatch: pytest.MonkeyPatch, checks: list[preflight.Check]) -> l
     monkeypatch.setattr(
         preflight.AwsClients, "from_session", classmethod(lambda cls, session, region: region)
     )
+    monkeypatch.delenv("AWS_PROFILE", raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")  # credentials, so preflight goes on to ask
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
     return calls
 
 
@@ -171,6 +176,77 @@ def test_preflight_pass_exits_0_and_json_is_machine_readable(monkeypatch: pytest
     assert status == 0
     assert (result["passed"], result["region"]) == (True, "us-east-1")
     assert result["checks"][0]["available"] == "64 vCPUs"
+
+
+#: Where botocore looks for credentials besides the two files (which the test points at empty ones).
+CREDENTIAL_VARIABLES = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_SECURITY_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_ROLE_ARN",
+)
+
+
+@pytest.fixture
+def aws_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """No credentials anywhere botocore looks, nothing it could reach to get some; the config file (empty
+    but for a profile ``dev`` without credentials) is returned for a test to add profiles to."""
+    for name in CREDENTIAL_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    config, credentials = tmp_path / "config", tmp_path / "credentials"
+    config.write_text("[profile dev]\nregion = us-east-1\n")
+    credentials.write_text("")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(credentials))
+    monkeypatch.setenv("HOME", str(tmp_path))  # no cached SSO token either (~/.aws/sso/cache)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no instance metadata service to wait for
+    return config
+
+
+@pytest.mark.parametrize(
+    ("options", "found"),
+    [([], "found none"), (["--profile", "dev"], "found none for profile 'dev'")],
+    ids=["default chain", "profile without credentials"],
+)
+def test_preflight_without_credentials_says_what_it_needs_in_one_line_and_exits_2(
+    options: list[str], found: str, aws_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), *options)
+
+    err = capsys.readouterr().err
+    assert (status, out) == (2, "")
+    assert err == (
+        f"error: preflight needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) "
+        "or credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed the "
+        f"read-only actions {', '.join(preflight.REQUIRED_IAM_ACTIONS)} in us-east-1 (the file's region; "
+        "--region R for another)\n"
+    )
+
+
+def test_preflight_with_credentials_that_cannot_be_loaded_says_so_in_one_line_and_exits_2(
+    aws_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An SSO profile whose token was never fetched (``aws sso login``): botocore defers loading its
+    credentials to the first call; preflight loads them before any check."""
+    with aws_config.open("a") as config:
+        config.write(
+            "[profile sso]\nsso_start_url = https://example.awsapps.com/start\nsso_region = us-east-1\n"
+            "sso_account_id = 111111111111\nsso_role_name = ReadOnly\n"
+        )
+
+    status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--profile", "sso")
+
+    assert (status, out) == (2, "")
+    assert capsys.readouterr().err == (
+        "error: cannot reach AWS in us-east-1: Error loading SSO Token: Token for "
+        "https://example.awsapps.com/start does not exist\n"
+    )
 
 
 def test_the_console_script_is_installed() -> None:
@@ -327,17 +403,13 @@ def test_a_bad_path_is_one_line_and_exit_2(
 # untrusted command lines: one line, exit 2, never a traceback
 
 
-def test_an_option_is_never_taken_for_a_longer_one_it_begins(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """``--output json`` after the command is not ``--output-file json`` (argparse's prefix matching)."""
-    monkeypatch.chdir(tmp_path)
-    status, out = run("render-pcluster", str(VALID_ENVIRONMENT), "--output", "json")
-    err = capsys.readouterr().err
-    assert (status, out) == (2, "")
-    assert err.startswith("error: ") and err.count("\n") == 1 and "--output" in err, err
-    assert not (tmp_path / "json").exists()
+def test_an_option_is_never_taken_for_a_longer_one_it_begins() -> None:
+    """``--output json`` after the command is ``--output``, not ``--output-file json`` (argparse's prefix
+    matching), and an abbreviation is refused before or after the command."""
+    args = cli._parser().parse_args(["render-pcluster", str(VALID_ENVIRONMENT), "--output", "json"])
+    assert (args.output, args.output_file) == ("json", None)
     assert run("--out", "json", "catalog")[0] == 2
+    assert run("catalog", "--out", "json")[0] == 2
 
 
 @pytest.mark.parametrize(
@@ -382,3 +454,106 @@ def test_preflight_checks_the_file_name_as_every_command_does(
     err = capsys.readouterr().err
     assert (status, out) == (2, "")
     assert "the file name '1 g5' names the environment and its stack" in err and err.count("\n") == 1
+
+
+# --------------------------------------------------------------------------------------------------
+# console-script conventions: --output after the command, --version, a closed pipe, examples in --help
+
+
+SCRIPT = Path(sys.executable).parent / "training-clusters"
+
+
+def test_version_is_the_package_version(capsys: pytest.CaptureFixture[str]) -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--version"])
+    assert (exited.value.code, capsys.readouterr().out) == (0, f"training-clusters {project['version']}\n")
+
+
+@pytest.mark.parametrize("command", ["schema", "catalog"])
+def test_a_reader_that_stops_early_ends_the_script_quietly(command: str) -> None:
+    """``training-clusters schema | head -n 1``: once head has exited, each write to the pipe fails (EPIPE).
+    The reading end is closed before the script starts, so the pipe is broken whatever its size (the schema
+    fills a pipe's buffer, the catalogue does not: it fails when standard output is flushed). Python's
+    "Note on SIGPIPE": no message, status 1."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [str(SCRIPT), command], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=60
+        )
+    finally:
+        os.close(write_end)
+    assert (result.returncode, result.stderr) == (1, "")
+
+
+def _help(*argv: str, capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        cli.main([*argv, "--help"])
+    assert exited.value.code == 0
+    return capsys.readouterr().out
+
+
+def test_help_ends_with_examples_and_the_exit_statuses(capsys: pytest.CaptureFixture[str]) -> None:
+    assert _help(capsys=capsys).endswith(
+        """examples:
+  training-clusters preflight environments/eks-g5-efa.yaml --profile dev
+  training-clusters preflight environments/eks-g5-efa.yaml --output json > preflight.json
+  training-clusters render-pcluster environments/parallelcluster-c5n.yaml -o cluster-config.yaml
+  training-clusters render-pcluster environments/parallelcluster-c5n.yaml --deployed -o cluster-config.yaml
+  training-clusters acceptance environments/parallelcluster-c5n.yaml -d acceptance/
+  training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg
+  training-clusters diagram --assembly cdk.out --stack training-eks-p5-efa -o eks-p5-efa.png
+  training-clusters catalog --output json
+  training-clusters schema > environments/schema.json
+
+Every command takes --output json, before or after its name. Exit status: 0 ok, 1 a check failed,
+2 a bad file, path or command line, or no AWS credentials (one line on standard error).
+"""
+    )
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_each_command_help_ends_with_its_examples(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    examples = cli.EXAMPLES[name]
+    assert examples and all(e.startswith(f"training-clusters {name} ") for e in examples)
+    assert _help(name, capsys=capsys).endswith(
+        "examples:\n" + "".join(f"  {example}\n" for example in examples)
+    )
+
+
+def test_every_example_is_a_valid_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each example parses (its paths checked as they would be), in a directory holding environments/ and a
+    cloud assembly; a shell redirection or pipe ends the command line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "environments").symlink_to(ENVIRONMENTS)
+    (tmp_path / "cdk.out").mkdir()
+    assert set(cli.EXAMPLES) == set(_commands())
+    for name, examples in cli.EXAMPLES.items():
+        for example in examples:
+            program, *argv = shlex.split(re.split(r" [|>] ", example)[0])
+            args = cli._parser().parse_args(argv)
+            assert (program, args.command) == ("training-clusters", _commands()[name].get_default("command"))
+
+
+@pytest.mark.parametrize("name", sorted(_commands()))
+def test_output_is_taken_before_or_after_the_command(name: str) -> None:
+    required = [
+        str(VALID_ENVIRONMENT)
+        for action in _commands()[name]._actions
+        if not action.option_strings and action.nargs != "?"
+    ]
+    argv = [name, *required]
+    parse = cli._parser().parse_args
+    chosen = [
+        parse(argv).output,
+        parse(["--output", "json", *argv]).output,
+        parse([*argv, "--output", "json"]),
+    ]
+    assert [chosen[0], chosen[1], chosen[2].output] == ["table", "json", "json"]
+
+
+def test_catalog_gives_the_same_json_with_output_after_the_command() -> None:
+    before, after = run("--output", "json", "catalog"), run("catalog", "--output", "json")
+    assert after == before and before[0] == 0
+    assert json.loads(before[1])

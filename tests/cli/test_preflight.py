@@ -7,6 +7,8 @@ No CDK here: these tests stay fast.
 
 from __future__ import annotations
 
+import inspect
+import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -19,8 +21,10 @@ import yaml
 from botocore.exceptions import NoCredentialsError
 from botocore.stub import Stubber
 
+from training_clusters import preflight as preflight_module
 from training_clusters.config import EnvironmentConfig, load_environment, parse_environment
 from training_clusters.preflight import (
+    REQUIRED_IAM_ACTIONS,
     AwsClients,
     Capacity,
     Check,
@@ -704,6 +708,20 @@ def test_aws_errors_become_failed_checks_naming_the_call_and_the_permission() ->
     assert offering_error.check == "EC2 instance-type offerings"
     assert "ec2:DescribeInstanceTypeOfferings failed with UnauthorizedOperation" in offering_error.available
     assert offering_error.remedy.startswith("allow ec2:DescribeInstanceTypeOfferings to the caller")
+
+
+def test_the_required_actions_are_exactly_the_operations_preflight_calls() -> None:
+    """REQUIRED_IAM_ACTIONS (what the console script and README say preflight needs) against preflight's
+    source: every operation of its clients' services whose method it calls (``.describe_instance_types(``)
+    or whose name it passes to a paginator (``"describe_instance_type_offerings"``)."""
+    source = inspect.getsource(preflight_module)
+    called = {
+        f"{client.meta.service_model.signing_name}:{operation}"
+        for client in vars(Account().clients).values()
+        for method, operation in client.meta.method_to_api_mapping.items()
+        if re.search(rf"\.{method}\(|\"{method}\"", source)
+    }
+    assert sorted(called) == sorted(REQUIRED_IAM_ACTIONS)
 
 
 def test_missing_credentials_become_a_failed_check() -> None:
