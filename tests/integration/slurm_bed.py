@@ -21,6 +21,10 @@ the lifecycle scripts themselves. What is emulated, because it cannot run here:
   ``CgroupPlugin=disabled``). HyperPod's own defaults are ``task/none`` as well.
 - **Secrets Manager** (``aws`` on the controller answers ``get-secret-value`` from a file) and **Aurora**
   (a MariaDB node of the bed).
+- **ParallelCluster's AMI layout** (:meth:`Node.lay_out_parallelcluster_ami`, used by parallelcluster_bed.py,
+  whose docstring says what else of ParallelCluster it emulates): Slurm's client commands only under
+  ``/opt/slurm/bin``, the cookbook's ``slurmctld`` / ``slurmd`` units, and ``/opt/slurm`` shared from the head
+  node (a bind mount standing in for NFS).
 
 Needs root, ``systemd-nspawn``, ``ip`` and overlayfs; ``make integration`` builds the root.
 """
@@ -76,6 +80,53 @@ LimitNOFILE=65536
 WantedBy=multi-user.target
 """
 
+#: ParallelCluster's slurmctld unit, as the cookbook renders it with install_dir /opt/slurm
+#: (aws/aws-parallelcluster-cookbook cookbooks/aws-parallelcluster-slurm/templates/default/slurm/head_node/
+#: slurmctld.service.erb).
+PCLUSTER_SLURMCTLD_UNIT = """\
+[Unit]
+Description=Slurm controller daemon
+After=network-online.target munge.service remote-fs.target
+Wants=network-online.target
+ConditionPathExists=/opt/slurm/etc/slurm.conf
+
+[Service]
+Type=simple
+EnvironmentFile=-/etc/sysconfig/slurmctld
+ExecStart=/opt/slurm/sbin/slurmctld -D -s $SLURMCTLD_OPTIONS
+ExecReload=/bin/kill -HUP $MAINPID
+LimitNOFILE=562930
+LimitMEMLOCK=infinity
+LimitSTACK=infinity
+
+[Install]
+WantedBy=multi-user.target
+"""
+
+#: ParallelCluster's slurmd unit (the same cookbook, templates/default/slurm/compute/slurmd.service.erb); the
+#: node name comes from /etc/sysconfig/slurmd (SLURMD_OPTIONS='-N <name>', written by finalize_compute.rb).
+PCLUSTER_SLURMD_UNIT = """\
+[Unit]
+Description=Slurm node daemon
+After=munge.service network-online.target remote-fs.target
+Wants=network-online.target
+ConditionPathExists=/opt/slurm/etc/slurm.conf
+
+[Service]
+Type=simple
+EnvironmentFile=-/etc/sysconfig/slurmd
+ExecStart=/opt/slurm/sbin/slurmd -D -s $SLURMD_OPTIONS
+ExecReload=/bin/kill -HUP $MAINPID
+KillMode=process
+LimitNOFILE=131072
+LimitMEMLOCK=infinity
+LimitSTACK=infinity
+Delegate=yes
+
+[Install]
+WantedBy=multi-user.target
+"""
+
 
 def slurm_root() -> Path:
     return Path(os.environ.get("TC_SLURM_ROOT", REPO / ".cache" / "slurm-root"))
@@ -89,8 +140,29 @@ def missing_prerequisites() -> str | None:
         if shutil.which(tool) is None:
             return f"the real-Slurm bed needs {tool}"
     if not (slurm_root() / ".tc-slurm-root-ready").is_file():
-        return f"no Slurm root at {slurm_root()}: run `make integration` (tests/integration/build_slurm_root.sh)"
+        return (
+            f"no Slurm root at {slurm_root()}: run `make integration` (tests/integration/build_slurm_root.sh)"
+        )
     return None
+
+
+def slurm_client_commands(root: Path) -> list[str]:
+    """Every command of the root's Debian slurm-client package, by name (it puts them in /usr/bin)."""
+    listed = (root / "var" / "lib" / "dpkg" / "info" / "slurm-client.list").read_text().split()
+    return sorted(
+        path.rsplit("/", 1)[1] for path in listed if path.startswith("/usr/bin/") and path != "/usr/bin"
+    )
+
+
+def slurm_version_number(root: Path) -> int:
+    """The root's Slurm as Slurm's SLURM_VERSION_NUMBER: 24.11.5 is (24 << 16) + (11 << 8) + 5."""
+    status = (root / "var" / "lib" / "dpkg" / "status").read_text()
+    for stanza in status.split("\n\n"):
+        if "Package: slurm-client\n" in stanza + "\n":
+            version = next(line.split()[1] for line in stanza.splitlines() if line.startswith("Version:"))
+            major, minor, micro = (int(part) for part in version.split("-")[0].split(".")[:3])
+            return (major << 16) + (minor << 8) + micro
+    raise KeyError("slurm-client")
 
 
 def node_name(ip: str) -> str:
@@ -126,13 +198,15 @@ def hyperpod_slurm_conf(controller_ip: str, partitions: dict[str, list[str]], *,
         "KillWait=5",
         "MinJobAge=300",
     ]
-    for partition, ips in partitions.items():
+    for ips in partitions.values():
         for ip in ips:
             lines.append(f"NodeName={node_name(ip)} NodeAddr={ip} CPUs=1 State=UNKNOWN")
     default = True
     for partition, ips in partitions.items():
         nodes = ",".join(node_name(ip) for ip in ips)
-        lines.append(f"PartitionName={partition} Nodes={nodes} Default={'YES' if default else 'NO'} MaxTime=INFINITE")
+        lines.append(
+            f"PartitionName={partition} Nodes={nodes} Default={'YES' if default else 'NO'} MaxTime=INFINITE"
+        )
         default = False
     return "\n".join(lines) + "\n" + extra
 
@@ -163,10 +237,14 @@ def resource_config(groups: dict[str, list[str]]) -> dict[str, object]:
     }
 
 
-def run(command: list[str], *, check: bool = True, timeout: float = 60, **kwargs: object) -> subprocess.CompletedProcess[str]:
+def run(
+    command: list[str], *, check: bool = True, timeout: float = 60, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(command, capture_output=True, text=True, timeout=timeout, **kwargs)  # type: ignore[call-overload]
     if check and result.returncode != 0:
-        raise RuntimeError(f"{shlex.join(command)} exited {result.returncode}: {result.stdout}{result.stderr}")
+        raise RuntimeError(
+            f"{shlex.join(command)} exited {result.returncode}: {result.stdout}{result.stderr}"
+        )
     return result
 
 
@@ -180,6 +258,8 @@ class Node:
     process: subprocess.Popen[bytes] | None = None
     leader: int = 0
     console: Path | None = None
+    #: Host folders bound into the node when it boots (inside path -> host path), e.g. a shared file system.
+    binds: dict[str, Path] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -229,19 +309,54 @@ class Node:
             (self.path(f"/opt/slurm/{folder}")).mkdir(parents=True, exist_ok=True)
             for command in names:
                 self.path(f"/opt/slurm/{folder}/{command}").symlink_to(f"{source}/{command}")
-        etc = self.path("/etc/slurm")
-        shutil.rmtree(etc)
-        self.path("/opt/slurm/etc").mkdir(parents=True, exist_ok=True)
-        etc.symlink_to("/opt/slurm/etc")
+        self._etc_slurm_in_opt()
         self.write("/opt/slurm/etc/slurm.conf", AMI_PLACEHOLDER_SLURM_CONF)
         self.write("/etc/systemd/system/slurmd.service", AMI_SLURMD_UNIT)
         self.write("/etc/systemd/system/slurmctld.service", AMI_SLURMCTLD_UNIT)
         self.write("/etc/systemd/system/slurmdbd.service", AMI_SLURMDBD_UNIT)
+        self._slurm_spools("/var/spool/slurmctld", "/var/spool/slurmd")
+        self.write("/opt/ml/config/resource_config.json", json.dumps(resource_config_json, indent=2))
+
+    def lay_out_parallelcluster_ami(self, *, head_node: Node | None = None) -> None:
+        """Slurm as ParallelCluster's AMI and cookbook give a node (emulated); HEAD_NODE shares its /opt/slurm.
+
+        The cookbook builds Slurm into /opt/slurm (install_dir, aws-parallelcluster-environment/attributes/
+        environment.rb) and shares that folder from the head node with every other node over NFS
+        (internal_shared_dirs, same file). Here the head node gets Slurm's client commands moved from Debian's
+        /usr/bin to /opt/slurm/bin, so none is on any PATH, and links to Debian's daemons in /opt/slurm/sbin
+        (Debian's slurmd starts /usr/sbin/slurmstepd, a path built into it); a node given HEAD_NODE has the
+        head node's /opt/slurm bound in at boot (for NFS) and no client command of its own. Both get
+        /etc/slurm -> /opt/slurm/etc (Debian's binaries read /etc/slurm), the cookbook's units and spools.
+        """
+        clients = slurm_client_commands(self.bed.root)
+        if head_node is None:
+            self.path("/opt/slurm/bin").mkdir(parents=True, exist_ok=True)
+            for command in clients:
+                os.rename(self.path(f"/usr/bin/{command}"), self.path(f"/opt/slurm/bin/{command}"))
+            self.path("/opt/slurm/sbin").mkdir(parents=True, exist_ok=True)
+            for daemon in SLURM_SBIN:
+                self.path(f"/opt/slurm/sbin/{daemon}").symlink_to(f"/usr/sbin/{daemon}")
+        else:
+            for command in clients:
+                self.path(f"/usr/bin/{command}").unlink()
+            self.binds["/opt/slurm"] = head_node.path("/opt/slurm")
+        self._etc_slurm_in_opt()
+        self.write("/etc/systemd/system/slurmctld.service", PCLUSTER_SLURMCTLD_UNIT)
+        self.write("/etc/systemd/system/slurmd.service", PCLUSTER_SLURMD_UNIT)
+        # StateSaveLocation and SlurmdSpoolDir of the cookbook's slurm.conf.erb
+        self._slurm_spools("/var/spool/slurm.state", "/var/spool/slurmd")
+
+    def _etc_slurm_in_opt(self) -> None:
+        etc = self.path("/etc/slurm")
+        shutil.rmtree(etc)
+        self.path("/opt/slurm/etc").mkdir(parents=True, exist_ok=True)
+        etc.symlink_to("/opt/slurm/etc")
+
+    def _slurm_spools(self, *spools: str) -> None:
         slurm_uid, slurm_gid = self.bed.ids("slurm")
-        for spool in ("/var/spool/slurmctld", "/var/spool/slurmd"):
+        for spool in spools:
             self.path(spool).mkdir(parents=True, exist_ok=True)
             os.chown(self.path(spool), slurm_uid, slurm_gid)
-        self.write("/opt/ml/config/resource_config.json", json.dumps(resource_config_json, indent=2))
 
     def upload_lifecycle(self, params: dict[str, object], settings: dict[str, object]) -> None:
         """The lifecycle folder as HyperPod downloads it: our scripts plus the two generated files."""
@@ -254,10 +369,20 @@ class Node:
         self.console = self.base / "console.log"
         with self.console.open("wb") as out:
             self.process = subprocess.Popen(
-                ["systemd-nspawn", "-b", "-D", str(self.merged), f"--machine={self.name}",
-                 f"--hostname={self.name}", "--register=no", "--keep-unit",
-                 f"--network-namespace-path=/run/netns/{self.netns}", "--console=pipe",
-                 "--capability=CAP_NET_ADMIN"],  # fmt: skip
+                [
+                    "systemd-nspawn",
+                    "-b",
+                    "-D",
+                    str(self.merged),
+                    f"--machine={self.name}",
+                    f"--hostname={self.name}",
+                    "--register=no",
+                    "--keep-unit",
+                    f"--network-namespace-path=/run/netns/{self.netns}",
+                    "--console=pipe",
+                    "--capability=CAP_NET_ADMIN",
+                    *(f"--bind={host}:{inside}" for inside, host in self.binds.items()),
+                ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -322,7 +447,13 @@ class Node:
 
     def on_create(self, *, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.Popen[str]:
         """Starts the lifecycle script as HyperPod does (root, its folder, stdin closed); returns at once."""
-        variables = {"PATH": ROOT_PATH, "HOME": "/root", "LANG": "C.UTF-8", **self.bed.script_env, **(env or {})}
+        variables = {
+            "PATH": ROOT_PATH,
+            "HOME": "/root",
+            "LANG": "C.UTF-8",
+            **self.bed.script_env,
+            **(env or {}),
+        }
         command = ["nsenter", "-t", str(self.leader), "-a", "--", "env", "-i",
                    *(f"{key}={value}" for key, value in variables.items()),
                    "bash", f"{LIFECYCLE_ON_NODE}/on_create.sh"]  # fmt: skip
@@ -424,6 +555,7 @@ class Bed:
 
     def agent_writes_slurm_conf(self, controller: Node, text: str, *, after_s: float) -> None:
         """HyperPod's agent writing the cluster's slurm.conf on the controller, AFTER_S seconds from now."""
+
         def write() -> None:
             time.sleep(after_s)
             controller.write("/opt/slurm/etc/slurm.conf", text)
