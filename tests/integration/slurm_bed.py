@@ -175,7 +175,9 @@ def hyperpod_slurm_conf(controller_ip: str, partitions: dict[str, list[str]], *,
 
     The keys HyperPod sets that the lifecycle scripts read (ClusterName, SlurmctldHost with the node
     name and address, configless, one NodeName line per instance with NodeAddr, one partition per
-    worker group); the daemon settings of a minimal working cluster around them.
+    worker group); the daemon settings of a minimal working cluster around them. Nodes are declared
+    with 8 CPUs, which the bed's containers do not have (``SlurmdParameters=config_overrides``), so jobs
+    for a GPU instance (8 tasks per node, one per GPU) fit as they would on it.
     """
     lines = [
         "ClusterName=ml-cluster",
@@ -193,6 +195,7 @@ def hyperpod_slurm_conf(controller_ip: str, partitions: dict[str, list[str]], *,
         "SchedulerType=sched/backfill",
         "MpiDefault=none",
         "ReturnToService=2",
+        "SlurmdParameters=config_overrides",
         "SlurmdTimeout=30",
         "InactiveLimit=0",
         "KillWait=5",
@@ -200,7 +203,7 @@ def hyperpod_slurm_conf(controller_ip: str, partitions: dict[str, list[str]], *,
     ]
     for ips in partitions.values():
         for ip in ips:
-            lines.append(f"NodeName={node_name(ip)} NodeAddr={ip} CPUs=1 State=UNKNOWN")
+            lines.append(f"NodeName={node_name(ip)} NodeAddr={ip} CPUs=8 State=UNKNOWN")
     default = True
     for partition, ips in partitions.items():
         nodes = ",".join(node_name(ip) for ip in ips)
