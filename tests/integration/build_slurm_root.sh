@@ -10,7 +10,7 @@
 set -euo pipefail
 
 root=${1:?usage: build_slurm_root.sh ROOT}
-packages=systemd,systemd-sysv,dbus,iproute2,procps,python3,openssh-client,slurmctld,slurmd,slurmdbd,sackd,slurm-client,munge,mariadb-server,mariadb-client
+packages=systemd,systemd-sysv,dbus,iproute2,iptables,curl,procps,python3,openssh-client,slurmctld,slurmd,slurmdbd,sackd,slurm-client,munge,mariadb-server,mariadb-client
 stamp="trixie ${packages}"
 
 if [[ -f "${root}/.tc-slurm-root-ready" && $(<"${root}/.tc-slurm-root-ready") == "$stamp" ]]; then
