@@ -49,6 +49,7 @@ from tests.integration.parallelcluster_bed import (
 )
 from tests.integration.slurm_bed import REPO, Node, node_name, slurm_root
 from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
+from training_clusters.acceptance.slurm import slurm_plan
 from training_clusters.parallelcluster_actions import PYXIS_SCRIPT, USERS_SCRIPT
 
 pytestmark = pytest.mark.integration
@@ -238,6 +239,21 @@ def test_a_team_user_sbatch_from_the_head_node_runs_on_the_compute_node_as_that_
         f"{HOME_ROOT}/{user.name}",
     ]
     assert (output.stat().st_uid, output.stat().st_gid) == (user.uid, user.primary_gid)
+
+
+def test_the_acceptance_jobs_are_accepted_by_real_sbatch(scenario: Scenario) -> None:
+    """`training-clusters acceptance` sbatch scripts of parallelcluster-team: their queue and their
+    constraint (the instance type, a feature ParallelCluster gives each node) match the bed's node.
+    They ask for two nodes; the bed has one compute node, so -N 1 on the command line."""
+    jobs = slurm_plan(ENVIRONMENT, "parallelcluster-team").jobs
+    assert {job.filename.split("-")[0] for job in jobs} == {"osu"}
+    for job in jobs:
+        assert f"#SBATCH --partition={QUEUE}" in job.content.splitlines()
+        (scenario.cluster.shared / job.filename).write_text(job.content)
+        result = scenario.head.sh(
+            f"cd /tmp && /opt/slurm/bin/sbatch --test-only -N 1 /shared/{job.filename}", check=False
+        )
+        assert result.returncode == 0 and "to start at" in result.stderr, f"{job.filename}: {result.stderr}"
 
 
 def test_srun_from_the_head_node_loads_the_plugin_and_runs_on_the_compute_node(scenario: Scenario) -> None:
