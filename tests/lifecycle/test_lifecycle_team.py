@@ -122,9 +122,8 @@ def test_the_external_database_is_waited_for_and_created(sandbox: Sandbox) -> No
     assert run.returncode == 0, run.output
     mysql = run.calls_to("mysql")
     [defaults] = {call[0] for call in mysql}
-    assert defaults.startswith(
-        f"--defaults-extra-file={sandbox.path('etc/training-clusters/.mysql-client.')}"
-    )
+    assert defaults.startswith(f"--defaults-extra-file={sandbox.path('etc/training-clusters')}/")
+    assert defaults.endswith(".mysql-client")
     assert [call[1:] for call in mysql] == [["--connect-timeout=5", "-N", "-e", "SELECT 1"]] * 3 + [
         ["--connect-timeout=5"]
     ]

@@ -112,7 +112,7 @@ EOF
 tc_mysql_defaults() {
     local host=$1 port=$2 user=$3 password=$4 dir="${TC_ROOT}/etc/training-clusters" file
     tc_mkdir "$dir"
-    file="$(umask 077 && mktemp -p "$dir" .mysql-client.XXXXXX)"
+    file="$(umask 077 && mktemp -p "$dir" --suffix=.mysql-client)"
     password=${password//\\/\\\\}
     password=${password//\"/\\\"}
     printf '[client]\nhost=%s\nport=%s\nuser=%s\npassword="%s"\n' "$host" "$port" "$user" "$password" >"$file"
