@@ -109,7 +109,7 @@ class Cluster:
         out = self.controller.sh("/opt/slurm/bin/sinfo -h -N -o '%N %t'", check=False).stdout
         return dict(line.split() for line in out.splitlines() if line.strip())
 
-    def wait_idle(self, timeout: float = 60) -> None:
+    def wait_idle(self, timeout: float = 180) -> None:
         names = {worker.name for worker in self.workers}
         wait_until(
             "every worker idle",
