@@ -407,6 +407,11 @@ class HyperPodConfig(_Model):
     enable_pam_slurm_adopt: bool = Field(
         default=False, description="Users reach a worker over SSH only while they hold a job on it."
     )
+    team_logins_on_controller: bool = Field(
+        default=False,
+        description="Let the team's users SSH into the controller too. Default: only root and ubuntu log in "
+        "there (it holds Slurm's state and reads the accounting secret).",
+    )
     accounting: Annotated[HyperPodAccounting, _FileChoice(HyperPodAccounting)] = Field(
         default=HyperPodAccounting.NONE,
         description="Slurm accounting (slurmdbd on the controller): none, external (an Aurora MySQL database "

@@ -55,7 +55,7 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
         instance_groups=[CONTROLLER, WORKERS],
         accounting=db,
     )
-    db.connections.allow_default_port_from(team)  # the stack's wiring
+    db.connections.allow_default_port_from(team.controller_connections)  # the stack's wiring
 
     assert team.accounting_database is db
     settings = team.lifecycle_settings["accounting"]
@@ -87,8 +87,71 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
             "FromPort": 3306,
             "ToPort": 3306,
             "GroupId": stack.resolve(db.security_group.security_group_id),
-            "SourceSecurityGroupId": stack.resolve(team.security_group.security_group_id),
+            "SourceSecurityGroupId": stack.resolve(team.controller_security_group.security_group_id),
         },
+    )
+
+
+def test_only_the_controller_carries_the_group_the_database_admits(stack: cdk.Stack) -> None:
+    """HyperPod's OverrideVpcConfig on the controller group alone: the cluster's subnet and groups plus the
+    controller's own; workers (where team users run code) keep the cluster's VpcConfig."""
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, removal_policy="destroy")
+    team = HyperPodCluster(
+        stack,
+        "Team",
+        cluster_name="team",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[CONTROLLER, WORKERS],
+        accounting=db,
+    )
+    assert team.controller_security_group is not None
+    props = _cluster_props(stack)
+    overrides = {g["InstanceGroupName"]: g.get("OverrideVpcConfig") for g in props["InstanceGroups"]}
+    cluster_groups = [stack.resolve(sg.security_group_id) for sg in team.security_groups]
+    assert props["VpcConfig"]["SecurityGroupIds"] == cluster_groups
+    assert overrides == {
+        "controller-machine": {
+            "SecurityGroupIds": [
+                *cluster_groups,
+                stack.resolve(team.controller_security_group.security_group_id),
+            ],
+            "Subnets": props["VpcConfig"]["Subnets"],
+        },
+        "worker-group-1": None,
+    }
+    [controller_group] = [
+        r["Properties"]
+        for r in Template.from_stack(stack).find_resources("AWS::EC2::SecurityGroup").values()
+        if "the Slurm controller" in r["Properties"]["GroupDescription"]
+    ]
+    assert "SecurityGroupIngress" not in controller_group  # it only names the controller
+    # both roles may create the controller's interface with its groups
+    for role in (team.role, team.controller_role):
+        [eni] = [
+            st
+            for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+            if p["Properties"]["Roles"] == [stack.resolve(role.role_name)]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+            if st.get("Sid") == "ManageClusterEnis"
+        ]
+        expected = stack.format_arn(
+            service="ec2", resource="security-group", resource_name=team.controller_security_group.security_group_id
+        )
+        assert stack.resolve(expected) in eni["Resource"]
+
+
+def test_no_controller_group_without_a_database(stack: cdk.Stack) -> None:
+    cluster = build(stack, accounting="local")
+
+    assert cluster.controller_security_group is None
+    assert all("OverrideVpcConfig" not in g for g in _cluster_props(stack)["InstanceGroups"])
+    with pytest.raises(ConfigurationError) as error:
+        cluster.controller_connections  # noqa: B018
+    assert str(error.value) == (
+        "Test/HyperPod: controller_connections exist only with an accounting database "
+        "(accounting=SlurmAccountingDatabase), got accounting LOCAL"
     )
 
 
@@ -326,7 +389,7 @@ def _database_layout(
         instance_groups=[CONTROLLER, WORKERS],
         accounting=db,
     )
-    db.connections.allow_default_port_from(cluster)
+    db.connections.allow_default_port_from(cluster.controller_connections)
     return layout, db, cluster
 
 

@@ -2,7 +2,7 @@
 # Build (once) the Debian root the real-Slurm integration tests boot nodes from:
 #   tests/integration/build_slurm_root.sh ROOT
 # Debian 13 (trixie): Slurm 24.11 (slurmctld, slurmd, sackd, slurmdbd, client commands), munge, MariaDB,
-# systemd, python3 and the tools the lifecycle scripts call. Needs root and network once. The packages'
+# systemd, python3, sshd, openssl and the tools the lifecycle scripts call. Needs root and network once. The packages'
 # own Slurm units are removed and every daemon but munge is disabled: each test node gets the layout of
 # HyperPod's Slurm AMI on top (tests/integration/slurm_bed.py). The root is rebuilt when the package list
 # below changes (its hash is kept in ROOT/.tc-slurm-root-ready). The mirror is this machine's own Debian
@@ -10,7 +10,7 @@
 set -euo pipefail
 
 root=${1:?usage: build_slurm_root.sh ROOT}
-packages=systemd,systemd-sysv,dbus,iproute2,iptables,curl,procps,python3,openssh-client,slurmctld,slurmd,slurmdbd,sackd,slurm-client,munge,mariadb-server,mariadb-client
+packages=systemd,systemd-sysv,dbus,iproute2,iptables,curl,procps,python3,openssh-client,openssh-server,openssl,slurmctld,slurmd,slurmdbd,sackd,slurm-client,munge,mariadb-server,mariadb-client
 stamp="trixie ${packages}"
 
 if [[ -f "${root}/.tc-slurm-root-ready" && $(<"${root}/.tc-slurm-root-ready") == "$stamp" ]]; then

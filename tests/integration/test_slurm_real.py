@@ -294,6 +294,42 @@ def test_metadata_stays_closed_to_users_after_a_reboot(cluster: Cluster, metadat
     cluster.wait_idle()  # slurmd came back with the machine
 
 
+SSH = "ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5"
+
+
+def authorise(key_holder: Node, user: str, home: str, targets: list[Node]) -> None:
+    """USER's public key from KEY_HOLDER in USER's authorized_keys on TARGETS, as the one home on FSx for
+    Lustre gives every node (the bed has no shared file system: each node has its own /home)."""
+    public = key_holder.sh(f"cat {home}/.ssh/id_ed25519.pub").stdout.strip()
+    for target in targets:
+        target.sh(
+            f"install -d -m 700 -o {user} -g {user} {home}/.ssh && "
+            f"printf '%s\\n' '{public}' >>{home}/.ssh/authorized_keys && "
+            f"chown {user}: {home}/.ssh/authorized_keys && chmod 600 {home}/.ssh/authorized_keys"
+        )
+
+
+def test_team_users_cannot_ssh_into_the_controller_but_reach_the_workers(cluster: Cluster) -> None:
+    """Issue 28: the controller (slurmctld's state, the role that reads the accounting secret) admits root
+    and the cluster user over SSH, not the team. Real sshd and PAM (pam_access) on every node."""
+    login, controller, worker = cluster.login, cluster.controller, cluster.workers[0]
+    for node in (login, controller, worker):
+        wait_until(f"sshd on {node.name}", lambda n=node: n.sh("systemctl is-active ssh", check=False).returncode == 0)
+    authorise(login, "alice", "/home/alice", [controller, worker])
+    login.sh("test -f /root/.ssh/id_ed25519 || ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519")
+    authorise(login, "root", "/root", [controller])
+
+    to_worker = login.sh(f"{SSH} {WORKER_IPS[0]} hostname", user="alice", check=False)
+    to_controller = login.sh(f"{SSH} {CONTROLLER_IP} hostname", user="alice", check=False)
+    root_to_controller = login.sh(f"{SSH} {CONTROLLER_IP} hostname", check=False)
+
+    assert (to_worker.returncode, to_worker.stdout.strip()) == (0, worker.name), to_worker.stderr
+    assert to_controller.returncode == 255 and to_controller.stdout == "", to_controller.stderr
+    assert (root_to_controller.returncode, root_to_controller.stdout.strip()) == (0, controller.name)
+    journal = controller.sh("journalctl -u ssh --no-pager -o cat").stdout
+    assert "Access denied for user alice by PAM account configuration" in journal
+
+
 @pytest.mark.parametrize(
     ("environment", "kinds"),
     [

@@ -658,3 +658,67 @@ def test_a_failing_imds_guard_fails_the_step(sandbox: Sandbox) -> None:
 
     assert_failed_step(run, "imds-guard")
     assert "step 'slurm-worker' started" not in run.log
+
+
+# --- The controller for administrators only (controller-access) ------------------------------------
+# Real sshd refusing a team user there, and letting the same user into a worker, is shown on the real-Slurm
+# bed (tests/integration/test_slurm_real.py).
+
+ADMINS_FILE = "etc/security/training-clusters-admins.conf"
+
+
+def test_the_controller_lets_only_administrators_log_in_over_ssh(sandbox: Sandbox) -> None:
+    sandbox = sandbox.as_role("controller")
+    sandbox.write_params(users=USERS)
+    sandbox.write("etc/pam.d/sshd", SSHD_PAM)
+
+    first = sandbox.run()
+    before = sandbox.snapshot()
+    second = sandbox.run()
+
+    assert first.returncode == 0 and second.returncode == 0, second.output
+    assert conf_lines(sandbox, "etc/pam.d/sshd") == [
+        *SSHD_PAM.splitlines(),
+        "account required pam_access.so accessfile=/etc/security/training-clusters-admins.conf",
+    ]
+    assert conf_lines(sandbox, ADMINS_FILE)[1:] == ["+:root ubuntu:ALL", "-:ALL:ALL"]
+    assert sandbox.path("var/backups/training-clusters/sshd.orig").read_text() == SSHD_PAM
+    assert passwd(sandbox)[0] == "alice:x:2001:2001::/fsx/alice:/bin/bash"  # Slurm still resolves them
+    steps = re.findall(r"step '([\w-]+)' started", first.log)
+    assert steps.index("imds-guard") + 1 == steps.index("controller-access")
+    assert sandbox.snapshot() == before
+
+
+@pytest.mark.parametrize(
+    ("role", "settings", "reason"),
+    [
+        ("login", {"users": USERS}, "runs on the controller only"),
+        ("worker", {"users": USERS}, "runs on the controller only"),
+        ("controller", {}, "no users in training_clusters.json: only administrators log in"),
+        (
+            "controller",
+            {"users": USERS, "team_logins_on_controller": True},
+            "team_logins_on_controller is true: the team logs in here too",
+        ),
+    ],
+)
+def test_team_logins_stay_open_elsewhere(
+    sandbox: Sandbox, role: str, settings: dict[str, Any], reason: str
+) -> None:
+    sandbox = sandbox.as_role(role)
+    sandbox.write_params(**settings)
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert f"step 'controller-access' skipped: {reason}" in run.log
+    assert not sandbox.path(ADMINS_FILE).exists()
+
+
+def test_team_logins_on_controller_must_be_a_flag(sandbox: Sandbox) -> None:
+    sandbox.as_role("controller").write_params(users=USERS, team_logins_on_controller="sometimes")
+
+    run = sandbox.run()
+
+    assert run.returncode != 0
+    assert "team_logins_on_controller must be true or false, got 'sometimes'" in run.output

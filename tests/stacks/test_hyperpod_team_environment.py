@@ -1,4 +1,4 @@
-"""environments/hyperpod-team.yaml: the stack makes the accounting database, opens its port to the cluster only,
+"""environments/hyperpod-team.yaml: the stack makes the accounting database, opens its port to the controller only,
 lets the nodes read its secret only, and hands the team's settings to the lifecycle scripts."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
     return {k: r for k, r in template["Resources"].items() if r["Type"] == kind}
 
 
-def test_the_database_admits_the_cluster_on_3306_only(environment_gates: EnvironmentGates) -> None:
+def test_the_database_admits_the_controller_on_3306_only(environment_gates: EnvironmentGates) -> None:
     stack, _ = environment_gates.get(TEAM)
     template = environment_gates.template(TEAM)
     assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
@@ -32,7 +32,7 @@ def test_the_database_admits_the_cluster_on_3306_only(environment_gates: Environ
             "FromPort": 3306,
             "ToPort": 3306,
             "GroupId": db_group,
-            "SourceSecurityGroupId": stack.resolve(stack.cluster.security_group.security_group_id),
+            "SourceSecurityGroupId": stack.resolve(stack.cluster.controller_security_group.security_group_id),
             "Description": ingress[0]["Description"],
         }
     ]

@@ -92,6 +92,7 @@ OWNED_KEYS = {
     "accounting": "accounting",
     "users": "users",
     "enable_pam_slurm_adopt": "lifecycle.enable_pam_slurm_adopt",
+    "team_logins_on_controller": "lifecycle.team_logins_on_controller",
 }
 #: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
 USER_STEPS_FOLDER = "user_steps"
@@ -212,6 +213,9 @@ class LifecycleOptions:
         GPU nodes; the DCGM exporter of ``enable_observability`` needs it. Default: False.
     :param enable_pam_slurm_adopt: Users reach a worker over SSH only while they hold a job on it, and their
         session is adopted into the job (``pam_slurm_adopt``, ``PrologFlags=Contain``). Default: False.
+    :param team_logins_on_controller: With ``users``, let the team SSH into the controller too. Default:
+        False: the users exist there (Slurm resolves their names) but sshd lets only root and the cluster
+        user (``ubuntu``) in, since the controller holds slurmctld's state and reads the accounting secret.
     :param extra: More keys: those HyperPod's reference reads go to ``provisioning_parameters.json``, those
         of the shipped scripts (e.g. ``slurm_requeue_exit_codes``) to ``training_clusters.json``; another
         key is an error, unless ``lifecycle_scripts_dir`` replaces the scripts (then it goes to
@@ -225,6 +229,7 @@ class LifecycleOptions:
     extra_steps: Sequence[LifecycleStep] = ()
     enable_docker: bool = False
     enable_pam_slurm_adopt: bool = False
+    team_logins_on_controller: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -247,7 +252,7 @@ class HyperPodCluster(Construct):
     Attributes: ``cluster`` (the L1), ``cluster_name``, ``cluster_arn``, ``role``, ``controller_role``,
     ``accounting_database``, ``users``, ``bucket``,
     ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters``, ``lifecycle_settings``,
-    ``security_group``, ``connections``.
+    ``security_group``, ``connections``, ``controller_security_group``, ``controller_connections``.
     """
 
     def __init__(
@@ -295,8 +300,10 @@ class HyperPodCluster(Construct):
             ``lifecycle.extra_steps``. Default: the scripts shipped in this package.
         :param accounting: Slurm accounting through slurmdbd on the controller: a
             :class:`SlurmAccountingDatabase` (its endpoint, port and user go to the nodes, and the execution
-            role may read its secret; open its port to the cluster in the stack:
-            ``db.connections.allow_default_port_from(cluster)``; the cluster is created after its writer
+            controller's role may read its secret; the controller's interface carries a security group of
+            its own, ``controller_security_group``: open the database's port to it alone in the stack,
+            ``db.connections.allow_default_port_from(cluster.controller_connections)``; the cluster is created
+            after its writer
             instance, through a stack dependency when it lives in another stack), or
             ``HyperPodAccounting.LOCAL`` (MariaDB on the controller). Default: none.
         :param users: The team's Linux users, the same ids on every node, homes on the shared file system.
@@ -329,6 +336,11 @@ class HyperPodCluster(Construct):
         #: Every group the nodes' interfaces carry: the cluster's own and ``additional_security_groups``.
         self.security_groups: list[ec2.ISecurityGroup] = [self.security_group, *additional_security_groups]
         self._connections = ec2.Connections(security_groups=[self.security_group])
+        #: With an accounting database, a group only the controller's interface carries (beside
+        #: ``security_groups``): the database admits it alone. Else None.
+        self.controller_security_group: ec2.SecurityGroup | None = (
+            self._create_controller_security_group(vpc) if self.accounting_database is not None else None
+        )
         self.bucket = bucket or SecureBucket(self, "LifecycleBucket", name_prefix="sagemaker-").bucket
         self.source_s3_uri = f"s3://{self.bucket.bucket_name}/{self.lifecycle_prefix}"
         self.provisioning_parameters = self._provisioning_parameters(lustre, lifecycle, lifecycle_scripts_dir)
@@ -353,6 +365,20 @@ class HyperPodCluster(Construct):
         """The cluster's own security group: rules made through it (``fs.allow_clients_from(cluster)``) never
         touch the additional groups, which may belong to another stack (the network's EFA group)."""
         return self._connections
+
+    @property
+    def controller_connections(self) -> ec2.Connections:
+        """The controller's own security group (made with an accounting database): what slurmdbd connects
+        from, so ``db.connections.allow_default_port_from(cluster.controller_connections)`` opens the
+        database to the controller and to no other node."""
+        if self.controller_security_group is None:
+            raise fail(
+                self.node.path,
+                "controller_connections",
+                "exist only with an accounting database (accounting=SlurmAccountingDatabase), got accounting "
+                f"{self._accounting.name}",
+            )
+        return ec2.Connections(security_groups=[self.controller_security_group])
 
     @property
     def controller_group(self) -> InstanceGroup | None:
@@ -698,6 +724,18 @@ class HyperPodCluster(Construct):
         )
         return group
 
+    def _create_controller_security_group(self, vpc: ec2.IVpc) -> ec2.SecurityGroup:
+        """No rules of its own: the controller's traffic is the cluster group's; this group names the
+        controller, so the accounting database can admit it and not the nodes team users log in to."""
+        group = ec2.SecurityGroup(
+            self,
+            "ControllerSecurityGroup",
+            vpc=vpc,
+            description=f"HyperPod cluster {self.cluster_name}: the Slurm controller (database client)",
+            allow_all_outbound=False,
+        )
+        return group
+
     def _provisioning_parameters(
         self, lustre: LustreMount | None, options: LifecycleOptions, scripts_dir: str | Path | None
     ) -> dict[str, Any]:
@@ -737,6 +775,8 @@ class HyperPodCluster(Construct):
             settings["enable_docker"] = True
         if options.enable_pam_slurm_adopt:
             settings["enable_pam_slurm_adopt"] = True
+        if options.team_logins_on_controller:
+            settings["team_logins_on_controller"] = True
         if self._accounting is HyperPodAccounting.LOCAL:
             settings["accounting"] = {"mode": "local"}
         elif self.accounting_database is not None:
@@ -839,7 +879,7 @@ class HyperPodCluster(Construct):
                         stack.format_arn(
                             service="ec2", resource="security-group", resource_name=sg.security_group_id
                         )
-                        for sg in self.security_groups
+                        for sg in self._interface_groups()
                     ),
                 ],
             )
@@ -937,7 +977,7 @@ class HyperPodCluster(Construct):
             self,
             "Resource",
             cluster_name=self.cluster_name,
-            instance_groups=[self._instance_group_property(g) for g in self.instance_groups],
+            instance_groups=[self._instance_group_property(g, subnet) for g in self.instance_groups],
             node_recovery=node_recovery.value,
             node_provisioning_mode=None
             if self.node_provisioning_mode is None
@@ -968,8 +1008,25 @@ class HyperPodCluster(Construct):
             cluster.node.add_dependency(self.accounting_database.writer)
         return cluster
 
+    def _interface_groups(self) -> list[ec2.ISecurityGroup]:
+        """Every group a node's interface may carry: the cluster's, and the controller's own."""
+        controller = [] if self.controller_security_group is None else [self.controller_security_group]
+        return [*self.security_groups, *controller]
+
+    def _override_vpc_config(
+        self, group: InstanceGroup, subnet: ec2.ISubnet
+    ) -> sagemaker.CfnCluster.VpcConfigProperty | None:
+        """The controller's interface: the cluster's subnet and groups plus the controller's own (HyperPod's
+        ``OverrideVpcConfig`` replaces the cluster's ``VpcConfig`` for one instance group)."""
+        if group.role is not NodeRole.CONTROLLER or self.controller_security_group is None:
+            return None
+        return sagemaker.CfnCluster.VpcConfigProperty(
+            security_group_ids=[sg.security_group_id for sg in self._interface_groups()],
+            subnets=[subnet.subnet_id],
+        )
+
     def _instance_group_property(
-        self, group: InstanceGroup
+        self, group: InstanceGroup, subnet: ec2.ISubnet
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         checks = group.deep_health_checks
         if checks is None:
@@ -987,6 +1044,7 @@ class HyperPodCluster(Construct):
             image_id=group.image_id,
             on_start_deep_health_checks=[str(c) for c in checks] or None,
             training_plan_arn=None if group.capacity is None else group.capacity.training_plan_arn,
+            override_vpc_config=self._override_vpc_config(group, subnet),
         )
 
 

@@ -24,6 +24,7 @@ source lib/fsx.sh
 source lib/shared_home.sh
 source lib/users.sh
 source lib/imds.sh
+source lib/node_access.sh
 source lib/docker.sh
 source lib/accounting.sh
 source lib/pam_slurm_adopt.sh
@@ -58,6 +59,15 @@ main() {
     else
         skip_step users "no users in training_clusters.json"
         skip_step imds-guard "no users in training_clusters.json: only administrators log in"
+    fi
+    if ((${#TC_USERS[@]} == 0)); then
+        skip_step controller-access "no users in training_clusters.json: only administrators log in"
+    elif [[ $TC_ROLE != controller ]]; then
+        skip_step controller-access "runs on the controller only"
+    elif [[ $TC_TEAM_LOGINS_ON_CONTROLLER == true ]]; then
+        skip_step controller-access "team_logins_on_controller is true: the team logs in here too"
+    else
+        run_step controller-access tc_keep_team_off_node
     fi
 
     if [[ $TC_ENABLE_ENROOT_PYXIS == true ]]; then

@@ -62,6 +62,7 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
                 enable_observability=spec.enable_observability,
                 enable_docker=spec.enable_docker,
                 enable_pam_slurm_adopt=spec.enable_pam_slurm_adopt,
+                team_logins_on_controller=spec.team_logins_on_controller,
             ),
             accounting=self.accounting_database or spec.accounting,
             users=[_team_user(u) for u in config.users],
@@ -70,7 +71,8 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.cluster)
         if self.accounting_database is not None:
-            self.accounting_database.connections.allow_default_port_from(self.cluster)
+            # slurmdbd on the controller is the database's only client: team users log in to the others.
+            self.accounting_database.connections.allow_default_port_from(self.cluster.controller_connections)
             self._retain_database_subnets(self.accounting_database)
         self._add_outputs(spec)
 

@@ -35,6 +35,7 @@ TC_ACCOUNTING_DATABASE=""
 TC_USERS=()               # name:uid:gid
 TC_USER_GROUPS=()         # user:group:gid (supplementary groups)
 TC_ENABLE_PAM_SLURM_ADOPT=""
+TC_TEAM_LOGINS_ON_CONTROLLER=""
 
 # Filled by tc_detect_role
 TC_ROLE=""
@@ -65,7 +66,8 @@ tc_preflight() {
         "enable_observability=${TC_ENABLE_OBSERVABILITY} slurm_requeue_exit=${TC_SLURM_REQUEUE_EXIT:-<none>}" \
         "extra_steps=${TC_EXTRA_STEPS[*]:-<none>} enable_docker=${TC_ENABLE_DOCKER}" \
         "accounting=${TC_ACCOUNTING_MODE}${TC_ACCOUNTING_HOST:+ (${TC_ACCOUNTING_HOST}:${TC_ACCOUNTING_PORT})}" \
-        "users=${#TC_USERS[@]} enable_pam_slurm_adopt=${TC_ENABLE_PAM_SLURM_ADOPT}"
+        "users=${#TC_USERS[@]} enable_pam_slurm_adopt=${TC_ENABLE_PAM_SLURM_ADOPT}" \
+        "team_logins_on_controller=${TC_TEAM_LOGINS_ON_CONTROLLER}"
 }
 
 # tc_load_params PARAMS_FILE SETTINGS_FILE: validate provisioning_parameters.json and
@@ -83,7 +85,8 @@ PARAMS = os.path.basename(params_path)
 SETTINGS = os.path.basename(settings_path)
 # provisioning_parameters.json keeps the keys HyperPod's reference scripts read; ours live beside it.
 OURS = ("fsx_mount_dir", "enable_enroot_pyxis", "enable_observability", "slurm_requeue_exit_codes",
-        "extra_steps", "enable_docker", "accounting", "users", "enable_pam_slurm_adopt")
+        "extra_steps", "enable_docker", "accounting", "users", "enable_pam_slurm_adopt",
+        "team_logins_on_controller")
 ROLES = ("controller", "login", "worker")
 
 
@@ -159,6 +162,7 @@ out = {
     "enable_enroot_pyxis": flag("enable_enroot_pyxis", True),
     "enable_docker": flag("enable_docker", False),
     "enable_pam_slurm_adopt": flag("enable_pam_slurm_adopt", False),
+    "team_logins_on_controller": flag("team_logins_on_controller", False),
 }
 if bool(out["fsx_dns_name"]) != bool(out["fsx_mountname"]):
     fail(PARAMS, "fsx_dns_name and fsx_mountname must be given together (or both left out to skip FSx), "
@@ -321,6 +325,7 @@ PY
             extra_step) TC_EXTRA_STEPS+=("$value") ;;
             enable_docker) TC_ENABLE_DOCKER=$value ;;
             enable_pam_slurm_adopt) TC_ENABLE_PAM_SLURM_ADOPT=$value ;;
+            team_logins_on_controller) TC_TEAM_LOGINS_ON_CONTROLLER=$value ;;
             accounting_mode) TC_ACCOUNTING_MODE=$value ;;
             accounting_host) TC_ACCOUNTING_HOST=$value ;;
             accounting_port) TC_ACCOUNTING_PORT=$value ;;
