@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import stat
 import subprocess
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,10 @@ from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAc
 
 from ..conftest import CDK_CONTEXT, REGION, GatedStacks, PinnedStack, gated_stack
 from .parts import SharedLayer
+from .test_session_manager import EVERYTHING_FINDING as SESSION_CHANNELS_FINDING
+from .test_session_manager import EXPECTED as SESSION_MANAGER_STATEMENTS
+from .test_session_manager import INSTANCES_FINDING as SESSION_AGENT_FINDING
+from .test_session_manager import acknowledged_rules, policy_statements
 
 C5N = PcsComputeNodeGroup(name="compute", instance_type="c5n.9xlarge", max_count=2)
 P5 = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", max_count=4)
@@ -113,6 +119,33 @@ def test_cluster_runs_the_chosen_slurm_with_accounting_idle_time_and_custom_sett
             },
         },
     )
+
+
+def docstring_example(cls: type) -> str:
+    """The indented block after ``Example::`` in ``cls``'s docstring, dedented."""
+    doc = inspect.getdoc(cls) or ""
+    block = doc.split("Example::\n\n", 1)[1]
+    lines = []
+    for line in block.splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line)
+    return textwrap.dedent("\n".join(lines))
+
+
+def test_the_docstring_example_builds_a_cluster(parts: Parts) -> None:
+    """Issue 24, item 5: the example named a node group ``p5``, which the 3-25 character rule refuses."""
+    namespace: dict[str, Any] = {
+        "self": parts.stack,
+        "network": parts.network,
+        "placement": parts.placement,
+        "fsx": parts.fsx,
+        "PcsCluster": PcsCluster,
+        "PcsComputeNodeGroup": PcsComputeNodeGroup,
+    }
+    exec(docstring_example(PcsCluster), namespace)
+    cluster: PcsCluster = namespace["cluster"]
+    assert list(cluster.node_groups) == ["p5-nodes", "login"]
 
 
 def test_defaults_are_a_small_cluster_on_slurm_25_11_without_accounting(parts: Parts) -> None:
@@ -474,15 +507,7 @@ def test_instance_profile_role_is_under_aws_pcs_path_and_registers_with_this_clu
             "AssumeRolePolicyDocument": {
                 "Statement": [Match.object_like({"Principal": {"Service": "ec2.amazonaws.com"}})]
             },
-            "ManagedPolicyArns": [
-                Match.object_like(
-                    {
-                        "Fn::Join": Match.array_with(
-                            [Match.array_with([Match.string_like_regexp("AmazonSSMManagedInstanceCore")])]
-                        )
-                    }
-                )
-            ],
+            "ManagedPolicyArns": [_resolve(cluster, cluster.session_manager_policy.managed_policy_arn)],
         },
     )
     template.has_resource_properties(
@@ -505,6 +530,43 @@ def test_instance_profile_role_is_under_aws_pcs_path_and_registers_with_this_clu
         "AWS::PCS::ComputeNodeGroup",
         {"IamInstanceProfileArn": _resolve(cluster, cluster.instance_profile.instance_profile_arn)},
     )
+
+
+def test_nodes_reach_session_manager_through_our_policy_and_read_no_parameter(parts: Parts) -> None:
+    cluster = parts.cluster()
+    stack = cdk.Stack.of(cluster)
+    template = _template(cluster).to_json()
+    (role,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Role" and r["Properties"].get("Path") == INSTANCE_ROLE_PATH
+    ]
+    # the role's one managed policy is ours (no AWS-managed policy, so no AmazonSSMManagedInstanceCore)
+    policy_id = stack.get_logical_id(cluster.session_manager_policy.node.default_child)  # type: ignore[arg-type]
+    assert role["Properties"]["ManagedPolicyArns"] == [{"Ref": policy_id}]
+    assert policy_statements(template, policy_id) == SESSION_MANAGER_STATEMENTS
+    granted = {
+        action
+        for resource in template["Resources"].values()
+        if resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy")
+        for statement in resource["Properties"]["PolicyDocument"]["Statement"]
+        for action in ([statement["Action"]] if isinstance(statement["Action"], str) else statement["Action"])
+    }
+    assert {a for a in granted if a.startswith("ssm:")} == {"ssm:UpdateInstanceInformation"}
+
+
+def test_the_gated_cluster_acknowledges_no_managed_policy_and_only_the_session_wildcards_on_its_policy(
+    gated_stacks: GatedStacks,
+) -> None:
+    assembly = gated_stacks.get("pcs-every-efa-type").assembly
+    assert assembly is not None
+    acknowledged = acknowledged_rules(Path(assembly.directory), "Test")
+    cluster_rules = {
+        rule for path, rules in acknowledged.items() if path.startswith("/Test/Pcs/") for rule in rules
+    }
+    assert not {rule for rule in cluster_rules if "IAM4" in rule}  # no AWS-managed policy left to explain
+    assert acknowledged["/Test/Pcs/SessionManagerPolicy"] == {SESSION_CHANNELS_FINDING, SESSION_AGENT_FINDING}
+    assert "AmazonSSMManagedInstanceCore" not in json.dumps(gated_stacks.template("pcs-every-efa-type"))
 
 
 # --------------------------------------------------------------------------------------------------

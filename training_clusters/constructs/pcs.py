@@ -8,8 +8,10 @@ and the shared FSx for Lustre file system mounted by user data. Queues map Slurm
 a static group of login nodes is where users run ``sbatch``.
 
 Closed by default: nodes live in private subnets and never get a public IP, there is no key pair (SSM
-Session Manager through ``AmazonSSMManagedInstanceCore``), and the only ingress is the Slurm traffic between
-the controller's interface and the nodes (the ports listed in "Security groups in AWS PCS",
+Session Manager, through
+:class:`~training_clusters.constructs.session_manager.SessionManagerPolicy`: the session's actions, no
+parameter reads), and the only ingress is the Slurm traffic between the controller's interface and the
+nodes (the ports listed in "Security groups in AWS PCS",
 https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_sg.html), plus all traffic between
 the nodes themselves (MPI, srun steps; EFA has its own group).
 
@@ -46,10 +48,11 @@ from constructs import Construct
 
 from training_clusters.capacity import Capacity, Orchestrator, from_pcs_purchase_option
 from training_clusters.catalog import InstanceType
-from training_clusters.compliance import accept_inline_policy, acknowledge, acknowledge_cdk_made
+from training_clusters.compliance import accept_inline_policy, acknowledge_cdk_made
 from training_clusters.constructs.eks_gpu import efa_network_interfaces, node_launch_template
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.constructs.session_manager import SessionManagerPolicy
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 from training_clusters.rules import pcs as rules
@@ -58,7 +61,6 @@ from training_clusters.rules.common import pattern_problem
 from ._security_groups import open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
 
-SSM_POLICY = "AmazonSSMManagedInstanceCore"
 #: IAM path PCS accepts for the role of a node group's instance profile (the other way: a name ``AWSPCS*``).
 INSTANCE_ROLE_PATH = "/aws-pcs/"
 SLURMCTLD_PORT = 6817
@@ -154,15 +156,16 @@ class PcsCluster(Construct):
                              subnet=network.placement_subnet(), placement_group=placement,
                              efa_security_group=network.efa_security_group, file_system=fsx, mount_dir="/fsx",
                              ami_ssm_parameter="/training-clusters/pcs/ami",
-                             compute_node_groups=[PcsComputeNodeGroup(name="p5", instance_type="p5.48xlarge",
-                                                                      max_count=4)])
+                             compute_node_groups=[PcsComputeNodeGroup(name="p5-nodes", instance_type="p5.48xlarge",
+                                                                            max_count=4)])
         fsx.allow_clients_from(cluster)   # Lustre ports from every node
 
     Without ``queues`` every compute node group gets a queue of its own name.
 
     Attributes: ``cluster`` (the ``CfnCluster``), ``cluster_id``, ``cluster_arn``, ``security_group`` (on the
     controller's interface), ``node_security_group`` (on every node) and ``connections`` (its: allow file
-    systems to it), ``role`` and ``instance_profile`` (of every node), ``node_groups`` and
+    systems to it), ``role`` and ``instance_profile`` (of every node), ``session_manager_policy`` (the
+    role's one managed policy: SSM Session Manager, no parameter reads), ``node_groups`` and
     ``launch_templates`` (by group name, login nodes included), ``login_node_group`` (or None),
     ``queues`` (by name), ``efa_interfaces`` (per compute node group with EFA), ``ami_id`` (a string or the
     CloudFormation parameter's token), ``root_device_name`` (as given, or the deploy-time lookup's token),
@@ -601,24 +604,33 @@ class PcsCluster(Construct):
         return controller, nodes
 
     def _node_role(self) -> tuple[iam.Role, iam.InstanceProfile]:
+        """The role of every node: register with this cluster, and SSM Session Manager (no parameter reads).
+
+        PCS asks only ``pcs:RegisterComputeNodeGroupInstance`` of a node's role ("IAM instance profiles for AWS
+        PCS", https://docs.aws.amazon.com/pcs/latest/userguide/security-instance-profiles.html; the managed
+        policies it lists after that are suggestions). The nodes read no SSM parameter: the AMI parameter
+        (``ami_ssm_parameter``) is resolved by CloudFormation when the stack deploys, with the deploying
+        role's credentials. Session Manager, the nodes' only way in, gets :class:`SessionManagerPolicy`,
+        not ``AmazonSSMManagedInstanceCore`` (which would let every user on a node read the region's
+        parameters).
+        """
+        self.session_manager_policy = SessionManagerPolicy(
+            self,
+            "SessionManagerPolicy",
+            description="AWS PCS nodes: SSM Session Manager only (agent registration, session channels)",
+        )
         role = iam.Role(
             self,
             "NodeRole",
             assumed_by=iam.ServicePrincipal("ec2.amazonaws.com"),
             path=INSTANCE_ROLE_PATH,
             description="AWS PCS nodes: register with the cluster; SSM Session Manager",
-            managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(SSM_POLICY)],
+            managed_policies=[self.session_manager_policy],
         )
         role.add_to_principal_policy(
             iam.PolicyStatement(
                 actions=["pcs:RegisterComputeNodeGroupInstance"], resources=[self.cluster_arn]
             )
-        )
-        acknowledge(
-            role,
-            f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{SSM_POLICY}]",
-            f"{SSM_POLICY} is the AWS-managed policy of SSM Session Manager, the nodes' only way in (no key pair, "
-            "no SSH ingress); AWS keeps it current with the SSM agent",
         )
         policy = role.node.find_child("DefaultPolicy")
         accept_inline_policy(policy, "the nodes' one statement: register with this cluster")
