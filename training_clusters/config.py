@@ -743,6 +743,12 @@ class ParallelClusterConfig(_Model):
     login_nodes: list[PclusterLoginPoolConfig] = Field(
         default_factory=list, description="Login node pools. Default: none (log in on the head node)."
     )
+    team_logins_on_head_node: bool = Field(
+        default=False,
+        description="With users and login_nodes, let the team SSH into the head node too. Default: only root and "
+        "the OS's default user log in there (it runs slurmctld and reads the accounting secret); without "
+        "login_nodes the head node is where everyone logs in.",
+    )
     accounting: PclusterAccountingConfig | None = Field(
         default=None, description="Slurm accounting in an Aurora MySQL database ({} for the defaults)."
     )

@@ -137,7 +137,9 @@ def test_only_the_controller_carries_the_group_the_database_admits(stack: cdk.St
             if st.get("Sid") == "ManageClusterEnis"
         ]
         expected = stack.format_arn(
-            service="ec2", resource="security-group", resource_name=team.controller_security_group.security_group_id
+            service="ec2",
+            resource="security-group",
+            resource_name=team.controller_security_group.security_group_id,
         )
         assert stack.resolve(expected) in eni["Resource"]
 

@@ -40,7 +40,9 @@ cookbook, "cookbook", and github.com/aws/aws-parallelcluster, "pcluster"):
   cli/src/pcluster/resources/head_node/user_data.sh, compute_node/user_data.sh) plus the ``cfn_*`` variables
   of its CfnConfigEnvEnricher. The script comes from this repository instead of S3 (no dos2unix: the bed has
   none, and our scripts have Unix line ends). Its Args are those the stack gives it (``users_args``).
-- **What else the AMI and cookbook put on a node**: ``/etc/parallelcluster/cfnconfig`` (templates/init/
+- **What else the AMI and cookbook put on a node**: the users ``pcluster-admin`` (cluster_admin_user,
+  aws-parallelcluster-shared/attributes/users.rb) and ``ec2-user`` (alinux2023's default user),
+  ``/etc/parallelcluster/cfnconfig`` (templates/init/
   cfnconfig.erb, ``cfn_node_type=HeadNode`` / ``ComputeFleet``), the Pyxis and Enroot examples ParallelCluster
   3.11+ installs under ``/opt/parallelcluster/examples`` (:data:`EXAMPLES`: aws-parallelcluster-slurm/recipes/
   install/install_pyxis.rb with templates/default/pyxis/{plugstack,pyxis}.conf.erb, aws-parallelcluster-platform/
@@ -79,8 +81,20 @@ from tests.integration.slurm_bed import (
 )
 from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
 from training_clusters.config import load_environment
-from training_clusters.parallelcluster_actions import ACTIONS_DIR, PYXIS_SCRIPT, USERS_SCRIPT
-from training_clusters.stacks.parallelcluster import ACTIONS_PREFIX, users_args
+from training_clusters.parallelcluster_actions import (
+    ACTIONS_DIR,
+    IMDS_GUARD,
+    IMDS_SCRIPT,
+    PYXIS_SCRIPT,
+    USERS_SCRIPT,
+)
+from training_clusters.stacks.parallelcluster import (
+    ACTIONS_PREFIX,
+    IMDS_GUARD_ARGS,
+    PCLUSTER_ADMIN_USER,
+    head_node_for_admins,
+    users_args,
+)
 
 #: The environment the bed's cluster follows: its cluster name, queue, users and shared file system.
 ENVIRONMENT = load_environment(REPO / "environments" / "parallelcluster-team.yaml")
@@ -427,11 +441,25 @@ def action_url(script: str) -> str:
 
 
 #: The stack's OnNodeConfigured actions for parallelcluster-team, in its order: users.sh (with the args it
-#: gives) then pyxis.sh (none).
+#: gives: the head node for administrators, as the file has login nodes) then pyxis.sh (none)...
 ON_NODE_CONFIGURED = (
-    (USERS_SCRIPT, tuple(users_args(ENVIRONMENT.users, HOME_ROOT))),
+    (
+        USERS_SCRIPT,
+        tuple(users_args(ENVIRONMENT.users, HOME_ROOT, admins_only_on_head_node=head_node_for_admins(_SPEC))),
+    ),
     (PYXIS_SCRIPT, ()),
 )
+#: ... and, on compute nodes (the queue's own actions), the instance metadata guard.
+QUEUE_ON_NODE_CONFIGURED = ((IMDS_SCRIPT, IMDS_GUARD_ARGS),)
+#: Where each action's text comes from.
+SCRIPT_FILES = {
+    USERS_SCRIPT: ACTIONS_DIR / USERS_SCRIPT,
+    PYXIS_SCRIPT: ACTIONS_DIR / PYXIS_SCRIPT,
+    IMDS_SCRIPT: IMDS_GUARD,
+}
+#: The users ParallelCluster's AMI has: its admin user (the cookbook's cluster_admin_user, a system user its
+#: daemons run as) and the OS's default user (cfn_cluster_user), here alinux2023's.
+AMI_USERS = (f"useradd --system --no-create-home {PCLUSTER_ADMIN_USER}", "useradd --create-home ec2-user")
 
 
 @dataclass
@@ -480,8 +508,9 @@ class Cluster:
         """The stack's OnNodeConfigured actions, in order, stopping at the first that fails (as the executor
         does); SCRIPTS replaces a script's text by name."""
         done = []
-        for script, args in ON_NODE_CONFIGURED:
-            text = (scripts or {}).get(script) or (ACTIONS_DIR / script).read_text()
+        queue = QUEUE_ON_NODE_CONFIGURED if node.ip == COMPUTE_IP else ()
+        for script, args in (*ON_NODE_CONFIGURED, *queue):
+            text = (scripts or {}).get(script) or SCRIPT_FILES[script].read_text()
             action = run_custom_action(node, text, args, url=action_url(script))
             done.append(action)
             if action.returncode != 0:
@@ -540,6 +569,8 @@ def boot_head(work: Path, *, pyxis_stand_in: Path | None) -> Cluster:
         for path, text in slurm_conf_files().items():
             cluster.head.write(path, text)
         cluster.head.boot()
+        for command in AMI_USERS:
+            cluster.head.sh(command)
         cluster.start_slurmctld()
     except BaseException:
         bed.__exit__(None, None, None)
@@ -552,6 +583,8 @@ def add_compute(cluster: Cluster) -> Node:
     cluster.clustermgtd_gives_the_node_its_address()
     node = cluster.prepare(COMPUTE_IP, "ComputeFleet")
     node.boot()
+    for command in AMI_USERS:
+        node.sh(command)
     return node
 
 

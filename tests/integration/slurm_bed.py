@@ -39,6 +39,7 @@ import shlex
 import shutil
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -583,3 +584,56 @@ def wait_until(what: str, probe: Callable[[], bool], *, seen: Callable[[], objec
 def bed(work: Path) -> Iterator[Bed]:
     with Bed(work) as made:
         yield made
+
+
+#: The instance metadata service's address.
+IMDS = "169.254.169.254"
+
+
+@contextlib.contextmanager
+def emulated_imds(bed: Bed, folder: Path) -> Iterator[None]:
+    """IMDS, emulated: an HTTP server on its address (169.254.169.254) in the bridge's namespace, a host of
+    its own as on EC2, serving FOLDER; a node reaches it once :func:`reach_imds` routed it over its link."""
+    run(["ip", "-n", bed.bridge_ns, "addr", "add", f"{IMDS}/32", "dev", "br0"])
+    run(["ip", "-n", bed.bridge_ns, "route", "add", NETWORK, "dev", "br0"])
+    run(["ip", "-n", bed.bridge_ns, "link", "set", "lo", "up"])
+    server = subprocess.Popen(
+        ["ip", "netns", "exec", bed.bridge_ns, sys.executable, "-m", "http.server", "--bind", IMDS, "80"],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    probe = f"import socket; socket.create_connection(({IMDS!r}, 80), 1)"
+    try:
+        wait_until(
+            "the emulated IMDS listening",
+            lambda: (
+                run(
+                    ["ip", "netns", "exec", bed.bridge_ns, sys.executable, "-c", probe], check=False
+                ).returncode
+                == 0
+            ),
+            timeout=20,
+        )
+        yield
+    finally:
+        server.kill()
+        server.wait()
+
+
+def reach_imds(node: Node) -> None:
+    node.sh(f"ip route replace {IMDS}/32 dev eth0")
+
+
+def imds_answer(node: Node, user: str | None) -> str:
+    """What a request to IMDS gets as USER (None: root): the HTTP status, or curl's exit code."""
+    result = node.sh(
+        f"curl -s -m 5 -o /dev/null -w '%{{http_code}}' http://{IMDS}/latest/meta-data/ || echo \" curl exit $?\"",
+        user=user,
+        check=False,
+    )
+    return result.stdout.strip()
+
+
+#: ssh as a script uses it: no prompt, no host key question, a short connect timeout.
+SSH = "ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5"

@@ -26,12 +26,14 @@ from dataclasses import dataclass
 
 import pytest
 
+from tests.integration import slurm_bed
 from tests.integration.conftest import TIMINGS
 from tests.integration.parallelcluster_bed import (
     COMPUTE_IP,
     COMPUTE_NODE,
     ENVIRONMENT,
     EXAMPLES,
+    HEAD_IP,
     HOME_ROOT,
     PYXIS_PLUGIN,
     QUEUE,
@@ -47,10 +49,11 @@ from tests.integration.parallelcluster_bed import (
     show_job,
     tree_state,
 )
-from tests.integration.slurm_bed import REPO, Node, node_name, slurm_root
+from tests.integration.slurm_bed import REPO, Node, node_name, slurm_root, wait_until
 from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
 from training_clusters.acceptance.slurm import slurm_plan
-from training_clusters.parallelcluster_actions import PYXIS_SCRIPT, USERS_SCRIPT
+from training_clusters.parallelcluster_actions import IMDS_SCRIPT, PYXIS_SCRIPT, USERS_SCRIPT
+from training_clusters.stacks.parallelcluster import PCLUSTER_ADMIN_USER
 
 pytestmark = pytest.mark.integration
 
@@ -184,7 +187,7 @@ def test_the_spank_configuration_is_in_place_and_is_what_slurm_loads(scenario: S
 def test_the_compute_node_leaves_the_shared_spank_configuration_alone(scenario: Scenario) -> None:
     """aws-parallelcluster issue #6459: nodes writing the shared plugstack.conf.d at once broke every job."""
     compute = scenario.compute
-    assert list(scenario.compute_runs) == [USERS_SCRIPT, PYXIS_SCRIPT]
+    assert list(scenario.compute_runs) == [USERS_SCRIPT, PYXIS_SCRIPT, IMDS_SCRIPT]
     for action in scenario.compute_runs.values():
         assert action.returncode == 0, action
     pyxis = scenario.compute_runs[PYXIS_SCRIPT]
@@ -334,3 +337,54 @@ def test_before_the_fix_pyxis_exits_127_on_a_head_node_as_scontrol_is_not_on_the
         cluster.bed.__exit__(None, None, None)
     TIMINGS.append(("before-fix", f"pyxis.sh of {FIX_COMMIT}~1 on a fresh head node: boot to exit 127",
                     time.monotonic() - started))  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def metadata(scenario: Scenario, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    with slurm_bed.emulated_imds(scenario.cluster.bed, tmp_path_factory.mktemp("imds")):
+        for node in (scenario.head, scenario.compute):
+            slurm_bed.reach_imds(node)
+        yield
+
+
+def test_on_compute_nodes_only_root_and_parallelclusters_admin_reach_instance_metadata(
+    scenario: Scenario, metadata: None
+) -> None:
+    """Issue 28: ParallelCluster locks IMDS down on head and login nodes only (HeadNode.Imds.Secured; cookbook
+    aws-parallelcluster-environment/recipes/config/imds.rb); on compute nodes, where the team's jobs run, the
+    guard does. Real netfilter in the compute node's namespace; IMDS emulated."""
+    compute, head = scenario.compute, scenario.head
+    user = ENVIRONMENT.users[0].name
+    assert slurm_bed.imds_answer(compute, None) == "404"  # root: the server answers (no such path)
+    assert slurm_bed.imds_answer(compute, PCLUSTER_ADMIN_USER) == "404"  # computemgtd's user
+    assert slurm_bed.imds_answer(compute, user) == "000 curl exit 7"  # refused with a TCP reset
+    assert "training-clusters-imds.service" in scenario.compute_runs[IMDS_SCRIPT].stdout
+    assert compute.sh("systemctl is-active training-clusters-imds.service").stdout.strip() == "active"
+    # the head node is left to ParallelCluster's own lockdown, which the bed does not emulate
+    assert IMDS_SCRIPT not in scenario.head_runs
+    assert slurm_bed.imds_answer(head, user) == "404"
+
+
+def test_with_login_nodes_the_team_cannot_ssh_into_the_head_node(scenario: Scenario) -> None:
+    """Issue 28: the head node runs slurmctld and reads the accounting secret; parallelcluster-team has a login
+    node for the team. Real sshd and PAM on both nodes; the homes (and authorized_keys) are shared as on FSx."""
+    compute, head = scenario.compute, scenario.head
+    user = ENVIRONMENT.users[0].name
+    for node in (compute, head):
+        wait_until(
+            f"sshd on {node.name}",
+            lambda n=node: n.sh("systemctl is-active ssh", check=False).returncode == 0,
+        )
+    compute.sh("test -f /root/.ssh/id_ed25519 || ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519")
+    root_key = compute.sh("cat /root/.ssh/id_ed25519.pub").stdout.strip()
+    head.sh(f"install -d -m 700 /root/.ssh && printf '%s\\n' '{root_key}' >>/root/.ssh/authorized_keys")
+
+    to_compute = compute.sh(f"{slurm_bed.SSH} {COMPUTE_IP} hostname", user=user, check=False)
+    to_head = compute.sh(f"{slurm_bed.SSH} {HEAD_IP} hostname", user=user, check=False)
+    root_to_head = compute.sh(f"{slurm_bed.SSH} {HEAD_IP} hostname", check=False)
+
+    assert (to_compute.returncode, to_compute.stdout.strip()) == (0, compute.name), to_compute.stderr
+    assert to_head.returncode == 255 and to_head.stdout == "", to_head.stderr
+    assert (root_to_head.returncode, root_to_head.stdout.strip()) == (0, head.name), root_to_head.stderr
+    journal = head.sh("journalctl -u ssh --no-pager -o cat").stdout
+    assert f"Access denied for user {user} by PAM account configuration" in journal

@@ -16,8 +16,6 @@ FSx for Lustre and HyperPod's own auto-resume (``srun --auto-resume``) are not h
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -40,14 +38,20 @@ from tests.integration.hyperpod_bed import (
     boot_cluster,
     start_database,
 )
-from tests.integration.slurm_bed import NETWORK, REPO, Bed, Node, missing_prerequisites, wait_until
+from tests.integration.slurm_bed import (
+    REPO,
+    SSH,
+    Bed,
+    Node,
+    imds_answer,
+    missing_prerequisites,
+    reach_imds,
+    wait_until,
+)
 from training_clusters.acceptance.slurm import slurm_plan
 from training_clusters.config import load_environment
 
 pytestmark = pytest.mark.integration
-
-#: The instance metadata service's address.
-IMDS = "169.254.169.254"
 
 SETTINGS_LOCAL = {"enable_enroot_pyxis": False, "users": [ALICE], "accounting": {"mode": "local"}}
 SETTINGS_EXTERNAL = {"enable_enroot_pyxis": False, "users": [ALICE], "accounting": EXTERNAL_ACCOUNTING}
@@ -229,57 +233,17 @@ def test_second_run_of_on_create_restarts_nothing(cluster: Cluster) -> None:
 
 @pytest.fixture(scope="module")
 def metadata(cluster: Cluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """IMDS, emulated: an HTTP server on its address (169.254.169.254) in the bridge's namespace, a host
-    of its own as on EC2, reached by every node over its link."""
-    bed = cluster.bed
-    slurm_bed.run(["ip", "-n", bed.bridge_ns, "addr", "add", f"{IMDS}/32", "dev", "br0"])
-    slurm_bed.run(["ip", "-n", bed.bridge_ns, "route", "add", NETWORK, "dev", "br0"])
-    slurm_bed.run(["ip", "-n", bed.bridge_ns, "link", "set", "lo", "up"])
-    server = subprocess.Popen(
-        ["ip", "netns", "exec", bed.bridge_ns, sys.executable, "-m", "http.server", "--bind", IMDS, "80"],
-        cwd=tmp_path_factory.mktemp("imds"),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    probe = f"import socket; socket.create_connection(({IMDS!r}, 80), 1)"
-    try:
-        wait_until(
-            "the emulated IMDS listening",
-            lambda: (
-                slurm_bed.run(
-                    ["ip", "netns", "exec", bed.bridge_ns, sys.executable, "-c", probe], check=False
-                ).returncode
-                == 0
-            ),
-            timeout=20,
-        )
+    with slurm_bed.emulated_imds(cluster.bed, tmp_path_factory.mktemp("imds")):
         yield
-    finally:
-        server.kill()
-        server.wait()
-
-
-def reach_metadata(node: Node) -> None:
-    node.sh(f"ip route replace {IMDS}/32 dev eth0")
-
-
-def metadata_answer(node: Node, user: str | None) -> str:
-    """What a request to IMDS gets as USER (None: root): the HTTP status, or curl's exit code."""
-    result = node.sh(
-        f"curl -s -m 5 -o /dev/null -w '%{{http_code}}' http://{IMDS}/latest/meta-data/ || echo \" curl exit $?\"",
-        user=user,
-        check=False,
-    )
-    return result.stdout.strip()
 
 
 def test_only_root_reaches_instance_metadata_on_every_node(cluster: Cluster, metadata: None) -> None:
     """Issue 28: a team user must never get the node role's credentials (the controller's reads the
     accounting secret). Real netfilter in each node's own network namespace; IMDS emulated."""
     for node in (cluster.controller, cluster.login, *cluster.workers):
-        reach_metadata(node)
-        assert metadata_answer(node, None) == "404", node.name  # root: the server answers (no such path)
-        assert metadata_answer(node, "alice") == "000 curl exit 7", node.name  # refused: a TCP reset
+        reach_imds(node)
+        assert imds_answer(node, None) == "404", node.name  # root: the server answers (no such path)
+        assert imds_answer(node, "alice") == "000 curl exit 7", node.name  # refused: a TCP reset
 
 
 def test_metadata_stays_closed_to_users_after_a_reboot(cluster: Cluster, metadata: None) -> None:
@@ -288,13 +252,10 @@ def test_metadata_stays_closed_to_users_after_a_reboot(cluster: Cluster, metadat
     worker.mount()
     worker.boot()
     assert worker.sh("systemctl is-active training-clusters-imds.service").stdout.strip() == "active"
-    reach_metadata(worker)
-    assert metadata_answer(worker, None) == "404"
-    assert metadata_answer(worker, "alice") == "000 curl exit 7"
+    reach_imds(worker)
+    assert imds_answer(worker, None) == "404"
+    assert imds_answer(worker, "alice") == "000 curl exit 7"
     cluster.wait_idle()  # slurmd came back with the machine
-
-
-SSH = "ssh -o BatchMode=yes -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o ConnectTimeout=5"
 
 
 def authorise(key_holder: Node, user: str, home: str, targets: list[Node]) -> None:
@@ -314,7 +275,10 @@ def test_team_users_cannot_ssh_into_the_controller_but_reach_the_workers(cluster
     and the cluster user over SSH, not the team. Real sshd and PAM (pam_access) on every node."""
     login, controller, worker = cluster.login, cluster.controller, cluster.workers[0]
     for node in (login, controller, worker):
-        wait_until(f"sshd on {node.name}", lambda n=node: n.sh("systemctl is-active ssh", check=False).returncode == 0)
+        wait_until(
+            f"sshd on {node.name}",
+            lambda n=node: n.sh("systemctl is-active ssh", check=False).returncode == 0,
+        )
     authorise(login, "alice", "/home/alice", [controller, worker])
     login.sh("test -f /root/.ssh/id_ed25519 || ssh-keygen -q -t ed25519 -N '' -f /root/.ssh/id_ed25519")
     authorise(login, "root", "/root", [controller])

@@ -35,7 +35,21 @@ SLURM_BIN = "opt/slurm/bin"
 SLURM_COMMANDS = ("scontrol",)
 STUBBED = ("getent", "groupadd", "useradd", "usermod", "chown", "ssh-keygen", "runuser")
 RECORDED = ("chmod", "cp", "mkdir", "mv", "tee")  # recorded by the stub, then run from TC_TOOLS
-REAL = ("awk", "basename", "cat", "cmp", "cut", "head", "mktemp", "realpath", "rm", "sed", "test", "tr")
+REAL = (
+    "awk",
+    "basename",
+    "cat",
+    "cmp",
+    "cut",
+    "grep",
+    "head",
+    "mktemp",
+    "realpath",
+    "rm",
+    "sed",
+    "test",
+    "tr",
+)
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAliceLaptop alice@laptop"
 BASE_PASSWD = "root:x:0:0::/root:/bin/bash\nec2-user:x:1000:1000::/home/ec2-user:/bin/bash\n"
 BASE_GROUP = "root:x:0:\nec2-user:x:1000:\n"
@@ -53,7 +67,10 @@ class Node:
     def __init__(self, root: Path, node_type: str) -> None:
         self.root = root
         (root / "etc" / "parallelcluster").mkdir(parents=True)
-        (root / "etc" / "parallelcluster" / "cfnconfig").write_text(f"cfn_node_type={node_type}\n")
+        # cfnconfig.erb (cookbook aws-parallelcluster-environment/templates/init/), the keys the actions read
+        (root / "etc" / "parallelcluster" / "cfnconfig").write_text(
+            f"cfn_node_type={node_type}\ncfn_cluster_user=ec2-user\n"
+        )
         (root / "etc" / "passwd").write_text(BASE_PASSWD)
         (root / "etc" / "group").write_text(BASE_GROUP)
         (root / "etc" / "skel").mkdir()
@@ -286,6 +303,65 @@ def test_bad_arguments_are_clear_errors(head: Node, args: list[str], message: st
     result = head.run("users.sh", *args)
     assert result.returncode == 1
     assert message in result.stderr
+
+
+SSHD_PAM = "@include common-auth\naccount required pam_nologin.so\n@include common-account\n"
+ADMINS_LINE = "account required pam_access.so accessfile=/etc/security/training-clusters-admins.conf"
+
+
+def test_with_login_nodes_the_head_node_lets_only_administrators_in_over_ssh(head: Node) -> None:
+    """Real sshd refusing the team there is shown on the ParallelCluster-like bed
+    (tests/integration/test_parallelcluster_real.py)."""
+    (head.root / "etc" / "pam.d").mkdir(parents=True)
+    (head.root / "etc" / "pam.d" / "sshd").write_text(SSHD_PAM)
+
+    first = head.run("users.sh", *TEAM, "--admins-only-on-head-node")
+    before = head.snapshot()
+    second = head.run("users.sh", *TEAM, "--admins-only-on-head-node")
+
+    assert first.returncode == 0 and second.returncode == 0, second.stderr
+    assert (head.root / "etc" / "pam.d" / "sshd").read_text() == SSHD_PAM + ADMINS_LINE + "\n"
+    assert (head.root / "etc" / "security" / "training-clusters-admins.conf").read_text().splitlines()[
+        1:
+    ] == [
+        "+:root ec2-user:ALL",
+        "-:ALL:ALL",
+    ]
+    assert "alice:x:2001:2001" in (head.root / "etc" / "passwd").read_text()  # Slurm still resolves them
+    assert head.snapshot() == before
+
+
+@pytest.mark.parametrize("admins_only", [True, False])
+def test_head_node_logins_stay_open_without_the_flag_and_elsewhere(
+    head: Node, compute: Node, admins_only: bool
+) -> None:
+    """Without login nodes the head node is where the team logs in; compute nodes are never closed here."""
+    node, args = (compute, [*TEAM, "--admins-only-on-head-node"]) if admins_only else (head, TEAM)
+    (node.root / "etc" / "pam.d").mkdir(parents=True)
+    (node.root / "etc" / "pam.d" / "sshd").write_text(SSHD_PAM)
+
+    result = node.run("users.sh", *args)
+
+    assert result.returncode == 0, result.stderr
+    assert (node.root / "etc" / "pam.d" / "sshd").read_text() == SSHD_PAM
+    assert not (node.root / "etc" / "security").exists()
+
+
+def test_a_head_node_without_sshs_pam_file_or_default_user_fails_clearly(head: Node) -> None:
+    result = head.run("users.sh", *TEAM, "--admins-only-on-head-node")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "users.sh: error: no /etc/pam.d/sshd on this node: cannot keep the team's users off it"
+    )
+    (head.root / "etc" / "pam.d").mkdir(parents=True)
+    (head.root / "etc" / "pam.d" / "sshd").write_text(SSHD_PAM)
+    (head.root / "etc" / "parallelcluster" / "cfnconfig").write_text("cfn_node_type=HeadNode\n")
+    result = head.run("users.sh", *TEAM, "--admins-only-on-head-node")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "users.sh: error: cannot tell the cluster's default user (cfn_cluster_user in "
+        "/etc/parallelcluster/cfnconfig is '')"
+    )
 
 
 # --------------------------------------------------------------------------------------------------

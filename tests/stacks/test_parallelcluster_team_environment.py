@@ -7,12 +7,19 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+import yaml
 from aws_cdk.assertions import Match, Template
 from constructs import IConstruct
 
 from training_clusters.config import UserConfig, UserGroupConfig, parse_environment
 from training_clusters.errors import ConfigurationError
-from training_clusters.stacks.parallelcluster import ACTIONS_PREFIX, ParallelClusterEnvironment, users_args
+from training_clusters.parallelcluster_actions import IMDS_GUARD
+from training_clusters.stacks.parallelcluster import (
+    ACTIONS_PREFIX,
+    ParallelClusterEnvironment,
+    head_node_for_admins,
+    users_args,
+)
 
 from ..conftest import CDK_CONTEXT, EnvironmentGates
 
@@ -30,15 +37,18 @@ def team(
     return stack, Template.from_json(environment_gates.template(path))
 
 
-def test_every_node_first_creates_the_users_then_enables_pyxis(
+def test_every_node_first_creates_the_users_then_enables_pyxis_and_compute_nodes_guard_metadata(
     team: tuple[ParallelClusterEnvironment, Template],
 ) -> None:
+    """With login nodes the head node is for administrators (users.sh --admins-only-on-head-node); compute
+    nodes, which ParallelCluster's own IMDS lockdown does not cover, get the guard last."""
     stack, _ = team
     config = stack.cluster.concrete_configuration()
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOfAliceReplaceMe alice@example.com"
     users = {
         "Args": [
             "--home-root", "/shared/home",
+            "--admins-only-on-head-node",
             "--user", "alice:2001:2001:ml=3000",
             "--user", "bob:2002:2002:ml=3000",
             "--key", f"alice:{key}",
@@ -47,10 +57,52 @@ def test_every_node_first_creates_the_users_then_enables_pyxis(
     (queue,) = config["Scheduling"]["SlurmQueues"]
     (pool,) = config["LoginNodes"]["Pools"]
     for node in (config["HeadNode"], queue, pool):
-        first, second = node["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        first, second, *rest = node["CustomActions"]["OnNodeConfigured"]["Sequence"]
         assert first["Script"].endswith(f"/{ACTIONS_PREFIX}/users.sh") and first["Args"] == users["Args"]
         assert second == {"Script": first["Script"].replace("users.sh", "pyxis.sh")}
+        if node is queue:
+            assert rest == [
+                {
+                    "Script": first["Script"].replace("users.sh", "training-clusters-imds.sh"),
+                    "Args": ["--install", "--allow", "pcluster-admin"],
+                }
+            ]
+        else:  # ParallelCluster's lockdown (HeadNode.Imds.Secured) covers head and login nodes
+            assert rest == []
+    assert config["HeadNode"]["Imds"] == {"Secured": True}
+    keys = [entry["KeyName"] for entry in queue["Iam"]["S3Access"]]
+    assert keys == [
+        f"{ACTIONS_PREFIX}/{name}" for name in ("users.sh", "pyxis.sh", "training-clusters-imds.sh")
+    ]
     assert queue["JobExclusiveAllocation"] is True
+
+
+def test_the_guard_uploaded_is_the_lifecycle_scripts_own(
+    team: tuple[ParallelClusterEnvironment, Template],
+) -> None:
+    """One script for both services: the deployment's second source is the folder of HyperPod's node scripts,
+    filtered to the guard."""
+    stack, _ = team
+    assert IMDS_GUARD.read_text().startswith("#!/usr/bin/env bash\n#\n# training-clusters-imds:")
+    assert (
+        stack.imds_guard is not None and stack.imds_guard.key == f"{ACTIONS_PREFIX}/training-clusters-imds.sh"
+    )
+
+
+@pytest.mark.parametrize(
+    ("login_nodes", "team_logins_on_head_node", "for_admins"),
+    [(True, False, True), (True, True, False), (False, False, False), (False, True, False)],
+)
+def test_the_head_node_is_for_administrators_only_when_the_team_has_login_nodes(
+    environments_dir: Path, login_nodes: bool, team_logins_on_head_node: bool, for_admins: bool
+) -> None:
+    document = yaml.safe_load((environments_dir / "parallelcluster-team.yaml").read_text())
+    if not login_nodes:
+        del document["parallelcluster"]["login_nodes"]
+    document["parallelcluster"]["team_logins_on_head_node"] = team_logins_on_head_node
+    spec = parse_environment(document).parallelcluster
+    assert spec is not None
+    assert head_node_for_admins(spec) is for_admins
 
 
 def test_accounting_is_aurora_reachable_from_the_head_node_only(

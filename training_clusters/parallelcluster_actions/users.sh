@@ -2,6 +2,7 @@
 # ParallelCluster custom action (OnNodeConfigured, every node): the team's users, alike on every node.
 #
 #   users.sh --home-root /shared/home [--user NAME:UID:GID[:GROUP=GID,...]]... [--key NAME:KEY-LINE]...
+#            [--admins-only-on-head-node]
 #
 # Every node gets the same groups (gid) and users (uid, primary gid, supplementary groups), so files on
 # the shared file system keep their owners whichever node wrote them. Only the head node writes the homes
@@ -18,10 +19,17 @@
 # this script would read and write through them; as the user, the kernel refuses a link to anything the user
 # may not read or write, and the step fails the bootstrap instead. A home that is itself a link is refused.
 # TC_ROOT (default: empty, the real root) prefixes every path, for tests.
+#
+# --admins-only-on-head-node (the stack passes it when the cluster has login nodes): on the head node (slurmctld,
+# slurmdbd, the role that reads the accounting secret) sshd lets only root and the cluster's default user
+# (cfn_cluster_user: ec2-user, ubuntu ...) in: pam_access(8) in sshd's PAM account stack, which sshd checks for
+# every login, with a key too (UsePAM, the default of ParallelCluster's AMIs). The users still exist there
+# (Slurm resolves their names); the team logs in on the login nodes. SSM sessions do not go through sshd.
 
 set -euo pipefail
 
 ROOT=${TC_ROOT:-}
+ADMINS_FILE=/etc/security/training-clusters-admins.conf
 MARK_BEGIN="# BEGIN training-clusters managed keys"
 MARK_END="# END training-clusters managed keys"
 
@@ -31,12 +39,38 @@ die() {
     exit 1
 }
 
-node_type() {
-    local config="${ROOT}/etc/parallelcluster/cfnconfig" type=""
+# cfnconfig KEY: the value of cfn_KEY in ParallelCluster's /etc/parallelcluster/cfnconfig, or empty.
+cfnconfig() {
+    local config="${ROOT}/etc/parallelcluster/cfnconfig"
     if [[ -r $config ]]; then
-        type="$(sed -n 's/^cfn_node_type=//p' "$config" | tr -d '"' | head -n 1)"
+        sed -n "s/^cfn_${1}=//p" "$config" | tr -d '"' | head -n 1
     fi
+}
+
+node_type() {
+    local type
+    type="$(cfnconfig node_type)"
     echo "${type:-unknown}"
+}
+
+# Only root and the cluster's default user may SSH in (see the header).
+admins_only() {
+    local default_user pam="${ROOT}/etc/pam.d/sshd"
+    local line="account required pam_access.so accessfile=${ADMINS_FILE}"
+    default_user="$(cfnconfig cluster_user)"
+    [[ $default_user =~ ^[a-z_][a-z0-9_-]{0,31}$ ]] ||
+        die "cannot tell the cluster's default user (cfn_cluster_user in /etc/parallelcluster/cfnconfig is '${default_user}')"
+    [[ -f $pam ]] || die "no /etc/pam.d/sshd on this node: cannot keep the team's users off it"
+    mkdir -p "${ROOT}${ADMINS_FILE%/*}"
+    printf '%s\n' "# Written by training-clusters users.sh: who may SSH in to the head node." \
+        "+:root ${default_user}:ALL" "-:ALL:ALL" >"${ROOT}${ADMINS_FILE}.new"
+    chmod 0644 "${ROOT}${ADMINS_FILE}.new"
+    mv -f "${ROOT}${ADMINS_FILE}.new" "${ROOT}${ADMINS_FILE}"
+    if ! grep -qxF -- "$line" "$pam"; then
+        printf '%s\n' "$line" >>"$pam"
+        log "added to /etc/pam.d/sshd: ${line}"
+    fi
+    log "only root and ${default_user} log in to the head node over SSH; the team uses the login nodes"
 }
 
 ensure_group() {
@@ -145,14 +179,15 @@ ensure_home() {
 }
 
 main() {
-    local home_root="" type spec name uid gid groups entry group ggid
+    local home_root="" type spec name uid gid groups entry group ggid admins=""
     local -a specs=() key_specs=()
     while (($#)); do
         case $1 in
             --home-root) home_root=${2:?--home-root needs a directory}; shift 2 ;;
             --user) specs+=("${2:?--user needs NAME:UID:GID[:GROUP=GID,...]}"); shift 2 ;;
             --key) key_specs+=("${2:?--key needs NAME:KEY-LINE}"); shift 2 ;;
-            *) die "unknown argument '$1' (expected --home-root, --user or --key)" ;;
+            --admins-only-on-head-node) admins=1; shift ;;
+            *) die "unknown argument '$1' (expected --home-root, --user, --key or --admins-only-on-head-node)" ;;
         esac
     done
     [[ $home_root == /* ]] || die "--home-root must be an absolute path, got '${home_root}'"
@@ -188,6 +223,9 @@ main() {
             ensure_home "$name" "$uid" "$gid" "${home_root}/${name}" "${keys[@]}"
         fi
     done
+    if [[ -n $admins && $type == HeadNode ]]; then
+        admins_only
+    fi
 }
 
 main "$@"

@@ -36,11 +36,25 @@ from training_clusters.constructs.parallelcluster import (
     SlurmSettings,
 )
 from training_clusters.options import RemovalPolicy
-from training_clusters.parallelcluster_actions import ACTIONS_DIR, PYXIS_SCRIPT, USERS_SCRIPT
+from training_clusters.parallelcluster_actions import (
+    ACTIONS_DIR,
+    IMDS_GUARD,
+    IMDS_SCRIPT,
+    PYXIS_SCRIPT,
+    USERS_SCRIPT,
+)
 from training_clusters.stacks.base import TrainingEnvironmentStack
 
 #: Where the shipped custom actions land in the scripts bucket.
 ACTIONS_PREFIX = "parallelcluster-actions"
+#: The user ParallelCluster's daemons on compute nodes run as (computemgtd): the cookbook's cluster_admin_user
+#: (github.com/aws/aws-parallelcluster-cookbook, cookbooks/aws-parallelcluster-shared/attributes/users.rb;
+#: cookbooks/aws-parallelcluster-platform/templates/supervisord/parallelcluster_supervisord.conf.erb).
+PCLUSTER_ADMIN_USER = "pcluster-admin"
+#: The compute nodes' metadata guard (OnNodeConfigured of every queue, with users): root and
+#: ParallelCluster's admin user reach IMDS, as the cookbook's own lockdown of head and login nodes allows
+#: (head_node_imds_allowed_users, cookbooks/aws-parallelcluster-environment/attributes/environment.rb).
+IMDS_GUARD_ARGS = ("--install", "--allow", PCLUSTER_ADMIN_USER)
 
 
 class ParallelClusterEnvironment(TrainingEnvironmentStack):
@@ -68,6 +82,14 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         # homes on the shared file system; without one, on /home, which ParallelCluster shares from the head node
         home_root = f"{mount_dir}/home" if self.shared_storage is not None else "/home"
         team_actions = self._team_actions(spec, config.users, home_root)
+        #: The compute nodes' instance metadata guard (a custom action of every queue), with users.
+        self.imds_guard: CustomActionScript | None = (
+            CustomActionScript(
+                bucket=self.actions_bucket, key=f"{ACTIONS_PREFIX}/{IMDS_SCRIPT}", args=IMDS_GUARD_ARGS
+            )
+            if config.users
+            else None
+        )
         self.cluster = ParallelCluster(
             self,
             "ParallelCluster",
@@ -144,7 +166,10 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             custom_ami=spec.custom_ami,
             job_exclusive_allocation=spec.job_exclusive_allocation,
             on_node_start=self._scripts(spec.on_node_start),
-            on_node_configured=self._scripts(spec.on_node_configured),
+            on_node_configured=[
+                *([] if self.imds_guard is None else [self.imds_guard]),
+                *self._scripts(spec.on_node_configured),
+            ],
         )
 
     def _login_pool(self, index: int, spec: PclusterLoginPoolConfig) -> LoginNodePool:
@@ -200,12 +225,16 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         if not users and not spec.pyxis:
             return []
         bucket = SecureBucket(self, "ActionsBucket").bucket
+        self.actions_bucket = bucket
         deployment = s3deploy.BucketDeployment(
             self,
             "Actions",
             destination_bucket=bucket,
             destination_key_prefix=ACTIONS_PREFIX,
-            sources=[s3deploy.Source.asset(str(ACTIONS_DIR), exclude=["*.py", "__pycache__"])],
+            sources=[
+                s3deploy.Source.asset(str(ACTIONS_DIR), exclude=["*.py", "__pycache__"]),
+                s3deploy.Source.asset(str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}"]),
+            ],
             prune=True,
             retain_on_delete=True,
             memory_limit=256,
@@ -216,7 +245,9 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         if users:
             actions.append(
                 CustomActionScript(
-                    bucket=bucket, key=f"{ACTIONS_PREFIX}/{USERS_SCRIPT}", args=users_args(users, home_root)
+                    bucket=bucket,
+                    key=f"{ACTIONS_PREFIX}/{USERS_SCRIPT}",
+                    args=users_args(users, home_root, admins_only_on_head_node=head_node_for_admins(spec)),
                 )
             )
         if spec.pyxis:
@@ -258,10 +289,20 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             )
 
 
-def users_args(users: Sequence[UserConfig], home_root: str) -> list[str]:
-    """users.sh's arguments: ``--home-root``, one ``--user NAME:UID:GID[:GROUP=GID,...]`` per user and one
-    ``--key NAME:KEY`` per public key."""
+def head_node_for_admins(spec: ParallelClusterConfig) -> bool:
+    """Whether the team stays off the head node: when it has login nodes to log in to, unless the file says
+    ``team_logins_on_head_node``."""
+    return bool(spec.login_nodes) and not spec.team_logins_on_head_node
+
+
+def users_args(
+    users: Sequence[UserConfig], home_root: str, *, admins_only_on_head_node: bool = False
+) -> list[str]:
+    """users.sh's arguments: ``--home-root``, one ``--user NAME:UID:GID[:GROUP=GID,...]`` per user, one
+    ``--key NAME:KEY`` per public key, and ``--admins-only-on-head-node`` when the team logs in on login nodes."""
     args = ["--home-root", home_root]
+    if admins_only_on_head_node:
+        args.append("--admins-only-on-head-node")
     for user in users:
         groups = ",".join(f"{g.name}={g.gid}" for g in user.groups)
         args += ["--user", f"{user.name}:{user.uid}:{user.primary_gid}" + (f":{groups}" if groups else "")]
