@@ -1,21 +1,27 @@
 from __future__ import annotations
 
+import fnmatch
+import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 import yaml
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Annotations, Match, Template
 
 from training_clusters.capacity import Capacity
+from training_clusters.compliance import nag_detail
 from training_clusters.constructs.lustre import LustreDeploymentType
 from training_clusters.constructs.parallelcluster import (
     ComputeResource,
     CustomActionScript,
     DeletionPolicy,
     HeadNode,
+    LoginNodePool,
     ManagedLustre,
     OperatingSystem,
     ParallelCluster,
@@ -28,6 +34,8 @@ from training_clusters.errors import ConfigurationError
 
 from ..conftest import GatedStacks, gated_stack
 from .parts import SharedLayer
+from .test_session_manager import EVERYTHING_FINDING, INSTANCES_FINDING, acknowledged_rules, policy_statements
+from .test_session_manager import EXPECTED as SESSION_MANAGER_STATEMENTS
 
 C5N = ComputeResource(name="c5n", instance_type="c5n.9xlarge", max_count=2)
 P5 = ComputeResource(name="p5", instance_type="p5.48xlarge", max_count=4)
@@ -133,17 +141,95 @@ def test_head_node_is_private_closed_and_reached_through_ssm(parts: Parts) -> No
     assert head["Ssh"] == {"AllowedIps": stack.resolve(parts.network.vpc.vpc_cidr_block)}
     assert head["Imds"] == {"Secured": True}
     assert head["Iam"] == {
-        "AdditionalIamPolicies": [
-            {
-                "Policy": {
-                    "Fn::Join": [
-                        "",
-                        ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonSSMManagedInstanceCore"],
-                    ]
-                }
-            }
-        ]
+        "AdditionalIamPolicies": [{"Policy": {"Ref": _logical_id(cluster.session_manager_policy)}}]
     }
+
+
+def _logical_id(policy: iam.ManagedPolicy) -> str:
+    return cdk.Stack.of(policy).get_logical_id(policy.node.default_child)  # type: ignore[arg-type]
+
+
+#: The managed policies the role of ParallelCluster's provider Lambda may attach to a node role (its own,
+#: unless ``provider_lambda_role``): ``iam:PolicyARN`` of statement ``IamPolicy`` of
+#: ``DefaultParallelClusterIamAdminPolicy`` in cloudformation/policies/parallelcluster-policies.yaml of
+#: https://github.com/aws/aws-parallelcluster (``ArnLike``: ``*`` matches any characters).
+PROVIDER_ATTACHABLE = (
+    "arn:${AWS::Partition}:iam::${AWS::AccountId}:policy/parallelcluster*",
+    "arn:${AWS::Partition}:iam::${AWS::AccountId}:policy/parallelcluster/*",
+    "arn:${AWS::Partition}:iam::aws:policy/CloudWatchAgentServerPolicy",
+    "arn:${AWS::Partition}:iam::aws:policy/AmazonSSMManagedInstanceCore",
+    "arn:${AWS::Partition}:iam::aws:policy/AWSBatchFullAccess",
+    "arn:${AWS::Partition}:iam::aws:policy/AmazonS3ReadOnlyAccess",
+)
+
+
+def _attachable_by_the_provider(template: dict[str, Any], policy: Any) -> bool:
+    """Whether ParallelCluster's provider may attach ``policy`` (a ``Ref`` to a managed policy of ours, or an
+    ARN) to the roles it makes: our policies are named by CloudFormation, so their path must do."""
+    if isinstance(policy, dict) and set(policy) == {"Ref"}:
+        path = template["Resources"][policy["Ref"]]["Properties"].get("Path", "/")
+        arn = f"arn:${{AWS::Partition}}:iam::${{AWS::AccountId}}:policy{path}GeneratedName"
+    else:
+        arn = nag_detail(policy).replace("<AWS::Partition>", "${AWS::Partition}")
+    return any(fnmatch.fnmatchcase(arn, pattern) for pattern in PROVIDER_ATTACHABLE)
+
+
+def test_head_and_login_nodes_reach_session_manager_through_our_policy_and_compute_nodes_get_no_ssm(
+    parts: Parts,
+) -> None:
+    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
+    cluster = parts.cluster(
+        on_node_configured=CustomActionScript(bucket=bucket, key="setup.sh"),
+        login_nodes=[LoginNodePool(name="login"), LoginNodePool(name="builds")],
+    )
+    config = resolved(cluster)
+    ssm = {"Policy": {"Ref": _logical_id(cluster.session_manager_policy)}}
+    assert cluster.login_nodes_policy is not None
+    scripts = {"Policy": {"Ref": _logical_id(cluster.login_nodes_policy)}}
+    assert config["HeadNode"]["Iam"]["AdditionalIamPolicies"] == [ssm]
+    assert [pool["Iam"]["AdditionalIamPolicies"] for pool in config["LoginNodes"]["Pools"]] == [
+        [ssm, scripts],
+        [ssm, scripts],
+    ]
+    for queue in config["Scheduling"]["SlurmQueues"]:
+        assert queue["Iam"] == {"S3Access": [{"BucketName": "my-scripts", "KeyName": "setup.sh"}]}
+    template = Template.from_stack(parts.stack).to_json()
+    assert (
+        policy_statements(template, _logical_id(cluster.session_manager_policy)) == SESSION_MANAGER_STATEMENTS
+    )
+    assert "AmazonSSMManagedInstanceCore" not in json.dumps(template)
+
+
+def test_every_policy_we_give_a_node_is_one_parallelclusters_provider_may_attach(parts: Parts) -> None:
+    """Fails on the login nodes' script policy before it moved under /parallelcluster/."""
+    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
+    cluster = parts.cluster(
+        on_node_configured=CustomActionScript(bucket=bucket, key="setup.sh"),
+        login_nodes=[LoginNodePool(name="login")],
+    )
+    config = resolved(cluster)
+    template = Template.from_stack(parts.stack).to_json()
+    policies = [
+        entry["Policy"]
+        for node in [config["HeadNode"], *config["LoginNodes"]["Pools"], *config["Scheduling"]["SlurmQueues"]]
+        for entry in node.get("Iam", {}).get("AdditionalIamPolicies", [])
+    ]
+    assert len(policies) == 3
+    assert [p for p in policies if not _attachable_by_the_provider(template, p)] == []
+    for policy in (cluster.session_manager_policy, cluster.login_nodes_policy):
+        assert policy is not None
+        assert template["Resources"][_logical_id(policy)]["Properties"]["Path"] == "/parallelcluster/"
+
+
+def test_the_provider_rule_refuses_a_policy_outside_its_path() -> None:
+    template = {"Resources": {"P": {"Type": "AWS::IAM::ManagedPolicy", "Properties": {}}}}
+    assert not _attachable_by_the_provider(template, {"Ref": "P"})
+    template["Resources"]["P"]["Properties"]["Path"] = "/parallelcluster/"
+    assert _attachable_by_the_provider(template, {"Ref": "P"})
+    aws_managed = {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AdministratorAccess"]]
+    }
+    assert not _attachable_by_the_provider(template, aws_managed)
 
 
 def test_gpu_queue_gets_efa_and_gpudirect_rdma_from_the_catalogue_cpu_queue_neither(parts: Parts) -> None:
@@ -585,6 +671,22 @@ def _gated_parallelcluster(stack: cdk.Stack) -> None:
 
 def test_parallelcluster_passes_the_gates(gated_stacks: GatedStacks) -> None:
     gated_stacks.get("parallelcluster").assert_clean()
+
+
+def test_the_gated_cluster_acknowledges_only_the_session_wildcards_on_its_policy(
+    gated_stacks: GatedStacks,
+) -> None:
+    assembly = gated_stacks.get("parallelcluster").assembly
+    assert assembly is not None
+    acknowledged = acknowledged_rules(Path(assembly.directory), "Test")
+    assert acknowledged["/Test/Cluster/SessionManager"] == {EVERYTHING_FINDING, INSTANCES_FINDING}
+    assert not {
+        r
+        for path, rules in acknowledged.items()
+        if path.startswith("/Test/Cluster/")
+        for r in rules
+        if "IAM4" in r
+    }
 
 
 def test_the_provider_takes_your_own_lambda_role(parts: Parts) -> None:

@@ -8,6 +8,35 @@ provider, added as a nested stack for a pinned version. The same configuration c
 Closed by default: the head node sits in a private subnet, SSH is open only to the VPC CIDR (never to
 0.0.0.0/0, ParallelCluster's default), there is no key pair, access is through SSM Session Manager, IMDSv2
 is enforced, and compute nodes never get a public IP.
+
+Node roles. ParallelCluster makes the role of the head node, of each queue and of each login pool itself; we
+add only ``AdditionalIamPolicies``. The head node and every login pool get
+:class:`~training_clusters.constructs.session_manager.SessionManagerPolicy` (Session Manager's own actions,
+no parameter reads), not ``AmazonSSMManagedInstanceCore``, whose ``ssm:GetParameter(s)`` on ``*`` any user
+with a shell on a login node could call; compute nodes get no SSM access from us. What ParallelCluster 3.16.1
+attaches on its own (``cli/src/pcluster/templates/cdk_builder_utils.py`` of
+https://github.com/aws/aws-parallelcluster at v3.16.1, as shipped in the PyPI package): an inline policy per
+role (``NodeIamResourcesBase._add_pcluster_policies_to_role``) whose only SSM action is ``ssm:GetParameter``
+on the directory service's password when that is an SSM parameter, scoped to its ARN
+(``HeadNodeIamResources._build_policy``, line 871), and, because we turn CloudWatch logs on,
+``CloudWatchAgentServerPolicy`` (``_add_node_role``, line 495), which grants ``ssm:GetParameter`` on
+``arn:aws:ssm:*:*:parameter/AmazonCloudWatch-*`` only
+(https://docs.aws.amazon.com/aws-managed-policy/latest/reference/CloudWatchAgentServerPolicy.html): that is
+ParallelCluster's to attach, and beyond this construct's reach. ParallelCluster attaches
+``AmazonSSMManagedInstanceCore`` itself only to the instance role of ``pcluster build-image``
+(``templates/imagebuilder_stack.py``, line 556), which this construct does not use.
+
+Our managed policies live under the IAM path ``/parallelcluster/``: the role ParallelCluster's provider makes
+for its Lambda may attach to node roles only policies of this account named ``parallelcluster*`` or under that
+path, and a few AWS-managed ones (``DefaultParallelClusterIamAdminPolicy``, statement ``IamPolicy``, in
+``cloudformation/policies/parallelcluster-policies.yaml`` of https://github.com/aws/aws-parallelcluster).
+
+Updating a deployed cluster: ParallelCluster changes a login pool's ``AdditionalIamPolicies`` only while no
+login node of that pool runs (update policy ``LOGIN_NODES_POOL_STOP``, ``schemas/cluster_schema.py``), and
+checks it against the nodes running when the update starts. A cluster with login nodes deployed before
+``SessionManagerPolicy`` replaced ``AmazonSSMManagedInstanceCore`` therefore takes three deploys: the pools'
+``count=0`` with the configuration they run now, then this change, then the count back. The head node's
+policies change in place (update policy ``SUPPORTED``).
 """
 
 from __future__ import annotations
@@ -33,6 +62,7 @@ from training_clusters.catalog import InstanceType
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.constructs.session_manager import SessionManagerPolicy
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import (
     CapacityKind,
@@ -81,7 +111,9 @@ PROVIDER_TEMPLATE_URL = (
     f"/parallelcluster/{PCLUSTER_VERSION}/templates/custom_resource/cluster.yaml"
 )
 CUSTOM_RESOURCE_TYPE = "Custom::PclusterCluster"
-SSM_POLICY = "AmazonSSMManagedInstanceCore"
+#: Where our managed policies for the nodes live: the IAM path ParallelCluster's provider may attach from
+#: (see the module docstring).
+PCLUSTER_POLICY_PATH = "/parallelcluster/"
 
 #: What :func:`substitute_placeholders` puts in place of a reference it has no value for, by resource type.
 PLACEHOLDER_PREFIXES: Mapping[str, str] = {
@@ -329,7 +361,9 @@ class ParallelCluster(Construct):
     Attributes: ``configuration`` (the cluster configuration, CloudFormation tokens included),
     ``cluster_name``, ``provider`` (the nested provider stack), ``resource`` (the custom resource),
     ``head_node_instance_id``, ``validation_messages``, ``security_group`` and ``connections`` (a group every
-    node carries, for storage clients).
+    node carries, for storage clients), ``session_manager_policy`` (SSM Session Manager for the head node and
+    the login pools, no parameter reads), ``login_nodes_policy`` (the login pools' read access to their
+    scripts, or None).
     """
 
     def __init__(
@@ -475,6 +509,12 @@ class ParallelCluster(Construct):
                 description=f"ParallelCluster {cluster_name}: head node, client of the Slurm accounting database",
                 allow_all_outbound=False,
             )
+        self.session_manager_policy = SessionManagerPolicy(
+            self,
+            "SessionManager",
+            path=PCLUSTER_POLICY_PATH,
+            description=f"ParallelCluster {cluster_name}: SSM Session Manager only, for the head and login nodes",
+        )
         self.login_nodes_policy = self._login_nodes_policy(cluster_actions)
         self.configuration: dict[str, Any] = _ClusterConfigurationBuilder(
             vpc=vpc,
@@ -497,6 +537,7 @@ class ParallelCluster(Construct):
             custom_ami=custom_ami,
             login_nodes=self.login_nodes,
             login_nodes_policy=self.login_nodes_policy,
+            session_manager_policy=self.session_manager_policy,
             directory_service=directory_service,
         ).build()
 
@@ -976,6 +1017,7 @@ class ParallelCluster(Construct):
         return iam.ManagedPolicy(
             self,
             "LoginNodesScripts",
+            path=PCLUSTER_POLICY_PATH,
             description="Login nodes: read their ParallelCluster custom action scripts",
             statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=resources)],
         )
@@ -1064,6 +1106,7 @@ class _ClusterConfigurationBuilder:
     custom_ami: str | None
     login_nodes: Sequence[LoginNodePool]
     login_nodes_policy: iam.ManagedPolicy | None
+    session_manager_policy: iam.ManagedPolicy
     directory_service: DirectoryService | None
 
     def build(self) -> dict[str, Any]:
@@ -1098,7 +1141,6 @@ class _ClusterConfigurationBuilder:
         ssh: dict[str, Any] = {"AllowedIps": head.ssh_allowed_ips or self.vpc.vpc_cidr_block}
         if head.key_name is not None:
             ssh["KeyName"] = head.key_name
-        ssm = iam.ManagedPolicy.from_aws_managed_policy_name(SSM_POLICY).managed_policy_arn
         node: dict[str, Any] = {
             "InstanceType": head.instance_type,
             "Networking": {
@@ -1109,7 +1151,7 @@ class _ClusterConfigurationBuilder:
             },
             "Ssh": ssh,
             "Iam": {
-                "AdditionalIamPolicies": [{"Policy": ssm}],
+                "AdditionalIamPolicies": [{"Policy": self.session_manager_policy.managed_policy_arn}],
                 **self._script_access(head.on_node_start, head.on_node_configured),
             },
             "Imds": {"Secured": True},
@@ -1141,8 +1183,7 @@ class _ClusterConfigurationBuilder:
         ssh: dict[str, Any] = {"AllowedIps": pool.ssh_allowed_ips or self.vpc.vpc_cidr_block}
         if pool.key_name is not None:
             ssh["KeyName"] = pool.key_name
-        ssm = iam.ManagedPolicy.from_aws_managed_policy_name(SSM_POLICY).managed_policy_arn
-        policies = [{"Policy": ssm}]
+        policies = [{"Policy": self.session_manager_policy.managed_policy_arn}]
         if self.login_nodes_policy is not None:
             policies.append({"Policy": self.login_nodes_policy.managed_policy_arn})
         result: dict[str, Any] = {
