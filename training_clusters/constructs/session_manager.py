@@ -83,7 +83,8 @@ class SessionManagerPolicy(iam.ManagedPolicy):
 
         :param path: The policy's IAM path, e.g. ``/parallelcluster/`` (ParallelCluster's provider attaches only
             policies under that path or named ``parallelcluster*``). Default: ``/``.
-        :param description: Default: "SSM Session Manager only: agent registration and session channels".
+        :param description: Default: "SSM Session Manager only: agent registration and session channels (no
+            parameter reads)".
         """
         instances = f"arn:{cdk.Aws.PARTITION}:ec2:{cdk.Aws.REGION}:{cdk.Aws.ACCOUNT_ID}:instance/*"
         super().__init__(
