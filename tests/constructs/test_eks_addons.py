@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from typing import Any
@@ -9,7 +10,6 @@ import pytest
 import yaml
 from aws_cdk.assertions import Template
 
-from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.catalog import lookup
 from training_clusters.constructs.eks_addons import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -40,8 +40,9 @@ from training_clusters.constructs.eks_release_manifest import MpiOperator, Relea
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
+from training_clusters.releases import MPI_OPERATOR_MANIFEST_URL, MPI_OPERATOR_SHA256, MPI_OPERATOR_VERSION
 
-from ..conftest import AZS, CDK_CONTEXT, REGION, PinnedStack
+from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, PinnedStack
 
 # --------------------------------------------------------------------------------------------------
 # values, one sharing mode at a time
@@ -539,6 +540,8 @@ def test_mpi_operator_applies_the_pinned_release_manifest(
     props = resource["Properties"]
     assert props["ManifestUrl"] == MPI_OPERATOR_MANIFEST_URL
     assert "/v0.7.0/" in props["ManifestUrl"]
+    # the handler refuses any other bytes (tests/handlers/test_release_manifest.py)
+    assert props["Sha256"] == "507d5dc8e12bcef43be5b9c89bc93c450581fedb316c62282d7831720ef7b5c4"
     assert props["WaitForCrds"] == "true"
     assert props["ClusterName"] == {"Ref": _logical_id(template, "AWS::EKS::Cluster")}
     # applied only once the handler can reach and authenticate to the cluster
@@ -605,7 +608,7 @@ def test_release_manifest_refuses_unpinned_urls(stack: cdk.Stack, url: str, frag
     network = TrainingNetwork(stack, "Network", availability_zones=AZS)
     cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
     with pytest.raises(ConfigurationError, match=fragment) as error:
-        ReleaseManifest(stack, "Manifest", cluster=cluster, url=url)
+        ReleaseManifest(stack, "Manifest", cluster=cluster, url=url, sha256="0" * 64)
     assert "Test/Manifest: url" in str(error.value) and url in str(error.value)
 
 
@@ -684,3 +687,32 @@ def test_fsx_csi_addon_version_can_be_pinned_and_is_checked(stack: cdk.Stack) ->
         addon_version="v1.6.0-eksbuild.1",
     )
     assert stack.resolve(pinned.addon.addon_version) == "v1.6.0-eksbuild.1"
+
+
+def test_the_pinned_mpi_operator_digest_is_that_of_the_release_file() -> None:
+    """The digest is the SHA-256 of deploy/v2beta1/mpi-operator.yaml at the tag, as published (a copy of the
+    file at tag v0.7.0, commit 07a32d9, kept beside this project: skipped where it is missing)."""
+    published = (
+        ROOT.parent / "shared" / "charts" / f"mpi-operator-{MPI_OPERATOR_VERSION}" / "mpi-operator.yaml"
+    )
+    if not published.is_file():
+        pytest.skip(f"no copy of the MPI Operator {MPI_OPERATOR_VERSION} release manifest at {published}")
+    assert hashlib.sha256(published.read_bytes()).hexdigest() == MPI_OPERATOR_SHA256[MPI_OPERATOR_VERSION]
+
+
+def test_an_mpi_operator_version_without_a_pinned_digest_needs_one(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    with pytest.raises(ConfigurationError) as error:
+        MpiOperator(stack, "Operator", cluster=cluster, version="v0.8.0")
+    assert str(error.value) == (
+        "Test/Operator: sha256 is required for version 'v0.8.0', which has no pinned digest (pinned: v0.7.0): "
+        "pass the SHA-256 of its mpi-operator.yaml"
+    )
+    MpiOperator(stack, "Pinned", cluster=cluster, version="v0.8.0", sha256="a" * 64)
+    [props] = [
+        r["Properties"]
+        for r in Template.from_stack(stack).find_resources("Custom::ReleaseManifest").values()
+        if "/v0.8.0/" in r["Properties"]["ManifestUrl"]
+    ]
+    assert props["Sha256"] == "a" * 64

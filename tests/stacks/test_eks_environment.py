@@ -12,10 +12,10 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters import cli
-from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.config import parse_environment
 from training_clusters.environments import add_environment_config
 from training_clusters.errors import ConfigurationError
+from training_clusters.releases import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.stacks.eks import EksTrainingEnvironment
 
 from ..conftest import ROOT, EnvironmentGates

@@ -27,6 +27,7 @@ import yaml
 
 from training_clusters.catalog import InstanceType
 from training_clusters.errors import ConfigurationError
+from training_clusters.releases import MPI_OPERATOR_MANIFEST_URL
 
 DEFAULT_NCCL_TESTS_IMAGE = (
     "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.3-ncclv2.27.7-1-testsv2.16.9"
@@ -222,20 +223,6 @@ def _check(name: str, instance_type: InstanceType, workers: int, efa_interfaces:
         )
     if not name or len(name) > 63:
         raise ConfigurationError(f"nccl test: name must be 1 to 63 characters, got '{name}'")
-
-
-#: The MPI Operator release the stack installs (MPIJob ``kubeflow.org/v2beta1``).
-MPI_OPERATOR_VERSION = "v0.7.0"
-
-
-def mpi_operator_manifest_url(version: str = MPI_OPERATOR_VERSION) -> str:
-    """Where Kubeflow publishes the MPI Operator's release manifest for tag ``version``."""
-    return (
-        f"https://raw.githubusercontent.com/kubeflow/mpi-operator/{version}/deploy/v2beta1/mpi-operator.yaml"
-    )
-
-
-MPI_OPERATOR_MANIFEST_URL = mpi_operator_manifest_url()
 
 
 def run_instructions(

@@ -26,7 +26,6 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.acceptance.eks_nccl_job import MPI_OPERATOR_VERSION, mpi_operator_manifest_url
 from training_clusters.compliance import (
     accept_handler_findings,
     accept_inline_policy,
@@ -36,6 +35,7 @@ from training_clusters.compliance import (
     skip_checkov,
 )
 from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.releases import MPI_OPERATOR_SHA256, MPI_OPERATOR_VERSION, mpi_operator_manifest_url
 
 from ._validation import checked_props, fail
 
@@ -74,14 +74,15 @@ class ReleaseManifest(Construct):
         *,
         cluster: GpuEksCluster,
         url: str,
-        sha256: str | None = None,
+        sha256: str,
         wait_for_crds: bool = True,
     ) -> None:
         """Create the handler and the custom resource.
 
         :param cluster: The cluster to apply to.
         :param url: ``https://`` URL of the manifest at a release tag (``master``/``main``/``latest`` refused).
-        :param sha256: Hex digest the downloaded manifest must have. Default: not checked (the tag pins it).
+        :param sha256: SHA-256 (64 hex digits) the downloaded manifest must have; the handler refuses any other
+            bytes, on create, update and delete (a tag is not a pin: release files can be replaced).
         :param wait_for_crds: Wait until the manifest's CRDs are established, so objects of their kinds can
             be applied next. Default: True.
         """
@@ -154,7 +155,7 @@ class ReleaseManifest(Construct):
             properties={
                 "ClusterName": eks_cluster.cluster_name,
                 "ManifestUrl": url,
-                "Sha256": sha256 or "",
+                "Sha256": sha256,
                 "WaitForCrds": "true" if wait_for_crds else "false",
             },
         )
@@ -174,8 +175,8 @@ class ReleaseManifest(Construct):
                 f"must point at a release tag, not master/main/latest/HEAD, got '{url}'",
             )
 
-    def _check_sha256(self, sha256: str | None) -> None:
-        if sha256 is not None and not _SHA256.fullmatch(sha256):
+    def _check_sha256(self, sha256: str) -> None:
+        if not _SHA256.fullmatch(sha256):
             raise fail(self.node.path, "sha256", f"must be 64 hexadecimal digits, got '{sha256}'")
 
     def _acknowledge(self, role: iam.Role, provider: cr.Provider) -> None:
@@ -209,21 +210,38 @@ class MpiOperator(ReleaseManifest):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, cluster: GpuEksCluster, version: str = MPI_OPERATOR_VERSION
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        version: str = MPI_OPERATOR_VERSION,
+        sha256: str | None = None,
     ) -> None:
         """Install the operator.
 
         :param cluster: The cluster it runs in (the manifest is applied through the cluster's kubectl provider).
         :param version: Release tag of kubeflow/mpi-operator. Default: :data:`MPI_OPERATOR_VERSION`.
+        :param sha256: SHA-256 of that release's ``deploy/v2beta1/mpi-operator.yaml``. Default: the digest
+            pinned for ``version`` in :data:`training_clusters.releases.MPI_OPERATOR_SHA256`; required for a
+            version pinned there is none for.
         """
+        path = f"{scope.node.path}/{id}"
         if not re.fullmatch(r"v\d+\.\d+\.\d+", version):
+            raise fail(path, "version", f"must be a release tag such as v0.7.0, got '{version}'")
+        digest = sha256 or MPI_OPERATOR_SHA256.get(version)
+        if digest is None:
             raise fail(
-                f"{scope.node.path}/{id}", "version", f"must be a release tag such as v0.7.0, got '{version}'"
+                path,
+                "sha256",
+                f"is required for version '{version}', which has no pinned digest (pinned: "
+                f"{', '.join(sorted(MPI_OPERATOR_SHA256))}): pass the SHA-256 of its mpi-operator.yaml",
             )
         super().__init__(
             scope,
             id,
             cluster=cluster,
             url=mpi_operator_manifest_url(version),
+            sha256=digest,
         )
         self.version = version
