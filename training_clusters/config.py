@@ -412,6 +412,12 @@ class HyperPodConfig(_Model):
         description="Let the team's users SSH into the controller too. Default: only root and ubuntu log in "
         "there (it holds Slurm's state and reads the accounting secret).",
     )
+    download_sha256: dict[str, str] = Field(
+        default_factory=dict,
+        description="SHA-256 of what the lifecycle scripts download (https:// URL: 64 hex digits: enroot's "
+        "packages, pyxis' and Slurm's sources, or your mirror's copies); a pinned download with other bytes "
+        "fails the node. Default: none (downloads are fetched over HTTPS, unverified, with a warning).",
+    )
     accounting: Annotated[HyperPodAccounting, _FileChoice(HyperPodAccounting)] = Field(
         default=HyperPodAccounting.NONE,
         description="Slurm accounting (slurmdbd on the controller): none, external (an Aurora MySQL database "

@@ -435,3 +435,31 @@ def test_a_database_in_another_stack_makes_the_cluster_stack_wait_for_it_and_add
         Template.from_stack(layout.storage).to_json()["Resources"]
         == Template.from_stack(alone.storage).to_json()["Resources"]
     )
+
+
+@pytest.mark.parametrize(
+    ("pins", "where", "message"),
+    [
+        (["x"], "lifecycle.extra['download_sha256']", "must map https:// URLs to SHA-256 digests, got ['x']"),
+        (
+            {"http://example.com/a.deb": "0" * 64},
+            "lifecycle.extra['download_sha256']",
+            "keys must be https:// URLs without spaces, got 'http://example.com/a.deb'",
+        ),
+        (
+            {"https://example.com/a.deb": "abc"},
+            "lifecycle.extra['download_sha256']['https://example.com/a.deb']",
+            "must be 64 hexadecimal digits, got 'abc'",
+        ),
+    ],
+)
+def test_download_pins_are_checked_at_synth(stack: cdk.Stack, pins: Any, where: str, message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, lifecycle=LifecycleOptions(extra={"download_sha256": pins}))
+    assert str(error.value) == f"Test/HyperPod: {where} {message}"
+
+
+def test_download_pins_reach_the_nodes(stack: cdk.Stack) -> None:
+    pins = {"https://github.com/NVIDIA/pyxis/archive/refs/tags/v0.20.0.tar.gz": "ab" * 32}
+    cluster = build(stack, lifecycle=LifecycleOptions(extra={"download_sha256": pins}))
+    assert cluster.lifecycle_settings["download_sha256"] == pins

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -74,6 +74,8 @@ LIFECYCLE_SETTING_KEYS = frozenset(
         "accounting",
         "users",
         "enable_pam_slurm_adopt",
+        "team_logins_on_controller",
+        "download_sha256",
     }
 )
 #: The keys the construct writes itself from its props, which check them: ``lifecycle.extra`` cannot set them.
@@ -217,7 +219,8 @@ class LifecycleOptions:
         False: the users exist there (Slurm resolves their names) but sshd lets only root and the cluster
         user (``ubuntu``) in, since the controller holds slurmctld's state and reads the accounting secret.
     :param extra: More keys: those HyperPod's reference reads go to ``provisioning_parameters.json``, those
-        of the shipped scripts (e.g. ``slurm_requeue_exit_codes``) to ``training_clusters.json``; another
+        of the shipped scripts (e.g. ``slurm_requeue_exit_codes``, or ``download_sha256``: ``{URL: SHA-256}``
+        for what the scripts download, which they then refuse in any other form) to ``training_clusters.json``; another
         key is an error, unless ``lifecycle_scripts_dir`` replaces the scripts (then it goes to
         ``provisioning_parameters.json``). A key the construct writes from a prop (``users``,
         ``extra_steps``, ``accounting``, ``controller_group``, ``fsx_mount_dir`` ...; see
@@ -510,6 +513,31 @@ class HyperPodCluster(Construct):
                     "lifecycle.extra",
                     f"holds '{key}', which the shipped lifecycle scripts do not read; allowed: "
                     f"{', '.join(sorted(known))}",
+                )
+        self._check_download_pins(options.extra.get("download_sha256", {}))
+
+    def _check_download_pins(self, pins: Any) -> None:
+        """``download_sha256``: https:// URL to 64 hex digits, as the nodes' preflight checks it."""
+        if not isinstance(pins, Mapping):
+            raise fail(
+                self.node.path,
+                "lifecycle.extra['download_sha256']",
+                f"must map https:// URLs to SHA-256 digests, got {pins!r}",
+            )
+        for url, digest in pins.items():
+            if not isinstance(url, str) or not re.fullmatch(r"https://[!-~]+", url):
+                raise fail(
+                    self.node.path,
+                    "lifecycle.extra['download_sha256']",
+                    f"keys must be https:// URLs without spaces, got {url!r}",
+                )
+            if is_unresolved(digest):
+                continue
+            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+                raise fail(
+                    self.node.path,
+                    f"lifecycle.extra['download_sha256'][{url!r}]",
+                    f"must be 64 hexadecimal digits, got {digest!r}",
                 )
 
     def _step_options(self, where: str, step: LifecycleStep) -> LifecycleStep:

@@ -63,6 +63,7 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
                 enable_docker=spec.enable_docker,
                 enable_pam_slurm_adopt=spec.enable_pam_slurm_adopt,
                 team_logins_on_controller=spec.team_logins_on_controller,
+                extra={"download_sha256": dict(spec.download_sha256)} if spec.download_sha256 else {},
             ),
             accounting=self.accounting_database or spec.accounting,
             users=[_team_user(u) for u in config.users],

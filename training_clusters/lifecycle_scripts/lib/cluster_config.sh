@@ -24,6 +24,7 @@ TC_ENABLE_ENROOT_PYXIS=""
 TC_SLURM_REQUEUE_EXIT=""
 TC_WORKER_GROUPS=()
 TC_EXTRA_STEPS=() # name:script:roles (roles comma-separated)
+TC_DOWNLOAD_SHA256=() # 'DIGEST URL': what tc_download refuses in any other form
 TC_ENABLE_DOCKER=""
 TC_ACCOUNTING_MODE=""     # none | external | local
 TC_ACCOUNTING_HOST=""
@@ -86,7 +87,7 @@ SETTINGS = os.path.basename(settings_path)
 # provisioning_parameters.json keeps the keys HyperPod's reference scripts read; ours live beside it.
 OURS = ("fsx_mount_dir", "enable_enroot_pyxis", "enable_observability", "slurm_requeue_exit_codes",
         "extra_steps", "enable_docker", "accounting", "users", "enable_pam_slurm_adopt",
-        "team_logins_on_controller")
+        "team_logins_on_controller", "download_sha256")
 ROLES = ("controller", "login", "worker")
 
 
@@ -174,6 +175,15 @@ if not isinstance(codes, list) or not all(
 ):
     fail(SETTINGS, f"slurm_requeue_exit_codes must be a list of exit codes 0-255, got {codes!r}")
 out["slurm_requeue_exit"] = ",".join(str(code) for code in codes)
+
+pins = settings.get("download_sha256", {})
+if not isinstance(pins, dict):
+    fail(SETTINGS, f"download_sha256 must map https:// URLs to SHA-256 digests, got {pins!r}")
+for url, digest in pins.items():
+    if not re.fullmatch(r"https://[!-~]+", url):
+        fail(SETTINGS, f"download_sha256 keys must be https:// URLs without spaces, got {url!r}")
+    if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
+        fail(SETTINGS, f"download_sha256[{url!r}] must be 64 hexadecimal digits, got {digest!r}")
 
 groups = params.get("worker_groups", [])
 if not isinstance(groups, list):
@@ -304,11 +314,13 @@ for index, user in enumerate(users):
 
 for key, value in out.items():
     print(f"{key}={value}")
+lines += [f"download_sha256={digest.lower()} {url}" for url, digest in pins.items()]
 print("\n".join(lines))
 PY
 )"
     TC_WORKER_GROUPS=()
     TC_EXTRA_STEPS=()
+    TC_DOWNLOAD_SHA256=()
     TC_USERS=()
     TC_USER_GROUPS=()
     while IFS='=' read -r key value; do
@@ -323,6 +335,7 @@ PY
             slurm_requeue_exit) TC_SLURM_REQUEUE_EXIT=$value ;;
             worker_group) TC_WORKER_GROUPS+=("$value") ;;
             extra_step) TC_EXTRA_STEPS+=("$value") ;;
+            download_sha256) TC_DOWNLOAD_SHA256+=("$value") ;;
             enable_docker) TC_ENABLE_DOCKER=$value ;;
             enable_pam_slurm_adopt) TC_ENABLE_PAM_SLURM_ADOPT=$value ;;
             team_logins_on_controller) TC_TEAM_LOGINS_ON_CONTROLLER=$value ;;

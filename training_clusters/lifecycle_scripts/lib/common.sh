@@ -228,10 +228,35 @@ tc_retry() {
     done
 }
 
-# tc_download URL DEST: fetch URL to DEST (through NAT / endpoints only; curl's own retries).
+# tc_download URL DEST: fetch URL to DEST (through NAT / endpoints only; curl's own retries). When
+# training_clusters.json's download_sha256 pins URL, DEST must have that SHA-256, else it is deleted and the
+# step fails with one line; an unpinned URL is fetched with a warning that nothing verified it (a tag is
+# not a pin: release files can be replaced).
 tc_download() {
-    local url=$1 dest=$2
+    local url=$1 dest=$2 entry expected="" actual
     tc_mkdir_parent "$dest"
     log "downloading ${url}"
     curl -fsSL --retry 5 --retry-delay 5 --connect-timeout 20 -o "$dest" "$url"
+    for entry in "${TC_DOWNLOAD_SHA256[@]}"; do
+        if [[ ${entry#* } == "$url" ]]; then
+            expected=${entry%% *}
+        fi
+    done
+    if [[ -z $expected ]]; then
+        warn "${url} is not verified: no download_sha256 entry pins it"
+        return 0
+    fi
+    actual="$("$TC_PYTHON" -I -S -c '
+import hashlib, sys
+digest = hashlib.sha256()
+with open(sys.argv[1], "rb") as handle:
+    for block in iter(lambda: handle.read(1 << 20), b""):
+        digest.update(block)
+print(digest.hexdigest())' "$dest")"
+    if [[ $actual != "$expected" ]]; then
+        rm -f -- "$dest"
+        tc_error "${url} has sha256 ${actual}, expected ${expected} (download_sha256): refusing to use it"
+        return 1
+    fi
+    log "verified ${url} (sha256 ${expected})"
 }
