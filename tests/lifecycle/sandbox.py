@@ -30,6 +30,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "training_clusters" / "lifecycle_scripts"
 STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
+#: What the curl stub answers for AWS's RDS certificate bundle: two test CA certificates made by openssl.
+RDS_CA_BUNDLE = STUB.parent / "rds-ca-bundle.pem"
 
 # Commands the scripts may run on a node: all are replaced by the recording stub.
 STUBBED_COMMANDS = (
@@ -41,7 +43,7 @@ STUBBED_COMMANDS = (
 # Real tools the scripts may use on the fake root. Anything else is "command not found".
 REAL_TOOLS = (
     "awk", "basename", "bzip2", "cat", "chmod", "cksum", "cmp", "cp", "cut", "date", "dirname", "find",
-    "flock", "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "readlink", "rm", "sed", "sort",
+    "flock", "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "openssl", "readlink", "rm", "sed", "sort",
     "tail", "tar", "tee", "touch", "tr", "uname", "wc",
 )  # fmt: skip
 
@@ -269,6 +271,7 @@ class Sandbox:
         stub = self.bin / ".stub.sh"  # a private copy: executable whatever the checkout's file modes
         shutil.copyfile(STUB, stub)
         stub.chmod(0o755)
+        shutil.copyfile(RDS_CA_BUNDLE, self.bin / ".rds-ca-bundle.pem")
         for command in STUBBED_COMMANDS:
             (self.bin / command).symlink_to(stub)
         self.write_params()

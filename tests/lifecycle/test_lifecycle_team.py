@@ -137,9 +137,15 @@ def test_the_external_database_is_waited_for_and_created(sandbox: Sandbox) -> No
     # The connection went through a 0600 option file, removed afterwards; the password only there.
     assert (sandbox.state / "mysql.defaults").read_text() == (
         f'[client]\nhost={DB_HOST}\nport=3306\nuser=slurm_admin\npassword="s3cr#t-Pass"\n'
+        # TLS, the server's certificate and name verified with the RDS bundle
+        "ssl-ca=/etc/training-clusters/rds-ca-bundle.pem\nloose-ssl-verify-server-cert\n"
+        "loose-ssl-mode=VERIFY_IDENTITY\n"
     )
     assert (sandbox.state / "mysql.defaults.mode").read_text() == "600\n"
-    assert sorted(p.name for p in sandbox.path("etc/training-clusters").iterdir()) == ["slurm-keys.conf"]
+    assert sorted(p.name for p in sandbox.path("etc/training-clusters").iterdir()) == [
+        "rds-ca-bundle.pem",  # the RDS certificate bundle is kept: slurmdbd reads it
+        "slurm-keys.conf",
+    ]
     assert "s3cr" not in sandbox.calls_file.read_text()
     assert "s3cr" not in run.log and "s3cr" not in run.output
 
@@ -164,7 +170,10 @@ def test_an_external_database_that_never_answers_fails_the_step(sandbox: Sandbox
     assert not (sandbox.state / "mysql.sql").exists()  # nothing created
     assert not sandbox.path(SLURMDBD_CONF).exists()
     assert run.calls_to("sacctmgr") == [] and "slurmdbd" not in run.started()
-    assert sorted(p.name for p in sandbox.path("etc/training-clusters").iterdir()) == ["slurm-keys.conf"]
+    assert sorted(p.name for p in sandbox.path("etc/training-clusters").iterdir()) == [
+        "rds-ca-bundle.pem",  # the RDS certificate bundle is kept: slurmdbd reads it
+        "slurm-keys.conf",
+    ]
     assert "s3cr" not in sandbox.calls_file.read_text() and "s3cr" not in run.log
 
 

@@ -640,7 +640,21 @@ case $name in
             [[ $1 == -o ]] && output=$2
             shift
         done
-        if [[ $url == */slurm-*.tar.bz2 ]]; then
+        if [[ $url == file://* ]]; then
+            if [[ ! -f ${url#file://} ]]; then
+                echo "curl: (37) Couldn't open file ${url#file://}" >&2
+                exit 37
+            fi
+            cp -- "${url#file://}" "$output"
+        elif [[ $url == https://truststore.pki.rds.amazonaws.com/* ]]; then
+            # AWS's RDS certificate bundle: two test CA certificates (openssl-made, sandbox only), or
+            # STUB_CURL_FAILS_FOR's curl error when the URL matches it.
+            if [[ -n ${STUB_CURL_FAILS_FOR:-} && $url == "$STUB_CURL_FAILS_FOR" ]]; then
+                echo "curl: (6) Could not resolve host: truststore.pki.rds.amazonaws.com" >&2
+                exit 6
+            fi
+            cp -- "${0%/*}/.rds-ca-bundle.pem" "$output"
+        elif [[ $url == */slurm-*.tar.bz2 ]]; then
             work="$(mktemp -d)"
             folder="${url##*/}"
             folder="${folder%.tar.bz2}"

@@ -10,7 +10,17 @@
 #   local     MariaDB on the controller itself (small clusters; its data is lost with the controller)
 # slurmdbd.conf (0600, owned by SlurmUser) points slurmdbd at the database; slurmdbd is started and
 # checked (bounded); the cluster is registered once (`sacctmgr -i add cluster`); slurmctld starts after
-# all of this (step slurm-controller). slurm.conf's AccountingStorageType / Host / Port are among the
+# all of this (step slurm-controller).
+#
+# TLS to the external database, verified: the database requires secure transport
+# (require_secure_transport, SlurmAccountingDatabase's parameter group), and every client here trusts
+# only the RDS certificate authorities. Their bundle is fetched over HTTPS from AWS's truststore
+# (https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/UsingWithRDS.SSL.html), checked to hold
+# only PEM certificates (openssl storeutl) and kept at TC_RDS_CA_BUNDLE; slurmdbd.conf names it in
+# StorageParameters=SSL_CA=... (slurmdbd.conf(5): https://slurm.schedmd.com/slurmdbd.conf.html), and the
+# mysql client that waits for the database verifies the server's certificate and name with it.
+# TC_RDS_CA_BUNDLE_URL replaces the URL (tests: a file:// URL; nothing but https:// and file:// is
+# fetched, and a redirect only to https://). slurm.conf's AccountingStorageType / Host / Port are among the
 # settings lib/slurm.sh keeps applied (/etc/training-clusters/slurm-keys.conf) when HyperPod rewrites it.
 
 TC_SLURMDBD_PORT="${TC_SLURMDBD_PORT:-6819}"
@@ -24,6 +34,9 @@ TC_DATABASE_WAIT_SLEEP="${TC_DATABASE_WAIT_SLEEP:-10}"
 # The local database's password, generated once (paths on the node).
 TC_LOCAL_DB_PASSWORD_FILE="/etc/training-clusters/slurmdbd-db.password"
 TC_LOCAL_DB_USER="slurm"
+# The RDS certificate bundle (every commercial Region's CAs) and where it is kept on the node.
+TC_RDS_CA_BUNDLE_URL="${TC_RDS_CA_BUNDLE_URL:-https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem}"
+TC_RDS_CA_BUNDLE="/etc/training-clusters/rds-ca-bundle.pem"
 
 # The slurm.conf settings of accounting, in the format of slurm-keys.conf ("<file> <Key> <Value>").
 tc_accounting_slurm_keys() {
@@ -40,7 +53,7 @@ tc_accounting_slurm_keys() {
 # mismatches slurmdbd's. So: the database (created before slurmdbd's first start; slurmdbd 24.11 dies if
 # it must create it in a fresh MariaDB), slurmdbd answering, the cluster registered, then slurmctld.
 tc_setup_accounting() {
-    local host port user password cluster
+    local host port user password cluster ca_bundle="" bundle_changed=false
     cluster="$(tc_slurm_cluster_name)"
     case $TC_ACCOUNTING_MODE in
         external)
@@ -53,6 +66,9 @@ tc_setup_accounting() {
                 tc_error "no database user: set accounting.user or store 'username' in the secret"
                 return 1
             fi
+            tc_install_rds_ca_bundle
+            bundle_changed=$TC_FILE_CHANGED
+            ca_bundle=$TC_RDS_CA_BUNDLE
             tc_prepare_external_database "$host" "$port" "$user" "$password"
             ;;
         local)
@@ -67,8 +83,10 @@ tc_setup_accounting() {
             return 1
             ;;
     esac
-    tc_write_slurmdbd_conf "$host" "$port" "$user" "$password" "$TC_ACCOUNTING_DATABASE"
+    tc_write_slurmdbd_conf "$host" "$port" "$user" "$password" "$TC_ACCOUNTING_DATABASE" "$ca_bundle"
     local conf_changed=$TC_FILE_CHANGED
+    # slurmdbd reads the CA file when it connects: a new bundle takes effect on a restart.
+    [[ $bundle_changed == false ]] || conf_changed=true
     tc_install_slurmdbd_unit
     [[ $TC_FILE_CHANGED == false ]] || conf_changed=true
     tc_start_slurmdbd "$conf_changed"
@@ -84,7 +102,7 @@ tc_prepare_external_database() {
     if ! command -v mysql >/dev/null 2>&1; then
         apt_get install -y --no-install-recommends mariadb-client
     fi
-    defaults="$(tc_mysql_defaults "$host" "$port" "$user" "$password")"
+    defaults="$(tc_mysql_defaults "$host" "$port" "$user" "$password" "$TC_RDS_CA_BUNDLE")"
     for ((attempt = 1; attempt <= TC_DATABASE_WAIT_ATTEMPTS; attempt++)); do
         if answer="$(mysql --defaults-extra-file="$defaults" --connect-timeout=5 -N -e 'SELECT 1' 2>&1)"; then
             break
@@ -108,15 +126,69 @@ EOF
 }
 
 # Prints the path of a 0600 client option file holding the connection (the password never reaches a
-# command line or the log). The caller removes it.
+# command line or the log). The caller removes it. With CA_FILE the client uses TLS and verifies the
+# server's certificate and host name against it (CA_FILE: the path on the node): MariaDB's client with ssl-verify-server-cert
+# (https://mariadb.com/docs/server/connect/clients/mariadb-client/mariadb-command-line-client), MySQL's
+# with ssl-mode=VERIFY_IDENTITY (https://dev.mysql.com/doc/refman/8.0/en/connection-options.html); each
+# ignores the other's option, as the loose- prefix asks.
 tc_mysql_defaults() {
-    local host=$1 port=$2 user=$3 password=$4 dir="${TC_ROOT}/etc/training-clusters" file
+    local host=$1 port=$2 user=$3 password=$4 ca_file=${5:-} dir="${TC_ROOT}/etc/training-clusters" file
     tc_mkdir "$dir"
     file="$(umask 077 && mktemp -p "$dir" --suffix=.mysql-client)"
     password=${password//\\/\\\\}
     password=${password//\"/\\\"}
     printf '[client]\nhost=%s\nport=%s\nuser=%s\npassword="%s"\n' "$host" "$port" "$user" "$password" >"$file"
+    if [[ -n $ca_file ]]; then
+        printf 'ssl-ca=%s\nloose-ssl-verify-server-cert\nloose-ssl-mode=VERIFY_IDENTITY\n' "$ca_file" >>"$file"
+    fi
     printf '%s\n' "$file"
+}
+
+# The RDS certificate bundle at TC_RDS_CA_BUNDLE (0644: slurmdbd reads it as SlurmUser), fetched from
+# TC_RDS_CA_BUNDLE_URL and checked to hold PEM certificates and nothing else; a failed fetch or anything
+# else fails the step with one line. Sets TC_FILE_CHANGED (the bundle changed since the last run).
+tc_install_rds_ca_bundle() {
+    local bundle="${TC_ROOT}${TC_RDS_CA_BUNDLE}" fetched answer="" problem
+    if ! command -v openssl >/dev/null 2>&1; then
+        apt_get install -y --no-install-recommends openssl
+    fi
+    tc_mkdir_parent "$bundle"
+    fetched="$(mktemp -p "${bundle%/*}" --suffix=.rds-ca)"
+    log "fetching the RDS certificate bundle from ${TC_RDS_CA_BUNDLE_URL}"
+    if ! answer="$(curl --fail --silent --show-error --location --proto '=https,file' --proto-redir '=https' \
+        --retry 5 --retry-delay 5 --connect-timeout 20 --max-time 120 -o "$fetched" "$TC_RDS_CA_BUNDLE_URL" 2>&1)"; then
+        rm -f -- "$fetched"
+        tc_error "could not fetch the RDS certificate bundle from ${TC_RDS_CA_BUNDLE_URL}: ${answer//$'\n'/ | }"
+        return 1
+    fi
+    if ! problem="$(tc_pem_certificates_problem "$fetched")"; then
+        rm -f -- "$fetched"
+        tc_error "${TC_RDS_CA_BUNDLE_URL} is no certificate bundle: ${problem}"
+        return 1
+    fi
+    tc_write_file "$bundle" 0644 <"$fetched"
+    rm -f -- "$fetched"
+}
+
+# Prints why FILE is not a bundle of PEM certificates and fails; prints nothing when it is one: openssl
+# loads every certificate in it (a truncated or corrupt one fails) and finds as many as the file has
+# BEGIN lines (a key or other PEM object among them fails too).
+tc_pem_certificates_problem() {
+    local file=$1 begins found out
+    begins="$(grep -c -- '-----BEGIN ' "$file" || true)"
+    if ((begins == 0)); then
+        echo "it holds no PEM certificate ($(wc -c <"$file") bytes)"
+        return 1
+    fi
+    if ! out="$(openssl storeutl -noout -certs "$file" 2>&1)"; then
+        echo "openssl cannot read every certificate in it (${begins} PEM objects)"
+        return 1
+    fi
+    found="$(sed -n 's/^Total found: \([0-9][0-9]*\)$/\1/p' <<<"$out")"
+    if [[ $found != "$begins" ]]; then
+        echo "openssl finds ${found:-no} certificates among its ${begins} PEM objects"
+        return 1
+    fi
 }
 
 # ClusterName from HyperPod's slurm.conf (Slurm lower-cases it), else the HyperPod cluster's name.
@@ -205,7 +277,10 @@ EOF
 # slurmdbd.conf: 0600 and owned by SlurmUser (slurmdbd refuses a file others can read, it holds the
 # password). '#' starts a comment in Slurm's files: it is escaped.
 tc_write_slurmdbd_conf() {
-    local host=$1 port=$2 user=$3 password=$4 database=$5 conf="${TC_SLURM_ETC}/slurmdbd.conf" umask_was
+    local host=$1 port=$2 user=$3 password=$4 database=$5 ca_bundle=${6:-} conf="${TC_SLURM_ETC}/slurmdbd.conf"
+    local umask_was storage_parameters=""
+    # StorageParameters SSL_CA: slurmdbd's client library uses TLS and verifies the server against it.
+    [[ -z $ca_bundle ]] || storage_parameters="StorageParameters=SSL_CA=${ca_bundle}"$'\n'
     if ! id -u "$TC_SLURM_USER" >/dev/null 2>&1; then
         tc_error "user ${TC_SLURM_USER} (SlurmUser) does not exist: these scripts need the HyperPod Slurm AMI"
         return 1
@@ -227,7 +302,7 @@ StoragePort=${port}
 StorageUser=${user}
 StoragePass=${password//#/\\#}
 StorageLoc=${database}
-PurgeStepAfter=3month
+${storage_parameters}PurgeStepAfter=3month
 PurgeJobAfter=12month
 EOF
     umask "$umask_was"
