@@ -68,6 +68,7 @@ _EXPORTS = {
     "NodegroupCapacityType": "training_clusters.options",
     "Capacity": "training_clusters.capacity",
     "CapacityKind": "training_clusters.options",
+    "SessionManagerPolicy": "session_manager",
     "PcsCluster": "pcs",
     "PcsComputeNodeGroup": "pcs",
     "PcsLoginNodes": "pcs",

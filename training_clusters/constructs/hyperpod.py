@@ -50,6 +50,7 @@ from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount
 
 from ._security_groups import open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
+from .session_manager import CHANNEL_ACTIONS
 
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
 ON_CREATE_SCRIPT = "on_create.sh"
@@ -1142,16 +1143,7 @@ def cluster_instance_statements(stack: cdk.Stack, cluster_name: str) -> list[iam
             resources=["*"],
             conditions={"StringEquals": {"cloudwatch:namespace": CLUSTER_METRICS_NAMESPACE}},
         ),
-        iam.PolicyStatement(
-            sid="SessionManagerChannels",
-            actions=[
-                "ssmmessages:CreateControlChannel",
-                "ssmmessages:CreateDataChannel",
-                "ssmmessages:OpenControlChannel",
-                "ssmmessages:OpenDataChannel",
-            ],
-            resources=["*"],
-        ),
+        iam.PolicyStatement(sid="SessionManagerChannels", actions=list(CHANNEL_ACTIONS), resources=["*"]),
     ]
 
 

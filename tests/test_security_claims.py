@@ -1,0 +1,132 @@
+"""README's "What a team user can reach" and its SSM claim, checked against the shipped environments' templates.
+
+Each claim is quoted from README.md (the test fails when the sentence changes) and checked where it shows in
+what `cdk deploy` would create; what it means on the nodes (sshd refusing, netfilter resetting) is shown on
+the real-Slurm beds by tests/integration/test_slurm_real.py and test_parallelcluster_real.py.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from training_clusters.stacks.hyperpod import HyperPodEnvironment
+from training_clusters.stacks.parallelcluster import IMDS_GUARD_ARGS, ParallelClusterEnvironment
+
+from .conftest import ROOT, EnvironmentGates
+
+README = (ROOT / "README.md").read_text()
+ENVIRONMENTS = ROOT / "environments"
+
+
+def claimed(sentence: str) -> None:
+    """The README says SENTENCE (its line breaks aside)."""
+    assert sentence in " ".join(README.split()), f"README no longer says: {sentence}"
+
+
+def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {key: r for key, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def _ingress_to(template: dict[str, Any], stack: Any, group: Any) -> list[Any]:
+    target = stack.resolve(group.security_group_id)
+    return [
+        r["Properties"].get("SourceSecurityGroupId")
+        for r in _of_type(template, "AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"].get("GroupId") == target
+    ]
+
+
+def test_the_accounting_database_admits_only_the_controller_or_head_node(
+    environment_gates: EnvironmentGates,
+) -> None:
+    claimed(
+        "**Not the accounting database.** It admits only the controller's (head node's) own security group."
+    )
+    team = ENVIRONMENTS / "hyperpod-team.yaml"
+    stack, _ = environment_gates.get(team)
+    assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
+    assert stack.cluster.controller_security_group is not None
+    sources = _ingress_to(environment_gates.template(team), stack, stack.accounting_database.security_group)
+    assert sources == [stack.resolve(stack.cluster.controller_security_group.security_group_id)]
+
+    team = ENVIRONMENTS / "parallelcluster-team.yaml"
+    stack, _ = environment_gates.get(team)
+    assert isinstance(stack, ParallelClusterEnvironment) and stack.accounting_database is not None
+    head = stack.cluster.head_node_security_group
+    assert head is not None
+    sources = _ingress_to(environment_gates.template(team), stack, stack.accounting_database.security_group)
+    assert sources == [stack.resolve(head.security_group_id)]
+
+
+def test_no_team_user_reaches_a_nodes_credentials(environment_gates: EnvironmentGates) -> None:
+    claimed("on ParallelCluster the head and login nodes have its own lockdown and compute nodes ours (root and "
+            "`pcluster-admin` only).")  # fmt: skip
+    claimed("On HyperPod every node with `users:` lets only root reach instance metadata;")
+    hyperpod, _ = environment_gates.get(ENVIRONMENTS / "hyperpod-team.yaml")
+    assert isinstance(hyperpod, HyperPodEnvironment)
+    assert hyperpod.cluster.lifecycle_settings["users"]  # the imds-guard step runs on every node with users
+    pcluster, _ = environment_gates.get(ENVIRONMENTS / "parallelcluster-team.yaml")
+    assert isinstance(pcluster, ParallelClusterEnvironment)
+    config = pcluster.cluster.concrete_configuration()
+    assert config["HeadNode"]["Imds"] == {"Secured": True}  # ParallelCluster's lockdown: head and login nodes
+    for queue in config["Scheduling"]["SlurmQueues"]:
+        *_, guard = queue["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        assert guard["Script"].endswith("/training-clusters-imds.sh")
+        assert guard["Args"] == list(IMDS_GUARD_ARGS) == ["--install", "--allow", "pcluster-admin"]
+
+
+def test_the_team_stays_off_the_controller_and_the_head_node(environment_gates: EnvironmentGates) -> None:
+    claimed("HyperPod's controller admits root and `ubuntu` only over SSH (`team_logins_on_controller: true` "
+            "opens it); ParallelCluster's head node likewise when the file has `login_nodes`")  # fmt: skip
+    hyperpod, _ = environment_gates.get(ENVIRONMENTS / "hyperpod-team.yaml")
+    assert isinstance(hyperpod, HyperPodEnvironment)
+    assert "team_logins_on_controller" not in hyperpod.cluster.lifecycle_settings  # the default: closed
+    pcluster, _ = environment_gates.get(ENVIRONMENTS / "parallelcluster-team.yaml")
+    assert isinstance(pcluster, ParallelClusterEnvironment)
+    config = pcluster.cluster.concrete_configuration()
+    assert config["LoginNodes"]["Pools"]
+    users = config["HeadNode"]["CustomActions"]["OnNodeConfigured"]["Sequence"][0]
+    assert users["Script"].endswith("/users.sh") and "--admins-only-on-head-node" in users["Args"]
+
+
+@pytest.mark.parametrize(
+    "environment",
+    sorted(p.name for p in ENVIRONMENTS.glob("*.yaml") if p.name.startswith(("pcs-", "parallelcluster-"))),
+)
+def test_no_node_role_of_pcs_or_parallelcluster_gets_ssms_core_policy(
+    environment_gates: EnvironmentGates, environment: str
+) -> None:
+    claimed("PCS nodes and ParallelCluster's head and login nodes reach SSM through `SessionManagerPolicy` "
+            "(registration and session channels, no parameter reads), not `AmazonSSMManagedInstanceCore`.")  # fmt: skip
+    template = environment_gates.template(ENVIRONMENTS / environment)
+    managed = [
+        arn
+        for role in _of_type(template, "AWS::IAM::Role").values()
+        for arn in role["Properties"].get("ManagedPolicyArns", [])
+    ]
+    assert "AmazonSSMManagedInstanceCore" not in json.dumps(managed)
+    clusters = _of_type(template, "Custom::PclusterCluster")
+    for cluster in clusters.values():
+        configuration = cluster["Properties"]["ClusterConfiguration"]
+        nodes = [configuration["HeadNode"], *configuration.get("LoginNodes", {}).get("Pools", [])]
+        for node in nodes:
+            policies = [p["Policy"] for p in node["Iam"]["AdditionalIamPolicies"]]
+            assert "AmazonSSMManagedInstanceCore" not in json.dumps(policies)
+            [session] = [p for p in policies if p == {"Ref": _logical_id(template, "SessionManager")}]
+            assert _of_type(template, "AWS::IAM::ManagedPolicy")[session["Ref"]]
+    if environment.startswith("pcs-"):
+        [node_role] = [
+            r
+            for r in _of_type(template, "AWS::IAM::Role").values()
+            if "AWS PCS nodes" in r["Properties"].get("Description", "")
+        ]
+        [policy] = node_role["Properties"]["ManagedPolicyArns"]
+        assert _of_type(template, "AWS::IAM::ManagedPolicy")[policy["Ref"]]
+
+
+def _logical_id(template: dict[str, Any], fragment: str) -> str:
+    [found] = [k for k, r in _of_type(template, "AWS::IAM::ManagedPolicy").items() if fragment in k]
+    return found
