@@ -159,20 +159,50 @@ EXTERNAL_ACCOUNTING = {
 
 
 def start_database(bed: Bed) -> Node:
-    """A MariaDB server standing in for Aurora MySQL: the master user from the secret, reachable on 3306."""
+    """A MariaDB server standing in for Aurora MySQL as SlurmAccountingDatabase deploys it (see
+    accounting_bed.py): it requires secure transport (``require_secure_transport``, as the DB cluster parameter
+    group does) with a certificate of the bed's CA for its address; the master user; and the user the secret
+    names, made by the slurmdbd-user custom resource's own code (``ALL`` on slurm_acct_db only, ``REQUIRE
+    SSL``). A node reaches it only trusting the bed's CA (``accounting_bed.bed_tls(bed, DATABASE_IP)``:
+    ``install_ca`` on the controller, ``script_env`` for the lifecycle script).
+    """
+    import os
+
+    from tests.integration import accounting_bed
+
+    tls = accounting_bed.bed_tls(bed, DATABASE_IP)
     node = bed.prepare(DATABASE_IP)
+    mysql_uid, mysql_gid = bed.ids("mysql")
+    node.write("/etc/mysql/tls/server.pem", tls.server.cert.read_text())
+    node.write("/etc/mysql/tls/server.key", tls.server.key.read_text(), 0o600)
+    os.chown(node.path("/etc/mysql/tls/server.key"), mysql_uid, mysql_gid)
     node.write(
         "/etc/mysql/mariadb.conf.d/90-bed.cnf",
-        "[mysqld]\nbind-address = 0.0.0.0\nskip-name-resolve\n",
+        "[mysqld]\nbind-address = 0.0.0.0\nskip-name-resolve\n"
+        "ssl_cert = /etc/mysql/tls/server.pem\nssl_key = /etc/mysql/tls/server.key\n"
+        "require_secure_transport = ON\n",
     )
+    # root's mysql on this node comes over the local socket, secure transport already: no TLS there
+    node.write("/etc/mysql/mariadb.conf.d/91-bed-client.cnf", "[client-mariadb]\nskip-ssl\n")
     node.boot()
     node.sh("systemctl enable --now mariadb")
+    # root over the local socket (secure transport already): Aurora's master user, as CloudFormation makes it
     node.sh(
-        "mysql --protocol=socket -u root <<'EOF'\n"
-        f"CREATE USER 'slurm_admin'@'%' IDENTIFIED BY '{EXTERNAL_PASSWORD}';\n"
-        "GRANT ALL ON *.* TO 'slurm_admin'@'%' WITH GRANT OPTION;\n"
+        "mysql --protocol=socket --skip-ssl -u root <<'EOF'\n"
+        f"CREATE USER '{accounting_bed.MASTER_USER}'@'%' IDENTIFIED BY '{accounting_bed.MASTER_PASSWORD}';\n"
+        f"GRANT ALL ON *.* TO '{accounting_bed.MASTER_USER}'@'%' WITH GRANT OPTION;\n"
         "EOF"
     )
+    answer = accounting_bed.run_user_handler(
+        bed,
+        request_type="Create",
+        host=DATABASE_IP,
+        ca_file=tls.authority.cert,
+        databases=["slurm_acct_db"],
+        user={"username": "slurm_admin", "password": EXTERNAL_PASSWORD},
+    )
+    if "error" in answer:
+        raise RuntimeError(f"the slurmdbd-user handler failed on the bed's database: {answer['error']}")
     return node
 
 
