@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
@@ -14,6 +16,21 @@ from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.options import RemovalPolicy
 from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
+
+#: The steps of NextSteps that every Slurm environment shares (TrainingEnvironmentStack.next_steps).
+SLURM_ACCEPTANCE_STEP = (
+    "On your machine: training-clusters acceptance <environment file> -d acceptance/ writes the jobs; copy "
+    "them into your home on the cluster (paste each file into the session, or scp through an SSM port "
+    "forward to port 22 with a key)"
+)
+SLURM_RUN_STEP = (
+    "On the cluster: sbatch each .sbatch file, then read <job name>-<job id>.out: its RESULT lines say PASS "
+    "or FAIL against the figures acceptance printed"
+)
+DESTROY_STEP = (
+    "Done: npx cdk destroy -c environment=<environment file>; what is kept (file system, database, "
+    "buckets) keeps costing until you delete it"
+)
 
 
 class TrainingEnvironmentStack(cdk.Stack):
@@ -75,6 +92,16 @@ class TrainingEnvironmentStack(cdk.Stack):
     def output(self, name: str, value: str, description: str) -> cdk.CfnOutput:
         """A stack output ``name`` (its id and logical id): the one way the environment stacks add outputs."""
         return cdk.CfnOutput(self, name, value=value, description=description)
+
+    def next_steps(self, *steps: str) -> cdk.CfnOutput:
+        """The ``NextSteps`` output, which `cdk deploy` prints last: what to do once deployed, in order. A step
+        names another output in brackets (``[HeadNodeSsmCommand]``); each must exist, so add this last."""
+        for step in steps:
+            for name in re.findall(r"\[(\w+)\]", step):
+                if not isinstance(self.node.try_find_child(name), cdk.CfnOutput):
+                    raise AssertionError(f"NextSteps names the output {name}, which this stack does not have")
+        text = " ".join(f"{number}) {step}" for number, step in enumerate(steps, start=1))
+        return self.output("NextSteps", text, "What to do now, in order (the outputs named in brackets)")
 
     @property
     def availability_zones(self) -> list[str]:
@@ -159,6 +186,17 @@ class TrainingEnvironmentStack(cdk.Stack):
                 "FlowLogGroup",
                 self.network.flow_log_group.log_group_name,
                 "CloudWatch log group of the VPC flow logs",
+            )
+        if type(self) is TrainingEnvironmentStack:  # the network and storage alone: no cluster
+            mount = (
+                "Mount the shared file system on an instance in the VPC: [SharedStorageMountCommand]"
+                if self.shared_storage is not None and self.mount_dir is not None
+                else "Launch your instances into [PlacementSubnetId] with [EfaSecurityGroupId] and "
+                "[PlacementGroupName]"
+            )
+            self.next_steps(
+                mount,
+                DESTROY_STEP,
             )
 
 

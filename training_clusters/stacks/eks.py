@@ -23,7 +23,7 @@ from training_clusters.constructs.eks_addons import (
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.constructs.eks_release_manifest import MpiOperator
 from training_clusters.errors import ConfigurationError
-from training_clusters.stacks.base import TrainingEnvironmentStack
+from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack
 
 
 class EksTrainingEnvironment(TrainingEnvironmentStack):
@@ -249,3 +249,12 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 f"Write the NCCL all_reduce_perf acceptance job of nodegroup {name} with training-clusters "
                 "acceptance, run it and check its log",
             )
+        self.next_steps(
+            "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
+            "public_access_cidrs is set), then kubectl get nodes",
+            "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes an MPIJob per EFA "
+            "nodegroup; kubectl apply -f it and read its launcher's log: the RESULT line says PASS or FAIL",
+            "A pod that does not start: kubectl describe and kubectl logs; the control plane's logs are in "
+            "[ControlPlaneLogGroup]",
+            DESTROY_STEP,
+        )

@@ -22,7 +22,12 @@ from training_clusters.constructs.hyperpod import (
 )
 from training_clusters.constructs.users import TeamUser
 from training_clusters.options import HyperPodAccounting
-from training_clusters.stacks.base import TrainingEnvironmentStack
+from training_clusters.stacks.base import (
+    DESTROY_STEP,
+    SLURM_ACCEPTANCE_STEP,
+    SLURM_RUN_STEP,
+    TrainingEnvironmentStack,
+)
 
 
 class HyperPodEnvironment(TrainingEnvironmentStack):
@@ -107,6 +112,15 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
             "LifecycleScriptsUri",
             self.cluster.source_s3_uri,
             "Where the lifecycle scripts and provisioning_parameters.json were uploaded",
+        )
+
+        self.next_steps(
+            "Connect: run [ControllerSsmCommand] (SSM Session Manager; with users, the team logs in on the "
+            "login node)",
+            SLURM_ACCEPTANCE_STEP,
+            SLURM_RUN_STEP,
+            "A node that fails: its lifecycle script's log is in [LifecycleLogGroup], one stream per node",
+            DESTROY_STEP,
         )
 
 

@@ -43,7 +43,12 @@ from training_clusters.parallelcluster_actions import (
     PYXIS_SCRIPT,
     USERS_SCRIPT,
 )
-from training_clusters.stacks.base import TrainingEnvironmentStack
+from training_clusters.stacks.base import (
+    DESTROY_STEP,
+    SLURM_ACCEPTANCE_STEP,
+    SLURM_RUN_STEP,
+    TrainingEnvironmentStack,
+)
 
 #: Where the shipped custom actions land in the scripts bucket.
 ACTIONS_PREFIX = "parallelcluster-actions"
@@ -287,6 +292,14 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
                 self.accounting_database.secret.secret_arn,
                 "Its master credentials (JSON: username, password, host, port)",
             )
+
+        self.next_steps(
+            "Connect: run [HeadNodeSsmCommand] (SSM Session Manager; the team logs in on the login nodes)",
+            SLURM_ACCEPTANCE_STEP,
+            SLURM_RUN_STEP,
+            "A node that fails to start, or a job that does not: the logs are in [ClusterLogGroups]",
+            DESTROY_STEP,
+        )
 
 
 def head_node_for_admins(spec: ParallelClusterConfig) -> bool:

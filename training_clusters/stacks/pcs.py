@@ -7,7 +7,12 @@ from constructs import Construct
 
 from training_clusters.config import EnvironmentConfig, PcsComputeNodeGroupConfig, PcsConfig
 from training_clusters.constructs.pcs import PcsCluster, PcsComputeNodeGroup, PcsLoginNodes, PcsQueue
-from training_clusters.stacks.base import TrainingEnvironmentStack
+from training_clusters.stacks.base import (
+    DESTROY_STEP,
+    SLURM_ACCEPTANCE_STEP,
+    SLURM_RUN_STEP,
+    TrainingEnvironmentStack,
+)
 
 
 class PcsEnvironment(TrainingEnvironmentStack):
@@ -78,6 +83,18 @@ class PcsEnvironment(TrainingEnvironmentStack):
                 ],
             ),
             "Where the cluster's logs are",
+        )
+        connect = (
+            "Connect: run [LoginNodeSsmCommand] (SSM Session Manager)"
+            if self.cluster.login_node_group is not None
+            else "Connect: aws ssm start-session to a compute node (this file has no login nodes)"
+        )
+        self.next_steps(
+            connect,
+            SLURM_ACCEPTANCE_STEP,
+            SLURM_RUN_STEP,
+            "A node that fails: see [ClusterLogs]",
+            DESTROY_STEP,
         )
 
 
