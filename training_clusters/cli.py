@@ -26,15 +26,18 @@ import sys
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from training_clusters.acceptance.dcgm import DCGM_LEVELS, DEFAULT_DCGM_LEVEL
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
 from training_clusters.errors import ConfigurationError, bounded, excerpt
 from training_clusters.rules.regions import region_shape_problem, unknown_region_problem
-from training_clusters.tables import text_table
+from training_clusters.tables import numbered_notes, text_table
 from training_clusters.yaml_file import regular_file_problem
+
+if TYPE_CHECKING:
+    from training_clusters.preflight import Check
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 OUTPUTS = ("table", "json")
@@ -118,13 +121,23 @@ def _preflight(args: argparse.Namespace, out: TextIO) -> int:
             },
         )
     else:
-        rows = [(c.check, c.needed, c.available, "pass" if c.passed else "FAIL", c.remedy) for c in checks]
-        print(text_table(("check", "needed", "available", "result", "how to fix"), rows), file=out)
+        print(_preflight_table(checks), file=out)
         verdict = (
             f"{len(failed)} of {len(checks)} checks failed" if failed else f"all {len(checks)} checks passed"
         )
         print(f"\n{args.file} in {region}: {verdict}", file=out)
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _preflight_table(checks: Sequence[Check]) -> str:
+    """The checks in 120 columns: each fix under its number below the table, an AWS CLI command whole."""
+    fixes = [check.remedy for check in checks if check.remedy]
+    numbers = iter(range(1, len(fixes) + 1))
+    rows = [
+        (c.check, c.needed, c.available, c.verdict, f"[{next(numbers)}]" if c.remedy else "") for c in checks
+    ]
+    table = text_table(("check", "needed", "available", "result", "fix"), rows)
+    return f"{table}\n\nto fix:\n{numbered_notes(fixes)}" if fixes else table
 
 
 def _no_credentials(profile: str | None, region: str, *, region_given: bool) -> ConfigurationError:

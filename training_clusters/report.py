@@ -1,8 +1,8 @@
 """Summarize a cloud assembly: per template, resources, cdk-nag findings, cfn-lint and checkov results.
 
-``python -m training_clusters.report cdk.out`` prints the table ``make synth`` shows and exits non-zero when
-any template has an unacknowledged AwsSolutions finding, a cfn-lint error or a checkov finding that is neither
-fixed nor skipped with a reason. cdk-nag's NIST 800-53 R5 pack is shown for information (open and
+``python -m training_clusters.report cdk.out`` prints the table ``make synth`` shows (``--output json``: every
+count and finding as one JSON document) and exits non-zero when any template has an unacknowledged
+AwsSolutions finding, a cfn-lint error or a checkov finding that is neither fixed nor skipped with a reason. cdk-nag's NIST 800-53 R5 pack is shown for information (open and
 acknowledged findings) and never fails the gate.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,6 +67,27 @@ class TemplateSummary:
     def passed(self) -> bool:
         """The gate: no open AwsSolutions finding, no cfn-lint error, no open checkov finding (NIST informs)."""
         return not self.nag_findings and self.lint_errors == 0 and not self.checkov_open
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every count of the table on its own, with the findings behind them (for ``--output json``)."""
+        return {
+            "stack": self.stack,
+            "region": self.region,
+            "resources": self.resources,
+            "nag_open": len(self.nag_findings),
+            "nag_acknowledged": self.nag_acknowledged,
+            "lint_errors": self.lint_errors,
+            "lint_warnings": self.lint_warnings,
+            "checkov_open": len(self.checkov_open),
+            "checkov_skipped": self.checkov_skipped,
+            "nist_open": len(self.nist_findings),
+            "nist_acknowledged": self.nist_acknowledged,
+            "passed": self.passed,
+            "nag_findings": [str(f) for f in self.nag_findings],
+            "lint": [str(m) for m in self.lint],
+            "checkov_findings": [str(r) for r in self.checkov_open],
+            "nist_findings": [str(f) for f in self.nist_findings],
+        }
 
 
 #: How a template is linted: cfn-lint in this process unless the caller hands the work elsewhere.
@@ -167,40 +189,34 @@ def _acknowledged(metadata: dict[str, list[dict[str, object]]], pack: str) -> in
     return count
 
 
+#: The summary's columns: (header, value of a template). Counts that belong together share a column ("open /
+#: acknowledged"), so the table fits :data:`~training_clusters.tables.TABLE_WIDTH`; ``--output json`` gives
+#: every count on its own (:meth:`TemplateSummary.as_dict`).
+_COLUMNS: tuple[tuple[str, Callable[[TemplateSummary], str]], ...] = (
+    ("stack", lambda s: s.stack),
+    ("region", lambda s: s.region),
+    ("resources", lambda s: str(s.resources)),
+    ("AwsSolutions open / acknowledged", lambda s: f"{len(s.nag_findings)} / {s.nag_acknowledged}"),
+    ("cfn-lint errors / warnings", lambda s: f"{s.lint_errors} / {s.lint_warnings}"),
+    ("checkov open / skipped", lambda s: f"{len(s.checkov_open)} / {s.checkov_skipped}"),
+    ("NIST (info) open / acknowledged", lambda s: f"{len(s.nist_findings)} / {s.nist_acknowledged}"),
+    ("gates", lambda s: "ok" if s.passed else "FAIL"),
+)
+
+
 def format_table(summaries: list[TemplateSummary]) -> str:
-    """The summary as a plain-text table."""
-    header = (
-        "stack",
-        "region",
-        "resources",
-        "nag open",
-        "nag acknowledged",
-        "lint errors",
-        "lint warnings",
-        "checkov open",
-        "checkov skipped",
-        "NIST open (info)",
-        "NIST acknowledged",
-        "",
+    """The summary as a plain-text table, one row per template, at most 120 characters wide."""
+    return text_table(
+        [header for header, _ in _COLUMNS], [[value(s) for _, value in _COLUMNS] for s in summaries]
     )
-    rows = [
-        (
-            s.stack,
-            s.region,
-            str(s.resources),
-            str(len(s.nag_findings)),
-            str(s.nag_acknowledged),
-            str(s.lint_errors),
-            str(s.lint_warnings),
-            str(len(s.checkov_open)),
-            str(s.checkov_skipped),
-            str(len(s.nist_findings)),
-            str(s.nist_acknowledged),
-            "ok" if s.passed else "FAIL",
-        )
-        for s in summaries
-    ]
-    return text_table(header, rows)
+
+
+def summary_document(summaries: list[TemplateSummary]) -> dict[str, Any]:
+    """The summary as plain data: every count of every template, its findings, and the verdict."""
+    return {
+        "passed": all(s.passed for s in summaries),
+        "templates": [s.as_dict() for s in summaries],
+    }
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -216,6 +232,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("assembly", nargs="?", default="cdk.out", help="the cloud assembly folder (cdk.out)")
     parser.add_argument("--no-lint", action="store_true", help="skip cfn-lint")
     parser.add_argument("--no-checkov", action="store_true", help="skip checkov")
+    parser.add_argument(
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table (default: at most 120 characters wide, findings listed below it) or json (every count "
+        "and finding of every template)",
+    )
     return parser
 
 
@@ -228,7 +251,8 @@ def _no_scan(templates: list[Path]) -> list[CheckovResult]:
 
 
 def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint, scan: Scanner = checkov_scan) -> int:
-    """``python -m training_clusters.report [ASSEMBLY] [--no-lint] [--no-checkov]``: the gates' table.
+    """``python -m training_clusters.report [ASSEMBLY] [--no-lint] [--no-checkov] [--output json]``: the
+    gates' table (at most 120 characters wide, every finding listed below it), or one JSON document.
 
     Exit status: 0 every template passes, 1 one fails, 2 a gate cannot run (cfn-lint or checkov missing,
     no assembly, a broken one), with one line saying what is wrong.
@@ -266,6 +290,11 @@ def _report(directory: Path, args: argparse.Namespace, lint: Linter, scan: Scann
     if not summaries:
         print(displayable(f"no stack templates in {directory}"), file=sys.stderr)
         return 1
+    failed = [s.stack for s in summaries if not s.passed]
+    if args.output == "json":
+        json.dump(summary_document(summaries), sys.stdout, indent=2)
+        print()
+        return 1 if failed else 0
     print(format_table(summaries))
     for summary in summaries:
         for finding in summary.nag_findings:
@@ -276,7 +305,6 @@ def _report(directory: Path, args: argparse.Namespace, lint: Linter, scan: Scann
             print(f"  {summary.stack}: [checkov] {result}")
         for finding in summary.nist_findings:
             print(f"  {summary.stack}: (informative) {finding}")
-    failed = [s.stack for s in summaries if not s.passed]
     print(
         f"\n{len(summaries)} template(s); "
         + (f"FAILED: {', '.join(failed)}" if failed else "all gates passed")

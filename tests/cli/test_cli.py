@@ -163,7 +163,8 @@ def test_preflight_failure_exits_1_and_shows_the_quota(monkeypatch: pytest.Monke
     assert calls[0]["clients"] == "us-east-1"
     row = text.splitlines()[2]
     assert "Running On-Demand G and VT instances" in row and "32 vCPUs" in row and "8 vCPUs" in row
-    assert "FAIL" in row and "request an increase" in row
+    assert row.endswith("FAIL    [1]")
+    assert "\n\nto fix:\n[1] request an increase to at least 32\n" in text
     assert "1 of 1 checks failed" in text
 
 
