@@ -282,6 +282,9 @@ def test_fsx_csi_is_an_eks_addon_with_pod_identity(
     assert len(_of_type(template, "AWS::EKS::Addon")) == 3  # one Pod Identity agent, the cluster's
     (association,) = found["aws-fsx-csi-driver"]["Properties"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "fsx-csi-controller-sa"
+    assert _trusts_pod_identity_only(
+        _role_of(template, association["RoleArn"]), template, "fsx-csi-controller-sa"
+    )
     # ACTIVE only once its pods can run: created after the system nodes and the cluster's one agent
     stack, cluster = addons[0], addons[1]
     system_nodegroup = stack.get_logical_id(cluster.system_nodegroup.node.default_child)
@@ -312,11 +315,23 @@ def _role_of(template: dict[str, Any], role_arn: dict[str, Any]) -> dict[str, An
     return properties
 
 
-def _trusts_pod_identity_only(role: dict[str, Any]) -> bool:
+def _trusts_pod_identity_only(role: dict[str, Any], template: dict[str, Any], service_account: str) -> bool:
+    """Pod Identity may assume the role only for SERVICE_ACCOUNT in kube-system of this template's cluster
+    (the session tags EKS sets: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html)."""
     (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
-    return statement["Principal"] == {"Service": "pods.eks.amazonaws.com"} and sorted(
-        statement["Action"]
-    ) == ["sts:AssumeRole", "sts:TagSession"]
+    (cluster,) = _of_type(template, "AWS::EKS::Cluster")
+    return (
+        statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+        and sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+        and statement["Condition"]
+        == {
+            "StringEquals": {
+                "aws:RequestTag/eks-cluster-arn": {"Fn::GetAtt": [cluster, "Arn"]},
+                "aws:RequestTag/kubernetes-namespace": "kube-system",
+                "aws:RequestTag/kubernetes-service-account": service_account,
+            }
+        }
+    )
 
 
 def test_ebs_csi_controller_gets_its_own_role_through_pod_identity(
@@ -330,7 +345,7 @@ def test_ebs_csi_controller_gets_its_own_role_through_pod_identity(
     (association,) = addon["Properties"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "ebs-csi-controller-sa"
     role = _role_of(template, association["RoleArn"])
-    assert _trusts_pod_identity_only(role)
+    assert _trusts_pod_identity_only(role, template, "ebs-csi-controller-sa")
     (policy,) = role["ManagedPolicyArns"]
     assert policy["Fn::Join"][1][-1] == ":iam::aws:policy/AmazonEBSCSIDriverPolicy"
     agent = stack.get_logical_id(cluster.pod_identity_agent.node.default_child)

@@ -223,6 +223,14 @@ def test_vpc_cni_gets_its_policy_through_pod_identity_not_the_node_role(
     (trust,) = role["AssumeRolePolicyDocument"]["Statement"]
     assert trust["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert sorted(trust["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    # only aws-node of this cluster: the session tags Pod Identity sets (pod-id-abac.html)
+    assert trust["Condition"] == {
+        "StringEquals": {
+            "aws:RequestTag/eks-cluster-arn": {"Fn::GetAtt": [cluster_id, "Arn"]},
+            "aws:RequestTag/kubernetes-namespace": "kube-system",
+            "aws:RequestTag/kubernetes-service-account": "aws-node",
+        }
+    }
     assert _managed_policy_names(role) == ["AmazonEKS_CNI_Policy"]
     # the nodes' own role no longer carries it: pods cannot borrow the CNI's permissions
     node_roles = {

@@ -32,7 +32,12 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge
-from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster
+from training_clusters.constructs.eks_gpu import (
+    GPU_TAINT_KEY,
+    NEURON_TAINT_KEY,
+    GpuEksCluster,
+    pod_identity_principal,
+)
 from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.options import MigStrategy, RemovalPolicy
@@ -143,6 +148,8 @@ FSX_CSI_PROVISIONER = "fsx.csi.aws.com"
 #: EKS add-on name, controller service account, provisioner and AWS-managed policy of the EBS CSI driver.
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+#: Where EKS add-ons run their controllers (and so their service accounts).
+ADDON_NAMESPACE = "kube-system"
 EBS_CSI_PROVISIONER = "ebs.csi.aws.com"
 EBS_CSI_POLICY = "AmazonEBSCSIDriverPolicy"
 #: Node label that chart 0.19.0's MPS control daemon DaemonSet selects (its ``nodeSelector``,
@@ -555,7 +562,9 @@ class FsxCsiDriver(Construct):
         capacity_gib = self._capacity(storage, capacity_gib)
         self.claim_name = claim_name
         self.pod_identity_agent = cluster.pod_identity_agent
-        self.role = _pod_identity_role(self, "FSx for Lustre CSI driver controller (EKS Pod Identity)")
+        self.role = _pod_identity_role(
+            self, cluster, FSX_CSI_SERVICE_ACCOUNT, "FSx for Lustre CSI driver controller (EKS Pod Identity)"
+        )
         self.role.add_to_policy(iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"]))
         policy = self.role.node.try_find_child("DefaultPolicy")
         assert policy is not None
@@ -664,7 +673,9 @@ class EbsCsiDriver(Construct):
         removal_policy = to_removal_policy(self, "removal_policy", removal_policy)
         _check_addon_version(self, addon_version)
         self.storage_class_name = storage_class_name
-        self.role = _pod_identity_role(self, "Amazon EBS CSI driver controller (EKS Pod Identity)")
+        self.role = _pod_identity_role(
+            self, cluster, EBS_CSI_SERVICE_ACCOUNT, "Amazon EBS CSI driver controller (EKS Pod Identity)"
+        )
         self.role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name(EBS_CSI_POLICY))
         role_resource = self.role.node.default_child
         assert isinstance(role_resource, iam.CfnRole)
@@ -697,12 +708,14 @@ def _check_addon_version(scope: Construct, addon_version: str | None) -> None:
         )
 
 
-def _pod_identity_role(scope: Construct, description: str) -> iam.Role:
-    """A role EKS Pod Identity may assume (``sts:AssumeRole`` and ``sts:TagSession``)."""
+def _pod_identity_role(
+    scope: Construct, cluster: GpuEksCluster, service_account: str, description: str
+) -> iam.Role:
+    """A role EKS Pod Identity may assume for the add-on's ``service_account`` (in kube-system) only."""
     return iam.Role(
         scope,
         "Role",
-        assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+        assumed_by=pod_identity_principal(cluster.cluster.cluster_arn, ADDON_NAMESPACE, service_account),
         description=description,
     )
 

@@ -317,11 +317,13 @@ class GpuEksCluster(Construct):
         return role
 
     def _create_vpc_cni_role(self) -> iam.Role:
-        """The VPC CNI's role, trusted by EKS Pod Identity (``sts:AssumeRole`` and ``sts:TagSession``)."""
+        """The VPC CNI's role, trusted by EKS Pod Identity for aws-node of this cluster only."""
         role = iam.Role(
             self,
             "VpcCniRole",
-            assumed_by=iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")),
+            assumed_by=pod_identity_principal(
+                self.cluster.cluster_arn, VPC_CNI_NAMESPACE, VPC_CNI_SERVICE_ACCOUNT
+            ),
             description="Amazon VPC CNI (kube-system/aws-node) through EKS Pod Identity",
             managed_policies=[iam.ManagedPolicy.from_aws_managed_policy_name(VPC_CNI_POLICY)],
         )
@@ -928,3 +930,22 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
                 "CAPACITY_BLOCK needs the block's reservation id, which capacity_type cannot carry; pass "
                 "capacity=Capacity.capacity_block('cr-...') (with subnets of one subnet in its AZ)",
             )
+
+
+def pod_identity_principal(cluster_arn: str, namespace: str, service_account: str) -> iam.IPrincipal:
+    """EKS Pod Identity (``sts:AssumeRole`` and ``sts:TagSession``) for one service account of one cluster.
+
+    Pod Identity tags every session with the cluster's ARN, the namespace and the service account
+    (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html); the trust policy requires all three,
+    as AWS shows in https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html, so no other
+    association of the account (another cluster's, another namespace's) can assume the role.
+    """
+    return iam.SessionTagsPrincipal(iam.ServicePrincipal("pods.eks.amazonaws.com")).with_conditions(
+        {
+            "StringEquals": {
+                "aws:RequestTag/eks-cluster-arn": cluster_arn,
+                "aws:RequestTag/kubernetes-namespace": namespace,
+                "aws:RequestTag/kubernetes-service-account": service_account,
+            }
+        }
+    )
