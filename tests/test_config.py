@@ -57,7 +57,7 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
     [
         (
             with_(netwrok={}),
-            "  netwrok: unknown key (got value {}); check the spelling against environments/schema.json",
+            "  netwrok: unknown key (got value {}); did you mean network?",
         ),
         ({"availability_zones": ["us-east-1a"]}, "  region: required, but missing"),
         (with_(region="useast1"), "  region: must be an AWS region such as us-east-1, got 'useast1'"),
@@ -67,7 +67,7 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
         ),
         (
             with_(availability_zones=["us-west-2a"]),
-            "  (document): availability_zones: 'us-west-2a' is not an AZ of region us-east-1 (expected e.g. us-east-1a)",
+            "  availability_zones: 'us-west-2a' is not an AZ of region us-east-1 (expected e.g. us-east-1a)",
         ),
         (
             with_(storage={"lustre": {"storage_capacity_gib": 1000}}),
@@ -120,7 +120,7 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
         ),
         (
             with_(network={"placement_availability_zone": "us-east-1c"}),
-            "  (document): network.placement_availability_zone: 'us-east-1c' must be one of availability_zones "
+            "  network.placement_availability_zone: 'us-east-1c' must be one of availability_zones "
             "(us-east-1a, us-east-1b)",
         ),
         (
@@ -143,8 +143,7 @@ def test_minimal_file_gets_the_documented_defaults() -> None:
                     "instance_groups": [{"name": "c", "instance_type": "ml.c5.xlarge", "threads": 2}],
                 }
             ),
-            "  hyperpod.instance_groups.0.threads: unknown key (got value 2); check the spelling against "
-            "environments/schema.json",
+            "  hyperpod.instance_groups.0.threads: unknown key (got value 2); did you mean threads_per_core?",
         ),
         (
             with_(
@@ -375,7 +374,7 @@ def test_every_region_botocore_lists_is_accepted() -> None:
     [
         (
             with_(region="us-central-1", availability_zones=["us-central-1a"]),
-            "  (document): region: 'us-central-1' is not a region botocore {version} knows; did you mean one "
+            "  region: 'us-central-1' is not a region botocore {version} knows; did you mean one "
             "of eu-central-1, mx-central-1, me-central-1? for a region newer than botocore, set "
             "allow_unknown_region: true",
         ),
@@ -389,7 +388,7 @@ def test_every_region_botocore_lists_is_accepted() -> None:
         ),
         (
             with_(availability_zones=["us-east-1-bos-1a"]),
-            "  (document): availability_zones: 'us-east-1-bos-1a' is not an AZ of region us-east-1 "
+            "  availability_zones: 'us-east-1-bos-1a' is not an AZ of region us-east-1 "
             "(expected e.g. us-east-1a)",
         ),
         (with_(availability_zones=["us-east-11"]), "'us-east-11' is not an AZ of region us-east-1"),
@@ -544,6 +543,256 @@ def test_a_long_message_keeps_its_field_and_its_end() -> None:
         "  storage.lustre.mount_dir: must be an absolute directory such as /fsx, got '/ddd"
     )
     assert line.endswith("... (4002 characters)") and len(line) < 250
+
+
+# --------------------------------------------------------------------------------------------------
+# where a problem is written, and what an unknown key was meant to be
+
+PCLUSTER_FILE = """\
+region: us-east-1
+availability_zones: [us-east-1a, us-east-1b]
+parallelcluster:
+  queues:
+    - name: compute
+      compute_resources:
+        - name: c5n
+          instance_type: c5n.9xlarge
+          max_cont: 2
+"""
+
+
+def problem_line(tmp_path: Path, text: str) -> str:
+    """The one problem line of loading ``text`` from ``env.yaml`` in ``tmp_path``, without its indent."""
+    path = tmp_path / "env.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigurationError) as error:
+        load_environment(path)
+    head, line = str(error.value).splitlines()
+    assert head == f"{path}: 1 problem(s)"
+    return line.removeprefix("  ").replace(f"{path}:", "env.yaml:")
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            PCLUSTER_FILE,
+            "env.yaml:9: parallelcluster.queues.0.compute_resources.0.max_cont: unknown key (got value 2); did "
+            "you mean max_count?",
+        ),
+        (
+            PCLUSTER_FILE.replace("max_cont: 2", "max_count: 2\n          ssh: 2"),
+            "env.yaml:10: parallelcluster.queues.0.compute_resources.0.ssh: unknown key (got value 2); allowed "
+            "here: name, instance_type, min_count, max_count, efa, gdr_support, disable_simultaneous_"
+            "multithreading, capacity, gpu_health_check",
+        ),
+        (
+            PCLUSTER_FILE.replace("max_cont: 2", "max_count: 2") + "storage:\n  nat_gateways: 1\n",
+            "env.yaml:11: storage.nat_gateways: unknown key (got value 1); allowed here: lustre",
+        ),
+        (
+            PCLUSTER_FILE.replace("max_cont: 2", "max_count: 2") + "xyzzy: 1\n",
+            "env.yaml:10: xyzzy: unknown key (got value 1); check the spelling against environments/schema.json",
+        ),
+        (
+            "region: us-central-1\navailability_zones: [us-central-1a]\n",
+            "env.yaml:1: region: 'us-central-1' is not a region botocore {version} knows; did you mean one of "
+            "eu-central-1, mx-central-1, me-central-1? for a region newer than botocore, set "
+            "allow_unknown_region: true",
+        ),
+        (
+            "region: us-east-1\navailability_zones: [us-east-1a]\nnetwork:\n  cidr: 10.0.0.0/24\n",
+            "env.yaml:4: network.cidr: '10.0.0.0/24' (256 addresses) cannot hold 1 private /18 and 1 public /24 "
+            "subnets; use a larger range or a longer private_subnet_mask",
+        ),
+        (  # a problem of a list item: the line of its first key
+            PCLUSTER_FILE.replace("max_cont: 2", "max_count: 2\n          min_count: 3"),
+            "env.yaml:7: parallelcluster.queues.0.compute_resources.0: min_count 3 is greater than max_count 2",
+        ),
+        (  # a key written under an anchor and merged: the line where it is written
+            "region: us-east-1\navailability_zones: [us-east-1a]\ntags: &tags {team: research}\nstorage:\n"
+            "  lustre:\n    <<: *tags\n",
+            "env.yaml:3: storage.lustre.team: unknown key (got value 'research'); allowed here: deployment_type, "
+            "storage_capacity_gib, per_unit_storage_throughput_mbps, mount_dir, data_repository, removal_policy, "
+            "backup_retention_days",
+        ),
+        (  # compute of an intent: checked before its orchestrator's section is written
+            "region: us-east-1\navailability_zones: [us-east-1a]\norchestrator: parallelcluster\ncompute:\n"
+            "  node_groups:\n    - name: gpu\n      instance_type: g5.8xlarge\n      max_cont: 3\n",
+            "env.yaml:8: compute.node_groups[0].max_cont: unknown key (got value 3); did you mean max_count?",
+        ),
+        (  # a section an intent wrote is not in the file: no line
+            "region: us-east-1\navailability_zones: [us-east-1a]\norchestrator: parallelcluster\ncompute:\n"
+            "  controller: {instance_type: t3.medium}\n  node_groups:\n    - name: gpu\n"
+            "      instance_type: c5n.9xlarge\n      max_count: 200\n",
+            "parallelcluster.head_node.instance_type: t3.medium has 4 GiB of memory, and ParallelCluster refuses "
+            "a head node of less than 8.6 GiB for 200 compute nodes (max_count added up: 1 GiB per 25 nodes and "
+            "0.6 for the system, at most 16); choose a larger head node or lower max_count",
+        ),
+    ],
+    ids=[
+        "did-you-mean",
+        "allowed-keys",
+        "misplaced-key",
+        "schema",
+        "region",
+        "model-validator-field",
+        "list-item",
+        "merged-anchor",
+        "intent-compute",
+        "intent-written-section",
+    ],
+)
+def test_a_problem_names_its_line_and_an_unknown_key_what_was_meant(
+    tmp_path: Path, text: str, line: str
+) -> None:
+    import botocore
+
+    assert problem_line(tmp_path, text) == line.format(version=botocore.__version__)
+
+
+def test_the_merged_key_s_own_line_is_named(tmp_path: Path) -> None:
+    text = (
+        "x-lustre: &lustre {deployment_type: SCRATCH_2, storage_capacity_gib: 1000}\n"
+        "region: us-east-1\navailability_zones: [us-east-1a]\nstorage:\n  lustre:\n    <<: *lustre\n"
+    )
+    path = tmp_path / "env.yaml"
+    path.write_text(text)
+    document, lines = yaml_file.read_yaml_with_lines(path)
+    assert lines.line(document, ("storage", "lustre", "storage_capacity_gib")) == 1
+    assert lines.line(document, ("storage", "lustre")) == 5
+    assert lines.line(document, ("storage", "lustre", "deployment_type", "x"), whole=True) is None
+
+
+# --------------------------------------------------------------------------------------------------
+# node counts: the subnet every node takes an address in, HyperPod's API, ParallelCluster's head node
+
+C5N_RESOURCE = {"name": "c5n", "instance_type": "c5n.9xlarge"}
+SUBNET_WHY = (
+    "each node takes an address in the placement subnet, a private /18 of 16,379 usable addresses (AWS "
+    "reserves 5 of every subnet's 16,384)"
+)
+
+
+def _pcluster(*counts: int, head_node: str = "m5.xlarge", login: int = 0) -> dict[str, Any]:
+    resources = [{**C5N_RESOURCE, "name": f"c5n-{i}", "max_count": n} for i, n in enumerate(counts)]
+    section: dict[str, Any] = {
+        "head_node": {"instance_type": head_node},
+        "queues": [{"name": "compute", "compute_resources": resources}],
+    }
+    if login:
+        section["login_nodes"] = [{"count": login}]
+    return with_(parallelcluster=section)
+
+
+def _hyperpod(*counts: int) -> dict[str, Any]:
+    groups = [
+        {"name": f"workers-{i}", "instance_type": "ml.c5.xlarge", "partition": "dev", "count": n}
+        for i, n in enumerate(counts)
+    ]
+    controller = {"name": "controller", "instance_type": "ml.m5.xlarge", "role": "controller"}
+    return with_(hyperpod={"cluster_name": "x", "instance_groups": [controller, *groups]})
+
+
+def _eks_sizes(efa: int = 0, gpu: int = 0, system: int = 2, reserved: bool = False) -> dict[str, Any]:
+    section: dict[str, Any] = {"system_nodegroup": {"size": system}}
+    if efa:
+        section["efa_nodegroups"] = [{"name": "p5", "instance_type": "p5.48xlarge", "size": efa}]
+    if gpu:
+        group: dict[str, Any] = {"name": "g5", "instance_type": "g5.xlarge", "size": gpu}
+        if reserved:
+            group["capacity"] = {"type": "reservation", "reservation_id": "cr-0123456789abcdef0"}
+        section["gpu_nodegroups"] = [group]
+    return with_(eks=section)
+
+
+@pytest.mark.parametrize(
+    ("document", "line"),
+    [
+        (
+            _pcluster(100_000),
+            "  parallelcluster.queues.0.compute_resources.0.max_count: must be at most 16,378, got 100000: "
+            f"{SUBNET_WHY}, and the other nodes there take 1",
+        ),
+        (
+            _pcluster(10_000, 6_377, login=2),
+            "  parallelcluster.queues.0.compute_resources.0.max_count: must be at most 9,999, got 10000: "
+            f"{SUBNET_WHY}, and the other nodes there take 6,380",
+        ),
+        (
+            _pcluster(200, head_node="t3.medium"),
+            "  parallelcluster.head_node.instance_type: t3.medium has 4 GiB of memory, and ParallelCluster "
+            "refuses a head node of less than 8.6 GiB for 200 compute nodes (max_count added up: 1 GiB per 25 "
+            "nodes and 0.6 for the system, at most 16); choose a larger head node or lower max_count",
+        ),
+        (
+            _hyperpod(100_000),
+            "  hyperpod.instance_groups.1.count: must be at most 6758 (the most instances HyperPod's API takes "
+            "in one instance group), got 100000",
+        ),
+        (
+            _hyperpod(6_000, 6_000, 6_000),
+            f"  hyperpod.instance_groups.1.count: must be at most 4,378, got 6000: {SUBNET_WHY}, and the other "
+            "nodes there take 12,001",
+        ),
+        (
+            _eks_sizes(efa=20_000),
+            f"  eks.efa_nodegroups.0.size: must be at most 16,379, got 20000: {SUBNET_WHY}",
+        ),
+        (
+            _eks_sizes(efa=10_000, gpu=7_000, reserved=True),
+            f"  eks.efa_nodegroups.0.size: must be at most 9,379, got 10000: {SUBNET_WHY}, and the other nodes "
+            "there take 7,000",
+        ),
+        (
+            _eks_sizes(gpu=30_000, system=3_000),
+            "  eks.gpu_nodegroups.0.size: must be at most 29,758, got 30000: each node takes an address in the 2 "
+            "private subnets, /18s of 16,379 usable addresses each (AWS reserves 5 of every subnet's 16,384), "
+            "and the other nodes there take 3,000",
+        ),
+    ],
+    ids=[
+        "pcluster-100000",
+        "pcluster-together",
+        "pcluster-head-node-memory",
+        "hyperpod-api-maximum",
+        "hyperpod-together",
+        "eks-placement-subnet",
+        "eks-placement-reserved",
+        "eks-private-subnets",
+    ],
+)
+def test_node_counts_beyond_what_the_network_or_the_service_allows_are_refused(
+    document: dict[str, Any], line: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parse_environment(document, source="env.yaml")
+    assert str(error.value).splitlines() == ["env.yaml: 1 problem(s)", line]
+
+
+@pytest.mark.parametrize(
+    "document",
+    [
+        _pcluster(16_378),
+        _pcluster(10_000, 6_376, login=1),
+        _pcluster(375, head_node="m5.xlarge"),
+        _pcluster(10, head_node="t3.medium"),
+        _hyperpod(6_758),
+        _eks_sizes(efa=16_379, system=1),
+        _eks_sizes(gpu=16_000, system=2),
+    ],
+    ids=[
+        "pcluster",
+        "pcluster-together",
+        "head-node-16-gib",
+        "head-node-small",
+        "hyperpod",
+        "eks",
+        "eks-spread",
+    ],
+)
+def test_node_counts_at_the_bounds_are_accepted(document: dict[str, Any]) -> None:
+    parse_environment(document)
 
 
 # --------------------------------------------------------------------------------------------------

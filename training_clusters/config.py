@@ -1,9 +1,10 @@
 """The environment file: one YAML document describing a whole training environment.
 
 Loading validates the document with pydantic and turns every problem into a :class:`ConfigurationError`
-naming the file, the field path, the value received and what is allowed::
+naming the file, the line, the field path, the value received and what is allowed::
 
-    environments/x.yaml: storage.lustre.storage_capacity_gib: must be 1200 or a multiple of 2400, got 1000
+    environments/x.yaml: 1 problem(s)
+      environments/x.yaml:12: storage.lustre: storage_capacity_gib must be 1200 or a multiple of 2400 ...
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
 from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.errors import ConfigurationError, bounded, exact_number_problem, excerpt
-from training_clusters.intent import ComputeIntent, Orchestrator, expand_intent
+from training_clusters.intent import ComputeIntent, IntentFieldError, Orchestrator, expand_intent
 from training_clusters.options import (
     AccessMode,
     CapacityKind,
@@ -89,14 +90,20 @@ from training_clusters.rules.lustre import (
     lustre_throughput_problem,
     s3_prefix_problem,
 )
-from training_clusters.rules.network import nat_gateways_fit_problem, nat_gateways_problem, vpc_cidr_problem
+from training_clusters.rules.network import (
+    nat_gateways_fit_problem,
+    nat_gateways_problem,
+    nodes_fit_problem,
+    vpc_cidr_problem,
+)
 from training_clusters.rules.regions import (
     availability_zone_problem,
     region_shape_problem,
     unknown_region_problem,
 )
 from training_clusters.rules.tags import MAX_TAG_VALUE, tag_key_problem, tag_value_problem
-from training_clusters.yaml_file import read_yaml
+from training_clusters.unknown_keys import allowed_keys, unknown_key_problem
+from training_clusters.yaml_file import KeyLines, read_yaml_with_lines
 
 _ACCOUNT = re.compile(r"^\d{12}$")
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
@@ -357,7 +364,7 @@ class HyperPodInstanceGroupConfig(_Model):
 
     name: str
     instance_type: str = Field(description="HyperPod instance type with the ml. prefix, e.g. ml.p5.48xlarge")
-    count: Annotated[int, Field(ge=1)] = 1
+    count: Annotated[int, Field(ge=1, json_schema_extra={"maximum": hyperpod_rules.MAX_INSTANCE_COUNT})] = 1
     role: Annotated[NodeRole, _FileChoice(NodeRole)] = NodeRole.WORKER
     partition: str | None = Field(default=None, description="Slurm partition; required for workers.")
     threads_per_core: int = Field(default=1, description="1 (hyper-threading off) or 2.")
@@ -378,6 +385,7 @@ class HyperPodInstanceGroupConfig(_Model):
     _hyperpod_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.HYPERPOD))
 
     _name = field_validator("name")(_follows(hyperpod_rules.instance_group_name_problem))
+    _count = field_validator("count")(_follows(hyperpod_rules.instance_count_problem))
     _partition_name = field_validator("partition")(_follows(hyperpod_rules.partition_name_problem))
 
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
@@ -428,6 +436,13 @@ class HyperPodConfig(_Model):
         description="continuous: nodes join as they come. Default: all-or-nothing provisioning.",
     )
 
+    @model_validator(mode="after")
+    def _nodes_fit_the_subnet(self) -> HyperPodConfig:
+        _raise_if_crowded(
+            [(f"instance_groups.{i}.count", g.count) for i, g in enumerate(self.instance_groups)]
+        )
+        return self
+
     _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
 
 
@@ -437,6 +452,29 @@ class HyperPodConfig(_Model):
 def _raise_if(problem: str | None, field: str = "") -> None:
     if problem:
         raise ValueError(f"{field} {problem}" if field else problem)
+
+
+class _FieldProblem(ValueError):
+    """A model validator's problem with one field of its model (``network.cidr``): reported at that field's
+    path and line, not at the model's."""
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(problem)
+        self.field = tuple(int(part) if part.isdigit() else part for part in field.split("."))
+
+
+def _raise_at(field: str, problem: str | None) -> None:
+    if problem:
+        raise _FieldProblem(field, problem)
+
+
+def _raise_if_crowded(counts: list[tuple[str, int]], *, subnets: int = 1) -> None:
+    """Refuse node counts (``(field, count)``, all in the same subnets) that need more addresses than
+    ``subnets`` of the environment's private subnets have, naming the largest."""
+    if counts:
+        field, count = max(counts, key=lambda item: item[1])
+        others = sum(n for _, n in counts) - count
+        _raise_at(field, nodes_fit_problem(count, others, subnets=subnets))
 
 
 def _catalogued(value: str) -> str:
@@ -798,6 +836,30 @@ class ParallelClusterConfig(_Model):
     _retention = field_validator("log_retention_days")(
         _follows(pcluster_rules.pcluster_log_retention_problem)
     )
+
+    @model_validator(mode="after")
+    def _nodes_fit_the_subnet(self) -> ParallelClusterConfig:
+        _raise_if_crowded(
+            [
+                *(
+                    (f"queues.{i}.compute_resources.{j}.max_count", resource.max_count)
+                    for i, queue in enumerate(self.queues)
+                    for j, resource in enumerate(queue.compute_resources)
+                ),
+                *((f"login_nodes.{k}.count", pool.count) for k, pool in enumerate(self.login_nodes)),
+                ("head_node", 1),
+            ]
+        )
+        return self
+
+    @model_validator(mode="after")
+    def _head_node_memory(self) -> ParallelClusterConfig:
+        compute_nodes = sum(r.max_count for q in self.queues for r in q.compute_resources)
+        head_node = CATALOG[self.head_node.instance_type]
+        _raise_at(
+            "head_node.instance_type", pcluster_rules.head_node_memory_problem(head_node, compute_nodes)
+        )
+        return self
 
     @field_validator("queues")
     @classmethod
@@ -1335,7 +1397,7 @@ class EnvironmentConfig(_Model):
     @model_validator(mode="after")
     def _region_known(self) -> EnvironmentConfig:
         if not self.allow_unknown_region:
-            _raise_if(unknown_region_problem(self.region), "region:")
+            _raise_at("region", unknown_region_problem(self.region))
         return self
 
     @field_validator("account", mode="before")
@@ -1387,32 +1449,53 @@ class EnvironmentConfig(_Model):
     @model_validator(mode="after")
     def _zones_in_region(self) -> EnvironmentConfig:
         for zone in self.availability_zones:
-            _raise_if(availability_zone_problem(zone, self.region), "availability_zones:")
+            _raise_at("availability_zones", availability_zone_problem(zone, self.region))
         if len(set(self.availability_zones)) != len(self.availability_zones):
-            raise ValueError(f"availability_zones: must not repeat a zone, got {self.availability_zones}")
+            raise _FieldProblem(
+                "availability_zones", f"must not repeat a zone, got {self.availability_zones}"
+            )
         chosen = self.network.placement_availability_zone
         if chosen is not None and chosen not in self.availability_zones:
-            raise ValueError(
-                f"network.placement_availability_zone: '{chosen}' must be one of availability_zones "
-                f"({', '.join(self.availability_zones)})"
+            raise _FieldProblem(
+                "network.placement_availability_zone",
+                f"'{chosen}' must be one of availability_zones ({', '.join(self.availability_zones)})",
             )
         return self
 
     @model_validator(mode="after")
     def _network_fits_the_zones(self) -> EnvironmentConfig:
         zones = len(self.availability_zones)
-        _raise_if(vpc_cidr_problem(self.network.cidr, zones), "network.cidr:")
+        _raise_at("network.cidr", vpc_cidr_problem(self.network.cidr, zones))
         nat_count = self.network.nat_gateways
         if nat_count is not None:
-            _raise_if(nat_gateways_fit_problem(nat_count, zones), "network.nat_gateways:")
+            _raise_at("network.nat_gateways", nat_gateways_fit_problem(nat_count, zones))
+        return self
+
+    @model_validator(mode="after")
+    def _eks_nodes_fit_the_subnets(self) -> EnvironmentConfig:
+        """EFA and reserved nodegroups live in the placement subnet; the others spread over every private one.
+        (ParallelCluster and HyperPod check their own sections; a PCS cluster's size keeps it far below.)"""
+        if self.eks is None:
+            return self
+        nodes = [
+            *((f"eks.efa_nodegroups.{i}.size", g.size, True) for i, g in enumerate(self.eks.efa_nodegroups)),
+            *(
+                (f"eks.gpu_nodegroups.{i}.size", g.size, g.node_capacity().is_reserved)
+                for i, g in enumerate(self.eks.gpu_nodegroups)
+            ),
+            ("eks.system_nodegroup.size", self.eks.system_nodegroup.size, False),
+        ]
+        _raise_if_crowded([(field, count) for field, count, placed in nodes if placed])
+        _raise_if_crowded([(field, count) for field, count, _ in nodes], subnets=len(self.availability_zones))
         return self
 
     @model_validator(mode="after")
     def _eks_needs_a_way_out(self) -> EnvironmentConfig:
         if self.eks is not None and self.network.endpoint_only:
-            raise ValueError(
-                "network.endpoint_only: true leaves the EKS cluster no route to its helm chart repositories "
-                "and the MPI Operator release; use nat_gateways: 1 (or more) with an eks section"
+            raise _FieldProblem(
+                "network.endpoint_only",
+                "true leaves the EKS cluster no route to its helm chart repositories and the MPI Operator "
+                "release; use nat_gateways: 1 (or more) with an eks section",
             )
         return self
 
@@ -1429,9 +1512,10 @@ class EnvironmentConfig(_Model):
     @model_validator(mode="after")
     def _users_need_slurm_nodes(self) -> EnvironmentConfig:
         if self.users and not any(getattr(self, name) is not None for name in USER_ORCHESTRATORS):
-            raise ValueError(
-                f"users: are created on the nodes of a {' or '.join(USER_ORCHESTRATORS)} cluster; add one of "
-                "those sections or remove users"
+            raise _FieldProblem(
+                "users",
+                f"are created on the nodes of a {' or '.join(USER_ORCHESTRATORS)} cluster; add one of "
+                "those sections or remove users",
             )
         return self
 
@@ -1465,25 +1549,38 @@ def environment_name(config: EnvironmentConfig, path: Path | None) -> str:
 def load_environment(path: str | Path) -> EnvironmentConfig:
     """Read and validate one environment file (bounded: see :mod:`training_clusters.yaml_file`)."""
     file = Path(path)
-    return parse_environment(read_yaml(file), source=str(file))
+    document, key_lines = read_yaml_with_lines(file)
+    return parse_environment(document, source=str(file), key_lines=key_lines)
 
 
-def parse_environment(document: Any, *, source: str = "<environment>") -> EnvironmentConfig:
-    """Validate an already-parsed environment document."""
+def parse_environment(
+    document: Any, *, source: str = "<environment>", key_lines: KeyLines | None = None
+) -> EnvironmentConfig:
+    """Validate an already-parsed environment document.
+
+    :param key_lines: Where the document's keys are in file ``source``, to start each problem with
+        ``source:LINE:``. Default: no lines.
+    """
     if document is None:
         raise ConfigurationError(
             f"{source}: is empty; an environment needs at least region and availability_zones"
         )
     if not isinstance(document, dict):
         raise ConfigurationError(f"{source}: must be a mapping of sections, got {type(document).__name__}")
+    lines = key_lines or KeyLines()
     try:
-        document = expand_intent(document)
+        expanded = expand_intent(document)
     except ConfigurationError as error:
-        raise ConfigurationError(f"{source}: 1 problem(s)\n  {error}") from None
+        line = lines.line(document, error.path) if isinstance(error, IntentFieldError) else None
+        raise ConfigurationError(f"{source}: 1 problem(s)\n  {_at(source, line)}{error}") from None
     try:
-        return EnvironmentConfig.model_validate(document)
+        return EnvironmentConfig.model_validate(expanded)
     except ValidationError as error:
-        raise ConfigurationError(_describe(error, source)) from None
+        # an intent's sections are written by expand_intent: only a path found whole in the file has a line
+        whole = expanded is not document
+        raise ConfigurationError(
+            _describe(error, source, lambda path: lines.line(document, path, whole=whole))
+        ) from None
 
 
 #: At most this many problems are listed, each on one line of at most this many characters (the longest
@@ -1492,24 +1589,41 @@ def parse_environment(document: Any, *, source: str = "<environment>") -> Enviro
 _MAX_PROBLEMS_SHOWN, _MAX_PROBLEM_LINE = 10, 1000
 
 
-def _describe(error: ValidationError, source: str) -> str:
-    problems = error.errors(include_url=False, include_context=False)
+def _describe(
+    error: ValidationError, source: str, line_of: Callable[[tuple[str | int, ...]], int | None]
+) -> str:
+    problems = error.errors(include_url=False)  # with the context: a _FieldProblem names its field
     lines = [f"{source}: {len(problems)} problem(s)"]
     for problem in problems[:_MAX_PROBLEMS_SHOWN]:
-        path = ".".join(str(part) for part in problem["loc"]) or "(document)"
-        lines.append(bounded(f"  {bounded(path, 120)}: {_message(problem)}", _MAX_PROBLEM_LINE))
+        location = _location(problem)
+        where = _at(source, line_of(location))
+        path = ".".join(str(part) for part in location) or "(document)"
+        lines.append(
+            bounded(f"  {where}{bounded(path, 120)}: {_message(problem, location)}", _MAX_PROBLEM_LINE)
+        )
     if len(problems) > _MAX_PROBLEMS_SHOWN:
         lines.append(f"  ... and {len(problems) - _MAX_PROBLEMS_SHOWN} more")
     return "\n".join(lines)
 
 
-def _message(problem: Any) -> str:
+def _at(source: str, line: int | None) -> str:
+    """``environments/x.yaml:23: `` (as compilers say where), or nothing without a line."""
+    return f"{bounded(source, 200)}:{line}: " if line else ""
+
+
+def _location(problem: Any) -> tuple[str | int, ...]:
+    """The field path of a problem: pydantic's, and the field a :class:`_FieldProblem` names within it."""
+    cause = (problem.get("ctx") or {}).get("error")
+    field = cause.field if isinstance(cause, _FieldProblem) else ()
+    return (*problem["loc"], *field)
+
+
+def _message(problem: Any, location: tuple[str | int, ...]) -> str:
     kind = problem["type"]
     value = problem.get("input")
     if kind == "extra_forbidden":
-        return (
-            f"unknown key (got value {excerpt(value)}); check the spelling against environments/schema.json"
-        )
+        *section, key = location
+        return unknown_key_problem(key, value, allowed_keys(EnvironmentConfig, section))
     if kind == "missing":
         return "required, but missing"
     if kind == "model_type":

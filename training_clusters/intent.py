@@ -48,6 +48,7 @@ from training_clusters.options import CapacityKind, Choice
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
+from training_clusters.unknown_keys import allowed_keys, unknown_key_problem
 
 
 class Orchestrator(Choice):
@@ -192,6 +193,14 @@ def _orchestrator(document: dict[str, Any]) -> Orchestrator:
         raise ConfigurationError(f"orchestrator: {error}") from None
 
 
+class IntentFieldError(ConfigurationError):
+    """A problem with one field of ``compute``; ``path`` is where it is (``("compute", "node_groups", 0)``)."""
+
+    def __init__(self, path: tuple[str | int, ...], problem: str) -> None:
+        super().__init__(f"{_path(path)}: {problem}")
+        self.path = path
+
+
 def _compute(document: dict[str, Any]) -> ComputeIntent:
     value = document["compute"]
     if not isinstance(value, dict):
@@ -203,7 +212,7 @@ def _compute(document: dict[str, Any]) -> ComputeIntent:
         return ComputeIntent.model_validate(value)
     except ValidationError as error:
         problem = error.errors(include_url=False, include_context=False)[0]
-        raise ConfigurationError(f"{_path(('compute', *problem['loc']))}: {_message(problem)}") from None
+        raise IntentFieldError(("compute", *problem["loc"]), _message(problem)) from None
 
 
 def _path(parts: tuple[Any, ...]) -> str:
@@ -216,9 +225,8 @@ def _path(parts: tuple[Any, ...]) -> str:
 def _message(problem: Any) -> str:
     kind, value = problem["type"], problem.get("input")
     if kind == "extra_forbidden":
-        return (
-            f"unknown key (got value {excerpt(value)}); check the spelling against environments/schema.json"
-        )
+        *section, key = problem["loc"]
+        return unknown_key_problem(key, value, allowed_keys(ComputeIntent, section))
     if kind == "missing":
         return "required, but missing"
     return f"{str(problem['msg']).removeprefix('Value error, ')}, got {excerpt(value)}"

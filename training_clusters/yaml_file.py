@@ -15,7 +15,8 @@ An environment file is untrusted input. :func:`read_yaml` refuses, before anythi
   node counted once per use but visited once;
 - an alias inside the node it refers to (a recursive document).
 
-Every message is one line naming the file, the line and what is allowed.
+Every message is one line naming the file, the line and what is allowed. :func:`read_yaml_with_lines`
+also keeps the line of every key (:class:`KeyLines`), so a problem the schema finds later can name it too.
 
 :func:`read_json` reads the JSON files of a cloud assembly (``cdk.out``) with the same first two bounds.
 """
@@ -26,7 +27,7 @@ import errno
 import json
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -62,10 +63,70 @@ class _Refused(Exception):
     """A structural problem found while loading; :func:`read_yaml` adds the file name."""
 
 
+class KeyLines:
+    """Where the keys of a loaded document were written: the line of each, found by its field path.
+
+    One entry per key of the file's mappings, so at most :data:`MAX_VALUES` (a mapping shared through
+    aliases is loaded, and counted, once); each mapping is found again by its identity, and kept here so
+    that identity stays its own.
+    """
+
+    __slots__ = ("_mappings",)
+
+    def __init__(self) -> None:
+        self._mappings: dict[int, tuple[dict[Any, Any], dict[Any, int]]] = {}
+
+    def add(self, mapping: dict[Any, Any], lines: dict[Any, int]) -> None:
+        """Record ``lines`` (key -> 1-based line) for ``mapping``, as loaded."""
+        self._mappings[id(mapping)] = (mapping, lines)
+
+    def line(self, document: Any, path: Sequence[str | int], *, whole: bool = False) -> int | None:
+        """The line of the innermost key on ``path`` (``("storage", "lustre", "mount_dir")``) in ``document``.
+
+        A path ending in a list index gives the line of that item's first key. A path that leaves the
+        document (a field filled in by default, a tag of the validator) gives the innermost line it reached,
+        or None with ``whole``.
+        """
+        line, node = None, document
+        for part in path:
+            lines = self._lines_of(node)
+            if lines is not None:
+                line = lines.get(part, line)
+            in_mapping = isinstance(node, dict) and part in node
+            in_list = isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+            if not (in_mapping or in_list):
+                return None if whole else line
+            node = node[part]
+        lines = self._lines_of(node)
+        if path and isinstance(path[-1], int) and lines:
+            line = min(lines.values())
+        return line
+
+    def _lines_of(self, node: Any) -> dict[Any, int] | None:
+        entry = self._mappings.get(id(node))
+        return entry[1] if entry is not None and entry[0] is node else None
+
+
 class _BoundedLoader(_SafeLoader):
     """The safe loader, checking the composed node graph before constructing any Python object from it."""
 
+    #: Where the keys of the document being loaded are (set by :meth:`get_single_data`).
+    key_lines: KeyLines
+
+    def construct_mapping_with_lines(self, node: MappingNode) -> Iterator[dict[Any, Any]]:
+        """PyYAML's mapping constructor, recording the line of each key (merged keys: where they are written)."""
+        data: dict[Any, Any] = {}
+        yield data
+        data.update(self.construct_mapping(node))  # flattens merges (<<) into node.value first
+        lines = {
+            key.value: _line(key)
+            for key, _ in node.value
+            if isinstance(key, ScalarNode) and key.tag == "tag:yaml.org,2002:str"
+        }
+        self.key_lines.add(data, lines)
+
     def get_single_data(self) -> Any:
+        self.key_lines = KeyLines()
         node = self.get_single_node()
         if node is None:
             return None
@@ -88,8 +149,19 @@ class _BoundedLoader(_SafeLoader):
             ) from None
 
 
+_BoundedLoader.add_constructor("tag:yaml.org,2002:map", _BoundedLoader.construct_mapping_with_lines)
+
+
 def read_yaml(path: Path) -> Any:
     """The one YAML document in environment file ``path``, safely loaded and checked as described above.
+
+    :raises ConfigurationError: one line starting with ``path``.
+    """
+    return read_yaml_with_lines(path)[0]
+
+
+def read_yaml_with_lines(path: Path) -> tuple[Any, KeyLines]:
+    """:func:`read_yaml`, and where each key of the document was written.
 
     :raises ConfigurationError: one line starting with ``path``.
     """
@@ -99,8 +171,9 @@ def read_yaml(path: Path) -> Any:
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
         raise ConfigurationError(f"{path}: line {line} is not UTF-8 text; save the file as UTF-8") from None
+    loader = _BoundedLoader(text)
     try:
-        return yaml.load(text, Loader=_BoundedLoader)
+        return loader.get_single_data(), loader.key_lines
     except _Refused as error:
         raise ConfigurationError(f"{path}: {error}") from None
     except yaml.MarkedYAMLError as error:
@@ -109,6 +182,8 @@ def read_yaml(path: Path) -> Any:
         raise ConfigurationError(f"{path}: not valid YAML: {_one_line(str(error))}") from None
     except RecursionError:  # the pure-Python loader; libyaml stops at 1000 levels by itself
         raise ConfigurationError(f"{path}: not valid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
 
 
 def regular_file_problem(path: Path, what: str = "a file") -> str | None:

@@ -19,6 +19,10 @@ RESERVED_MOUNT_DIRS = SYSTEM_MOUNT_DIRS | frozenset(("/opt/sagemaker",))
 _NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
 NAME_MAX_LENGTH = 63
 PARTITION_NAME_MAX_LENGTH = 1024
+#: ``InstanceCount`` of an instance group: "Valid Range: Minimum value of 0. Maximum value of 6758" (SageMaker
+#: API Reference, ClusterInstanceGroupSpecification:
+#: https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ClusterInstanceGroupSpecification.html).
+MAX_INSTANCE_COUNT = 6758
 
 
 def _name_problem(name: str, maximum: int) -> str | None:
@@ -39,6 +43,16 @@ def instance_group_name_problem(name: str) -> str | None:
 def partition_name_problem(name: str) -> str | None:
     """A Slurm partition (``SlurmConfig.PartitionNames``): the same pattern, so no ``_``."""
     return _name_problem(name, PARTITION_NAME_MAX_LENGTH)
+
+
+def instance_count_problem(count: int) -> str | None:
+    """``InstanceCount``: at most :data:`MAX_INSTANCE_COUNT` instances in one group."""
+    if count <= MAX_INSTANCE_COUNT:
+        return None
+    return (
+        f"must be at most {MAX_INSTANCE_COUNT} (the most instances HyperPod's API takes in one instance "
+        f"group), got {count}"
+    )
 
 
 _AMI_ID = re.compile(r"^ami-[0-9a-f]{8,17}$")

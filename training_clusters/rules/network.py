@@ -10,6 +10,40 @@ from training_clusters.errors import excerpt
 PUBLIC_SUBNET_MASK = 24
 PRIVATE_SUBNET_MASK = 18
 MAX_NAT_GATEWAYS_PER_AZ = 1
+#: Addresses AWS keeps in every subnet, "the first four IP addresses and the last IP address in each subnet
+#: CIDR block" (Amazon VPC User Guide, "Subnet CIDR blocks":
+#: https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html).
+RESERVED_SUBNET_ADDRESSES = 5
+
+
+def usable_addresses(mask: int = PRIVATE_SUBNET_MASK) -> int:
+    """The addresses of a subnet of prefix ``mask`` that instances may take."""
+    return (1 << (32 - mask)) - RESERVED_SUBNET_ADDRESSES
+
+
+def nodes_fit_problem(
+    count: int, others: int, *, subnets: int = 1, mask: int = PRIVATE_SUBNET_MASK
+) -> str | None:
+    """A node count (``max_count``, ``count``, ``size``) that, with the ``others`` nodes of the same subnets,
+    needs more addresses than ``subnets`` private subnets of prefix ``mask`` have: every node takes at least
+    one (its primary network interface's; EFA interfaces and pods may take more). The caller prefixes it."""
+    usable = usable_addresses(mask)
+    room = subnets * usable - others
+    if count <= room:
+        return None
+    where = (
+        f"the placement subnet, a private /{mask} of {usable:,} usable addresses"
+        if subnets == 1
+        else f"the {subnets} private subnets, /{mask}s of {usable:,} usable addresses each"
+    )
+    why = (
+        f"each node takes an address in {where} (AWS reserves {RESERVED_SUBNET_ADDRESSES} of every subnet's "
+        f"{1 << (32 - mask):,})"
+    )
+    if room < 1:
+        return f"is {count}, but the nodes there add up to {count + others:,}: {why}; lower the counts"
+    rest = f", and the other nodes there take {others:,}" if others else ""
+    return f"must be at most {room:,}, got {count}: {why}{rest}"
 
 
 def vpc_cidr_problem(cidr: str, az_count: int, private_mask: int = PRIVATE_SUBNET_MASK) -> str | None:

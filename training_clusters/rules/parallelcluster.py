@@ -107,6 +107,22 @@ def max_count_problem(max_count: int) -> str | None:
     return None
 
 
+def head_node_memory_problem(head_node: InstanceType, compute_nodes: int) -> str | None:
+    """The head node's memory for ``compute_nodes`` (every compute resource's ``MaxCount`` added up).
+
+    ParallelCluster's ``HeadNodeMemorySizeValidator`` refuses, when the cluster is created, a head node with
+    less than ``compute_nodes / 25 + 0.6`` GiB (0.6 for the system), asking at most 16 GiB.
+    """
+    required = min(compute_nodes / 25 + 0.6, 16)
+    if head_node.memory_gib >= required:
+        return None
+    return (
+        f"{head_node.name} has {head_node.memory_gib:g} GiB of memory, and ParallelCluster refuses a head node "
+        f"of less than {round(required, 2):g} GiB for {compute_nodes:,} compute nodes (max_count added up: "
+        "1 GiB per 25 nodes and 0.6 for the system, at most 16); choose a larger head node or lower max_count"
+    )
+
+
 def efa_enabled_problem(instance: InstanceType) -> str | None:
     """``Efa.Enabled`` on an instance type without EFA."""
     if instance.efa_supported:
