@@ -6,6 +6,7 @@
     training-clusters render-pcluster environments/parallelcluster-c5n.yaml [-o cluster-config.yaml] [--deployed]
     training-clusters acceptance environments/parallelcluster-c5n.yaml [-d acceptance/] [--dcgm-level 2|3|4]
     training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg|.png  [--assembly cdk.out --stack S]
+    training-clusters cleanup environments/network-storage.yaml [--delete [--yes] [--backup]] [--profile P]
     training-clusters catalog
     training-clusters schema > environments/schema.json
 
@@ -33,10 +34,11 @@ from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
 from training_clusters.errors import ConfigurationError, bounded, excerpt
 from training_clusters.rules.regions import region_shape_problem, unknown_region_problem
-from training_clusters.tables import numbered_notes, text_table
+from training_clusters.tables import TABLE_WIDTH, numbered_notes, text_table
 from training_clusters.yaml_file import regular_file_problem
 
 if TYPE_CHECKING:
+    from training_clusters.cleanup import Inventory, Leftover
     from training_clusters.preflight import Check
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -58,6 +60,10 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
     "diagram": (
         "training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg",
         "training-clusters diagram --assembly cdk.out --stack training-eks-p5-efa -o eks-p5-efa.png",
+    ),
+    "cleanup": (
+        "training-clusters cleanup environments/network-storage.yaml",
+        "training-clusters cleanup environments/network-storage.yaml --delete --backup",
     ),
     "catalog": ("training-clusters catalog --output json",),
     "schema": ("training-clusters schema > environments/schema.json",),
@@ -253,6 +259,160 @@ def _diagram(args: argparse.Namespace, out: TextIO) -> int:
         output_file=args.output_file,
         as_json=args.output == "json",
         out=out,
+    )
+
+
+def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from training_clusters import cleanup
+    from training_clusters.environments import stack_id
+
+    config, name = _load(args.file)
+    if args.yes and not args.delete:
+        raise ConfigurationError("training-clusters cleanup: --yes confirms --delete; give --delete too")
+    region, stack = config.region, stack_id(name)
+    try:
+        session = boto3.session.Session(profile_name=args.profile, region_name=region)
+        credentials = session.get_credentials()
+        if credentials is None:
+            raise _cleanup_needs_credentials(args.profile, region)
+        credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
+        clients = cleanup.CleanupClients.from_session(session, region)
+        inventory = cleanup.find_leftovers(name, stack, region, clients)
+    except (BotoCoreError, ClientError) as error:  # no network, a listing refused (its action named)
+        raise ConfigurationError(
+            f"cannot list what {stack} left in {region}: {_aws_problem(error)}"
+        ) from None
+    now = cleanup.utc_now()
+    planned = cleanup.plan(
+        inventory.leftovers,
+        backup=args.backup,
+        disable_deletion_protection=args.disable_deletion_protection,
+        now=now,
+    )
+    as_json = args.output == "json"
+    document: dict[str, Any] = {
+        "environment": name,
+        "stack": stack,
+        "region": region,
+        "resources": [leftover.as_dict() for leftover in planned],
+        "monthly_usd_known": round(sum(leftover.monthly_usd or 0 for leftover in planned), 2),
+        "notes": cleanup.summary_lines(inventory, planned),
+        "deleted": False,
+        "steps": [],
+    }
+    if not as_json:
+        print(_cleanup_table(inventory, planned), file=out)
+    doomed = [leftover for leftover in planned if not leftover.keep]
+    status = EXIT_OK
+    if not args.delete:
+        if not as_json and doomed:
+            dry_run = (
+                "dry run: nothing deleted. --delete deletes what the plan column says (it asks for the "
+                "environment's name; --yes for scripts)."
+            )
+            print(f"\n{_paragraph(dry_run)}", file=out)
+    elif not doomed:
+        if not as_json:
+            print("\nnothing to delete", file=out)
+    elif not (args.yes or _confirmed(name, len(doomed))):
+        document["steps"] = ["not confirmed: nothing deleted"]
+        if not as_json:
+            print("\nnot confirmed: nothing deleted", file=out)
+        status = EXIT_FAILED
+    else:
+        deleter = cleanup.Deleter(
+            clients,
+            environment=name,
+            tags=config.resource_tags(name),
+            say=(lambda line: None) if as_json else (lambda line: print(line, file=out, flush=True)),
+            now=now,
+        )
+        if not as_json:
+            print("", file=out)
+        try:
+            deleter.run(planned, backup=args.backup)
+            document["deleted"] = True
+        except (cleanup.CleanupStopped, BotoCoreError) as error:
+            deleter.done.append(f"stopped: {_aws_problem(error)}")
+            if not as_json:
+                print(f"stopped: {_aws_problem(error)}", file=out)
+            status = EXIT_FAILED
+        document["steps"] = deleter.done
+    if as_json:
+        _json(out, document)
+    return status
+
+
+def _cleanup_table(inventory: Inventory, planned: Sequence[Leftover]) -> str:
+    """What is left, what it costs and what --delete does with it (a long plan under its number below the
+    table, ids never cut); then the total and what is not listed."""
+    from training_clusters.cleanup import summary_lines
+
+    found = f"{inventory.stack} in {inventory.region}"
+    lines = "\n".join(_paragraph(f"- {line}", indent="  ") for line in summary_lines(inventory, planned))
+    if not planned:
+        return f"{found}: nothing left behind\n{lines}"
+    notes: list[str] = []
+
+    def plan(leftover: Leftover) -> str:
+        if len(leftover.plan) <= _SHORT_PLAN:
+            return leftover.plan
+        note = leftover.keep or leftover.plan
+        if note not in notes:
+            notes.append(note)
+        return f"{'keep' if leftover.keep else 'delete'} [{notes.index(note) + 1}]"
+
+    rows = [
+        (f"{p.kind.label}: {p.detail}" if p.detail else p.kind.label, p.name, p.cost, plan(p))
+        for p in planned
+    ]
+    table = text_table(("resource", "id", "a month", "plan"), rows, whole=(1,))
+    return f"{found}: {len(planned)} resource(s) left behind\n\n{table}\n\n{numbered_notes(notes)}\n\n{lines}".replace(
+        "\n\n\n\n", "\n\n"
+    )
+
+
+#: A plan up to this long is shown in its cell; a longer one under its number below the table.
+_SHORT_PLAN = 20
+
+
+def _paragraph(text: str, *, indent: str = "") -> str:
+    """``text`` wrapped to the table width, later lines indented by ``indent``."""
+    import textwrap
+
+    return textwrap.fill(text, TABLE_WIDTH, subsequent_indent=indent, break_on_hyphens=False)
+
+
+def _confirmed(name: str, count: int) -> bool:
+    """Whether the user types the environment's name (read from standard input, at most one line)."""
+    print(
+        f"type the environment's name ({name}) to delete {count} resource(s): ",
+        end="",
+        file=sys.stderr,
+        flush=True,
+    )
+    answer = sys.stdin.readline(256)
+    return answer.strip() == name
+
+
+def _cleanup_needs_credentials(profile: str | None, region: str) -> ConfigurationError:
+    """One line saying what cleanup needs: a profile or credentials, the region, the actions it calls."""
+    from training_clusters.cleanup import (
+        BACKUP_IAM_ACTIONS,
+        DELETE_IAM_ACTIONS,
+        LIST_IAM_ACTIONS,
+        PROTECTION_IAM_ACTIONS,
+    )
+
+    found = f"found none for profile {excerpt(profile)}" if profile else "found none"
+    return ConfigurationError(
+        f"cleanup needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) or credentials "
+        f"(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed {', '.join(LIST_IAM_ACTIONS)} "
+        f"in {region} (the file's region); for --delete also {', '.join(DELETE_IAM_ACTIONS)}, for --backup "
+        f"{', '.join(BACKUP_IAM_ACTIONS)}, for --disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}"
     )
 
 
@@ -498,6 +658,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--stack", help="the stack of --assembly to draw; default: its only stack")
     command.set_defaults(command=_diagram)
+
+    command = add_command(
+        "cleanup", "list what an environment left after cdk destroy, what it costs; delete it on request"
+    )
+    command.add_argument("file", type=_input_file, help="environment file")
+    command.add_argument(
+        "--delete",
+        action="store_true",
+        help="delete it (asks for the environment's name); default: a dry run",
+    )
+    command.add_argument("--yes", action="store_true", help="with --delete: do not ask (for scripts)")
+    command.add_argument(
+        "--backup",
+        action="store_true",
+        help="back each file system up first and wait for it (SCRATCH ones cannot be: they are kept), and take "
+        "a final snapshot of each database",
+    )
+    command.add_argument(
+        "--disable-deletion-protection",
+        action="store_true",
+        help="turn a database's deletion protection off to delete it; default: a protected database is kept",
+    )
+    command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
+    command.set_defaults(command=_cleanup)
 
     command = add_command("catalog", "the instance-type facts the library uses")
     command.set_defaults(command=_catalog)

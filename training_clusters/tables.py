@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 #: How wide a table may be by default: a terminal of 120 columns shows every line whole.
 TABLE_WIDTH = 120
@@ -14,32 +14,40 @@ _NARROWEST = 8
 
 
 def text_table(
-    header: Sequence[str], rows: Sequence[Sequence[str]], *, width: int | None = TABLE_WIDTH
+    header: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    width: int | None = TABLE_WIDTH,
+    whole: Collection[int] = (),
 ) -> str:
     """Left-aligned columns separated by two spaces, a rule under the header, no trailing blanks.
 
     A table wider than ``width`` characters wraps its widest cells at spaces, header cells included (a
     header may then take several lines above the rule); only when the longest word of every column is
-    already all a column holds are words cut too. Default: 120 characters; ``None`` never wraps.
+    already all a column holds are words cut too, except in the columns ``whole`` numbers (identifiers a
+    reader copies: the table is then wider than ``width`` rather than cut them). Default: 120 characters;
+    ``None`` never wraps.
     """
     table = [[str(cell) for cell in row] for row in [header, *rows]]
     natural = [max(len(row[i]) for row in table) for i in range(len(header))]
     widths = natural
     if width is not None:
-        widths = _fit(table, natural, width - len(_GAP) * (len(header) - 1))
+        widths = _fit(table, natural, width - len(_GAP) * (len(header) - 1), whole)
     head, *body = [_lines(row, widths) for row in table]
     rule = _GAP.join("-" * w for w in widths).rstrip()
     return "\n".join([*head, rule, *(line for row in body for line in row)])
 
 
-def _fit(table: list[list[str]], natural: list[int], budget: int) -> list[int]:
+def _fit(table: list[list[str]], natural: list[int], budget: int, whole: Collection[int]) -> list[int]:
     """Column widths summing to at most ``budget``: the widest column gives up a character at a time,
-    first never below its longest word, then never below :data:`_NARROWEST` (or its natural width)."""
+    first never below its longest word, then never below :data:`_NARROWEST` (or its natural width); a
+    ``whole`` column never below its longest word."""
     widths = list(natural)
     longest_word = [
         max((len(word) for row in table for word in row[i].split()), default=0) for i in range(len(natural))
     ]
-    for floor in (longest_word, [min(w, _NARROWEST) for w in natural]):
+    cut = [longest_word[i] if i in whole else min(w, _NARROWEST) for i, w in enumerate(natural)]
+    for floor in (longest_word, cut):
         while sum(widths) > budget:
             shrinkable = [i for i, w in enumerate(widths) if w > floor[i]]
             if not shrinkable:

@@ -253,7 +253,7 @@ def test_preflight_with_credentials_that_cannot_be_loaded_says_so_in_one_line_an
 def test_the_console_script_is_installed() -> None:
     script = Path(sys.executable).parent / "training-clusters"
     result = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=True)
-    for command in ("preflight", "render-pcluster", "acceptance", "catalog", "schema"):
+    for command in ("preflight", "render-pcluster", "acceptance", "cleanup", "catalog", "schema"):
         assert command in result.stdout
 
 
@@ -505,6 +505,8 @@ def test_help_ends_with_examples_and_the_exit_statuses(capsys: pytest.CaptureFix
   training-clusters acceptance environments/parallelcluster-c5n.yaml -d acceptance/
   training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg
   training-clusters diagram --assembly cdk.out --stack training-eks-p5-efa -o eks-p5-efa.png
+  training-clusters cleanup environments/network-storage.yaml
+  training-clusters cleanup environments/network-storage.yaml --delete --backup
   training-clusters catalog --output json
   training-clusters schema > environments/schema.json
 

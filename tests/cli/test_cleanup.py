@@ -1,0 +1,974 @@
+"""``training-clusters cleanup`` against fake accounts: real boto3 clients under botocore's Stubber.
+
+The Stubber checks every call's parameters and every canned answer against the services' own models, and
+the order of the calls to each client; ``Account`` also records every call across all clients, so the order
+of the whole cleanup is asserted, and that no queued answer is left unused. A resource of another environment
+is in every listing (a listing is not trusted to filter): it is never shown, described or deleted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import re
+from datetime import UTC, datetime
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+import yaml
+from botocore.stub import Stubber
+
+from training_clusters import cleanup, cli
+from training_clusters.cleanup import (
+    BACKUP_IAM_ACTIONS,
+    DELETE_IAM_ACTIONS,
+    LIST_IAM_ACTIONS,
+    PROTECTION_IAM_ACTIONS,
+    CleanupClients,
+    CleanupStopped,
+    Deleter,
+    Kind,
+    Leftover,
+)
+
+from ..conftest import ROOT
+from .test_cli import aws_config  # noqa: F401  (the fixture: no credentials anywhere)
+
+ENVIRONMENTS = ROOT / "environments"
+REGION = "us-east-1"
+ACCOUNT_ID = "111122223333"
+NOW = datetime(2026, 12, 2, 9, 30, tzinfo=UTC)
+#: The stack of the deployment that was destroyed (its resources keep CloudFormation's tags).
+OLD_STACK_ID = (
+    "arn:aws:cloudformation:us-east-1:111122223333:stack/{stack}/0a1b2c3d-0000-4000-8000-000000000001"
+)
+LIVE_STACK_ID = (
+    "arn:aws:cloudformation:us-east-1:111122223333:stack/{stack}/0a1b2c3d-0000-4000-8000-000000000002"
+)
+
+FS = "fs-0123456789abcdef0"
+FS_SG = "sg-0fa5e000000000001"
+SUBNET_1 = "subnet-0a000000000000001"
+SUBNET_2 = "subnet-0a000000000000002"
+VPC = "vpc-0b000000000000001"
+
+
+@cache
+def session() -> boto3.session.Session:
+    return boto3.session.Session(aws_access_key_id="x", aws_secret_access_key="x", region_name=REGION)
+
+
+def arn(service: str, resource: str) -> str:
+    return f"arn:aws:{service}:{REGION}:{ACCOUNT_ID}:{resource}"
+
+
+def tagged(resource_arn: str, logical_id: str, *, environment: str, **tags: str) -> dict[str, Any]:
+    """A listing's entry: the tags every resource of ``training-<environment>``'s old deployment carries."""
+    stack = f"training-{environment}"
+    every = {
+        "project": "cdk-training-clusters",
+        "environment": environment,
+        "aws:cloudformation:stack-name": stack,
+        "aws:cloudformation:stack-id": OLD_STACK_ID.format(stack=stack),
+        "aws:cloudformation:logical-id": logical_id,
+        **tags,
+    }
+    return {"ResourceARN": resource_arn, "Tags": [{"Key": k, "Value": v} for k, v in every.items()]}
+
+
+def look_alikes(environment: str) -> list[dict[str, Any]]:
+    """Resources a careless filter would take for ``environment``'s: another environment whose name
+    extends it, the same tags on a stack ParallelCluster made, another project."""
+    other = f"{environment}-2"
+    return [
+        tagged(arn("fsx", "file-system/fs-0ffffffffffffff01"), "SharedStorageA8297BFB", environment=other),
+        tagged(arn("ec2", "vpc/vpc-0fffffffffffff001"), "Network6E62CE96", environment=other),
+        tagged(
+            arn("ec2", "security-group/sg-0fffffffffffff002"),
+            "HeadNodeSecurityGroup",
+            environment=environment,
+            **{"aws:cloudformation:stack-name": "p5-cluster"},
+        ),
+        tagged(
+            arn("logs", "log-group:/other/project"), "Logs", environment=environment, project="someone-else"
+        ),
+    ]
+
+
+def network_storage_listing() -> list[dict[str, Any]]:
+    """What network-storage keeps after cdk destroy (see tests/test_destroy.py), with look-alikes."""
+    env = "network-storage"
+    return [
+        tagged(arn("ec2", f"vpc/{VPC}"), "Network6E62CE96", environment=env),
+        tagged(
+            arn("logs", "log-group:training-network-storage-NetworkFlowLogs2BEC3212-AbCdEf"),
+            "NetworkFlowLogs2BEC3212",
+            environment=env,
+        ),
+        look_alikes(env)[0],
+        tagged(arn("fsx", f"file-system/{FS}"), "SharedStorageA8297BFB", environment=env),
+        tagged(arn("ec2", f"subnet/{SUBNET_1}"), "NetworkPrivateSubnet1Subnet80FBBF93", environment=env),
+        *look_alikes(env)[1:],
+        tagged(arn("ec2", f"security-group/{FS_SG}"), "SharedStorageSecurityGroup8BDD17A1", environment=env),
+    ]
+
+
+#: The parameter of each call that names what it acts on (what ``Account.calls`` records).
+NAMING_PARAMETERS = (
+    "StackName", "FileSystemId", "FileSystemIds", "BackupIds", "DBClusterIdentifier", "DBInstanceIdentifier",
+    "DBSubnetGroupName", "DBClusterParameterGroupName", "Bucket", "logGroupName", "SecretId", "KeyId",
+    "GroupId", "SubnetId", "VpcId",
+)  # fmt: skip
+
+
+class Account:
+    """A fake account: each client's answers queued in the order cleanup asks."""
+
+    def __init__(self) -> None:
+        self.clients = CleanupClients.from_session(session(), REGION)
+        self.calls: list[str] = []
+        for client in vars(self.clients).values():  # before the Stubbers: sees every call
+            client.meta.events.register("before-parameter-build.*.*", self._record)
+        self.stubs = {name: Stubber(client) for name, client in vars(self.clients).items()}
+
+    def _record(self, params: dict[str, Any], model: Any, **_: Any) -> None:
+        named = [params[p] for p in NAMING_PARAMETERS if p in params]
+        self.calls.append(f"{model.name} {named[0] if named else ''}".strip())
+
+    def answer(self, client: str, operation: str, response: dict[str, Any], expected: dict[str, Any]) -> None:
+        self.stubs[client].add_response(operation, response, expected)
+
+    def error(self, client: str, operation: str, code: str, message: str, expected: dict[str, Any]) -> None:
+        self.stubs[client].add_client_error(
+            operation,
+            service_error_code=code,
+            service_message=message,
+            http_status_code=400,
+            expected_params=expected,
+        )
+
+    def listing(
+        self, environment: str, resources: list[dict[str, Any]], *, stack_id: str | None = None
+    ) -> None:
+        """The stack's state, then the tagged resources, on one page."""
+        stack = f"training-{environment}"
+        if stack_id is None:
+            self.error(
+                "cloudformation",
+                "describe_stacks",
+                "ValidationError",
+                f"Stack with id {stack} does not exist",
+                {"StackName": stack},
+            )
+        else:
+            self.answer(
+                "cloudformation",
+                "describe_stacks",
+                {
+                    "Stacks": [
+                        {
+                            "StackName": stack,
+                            "StackId": stack_id,
+                            "CreationTime": NOW,
+                            "StackStatus": "CREATE_COMPLETE",
+                        }
+                    ]
+                },
+                {"StackName": stack},
+            )
+        self.answer(
+            "tagging",
+            "get_resources",
+            {"ResourceTagMappingList": resources, "PaginationToken": ""},
+            {
+                "TagFilters": [
+                    {"Key": "project", "Values": ["cdk-training-clusters"]},
+                    {"Key": "environment", "Values": [environment]},
+                    {"Key": "aws:cloudformation:stack-name", "Values": [stack]},
+                ],
+                "ResourceTypeFilters": [kind.tagging_type for kind in Kind],
+                "ResourcesPerPage": 100,
+            },
+        )
+
+    def file_system(
+        self,
+        file_system_id: str,
+        deployment: str,
+        capacity: int,
+        throughput: int | None = None,
+        *,
+        lifecycle: str = "AVAILABLE",
+    ) -> None:
+        lustre: dict[str, Any] = {"DeploymentType": deployment}
+        if throughput is not None:
+            lustre["PerUnitStorageThroughput"] = throughput
+        self.answer(
+            "fsx",
+            "describe_file_systems",
+            {
+                "FileSystems": [
+                    {
+                        "FileSystemId": file_system_id,
+                        "FileSystemType": "LUSTRE",
+                        "Lifecycle": lifecycle,
+                        "StorageCapacity": capacity,
+                        "StorageType": "SSD",
+                        "VpcId": VPC,
+                        "SubnetIds": [SUBNET_1],
+                        "LustreConfiguration": lustre,
+                    }
+                ]
+            },
+            {"FileSystemIds": [file_system_id]},
+        )
+
+    def file_system_gone(self, file_system_id: str) -> None:
+        self.error(
+            "fsx",
+            "describe_file_systems",
+            "FileSystemNotFound",
+            "File system not found",
+            {"FileSystemIds": [file_system_id]},
+        )
+
+    def deleted(
+        self, client: str, operation: str, expected: dict[str, Any], response: dict[str, Any] | None = None
+    ) -> None:
+        self.answer(client, operation, response or {}, expected)
+
+    def run(
+        self, monkeypatch: pytest.MonkeyPatch, file: str | Path, *options: str, stdin: str = ""
+    ) -> tuple[int, str]:
+        """``training-clusters cleanup FILE OPTIONS`` against this account; (exit status, standard output)."""
+        monkeypatch.setattr(CleanupClients, "from_session", classmethod(lambda cls, s, r: self.clients))
+        monkeypatch.setattr(cleanup, "utc_now", lambda: NOW)
+        monkeypatch.setattr(cleanup, "POLL_SECONDS", 0)
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin))
+        monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
+        monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
+        monkeypatch.delenv("AWS_PROFILE", raising=False)
+        path = file if isinstance(file, Path) else ENVIRONMENTS / f"{file}.yaml"
+        out = io.StringIO()
+        for stub in self.stubs.values():
+            stub.activate()
+        try:
+            status = cli.main(["cleanup", str(path), *options], stdout=out)
+        finally:
+            for stub in self.stubs.values():
+                stub.deactivate()
+        for stub in self.stubs.values():
+            stub.assert_no_pending_responses()
+        return status, out.getvalue()
+
+
+def network_storage_account() -> Account:
+    account = Account()
+    account.listing("network-storage", network_storage_listing())
+    account.file_system(FS, "SCRATCH_2", 1200)
+    return account
+
+
+FLOW_LOGS = "training-network-storage-NetworkFlowLogs2BEC3212-AbCdEf"
+LISTED = ["DescribeStacks training-network-storage", "GetResources", f"DescribeFileSystems ['{FS}']"]
+
+
+# --------------------------------------------------------------------------------------------------
+# the dry run
+
+
+def test_the_dry_run_lists_what_stays_and_its_cost_and_deletes_nothing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    account = network_storage_account()
+
+    status, text = account.run(monkeypatch, "network-storage")
+
+    assert status == 0
+    assert text == (
+        "training-network-storage in us-east-1: 5 resource(s) left behind\n"
+        "\n"
+        "resource                                        id                                                       a month  plan\n"
+        "----------------------------------------------  -------------------------------------------------------  -------  ------\n"
+        "FSx for Lustre file system: SCRATCH_2, 1200     fs-0123456789abcdef0                                     $168.00  delete\n"
+        "GiB\n"
+        "log group                                       training-network-storage-NetworkFlowLogs2BEC3212-AbCdEf  by use   delete\n"
+        "security group                                  sg-0fa5e000000000001                                     free     delete\n"
+        "subnet                                          subnet-0a000000000000001                                 free     delete\n"
+        "VPC                                             vpc-0b000000000000001                                    free     delete\n"
+        "\n"
+        "- about $168.00 a month (us-east-1 list prices of 2026-12), plus what is billed by use\n"
+        "- not listed: the log groups Lambda made for CDK's handlers (/aws/lambda/training-network-storage-*), which carry no\n"
+        "  tags; backups and snapshots\n"
+        "\n"
+        "dry run: nothing deleted. --delete deletes what the plan column says (it asks for the environment's name; --yes for\n"
+        "scripts).\n"
+    )
+    assert account.calls == LISTED  # nothing deleted, the other environments' resources not even described
+
+
+def test_the_dry_run_as_json_gives_every_column(monkeypatch: pytest.MonkeyPatch) -> None:
+    status, text = network_storage_account().run(monkeypatch, "network-storage", "--output", "json")
+
+    document = json.loads(text)
+    assert status == 0
+    assert (document["stack"], document["deleted"], document["monthly_usd_known"]) == (
+        "training-network-storage",
+        False,
+        168.0,
+    )
+    assert document["resources"][0] == {
+        "kind": "file_system",
+        "resource": "FSx for Lustre file system",
+        "id": FS,
+        "name": FS,
+        "arn": arn("fsx", f"file-system/{FS}"),
+        "logical_id": "SharedStorageA8297BFB",
+        "detail": "SCRATCH_2, 1200 GiB",
+        "monthly_usd": 168.0,
+        "cost": "$168.00",
+        "delete": True,
+        "plan": "delete",
+    }
+    assert [r["id"] for r in document["resources"]] == [FS, FLOW_LOGS, FS_SG, SUBNET_1, VPC]
+
+
+def test_resources_of_the_deployed_stack_are_in_use_not_left_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Deployed again after a destroy: the new stack's resources stay out, the earlier deployment's are left."""
+    live = LIVE_STACK_ID.format(stack="training-network-storage")
+    in_use = tagged(
+        arn("fsx", "file-system/fs-0aaaaaaaaaaaaaaa1"),
+        "SharedStorageA8297BFB",
+        environment="network-storage",
+        **{"aws:cloudformation:stack-id": live},
+    )
+    account = Account()
+    account.listing("network-storage", [in_use, *network_storage_listing()], stack_id=live)
+    account.file_system(FS, "SCRATCH_2", 1200)
+
+    status, text = account.run(monkeypatch, "network-storage")
+
+    assert status == 0
+    assert "fs-0aaaaaaaaaaaaaaa1" not in text
+    assert (
+        "- stack training-network-storage exists (CREATE_COMPLETE): its 1 resource(s) are in use and not listed; cdk destroy\n"
+        "  first to clean up everything\n"
+    ) in text
+    assert text.startswith("training-network-storage in us-east-1: 5 resource(s) left behind\n")
+
+
+def test_a_region_without_prices_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "network-storage.yaml").read_text())
+    document.update(region="eu-west-1", availability_zones=["eu-west-1a", "eu-west-1b"])
+    (tmp_path / "network-storage.yaml").write_text(yaml.safe_dump(document))
+    account = Account()
+    account.clients = CleanupClients.from_session(session(), "eu-west-1")
+    account.stubs = {name: Stubber(client) for name, client in vars(account.clients).items()}
+    account.listing(
+        "network-storage",
+        [
+            tagged(
+                f"arn:aws:fsx:eu-west-1:{ACCOUNT_ID}:file-system/{FS}",
+                "SharedStorageA8297BFB",
+                environment="network-storage",
+            )
+        ],
+    )
+    account.file_system(FS, "SCRATCH_2", 1200)
+
+    status, text = account.run(monkeypatch, tmp_path / "network-storage.yaml")
+
+    assert status == 0
+    assert (
+        "\nFSx for Lustre file system: SCRATCH_2, 1200 GiB  fs-0123456789abcdef0  unknown  delete\n" in text
+    )
+    assert "- monthly cost unknown: the price table holds us-east-1 only, not eu-west-1\n" in text
+
+
+# --------------------------------------------------------------------------------------------------
+# deleting
+
+
+def queue_network_storage_deletion(account: Account) -> None:
+    account.deleted(
+        "fsx",
+        "delete_file_system",
+        {"FileSystemId": FS},
+        {"FileSystemId": FS, "Lifecycle": "DELETING"},
+    )
+    account.file_system(FS, "SCRATCH_2", 1200, lifecycle="DELETING")
+    account.file_system_gone(FS)
+    account.deleted("logs", "delete_log_group", {"logGroupName": FLOW_LOGS})
+    account.deleted("ec2", "delete_security_group", {"GroupId": FS_SG})
+    account.deleted("ec2", "delete_subnet", {"SubnetId": SUBNET_1})
+    account.deleted("ec2", "delete_vpc", {"VpcId": VPC})
+
+
+NETWORK_STORAGE_DELETED = [
+    f"DeleteFileSystem {FS}",
+    f"DescribeFileSystems ['{FS}']",
+    f"DescribeFileSystems ['{FS}']",
+    f"DeleteLogGroup {FLOW_LOGS}",
+    f"DeleteSecurityGroup {FS_SG}",
+    f"DeleteSubnet {SUBNET_1}",
+    f"DeleteVpc {VPC}",
+]
+
+
+def test_delete_asks_for_the_environment_name_then_deletes_in_order_the_vpc_last(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A SCRATCH file system without --backup is deleted; the file system goes before its security group and
+    subnet, the VPC last; nothing of the look-alikes is touched (the Stubber refuses any other parameter)."""
+    account = network_storage_account()
+    queue_network_storage_deletion(account)
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", stdin="network-storage\n")
+
+    assert status == 0
+    assert (
+        capsys.readouterr().err == "type the environment's name (network-storage) to delete 5 resource(s): "
+    )
+    assert account.calls == [*LISTED, *NETWORK_STORAGE_DELETED]
+    assert text.endswith(
+        "\n\n"
+        f"deleted file system {FS} (gone after 0 s)\n"
+        f"deleted log group {FLOW_LOGS}\n"
+        f"deleted security group {FS_SG}\n"
+        f"deleted subnet {SUBNET_1}\n"
+        f"deleted VPC {VPC}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "typed", ["network-storage-2\n", "yes\n", ""], ids=["another name", "yes", "nothing"]
+)
+def test_delete_refuses_without_the_environment_name(monkeypatch: pytest.MonkeyPatch, typed: str) -> None:
+    account = network_storage_account()
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", stdin=typed)
+
+    assert status == 1
+    assert text.endswith("\n\nnot confirmed: nothing deleted\n")
+    assert account.calls == LISTED
+
+
+def test_yes_deletes_without_asking_and_json_lists_the_steps(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    account = network_storage_account()
+    queue_network_storage_deletion(account)
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes", "--output", "json")
+
+    document = json.loads(text)
+    assert (status, capsys.readouterr().err) == (0, "")
+    assert document["deleted"] is True
+    assert document["steps"] == [
+        f"deleted file system {FS} (gone after 0 s)",
+        f"deleted log group {FLOW_LOGS}",
+        f"deleted security group {FS_SG}",
+        f"deleted subnet {SUBNET_1}",
+        f"deleted VPC {VPC}",
+    ]
+    assert account.calls == [*LISTED, *NETWORK_STORAGE_DELETED]
+
+
+def test_yes_without_delete_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert (
+        cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--yes"], stdout=io.StringIO()) == 2
+    )
+    assert (
+        capsys.readouterr().err
+        == "error: training-clusters cleanup: --yes confirms --delete; give --delete too\n"
+    )
+
+
+def test_a_scratch_file_system_cannot_be_backed_up_so_it_and_its_network_stay(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    account = network_storage_account()
+    account.deleted("logs", "delete_log_group", {"logGroupName": FLOW_LOGS})
+
+    status, text = account.run(
+        monkeypatch, "network-storage", "--delete", "--yes", "--backup", "--output", "json"
+    )
+
+    document = json.loads(text)
+    assert status == 0
+    assert {r["id"]: r["plan"] for r in document["resources"]} == {
+        FS: "keep: SCRATCH_2 cannot be backed up (FSx backs up PERSISTENT file systems only); run without --backup to "
+        "delete it, after copying what it holds to S3",
+        FLOW_LOGS: "delete",
+        FS_SG: f"keep: the kept file system {FS} uses it",
+        SUBNET_1: f"keep: the kept file system {FS} uses it",
+        VPC: f"keep: the kept file system {FS} uses it",
+    }
+    assert account.calls == [*LISTED, f"DeleteLogGroup {FLOW_LOGS}"]  # no backup asked of FSx
+
+
+# --- hyperpod-team: a PERSISTENT_2 file system, the accounting database, the lifecycle buckets --------------
+
+TEAM = "hyperpod-team"
+TEAM_FS = "fs-0c000000000000001"
+DB = "training-hyperpod-team-accounting8979588e-q1w2e3r4t5y6"
+WRITER = "training-hyperpod-team-accountingwriter0bdcda7b-a1b2c3d4e5f6"
+SUBNET_GROUP = "training-hyperpod-team-accountingsubnets65c94705-zxcvbnmasdfg"
+PARAMETERS = "training-hyperpod-team-accountingparameters23e7102d-poiuytrewq12"
+KEY = "1234abcd-12ab-34cd-56ef-1234567890ab"
+DB_SG = "sg-0db0000000000001"
+SECRET = arn("secretsmanager", "secret:AccountingSecret64A6CC0D-abcdefgh12-AbCdEf")
+SLURMDBD_SECRET = arn("secretsmanager", "secret:AccountingSlurmdbdSecret490707E2-ijklmnop34-GhIjKl")
+LIFECYCLE = "sagemaker-training-hyperpod-team-hyperpodlifecy-111122223333-us-east-1"
+ACCESS_LOGS = "training-hyperpod-team-hyperpodlifecyclebucketacc-1a2b3c4d5e6f"
+TEAM_FLOW_LOGS = "training-hyperpod-team-NetworkFlowLogs2BEC3212-XyZaBc"
+USER_HANDLER_LOGS = "training-hyperpod-team-AccountingUserHandlerLogs690F9286-DeFgHi"
+RDS_LOGS = [f"/aws/rds/cluster/{DB}/{kind}" for kind in ("audit", "error", "general", "slowquery")]
+SNAPSHOT = f"{DB}-final-202612020930"
+BACKUP = "backup-0d000000000000001"
+
+
+def team_listing() -> list[dict[str, Any]]:
+    """Everything hyperpod-team's template retains (tests/test_destroy.py), in no particular order."""
+
+    def mine(resource_arn: str, logical_id: str) -> dict[str, Any]:
+        return tagged(resource_arn, logical_id, environment=TEAM)
+
+    return [
+        mine(arn("rds", f"cluster:{DB}"), "Accounting8979588E"),
+        mine(f"arn:aws:s3:::{ACCESS_LOGS}", "HyperPodLifecycleBucketAccessLogsCB5BC6C0"),
+        mine(arn("ec2", f"vpc/{VPC}"), "Network6E62CE96"),
+        *[
+            mine(arn("logs", f"log-group:{name}:*"), f"Accounting{name.rsplit('/', 1)[1].title()}Log")
+            for name in RDS_LOGS
+        ],
+        mine(arn("kms", f"key/{KEY}"), "AccountingKey4D75B93F"),
+        mine(arn("rds", f"cluster-pg:{PARAMETERS}"), "AccountingParameters23E7102D"),
+        mine(SECRET, "AccountingSecret64A6CC0D"),
+        mine(arn("ec2", f"security-group/{DB_SG}"), "AccountingSecurityGroupBEC88DBC"),
+        mine(SLURMDBD_SECRET, "AccountingSlurmdbdSecret490707E2"),
+        mine(arn("rds", f"subgrp:{SUBNET_GROUP}"), "AccountingSubnets65C94705"),
+        mine(arn("logs", f"log-group:{USER_HANDLER_LOGS}"), "AccountingUserHandlerLogs690F9286"),
+        mine(arn("rds", f"db:{WRITER}"), "AccountingWriter0BDCDA7B"),
+        mine(f"arn:aws:s3:::{LIFECYCLE}", "HyperPodLifecycleBucket266C8849"),
+        mine(arn("logs", f"log-group:{TEAM_FLOW_LOGS}"), "NetworkFlowLogs2BEC3212"),
+        mine(arn("ec2", f"subnet/{SUBNET_1}"), "NetworkPrivateSubnet1Subnet80FBBF93"),
+        mine(arn("ec2", f"subnet/{SUBNET_2}"), "NetworkPrivateSubnet2SubnetF8FE1BD8"),
+        mine(arn("fsx", f"file-system/{TEAM_FS}"), "SharedStorageA8297BFB"),
+        mine(arn("ec2", f"security-group/{FS_SG}"), "SharedStorageSecurityGroup8BDD17A1"),
+        *look_alikes(TEAM),
+    ]
+
+
+def team_account() -> Account:
+    account = Account()
+    account.listing(TEAM, team_listing())
+    account.answer(
+        "rds",
+        "describe_db_clusters",
+        {
+            "DBClusters": [
+                {
+                    "DBClusterIdentifier": DB,
+                    "Status": "available",
+                    "Engine": "aurora-mysql",
+                    "EngineVersion": "8.0.mysql_aurora.3.08.2",
+                    "DeletionProtection": True,
+                    "DBClusterMembers": [{"DBInstanceIdentifier": WRITER, "IsClusterWriter": True}],
+                    "VpcSecurityGroups": [{"VpcSecurityGroupId": DB_SG, "Status": "active"}],
+                    "DBSubnetGroup": SUBNET_GROUP,
+                    "DBClusterParameterGroup": PARAMETERS,
+                    "KmsKeyId": arn("kms", f"key/{KEY}"),
+                    "ServerlessV2ScalingConfiguration": {"MinCapacity": 0.5, "MaxCapacity": 2.0},
+                }
+            ]
+        },
+        {"DBClusterIdentifier": DB},
+    )
+    account.file_system(TEAM_FS, "PERSISTENT_2", 1200, 125)
+    return account
+
+
+TEAM_LISTED = [
+    f"DescribeStacks training-{TEAM}",
+    "GetResources",
+    f"DescribeDBClusters {DB}",
+    f"DescribeFileSystems ['{TEAM_FS}']",
+]
+
+
+def test_a_protected_database_stays_with_everything_it_uses_unless_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    status, text = team_account().run(monkeypatch, TEAM, "--output", "json")
+
+    document = json.loads(text)
+    kept_db = f"keep: used by the kept database {DB}"
+    network = f"keep: the kept database {DB} uses it"
+    assert status == 0
+    assert [(r["resource"], r["id"], r["cost"], r["plan"]) for r in document["resources"]] == [
+        ("FSx for Lustre file system", TEAM_FS, "$174.00", "delete"),
+        ("database instance", WRITER, "with its cluster", kept_db),
+        (
+            "Aurora database cluster",
+            DB,
+            "at least $43.80 + storage",
+            "keep: deletion protection is on (--disable-deletion-protection turns it off)",
+        ),
+        ("database subnet group", SUBNET_GROUP, "free", kept_db),
+        ("database parameter group", PARAMETERS, "free", kept_db),
+        ("S3 bucket", LIFECYCLE, "by use", "delete"),
+        ("S3 bucket", ACCESS_LOGS, "by use", "delete"),  # after the bucket that logs into it
+        *[("log group", name, "by use", kept_db) for name in RDS_LOGS],
+        ("log group", USER_HANDLER_LOGS, "by use", "delete"),
+        ("log group", TEAM_FLOW_LOGS, "by use", "delete"),
+        ("secret", SECRET, "$0.40", kept_db),
+        ("secret", SLURMDBD_SECRET, "$0.40", kept_db),
+        ("KMS key", KEY, "$1.00", kept_db),
+        ("security group", DB_SG, "free", kept_db),
+        ("security group", FS_SG, "free", network),
+        ("subnet", SUBNET_1, "free", network),
+        ("subnet", SUBNET_2, "free", network),
+        ("VPC", VPC, "free", network),
+    ]
+    assert document["resources"][2]["detail"] == "aurora-mysql, 0.5 ACU minimum, deletion protection on"
+    assert document["monthly_usd_known"] == 219.6  # 174 + 43.80 + 2 x 0.40 + 1
+
+
+def test_backup_then_delete_everything_in_order_the_database_after_turning_its_protection_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """--backup: FSx backs the PERSISTENT_2 file system up (waited for) before deleting it, and the database
+    leaves a final snapshot, whose KMS key stays; buckets are emptied version by version, page by page."""
+    account = team_account()
+    tags = [
+        {"Key": "project", "Value": "cdk-training-clusters"},
+        {"Key": "environment", "Value": TEAM},
+        {"Key": "cost-centre", "Value": "ml-platform"},
+        {"Key": "Name", "Value": f"{TEAM} before cleanup"},
+    ]
+    backup = {
+        "BackupId": BACKUP,
+        "Type": "USER_INITIATED",
+        "CreationTime": NOW,
+        "FileSystem": {"FileSystemId": TEAM_FS},
+    }
+    account.answer(
+        "fsx",
+        "create_backup",
+        {"Backup": {**backup, "Lifecycle": "CREATING"}},
+        {"FileSystemId": TEAM_FS, "Tags": tags},
+    )
+    account.answer(
+        "fsx", "describe_backups", {"Backups": [{**backup, "Lifecycle": "CREATING"}]}, {"BackupIds": [BACKUP]}
+    )
+    account.answer(
+        "fsx",
+        "describe_backups",
+        {"Backups": [{**backup, "Lifecycle": "AVAILABLE"}]},
+        {"BackupIds": [BACKUP]},
+    )
+    account.deleted("fsx", "delete_file_system", {"FileSystemId": TEAM_FS})
+    account.file_system_gone(TEAM_FS)
+    account.deleted(
+        "rds",
+        "modify_db_cluster",
+        {"DBClusterIdentifier": DB, "DeletionProtection": False, "ApplyImmediately": True},
+    )
+    account.deleted("rds", "delete_db_instance", {"DBInstanceIdentifier": WRITER})
+    account.deleted(
+        "rds", "delete_db_cluster", {"DBClusterIdentifier": DB, "FinalDBSnapshotIdentifier": SNAPSHOT}
+    )
+    account.answer(
+        "rds",
+        "describe_db_clusters",
+        {"DBClusters": [{"DBClusterIdentifier": DB, "Status": "deleting"}]},
+        {"DBClusterIdentifier": DB},
+    )
+    account.error(
+        "rds",
+        "describe_db_clusters",
+        "DBClusterNotFoundFault",
+        f"DBCluster {DB} not found.",
+        {"DBClusterIdentifier": DB},
+    )
+    account.deleted("rds", "delete_db_subnet_group", {"DBSubnetGroupName": SUBNET_GROUP})
+    account.deleted("rds", "delete_db_cluster_parameter_group", {"DBClusterParameterGroupName": PARAMETERS})
+    # the lifecycle bucket: two versions of a script and the delete marker of a removed one
+    account.answer(
+        "s3",
+        "list_object_versions",
+        {
+            "IsTruncated": False,
+            "Versions": [
+                {"Key": "on_create.sh", "VersionId": "v2"},
+                {"Key": "on_create.sh", "VersionId": "v1"},
+            ],
+            "DeleteMarkers": [{"Key": "old.sh", "VersionId": "m1"}],
+        },
+        {"Bucket": LIFECYCLE},
+    )
+    account.deleted(
+        "s3",
+        "delete_objects",
+        {
+            "Bucket": LIFECYCLE,
+            "Delete": {
+                "Objects": [
+                    {"Key": "on_create.sh", "VersionId": "v2"},
+                    {"Key": "on_create.sh", "VersionId": "v1"},
+                    {"Key": "old.sh", "VersionId": "m1"},
+                ],
+                "Quiet": True,
+            },
+        },
+    )
+    account.deleted("s3", "delete_bucket", {"Bucket": LIFECYCLE})
+    # the access-log bucket: two pages
+    account.answer(
+        "s3",
+        "list_object_versions",
+        {
+            "IsTruncated": True,
+            "NextKeyMarker": "access-logs/b",
+            "NextVersionIdMarker": "null",
+            "Versions": [{"Key": "access-logs/a", "VersionId": "null"}],
+        },
+        {"Bucket": ACCESS_LOGS},
+    )
+    account.deleted(
+        "s3",
+        "delete_objects",
+        {
+            "Bucket": ACCESS_LOGS,
+            "Delete": {"Objects": [{"Key": "access-logs/a", "VersionId": "null"}], "Quiet": True},
+        },
+    )
+    account.answer(
+        "s3",
+        "list_object_versions",
+        {"IsTruncated": False, "Versions": [{"Key": "access-logs/b", "VersionId": "null"}]},
+        {"Bucket": ACCESS_LOGS, "KeyMarker": "access-logs/b", "VersionIdMarker": "null"},
+    )
+    account.deleted(
+        "s3",
+        "delete_objects",
+        {
+            "Bucket": ACCESS_LOGS,
+            "Delete": {"Objects": [{"Key": "access-logs/b", "VersionId": "null"}], "Quiet": True},
+        },
+    )
+    account.deleted("s3", "delete_bucket", {"Bucket": ACCESS_LOGS})
+    for name in [*RDS_LOGS, USER_HANDLER_LOGS, TEAM_FLOW_LOGS]:
+        account.deleted("logs", "delete_log_group", {"logGroupName": name})
+    for secret in (SECRET, SLURMDBD_SECRET):
+        account.deleted("secretsmanager", "delete_secret", {"SecretId": secret, "RecoveryWindowInDays": 30})
+    for group in (DB_SG, FS_SG):
+        account.deleted("ec2", "delete_security_group", {"GroupId": group})
+    for subnet in (SUBNET_1, SUBNET_2):
+        account.deleted("ec2", "delete_subnet", {"SubnetId": subnet})
+    account.deleted("ec2", "delete_vpc", {"VpcId": VPC})
+
+    status, text = account.run(
+        monkeypatch, TEAM, "--delete", "--backup", "--disable-deletion-protection", stdin=f"{TEAM}\n"
+    )
+
+    assert status == 0
+    assert account.calls == [
+        *TEAM_LISTED,
+        f"CreateBackup {TEAM_FS}",
+        f"DescribeBackups ['{BACKUP}']",
+        f"DescribeBackups ['{BACKUP}']",
+        f"DeleteFileSystem {TEAM_FS}",
+        f"DescribeFileSystems ['{TEAM_FS}']",
+        f"ModifyDBCluster {DB}",
+        f"DeleteDBInstance {WRITER}",
+        f"DeleteDBCluster {DB}",
+        f"DescribeDBClusters {DB}",
+        f"DescribeDBClusters {DB}",
+        f"DeleteDBSubnetGroup {SUBNET_GROUP}",
+        f"DeleteDBClusterParameterGroup {PARAMETERS}",
+        f"ListObjectVersions {LIFECYCLE}",
+        f"DeleteObjects {LIFECYCLE}",
+        f"DeleteBucket {LIFECYCLE}",
+        f"ListObjectVersions {ACCESS_LOGS}",
+        f"DeleteObjects {ACCESS_LOGS}",
+        f"ListObjectVersions {ACCESS_LOGS}",
+        f"DeleteObjects {ACCESS_LOGS}",
+        f"DeleteBucket {ACCESS_LOGS}",
+        *[f"DeleteLogGroup {name}" for name in [*RDS_LOGS, USER_HANDLER_LOGS, TEAM_FLOW_LOGS]],
+        f"DeleteSecret {SECRET}",
+        f"DeleteSecret {SLURMDBD_SECRET}",
+        f"DeleteSecurityGroup {DB_SG}",
+        f"DeleteSecurityGroup {FS_SG}",
+        f"DeleteSubnet {SUBNET_1}",
+        f"DeleteSubnet {SUBNET_2}",
+        f"DeleteVpc {VPC}",
+    ]
+    steps = text.split("\n\n")[-1]
+    assert steps.splitlines()[:7] == [
+        f"backed up file system {TEAM_FS} as {BACKUP} (available after 0 s; it stays, billed per GB-month: aws fsx "
+        "delete-backup deletes it)",
+        f"deleted file system {TEAM_FS} (gone after 0 s)",
+        f"turned deletion protection off on database {DB}",
+        f"deleting database instance {WRITER}",
+        f"deleted database {DB} (gone after 0 s); its final snapshot {SNAPSHOT} stays (aws rds "
+        "delete-db-cluster-snapshot deletes it)",
+        f"deleted database subnet group {SUBNET_GROUP}",
+        f"deleted database parameter group {PARAMETERS}",
+    ]
+    assert f"deleted S3 bucket {LIFECYCLE} (3 object version(s) and delete marker(s))" in steps
+    assert f"KMS key {KEY}" not in steps  # it encrypts the final snapshot
+
+
+def test_with_backup_the_plan_keeps_the_key_of_the_final_snapshot(monkeypatch: pytest.MonkeyPatch) -> None:
+    status, text = team_account().run(
+        monkeypatch, TEAM, "--backup", "--disable-deletion-protection", "--output", "json"
+    )
+
+    plans = {r["id"]: r["plan"] for r in json.loads(text)["resources"]}
+    assert status == 0
+    assert plans[TEAM_FS] == "back up, then delete"
+    assert plans[DB] == f"turn deletion protection off, final snapshot {SNAPSHOT}, delete"
+    assert plans[KEY] == f"keep: encrypts the final snapshot {SNAPSHOT}"
+    assert plans[SECRET] == "delete in 30 days"
+    assert {plans[i] for i in (WRITER, SUBNET_GROUP, PARAMETERS, DB_SG, FS_SG, SUBNET_1, VPC)} == {"delete"}
+
+
+# --------------------------------------------------------------------------------------------------
+# waits and failures
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_file_system_that_does_not_go_stops_the_run_after_the_bounded_wait() -> None:
+    account = Account()
+    account.deleted("fsx", "delete_file_system", {"FileSystemId": FS})
+    for _ in range(cleanup.DELETION_WAIT_SECONDS // cleanup.POLL_SECONDS + 1):
+        account.file_system(FS, "SCRATCH_2", 1200, lifecycle="DELETING")
+    clock = FakeClock()
+    said: list[str] = []
+    deleter = Deleter(
+        account.clients,
+        environment="network-storage",
+        tags={},
+        say=said.append,
+        now=NOW,
+        sleep=clock.sleep,
+        clock=clock,
+    )
+    planned = [
+        Leftover(
+            Kind.FILE_SYSTEM, FS, arn("fsx", f"file-system/{FS}"), facts={"deployment_type": "SCRATCH_2"}
+        ),
+        Leftover(Kind.VPC, VPC, arn("ec2", f"vpc/{VPC}")),
+    ]
+
+    with account.stubs["fsx"], pytest.raises(CleanupStopped) as stopped:
+        deleter.run(planned, backup=False)
+
+    assert str(stopped.value) == (
+        f"deletion of file system {FS} not done after 45 min: nothing after it was deleted; run cleanup again later"
+    )
+    assert clock.now == cleanup.DELETION_WAIT_SECONDS
+    assert said == [] and "DeleteVpc" not in " ".join(account.calls)
+
+
+def test_a_refused_deletion_stops_the_run_in_one_line_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    account = network_storage_account()
+    account.deleted("fsx", "delete_file_system", {"FileSystemId": FS})
+    account.file_system_gone(FS)
+    account.error(
+        "logs",
+        "delete_log_group",
+        "AccessDeniedException",
+        "not authorized to perform: logs:DeleteLogGroup",
+        {"logGroupName": FLOW_LOGS},
+    )
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
+
+    assert status == 1
+    assert text.endswith(
+        f"deleted file system {FS} (gone after 0 s)\n"
+        f"stopped: log group {FLOW_LOGS}: AccessDeniedException: not authorized to perform: logs:DeleteLogGroup; "
+        "nothing after it was deleted: run cleanup again when it is fixed\n"
+    )
+    assert account.calls[-1] == f"DeleteLogGroup {FLOW_LOGS}"
+
+
+def test_a_refused_listing_is_one_line_and_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    account = Account()
+    account.error(
+        "cloudformation",
+        "describe_stacks",
+        "AccessDenied",
+        "User is not authorized to perform: cloudformation:DescribeStacks",
+        {"StackName": "training-network-storage"},
+    )
+
+    status, text = account.run(monkeypatch, "network-storage")
+
+    assert (status, text) == (2, "")
+    assert capsys.readouterr().err == (
+        "error: cannot list what training-network-storage left in us-east-1: An error occurred (AccessDenied) when "
+        "calling the DescribeStacks operation: User is not authorized to perform: cloudformation:DescribeStacks\n"
+    )
+
+
+def test_without_credentials_cleanup_says_what_it_needs_in_one_line_and_exits_2(
+    aws_config: Path,  # noqa: F811
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    out = io.StringIO()
+    status = cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--profile", "dev"], stdout=out)
+
+    assert (status, out.getvalue()) == (2, "")
+    assert capsys.readouterr().err == (
+        "error: cleanup needs AWS credentials and found none for profile 'dev': give a profile (--profile P or "
+        "AWS_PROFILE) or credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed "
+        f"{', '.join(LIST_IAM_ACTIONS)} in us-east-1 (the file's region); for --delete also "
+        f"{', '.join(DELETE_IAM_ACTIONS)}, for --backup {', '.join(BACKUP_IAM_ACTIONS)}, for "
+        f"--disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}\n"
+    )
+
+
+def test_the_iam_actions_named_are_the_operations_cleanup_calls() -> None:
+    """The actions the one-line error names against cleanup's source: every operation of its clients whose
+    method it calls, as IAM names it (S3 bills ListObjectVersions as s3:ListBucketVersions, a DeleteObjects of
+    versions as s3:DeleteObjectVersion; CreateBackup with tags needs fsx:TagResource, a final snapshot
+    rds:CreateDBClusterSnapshot)."""
+    source = inspect.getsource(cleanup)
+    called = {
+        f"{client.meta.service_model.signing_name}:{operation}"
+        for client in vars(Account().clients).values()
+        for method, operation in client.meta.method_to_api_mapping.items()
+        if re.search(rf"\.{method}\(", source)
+    }
+    iam = {
+        "tagging:GetResources": "tag:GetResources",
+        "s3:ListObjectVersions": "s3:ListBucketVersions",
+        "s3:DeleteObjects": "s3:DeleteObjectVersion",
+    }
+    implied = {"fsx:TagResource", "rds:CreateDBClusterSnapshot"}
+    assert {iam.get(action, action) for action in called} | implied == {
+        *LIST_IAM_ACTIONS,
+        *DELETE_IAM_ACTIONS,
+        *BACKUP_IAM_ACTIONS,
+        *PROTECTION_IAM_ACTIONS,
+    }
