@@ -57,6 +57,8 @@ LIST_IAM_ACTIONS = (
     "cloudformation:DescribeStacks",
     "fsx:DescribeFileSystems",
     "rds:DescribeDBClusters",
+    "kms:DescribeKey",
+    "secretsmanager:DescribeSecret",
 )
 #: What ``--delete`` needs besides.
 DELETE_IAM_ACTIONS = (
@@ -85,6 +87,22 @@ BACKUP_IAM_ACTIONS = (
 #: What ``--disable-deletion-protection`` adds.
 PROTECTION_IAM_ACTIONS = ("rds:ModifyDBCluster",)
 
+#: The error codes of a delete call whose resource no longer exists (the listing may name one just deleted).
+ALREADY_GONE = frozenset(
+    {
+        "FileSystemNotFound",
+        "DBClusterNotFoundFault",
+        "DBInstanceNotFound",
+        "DBSubnetGroupNotFoundFault",
+        "DBParameterGroupNotFound",
+        "NoSuchBucket",
+        "ResourceNotFoundException",
+        "NotFoundException",
+        "InvalidGroup.NotFound",
+        "InvalidSubnetID.NotFound",
+        "InvalidVpcID.NotFound",
+    }
+)
 #: Days Secrets Manager and KMS keep a deleted secret or key (their longest waiting period: undoable).
 RECOVERY_DAYS = 30
 #: How long a run waits for a backup to become available, and for a file system or database to go.
@@ -141,13 +159,22 @@ class Leftover:
     """The cost as shown: ``$168.00``, ``free``, ``by use``, ``at least $43.80 + storage``."""
     keep: str = ""
     """Why it stays when the others are deleted; empty: it is deleted."""
+    scheduled: str = ""
+    """When its deletion, already asked for, happens (a KMS key or a secret in its waiting period)."""
     facts: dict[str, Any] = field(default_factory=dict, compare=False)
     """What deleting it needs to know (a file system's deployment type, a database's members...)."""
 
     @property
     def plan(self) -> str:
-        """``delete``, ``keep: <why>``, or how it is deleted (``back up, then delete``)."""
+        """``delete``, ``keep: <why>``, how it is deleted (``back up, then delete``), or ``scheduled: ...``."""
+        if self.scheduled:
+            return f"scheduled: {self.scheduled}"
         return f"keep: {self.keep}" if self.keep else str(self.facts.get("how", "delete"))
+
+    @property
+    def to_delete(self) -> bool:
+        """Whether ``--delete`` deletes it: neither kept nor already scheduled."""
+        return not (self.keep or self.scheduled)
 
     @property
     def name(self) -> str:
@@ -165,7 +192,7 @@ class Leftover:
             "detail": self.detail,
             "monthly_usd": self.monthly_usd,
             "cost": self.cost,
-            "delete": not self.keep,
+            "delete": self.to_delete,
             "plan": self.plan,
         }
 
@@ -248,7 +275,7 @@ def find_leftovers(environment: str, stack: str, region: str, clients: CleanupCl
         leftover = _leftover(arn, tags, region)
         if leftover is not None:
             found.append(leftover)
-    described = [*_described(found, region, clients)]
+    described = [*_described(sorted(found, key=_deletion_order), region, clients)]
     return Inventory(
         environment=environment,
         stack=stack,
@@ -357,6 +384,10 @@ def _described(found: list[Leftover], region: str, clients: CleanupClients) -> I
             described = _file_system(leftover, region, clients.fsx)
         elif leftover.kind is Kind.DB_CLUSTER:
             described = _database(leftover, region, clients.rds)
+        elif leftover.kind is Kind.KMS_KEY:
+            described = _key(_priced(leftover, region), clients.kms)
+        elif leftover.kind is Kind.SECRET:
+            described = _secret(_priced(leftover, region), clients.secretsmanager)
         else:
             described = _priced(leftover, region)
         if described is not None:
@@ -429,6 +460,40 @@ def _database(leftover: Leftover, region: str, rds: Any) -> Leftover | None:
             "kms_key": str(cluster.get("KmsKeyId", "")).rsplit("/", 1)[-1],
         },
     )
+
+
+def _key(leftover: Leftover, kms: Any) -> Leftover | None:
+    """A key, or the date KMS deletes it when that is already scheduled (a second cleanup run)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        metadata = kms.describe_key(KeyId=leftover.id)["KeyMetadata"]
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "NotFoundException":
+            return None
+        raise
+    if metadata.get("KeyState") == "PendingDeletion":
+        when = metadata.get("DeletionDate")
+        return replace(
+            leftover, scheduled=f"KMS deletes it on {when:%Y-%m-%d}" if when else "pending deletion"
+        )
+    return leftover
+
+
+def _secret(leftover: Leftover, secretsmanager: Any) -> Leftover | None:
+    """A secret, or when it was marked for deletion (Secrets Manager deletes it after its recovery window)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        answer = secretsmanager.describe_secret(SecretId=leftover.id)
+    except ClientError as error:
+        if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException":
+            return None
+        raise
+    marked = answer.get("DeletedDate")
+    if marked is not None:
+        return replace(leftover, scheduled=f"marked for deletion on {marked:%Y-%m-%d}")
+    return leftover
 
 
 def _priced(leftover: Leftover, region: str) -> Leftover:
@@ -583,11 +648,16 @@ class Deleter:
         from botocore.exceptions import ClientError
 
         for leftover in sorted(planned, key=_deletion_order):
-            if leftover.keep or leftover.kind is Kind.DB_INSTANCE:  # instances go with their cluster
+            if not leftover.to_delete or leftover.kind is Kind.DB_INSTANCE:  # instances go with their cluster
                 continue
             try:
                 self._delete(leftover, backup=backup)
             except ClientError as error:
+                if (
+                    error.response.get("Error", {}).get("Code") in ALREADY_GONE
+                ):  # listed, then deleted elsewhere
+                    self._step(f"{leftover.kind.label} {displayable(leftover.name)} was already gone")
+                    continue
                 raise CleanupStopped(
                     f"{leftover.kind.label} {displayable(leftover.id)}: {_client_error(error)}; nothing after it "
                     "was deleted: run cleanup again when it is fixed"

@@ -281,7 +281,7 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
         credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         clients = cleanup.CleanupClients.from_session(session, region)
         inventory = cleanup.find_leftovers(name, stack, region, clients)
-    except (BotoCoreError, ClientError) as error:  # no network, a listing refused (its action named)
+    except (BotoCoreError, ClientError, cleanup.CleanupStopped) as error:  # no network, a listing refused
         raise ConfigurationError(
             f"cannot list what {stack} left in {region}: {_aws_problem(error)}"
         ) from None
@@ -305,7 +305,7 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
     }
     if not as_json:
         print(_cleanup_table(inventory, planned), file=out)
-    doomed = [leftover for leftover in planned if not leftover.keep]
+    doomed = [leftover for leftover in planned if leftover.to_delete]
     status = EXIT_OK
     if not args.delete:
         if not as_json and doomed:
@@ -363,7 +363,8 @@ def _cleanup_table(inventory: Inventory, planned: Sequence[Leftover]) -> str:
         note = leftover.keep or leftover.plan
         if note not in notes:
             notes.append(note)
-        return f"{'keep' if leftover.keep else 'delete'} [{notes.index(note) + 1}]"
+        verb = "scheduled" if leftover.scheduled else "keep" if leftover.keep else "delete"
+        return f"{verb} [{notes.index(note) + 1}]"
 
     rows = [
         (f"{p.kind.label}: {p.detail}" if p.detail else p.kind.label, p.name, p.cost, plan(p))

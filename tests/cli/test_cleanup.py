@@ -393,7 +393,9 @@ def test_a_region_without_prices_says_so(monkeypatch: pytest.MonkeyPatch, tmp_pa
 # deleting
 
 
-def queue_network_storage_deletion(account: Account) -> None:
+def queue_network_storage_deletion(account: Account, *, security_group_gone: bool = False) -> None:
+    """The answers to deleting network-storage's leftovers (``security_group_gone``: EC2 says the group no
+    longer exists, as when something else deleted it after the listing)."""
     account.deleted(
         "fsx",
         "delete_file_system",
@@ -403,7 +405,16 @@ def queue_network_storage_deletion(account: Account) -> None:
     account.file_system(FS, "SCRATCH_2", 1200, lifecycle="DELETING")
     account.file_system_gone(FS)
     account.deleted("logs", "delete_log_group", {"logGroupName": FLOW_LOGS})
-    account.deleted("ec2", "delete_security_group", {"GroupId": FS_SG})
+    if security_group_gone:
+        account.error(
+            "ec2",
+            "delete_security_group",
+            "InvalidGroup.NotFound",
+            f"The security group '{FS_SG}' does not exist",
+            {"GroupId": FS_SG},
+        )
+    else:
+        account.deleted("ec2", "delete_security_group", {"GroupId": FS_SG})
     account.deleted("ec2", "delete_subnet", {"SubnetId": SUBNET_1})
     account.deleted("ec2", "delete_vpc", {"VpcId": VPC})
 
@@ -564,9 +575,11 @@ def team_listing() -> list[dict[str, Any]]:
     ]
 
 
-def team_account() -> Account:
+def team_account(*, scheduled: bool = False) -> Account:
+    """hyperpod-team's leftovers; ``scheduled``: a second run, after a first scheduled the key and secrets."""
     account = Account()
     account.listing(TEAM, team_listing())
+    account.file_system(TEAM_FS, "PERSISTENT_2", 1200, 125)
     account.answer(
         "rds",
         "describe_db_clusters",
@@ -589,15 +602,24 @@ def team_account() -> Account:
         },
         {"DBClusterIdentifier": DB},
     )
-    account.file_system(TEAM_FS, "PERSISTENT_2", 1200, 125)
+    for secret in (SECRET, SLURMDBD_SECRET):
+        marked = {"DeletedDate": NOW} if scheduled else {}
+        account.answer("secretsmanager", "describe_secret", {"ARN": secret, **marked}, {"SecretId": secret})
+    key: dict[str, Any] = {"KeyId": KEY, "KeyState": "Enabled"}
+    if scheduled:
+        key.update(KeyState="PendingDeletion", DeletionDate=datetime(2027, 1, 1, tzinfo=UTC))
+    account.answer("kms", "describe_key", {"KeyMetadata": key}, {"KeyId": KEY})
     return account
 
 
 TEAM_LISTED = [
     f"DescribeStacks training-{TEAM}",
     "GetResources",
-    f"DescribeDBClusters {DB}",
     f"DescribeFileSystems ['{TEAM_FS}']",
+    f"DescribeDBClusters {DB}",
+    f"DescribeSecret {SECRET}",
+    f"DescribeSecret {SLURMDBD_SECRET}",
+    f"DescribeKey {KEY}",
 ]
 
 
@@ -837,6 +859,37 @@ def test_with_backup_the_plan_keeps_the_key_of_the_final_snapshot(monkeypatch: p
     assert plans[KEY] == f"keep: encrypts the final snapshot {SNAPSHOT}"
     assert plans[SECRET] == "delete in 30 days"
     assert {plans[i] for i in (WRITER, SUBNET_GROUP, PARAMETERS, DB_SG, FS_SG, SUBNET_1, VPC)} == {"delete"}
+
+
+def test_a_second_run_shows_the_key_and_secrets_already_scheduled_and_leaves_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    status, text = team_account(scheduled=True).run(
+        monkeypatch, TEAM, "--disable-deletion-protection", "--output", "json"
+    )
+
+    resources = {r["id"]: r for r in json.loads(text)["resources"]}
+    assert status == 0
+    assert (resources[KEY]["plan"], resources[KEY]["delete"]) == (
+        "scheduled: KMS deletes it on 2027-01-01",
+        False,
+    )
+    assert (resources[SECRET]["plan"], resources[SECRET]["delete"]) == (
+        "scheduled: marked for deletion on 2026-12-02",
+        False,
+    )
+
+
+def test_a_resource_deleted_since_it_was_listed_is_passed_over(monkeypatch: pytest.MonkeyPatch) -> None:
+    account = network_storage_account()
+    queue_network_storage_deletion(account, security_group_gone=True)
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
+
+    assert status == 0
+    assert (
+        f"\nsecurity group {FS_SG} was already gone\ndeleted subnet {SUBNET_1}\ndeleted VPC {VPC}\n" in text
+    )
 
 
 # --------------------------------------------------------------------------------------------------
