@@ -12,6 +12,8 @@ import inspect
 import io
 import json
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -1025,3 +1027,16 @@ def test_the_iam_actions_named_are_the_operations_cleanup_calls() -> None:
         *BACKUP_IAM_ACTIONS,
         *PROTECTION_IAM_ACTIONS,
     }
+
+
+def test_cleanup_needs_neither_cdk_nor_boto3_to_import() -> None:
+    """The operate side's module loads without jsii (and boto3 only when it asks AWS); the price table is
+    plain data."""
+    code = (
+        "import sys, training_clusters.cleanup, training_clusters.prices; "
+        "print(*(name in sys.modules for name in ('aws_cdk', 'jsii', 'boto3')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
+    )
+    assert result.stdout.strip() == "False False False"
