@@ -10,9 +10,14 @@ pages, as of :data:`PRICES_AS_OF`):
 * KMS customer managed keys: https://aws.amazon.com/kms/pricing/ (per key-month);
 * Secrets Manager secrets: https://aws.amazon.com/secrets-manager/pricing/ (per secret-month).
 
-Only us-east-1 is here: elsewhere :func:`monthly_usd` says it does not know (None), and the caller says so.
-Prices move: check the pages before quoting a figure as a bill. Build-side data with no imports of the
-operate side (``training-clusters cleanup`` reads it).
+How they were checked: the AWS pages could not be fetched where this table was written (no network), so
+the Lustre figures SCRATCH_2 $0.140 and PERSISTENT_2 125 MB/s/TiB $0.145 were checked against pages quoting
+AWS's (and the issue's "1.2 TiB SCRATCH_2, about $170 a month": 1200 x 0.140 = $168); the other tiers and the
+Aurora, KMS and Secrets Manager figures are AWS's list prices as published then, not re-read here. Prices
+move: check the pages before quoting a figure as a bill.
+
+Only us-east-1 is here: elsewhere each function returns None (not known), and the caller says so. Build-side
+data with no imports of the operate side (``training-clusters cleanup`` reads it).
 """
 
 from __future__ import annotations
