@@ -4,12 +4,14 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
+from constructs import IConstruct
 
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
+from training_clusters.handlers.slurmdbd_user import HANDLER_DIR, staged_asset
 
-from ..conftest import AZS, GatedStacks, gated_stack
+from ..conftest import AZS, ROOT, EnvironmentGates, GatedStacks, gated_stack
 from .parts import StorageAndCluster
 
 
@@ -59,21 +61,39 @@ def test_aurora_mysql_serverless_v2_encrypted_with_its_own_key_in_the_private_su
 def test_credentials_are_generated_json_and_the_same_password_as_plain_text(
     stack: cdk.Stack, network: TrainingNetwork
 ) -> None:
-    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, username="slurmdbd")
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, username="slurm_master")
+    plain_text = db.password_secret  # ParallelCluster reads it: made now
     template = Template.from_stack(stack)
     template.has_resource_properties(
         "AWS::SecretsManager::Secret",
-        {"GenerateSecretString": Match.object_like({"SecretStringTemplate": '{"username":"slurmdbd"}'})},
+        {"GenerateSecretString": Match.object_like({"SecretStringTemplate": '{"username":"slurm_master"}'})},
     )
-    plain = stack.resolve(db.password_secret.node.default_child.secret_string)  # type: ignore[union-attr]
-    joined = "".join(p if isinstance(p, str) else "<ref>" for p in plain["Fn::Join"][1])
-    assert joined == "{{resolve:secretsmanager:<ref>:SecretString:password::}}"
-    assert db.username == "slurmdbd"
+    plain = stack.resolve(plain_text.node.default_child.secret_string)  # type: ignore[union-attr]
+    assert plain == {
+        "Fn::Join": [
+            "",
+            [
+                "{{resolve:secretsmanager:",
+                {"Ref": logical_id(stack, db.secret)},
+                ":SecretString:password::}}",
+            ],
+        ]
+    }
+    assert db.username == "slurm_master"
     # the master user and password come from the JSON secret
-    cluster = template.find_resources("AWS::RDS::DBCluster")
-    (props,) = [r["Properties"] for r in cluster.values()]
-    assert "SecretString:username" in str(props["MasterUsername"])
-    assert "SecretString:password" in str(props["MasterUserPassword"])
+    (props,) = [r["Properties"] for r in template.find_resources("AWS::RDS::DBCluster").values()]
+    master = {"Ref": logical_id(stack, db.secret)}
+    assert props["MasterUsername"] == {
+        "Fn::Join": ["", ["{{resolve:secretsmanager:", master, ":SecretString:username::}}"]]
+    }
+    assert props["MasterUserPassword"] == {
+        "Fn::Join": ["", ["{{resolve:secretsmanager:", master, ":SecretString:password::}}"]]
+    }
+
+
+def logical_id(stack: cdk.Stack, construct: IConstruct) -> str:
+    cfn = construct if isinstance(construct, cdk.CfnElement) else construct.node.default_child
+    return stack.resolve(stack.get_logical_id(cfn))  # type: ignore[arg-type,no-any-return]
 
 
 def test_destroy_turns_deletion_protection_off_and_deletes_everything(
@@ -106,7 +126,7 @@ def test_clients_in_another_stack_get_both_rules_in_their_own_stack() -> None:
         "AWS::EC2::SecurityGroupEgress", {"FromPort": 3306, "ToPort": 3306, "IpProtocol": "tcp"}
     )
     own = Template.from_stack(storage)
-    own.resource_count_is("AWS::EC2::SecurityGroupIngress", 1)  # the network's EFA group only
+    own.resource_count_is("AWS::EC2::SecurityGroupIngress", 2)  # the network's EFA group, the user handler
     app.synth()  # no dependency cycle
 
 
@@ -131,11 +151,23 @@ def test_a_rule_asked_from_the_clients_side_opens_the_database_too(
     )
 
 
-def test_nothing_reaches_the_database_until_allowed(stack: cdk.Stack, network: TrainingNetwork) -> None:
+def test_nothing_but_the_user_handler_reaches_the_database_until_allowed(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
     db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
     group = stack.resolve(db.security_group.security_group_id)
     ingress = Template.from_stack(stack).find_resources("AWS::EC2::SecurityGroupIngress")
-    assert [r for r in ingress.values() if r["Properties"]["GroupId"] == group] == []
+    handler_group = stack.resolve(db.user_handler.connections.security_groups[0].security_group_id)
+    assert [r["Properties"] for r in ingress.values() if r["Properties"]["GroupId"] == group] == [
+        {
+            "Description": "the slurmdbd-user handler",
+            "FromPort": 3306,
+            "GroupId": group,
+            "IpProtocol": "tcp",
+            "SourceSecurityGroupId": handler_group,
+            "ToPort": 3306,
+        }
+    ]
     assert db.connections.default_port is not None
     assert stack.resolve(db.connections.default_port.to_rule_json())["fromPort"] == 3306
 
@@ -208,10 +240,12 @@ def test_a_retained_database_keeps_what_it_uses_and_names_its_subnets(
     stack: cdk.Stack, network: TrainingNetwork
 ) -> None:
     db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
+    db.password_secret  # noqa: B018  (made when read, as ParallelCluster reads it)
     template = Template.from_stack(stack)
     template.has_resource("AWS::RDS::DBClusterParameterGroup", {"DeletionPolicy": "Retain"})
     (writer,) = template.find_resources("AWS::RDS::DBInstance").values()
-    assert "DependsOn" not in writer  # no wait on NAT routes that `cdk destroy` deletes
+    # no wait on NAT routes that `cdk destroy` deletes: only on the log groups it writes to
+    assert writer["DependsOn"] == [logical_id(stack, group) for group in db.log_groups]
     (plain,) = [
         r
         for r in template.find_resources("AWS::SecretsManager::Secret").values()
@@ -237,3 +271,306 @@ def test_the_networks_efa_group_as_a_client_of_a_database_in_another_stack() -> 
     )
     Template.from_stack(layout.storage).resource_count_is("AWS::EC2::SecurityGroupIngress", 1)  # EFA's own
     layout.app.synth()  # no dependency cycle
+
+
+ENVIRONMENTS = ROOT / "environments"
+
+
+# -- issue 28: TLS required, slurmdbd's own user, plain-text copies only when read, log groups of our own ------
+
+
+def test_the_db_cluster_parameter_group_requires_tls(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    """require_secure_transport is a cluster-level parameter of Aurora MySQL: the group bound to the cluster is
+    an AWS::RDS::DBClusterParameterGroup, and the cluster names it."""
+    SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
+    template = Template.from_stack(stack)
+
+    (group_id, group), *others = template.find_resources("AWS::RDS::DBClusterParameterGroup").items()
+    assert others == []
+    assert group["Properties"]["Family"] == "aurora-mysql8.0"
+    assert group["Properties"]["Parameters"] == {
+        "server_audit_logging": "1",
+        "server_audit_events": "CONNECT,QUERY_DCL,QUERY_DDL",
+        "slow_query_log": "1",
+        "long_query_time": "5",
+        "require_secure_transport": "ON",
+    }
+    template.resource_count_is("AWS::RDS::DBParameterGroup", 0)
+    (cluster,) = template.find_resources("AWS::RDS::DBCluster").values()
+    assert cluster["Properties"]["DBClusterParameterGroupName"] == {"Ref": group_id}
+
+
+def test_slurmdbd_gets_a_user_of_its_own_made_by_a_handler_in_the_vpc(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    db = SlurmAccountingDatabase(
+        stack, "Accounting", vpc=network.vpc, databases=["slurm_acct_db", "team_acct"]
+    )
+    template = Template.from_stack(stack)
+    resources = template.to_json()["Resources"]
+    (user_id, user), *more = template.find_resources("Custom::SlurmdbdUser").items()
+    assert more == []
+    master, slurmdbd = logical_id(stack, db.secret), logical_id(stack, db.node.find_child("SlurmdbdSecret"))
+    cluster_id = logical_id(stack, db.cluster)
+    props = {k: v for k, v in user["Properties"].items() if k != "ServiceToken"}
+    assert props == {
+        "Host": {"Fn::GetAtt": [cluster_id, "Endpoint.Address"]},
+        "Port": "3306",
+        "MasterSecretArn": {"Ref": master},
+        "UserSecretArn": {"Ref": slurmdbd},
+        "Databases": ["slurm_acct_db", "team_acct"],
+        "CaBundleUrl": "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem",
+    }
+    assert logical_id(stack, db.writer) in user["DependsOn"]  # the database answers once its writer exists
+    # slurmdbd's secret as clients get it: attached to the cluster (host, port), after the user exists
+    assert stack.resolve(db.slurmdbd_secret.secret_arn) == {"Ref": logical_id(stack, db.slurmdbd_secret)}
+    attachment = resources[logical_id(stack, db.slurmdbd_secret)]
+    assert attachment["Type"] == "AWS::SecretsManager::SecretTargetAttachment"
+    assert attachment["Properties"] == {
+        "SecretId": {"Ref": slurmdbd},
+        "TargetId": {"Ref": cluster_id},
+        "TargetType": "AWS::RDS::DBCluster",
+    }
+    assert attachment["DependsOn"] == [user_id]
+    assert resources[slurmdbd]["Properties"]["GenerateSecretString"]["SecretStringTemplate"] == (
+        '{"username":"slurmdbd"}'
+    )
+    assert db.slurmdbd_username == "slurmdbd" and db.databases == ("slurm_acct_db", "team_acct")
+    # the handler: in the database's private subnets, reading exactly the two secrets
+    function = resources[logical_id(stack, db.user_handler)]["Properties"]
+    private = sorted(stack.resolve(s.subnet_id)["Ref"] for s in network.vpc.private_subnets)
+    assert sorted(ref["Ref"] for ref in function["VpcConfig"]["SubnetIds"]) == private
+    assert function["Runtime"] == "python3.14" and function["Handler"] == "index.on_event"
+    policy = resources[logical_id(stack, db.user_handler.role.node.find_child("DefaultPolicy"))]
+    reads = [
+        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "secretsmanager" in str(s["Action"])
+    ]
+    assert reads == [
+        {
+            "Action": "secretsmanager:GetSecretValue",
+            "Effect": "Allow",
+            "Resource": [{"Ref": master}, {"Ref": slurmdbd}],
+        }
+    ]
+    # its group reaches HTTPS (Secrets Manager, the truststore) and the database's port, nothing else
+    group = stack.resolve(db.user_handler.connections.security_groups[0].security_group_id)
+    egress = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::EC2::SecurityGroupEgress"]
+    assert [(e["FromPort"], e["ToPort"]) for e in egress if e["GroupId"] == group] == [(3306, 3306)]
+    inline = resources[group["Fn::GetAtt"][0]]["Properties"]["SecurityGroupEgress"]
+    assert [(e["CidrIp"], e["FromPort"], e["ToPort"]) for e in inline] == [("0.0.0.0/0", 443, 443)]
+
+
+def test_the_plain_text_passwords_are_made_only_when_read(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    """HyperPod reads the JSON secrets, ParallelCluster a plain-text copy: a database only HyperPod uses has
+    none (construct id PasswordSecret, as ParallelCluster's templates know it, once read)."""
+    unread = SlurmAccountingDatabase(stack, "Unread", vpc=network.vpc)
+    read = SlurmAccountingDatabase(stack, "Read", vpc=network.vpc)
+    copy = read.password_secret
+    assert read.password_secret is copy  # one copy, whoever asks again
+    slurmdbd_copy = read.slurmdbd_password_secret
+
+    template = Template.from_stack(stack)
+    secrets = template.find_resources("AWS::SecretsManager::Secret")
+    assert sorted(secrets) == sorted(
+        [
+            logical_id(stack, unread.secret),
+            logical_id(stack, unread.node.find_child("SlurmdbdSecret")),
+            logical_id(stack, read.secret),
+            logical_id(stack, read.node.find_child("SlurmdbdSecret")),
+            logical_id(stack, copy),
+            logical_id(stack, slurmdbd_copy),
+        ]
+    )
+    assert copy.node.path == "Test/Read/PasswordSecret"
+    assert stack.resolve(copy.node.default_child.secret_string)["Fn::Join"][1][1] == {  # type: ignore[union-attr]
+        "Ref": logical_id(stack, read.secret)
+    }
+    assert stack.resolve(slurmdbd_copy.node.default_child.secret_string)["Fn::Join"][1][1] == {  # type: ignore[union-attr]
+        "Ref": logical_id(stack, read.slurmdbd_secret)
+    }
+
+
+def checkov_comments(template: dict[str, object], logical: str) -> dict[str, str]:
+    resource = template["Resources"][logical]  # type: ignore[index]
+    return {
+        skip["id"]: skip["comment"]
+        for skip in resource.get("Metadata", {}).get("checkov", {}).get("skip", [])
+    }
+
+
+def test_the_secrets_reasons_are_true_of_the_template_they_land_in(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    alone = SlurmAccountingDatabase(stack, "Alone", vpc=network.vpc)
+    copied = SlurmAccountingDatabase(stack, "Copied", vpc=network.vpc)
+    copied.password_secret  # noqa: B018
+
+    template = Template.from_stack(stack).to_json()
+
+    assert checkov_comments(template, logical_id(stack, alone.secret)) == {
+        "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: only the slurmdbd-user "
+        "handler's role reads it (GetSecretValue on this secret), which needs no key grant"
+    }
+    assert checkov_comments(template, logical_id(stack, copied.secret)) == {
+        "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: the slurmdbd-user handler's "
+        "role reads it with GetSecretValue alone, and CloudFormation resolves PasswordSecret's reference to it"
+    }
+    assert (
+        "ParallelCluster"
+        in checkov_comments(template, logical_id(stack, copied.password_secret))["CKV_AWS_149"]
+    )
+    slurmdbd = checkov_comments(template, logical_id(stack, alone.node.find_child("SlurmdbdSecret")))
+    assert "ParallelCluster" not in slurmdbd["CKV_AWS_149"]
+
+
+def test_the_exported_logs_go_to_retained_encrypted_log_groups_of_the_stack(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
+    template = Template.from_stack(stack).to_json()
+    resources = template["Resources"]
+    cluster_id, key_id = logical_id(stack, db.cluster), logical_id(stack, db.kms_key)
+
+    groups = [resources[logical_id(stack, group)] for group in db.log_groups]
+    assert [g["Properties"]["LogGroupName"] for g in groups] == [
+        {"Fn::Join": ["", ["/aws/rds/cluster/", {"Ref": cluster_id}, f"/{kind}"]]}
+        for kind in ("audit", "error", "general", "slowquery")
+    ]
+    assert resources[cluster_id]["Properties"]["EnableCloudwatchLogsExports"] == [
+        "audit",
+        "error",
+        "general",
+        "slowquery",
+    ]
+    for group in groups:
+        assert group["Properties"]["RetentionInDays"] == 365
+        assert group["Properties"]["KmsKeyId"] == {"Fn::GetAtt": [key_id, "Arn"]}
+        assert (group["DeletionPolicy"], group["UpdateReplacePolicy"]) == ("Retain", "Retain")
+        assert group["DependsOn"] == [key_id]
+    # the writer instance, the first thing that writes logs, waits for them
+    assert resources[logical_id(stack, db.writer)]["DependsOn"] == [
+        logical_id(stack, g) for g in db.log_groups
+    ]
+    statements = resources[key_id]["Properties"]["KeyPolicy"]["Statement"]
+    (logs_statement,) = [s for s in statements if s.get("Sid") == "CloudWatchLogsForTheDatabaseLogs"]
+    assert logs_statement["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
+    assert logs_statement["Condition"] == {
+        "ArnLike": {
+            "kms:EncryptionContext:aws:logs:arn": {
+                "Fn::Join": [
+                    "",
+                    ["arn:aws:logs:us-east-1:", {"Ref": "AWS::AccountId"}, ":log-group:/aws/rds/cluster/*"],
+                ]
+            }
+        }
+    }
+
+
+def test_destroy_deletes_the_log_groups_and_slurmdbds_secret_too(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, removal_policy="destroy")
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    owned = [*db.log_groups, db.node.find_child("SlurmdbdSecret")]
+    assert {resources[logical_id(stack, c)].get("DeletionPolicy", "Delete") for c in owned} == {"Delete"}
+
+
+def test_the_handlers_asset_is_the_handler_beside_the_pinned_pymysql() -> None:
+    folder = staged_asset()
+    assert (folder / "index.py").read_bytes() == (HANDLER_DIR / "index.py").read_bytes()
+    assert (folder / ".complete").read_text() == "PyMySQL 1.2.4\n"
+    assert (folder / "pymysql" / "connections.py").is_file()
+    assert (
+        "MIT" in (folder / "pymysql" / "LICENSE").read_text()
+        or "Permission is hereby granted" in (folder / "pymysql" / "LICENSE").read_text()
+    )
+    pinned = [line for line in (ROOT / "pyproject.toml").read_text().splitlines() if "PyMySQL" in line]
+    assert [line.strip() for line in pinned if line.strip().startswith('"')] == ['"PyMySQL==1.2.4",']
+    assert staged_asset() == folder
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"username": "slurmdbd"},
+            "Test/Accounting: username is slurmdbd's own database user, got 'slurmdbd'",
+        ),
+        ({"databases": []}, "Test/Accounting: databases must name at least one database, got []"),
+        (
+            {"databases": ["slurm-acct"]},
+            "Test/Accounting: databases must be 1 to 64 letters, digits or '_' each, got 'slurm-acct'",
+        ),
+        (
+            {"databases": ["a" * 65]},
+            f"Test/Accounting: databases must be 1 to 64 letters, digits or '_' each, got '{'a' * 65}'",
+        ),
+    ],
+)
+def test_bad_user_props_are_clear_errors(
+    stack: cdk.Stack, network: TrainingNetwork, props: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, **props)  # type: ignore[arg-type]
+    assert str(error.value) == message
+
+
+# -- the shipped environments (their gated synths, no new one) -------------------------------------------
+
+
+def _resources(environment_gates: EnvironmentGates, name: str) -> dict[str, dict[str, object]]:
+    resources: dict[str, dict[str, object]] = environment_gates.template(ENVIRONMENTS / f"{name}.yaml")[
+        "Resources"
+    ]
+    return resources
+
+
+def _plain_text_copies(resources: dict[str, dict[str, object]]) -> list[str]:
+    return sorted(
+        logical
+        for logical, r in resources.items()
+        if r["Type"] == "AWS::SecretsManager::Secret" and "PasswordSecretArn" in str(r["Properties"])  # type: ignore[index]
+    )
+
+
+def test_hyperpod_team_has_no_plain_text_copy_and_parallelcluster_team_keeps_its_own(
+    environment_gates: EnvironmentGates,
+) -> None:
+    assert _plain_text_copies(_resources(environment_gates, "hyperpod-team")) == []
+    pcluster = _resources(environment_gates, "parallelcluster-team")
+    assert _plain_text_copies(pcluster) == [
+        "AccountingDatabasePasswordSecretEF9FC717"
+    ]  # the id it had before issue 28 (checked with the construct of 008bc21): no replacement
+
+
+@pytest.mark.parametrize("name", ["hyperpod-team", "parallelcluster-team"])
+def test_the_shipped_databases_pass_the_gates_require_tls_and_make_slurmdbds_user(
+    environment_gates: EnvironmentGates, name: str
+) -> None:
+    environment_gates.get(ENVIRONMENTS / f"{name}.yaml")[1].assert_clean()  # cdk-nag and cfn-lint at 0
+    resources = _resources(environment_gates, name)
+    (group,) = [r for r in resources.values() if r["Type"] == "AWS::RDS::DBClusterParameterGroup"]
+    assert group["Properties"]["Parameters"]["require_secure_transport"] == "ON"  # type: ignore[index]
+    (user,) = [r for r in resources.values() if r["Type"] == "Custom::SlurmdbdUser"]
+    assert user["Properties"]["Databases"] == ["slurm_acct_db"]  # type: ignore[index]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="needs constructs/hyperpod.py (another engineer's file) to pass slurmdbd's user and grant "
+    "db.slurmdbd_secret: see the issue-28 report",
+)
+def test_hyperpods_controller_reads_slurmdbds_secret_and_not_the_master_secret(
+    environment_gates: EnvironmentGates,
+) -> None:
+    resources = _resources(environment_gates, "hyperpod-team")
+    reads = [
+        statement["Resource"]
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and "UserHandler" not in str(r)
+        for statement in r["Properties"]["PolicyDocument"]["Statement"]  # type: ignore[index]
+        if "secretsmanager:GetSecretValue" in str(statement["Action"])
+    ]
+    assert reads == [
+        {"Ref": next(k for k in resources if k.startswith("AccountingSlurmdbdSecretAttachment"))}
+    ]

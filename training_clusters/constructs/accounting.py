@@ -10,15 +10,31 @@ external accounting database
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
 from aws_cdk import aws_rds as rds
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct, IConstruct
+from aws_cdk import custom_resources as cr
+from constructs import Construct, DependencyGroup, IConstruct
 
-from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
+from training_clusters.compliance import (
+    accept_handler_findings,
+    accept_inline_policy,
+    accept_log_group_without_key,
+    acknowledge,
+    acknowledge_cdk_made,
+    acknowledge_nist,
+    acknowledge_wildcards,
+    skip_checkov,
+)
+from training_clusters.handlers.slurmdbd_user import staged_asset
 from training_clusters.options import RemovalPolicy
 
 from ._security_groups import ClientSideConnections
@@ -38,6 +54,23 @@ MAINTENANCE_WINDOW = "Sun:02:00-Sun:03:00"
 #: What the database writes to CloudWatch Logs (the audit log records connections and DDL/DCL statements).
 LOG_EXPORTS = ("audit", "error", "general", "slowquery")
 _USERNAME_MAX = 16  # MySQL's limit for the master user name
+#: The database user slurmdbd connects as (made by the slurmdbd-user handler, never the master user).
+SLURMDBD_USERNAME = "slurmdbd"
+#: slurmdbd's database (its StorageLoc) when none is named: Slurm's default and HyperPod's lifecycle's.
+DEFAULT_DATABASES = ("slurm_acct_db",)
+#: AWS's bundle of the RDS certificate authorities of every commercial Region
+#: (https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/UsingWithRDS.SSL.html): what clients verify
+#: the database's certificate against.
+RDS_CA_BUNDLE_URL = "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem"
+_DATABASE_NAME_MAX = 64
+_HANDLER_ENI_REASON = (
+    "the slurmdbd-user handler runs in the database's private subnets; Lambda needs these EC2 "
+    "network-interface actions on any resource to attach and detach its VPC interfaces"
+)
+_PROVIDER_REASON = (
+    "aws-cdk-lib's custom-resource Provider framework (its design): it invokes the slurmdbd-user handler and "
+    "reports back to CloudFormation"
+)
 
 
 @checked_props
@@ -50,23 +83,68 @@ class SlurmAccountingDatabase(Construct):
         db = SlurmAccountingDatabase(self, "Accounting", vpc=network.vpc)
         db.connections.allow_default_port_from(cluster)   # MySQL 3306, rule placed in the cluster's stack
 
-    Credentials are generated in AWS Secrets Manager, in two forms that hold the same password:
+    **TLS, required and verified.** The DB cluster parameter group sets ``require_secure_transport`` to ``ON``
+    (a cluster-level parameter of Aurora MySQL; its cluster parameter groups take ``ON``/``OFF``:
+    https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/AuroraMySQL.Security.html#AuroraMySQL.Security.SSL),
+    so the server refuses any connection without TLS (MySQL error 3159). Clients verify the server's
+    certificate against AWS's RDS certificate bundle (:data:`RDS_CA_BUNDLE_URL`): the slurmdbd-user handler
+    (below) and HyperPod's controller (``lifecycle_scripts/lib/accounting.sh``: slurmdbd.conf's
+    ``StorageParameters=SSL_CA=<bundle>``, the bundle fetched over HTTPS and checked to be PEM certificates).
+    ParallelCluster's head node encrypts without verifying: its cookbook writes slurmdbd's storage settings
+    into ``slurm_parallelcluster_slurmdbd.conf`` with no ``StorageParameters``
+    (aws/aws-parallelcluster-cookbook, ``cookbooks/aws-parallelcluster-slurm/files/default/head_node_slurm/
+    slurm/templates/slurm_parallelcluster_slurmdbd.conf``, lines 5-17, commit f75d84c), so Slurm sets no
+    TLS option (``_set_mysql_ssl_opts`` in Slurm's ``src/database/mysql_common.c`` returns at once without
+    them) and the MySQL 8.0 client library the cookbook builds Slurm against (``mysql_client`` resource,
+    ``partial/_common.rb`` lines 38 and 42: MySQL community client 8.0.36; on Ubuntu ``partial/_setup_ubuntu.rb`` line 16: ``libmysqlclient21``) uses
+    TLS when the server offers it, which Aurora does, but checks no certificate
+    (https://dev.mysql.com/doc/c-api/8.0/en/c-api-encrypted-connections.html). So the head node meets the
+    requirement, and a spoofed server could still be accepted there.
 
-    - ``secret``: JSON ``{"username", "password", "host", "port", "engine", "dbClusterIdentifier"}``, as RDS
-      writes it; what SageMaker HyperPod's ``AccountingDatabase.SecretArn`` and MySQL clients read.
-    - ``password_secret``: the password alone, as plain text; what ParallelCluster's
-      ``SlurmSettings.Database.PasswordSecretArn`` requires (its head node reads the secret string verbatim).
+    **slurmdbd's own database user.** slurmdbd needs ``ALL`` on its database only (Slurm's accounting guide,
+    ``grant all on slurm_acct_db.*``); the master user holds every privilege RDS gives. At deploy time a
+    custom resource (``training_clusters/handlers/slurmdbd_user``: a Lambda function in the database's
+    subnets, PyMySQL over TLS verifying the server) reads the master secret and makes the user
+    :data:`SLURMDBD_USERNAME` with ``ALL`` on each of ``databases`` (``REQUIRE SSL``), its password in a
+    secret of its own (``slurmdbd_secret``). Clients are meant to read only slurmdbd's: ``slurmdbd_username``
+    with ``slurmdbd_secret`` (HyperPod) or ``slurmdbd_password_secret`` (ParallelCluster), depending on
+    ``ready``. (As of this version :class:`HyperPodCluster` and :class:`ParallelCluster` still hand their
+    controller / head node the master user's ``username`` with ``secret`` / ``password_secret``; switching
+    them is pending.) slurmdbd's job-completion
+    plugin (``JobCompType=jobcomp/mysql``), if ever used, would be slurmctld's client (``JobCompUser``), not
+    slurmdbd's, and need ``ALL`` on its own database (``JobCompLoc``): name it in ``databases``; neither
+    HyperPod nor ParallelCluster configures it here.
 
-    The password is not rotated: slurmdbd reads it when the head node is configured, and ParallelCluster
-    documents re-running ``/opt/parallelcluster/scripts/slurm/update_slurm_database_password.sh`` after a
-    change, so a rotation would cut accounting off until someone does.
+    **Secrets, none rotated.** ``secret`` is the master user's (JSON as RDS writes it), ``slurmdbd_secret``
+    slurmdbd's (JSON ``username``, ``password``, ``host``, ``port``, ``engine``, ...: what SageMaker HyperPod's
+    controller reads), ``password_secret`` / ``slurmdbd_password_secret`` the same passwords as plain text
+    (what ParallelCluster's ``SlurmSettings.Database.PasswordSecretArn`` requires: its head node reads the
+    string verbatim), each made only when first read, so a HyperPod template has neither. Rotation is left
+    out: slurmdbd reads its password only when it starts (HyperPod: the lifecycle script writes it into
+    slurmdbd.conf once; ParallelCluster documents re-running
+    ``/opt/parallelcluster/scripts/slurm/update_slurm_database_password.sh`` after a change), and nothing on
+    the nodes re-reads the secret yet, so Secrets Manager's multi-user rotation (which alternates two users)
+    would leave slurmdbd on a user whose password the next rotation changes, stopping accounting within two
+    rotation periods. A rotation needs a follower on the controller first (a timer that re-reads the secret,
+    rewrites slurmdbd.conf and restarts slurmdbd).
+
+    **Logs.** The exported database logs go to log groups of this stack, ``/aws/rds/cluster/<id>/<type>``
+    (Aurora writes into an existing group of that name:
+    https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/AuroraMySQL.Integrating.CloudWatch.html),
+    kept a year (as the handler's own log), encrypted with ``kms_key``, retained like the database. The group
+    names hold the DB cluster's identifier, which CloudFormation generates, so they are created right after the
+    DB cluster and before its writer instance, the first thing that writes logs. A database deployed before
+    these groups existed in the stack has groups of those names already (RDS made them): deploying this
+    version then fails with "already exists" until they are imported (``cdk import``) or deleted.
 
     Attributes: ``cluster`` (the ``rds.DatabaseCluster``), ``writer`` (its writer instance, which CloudFormation
-    creates minutes after the DB cluster: a client that connects as it starts depends on it, as
-    :class:`HyperPodCluster` and :class:`ParallelCluster` do), ``endpoint`` (writer host name), ``port``,
-    ``uri`` (``host:port``, ParallelCluster's ``Database.Uri``), ``username``, ``secret``, ``password_secret``,
+    creates minutes after the DB cluster), ``ready`` (the writer and slurmdbd's user: a client that connects
+    as it starts depends on it), ``endpoint`` (writer host name), ``port``, ``uri`` (``host:port``,
+    ParallelCluster's ``Database.Uri``), ``username`` (the master user), ``secret``, ``password_secret``,
+    ``slurmdbd_username``, ``slurmdbd_secret``, ``slurmdbd_password_secret``, ``databases``,
     ``security_group``, ``connections`` (default port: the database port), ``kms_key``, ``parameter_group``,
-    ``subnets`` (where it lives: keep them when the database is retained, see ``TrainingNetwork.retain``).
+    ``log_groups``, ``user_handler``, ``subnets`` (where it lives: keep them when the database is retained,
+    see ``TrainingNetwork.retain``).
     """
 
     def __init__(
@@ -77,6 +155,7 @@ class SlurmAccountingDatabase(Construct):
         vpc: ec2.IVpc,
         vpc_subnets: ec2.SubnetSelection | None = None,
         username: str = "slurm",
+        databases: Sequence[str] = DEFAULT_DATABASES,
         min_capacity_acu: float = 0.5,
         max_capacity_acu: float = 2.0,
         backup_retention_days: int = 7,
@@ -84,39 +163,51 @@ class SlurmAccountingDatabase(Construct):
         removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
         deletion_protection: bool | None = None,
     ) -> None:
-        """Create the database cluster, its security group, key and secrets.
+        """Create the database cluster, its security group, key, secrets, log groups and slurmdbd's user.
 
         :param vpc: The VPC of the database and its clients.
-        :param vpc_subnets: Where the database lives; Aurora wants subnets in at least two AZs. Default: the
-            VPC's private subnets (isolated ones when the VPC has no others).
-        :param username: The master user slurmdbd connects as (1 to 16 letters, digits and ``_``, starting
-            with a letter). Default: ``slurm``.
+        :param vpc_subnets: Where the database (and the slurmdbd-user handler) lives; Aurora wants subnets in
+            at least two AZs, and the handler reaches Secrets Manager and AWS's certificate truststore from
+            them (NAT, or endpoints). Default: the VPC's private subnets (isolated ones when it has no others).
+        :param username: The master user (1 to 16 letters, digits and ``_``, starting with a letter; not
+            ``slurmdbd``, slurmdbd's own). Only the slurmdbd-user handler connects as it. Default: ``slurm``.
+        :param databases: The databases slurmdbd's user gets ``ALL`` on: its ``StorageLoc``. HyperPod's
+            lifecycle scripts use ``slurm_acct_db``; ParallelCluster's cookbook uses ``Database.DatabaseName``,
+            else the cluster's name with ``-`` as ``_``. Default: ``("slurm_acct_db",)``.
         :param min_capacity_acu: Least Serverless v2 capacity, in ACU (0.5 to 256, steps of 0.5). slurmdbd
             keeps a connection open, so the database never pauses and bills at least this much every hour.
             Default: 0.5 (about 1 GiB of memory), plenty for a team's job records.
         :param max_capacity_acu: Most capacity Aurora scales up to, in ACU. Default: 2.
         :param backup_retention_days: Days RDS keeps automated backups (1 to 35); point-in-time restore covers
             the same days. Backups run 05:00-06:00 UTC, maintenance Sunday 02:00-03:00 UTC. Default: 7.
-        :param kms_key: Customer key encrypting the storage, its backups and the exported logs' snapshots.
-            Default: a new key with yearly rotation (about 1 USD a month).
-        :param removal_policy: What happens to the database (with its key, secrets and security group) when
-            it leaves the stack: a ``cdk.RemovalPolicy``, or ``RemovalPolicy`` / ``"retain"`` / ``"destroy"``.
-            Default: RETAIN, the job history outlives the cluster.
+        :param kms_key: Customer key encrypting the storage, its backups, the exported logs' snapshots and the
+            log groups (a key you pass must let ``logs.<region>.amazonaws.com`` use it for log groups
+            ``/aws/rds/cluster/*``, as the key made here does). Default: a new key with yearly rotation
+            (about 1 USD a month).
+        :param removal_policy: What happens to the database (with its key, secrets, log groups and security
+            group) when it leaves the stack: a ``cdk.RemovalPolicy``, or ``RemovalPolicy`` / ``"retain"`` /
+            ``"destroy"``. Default: RETAIN, the job history outlives the cluster.
         :param deletion_protection: Refuse to delete the database (also through the console or API) until
             turned off. Default: on, unless ``removal_policy`` is DESTROY (which asks for the deletion).
 
         Replacement: ``vpc``, ``vpc_subnets`` (the subnet group), ``username``, ``kms_key`` and the security
         group's description are create-only: changing one replaces the database with a new, empty one.
+        ``databases`` is not: a change grants the new names and revokes the dropped ones.
         """
         super().__init__(scope, id)
         removal = to_removal_policy(self, "removal_policy", removal_policy)
         self._check_username(username)
+        self._check_databases(databases)
         self._check_capacity(min_capacity_acu, max_capacity_acu)
         self._check_backup_retention(backup_retention_days)
         protect = removal != cdk.RemovalPolicy.DESTROY if deletion_protection is None else deletion_protection
+        self._removal = removal
 
         self.username = username
-        selection = vpc_subnets or ec2.SubnetSelection(subnet_type=_private_subnet_type(vpc))
+        self.databases: tuple[str, ...] = tuple(dict.fromkeys(databases))
+        self.slurmdbd_username = SLURMDBD_USERNAME
+        self._selection = vpc_subnets or ec2.SubnetSelection(subnet_type=_private_subnet_type(vpc))
+        selection = self._selection
         self.subnets: list[ec2.ISubnet] = vpc.select_subnets(
             subnet_type=selection.subnet_type,
             subnets=selection.subnets,
@@ -165,16 +256,6 @@ class SlurmAccountingDatabase(Construct):
             copy_tags_to_snapshot=True,
             iam_authentication=False,
         )
-        # ParallelCluster reads PasswordSecretArn's string verbatim: the same password, as plain text.
-        self.password_secret = secretsmanager.Secret(
-            self,
-            "PasswordSecret",
-            description="Slurm accounting database password, plain text (ParallelCluster PasswordSecretArn)",
-            secret_string_value=cdk.SecretValue.secrets_manager(
-                self.secret.secret_arn, json_field="password"
-            ),
-            removal_policy=removal,
-        )
         if removal == cdk.RemovalPolicy.RETAIN:
             # A retained database keeps using its security group, parameter group and master user's secret.
             self.security_group.apply_removal_policy(removal)
@@ -183,15 +264,24 @@ class SlurmAccountingDatabase(Construct):
         #: The writer instance: CloudFormation creates it minutes after the DB cluster, and the database
         #: accepts no connection before it exists.
         self.writer: IConstruct = self.cluster.node.find_child("Writer")
+        self.log_groups = self._log_groups()
         writer = self.writer.node.default_child
+        assert isinstance(writer, rds.CfnDBInstance)
         # CDK makes the instance wait for the subnets' internet routes; a database in private subnets needs no
-        # internet, and the wait would tie a retained instance to routes `cdk destroy` deletes.
-        writer.add_deletion_override("DependsOn")
+        # internet, and the wait would tie a retained instance to routes `cdk destroy` deletes. It waits for
+        # the log groups instead: it is the first thing that writes to them.
+        stack = cdk.Stack.of(self)
+        writer.add_override(
+            "DependsOn", [stack.get_logical_id(group.node.default_child) for group in self.log_groups]
+        )
 
         self.endpoint: str = self.cluster.cluster_endpoint.hostname
         self.port: int = 3306
         self.uri: str = f"{self.endpoint}:{self.port}"
         self._connections = ClientSideConnections(self.security_group, ec2.Port.tcp(self.port), home=vpc)
+        self._password_secret: secretsmanager.Secret | None = None
+        self._slurmdbd_password_secret: secretsmanager.Secret | None = None
+        self.slurmdbd_secret: secretsmanager.ISecret = self._slurmdbd_user(vpc)
         self._explain_findings(protect)
 
     @property
@@ -203,6 +293,36 @@ class SlurmAccountingDatabase(Construct):
         beside it), so the database may sit in a shared stack with no dependency cycle.
         """
         return self._connections
+
+    @property
+    def password_secret(self) -> secretsmanager.ISecret:
+        """The master user's password as plain text (construct id ``PasswordSecret``), made when first read.
+
+        ParallelCluster's ``SlurmSettings.Database.PasswordSecretArn`` takes a secret whose string is the
+        password itself. Prefer ``slurmdbd_password_secret`` with ``slurmdbd_username``: a head node given
+        this one runs slurmdbd as the master user.
+        """
+        if self._password_secret is None:
+            self._password_secret = self._plain_text_copy(
+                "PasswordSecret",
+                self.secret,
+                "Slurm accounting database password, plain text (ParallelCluster PasswordSecretArn)",
+                who="the master user's",
+            )
+        return self._password_secret
+
+    @property
+    def slurmdbd_password_secret(self) -> secretsmanager.ISecret:
+        """slurmdbd's password as plain text (construct id ``SlurmdbdPasswordSecret``), made when first read:
+        ParallelCluster's ``PasswordSecretArn`` for ``UserName`` ``slurmdbd_username``."""
+        if self._slurmdbd_password_secret is None:
+            self._slurmdbd_password_secret = self._plain_text_copy(
+                "SlurmdbdPasswordSecret",
+                self.slurmdbd_secret,
+                "slurmdbd's database password, plain text (ParallelCluster PasswordSecretArn)",
+                who="slurmdbd's",
+            )
+        return self._slurmdbd_password_secret
 
     # ----------------------------------------------------------------------------------------------
     # validation, one rule per method
@@ -224,6 +344,24 @@ class SlurmAccountingDatabase(Construct):
             )
         if username.lower() in _RESERVED_USERNAMES:
             raise fail(self.node.path, "username", f"is reserved by RDS, got '{username}'")
+        if username.lower() == SLURMDBD_USERNAME:
+            raise fail(self.node.path, "username", f"is slurmdbd's own database user, got '{username}'")
+
+    def _check_databases(self, databases: Sequence[str]) -> None:
+        if isinstance(databases, str) or not databases:
+            raise fail(self.node.path, "databases", f"must name at least one database, got {databases!r}")
+        for name in databases:
+            if is_unresolved(name):
+                raise fail(self.node.path, "databases", "must be names known at synth time, got a token")
+            if not (
+                0 < len(name) <= _DATABASE_NAME_MAX
+                and all(c.isascii() and (c.isalnum() or c == "_") for c in name)
+            ):
+                raise fail(
+                    self.node.path,
+                    "databases",
+                    f"must be 1 to {_DATABASE_NAME_MAX} letters, digits or '_' each, got '{name}'",
+                )
 
     def _check_capacity(self, low: float, high: float) -> None:
         for field, value in (("min_capacity_acu", low), ("max_capacity_acu", high)):
@@ -258,7 +396,10 @@ class SlurmAccountingDatabase(Construct):
 
     def _parameter_group(self) -> rds.ParameterGroup:
         # The audit log records every connection and every DDL/DCL statement (grants, schema changes), so the
-        # exported "audit" log group has content; long queries go to the slow query log.
+        # exported "audit" log group has content; long queries go to the slow query log. Bound to the DB
+        # cluster it becomes an AWS::RDS::DBClusterParameterGroup, where Aurora MySQL keeps
+        # require_secure_transport (a cluster-level parameter). The description stays as it was: it is
+        # create-only, and a new one would replace the parameter group.
         return rds.ParameterGroup(
             self,
             "Parameters",
@@ -269,8 +410,170 @@ class SlurmAccountingDatabase(Construct):
                 "server_audit_events": "CONNECT,QUERY_DCL,QUERY_DDL",
                 "slow_query_log": "1",
                 "long_query_time": "5",
+                "require_secure_transport": "ON",
             },
         )
+
+    def _log_groups(self) -> list[logs.LogGroup]:
+        """One log group per exported log, named as Aurora names them, encrypted with the database's key."""
+        stack = cdk.Stack.of(self)
+        if isinstance(self.kms_key, kms.Key):
+            self.kms_key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="CloudWatchLogsForTheDatabaseLogs",
+                    principals=[iam.ServicePrincipal(f"logs.{stack.region}.amazonaws.com")],
+                    actions=[
+                        "kms:Encrypt*",
+                        "kms:Decrypt*",
+                        "kms:ReEncrypt*",
+                        "kms:GenerateDataKey*",
+                        "kms:Describe*",
+                    ],
+                    resources=["*"],
+                    conditions={
+                        "ArnLike": {
+                            "kms:EncryptionContext:aws:logs:arn": stack.format_arn(
+                                service="logs",
+                                resource="log-group",
+                                resource_name="/aws/rds/cluster/*",
+                                arn_format=cdk.ArnFormat.COLON_RESOURCE_NAME,
+                            )
+                        }
+                    },
+                )
+            )
+        groups = []
+        for kind in LOG_EXPORTS:
+            group = logs.LogGroup(
+                self,
+                f"{kind.capitalize()}Log",
+                log_group_name=f"/aws/rds/cluster/{self.cluster.cluster_identifier}/{kind}",
+                retention=logs.RetentionDays.ONE_YEAR,
+                encryption_key=self.kms_key,
+                removal_policy=self._removal,
+            )
+            if isinstance(self.kms_key, kms.Key):
+                # CloudWatch Logs checks it may use the key when the group is created.
+                group.node.add_dependency(self.kms_key)
+            groups.append(group)
+        return groups
+
+    def _slurmdbd_user(self, vpc: ec2.IVpc) -> secretsmanager.ISecret:
+        """slurmdbd's secret and the custom resource that makes its database user; returns the secret as
+        clients should read it (attached to the database, after the user exists)."""
+        secret = rds.DatabaseSecret(self, "SlurmdbdSecret", username=SLURMDBD_USERNAME)
+        secret.apply_removal_policy(self._removal)
+        handler_group = ec2.SecurityGroup(
+            self,
+            "UserHandlerSecurityGroup",
+            vpc=vpc,
+            description="Slurm accounting database: the slurmdbd-user handler (MySQL, HTTPS out)",
+            allow_all_outbound=False,
+        )
+        handler_group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "Secrets Manager and the RDS certificate truststore"
+        )
+        self.connections.allow_default_port_from(handler_group, "the slurmdbd-user handler")
+        log_group = logs.LogGroup(
+            self,
+            "UserHandlerLogs",
+            retention=logs.RetentionDays.ONE_YEAR,
+            removal_policy=self._removal,
+        )
+        role = iam.Role(
+            self,
+            "UserHandlerRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Makes slurmdbd's database user with the master user, once per deployment",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["secretsmanager:GetSecretValue"],
+                resources=[self.secret.secret_arn, secret.secret_arn],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:AssignPrivateIpAddresses",
+                    "ec2:UnassignPrivateIpAddresses",
+                ],
+                resources=["*"],
+            )
+        )
+        self.user_handler = lambda_.Function(
+            self,
+            "UserHandler",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="index.on_event",
+            code=lambda_.Code.from_asset(str(staged_asset())),
+            role=role,
+            log_group=log_group,
+            timeout=cdk.Duration.minutes(5),
+            memory_size=256,
+            vpc=vpc,
+            vpc_subnets=self._selection,
+            security_groups=[handler_group],
+            description="Makes slurmdbd's database user (Slurm accounting), TLS verified with the RDS CAs",
+        )
+        provider = cr.Provider(self, "UserProvider", on_event_handler=self.user_handler)
+        self.user = cdk.CustomResource(
+            self,
+            "SlurmdbdUser",
+            service_token=provider.service_token,
+            resource_type="Custom::SlurmdbdUser",
+            properties={
+                "Host": self.endpoint,
+                "Port": str(3306),
+                "MasterSecretArn": self.secret.secret_arn,
+                "UserSecretArn": secret.secret_arn,
+                "Databases": list(self.databases),
+                "CaBundleUrl": RDS_CA_BUNDLE_URL,
+            },
+        )
+        # The database answers once its writer exists; the secrets' versions exist before.
+        self.user.node.add_dependency(self.writer)
+        self.user.node.add_dependency(role)
+        attached = secret.attach(self.cluster)
+        # Clients reading the attached secret's ARN (a reference to the attachment) wait for the user.
+        attached.node.add_dependency(self.user)
+        self.ready = DependencyGroup(self.writer, self.user)
+        self._explain_user_handler(role, provider, log_group)
+        return attached
+
+    def _plain_text_copy(
+        self, id_: str, source: secretsmanager.ISecret, description: str, *, who: str
+    ) -> secretsmanager.Secret:
+        plain = secretsmanager.Secret(
+            self,
+            id_,
+            description=description,
+            secret_string_value=cdk.SecretValue.secrets_manager(source.secret_arn, json_field="password"),
+            removal_policy=self._removal,
+        )
+        why = (
+            f"{who} password as ParallelCluster's PasswordSecretArn needs it; the head node reads it once, when "
+            "it configures slurmdbd, and ParallelCluster documents re-running update_slurm_database_password.sh "
+            "with the compute fleet stopped after a change, so a rotation would stop accounting until someone does"
+        )
+        acknowledge(plain, "AwsSolutions-SMG4", why)
+        acknowledge_nist(plain, "NIST.800.53.R5-SecretsManagerRotationEnabled", why)
+        why_key = (
+            "encrypted with the account's AWS-managed Secrets Manager key, which ParallelCluster's head node role "
+            "(granted GetSecretValue on PasswordSecretArn by ParallelCluster itself) can use; a customer key "
+            "would need a kms:Decrypt grant outside ParallelCluster's own policy"
+        )
+        skip_checkov(plain, "CKV_AWS_149", why_key)
+        acknowledge_nist(plain, "NIST.800.53.R5-SecretsManagerUsingKMSKey", why_key)
+        return plain
 
     def _explain_findings(self, protected: bool) -> None:
         cluster = self.cluster.node.default_child
@@ -317,25 +620,87 @@ class SlurmAccountingDatabase(Construct):
         )
         acknowledge_nist(writer, "NIST.800.53.R5-RDSEnhancedMonitoringEnabled", no_enhanced_monitoring)
         skip_checkov(writer, "CKV_AWS_118", no_enhanced_monitoring)
-        no_rotation = (
-            "slurmdbd reads the password once, when the head node is configured; ParallelCluster documents "
-            "re-running update_slurm_database_password.sh with the compute fleet stopped after a change, so an "
-            "automatic rotation would stop accounting until someone does"
-        )
-        for secret in (self.secret, self.password_secret):
-            acknowledge(secret, "AwsSolutions-SMG4", no_rotation)
-            acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerRotationEnabled", no_rotation)
-            why_key = (
-                "encrypted with the account's AWS-managed Secrets Manager key, which ParallelCluster's head node "
-                "role (granted GetSecretValue on PasswordSecretArn) can use; a customer key would need a "
-                "kms:Decrypt grant outside ParallelCluster's own policy"
+        self._explain_secrets()
+
+    def _explain_secrets(self) -> None:
+        """Why the master and slurmdbd secrets are not rotated and use the AWS-managed key, in words true of
+        this template (whether a plain-text copy of the master password was made is known at synth)."""
+
+        def master(copied: str, alone: str) -> str:
+            reason: str = cdk.Lazy.string(
+                _Produced(lambda: copied if self._password_secret is not None else alone)
             )
-            skip_checkov(secret, "CKV_AWS_149", why_key)
-            acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerUsingKMSKey", why_key)
+            return reason
+
+        no_rotation = master(
+            "the master user's password: CloudFormation sets it on the database, the slurmdbd-user handler reads "
+            "it when the stack deploys, and PasswordSecret copies it for ParallelCluster's head node, which "
+            "reads the copy once when it configures slurmdbd; a rotation would leave that copy behind (and "
+            "ParallelCluster documents re-running update_slurm_database_password.sh with the fleet stopped)",
+            "the master user's password: CloudFormation sets it on the database and only the slurmdbd-user "
+            "handler reads it, when the stack deploys; nothing connects as the master user while the cluster "
+            "runs (slurmdbd has its own user), so there is no client to follow a rotation",
+        )
+        why_key = master(
+            "encrypted with the account's AWS-managed Secrets Manager key: the slurmdbd-user handler's role reads "
+            "it with GetSecretValue alone, and CloudFormation resolves PasswordSecret's reference to it",
+            "encrypted with the account's AWS-managed Secrets Manager key: only the slurmdbd-user handler's role "
+            "reads it (GetSecretValue on this secret), which needs no key grant",
+        )
+        slurmdbd_rotation = (
+            "slurmdbd's password: slurmdbd reads it only when its node is configured and keeps it until it "
+            "restarts, and no process on the nodes re-reads the secret, so a rotation would leave slurmdbd "
+            "with a password the database no longer accepts (see SlurmAccountingDatabase's docstring)"
+        )
+        slurmdbd_key = (
+            "encrypted with the account's AWS-managed Secrets Manager key: the cluster using it grants its "
+            "node role GetSecretValue on this one secret and no kms:Decrypt, which a customer key would need"
+        )
+        for secret, rotation, key in (
+            (self.secret, no_rotation, why_key),
+            (self.node.find_child("SlurmdbdSecret"), slurmdbd_rotation, slurmdbd_key),
+        ):
+            acknowledge(secret, "AwsSolutions-SMG4", rotation)
+            acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerRotationEnabled", rotation)
+            skip_checkov(secret, "CKV_AWS_149", key)
+            acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerUsingKMSKey", key)
+
+    def _explain_user_handler(self, role: iam.Role, provider: cr.Provider, log_group: logs.LogGroup) -> None:
+        """cdk-nag, checkov and NIST findings of the slurmdbd-user handler, its role and its provider."""
+        policy = role.node.find_child("DefaultPolicy").node.default_child
+        assert isinstance(policy, iam.CfnPolicy)
+        acknowledge_wildcards(policy, {"AwsSolutions-IAM5[Resource::*]": _HANDLER_ENI_REASON})
+        skip_checkov(policy, "CKV_AWS_111", _HANDLER_ENI_REASON)
+        reason = "the slurmdbd-user handler makes slurmdbd's database user when the stack deploys"
+        accept_inline_policy(policy, reason)
+        accept_handler_findings(
+            self.user_handler.node.default_child, reason, in_vpc=True, has_environment=False
+        )
+        accept_log_group_without_key(
+            log_group, "the slurmdbd-user handler's own log (user name and grants, no secret)"
+        )
+        acknowledge_cdk_made(
+            provider,
+            _PROVIDER_REASON,
+            managed_policy_reasons={
+                "AWSLambdaBasicExecutionRole": "the framework Lambda writes its own logs"
+            },
+        )
 
 
 #: Master user names RDS keeps for itself.
 _RESERVED_USERNAMES = frozenset({"rdsadmin"})
+
+
+@jsii.implements(cdk.IStableStringProducer)
+class _Produced:
+    """A string worked out at synth time (an acknowledgement's reason that depends on what was read)."""
+
+    def __init__(self, produce: object) -> None:
+        self._produce = produce
+
+    def produce(self) -> str:
+        return str(self._produce())  # type: ignore[operator]
 
 
 def _private_subnet_type(vpc: ec2.IVpc) -> ec2.SubnetType:
