@@ -141,4 +141,10 @@ def test_a_cluster_config_written_across_stacks_passes_parallelclusters_schema(
     text = written.read_text()
     assert "placeholder-" not in text
     assert "SubnetId: subnet-0123456789abcdef" in text  # the network stack's subnet, by its type
+    (subnet,) = (line.strip() for line in text.splitlines() if "SubnetId: " in line)
+    # its comment names the other stack, and the output CDK made there to export it
+    assert subnet.startswith(
+        "SubnetId: subnet-0123456789abcdef0  # placeholder: subnet Network/Resource/PrivateSubnet1/Subnet "
+        "(stack Network, output ExportsOutputRefNetworkPrivateSubnet1Subnet"
+    )
     assert schema_errors(cluster.concrete_configuration()) == []

@@ -176,7 +176,7 @@ def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
     if args.output_file:
         stack.cluster.write_config(args.output_file, values, strict=args.deployed)
     if args.output == "json":
-        document = stack.cluster.concrete_configuration(values, strict=args.deployed)
+        document = stack.cluster.file_configuration(values, strict=args.deployed)
         _json(
             out,
             {"environment": name, "file": args.output_file, "deployed": args.deployed, "config": document},

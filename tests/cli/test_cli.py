@@ -82,6 +82,87 @@ def test_render_pcluster_prints_the_cluster_config(tmp_path: Path) -> None:
     assert yaml.safe_load(target.read_text()) == config
 
 
+#: The comment that opens a rendered cluster-config.yaml of environments/parallelcluster-c5n.yaml.
+RENDERED_HEADER = """\
+# AWS ParallelCluster 3.16.1 configuration of the cluster in stack training-parallelcluster-c5n, rendered by
+# cdk-training-clusters. It documents `cdk deploy` and does not replace it: the stack deploys this same
+# configuration through ParallelCluster's CloudFormation provider (Custom::PclusterCluster). Use it to
+# review the cluster, or with `pcluster create-cluster --cluster-configuration FILE` on a network, file
+# system and security groups of your own instead of the stack's.
+# A value marked `# placeholder` stands for an id known only after deploy: its comment names the
+# resource, and the stack output `cdk deploy` prints with its value (or its logical id: aws
+# cloudformation describe-stack-resource --stack-name STACK --logical-resource-id ID). After the
+# deploy, `training-clusters render-pcluster ENVIRONMENT_FILE --deployed` fills in every one.
+Region: us-east-1
+"""
+#: What looks like an id of AWS's in a rendered file: each must carry a comment saying it is a placeholder.
+AWS_ID = re.compile(r"\b(subnet|sg|fs|vpc)-[0-9a-f]{8,17}\b|arn:aws|training-(placement-group|bucket)-")
+
+
+def test_rendered_placeholders_say_what_replaces_them_and_the_file_passes_pclusters_schema() -> None:
+    from tests.pcluster_schema import schema_errors
+
+    status, text = run("render-pcluster", str(ENVIRONMENTS / "parallelcluster-c5n.yaml"))
+    assert status == 0
+    assert text.startswith(RENDERED_HEADER)
+    config = yaml.safe_load(text)
+    assert config["Region"] == "us-east-1"
+    assert schema_errors(config) == []
+    lines = text.splitlines()
+    assert [line for line in lines if AWS_ID.search(line) and "  # placeholder: " not in line] == []
+    placed = {line.strip() for line in lines if "# placeholder" in line}
+    assert placed >= {
+        "SubnetId: subnet-0123456789abcdef0  # placeholder: subnet Network/Resource/PrivateSubnet1/Subnet "
+        "(output PlacementSubnetId)",
+        "Name: training-placement-group-0  # placeholder: GroupName of placement group PlacementGroup "
+        "(output PlacementGroupName)",
+        "- sg-0123456789abcdef1  # placeholder: GroupId of security group Network/EfaSecurityGroup (output "
+        "EfaSecurityGroupId)",
+        "FileSystemId: fs-0123456789abcdef0  # placeholder: file system SharedStorage (resource "
+        "SharedStorageA8297BFB)",
+    }
+    assert (
+        "AllowedIps: 10.0.0.0/16" in lines[lines.index("  Ssh:") + 1]
+    )  # the file's network.cidr: no placeholder
+
+
+def test_rendered_json_is_the_files_document(tmp_path: Path) -> None:
+    target = tmp_path / "cluster-config.yaml"
+    status, text = run(
+        "render-pcluster",
+        str(ENVIRONMENTS / "parallelcluster-c5n.yaml"),
+        "-o",
+        str(target),
+        "--output",
+        "json",
+    )
+    assert status == 0
+    assert json.loads(text)["config"] == yaml.safe_load(target.read_text())
+
+
+#: How an environment file names a section of the README, the one way it may: ``the README's "<heading>"``.
+README_SECTION = re.compile(r"README's \"([^\"]+)\"")
+
+
+def test_every_readme_section_an_environment_file_names_is_a_heading_of_the_readme() -> None:
+    headings: set[str] = set()
+    fenced = False
+    for line in (ROOT / "README.md").read_text().splitlines():
+        fenced ^= line.startswith("```")
+        if line.startswith("#") and not fenced:
+            headings.add(line.lstrip("#").strip())
+    named = 0
+    for path in sorted(ENVIRONMENTS.glob("*.yaml")):
+        comments = " ".join(
+            line.split("#", 1)[1].strip() for line in path.read_text().splitlines() if "#" in line
+        )
+        sections = README_SECTION.findall(comments)
+        assert comments.count("README") == len(sections), f"{path.name}: names the README without a section"
+        assert set(sections) <= headings, f"{path.name}: {set(sections) - headings} are not README headings"
+        named += len(sections)
+    assert named >= 2  # hyperpod-team's "Slurm for a team", parallelcluster-c5n's console script
+
+
 def test_render_pcluster_without_a_parallelcluster_section_is_a_clear_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

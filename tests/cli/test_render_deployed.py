@@ -14,7 +14,7 @@ import yaml
 from botocore.stub import Stubber
 
 from training_clusters import cli
-from training_clusters.constructs.parallelcluster import substitute_placeholders
+from training_clusters.constructs.parallelcluster import annotated_yaml, substitute_placeholders
 from training_clusters.deployed import deployed_values
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
@@ -112,6 +112,8 @@ def test_deployed_render_has_the_stacks_ids_and_no_placeholders(
     assert config["HeadNode"]["Ssh"]["AllowedIps"] == "10.42.0.0/16"
     assert {config["SharedStorage"][0]["FsxLustreSettings"]["FileSystemId"]} == ids["AWS::FSx::FileSystem"]
     assert "0123456789abcdef" not in text  # no placeholder left
+    assert "# placeholder" not in text
+    assert "# Every id is a deployed one: the file holds no placeholder.\nRegion: us-east-1\n" in text
     for stub in session.stubs.values():
         stub.assert_no_pending_responses()
 
@@ -202,3 +204,27 @@ def test_a_reference_outside_the_app_is_never_a_guessed_placeholder() -> None:
         ConfigurationError, match="cannot render a reference to Gone: it is not a resource of this app"
     ):
         substitute_placeholders({"C": {"Ref": "Gone"}}, resource_types={})
+
+
+SUBNET_1, SUBNET_16 = "subnet-0123456789abcdef1", "subnet-0123456789abcdef10"
+
+
+def test_a_placeholder_is_marked_where_it_stands_as_a_whole_word() -> None:
+    document = {"A": SUBNET_1, "B": [SUBNET_16], "C": f"s3://b/{SUBNET_1}x", "D": f"s3://b/{SUBNET_1}/k"}
+    text = annotated_yaml(document, {SUBNET_1: "subnet A", SUBNET_16: "subnet B"}, header="# what it is\n")
+    assert text == (
+        "# what it is\n"
+        f"A: {SUBNET_1}  # placeholder: subnet A\n"
+        "B:\n"
+        f"- {SUBNET_16}  # placeholder: subnet B\n"
+        f"C: s3://b/{SUBNET_1}x\n"
+        f"D: s3://b/{SUBNET_1}/k  # placeholder: subnet A\n"
+    )
+    assert yaml.safe_load(text) == document
+
+
+def test_a_placeholder_inside_a_multi_line_value_is_listed_under_the_header_instead() -> None:
+    document = {"Script": f"first line {SUBNET_1}\nsecond line", "Args": ["--x"]}
+    text = annotated_yaml(document, {SUBNET_1: "subnet A"}, header="# what it is\n")
+    assert text.startswith(f"# what it is\n# placeholder {SUBNET_1}: subnet A\nScript: ")
+    assert yaml.safe_load(text) == document

@@ -42,6 +42,7 @@ policies change in place (update policy ``SUPPORTED``).
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -115,17 +116,22 @@ CUSTOM_RESOURCE_TYPE = "Custom::PclusterCluster"
 #: (see the module docstring).
 PCLUSTER_POLICY_PATH = "/parallelcluster/"
 
-#: What :func:`substitute_placeholders` puts in place of a reference it has no value for, by resource type.
-PLACEHOLDER_PREFIXES: Mapping[str, str] = {
-    "AWS::EC2::Subnet": "subnet-0123456789abcdef",
-    "AWS::EC2::SecurityGroup": "sg-0123456789abcdef",
-    "AWS::FSx::FileSystem": "fs-0123456789abcdef",
-    "AWS::EC2::PlacementGroup": "training-placement-group-",
-    "AWS::S3::Bucket": "training-bucket-",
-    "AWS::SecretsManager::Secret": "arn:aws:secretsmanager:us-east-1:123456789012:secret:training-secret-",
-    "AWS::IAM::ManagedPolicy": "arn:aws:iam::123456789012:policy/training-policy-",
-    "AWS::RDS::DBCluster": "training-accounting-database-",
+#: What :func:`substitute_placeholders` puts in place of a reference it has no value for, by resource type,
+#: and what the rendered file's comment calls the resource: ids of the shape ParallelCluster's schema checks.
+PLACEHOLDERS: Mapping[str, tuple[str, str]] = {
+    "AWS::EC2::Subnet": ("subnet-0123456789abcdef", "subnet"),
+    "AWS::EC2::SecurityGroup": ("sg-0123456789abcdef", "security group"),
+    "AWS::FSx::FileSystem": ("fs-0123456789abcdef", "file system"),
+    "AWS::EC2::PlacementGroup": ("training-placement-group-", "placement group"),
+    "AWS::S3::Bucket": ("training-bucket-", "bucket"),
+    "AWS::SecretsManager::Secret": (
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:training-secret-",
+        "secret",
+    ),
+    "AWS::IAM::ManagedPolicy": ("arn:aws:iam::123456789012:policy/training-policy-", "managed policy"),
+    "AWS::RDS::DBCluster": ("training-accounting-database-", "database cluster"),
 }
+PLACEHOLDER_PREFIXES: Mapping[str, str] = {kind: prefix for kind, (prefix, _) in PLACEHOLDERS.items()}
 PSEUDO_PARAMETER_PLACEHOLDERS: Mapping[str, str] = {
     "AWS::Partition": "aws",
     "AWS::URLSuffix": "amazonaws.com",
@@ -629,7 +635,13 @@ class ParallelCluster(Construct):
         return command
 
     def render_config(self, values: Mapping[str, str] | None = None, *, strict: bool = False) -> str:
-        """The configuration as ``cluster-config.yaml`` for ``pcluster create-cluster``.
+        """The configuration as ``cluster-config.yaml`` for ``pcluster create-cluster``, with ``Region``.
+
+        A header comment says what the file is for: the stack deploys this same configuration through
+        ParallelCluster's CloudFormation provider, so the file documents ``cdk deploy`` (for review) or
+        serves ``pcluster create-cluster`` on resources of your own; it does not replace the deploy. Each
+        placeholder carries a ``# placeholder:`` comment naming the resource it stands for and the stack
+        output that holds it (else its logical id).
 
         :param values: Deployed values for CloudFormation references, keyed by the referenced logical id
             (``Ref``) or ``LogicalId.Attribute`` (``Fn::GetAtt``), e.g. from
@@ -641,7 +653,17 @@ class ParallelCluster(Construct):
         :param strict: Refuse placeholders: a reference missing from ``values`` is a ConfigurationError
             naming it. Default: False.
         """
-        return yaml.safe_dump(self.concrete_configuration(values, strict=strict), sort_keys=False)
+        document, placeholders = self._file_configuration(values, strict=strict)
+        stack = cdk.Stack.of(self)
+        notes = placeholder_notes(placeholders, stack)
+        return annotated_yaml(document, notes, header=config_file_header(stack.stack_name, bool(notes)))
+
+    def file_configuration(
+        self, values: Mapping[str, str] | None = None, *, strict: bool = False
+    ) -> dict[str, Any]:
+        """What :meth:`render_config` writes, as data: ``Region`` (where the stack names one), then the
+        :meth:`concrete_configuration`."""
+        return self._file_configuration(values, strict=strict)[0]
 
     def write_config(
         self, path: str | Path, values: Mapping[str, str] | None = None, *, strict: bool = False
@@ -655,18 +677,32 @@ class ParallelCluster(Construct):
         self, values: Mapping[str, str] | None = None, *, strict: bool = False
     ) -> dict[str, Any]:
         """The configuration with every token replaced by ``values`` or placeholders (see render_config)."""
+        return self._concrete(values, strict=strict)[0]
+
+    def _concrete(
+        self, values: Mapping[str, str] | None, *, strict: bool
+    ) -> tuple[dict[str, Any], dict[str, Placeholder]]:
         stack = cdk.Stack.of(self)
         region = stack.region if not cdk.Token.is_unresolved(stack.region) else None
         resolved = stack.resolve(self.configuration)
-        result: dict[str, Any] = substitute_placeholders(
+        result, placeholders = _substitute(
             resolved,
             resource_types=resource_types(stack),
-            values=values,
+            values={**template_values(stack), **(values or {})},
             region=region,
             strict=strict,
             exports=app_exports(stack),
         )
-        return result
+        return result, placeholders
+
+    def _file_configuration(
+        self, values: Mapping[str, str] | None, *, strict: bool
+    ) -> tuple[dict[str, Any], dict[str, Placeholder]]:
+        document, placeholders = self._concrete(values, strict=strict)
+        region = cdk.Stack.of(self).region
+        if cdk.Token.is_unresolved(region):
+            return document, placeholders
+        return {"Region": region, **document}, placeholders
 
     # ----------------------------------------------------------------------------------------------
     # validation, one rule per method
@@ -1368,6 +1404,31 @@ def app_exports(stack: cdk.Stack) -> dict[str, Any]:
     return exports
 
 
+def template_values(stack: cdk.Stack) -> dict[str, str]:
+    """Values the app's templates already hold for references: each VPC's ``CidrBlock`` where it is written
+    out (``10.0.0.0/16`` from the environment file), keyed as :func:`substitute_placeholders` reads them."""
+    known: dict[str, str] = {}
+    for owner in (s for s in stack.node.root.node.find_all() if isinstance(s, cdk.Stack)):
+        for child in owner.node.find_all():
+            if isinstance(child, ec2.CfnVPC) and cdk.Stack.of(child) is owner:
+                cidr = child.cidr_block
+                if isinstance(cidr, str) and not cdk.Token.is_unresolved(cidr):
+                    known[f"{owner.resolve(child.logical_id)}.CidrBlock"] = cidr
+    return known
+
+
+@dataclass(frozen=True)
+class Placeholder:
+    """What a placeholder of a rendered configuration stands for."""
+
+    logical_id: str
+    """The referenced resource's logical id, or the pseudo parameter (``AWS::AccountId``)."""
+    attribute: str | None
+    """The ``Fn::GetAtt`` attribute, or None for a ``Ref``."""
+    kind: str
+    """The resource's CloudFormation type; empty for a pseudo parameter."""
+
+
 def substitute_placeholders(
     resolved: Any,
     *,
@@ -1389,7 +1450,28 @@ def substitute_placeholders(
     :raises ConfigurationError: an intrinsic it cannot turn into a value (e.g. ``Fn::ImportValue``), or with
         ``strict`` the references ``values`` lacks, each with its resource type.
     """
+    return _substitute(
+        resolved,
+        resource_types=resource_types,
+        values=values,
+        region=region,
+        strict=strict,
+        exports=exports,
+    )[0]
+
+
+def _substitute(
+    resolved: Any,
+    *,
+    resource_types: Mapping[str, str],
+    values: Mapping[str, str] | None,
+    region: str | None,
+    strict: bool,
+    exports: Mapping[str, Any] | None,
+) -> tuple[Any, dict[str, Placeholder]]:
+    """:func:`substitute_placeholders`, and what each placeholder it put in stands for (by its value)."""
     given = dict(values or {})
+    used: dict[str, Placeholder] = {}
     missing: set[str] = set()
     pseudo = {**PSEUDO_PARAMETER_PLACEHOLDERS, **({"AWS::Region": region} if region else {})}
     counters: dict[str, itertools.count[int]] = {}
@@ -1415,6 +1497,7 @@ def substitute_placeholders(
         else:
             value = f"placeholder-{logical_id.lower()}"
         assigned[key] = value
+        used.setdefault(value, Placeholder(logical_id, attribute, kind))
         return value
 
     def walk(node: Any) -> Any:
@@ -1426,7 +1509,11 @@ def substitute_placeholders(
             ((key, argument),) = node.items()
             if key == "Ref":
                 if argument in pseudo:
-                    return given.get(argument, pseudo[argument])
+                    if argument in given:
+                        return given[argument]
+                    if argument != "AWS::Region" or region is None:
+                        used.setdefault(pseudo[argument], Placeholder(argument, None, ""))
+                    return pseudo[argument]
                 return placeholder(argument, argument, None)
             if key == "Fn::GetAtt":
                 logical_id, attribute = argument if isinstance(argument, list) else argument.split(".", 1)
@@ -1443,4 +1530,116 @@ def substitute_placeholders(
     document = walk(resolved)
     if missing:
         raise ConfigurationError("no deployed value for " + ", ".join(sorted(missing)))
-    return document
+    return document, used
+
+
+#: Pseudo parameters a rendered file may hold a placeholder of, and what replaces it.
+_PSEUDO_PARAMETER_NOTES: Mapping[str, str] = {
+    "AWS::AccountId": "your AWS account id",
+    "AWS::Region": "the stack's region",
+    "AWS::Partition": "the partition (aws, aws-cn or aws-us-gov)",
+    "AWS::URLSuffix": "the partition's domain (amazonaws.com)",
+}
+
+
+def placeholder_notes(placeholders: Mapping[str, Placeholder], stack: cdk.Stack) -> dict[str, str]:
+    """``{placeholder: what replaces it}``: the resource (its construct path) and the stack output that
+    holds its value, else its logical id, and the stack when it is not ``stack``. The harmless pseudo
+    parameters (partition, URL suffix) are left out."""
+    outputs = stack_outputs(stack)
+    homes = resource_homes(stack)
+    notes: dict[str, str] = {}
+    for value, meant in placeholders.items():
+        if not meant.kind:
+            if meant.logical_id in ("AWS::AccountId", "AWS::Region"):
+                notes[value] = _PSEUDO_PARAMETER_NOTES[meant.logical_id]
+            continue
+        key = meant.logical_id if meant.attribute is None else f"{meant.logical_id}.{meant.attribute}"
+        home, path = homes.get(meant.logical_id, (stack.stack_name, meant.logical_id))
+        noun = PLACEHOLDERS.get(meant.kind, ("", meant.kind))[1]
+        what = f"{noun} {path}" if meant.attribute is None else f"{meant.attribute} of {noun} {path}"
+        output = outputs.get(key)
+        where = f"output {output[1]}" if output else f"resource {meant.logical_id}"
+        if (output[0] if output else home) != stack.stack_name:
+            where = f"stack {output[0] if output else home}, {where}"
+        notes[value] = f"{what} ({where})"
+    return notes
+
+
+def resource_homes(stack: cdk.Stack) -> dict[str, tuple[str, str]]:
+    """``{logical id: (stack name, construct path in it)}`` of every resource of the app, as
+    :func:`resource_types` finds them (the cluster's own stack wins); trailing ``/Resource`` left off."""
+    homes: dict[str, tuple[str, str]] = {}
+    stacks = [s for s in stack.node.root.node.find_all() if isinstance(s, cdk.Stack) and s is not stack]
+    for owner in [*stacks, stack]:
+        for child in owner.node.find_all():
+            if isinstance(child, cdk.CfnResource) and cdk.Stack.of(child) is owner:
+                path = child.node.path.removeprefix(owner.node.path + "/")
+                while path.endswith("/Resource"):
+                    path = path.removesuffix("/Resource")
+                homes[owner.resolve(child.logical_id)] = (owner.stack_name, path)
+    return homes
+
+
+def stack_outputs(stack: cdk.Stack) -> dict[str, tuple[str, str]]:
+    """``{"LogicalId" or "LogicalId.Attribute": (stack name, output name)}``: the app's stack outputs that
+    hold a resource's ``Ref`` or ``Fn::GetAtt``, the stacks' own before the exports CDK adds."""
+    found: dict[str, tuple[str, str]] = {}
+    outputs = [o for o in stack.node.root.node.find_all() if isinstance(o, cdk.CfnOutput)]
+    for output in sorted(outputs, key=lambda o: o.export_name is None):  # exports first, then overridden
+        home = cdk.Stack.of(output)
+        value = home.resolve(output.value)
+        if isinstance(value, dict) and len(value) == 1:
+            ((function, argument),) = value.items()
+            name = str(home.resolve(output.logical_id))
+            if function == "Ref" and isinstance(argument, str):
+                found[argument] = (home.stack_name, name)
+            elif function == "Fn::GetAtt" and isinstance(argument, list) and len(argument) == 2:
+                found[f"{argument[0]}.{argument[1]}"] = (home.stack_name, name)
+    return found
+
+
+def config_file_header(stack_name: str, placeholders: bool) -> str:
+    """The comment that opens a rendered ``cluster-config.yaml``: what the file is for, and its placeholders."""
+    lines = [
+        f"AWS ParallelCluster {PCLUSTER_VERSION} configuration of the cluster in stack {stack_name}, rendered by",
+        "cdk-training-clusters. It documents `cdk deploy` and does not replace it: the stack deploys this same",
+        "configuration through ParallelCluster's CloudFormation provider (Custom::PclusterCluster). Use it to",
+        "review the cluster, or with `pcluster create-cluster --cluster-configuration FILE` on a network, file",
+        "system and security groups of your own instead of the stack's.",
+    ]
+    if placeholders:
+        lines += [
+            "A value marked `# placeholder` stands for an id known only after deploy: its comment names the",
+            "resource, and the stack output `cdk deploy` prints with its value (or its logical id: aws",
+            "cloudformation describe-stack-resource --stack-name STACK --logical-resource-id ID). After the",
+            "deploy, `training-clusters render-pcluster ENVIRONMENT_FILE --deployed` fills in every one.",
+        ]
+    else:
+        lines.append("Every id is a deployed one: the file holds no placeholder.")
+    return "".join(f"# {line}\n" for line in lines)
+
+
+def annotated_yaml(document: Mapping[str, Any], notes: Mapping[str, str], *, header: str = "") -> str:
+    """``document`` as YAML under ``header``, each line that holds a placeholder of ``notes`` (as a whole
+    word: ``subnet-...abcdef1`` is not in ``...abcdef10``) ending in ``# placeholder: <note>``.
+
+    Lines are never folded, so every value ends on its own line; should a comment still land inside a value
+    (a multi-line string), the notes go under the header instead, and the document is unchanged either way.
+    """
+    text = yaml.safe_dump(dict(document), sort_keys=False, width=1 << 16)
+    if not notes:
+        return header + text
+    word = re.compile(
+        r"(?<![\w-])(" + "|".join(re.escape(v) for v in sorted(notes, key=len, reverse=True)) + r")(?![\w-])"
+    )
+    lines = []
+    for line in text.splitlines():
+        found = list(dict.fromkeys(word.findall(line)))
+        comment = "; ".join(notes[value] for value in found)
+        lines.append(f"{line}  # placeholder: {comment}" if found else line)
+    annotated = "\n".join(lines) + "\n"
+    if yaml.safe_load(annotated) == yaml.safe_load(text):
+        return header + annotated
+    listed = "".join(f"# placeholder {value}: {note}\n" for value, note in notes.items())
+    return header + listed + text
