@@ -43,14 +43,22 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
     environment_gates: EnvironmentGates,
 ) -> None:
     claimed(
-        "**Not the accounting database.** It admits only the controller's (head node's) own security group."
+        "**Not the accounting database.** It admits only the controller's (head node's) own security group and "
+        "the deploy-time function that makes slurmdbd's database user; slurmdbd connects as that user (`ALL` on "
+        "its own database only), over TLS the server requires; no node's role reads the master user's secret."
     )
     team = ENVIRONMENTS / "hyperpod-team.yaml"
     stack, _ = environment_gates.get(team)
     assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
     assert stack.cluster.controller_security_group is not None
     sources = _ingress_to(environment_gates.template(team), stack, stack.accounting_database.security_group)
-    assert sources == [stack.resolve(stack.cluster.controller_security_group.security_group_id)]
+    handler = stack.accounting_database.node.find_child("UserHandlerSecurityGroup")
+    assert sorted(map(str, sources)) == sorted(
+        str(stack.resolve(g.security_group_id)) for g in (stack.cluster.controller_security_group, handler)
+    )
+    assert (
+        stack.cluster.lifecycle_settings["accounting"]["user"] == stack.accounting_database.slurmdbd_username
+    )
 
     team = ENVIRONMENTS / "parallelcluster-team.yaml"
     stack, _ = environment_gates.get(team)
@@ -58,7 +66,15 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
     head = stack.cluster.head_node_security_group
     assert head is not None
     sources = _ingress_to(environment_gates.template(team), stack, stack.accounting_database.security_group)
-    assert sources == [stack.resolve(head.security_group_id)]
+    handler = stack.accounting_database.node.find_child("UserHandlerSecurityGroup")
+    assert sorted(map(str, sources)) == sorted(
+        str(stack.resolve(g.security_group_id)) for g in (head, handler)
+    )
+    database = stack.cluster.concrete_configuration()["Scheduling"]["SlurmSettings"]["Database"]
+    assert database["UserName"] == stack.accounting_database.slurmdbd_username == "slurmdbd"
+    for path in (ENVIRONMENTS / "hyperpod-team.yaml", team):
+        [group] = _of_type(environment_gates.template(path), "AWS::RDS::DBClusterParameterGroup").values()
+        assert group["Properties"]["Parameters"]["require_secure_transport"] == "ON"
 
 
 def test_no_team_user_reaches_a_nodes_credentials(environment_gates: EnvironmentGates) -> None:

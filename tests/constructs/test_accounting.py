@@ -555,11 +555,6 @@ def test_the_shipped_databases_pass_the_gates_require_tls_and_make_slurmdbds_use
     assert user["Properties"]["Databases"] == ["slurm_acct_db"]  # type: ignore[index]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs constructs/hyperpod.py (another engineer's file) to pass slurmdbd's user and grant "
-    "db.slurmdbd_secret: see the issue-28 report",
-)
 def test_hyperpods_controller_reads_slurmdbds_secret_and_not_the_master_secret(
     environment_gates: EnvironmentGates,
 ) -> None:

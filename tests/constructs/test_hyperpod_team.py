@@ -59,15 +59,23 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
 
     assert team.accounting_database is db
     settings = team.lifecycle_settings["accounting"]
-    assert settings["mode"] == "external" and settings["port"] == 3306 and settings["user"] == "slurm"
+    # slurmdbd's own database user, never the master user
+    assert settings["mode"] == "external" and settings["port"] == 3306 and settings["user"] == "slurmdbd"
     assert stack.resolve(settings["host"]) == stack.resolve(db.endpoint)
-    assert stack.resolve(settings["secret_arn"]) == stack.resolve(db.secret.secret_arn)
-    secret_reads = [st for st in _policy_statements(stack) if "secretsmanager" in json.dumps(st["Action"])]
+    assert stack.resolve(settings["secret_arn"]) == stack.resolve(db.slurmdbd_secret.secret_arn)
+    node_roles = [stack.resolve(r.role_name) for r in (team.role, team.controller_role)]
+    secret_reads = [
+        st
+        for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
+        if any(role in node_roles for role in p["Properties"]["Roles"])
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+        if "secretsmanager" in json.dumps(st["Action"])
+    ]
     assert secret_reads == [
         {
             "Action": "secretsmanager:GetSecretValue",
             "Effect": "Allow",
-            "Resource": stack.resolve(db.secret.secret_arn),
+            "Resource": stack.resolve(db.slurmdbd_secret.secret_arn),
         }
     ]
     # the controller alone reads it: team members run code on login and worker nodes
@@ -78,8 +86,12 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
         "worker-group-1": stack.resolve(team.role.role_arn),
     }
     policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
-    [reader] = [p for p in policies.values() if "secretsmanager" in json.dumps(p)]
-    assert reader["Properties"]["Roles"] == [stack.resolve(team.controller_role.role_name)]
+    readers = [
+        p["Properties"]["Roles"]
+        for p in policies.values()
+        if "secretsmanager" in json.dumps(p) and any(role in node_roles for role in p["Properties"]["Roles"])
+    ]
+    assert readers == [[stack.resolve(team.controller_role.role_name)]]
     Template.from_stack(stack).has_resource_properties(
         "AWS::EC2::SecurityGroupIngress",
         {
@@ -408,10 +420,16 @@ def test_the_cluster_waits_for_the_database_writer_of_its_own_stack(stack: cdk.S
         accounting=db,
     )
     [resource] = Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
-    assert sorted(resource["DependsOn"]) == _logical_ids_under(
-        stack, cluster.deployment, cluster.role, cluster.controller_role, db.writer
+    assert sorted(resource["DependsOn"]) == sorted(
+        {
+            *_logical_ids_under(
+                stack, cluster.deployment, cluster.role, cluster.controller_role, db.writer, db.user
+            )
+        }
     )
     assert stack.get_logical_id(db.writer.node.default_child) in resource["DependsOn"]  # type: ignore[arg-type]
+    # slurmdbd connects as its own user: the cluster waits for the custom resource that makes it
+    assert stack.get_logical_id(db.user.node.default_child) in resource["DependsOn"]  # type: ignore[arg-type]
 
 
 def test_a_database_in_another_stack_makes_the_cluster_stack_wait_for_it_and_adds_nothing_there() -> None:

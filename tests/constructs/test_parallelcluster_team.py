@@ -50,8 +50,8 @@ def test_the_database_becomes_slurm_accounting_reached_from_the_head_node_only(p
     configuration = resolved(cluster)
     assert configuration["Scheduling"]["SlurmSettings"]["Database"] == {
         "Uri": stack.resolve(db.uri),
-        "UserName": "slurm",
-        "PasswordSecretArn": stack.resolve(db.password_secret.secret_arn),
+        "UserName": "slurmdbd",  # slurmdbd's own user, never the master user
+        "PasswordSecretArn": stack.resolve(db.slurmdbd_password_secret.secret_arn),
     }
     head_group = stack.resolve(cluster.head_node_connections.security_groups[0].security_group_id)
     assert head_group in configuration["HeadNode"]["Networking"]["AdditionalSecurityGroups"]
@@ -312,7 +312,7 @@ def test_the_cluster_waits_for_the_database_writer_of_its_own_stack(parts: Parts
     assert head_group is not None
     [resource] = Template.from_stack(parts.stack).find_resources("Custom::PclusterCluster").values()
     assert sorted(resource["DependsOn"]) == _logical_ids_under(
-        parts.stack, parts.network.vpc, cluster.security_group, head_group, parts.fsx, db.writer
+        parts.stack, parts.network.vpc, cluster.security_group, head_group, parts.fsx, db.writer, db.user
     )
     assert parts.stack.get_logical_id(db.writer.node.default_child) in resource["DependsOn"]  # type: ignore[arg-type]
 
@@ -348,7 +348,10 @@ def test_a_database_in_a_shared_stack_makes_the_cluster_stack_wait_for_it_and_ad
         for s in assembly.stacks
     }
     assert stacks == {"Shared": [], "ClusterStack": ["Shared"]}
-    alone, _, _ = _shared_database(cdk.App())
+    alone, _, alone_db = _shared_database(cdk.App())
+    # the database's own plain-text copy of slurmdbd's password (made when first read, as ParallelCluster's
+    # PasswordSecretArn needs): nothing else of the cluster's lands in the shared stack
+    assert alone_db.slurmdbd_password_secret is not None
     assert (
         Template.from_stack(shared).to_json()["Resources"]
         == Template.from_stack(alone).to_json()["Resources"]

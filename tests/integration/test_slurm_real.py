@@ -22,7 +22,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.integration import slurm_bed
+from tests.integration import accounting_bed, slurm_bed
 from tests.integration.conftest import TIMINGS
 from tests.integration.hyperpod_bed import (
     ALICE,
@@ -380,10 +380,19 @@ def test_external_accounting_waits_for_the_database_and_lists_jobs(
 
     started = time.monotonic()
     with Bed(tmp_path_factory.mktemp("hyperpod-external")) as bed:
-        bed.script_env = {**SCRIPT_ENV, "TC_DATABASE_WAIT_SLEEP": "1", "TC_DATABASE_WAIT_ATTEMPTS": "120"}
+        # the database requires TLS with a certificate of the bed's CA, which the controller fetches where
+        # it would fetch AWS's RDS bundle (test_accounting_real.py shows the TLS itself)
+        tls = accounting_bed.bed_tls(bed, DATABASE_IP)
+        bed.script_env = {
+            **SCRIPT_ENV,
+            **tls.script_env,
+            "TC_DATABASE_WAIT_SLEEP": "1",
+            "TC_DATABASE_WAIT_ATTEMPTS": "120",
+        }
         cluster = Cluster(bed, SETTINGS_EXTERNAL)
         bed.wire(DATABASE_IP)  # the database's address exists; its server is not up yet
         nodes = [cluster.prepare(ip) for ip in (CONTROLLER_IP, LOGIN_IP, *WORKER_IPS)]
+        tls.install_ca(cluster.controller)
         for node in nodes:
             node.boot()
         database_up = threading.Event()

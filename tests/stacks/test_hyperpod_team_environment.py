@@ -3,6 +3,7 @@ lets the nodes read its secret only, and hands the team's settings to the lifecy
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from training_clusters.stacks.hyperpod import HyperPodEnvironment
@@ -26,26 +27,32 @@ def test_the_database_admits_the_controller_on_3306_only(environment_gates: Envi
         for r in _of_type(template, "AWS::EC2::SecurityGroupIngress").values()
         if r["Properties"].get("GroupId") == db_group
     ]
-    assert ingress == [
-        {
+    handler = stack.accounting_database.node.find_child("UserHandlerSecurityGroup")
+    # the controller, and the deploy-time function that makes slurmdbd's user; no other node
+    expected = [stack.cluster.controller_security_group, handler]
+    by_source = {json.dumps(i["SourceSecurityGroupId"], sort_keys=True): i for i in ingress}
+    assert len(by_source) == len(ingress) == 2
+    for group in expected:
+        rule = by_source[json.dumps(stack.resolve(group.security_group_id), sort_keys=True)]
+        assert {k: v for k, v in rule.items() if k != "Description"} == {
             "IpProtocol": "tcp",
             "FromPort": 3306,
             "ToPort": 3306,
             "GroupId": db_group,
-            "SourceSecurityGroupId": stack.resolve(stack.cluster.controller_security_group.security_group_id),
-            "Description": ingress[0]["Description"],
+            "SourceSecurityGroupId": stack.resolve(group.security_group_id),
         }
-    ]
 
 
 def test_the_nodes_read_the_database_secret_and_no_other(environment_gates: EnvironmentGates) -> None:
     stack, _ = environment_gates.get(TEAM)
     template = environment_gates.template(TEAM)
     assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
+    node_roles = [stack.resolve(r.role_name) for r in (stack.cluster.role, stack.cluster.controller_role)]
     readers = [
         policy["Properties"]
         for policy in _of_type(template, "AWS::IAM::Policy").values()
         if "secretsmanager" in str(policy["Properties"]["PolicyDocument"])
+        and any(role in node_roles for role in policy["Properties"]["Roles"])
     ]
     assert [r["Roles"] for r in readers] == [[stack.resolve(stack.cluster.controller_role.role_name)]]
     statements = [
@@ -58,7 +65,9 @@ def test_the_nodes_read_the_database_secret_and_no_other(environment_gates: Envi
         {
             "Action": "secretsmanager:GetSecretValue",
             "Effect": "Allow",
-            "Resource": stack.resolve(stack.accounting_database.secret.secret_arn),
+            "Resource": stack.resolve(
+                stack.accounting_database.slurmdbd_secret.secret_arn
+            ),  # never the master's
         }
     ]
 
@@ -93,7 +102,9 @@ def test_the_cluster_waits_for_its_scripts_roles_and_the_database_writer(
     [cluster] = _of_type(template, "AWS::SageMaker::Cluster").values()
     [writer_id] = _of_type(template, "AWS::RDS::DBInstance")
     assert writer_id == stack.get_logical_id(stack.accounting_database.writer.node.default_child)  # type: ignore[arg-type]
+    user_id = stack.get_logical_id(stack.accounting_database.user.node.default_child)  # type: ignore[arg-type]
     assert sorted(cluster["DependsOn"]) == [
+        user_id,
         writer_id,
         "HyperPodControllerRoleA6202A60",
         "HyperPodControllerRoleDefaultPolicy6D211D96",

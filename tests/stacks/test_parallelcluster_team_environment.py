@@ -112,7 +112,8 @@ def test_accounting_is_aurora_reachable_from_the_head_node_only(
     database = stack.accounting_database
     assert database is not None
     settings = stack.cluster.concrete_configuration()["Scheduling"]["SlurmSettings"]
-    assert settings["Database"]["UserName"] == "slurm"
+    assert settings["Database"]["UserName"] == "slurmdbd"  # its own user, ALL on its database only
+    assert stack.accounting_database.databases == ("team_training",)  # ParallelCluster's StorageLoc
     assert settings["Database"]["Uri"].endswith(":3306")
     assert settings["CustomSlurmSettings"] == [
         {"PriorityType": "priority/multifactor"},
@@ -125,8 +126,10 @@ def test_accounting_is_aurora_reachable_from_the_head_node_only(
     ]
     head_group = stack.cluster.head_node_security_group
     assert head_group is not None
+    handler = stack.accounting_database.node.find_child("UserHandlerSecurityGroup")
     assert [stack.resolve(i["SourceSecurityGroupId"]) for i in ingress] == [
-        stack.resolve(head_group.security_group_id)
+        stack.resolve(handler.security_group_id),  # the deploy-time function that makes slurmdbd's user
+        stack.resolve(head_group.security_group_id),
     ]
     template.resource_count_is("AWS::RDS::DBCluster", 1)
     template.has_resource(
@@ -163,7 +166,13 @@ def test_the_cluster_waits_for_the_network_its_groups_the_storage_and_the_databa
     [writer_id] = template.find_resources("AWS::RDS::DBInstance")
     assert writer_id == stack.get_logical_id(database.writer.node.default_child)  # type: ignore[arg-type]
     assert sorted(cluster["DependsOn"]) == _logical_ids_under(
-        stack, stack.network.vpc, stack.cluster.security_group, head_group, storage, database.writer
+        stack,
+        stack.network.vpc,
+        stack.cluster.security_group,
+        head_group,
+        storage,
+        database.writer,
+        database.user,
     )
     assert writer_id in cluster["DependsOn"] and cluster_id not in cluster["DependsOn"]
 

@@ -303,12 +303,13 @@ class HyperPodCluster(Construct):
             hold ``on_create.sh``, which HyperPod runs on every node. To add to the shipped scripts, use
             ``lifecycle.extra_steps``. Default: the scripts shipped in this package.
         :param accounting: Slurm accounting through slurmdbd on the controller: a
-            :class:`SlurmAccountingDatabase` (its endpoint, port and user go to the nodes, and the execution
-            controller's role may read its secret; the controller's interface carries a security group of
-            its own, ``controller_security_group``: open the database's port to it alone in the stack,
+            :class:`SlurmAccountingDatabase` (its endpoint, port and slurmdbd's own user go to the nodes, and
+            the controller's role may read that user's secret, never the master user's; the controller's
+            interface carries a security group of its own, ``controller_security_group``: open the database's
+            port to it alone in the stack,
             ``db.connections.allow_default_port_from(cluster.controller_connections)``; the cluster is created
-            after its writer
-            instance, through a stack dependency when it lives in another stack), or
+            once the writer instance and slurmdbd's user exist, through a stack dependency when the database
+            lives in another stack), or
             ``HyperPodAccounting.LOCAL`` (MariaDB on the controller). Default: none.
         :param users: The team's Linux users, the same ids on every node, homes on the shared file system.
             Default: none.
@@ -814,8 +815,8 @@ class HyperPodCluster(Construct):
                 "mode": "external",
                 "host": db.endpoint,
                 "port": db.port,
-                "user": db.username,
-                "secret_arn": db.secret.secret_arn,
+                "user": db.slurmdbd_username,
+                "secret_arn": db.slurmdbd_secret.secret_arn,
             }
         if self.users:
             settings["users"] = [user.settings() for user in self.users]
@@ -959,11 +960,13 @@ class HyperPodCluster(Construct):
         accept_inline_policy(role.node.find_child("DefaultPolicy"), "the HyperPod instances' execution role")
 
     def _grant_accounting_secret(self) -> None:
-        """The nodes read the database password with their role: GetSecretValue on that one secret."""
+        """The controller reads slurmdbd's password (its own database user's, never the master user's) with
+        its role: GetSecretValue on that one secret."""
         if self.accounting_database is None:
             return
         statement = iam.PolicyStatement(
-            actions=["secretsmanager:GetSecretValue"], resources=[self.accounting_database.secret.secret_arn]
+            actions=["secretsmanager:GetSecretValue"],
+            resources=[self.accounting_database.slurmdbd_secret.secret_arn],
         )
         self._add_to_role(self.controller_role, "AccountingSecretRead", statement)
 
@@ -1032,9 +1035,9 @@ class HyperPodCluster(Construct):
         if self.controller_role is not self.role:
             cluster.node.add_dependency(self.controller_role)
         if self.accounting_database is not None:
-            # slurmdbd connects as the controller starts; the DB cluster exists minutes before its writer
-            # instance, which accepts the connections. In another stack this is a stack dependency.
-            cluster.node.add_dependency(self.accounting_database.writer)
+            # slurmdbd connects as the controller starts, as its own user: wait for the writer instance (the
+            # DB cluster exists minutes before it) and that user. In another stack this is a stack dependency.
+            cluster.node.add_dependency(self.accounting_database.ready)
         return cluster
 
     def _interface_groups(self) -> list[ec2.ISecurityGroup]:

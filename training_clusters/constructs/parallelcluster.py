@@ -260,11 +260,13 @@ class SlurmSettings:
     :param queue_update_strategy: Default: DRAIN (running jobs finish before nodes are replaced).
     :param scaledown_idletime_minutes: Idle minutes before a dynamic node is terminated. Default: 10.
     :param database: Slurm accounting in this database (``SlurmSettings.Database``: ``Uri`` host:port,
-        ``UserName``, ``PasswordSecretArn`` its plain-text password secret). ParallelCluster itself grants the
+        ``UserName`` slurmdbd's own user, ``PasswordSecretArn`` its plain-text password secret; that user has
+        ``ALL`` on the database's ``databases`` only, so name ParallelCluster's database there:
+        :func:`training_clusters.rules.parallelcluster.accounting_database_name`). ParallelCluster itself grants the
         head node ``secretsmanager:GetSecretValue`` on that secret and runs slurmdbd there; let the head node
         reach the database: ``database.connections.allow_default_port_from(cluster.head_node_connections)``.
-        The cluster is created after the database's writer instance (a stack dependency when the database
-        lives in another stack). Default: no accounting.
+        The cluster is created once the database's writer instance and slurmdbd's user exist (a stack
+        dependency when the database lives in another stack). Default: no accounting.
     :param custom_slurm_settings: Extra ``slurm.conf`` parameters (``CustomSlurmSettings``), each a mapping
         such as ``{"PriorityType": "priority/multifactor"}``; parameters ParallelCluster manages are refused.
         Default: none.
@@ -580,9 +582,9 @@ class ParallelCluster(Construct):
         if file_system is not None:
             self.resource.node.add_dependency(file_system)
         if self.slurm_settings.database is not None:
-            # slurmdbd connects as the head node is configured; the DB cluster exists minutes before its writer
-            # instance, which accepts the connections. In another stack this is a stack dependency.
-            self.resource.node.add_dependency(self.slurm_settings.database.writer)
+            # slurmdbd connects as the head node is configured, as its own user: wait for the writer instance
+            # (the DB cluster exists minutes before it) and that user. In another stack: a stack dependency.
+            self.resource.node.add_dependency(self.slurm_settings.database.ready)
         self._retain_with_cluster(deletion_policy)
         self.head_node_instance_id: str = self.resource.get_att_string("headNode.instanceId")
         self.validation_messages: str = self.resource.get_att_string("validationMessages")
@@ -1206,10 +1208,11 @@ class _ClusterConfigurationBuilder:
             "ScaledownIdletime": settings.scaledown_idletime_minutes,
         }
         if settings.database is not None:
+            # slurmdbd's own user (ALL on its database only), never the master user
             result["Database"] = {
                 "Uri": settings.database.uri,
-                "UserName": settings.database.username,
-                "PasswordSecretArn": settings.database.password_secret.secret_arn,
+                "UserName": settings.database.slurmdbd_username,
+                "PasswordSecretArn": settings.database.slurmdbd_password_secret.secret_arn,
             }
         if settings.custom_slurm_settings:
             result["CustomSlurmSettings"] = [dict(s) for s in settings.custom_slurm_settings]

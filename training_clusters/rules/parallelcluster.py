@@ -72,6 +72,14 @@ def cluster_name_problem(name: str) -> str | None:
     return pattern_problem(name, _CLUSTER_NAME, requirement, max_length=CLUSTER_NAME_MAX_LENGTH)
 
 
+def accounting_database_name(cluster_name: str) -> str:
+    """The database ParallelCluster's slurmdbd keeps accounting in when ``Database.DatabaseName`` is not set:
+    the cluster's name with ``-`` as ``_`` (its cookbook's
+    cookbooks/aws-parallelcluster-slurm/files/default/head_node_slurm/slurm/templates/
+    slurm_parallelcluster_slurmdbd.conf, ``StorageLoc``)."""
+    return cluster_name.replace("-", "_")
+
+
 def slurm_name_problem(name: str) -> str | None:
     """Queue and compute-resource names: ``^[a-z][a-z0-9-]*$``, at most 25 characters, not ``default``."""
     lowercase = "must start with a lowercase letter and hold only lowercase letters, digits and hyphens"

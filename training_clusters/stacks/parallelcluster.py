@@ -43,6 +43,7 @@ from training_clusters.parallelcluster_actions import (
     PYXIS_SCRIPT,
     USERS_SCRIPT,
 )
+from training_clusters.rules.parallelcluster import accounting_database_name
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     SLURM_ACCEPTANCE_STEP,
@@ -83,7 +84,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         spec = config.parallelcluster
         self._adopted_buckets: dict[str, s3.IBucket] = {}
         mount_dir = self.mount_dir or "/shared"
-        self.accounting_database = self._accounting_database(spec)
+        self.accounting_database = self._accounting_database(spec, spec.cluster_name or environment_name)
         # homes on the shared file system; without one, on /home, which ParallelCluster shares from the head node
         home_root = f"{mount_dir}/home" if self.shared_storage is not None else "/home"
         team_actions = self._team_actions(spec, config.users, home_root)
@@ -207,13 +208,17 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             additional_sssd_configs=spec.additional_sssd_configs or None,
         )
 
-    def _accounting_database(self, spec: ParallelClusterConfig) -> SlurmAccountingDatabase | None:
+    def _accounting_database(
+        self, spec: ParallelClusterConfig, cluster_name: str
+    ) -> SlurmAccountingDatabase | None:
+        """Aurora for slurmdbd on the head node; slurmdbd's user gets ALL on the database ParallelCluster names."""
         if spec.accounting is None:
             return None
         database = SlurmAccountingDatabase(
             self,
             "AccountingDatabase",
             vpc=self.network.vpc,
+            databases=[accounting_database_name(cluster_name)],
             min_capacity_acu=spec.accounting.min_capacity_acu,
             max_capacity_acu=spec.accounting.max_capacity_acu,
             backup_retention_days=spec.accounting.backup_retention_days,
@@ -290,7 +295,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             self.output(
                 "AccountingDatabaseSecretArn",
                 self.accounting_database.secret.secret_arn,
-                "Its master credentials (JSON: username, password, host, port)",
+                "Its master user's credentials (JSON: username, password, host, port); slurmdbd has a user of its own",
             )
 
         self.next_steps(
