@@ -30,7 +30,9 @@ def test_next_steps_name_outputs_the_stack_has(environment_gates: EnvironmentGat
 
 def test_a_step_naming_a_missing_output_is_refused() -> None:
     stack = cdk.Stack(cdk.App(), "Test")
-    with pytest.raises(AssertionError, match="NextSteps names the output Nope, which this stack does not have"):
+    with pytest.raises(
+        AssertionError, match="NextSteps names the output Nope, which this stack does not have"
+    ):
         TrainingEnvironmentStack.next_steps(stack, "run [Nope]")  # type: ignore[arg-type]
 
 
