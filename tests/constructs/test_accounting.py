@@ -385,8 +385,9 @@ def test_the_plain_text_passwords_are_made_only_when_read(stack: cdk.Stack, netw
     assert stack.resolve(copy.node.default_child.secret_string)["Fn::Join"][1][1] == {  # type: ignore[union-attr]
         "Ref": logical_id(stack, read.secret)
     }
+    # from slurmdbd's secret itself, not its attachment: a retained copy never refers to what destroy deletes
     assert stack.resolve(slurmdbd_copy.node.default_child.secret_string)["Fn::Join"][1][1] == {  # type: ignore[union-attr]
-        "Ref": logical_id(stack, read.slurmdbd_secret)
+        "Ref": logical_id(stack, read.node.find_child("SlurmdbdSecret"))
     }
 
 
@@ -538,9 +539,8 @@ def test_hyperpod_team_has_no_plain_text_copy_and_parallelcluster_team_keeps_its
 ) -> None:
     assert _plain_text_copies(_resources(environment_gates, "hyperpod-team")) == []
     pcluster = _resources(environment_gates, "parallelcluster-team")
-    assert _plain_text_copies(pcluster) == [
-        "AccountingDatabasePasswordSecretEF9FC717"
-    ]  # the id it had before issue 28 (checked with the construct of 008bc21): no replacement
+    # ParallelCluster's PasswordSecretArn is slurmdbd's own password now: no copy of the master user's
+    assert _plain_text_copies(pcluster) == ["AccountingDatabaseSlurmdbdPasswordSecretCA5EA08E"]
 
 
 @pytest.mark.parametrize("name", ["hyperpod-team", "parallelcluster-team"])
@@ -552,7 +552,9 @@ def test_the_shipped_databases_pass_the_gates_require_tls_and_make_slurmdbds_use
     (group,) = [r for r in resources.values() if r["Type"] == "AWS::RDS::DBClusterParameterGroup"]
     assert group["Properties"]["Parameters"]["require_secure_transport"] == "ON"  # type: ignore[index]
     (user,) = [r for r in resources.values() if r["Type"] == "Custom::SlurmdbdUser"]
-    assert user["Properties"]["Databases"] == ["slurm_acct_db"]  # type: ignore[index]
+    # HyperPod's StorageLoc, and ParallelCluster's (the cluster name with '-' as '_', its cookbook's default)
+    expected = {"hyperpod-team": ["slurm_acct_db"], "parallelcluster-team": ["team_training"]}[name]
+    assert user["Properties"]["Databases"] == expected  # type: ignore[index]
 
 
 def test_hyperpods_controller_reads_slurmdbds_secret_and_not_the_master_secret(

@@ -316,9 +316,11 @@ class SlurmAccountingDatabase(Construct):
         """slurmdbd's password as plain text (construct id ``SlurmdbdPasswordSecret``), made when first read:
         ParallelCluster's ``PasswordSecretArn`` for ``UserName`` ``slurmdbd_username``."""
         if self._slurmdbd_password_secret is None:
+            # from the secret itself, not its attachment (deleted with the stack while the copy is kept);
+            # ParallelCluster waits for the user anyway (``ready``)
             self._slurmdbd_password_secret = self._plain_text_copy(
                 "SlurmdbdPasswordSecret",
-                self.slurmdbd_secret,
+                self._slurmdbd_own_secret,
                 "slurmdbd's database password, plain text (ParallelCluster PasswordSecretArn)",
                 who="slurmdbd's",
             )
@@ -545,6 +547,7 @@ class SlurmAccountingDatabase(Construct):
         attached = secret.attach(self.cluster)
         # Clients reading the attached secret's ARN (a reference to the attachment) wait for the user.
         attached.node.add_dependency(self.user)
+        self._slurmdbd_own_secret = secret
         self.ready = DependencyGroup(self.writer, self.user)
         self._explain_user_handler(role, provider, log_group)
         return attached
