@@ -34,6 +34,7 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     skip_checkov,
 )
+from training_clusters.constructs._handlers import vpc_interface_statement
 from training_clusters.handlers.slurmdbd_user import staged_asset
 from training_clusters.options import RemovalPolicy
 
@@ -499,18 +500,7 @@ class SlurmAccountingDatabase(Construct):
                 resources=[self.secret.secret_arn, secret.secret_arn],
             )
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:AssignPrivateIpAddresses",
-                    "ec2:UnassignPrivateIpAddresses",
-                ],
-                resources=["*"],
-            )
-        )
+        role.add_to_policy(vpc_interface_statement())
         self.user_handler = lambda_.Function(
             self,
             "UserHandler",

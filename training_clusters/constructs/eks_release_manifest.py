@@ -34,6 +34,7 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     skip_checkov,
 )
+from training_clusters.constructs._handlers import vpc_interface_statement
 from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.releases import MPI_OPERATOR_SHA256, MPI_OPERATOR_VERSION, mpi_operator_manifest_url
 
@@ -105,18 +106,7 @@ class ReleaseManifest(Construct):
         role.add_to_policy(
             iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn])
         )
-        role.add_to_policy(
-            iam.PolicyStatement(
-                actions=[
-                    "ec2:CreateNetworkInterface",
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DeleteNetworkInterface",
-                    "ec2:AssignPrivateIpAddresses",
-                    "ec2:UnassignPrivateIpAddresses",
-                ],
-                resources=["*"],
-            )
-        )
+        role.add_to_policy(vpc_interface_statement())
         self.handler = lambda_.Function(
             self,
             "Handler",
