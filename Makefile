@@ -87,13 +87,15 @@ benchmark: bootstrap
 # the lifecycle scripts' apt steps against real apt in a minimal Debian root (.cache/debian-root), and
 # every Slurm node start-up we write on real Slurm 24.11 under real systemd: nodes booted with
 # systemd-nspawn from a Debian 13 root (.cache/slurm-root, rebuilt when its package list changes), on
-# private network namespaces. Then the PCS user data through cloud-init's own parser (apt's cloud-init).
+# private network namespaces. Then the PCS user data through cloud-init's own parser (apt's cloud-init), and our
+# add-on values through the real pinned helm charts (../shared/charts; skipped when absent).
 integration: $(VENV)/.installed
 	bash tests/integration/build_root.sh .cache/debian-root
 	bash tests/integration/build_slurm_root.sh .cache/slurm-root
 	command -v cloud-init >/dev/null || { apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-init; }
 	$(BIN)/python -m pytest -m integration tests/integration
+	$(BIN)/python -m pytest -m integration tests/charts
 	$(BIN)/python -m pytest tests/constructs/test_pcs_user_data.py
 
 clean:

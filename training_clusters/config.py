@@ -30,7 +30,6 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from training_clusters.acceptance.eks_nccl_job import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.capacity import (
     Capacity,
     from_nodegroup_capacity_type,
@@ -39,7 +38,6 @@ from training_clusters.capacity import (
 )
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
-from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.errors import ConfigurationError, bounded, exact_number_problem, excerpt
 from training_clusters.intent import ComputeIntent, IntentFieldError, Orchestrator, expand_intent
 from training_clusters.options import (
@@ -52,6 +50,7 @@ from training_clusters.options import (
     HyperPodAccounting,
     LustreDeploymentType,
     MigStrategy,
+    Mps,
     NodegroupCapacityType,
     NodeProvisioningMode,
     NodeRecovery,
@@ -66,7 +65,9 @@ from training_clusters.options import (
     RemovalPolicy,
     SlurmAccounting,
     SlurmVersion,
+    TimeSlicing,
 )
+from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules

@@ -15,6 +15,7 @@ as a string instead, in any case and with ``-`` or ``_`` alike (``"persistent_2"
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
 
@@ -254,6 +255,35 @@ class MigStrategy(Choice):
     """Every GPU of a node split the same way; partitions appear as ``nvidia.com/gpu``."""
     MIXED = "mixed"
     """Partitions appear as ``nvidia.com/mig-<profile>`` resources."""
+
+
+@dataclass(frozen=True)
+class TimeSlicing:
+    """Share each GPU between ``replicas`` pods by CUDA time-slicing (no memory isolation).
+
+    Taken by :class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin` and built from the
+    environment file's ``eks.addons.nvidia_device_plugin`` section; its rules live in
+    :mod:`training_clusters.rules.eks`.
+
+    :param replicas: Pods per GPU, 2 or more.
+    :param rename_by_default: Advertise shared GPUs as ``nvidia.com/gpu.shared``. Default: False.
+    :param fail_requests_greater_than_one: Refuse pods asking for more than one shared GPU (which would
+        not get more compute). Default: True.
+    """
+
+    replicas: int
+    rename_by_default: bool = False
+    fail_requests_greater_than_one: bool = True
+
+
+@dataclass(frozen=True)
+class Mps:
+    """Share each GPU between ``replicas`` pods through CUDA MPS (memory and compute split evenly).
+
+    :param replicas: Pods per GPU, 2 to 48.
+    """
+
+    replicas: int
 
 
 #: Every option, for tests and the schema.

@@ -1,11 +1,158 @@
-"""Releases the stacks install from a URL, pinned by version and by digest (build side, free of CDK).
+"""What the stacks install, pinned: charts, images, release manifests and their digests (build side, free of CDK).
+
+One home for every version the EKS add-ons pin, so a bump is one edit here; the constructs take these as
+defaults and the operate side (acceptance, preflight) imports them, never the reverse.
 
 A tag is not a pin: a release's files can be replaced under the same tag. Every manifest the stacks apply
 is named here with the SHA-256 of its bytes, which the applying handler checks before anything reaches the
-cluster (``training_clusters.handlers.release_manifest``); the operate side (acceptance) imports these.
+cluster (``training_clusters.handlers.release_manifest``).
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+
+# --------------------------------------------------------------------------------------------------
+# Helm charts
+
+
+@dataclass(frozen=True)
+class HelmChartSpec:
+    """Where a chart comes from and which version we install."""
+
+    chart: str
+    repository: str
+    version: str
+    namespace: str
+    release: str
+
+
+#: NVIDIA's device plugin (advertises ``nvidia.com/gpu``): https://github.com/NVIDIA/k8s-device-plugin
+NVIDIA_DEVICE_PLUGIN_CHART = HelmChartSpec(
+    chart="nvidia-device-plugin",
+    repository="https://nvidia.github.io/k8s-device-plugin",
+    version="0.19.0",
+    namespace="nvidia-device-plugin",
+    release="nvidia-device-plugin",
+)
+#: AWS's EFA device plugin (advertises ``vpc.amazonaws.com/efa``), chart ``aws-efa-k8s-device-plugin`` v0.5.20
+#: from https://github.com/aws/eks-charts (``stable/aws-efa-k8s-device-plugin``). The version is the
+#: chart's, not the plugin's: chart v0.5.20 ships plugin image v0.5.13 (its ``appVersion`` and its values'
+#: ``image.tag``), which :data:`EFA_DEVICE_PLUGIN_IMAGE_TAG` sets explicitly. Plugin v0.5.20 comes with
+#: later charts (v0.5.29 on); move chart and image together, after checking that chart's values.
+EFA_DEVICE_PLUGIN_CHART = HelmChartSpec(
+    chart="aws-efa-k8s-device-plugin",
+    repository="https://aws.github.io/eks-charts",
+    version="v0.5.20",
+    namespace="kube-system",
+    release="aws-efa-k8s-device-plugin",
+)
+#: The EFA device plugin image the chart above ships (``appVersion`` of chart v0.5.20), set in its values.
+EFA_DEVICE_PLUGIN_IMAGE_TAG = "v0.5.13"
+#: The plugin's repository in each region's EKS registry (:func:`eks_registry`).
+EFA_DEVICE_PLUGIN_REPOSITORY = "eks/aws-efa-k8s-device-plugin"
+#: AWS Neuron's chart (device plugin advertising ``aws.amazon.com/neuron`` / ``neuroncore``), published as an
+#: OCI artifact on ECR Public: https://github.com/aws-neuron/neuron-helm-charts (1.9.0 = Neuron SDK 2.31).
+NEURON_HELM_CHART = HelmChartSpec(
+    chart="neuron-helm-chart",
+    repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
+    version="1.9.0",
+    namespace="kube-system",
+    release="neuron-helm-chart",
+)
+#: NVIDIA GPU Operator: DCGM metrics and, where a nodegroup asks for MIG, the MIG manager (the EKS AMI
+#: carries driver and toolkit).
+GPU_OPERATOR_CHART = HelmChartSpec(
+    chart="gpu-operator",
+    repository="https://helm.ngc.nvidia.com/nvidia",
+    version="v25.3.4",
+    namespace="gpu-operator",
+    release="gpu-operator",
+)
+#: Prometheus Operator, Prometheus, Alertmanager and Grafana.
+KUBE_PROMETHEUS_STACK_CHART = HelmChartSpec(
+    chart="kube-prometheus-stack",
+    repository="https://prometheus-community.github.io/helm-charts",
+    version="82.6.0",
+    namespace="monitoring",
+    release="kube-prometheus-stack",
+)
+
+# --------------------------------------------------------------------------------------------------
+# Images
+
+#: The registry EKS replicates its add-on images to, by region ("View Amazon container image registries for
+#: Amazon EKS add-ons", https://docs.aws.amazon.com/eks/latest/userguide/add-ons-images.html). Pulling from the
+#: stack's own region keeps image pulls on that region's ECR (and its VPC endpoint, when the VPC has one)
+#: instead of crossing to us-west-2, the registry the EFA chart's values name.
+EKS_ADDON_REGISTRIES: dict[str, str] = {
+    **{
+        region: f"602401143452.dkr.ecr.{region}.amazonaws.com"
+        for region in (
+            "ap-northeast-1",
+            "ap-northeast-2",
+            "ap-northeast-3",
+            "ap-south-1",
+            "ap-southeast-1",
+            "ap-southeast-2",
+            "ca-central-1",
+            "eu-central-1",
+            "eu-north-1",
+            "eu-west-1",
+            "eu-west-2",
+            "eu-west-3",
+            "sa-east-1",
+            "us-east-1",
+            "us-east-2",
+            "us-west-1",
+            "us-west-2",
+        )
+    },
+    "af-south-1": "877085696533.dkr.ecr.af-south-1.amazonaws.com",
+    "ap-east-1": "800184023465.dkr.ecr.ap-east-1.amazonaws.com",
+    "ap-south-2": "900889452093.dkr.ecr.ap-south-2.amazonaws.com",
+    "ap-southeast-3": "296578399912.dkr.ecr.ap-southeast-3.amazonaws.com",
+    "ap-southeast-4": "491585149902.dkr.ecr.ap-southeast-4.amazonaws.com",
+    "ap-southeast-5": "151610086707.dkr.ecr.ap-southeast-5.amazonaws.com",
+    "ap-southeast-7": "121268973566.dkr.ecr.ap-southeast-7.amazonaws.com",
+    "ca-west-1": "761377655185.dkr.ecr.ca-west-1.amazonaws.com",
+    "cn-north-1": "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn",
+    "cn-northwest-1": "961992271922.dkr.ecr.cn-northwest-1.amazonaws.com.cn",
+    "eu-central-2": "900612956339.dkr.ecr.eu-central-2.amazonaws.com",
+    "eu-south-1": "590381155156.dkr.ecr.eu-south-1.amazonaws.com",
+    "eu-south-2": "455263428931.dkr.ecr.eu-south-2.amazonaws.com",
+    "me-central-1": "759879836304.dkr.ecr.me-central-1.amazonaws.com",
+    "me-south-1": "558608220178.dkr.ecr.me-south-1.amazonaws.com",
+    "us-gov-east-1": "151742754352.dkr.ecr.us-gov-east-1.amazonaws.com",
+    "us-gov-west-1": "013241004608.dkr.ecr.us-gov-west-1.amazonaws.com",
+}
+
+
+def eks_registry(region: str) -> str | None:
+    """The EKS add-on image registry of ``region``, or None for a region not listed here."""
+    return EKS_ADDON_REGISTRIES.get(region)
+
+
+DEFAULT_NCCL_TESTS_IMAGE = (
+    "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.3-ncclv2.27.7-1-testsv2.16.9"
+)
+"""AWS's public NCCL test image, pinned by version: CUDA 12.8.1, EFA installer 1.43.2 (libfabric, Open MPI 4),
+aws-ofi-nccl 1.16.3, NCCL 2.27.7-1 (the release the Slurm jobs build) and nccl-tests 2.16.9.
+
+Source: github.com/aws-samples/awsome-distributed-training, ``micro-benchmarks/nccl-tests/``: its
+``nccl-tests.Dockerfile`` defaults to exactly these versions, its README names the prebuilt images at
+``public.ecr.aws/hpc-cloud/nccl-tests`` and the tag recipe ``efa<v>-ofi<v>-nccl<v>-tests<v>`` (published with a
+``cuda<v>-`` prefix); public EKS and Slurm validation scripts pin this tag. The Dockerfile sets the layout
+the job relies on: ``/opt/amazon/openmpi/bin/mpirun``, ``/opt/nccl-tests/build/all_reduce_perf``, NCCL in
+``/opt/nccl/build/lib`` and the plugin in ``/opt/aws-ofi-nccl/install/lib``, all on the image's
+``LD_LIBRARY_PATH``.
+No digest: the registry was not reachable when this was pinned. For byte-for-byte repeatable runs set
+``eks.nccl_test.image`` to ``...@sha256:<digest>`` (``crane digest <image>`` or ``docker buildx imagetools
+inspect <image>`` prints it).
+"""
+
+# --------------------------------------------------------------------------------------------------
+# Release manifests
 
 #: The MPI Operator release the EKS stacks install (MPIJob ``kubeflow.org/v2beta1``).
 MPI_OPERATOR_VERSION = "v0.7.0"

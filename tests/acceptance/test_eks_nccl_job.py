@@ -5,16 +5,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from training_clusters.acceptance.eks_nccl_job import (
-    DEFAULT_NCCL_TESTS_IMAGE,
+from training_clusters.catalog import lookup
+from training_clusters.eks_jobs import (
     HUGEPAGES_2MI,
     mpirun_command,
     nccl_test_mpijob,
     run_instructions,
     write_manifest,
 )
-from training_clusters.catalog import lookup
 from training_clusters.errors import ConfigurationError
+from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE
 
 
 def _env(job: dict, role: str) -> dict[str, str]:  # type: ignore[type-arg]
@@ -104,3 +104,11 @@ def test_bad_jobs_are_clear_errors(instance: str, workers: int, interfaces: int,
     with pytest.raises(ConfigurationError) as error:
         nccl_test_mpijob(name="x", instance_type=lookup(instance), workers=workers, efa_interfaces=interfaces)
     assert str(error.value) == message
+
+
+def test_workers_ask_for_the_huge_pages_an_efa_node_sets_aside() -> None:
+    """5120Mi, the EKS user guide's EFA figure; within the 5128 2-MiB pages the EFA installer reserves."""
+    job = nccl_test_mpijob(name="nccl-p5", instance_type=lookup("p5.48xlarge"), workers=2, efa_interfaces=32)
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["resources"]["requests"]["hugepages-2Mi"] == "5120Mi" == HUGEPAGES_2MI
+    assert worker["resources"]["limits"]["hugepages-2Mi"] == "5120Mi"  # Kubernetes wants limits == requests

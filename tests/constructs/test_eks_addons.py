@@ -12,10 +12,6 @@ from aws_cdk.assertions import Template
 
 from training_clusters.catalog import lookup
 from training_clusters.constructs.eks_addons import (
-    EFA_DEVICE_PLUGIN_CHART,
-    EFA_DEVICE_PLUGIN_IMAGE_TAG,
-    NEURON_HELM_CHART,
-    NVIDIA_DEVICE_PLUGIN_CHART,
     EbsCsiDriver,
     EfaDevicePlugin,
     FsxCsiDriver,
@@ -27,6 +23,7 @@ from training_clusters.constructs.eks_addons import (
     TimeSlicing,
     device_plugin_config,
     device_plugin_node_labels,
+    efa_device_plugin_repository,
     efa_device_plugin_values,
     gp3_storage_class_manifest,
     gpu_operator_values,
@@ -40,7 +37,16 @@ from training_clusters.constructs.eks_release_manifest import MpiOperator, Relea
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
-from training_clusters.releases import MPI_OPERATOR_MANIFEST_URL, MPI_OPERATOR_SHA256, MPI_OPERATOR_VERSION
+from training_clusters.releases import (
+    EFA_DEVICE_PLUGIN_CHART,
+    EFA_DEVICE_PLUGIN_IMAGE_TAG,
+    EKS_ADDON_REGISTRIES,
+    MPI_OPERATOR_MANIFEST_URL,
+    MPI_OPERATOR_SHA256,
+    MPI_OPERATOR_VERSION,
+    NEURON_HELM_CHART,
+    NVIDIA_DEVICE_PLUGIN_CHART,
+)
 
 from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, PinnedStack
 
@@ -119,8 +125,13 @@ def test_device_plugin_values_embed_the_config_and_pin_our_instance_types() -> N
     assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["tolerations"]
 
 
+_EFA_REPOSITORY = "602401143452.dkr.ecr.us-east-1.amazonaws.com/eks/aws-efa-k8s-device-plugin"
+
+
 def test_efa_plugin_runs_on_exactly_our_types_even_new_ones() -> None:
-    values = efa_device_plugin_values(instance_types=["p6-b300.48xlarge", "p5en.48xlarge"])
+    values = efa_device_plugin_values(
+        instance_types=["p6-b300.48xlarge", "p5en.48xlarge"], image_repository=_EFA_REPOSITORY
+    )
     assert values["supportedInstanceLabels"] == {
         "keys": ["node.kubernetes.io/instance-type"],
         "values": ["p5en.48xlarge", "p6-b300.48xlarge"],
@@ -131,10 +142,58 @@ def test_efa_plugin_runs_on_exactly_our_types_even_new_ones() -> None:
 def test_efa_plugin_pins_the_image_its_chart_ships() -> None:
     """The pin names the chart (aws/eks-charts v0.5.20), whose appVersion is plugin image v0.5.13."""
     assert (EFA_DEVICE_PLUGIN_CHART.version, EFA_DEVICE_PLUGIN_IMAGE_TAG) == ("v0.5.20", "v0.5.13")
-    assert efa_device_plugin_values(instance_types=["p5.48xlarge"])["image"] == {"tag": "v0.5.13"}
-    assert efa_device_plugin_values(instance_types=["p5.48xlarge"], image_tag="v0.5.20")["image"] == {
-        "tag": "v0.5.20"
+    values = efa_device_plugin_values(instance_types=["p5.48xlarge"], image_repository=_EFA_REPOSITORY)
+    assert values["image"] == {"repository": _EFA_REPOSITORY, "tag": "v0.5.13"}
+    newer = efa_device_plugin_values(
+        instance_types=["p5.48xlarge"], image_repository=_EFA_REPOSITORY, image_tag="v0.5.20"
+    )
+    assert newer["image"]["tag"] == "v0.5.20"
+
+
+@pytest.mark.parametrize(
+    ("region", "registry"),
+    [
+        ("us-east-1", "602401143452.dkr.ecr.us-east-1.amazonaws.com"),
+        ("eu-west-1", "602401143452.dkr.ecr.eu-west-1.amazonaws.com"),
+        ("af-south-1", "877085696533.dkr.ecr.af-south-1.amazonaws.com"),
+        ("eu-central-2", "900612956339.dkr.ecr.eu-central-2.amazonaws.com"),
+        ("cn-north-1", "918309763551.dkr.ecr.cn-north-1.amazonaws.com.cn"),
+        ("us-gov-west-1", "013241004608.dkr.ecr.us-gov-west-1.amazonaws.com"),
+    ],
+)
+def test_efa_plugin_image_comes_from_the_stacks_own_region(region: str, registry: str) -> None:
+    """Not the chart's us-west-2 registry: a us-east-1 stack would pull across regions, through NAT."""
+    stack = cdk.Stack(cdk.App(), "Regional", env=cdk.Environment(region=region))
+    assert efa_device_plugin_repository(stack) == f"{registry}/eks/aws-efa-k8s-device-plugin"
+
+
+def test_efa_plugin_image_in_an_environment_agnostic_stack_is_looked_up_by_region() -> None:
+    stack = cdk.Stack(cdk.App(), "Agnostic")
+    first = efa_device_plugin_repository(stack)
+    # one mapping per stack, however many plugins
+    assert stack.resolve(efa_device_plugin_repository(stack)) == stack.resolve(first)
+    assert stack.resolve(first) == {
+        "Fn::Join": [
+            "",
+            [
+                {"Fn::FindInMap": ["TrainingClustersEksAddonRegistries", {"Ref": "AWS::Region"}, "Registry"]},
+                "/eks/aws-efa-k8s-device-plugin",
+            ],
+        ]
     }
+    mappings = Template.from_stack(stack).to_json()["Mappings"]["TrainingClustersEksAddonRegistries"]
+    assert mappings == {region: {"Registry": host} for region, host in EKS_ADDON_REGISTRIES.items()}
+
+
+def test_efa_plugin_in_a_region_without_a_known_registry_needs_a_repository() -> None:
+    stack = cdk.Stack(cdk.App(), "Elsewhere", env=cdk.Environment(region="mx-central-1"))
+    with pytest.raises(ConfigurationError) as error:
+        efa_device_plugin_repository(stack)
+    assert str(error.value) == (
+        "Elsewhere: image_repository is required in mx-central-1, a region without an EKS add-on registry in "
+        "this library's table; give the EFA device plugin's repository in your region's EKS registry "
+        "(https://docs.aws.amazon.com/eks/latest/userguide/add-ons-images.html)"
+    )
 
 
 def test_gpu_operator_only_runs_dcgm() -> None:
@@ -151,8 +210,16 @@ def test_gpu_operator_only_runs_dcgm() -> None:
 def test_prometheus_scrapes_every_service_monitor_and_grafana_gets_a_generated_password() -> None:
     values = kube_prometheus_stack_values(grafana=True)
     assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelectorNilUsesHelmValues"] is False
-    assert values["grafana"] == {"enabled": True, "adminPassword": ""}
+    # chart 82.6.0 has no adminPassword default: the Grafana chart generates one into its secret
+    assert values["grafana"] == {"enabled": True}
     assert kube_prometheus_stack_values(grafana=False)["grafana"] == {"enabled": False}
+
+
+def test_prometheus_leaves_out_the_control_plane_eks_runs_out_of_reach() -> None:
+    values = kube_prometheus_stack_values(grafana=True)
+    for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd"):
+        assert values[component] == {"enabled": False}
+    assert "kubeProxy" not in values and "kubelet" not in values  # scrapable on EKS nodes: kept
 
 
 def test_without_a_storage_class_metrics_live_in_the_pod() -> None:
@@ -266,7 +333,8 @@ def test_charts_are_pinned_and_come_from_their_publishers(
     assert all(chart["Version"] for chart in charts.values())
     values = json.loads(charts["aws-efa-k8s-device-plugin"]["Values"])
     assert values["supportedInstanceLabels"]["values"] == ["p5en.48xlarge"]
-    assert values["image"] == {"tag": "v0.5.13"}  # what chart v0.5.20 ships, stated rather than inherited
+    # what chart v0.5.20 ships, stated rather than inherited, from the stack's own region
+    assert values["image"] == {"repository": _EFA_REPOSITORY, "tag": "v0.5.13"}
 
 
 def test_fsx_csi_is_an_eks_addon_with_pod_identity(

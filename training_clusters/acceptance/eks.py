@@ -1,6 +1,6 @@
 """EKS acceptance jobs: for each GPU EFA nodegroup, the NCCL MPIJob as YAML and a gate for its log.
 
-The MPIJob is :func:`~training_clusters.acceptance.eks_nccl_job.nccl_test_mpijob`, annotated with the
+The MPIJob is :func:`~training_clusters.eks_jobs.nccl_test_mpijob`, annotated with the
 expected bus bandwidth; ``nccl-tests-<nodegroup>-check.sh`` reads the launcher's log (``kubectl logs ... |
 bash nccl-tests-<nodegroup>-check.sh``) and exits non-zero when the bandwidth is clearly low or the log does
 not show NCCL on EFA.
@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from training_clusters.acceptance.dcgm import DEFAULT_DCGM_LEVEL, dcgm_eks_jobs
-from training_clusters.acceptance.eks_nccl_job import manifest_yaml, nccl_test_mpijob, run_instructions
 from training_clusters.acceptance.expectations import (
     Expectation,
     Transport,
@@ -26,54 +25,19 @@ from training_clusters.acceptance.fragments import (
     gate_settings,
     readonly_lines,
 )
-from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan, default_directory
+from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.catalog import InstanceType, lookup
+from training_clusters.eks_jobs import (
+    manifest_yaml,
+    nccl_job_files,
+    nccl_job_name,
+    nccl_skip_reason,
+    nccl_test_mpijob,
+    run_instructions,
+)
 
 if TYPE_CHECKING:
     from training_clusters.config import EksEfaNodegroupConfig, EksGpuNodegroupConfig, EnvironmentConfig
-
-
-def nccl_job_name(nodegroup: str) -> str:
-    """The NCCL MPIJob's name for an EFA nodegroup: ``nccl-tests-<nodegroup>``."""
-    return f"nccl-tests-{nodegroup}"
-
-
-def nccl_job_files(nodegroup: str) -> tuple[str, str]:
-    """The file names ``training-clusters acceptance`` gives a nodegroup's MPIJob and its log check."""
-    job_name = nccl_job_name(nodegroup)
-    return f"{job_name}.yaml", f"{job_name}-check.sh"
-
-
-def nccl_acceptance_command(
-    environment_name: str, nodegroup: str, *, install_operator: bool = False, applied: bool = False
-) -> str:
-    """Shell commands that write a nodegroup's NCCL job with ``training-clusters acceptance``, start it (unless
-    the stack applied it) and gate the launcher's log with its check script.
-
-    The environment file is taken to be ``environments/<environment_name>.yaml``, as the shipped ones are.
-
-    :param install_operator: Install the MPI Operator first (when the stack does not install it).
-    :param applied: The stack applied the job already: only follow and gate its log.
-    """
-    directory = default_directory(environment_name).as_posix()
-    manifest_file, check_file = nccl_job_files(nodegroup)
-    write = f"training-clusters acceptance environments/{environment_name}.yaml -d {directory}"
-    run = run_instructions(
-        f"{directory}/{manifest_file}",
-        nccl_job_name(nodegroup),
-        install_operator=install_operator,
-        applied=applied,
-    )
-    return f"{write} && {run} | bash {directory}/{check_file}"
-
-
-def nccl_skip_reason(instance: InstanceType, nodes: int) -> str | None:
-    """Why an EFA nodegroup of ``nodes`` x ``instance`` gets no NCCL acceptance job, or ``None`` when it gets one."""
-    if not instance.is_gpu:
-        return f"{instance.name} has no GPU for the NCCL job"
-    if nodes < 2:
-        return f"{nodes} node; NCCL over EFA needs 2"
-    return None
 
 
 def eks_plan(

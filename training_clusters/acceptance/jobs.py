@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from training_clusters.eks_jobs import default_directory as default_directory
+
 
 @dataclass(frozen=True)
 class AcceptanceJob:
@@ -38,11 +40,6 @@ class AcceptancePlan:
         if self.jobs:
             return None
         return "nothing to verify: " + "; ".join(self.skipped or ("no EFA-enabled nodes",))
-
-
-def default_directory(environment_name: str) -> Path:
-    """Where ``training-clusters acceptance`` writes an environment's jobs unless told: ``acceptance/<name>``."""
-    return Path("acceptance") / environment_name
 
 
 def write_jobs(jobs: Sequence[AcceptanceJob], directory: Path) -> list[Path]:

@@ -1,7 +1,7 @@
 """The L3 constructs, importable from here: ``from training_clusters.constructs import TrainingNetwork``.
 
 Names load on first use (PEP 562), so importing the package does not start jsii; the environment-file
-model and the console script import pure-data modules such as ``eks_sharing`` without paying for CDK.
+model and the console script import pure-data modules such as :mod:`training_clusters.options` without paying for CDK.
 Options (``LustreDeploymentType``, ``NodeRole``, ``QueueCapacityType`` ...) live in
 :mod:`training_clusters.options`, importable from here too; every construct also takes an option's value as a
 string (``deployment_type="PERSISTENT_2"``).
@@ -56,8 +56,8 @@ _EXPORTS = {
     "FsxCsiDriver": "eks_addons",
     "EbsCsiDriver": "eks_addons",
     "GpuMonitoring": "eks_addons",
-    "TimeSlicing": "eks_sharing",
-    "Mps": "eks_sharing",
+    "TimeSlicing": "training_clusters.options",
+    "Mps": "training_clusters.options",
     "MigStrategy": "training_clusters.options",
     "MpiOperator": "eks_release_manifest",
     "ReleaseManifest": "eks_release_manifest",

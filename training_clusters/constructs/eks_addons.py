@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import aws_cdk as cdk
@@ -38,9 +37,20 @@ from training_clusters.constructs.eks_gpu import (
     GpuEksCluster,
     pod_identity_principal,
 )
-from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.options import MigStrategy, RemovalPolicy
+from training_clusters.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
+from training_clusters.releases import (
+    EFA_DEVICE_PLUGIN_CHART,
+    EFA_DEVICE_PLUGIN_IMAGE_TAG,
+    EFA_DEVICE_PLUGIN_REPOSITORY,
+    EKS_ADDON_REGISTRIES,
+    GPU_OPERATOR_CHART,
+    KUBE_PROMETHEUS_STACK_CHART,
+    NEURON_HELM_CHART,
+    NVIDIA_DEVICE_PLUGIN_CHART,
+    HelmChartSpec,
+    eks_registry,
+)
 from training_clusters.rules.eks import (
     gpu_sharing_problem,
     mig_partitioning_problem,
@@ -70,6 +80,7 @@ __all__ = [
     "TimeSlicing",
     "device_plugin_config",
     "device_plugin_node_labels",
+    "efa_device_plugin_repository",
     "efa_device_plugin_values",
     "gp3_storage_class_manifest",
     "gpu_operator_values",
@@ -81,65 +92,6 @@ __all__ = [
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
-
-@dataclass(frozen=True)
-class HelmChartSpec:
-    """Where a chart comes from and which version we install."""
-
-    chart: str
-    repository: str
-    version: str
-    namespace: str
-    release: str
-
-
-#: NVIDIA's device plugin (advertises ``nvidia.com/gpu``): https://github.com/NVIDIA/k8s-device-plugin
-NVIDIA_DEVICE_PLUGIN_CHART = HelmChartSpec(
-    chart="nvidia-device-plugin",
-    repository="https://nvidia.github.io/k8s-device-plugin",
-    version="0.19.0",
-    namespace="nvidia-device-plugin",
-    release="nvidia-device-plugin",
-)
-#: AWS's EFA device plugin (advertises ``vpc.amazonaws.com/efa``), chart ``aws-efa-k8s-device-plugin`` v0.5.20
-#: from https://github.com/aws/eks-charts (``stable/aws-efa-k8s-device-plugin``). The version is the
-#: chart's, not the plugin's: chart v0.5.20 ships plugin image v0.5.13 (its ``appVersion`` and its values'
-#: ``image.tag``), which :data:`EFA_DEVICE_PLUGIN_IMAGE_TAG` sets explicitly. Plugin v0.5.20 comes with
-#: later charts (v0.5.29 on); move chart and image together, after checking that chart's values.
-EFA_DEVICE_PLUGIN_CHART = HelmChartSpec(
-    chart="aws-efa-k8s-device-plugin",
-    repository="https://aws.github.io/eks-charts",
-    version="v0.5.20",
-    namespace="kube-system",
-    release="aws-efa-k8s-device-plugin",
-)
-#: The EFA device plugin image the chart above ships (``appVersion`` of chart v0.5.20), set in its values.
-EFA_DEVICE_PLUGIN_IMAGE_TAG = "v0.5.13"
-#: AWS Neuron's chart (device plugin advertising ``aws.amazon.com/neuron`` / ``neuroncore``), published as an
-#: OCI artifact on ECR Public: https://github.com/aws-neuron/neuron-helm-charts (1.9.0 = Neuron SDK 2.31).
-NEURON_HELM_CHART = HelmChartSpec(
-    chart="neuron-helm-chart",
-    repository="oci://public.ecr.aws/neuron/neuron-helm-chart",
-    version="1.9.0",
-    namespace="kube-system",
-    release="neuron-helm-chart",
-)
-#: NVIDIA GPU Operator, used here for DCGM metrics only (the EKS AMI carries driver and toolkit).
-GPU_OPERATOR_CHART = HelmChartSpec(
-    chart="gpu-operator",
-    repository="https://helm.ngc.nvidia.com/nvidia",
-    version="v25.3.4",
-    namespace="gpu-operator",
-    release="gpu-operator",
-)
-#: Prometheus Operator, Prometheus, Alertmanager and Grafana.
-KUBE_PROMETHEUS_STACK_CHART = HelmChartSpec(
-    chart="kube-prometheus-stack",
-    repository="https://prometheus-community.github.io/helm-charts",
-    version="82.6.0",
-    namespace="monitoring",
-    release="kube-prometheus-stack",
-)
 
 #: EKS add-on name and the service account of the FSx for Lustre CSI driver's controller.
 FSX_CSI_ADDON = "aws-fsx-csi-driver"
@@ -156,6 +108,8 @@ EBS_CSI_POLICY = "AmazonEBSCSIDriverPolicy"
 #: ``templates/daemonset-mps-control-daemon.yml``). Only GPU Feature Discovery sets it by itself; we turn
 #: GFD off and put the label on the nodegroups instead (:func:`device_plugin_node_labels`).
 MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
+#: kube-prometheus-stack's components for the control plane EKS runs out of the cluster's reach.
+EKS_MANAGED_CONTROL_PLANE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd")
 _EKS_ADDON_VERSION = re.compile(r"v\d+\.\d+\.\d+-eksbuild\.\d+")
 
 _ACCELERATOR_TOLERATIONS: list[dict[str, str]] = [
@@ -326,20 +280,58 @@ class NvidiaDevicePlugin(Construct):
 
 
 def efa_device_plugin_values(
-    *, instance_types: Sequence[str], image_tag: str = EFA_DEVICE_PLUGIN_IMAGE_TAG
+    *,
+    instance_types: Sequence[str],
+    image_repository: str,
+    image_tag: str = EFA_DEVICE_PLUGIN_IMAGE_TAG,
 ) -> dict[str, Any]:
     """Helm values of the EFA device plugin: run on exactly these instance types, with a pinned image.
 
     The chart's own allow-list (``supportedInstanceLabels``, its DaemonSet's node affinity) lags new
     hardware (chart v0.5.20's has no p6-b300, for one): without this override its DaemonSet runs zero pods
-    there and NCCL silently falls back to TCP. The image tag is set explicitly, so what runs is stated here
-    rather than inherited from the chart.
+    there and NCCL silently falls back to TCP. The image is set explicitly, repository and tag, so what runs
+    and where it is pulled from is stated here rather than inherited from the chart (whose values name the
+    us-west-2 registry).
     """
     return {
-        "image": {"tag": image_tag},
+        "image": {"repository": image_repository, "tag": image_tag},
         "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": sorted(set(instance_types))},
         "tolerations": list(_ACCELERATOR_TOLERATIONS),
     }
+
+
+def efa_device_plugin_repository(scope: Construct) -> str:
+    """The EFA device plugin's image repository in the registry of ``scope``'s own region.
+
+    A stack with a concrete region gets its region's registry; an environment-agnostic one a
+    ``Fn::FindInMap`` over :data:`~training_clusters.releases.EKS_ADDON_REGISTRIES` keyed on ``AWS::Region``.
+
+    :raises ConfigurationError: for a concrete region without a known registry.
+    """
+    stack = cdk.Stack.of(scope)
+    region = stack.region
+    if not cdk.Token.is_unresolved(region):
+        registry = eks_registry(region)
+        if registry is None:
+            raise fail(
+                scope.node.path,
+                "image_repository",
+                f"is required in {region}, a region without an EKS add-on registry in this library's table; "
+                "give the EFA device plugin's repository in your region's EKS registry "
+                "(https://docs.aws.amazon.com/eks/latest/userguide/add-ons-images.html)",
+            )
+        return f"{registry}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
+    mapping = stack.node.try_find_child(_REGISTRY_MAPPING_ID)
+    if not isinstance(mapping, cdk.CfnMapping):
+        mapping = cdk.CfnMapping(
+            stack,
+            _REGISTRY_MAPPING_ID,
+            mapping={region: {"Registry": host} for region, host in sorted(EKS_ADDON_REGISTRIES.items())},
+        )
+    return f"{mapping.find_in_map(cdk.Aws.REGION, 'Registry')}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
+
+
+_REGISTRY_MAPPING_ID = "TrainingClustersEksAddonRegistries"
 
 
 @checked_props
@@ -351,7 +343,8 @@ class EfaDevicePlugin(Construct):
         EfaDevicePlugin(self, "EfaPlugin", cluster=cluster, instance_types=["p5en.48xlarge"])
 
     Installs chart ``aws-efa-k8s-device-plugin`` v0.5.20 running plugin image v0.5.13 (the chart's version
-    is not the plugin's; see :data:`EFA_DEVICE_PLUGIN_CHART`).
+    is not the plugin's; see :data:`~training_clusters.releases.EFA_DEVICE_PLUGIN_CHART`), pulled from the
+    EKS registry of the stack's own region (:func:`efa_device_plugin_repository`).
 
     Attributes: ``chart``, ``values``.
     """
@@ -365,18 +358,26 @@ class EfaDevicePlugin(Construct):
         instance_types: Sequence[str],
         chart: HelmChartSpec = EFA_DEVICE_PLUGIN_CHART,
         image_tag: str = EFA_DEVICE_PLUGIN_IMAGE_TAG,
+        image_repository: str | None = None,
     ) -> None:
         """Install the chart.
 
         :param cluster: The cluster.
         :param instance_types: The instance types of the EFA nodegroups.
-        :param chart: Default: :data:`EFA_DEVICE_PLUGIN_CHART`.
+        :param chart: Default: :data:`~training_clusters.releases.EFA_DEVICE_PLUGIN_CHART`.
         :param image_tag: The plugin image to run; change it together with ``chart``.
-            Default: :data:`EFA_DEVICE_PLUGIN_IMAGE_TAG` (v0.5.13, what chart v0.5.20 ships).
+            Default: :data:`~training_clusters.releases.EFA_DEVICE_PLUGIN_IMAGE_TAG` (v0.5.13, what chart
+            v0.5.20 ships).
+        :param image_repository: Where the image is pulled from. Default: ``eks/aws-efa-k8s-device-plugin`` in
+            the EKS add-on registry of the stack's region; required in a region that table does not list.
         """
         super().__init__(scope, id)
         _check_instance_types(self, instance_types, "EFA", "EFA", lambda entry: entry.efa_supported)
-        self.values = efa_device_plugin_values(instance_types=instance_types, image_tag=image_tag)
+        self.values = efa_device_plugin_values(
+            instance_types=instance_types,
+            image_repository=image_repository or efa_device_plugin_repository(self),
+            image_tag=image_tag,
+        )
         self.chart = _helm_chart(self, cluster, chart, self.values)
 
 
@@ -776,8 +777,12 @@ def kube_prometheus_stack_values(
 ) -> dict[str, Any]:
     """Prometheus that scrapes every ServiceMonitor (DCGM's included); Grafana with a generated password.
 
-    An empty ``grafana.adminPassword`` makes the Grafana chart generate a random one in its secret instead
-    of kube-prometheus-stack's well-known default. With ``storage_class``, Prometheus keeps its TSDB on a
+    Quiet on EKS: the control plane's kube-controller-manager, kube-scheduler and etcd run in AWS's account,
+    not as pods Prometheus can scrape, so their ServiceMonitors would find nothing and their default rules
+    (``KubeControllerManagerDown``, ``KubeSchedulerDown``, the etcd alerts) fire forever; all three are turned
+    off (the chart renders their rules only when the component is enabled). Grafana's admin password: chart
+    82.6.0 sets none (``adminPassword`` is commented out in its values), so the Grafana chart generates a
+    random one into its secret. With ``storage_class``, Prometheus keeps its TSDB on a
     ``prometheus_volume_gib`` volume (``retentionSize`` at 90% of it, so 15 days never overfill it) and
     Grafana its database on a ``grafana_volume_gib`` one, replaced by ``Recreate`` (a ReadWriteOnce volume
     cannot be mounted by the old and the new pod at once). Without it both keep data in the pod: lost on
@@ -788,7 +793,11 @@ def kube_prometheus_stack_values(
         "podMonitorSelectorNilUsesHelmValues": False,
         "retention": "15d",
     }
-    values: dict[str, Any] = {"prometheus": {"prometheusSpec": spec}, "grafana": {"enabled": grafana}}
+    values: dict[str, Any] = {
+        "prometheus": {"prometheusSpec": spec},
+        "grafana": {"enabled": grafana},
+        **{component: {"enabled": False} for component in EKS_MANAGED_CONTROL_PLANE},
+    }
     if storage_class is not None:
         spec["retentionSize"] = f"{prometheus_volume_gib * 1024 * 9 // 10}MB"
         spec["storageSpec"] = {
@@ -800,16 +809,14 @@ def kube_prometheus_stack_values(
                 }
             }
         }
-    if grafana:
-        values["grafana"]["adminPassword"] = ""
-        if storage_class is not None:
-            values["grafana"]["persistence"] = {
-                "enabled": True,
-                "storageClassName": storage_class,
-                "accessModes": ["ReadWriteOnce"],
-                "size": f"{grafana_volume_gib}Gi",
-            }
-            values["grafana"]["deploymentStrategy"] = {"type": "Recreate"}
+    if grafana and storage_class is not None:
+        values["grafana"]["persistence"] = {
+            "enabled": True,
+            "storageClassName": storage_class,
+            "accessModes": ["ReadWriteOnce"],
+            "size": f"{grafana_volume_gib}Gi",
+        }
+        values["grafana"]["deploymentStrategy"] = {"type": "Recreate"}
     return values
 
 

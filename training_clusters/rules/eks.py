@@ -10,9 +10,8 @@ import ipaddress
 import re
 
 from training_clusters.catalog import InstanceType
-from training_clusters.constructs.eks_sharing import Mps, TimeSlicing
 from training_clusters.errors import excerpt
-from training_clusters.options import MigStrategy
+from training_clusters.options import MigStrategy, Mps, TimeSlicing
 
 MIN_SHARING_REPLICAS = 2
 

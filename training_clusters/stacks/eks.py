@@ -8,8 +8,6 @@ import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
-from training_clusters.acceptance.eks import nccl_acceptance_command, nccl_job_name, nccl_skip_reason
-from training_clusters.acceptance.eks_nccl_job import nccl_test_mpijob
 from training_clusters.catalog import CATALOG
 from training_clusters.config import EksConfig, EnvironmentConfig, stated_capacity
 from training_clusters.constructs.eks_addons import (
@@ -22,6 +20,12 @@ from training_clusters.constructs.eks_addons import (
 )
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.constructs.eks_release_manifest import MpiOperator
+from training_clusters.eks_jobs import (
+    nccl_acceptance_command,
+    nccl_job_name,
+    nccl_skip_reason,
+    nccl_test_mpijob,
+)
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack
 

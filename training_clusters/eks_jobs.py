@@ -1,13 +1,13 @@
-"""The NCCL acceptance job: an MPIJob running ``all_reduce_perf`` across one EFA nodegroup.
+"""EKS job templates the stacks build and apply: the NCCL MPIJob running ``all_reduce_perf`` across one EFA nodegroup.
 
-Pure data, no CDK: the manifest is a dict, written as YAML by ``training-clusters acceptance`` (see
-:mod:`training_clusters.acceptance.eks`) and applied with ``kubectl apply -f`` once the MPI Operator is
-installed, or applied by the EKS stack itself (``eks.nccl_test.apply``). It avoids the two mistakes that
+Build side, pure data, no CDK: the manifest is a dict, applied by the EKS stack itself (``eks.nccl_test.apply``)
+or written as YAML by ``training-clusters acceptance`` (:mod:`training_clusters.acceptance.eks`, which imports
+it) and applied with ``kubectl apply -f`` once the MPI Operator is installed. It avoids the two mistakes that
 break this job most often: the image's ``LD_LIBRARY_PATH`` is exported to the workers with ``-x``, and
 ``FI_EFA_USE_DEVICE_RDMA=1`` is set only where GPUDirect RDMA exists (on g5 it aborts with "EFA device has
 no rdma-read capability").
 
-The image is pinned (:data:`DEFAULT_NCCL_TESTS_IMAGE`) and the job keeps the image's own
+The image is pinned (:data:`training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`) and the job keeps the image's own
 ``LD_LIBRARY_PATH``: a fixed list of directories would go stale when an image moves the aws-ofi-nccl plugin,
 and NCCL would fall back to its sockets without an error. The acceptance gate fails such a run anyway: it
 wants NCCL's log to show the plugin on libfabric's efa provider.
@@ -27,29 +27,16 @@ import yaml
 
 from training_clusters.catalog import InstanceType
 from training_clusters.errors import ConfigurationError
-from training_clusters.releases import MPI_OPERATOR_MANIFEST_URL
+from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, MPI_OPERATOR_MANIFEST_URL
 
-DEFAULT_NCCL_TESTS_IMAGE = (
-    "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.3-ncclv2.27.7-1-testsv2.16.9"
-)
-"""AWS's public NCCL test image, pinned by version: CUDA 12.8.1, EFA installer 1.43.2 (libfabric, Open MPI 4),
-aws-ofi-nccl 1.16.3, NCCL 2.27.7-1 (the release the Slurm jobs build) and nccl-tests 2.16.9.
-
-Source: github.com/aws-samples/awsome-distributed-training, ``micro-benchmarks/nccl-tests/``: its
-``nccl-tests.Dockerfile`` defaults to exactly these versions, its README names the prebuilt images at
-``public.ecr.aws/hpc-cloud/nccl-tests`` and the tag recipe ``efa<v>-ofi<v>-nccl<v>-tests<v>`` (published with a
-``cuda<v>-`` prefix); public EKS and Slurm validation scripts pin this tag. The Dockerfile sets the layout
-the job relies on: ``/opt/amazon/openmpi/bin/mpirun``, ``/opt/nccl-tests/build/all_reduce_perf``, NCCL in
-``/opt/nccl/build/lib`` and the plugin in ``/opt/aws-ofi-nccl/install/lib``, all on the image's
-``LD_LIBRARY_PATH``.
-No digest: the registry was not reachable when this was pinned. For byte-for-byte repeatable runs set
-``eks.nccl_test.image`` to ``...@sha256:<digest>`` (``crane digest <image>`` or ``docker buildx imagetools
-inspect <image>`` prints it).
-"""
 MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
-#: Hugepages EFA's libfabric wants beside the EFA devices (the EKS user guide's figure).
-HUGEPAGES_2MI = "5210Mi"
+#: 2 MiB huge pages each worker requests beside its EFA devices: 5120Mi, the figure of the EKS user guide's EFA
+#: example job (https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html) and of aws-samples'
+#: ``micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml``. It fits what an EFA node reserves: the EFA
+#: installer in EKS's AL2023 NVIDIA AMI sets aside 5128 pages (10256Mi), which the kubelet reports as
+#: allocatable ``hugepages-2Mi``. (The earlier 5210Mi was a transposition of this figure.)
+HUGEPAGES_2MI = "5120Mi"
 
 
 def nccl_environment(instance_type: InstanceType) -> dict[str, str]:
@@ -124,7 +111,7 @@ def nccl_test_mpijob(
     :param instance_type: The nodegroup's instance type (catalogue entry); must carry NVIDIA GPUs.
     :param workers: Worker pods, one per node: the nodegroup's size.
     :param efa_interfaces: ``vpc.amazonaws.com/efa`` each worker requests: the nodegroup's interfaces.
-    :param image: Default: :data:`DEFAULT_NCCL_TESTS_IMAGE`.
+    :param image: Default: :data:`training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`.
     :param namespace: Default: ``default``.
     :param worker_memory: Memory request and limit of each worker. Default: ``32000Mi``.
     """
@@ -240,3 +227,51 @@ def run_instructions(
         steps.append(f"kubectl apply -f {manifest_path}")
     steps.append(f"kubectl logs -f job/{job_name}-launcher")
     return " && ".join(steps)
+
+
+def default_directory(environment_name: str) -> Path:
+    """Where ``training-clusters acceptance`` writes an environment's jobs unless told: ``acceptance/<name>``."""
+    return Path("acceptance") / environment_name
+
+
+def nccl_job_name(nodegroup: str) -> str:
+    """The NCCL MPIJob's name for an EFA nodegroup: ``nccl-tests-<nodegroup>``."""
+    return f"nccl-tests-{nodegroup}"
+
+
+def nccl_job_files(nodegroup: str) -> tuple[str, str]:
+    """The file names ``training-clusters acceptance`` gives a nodegroup's MPIJob and its log check."""
+    job_name = nccl_job_name(nodegroup)
+    return f"{job_name}.yaml", f"{job_name}-check.sh"
+
+
+def nccl_acceptance_command(
+    environment_name: str, nodegroup: str, *, install_operator: bool = False, applied: bool = False
+) -> str:
+    """Shell commands that write a nodegroup's NCCL job with ``training-clusters acceptance``, start it (unless
+    the stack applied it) and gate the launcher's log with its check script.
+
+    The environment file is taken to be ``environments/<environment_name>.yaml``, as the shipped ones are.
+
+    :param install_operator: Install the MPI Operator first (when the stack does not install it).
+    :param applied: The stack applied the job already: only follow and gate its log.
+    """
+    directory = default_directory(environment_name).as_posix()
+    manifest_file, check_file = nccl_job_files(nodegroup)
+    write = f"training-clusters acceptance environments/{environment_name}.yaml -d {directory}"
+    run = run_instructions(
+        f"{directory}/{manifest_file}",
+        nccl_job_name(nodegroup),
+        install_operator=install_operator,
+        applied=applied,
+    )
+    return f"{write} && {run} | bash {directory}/{check_file}"
+
+
+def nccl_skip_reason(instance: InstanceType, nodes: int) -> str | None:
+    """Why an EFA nodegroup of ``nodes`` x ``instance`` gets no NCCL acceptance job, or ``None`` when it gets one."""
+    if not instance.is_gpu:
+        return f"{instance.name} has no GPU for the NCCL job"
+    if nodes < 2:
+        return f"{nodes} node; NCCL over EFA needs 2"
+    return None
