@@ -14,6 +14,7 @@ BUILD_SIDE = [
     *sorted((PACKAGE / "constructs").glob("*.py")),
     *sorted((PACKAGE / "stacks").glob("*.py")),
     *sorted((PACKAGE / "rules").glob("*.py")),
+    *sorted((PACKAGE / "monitoring").glob("*.py")),
     *(PACKAGE / name for name in ("config.py", "catalog.py", "releases.py", "options.py", "eks_jobs.py")),
 ]
 OPERATE_SIDE = ("training_clusters.acceptance", "training_clusters.cli", "training_clusters.preflight")

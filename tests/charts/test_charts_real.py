@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
-from training_clusters.constructs.eks_addons import efa_device_plugin_values, kube_prometheus_stack_values
+from training_clusters.constructs.eks_addons import (
+    efa_device_plugin_values,
+    gpu_operator_values,
+    kube_prometheus_stack_values,
+)
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
+    GPU_OPERATOR_CHART,
     KUBE_PROMETHEUS_STACK_CHART,
 )
 
-from .helm import objects, render
+from .helm import chart_dir, objects, render
 
 pytestmark = pytest.mark.integration
 
@@ -67,3 +74,39 @@ def test_efa_device_plugin_runs_our_image_from_our_region_on_our_types(tmp_path:
             ]
         }
     ]
+
+
+def _cluster_policy(tmp_path: Path, values: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    rendered = render(GPU_OPERATOR_CHART, values, tmp_path)
+    policies = objects(rendered, "ClusterPolicy")
+    assert list(policies) == ["cluster-policy"]
+    return policies["cluster-policy"]["spec"], rendered
+
+
+def test_dcgm_exporter_reads_our_metric_list_from_the_configmap_the_chart_makes(tmp_path: Path) -> None:
+    spec, rendered = _cluster_policy(tmp_path, gpu_operator_values(service_monitor=True))
+    assert spec["dcgmExporter"]["config"] == {"name": "training-clusters-dcgm-metrics"}
+    configmap = objects(rendered, "ConfigMap")["training-clusters-dcgm-metrics"]
+    assert configmap["metadata"]["namespace"] == "gpu-operator"
+    csv_text = configmap["data"]["dcgm-metrics.csv"]
+    active = [line.split(",")[0] for line in csv_text.splitlines() if line and not line.startswith("#")]
+    assert "DCGM_FI_PROF_SM_ACTIVE" in active and "DCGM_FI_DEV_XID_ERRORS" in active
+
+
+def test_dcgm_service_monitor_relabels_the_node_in_the_crds_spelling(tmp_path: Path) -> None:
+    spec, _ = _cluster_policy(tmp_path, gpu_operator_values(service_monitor=True))
+    monitor = spec["dcgmExporter"]["serviceMonitor"]
+    assert monitor["enabled"] is True
+    assert [(r["sourceLabels"], r["targetLabel"]) for r in monitor["relabelings"]] == [
+        (["__meta_kubernetes_pod_node_name"], "node"),
+        (["__meta_kubernetes_pod_node_name"], "instance"),
+    ]
+    # every key is one the ClusterPolicy CRD's RelabelConfig declares (the chart's comment spells them
+    # snake_case, which the API server would prune)
+    crd = yaml.safe_load(
+        (chart_dir(GPU_OPERATOR_CHART) / "crds" / "nvidia.com_clusterpolicies.yaml").read_text()
+    )
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]
+    relabel = schema["dcgmExporter"]["properties"]["serviceMonitor"]["properties"]["relabelings"]["items"]
+    for rule in monitor["relabelings"]:
+        assert set(rule) <= set(relabel["properties"])

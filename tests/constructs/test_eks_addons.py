@@ -37,6 +37,7 @@ from training_clusters.constructs.eks_release_manifest import MpiOperator, Relea
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
+from training_clusters.monitoring.dcgm import dcgm_metrics_csv
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
@@ -204,7 +205,21 @@ def test_gpu_operator_only_runs_dcgm() -> None:
         False,
         True,
     ]
-    assert values["dcgmExporter"]["serviceMonitor"] == {"enabled": True}
+    assert values["dcgmExporter"]["serviceMonitor"]["enabled"] is True
+    assert gpu_operator_values(service_monitor=False)["dcgmExporter"]["serviceMonitor"]["enabled"] is False
+
+
+def test_dcgm_exporter_collects_our_metric_list_and_names_the_node() -> None:
+    exporter = gpu_operator_values(service_monitor=True)["dcgmExporter"]
+    assert exporter["config"] == {
+        "name": "training-clusters-dcgm-metrics",
+        "create": True,
+        "data": dcgm_metrics_csv(),
+    }
+    assert exporter["serviceMonitor"]["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node", "action": "replace"},
+        {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "instance", "action": "replace"},
+    ]
 
 
 def test_prometheus_scrapes_every_service_monitor_and_grafana_gets_a_generated_password() -> None:

@@ -38,6 +38,7 @@ from training_clusters.constructs.eks_gpu import (
     pod_identity_principal,
 )
 from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.monitoring.dcgm import DCGM_METRICS_CONFIGMAP, NODE_RELABELINGS, dcgm_metrics_csv
 from training_clusters.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -754,16 +755,25 @@ def _pod_identity_addon(
 
 
 def gpu_operator_values(*, service_monitor: bool) -> dict[str, Any]:
-    """GPU Operator for DCGM metrics only: driver, container toolkit and device plugin come from elsewhere.
+    """GPU Operator for DCGM metrics: driver, container toolkit and device plugin come from elsewhere.
 
     The EKS AL2023 NVIDIA AMI carries the driver and the toolkit; :class:`NvidiaDevicePlugin` runs the
-    device plugin.
+    device plugin. dcgm-exporter collects our metric list (:mod:`training_clusters.monitoring.dcgm`: the
+    defaults plus SM activity and occupancy, NVLink bytes and throttling), from a ConfigMap the chart creates;
+    its ServiceMonitor relabels every series with the node it came from (``node``, ``instance``).
     """
     return {
         "driver": {"enabled": False},
         "toolkit": {"enabled": False},
         "devicePlugin": {"enabled": False},
-        "dcgmExporter": {"enabled": True, "serviceMonitor": {"enabled": service_monitor}},
+        "dcgmExporter": {
+            "enabled": True,
+            "config": {"name": DCGM_METRICS_CONFIGMAP, "create": True, "data": dcgm_metrics_csv()},
+            "serviceMonitor": {
+                "enabled": service_monitor,
+                "relabelings": [dict(r) for r in NODE_RELABELINGS],
+            },
+        },
         "daemonsets": {"tolerations": list(_ACCELERATOR_TOLERATIONS[:1])},
     }
 

@@ -1,0 +1,2 @@
+"""What a monitored EKS environment collects and shows, as data (no CDK): the DCGM metric list, the relabelling
+that puts the node name on every series, and the Grafana dashboards shipped with the stack."""
