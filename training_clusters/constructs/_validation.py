@@ -12,7 +12,7 @@ import typing
 from typing import Any, TypeVar
 
 import aws_cdk as cdk
-from constructs import IConstruct
+from constructs import IConstruct, Node
 
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.errors import ConfigurationError, exact_number_problem, typed
@@ -107,7 +107,8 @@ def checked_props(cls: type[T]) -> type[T]:
     ``instance_groups[1].instance_count`` inside props dataclasses), the value and what is allowed, instead
     of an ``AttributeError`` or a jsii trace from deep inside. Options (:class:`Choice`) accept their value
     as a string, in any case. CDK interface types (``ec2.IVpc`` ...) cannot be checked structurally in
-    Python; a plain string, number or collection given for one is refused.
+    Python; a plain string, number or collection given for one is refused. A construct given from a stack in
+    another account or region is refused too (:func:`check_environment`).
     """
     init: Any = cls.__init__
     hints: dict[str, Any] | None = None
@@ -120,6 +121,8 @@ def checked_props(cls: type[T]) -> type[T]:
         path = _child_path(scope, id)
         for name, value in props.items():
             check_value(path, name, value, hints.get(name))
+        for name, value in props.items():
+            check_environment(scope, path, name, value)
         init(self, scope, id, *args, **props)
 
     setattr(cls, "__init__", __init__)  # noqa: B010  (mypy refuses assigning to a method)
@@ -132,6 +135,68 @@ def check_value(path: str, field: str, value: Any, hint: Any) -> None:
     if problem is not None:
         where, message = problem
         raise fail(path, where, message)
+
+
+def check_environment(scope: IConstruct, path: str, field: str, value: Any) -> None:
+    """Refuse a construct in ``value`` (itself, or inside a list, mapping or props dataclass) whose stack is in
+    another account or region than ``scope``'s stack: CloudFormation references another stack's resource only
+    in its own account and region (CDK would wire a cross-region export reader to a VPC or file system no
+    resource here could use). An environment-agnostic side (a token account or region) is not compared."""
+    own = _stack_of(scope)
+    if own is None:
+        return
+    for where, construct in _constructs_in(field, value):
+        other = _stack_of(construct)
+        if other is None or other is own:
+            continue
+        differs = [
+            name
+            for name, mine, theirs in (
+                ("account", own.account, other.account),
+                ("region", own.region, other.region),
+            )
+            if not (is_unresolved(mine) or is_unresolved(theirs)) and mine != theirs
+        ]
+        if differs:
+            raise fail(
+                path,
+                where,
+                f"is in stack {other.node.path} ({_environment(other)}), but this construct's stack "
+                f"{own.node.path} is in {_environment(own)}: a stack cannot use a resource of another "
+                f"{' or '.join(differs)}; build it in this stack's environment, or import it there "
+                "(e.g. ec2.Vpc.from_lookup in this stack)",
+            )
+
+
+def _environment(stack: cdk.Stack) -> str:
+    account = "any account" if is_unresolved(stack.account) else f"account {stack.account}"
+    region = "any region" if is_unresolved(stack.region) else f"region {stack.region}"
+    return f"{account}, {region}"
+
+
+def _stack_of(construct: IConstruct) -> cdk.Stack | None:
+    try:
+        return cdk.Stack.of(construct)
+    except RuntimeError:  # a construct outside any stack (an app, a stage)
+        return None
+
+
+def _constructs_in(field: str, value: Any) -> collections.abc.Iterator[tuple[str, IConstruct]]:
+    """``(field path, construct)`` for each construct ``value`` holds: itself, list items, mapping values and
+    the fields of a props dataclass, recursively."""
+    if value is None or isinstance(value, str | bytes | int | float | bool):
+        return
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for item in dataclasses.fields(value):
+            yield from _constructs_in(f"{field}.{item.name}", getattr(value, item.name))
+    elif isinstance(value, list | tuple):
+        for index, element in enumerate(value):
+            yield from _constructs_in(f"{field}[{index}]", element)
+    elif isinstance(value, collections.abc.Mapping):
+        for key, element in value.items():
+            yield from _constructs_in(f"{field}[{key!r}]", element)
+    elif isinstance(getattr(value, "node", None), Node):
+        yield field, value
 
 
 def _mismatch(field: str, value: Any, hint: Any) -> tuple[str, str] | None:

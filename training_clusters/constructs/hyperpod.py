@@ -48,6 +48,7 @@ from training_clusters.rules.hyperpod import (
 )
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
 
+from ._grants import grant_passed_role
 from ._security_groups import open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
 from .session_manager import CHANNEL_ACTIONS
@@ -297,6 +298,14 @@ class HyperPodCluster(Construct):
         :param role: Execution role of the instances. Default: a least-privilege role made here; with an
             ``accounting`` database, the controller group gets a second one (``controller_role``), the only
             role that may read the database's secret (team members run code on login and worker nodes).
+            A role you pass gets, in policies of this cluster's attached to it, what this cluster's
+            resources need: read on the lifecycle prefix and ``kms:Decrypt`` on the bucket's key, the
+            accounting secret, the extra volumes' keys; it must carry HyperPod's own needs itself (trust
+            ``sagemaker.amazonaws.com``; ``AmazonSageMakerClusterInstanceRolePolicy`` or its scoped
+            equivalent; the VPC interface actions ``ec2:CreateNetworkInterface`` ... listed at
+            https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html). An
+            immutable role (``iam.Role.from_role_arn(..., mutable=False)``) gets nothing: a warning
+            (``training-clusters:immutable-role``) lists each statement it must carry.
         :param lifecycle: Settings of the shipped lifecycle scripts and your own steps after theirs.
             Default: Enroot/Pyxis on, exporters off, no steps of yours.
         :param lifecycle_scripts_dir: A folder uploaded INSTEAD of the shipped lifecycle scripts; it must
@@ -352,6 +361,7 @@ class HyperPodCluster(Construct):
         self.lifecycle_settings = self._lifecycle_settings(lustre, lifecycle)
         self.deployment = self._upload_lifecycle_scripts(lifecycle_scripts_dir, lifecycle)
         self.role = role or self._create_execution_role(subnet)
+        self._grant_lifecycle_read()
         #: The controller group's execution role: a role of its own when it reads the accounting database's
         #: secret (team members run code on login and worker nodes, whose role must not read it), else ``role``.
         self.controller_role = (
@@ -926,7 +936,6 @@ class HyperPodCluster(Construct):
         return role
 
     def _acknowledge_role_wildcards(self, role: iam.Role, eni_arn: str) -> None:
-        prefix_objects = self.bucket.arn_for_objects(f"{self.lifecycle_prefix}*")
         stack = cdk.Stack.of(self)
         reasons = {
             wildcard_finding(self, "Resource", cluster_log_group_arn(stack, self.cluster_name)): "HyperPod "
@@ -941,15 +950,7 @@ class HyperPodCluster(Construct):
             "subnet and removes it with the node; their ids are not known before they exist. Creating one is "
             "scoped to the cluster's subnet and security groups (both named in the statement); deleting, "
             "detaching and the interface permissions cover this account's ENIs in this region.",
-            wildcard_finding(self, "Resource", prefix_objects): "Read-only access to the objects of this "
-            "cluster's lifecycle prefix, which HyperPod downloads.",
-            wildcard_finding(self, "Action", "s3:GetObject*"): "grant_read's object read actions (GetObject, "
-            "GetObjectVersion, ...), limited to the lifecycle prefix.",
-            wildcard_finding(self, "Action", "s3:GetBucket*"): "grant_read's bucket metadata reads on the "
-            "lifecycle bucket only.",
-            wildcard_finding(
-                self, "Action", "s3:List*"
-            ): "Listing the lifecycle bucket, which HyperPod does to download the prefix.",
+            **self._lifecycle_read_reasons(),
         }
         reasons[wildcard_finding(self, "Resource", "*")] = (
             "ec2:Describe* (VPCs, subnets, security groups, DHCP options, ENIs), fsx:DescribeFileSystems and "
@@ -958,6 +959,40 @@ class HyperPodCluster(Construct):
         )
         acknowledge_wildcards(_cfn(role.node.find_child("DefaultPolicy")), reasons)
         accept_inline_policy(role.node.find_child("DefaultPolicy"), "the HyperPod instances' execution role")
+
+    def _lifecycle_read_reasons(self) -> dict[str, str]:
+        """Why the lifecycle read (``grant_read``'s statement on the prefix) has wildcards."""
+        return {
+            wildcard_finding(
+                self, "Resource", self.bucket.arn_for_objects(f"{self.lifecycle_prefix}*")
+            ): "Read-only access to the objects of this cluster's lifecycle prefix, which HyperPod downloads.",
+            wildcard_finding(self, "Action", "s3:GetObject*"): "grant_read's object read actions (GetObject, "
+            "GetObjectVersion, ...), limited to the lifecycle prefix.",
+            wildcard_finding(self, "Action", "s3:GetBucket*"): "grant_read's bucket metadata reads on the "
+            "lifecycle bucket only.",
+            wildcard_finding(
+                self, "Action", "s3:List*"
+            ): "Listing the lifecycle bucket, which HyperPod does to download the prefix.",
+        }
+
+    def _grant_lifecycle_read(self) -> None:
+        """A role you pass reads the lifecycle prefix, and decrypts with the bucket's key, as the role made
+        here does (the statements of ``bucket.grant_read(role, prefix)``): nodes download on_create.sh with it."""
+        if self._made(self.role):
+            return
+        statements = [
+            iam.PolicyStatement(
+                actions=["s3:GetObject*", "s3:GetBucket*", "s3:List*"],
+                resources=[self.bucket.bucket_arn, self.bucket.arn_for_objects(f"{self.lifecycle_prefix}*")],
+            )
+        ]
+        key = self.bucket.encryption_key
+        if key is not None:
+            statements.append(iam.PolicyStatement(actions=["kms:Decrypt"], resources=[key.key_arn]))
+        reason = "the lifecycle scripts' read access for the execution role you passed"
+        policy = grant_passed_role(self, "LifecycleRead", self.role, statements, reason)
+        if policy is not None:
+            acknowledge_wildcards(_cfn(policy), self._lifecycle_read_reasons())
 
     def _grant_accounting_secret(self) -> None:
         """The controller reads slurmdbd's password (its own database user's, never the master user's) with
@@ -980,9 +1015,10 @@ class HyperPodCluster(Construct):
             self._attached_policy(role, id_, statement)
 
     def _attached_policy(self, role: iam.IRole, id_: str, statement: iam.PolicyStatement) -> None:
-        """``statement`` in a policy of this cluster's, attached to a role it did not make."""
-        policy = iam.Policy(self, id_, roles=[role], statements=[statement])
-        accept_inline_policy(policy, "a statement of this cluster's for the execution role you passed")
+        """``statement`` in a policy of this cluster's, attached to a role it did not make (or, for an
+        immutable role, a warning naming it)."""
+        reason = "a statement of this cluster's for the execution role you passed"
+        grant_passed_role(self, id_, role, [statement], reason)
 
     def _made(self, role: iam.IRole) -> bool:
         return isinstance(role, iam.Role) and role.node.scope is self

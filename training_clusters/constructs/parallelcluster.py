@@ -55,7 +55,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
-from constructs import Construct
+from constructs import Construct, IValidation
 
 from training_clusters.capacity import Capacity, from_queue_capacity_type
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
@@ -82,6 +82,7 @@ from training_clusters.rules.parallelcluster import (
     PCLUSTER_VERSION,
     ami_problem,
     cluster_name_problem,
+    cluster_tags_problem,
     compute_resource_capacity_problem,
     count_problem,
     custom_slurm_setting_problem,
@@ -103,6 +104,8 @@ from training_clusters.rules.parallelcluster import (
     ssh_allowed_ips_problem,
 )
 
+from ._boundary import applied_boundary
+from ._tags import lazy, stack_and_aspect_tags, tag_list
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
 
 #: ParallelCluster's published provider template (a SAM template: deploying it needs CAPABILITY_AUTO_EXPAND,
@@ -353,7 +356,7 @@ class ManagedLustre:
 
 
 @checked_props
-@jsii.implements(ec2.IConnectable)
+@jsii.implements(ec2.IConnectable, cdk.ITaggable)
 class ParallelCluster(Construct):
     """An AWS ParallelCluster Slurm cluster on our network, placement group and shared file system.
 
@@ -371,7 +374,22 @@ class ParallelCluster(Construct):
     ``head_node_instance_id``, ``validation_messages``, ``security_group`` and ``connections`` (a group every
     node carries, for storage clients), ``session_manager_policy`` (SSM Session Manager for the head node and
     the login pools, no parameter reads), ``login_nodes_policy`` (the login pools' read access to their
-    scripts, or None).
+    scripts, or None), ``tags`` (the tag manager ``cdk.Tags.of`` fills: see below).
+
+    Tags. ParallelCluster tags what it creates (instances, volumes, its stack) with the configuration's
+    ``Tags`` only: CloudFormation's stack tags and tag aspects never reach them. ``Tags`` is therefore
+    rendered at synth from this stack's tags, the tags ``cdk.Tags.of(...)`` applies to this construct or any
+    scope above it, and the ``tags`` prop (the aspects' value wins on the same key, as on CDK's own
+    constructs). ParallelCluster's rules apply to the result: at most 40 tags, none starting with
+    ``parallelcluster:``; synth fails naming the offending tag otherwise.
+
+    Permissions boundary. ParallelCluster makes the head node, queue and login pool roles (and the roles of its
+    own Lambda functions) in the stack it creates, where CDK's aspects cannot reach: the boundary that
+    ``iam.PermissionsBoundary.of(scope).apply(policy)`` or a stack's or stage's ``permissions_boundary`` puts
+    on this construct's scopes is carried into the configuration's ``Iam.PermissionsBoundary``, which
+    ParallelCluster applies to every role of the cluster stack. The provider's own Lambda role
+    (``PclusterLambdaRole`` of ParallelCluster's ``custom_resource/cluster.yaml``) takes no boundary: with a
+    boundary in force, synth is refused unless ``provider_lambda_role`` is given (bounded by you).
     """
 
     def __init__(
@@ -498,6 +516,8 @@ class ParallelCluster(Construct):
         self._check_login_nodes()
         self._check_custom_slurm_settings()
         self._check_directory_service(directory_service)
+        self._check_tags(tags or {})
+        self._tags = cdk.TagManager(cdk.TagType.KEY_VALUE, CUSTOM_RESOURCE_TYPE, dict(tags or {}))
 
         self.security_group = ec2.SecurityGroup(
             self,
@@ -540,7 +560,6 @@ class ParallelCluster(Construct):
             slurm_settings=self.slurm_settings,
             on_node_configured=cluster_actions,
             log_retention_days=log_retention_days,
-            tags=dict(tags or {}),
             head_group=self.head_node_security_group,
             custom_ami=custom_ami,
             login_nodes=self.login_nodes,
@@ -548,6 +567,9 @@ class ParallelCluster(Construct):
             session_manager_policy=self.session_manager_policy,
             directory_service=directory_service,
         ).build()
+        self.configuration["Iam"] = lazy(self._iam_boundary)
+        self.configuration["Tags"] = lazy(self._rendered_tags)
+        self.node.add_validation(_SynthChecks(self, provider_lambda_role))
 
         self._check_provider_role(provider_lambda_role, provider_additional_policies)
         provider_parameters: dict[str, str] = {}
@@ -611,6 +633,26 @@ class ParallelCluster(Construct):
     def connections(self) -> ec2.Connections:
         """The group every node carries: allow it on storage (``fs.allow_clients_from(cluster)``)."""
         return self._connections
+
+    @property
+    def tags(self) -> cdk.TagManager:
+        """The tags of the cluster's ``Tags``: the ``tags`` prop, then what ``cdk.Tags.of`` applies."""
+        return self._tags
+
+    def cluster_tags(self) -> dict[str, str]:
+        """The configuration's ``Tags`` as they are now (complete once the app is synthesized)."""
+        return stack_and_aspect_tags(self, self._tags)
+
+    def permissions_boundary(self) -> str | None:
+        """The boundary CDK's aspects put on this construct's scopes (``Iam.PermissionsBoundary``), or None."""
+        return applied_boundary(self)
+
+    def _iam_boundary(self) -> dict[str, str] | None:
+        boundary = self.permissions_boundary()
+        return None if boundary is None else {"PermissionsBoundary": boundary}
+
+    def _rendered_tags(self) -> list[dict[str, str]] | None:
+        return tag_list(self.cluster_tags()) or None
 
     @property
     def head_node_connections(self) -> ec2.Connections:
@@ -713,6 +755,11 @@ class ParallelCluster(Construct):
         if is_unresolved(name):
             return
         refuse(self, "cluster_name", cluster_name_problem(name))
+
+    def _check_tags(self, tags: Mapping[str, str]) -> None:
+        if any(is_unresolved(key) or is_unresolved(value) for key, value in tags.items()):
+            return
+        refuse(self, "tags", cluster_tags_problem(tags))
 
     def _check_cluster_name_differs_from_stack(self, name: str) -> None:
         stack_name = cdk.Stack.of(self).stack_name
@@ -1139,7 +1186,6 @@ class _ClusterConfigurationBuilder:
     slurm_settings: SlurmSettings
     on_node_configured: Sequence[CustomActionScript]
     log_retention_days: int
-    tags: Mapping[str, str]
     head_group: ec2.ISecurityGroup | None
     custom_ami: str | None
     login_nodes: Sequence[LoginNodePool]
@@ -1170,8 +1216,6 @@ class _ClusterConfigurationBuilder:
         storage = self._shared_storage()
         if storage is not None:
             configuration["SharedStorage"] = [storage]
-        if self.tags:
-            configuration["Tags"] = [{"Key": k, "Value": v} for k, v in self.tags.items()]
         return configuration
 
     def _head_node(self) -> dict[str, Any]:
@@ -1375,6 +1419,34 @@ class _ClusterConfigurationBuilder:
 
 # --------------------------------------------------------------------------------------------------
 # export: tokens -> concrete values
+
+
+@jsii.implements(IValidation)
+class _SynthChecks:
+    """What only the synthesized app shows: the tags and the permissions boundary the aspects applied."""
+
+    def __init__(self, cluster: ParallelCluster, provider_lambda_role: iam.IRole | None) -> None:
+        self._cluster = cluster
+        self._provider_lambda_role = provider_lambda_role
+
+    def validate(self) -> list[str]:
+        errors = []
+        tags = self._cluster.cluster_tags()
+        if not any(is_unresolved(key) or is_unresolved(value) for key, value in tags.items()):
+            problem = cluster_tags_problem(tags)
+            if problem is not None:
+                errors.append(f"tags (this stack's, Tags.of and the tags prop) {problem}")
+        boundary = self._cluster.permissions_boundary()
+        if boundary is not None and self._provider_lambda_role is None:
+            errors.append(
+                "a permissions boundary applies to this construct's roles "
+                f"({cdk.Stack.of(self._cluster).resolve(boundary)}), and ParallelCluster's configuration carries "
+                "it to the cluster's roles, but ParallelCluster's provider makes its own Lambda role "
+                "(PclusterLambdaRole) without one: pass provider_lambda_role, a role of yours that carries the "
+                "boundary (ParallelCluster's parallelcluster-policies.yaml with PermissionsBoundaryPolicy makes "
+                "one)"
+            )
+        return errors
 
 
 def resource_types(stack: cdk.Stack) -> dict[str, str]:

@@ -49,7 +49,6 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, Orchestrator, from_pcs_purchase_option
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge_cdk_made
-from training_clusters.constructs.eks_gpu import efa_network_interfaces, node_launch_template
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.constructs.session_manager import SessionManagerPolicy
@@ -58,6 +57,7 @@ from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAc
 from training_clusters.rules import pcs as rules
 from training_clusters.rules.common import pattern_problem
 
+from ._launch_template import efa_network_interfaces, node_launch_template
 from ._security_groups import open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
 

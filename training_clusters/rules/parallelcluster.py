@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, InstanceType
@@ -19,6 +19,7 @@ from training_clusters.options import CapacityKind
 from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
 from training_clusters.rules.common import mount_dir_problem as common_mount_dir_problem
+from training_clusters.rules.tags import tag_key_problem, tag_value_problem
 
 #: The ParallelCluster release whose CloudFormation provider and schema this library targets.
 PCLUSTER_VERSION = "3.16.1"
@@ -294,4 +295,30 @@ def custom_slurm_setting_problem(name: str) -> str | None:
             f"'{name}' is managed by ParallelCluster and refused in CustomSlurmSettings; set it through its own "
             "field (database, for accounting) or leave it"
         )
+    return None
+
+
+#: Tags a cluster may carry: ParallelCluster keeps 10 of EC2's 50 for its own (``MAX_TAGS_COUNT``,
+#: ``ComputeResourceTagsValidator``).
+MAX_CLUSTER_TAGS = 40
+#: The tag key prefix ParallelCluster keeps for itself (``PCLUSTER_PREFIX``, ``validate_no_reserved_tag``).
+RESERVED_PCLUSTER_TAG_PREFIX = "parallelcluster:"
+
+
+def cluster_tags_problem(tags: Mapping[str, str]) -> str | None:
+    """The cluster's ``Tags``: at most 40, none under ParallelCluster's own prefix, each a valid AWS tag."""
+    if len(tags) > MAX_CLUSTER_TAGS:
+        return (
+            f"must be at most {MAX_CLUSTER_TAGS} tags (ParallelCluster keeps 10 of EC2's 50 for its own), got "
+            f"{len(tags)}: {', '.join(sorted(tags))}"
+        )
+    for key, value in tags.items():
+        if key.startswith(RESERVED_PCLUSTER_TAG_PREFIX):
+            return f"key '{key}' starts with '{RESERVED_PCLUSTER_TAG_PREFIX}', which ParallelCluster keeps for itself"
+        problem = tag_key_problem(key)
+        if problem is not None:
+            return f"key '{key}' {problem}"
+        problem = tag_value_problem(value)
+        if problem is not None:
+            return f"value of '{key}' {problem}"
     return None

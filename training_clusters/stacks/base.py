@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_logs as logs
@@ -10,12 +11,14 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.config import EnvironmentConfig
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import DataRepository, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.options import RemovalPolicy
 from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
+
+if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database
+    from training_clusters.constructs.accounting import SlurmAccountingDatabase
 
 #: The steps of NextSteps that every Slurm environment shares (TrainingEnvironmentStack.next_steps).
 SLURM_ACCEPTANCE_STEP = (
