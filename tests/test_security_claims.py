@@ -44,8 +44,9 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
 ) -> None:
     claimed(
         "**Not the accounting database.** It admits only the controller's (head node's) own security group and "
-        "the deploy-time function that makes slurmdbd's database user; slurmdbd connects as that user (`ALL` on "
-        "its own database only), over TLS the server requires; no node's role reads the master user's secret."
+        "the functions that make slurmdbd's database user (at deploy) and rotate its password (HyperPod); "
+        "slurmdbd connects as that user (`ALL` on its own database only), over TLS the server requires; no "
+        "node's role reads the master user's secret."
     )
     team = ENVIRONMENTS / "hyperpod-team.yaml"
     stack, _ = environment_gates.get(team)
@@ -53,12 +54,15 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
     assert stack.cluster.controller_security_group is not None
     sources = _ingress_to(environment_gates.template(team), stack, stack.accounting_database.security_group)
     handler = stack.accounting_database.node.find_child("UserHandlerSecurityGroup")
+    rotation = stack.accounting_database.node.find_child("RotationSecurityGroup")
     assert sorted(map(str, sources)) == sorted(
-        str(stack.resolve(g.security_group_id)) for g in (stack.cluster.controller_security_group, handler)
+        str(stack.resolve(g.security_group_id))
+        for g in (stack.cluster.controller_security_group, handler, rotation)
     )
-    assert (
-        stack.cluster.lifecycle_settings["accounting"]["user"] == stack.accounting_database.slurmdbd_username
-    )
+    # the controller reads slurmdbd's user from its secret (it alternates), never the master user's
+    accounting = stack.cluster.lifecycle_settings["accounting"]
+    assert "user" not in accounting
+    assert accounting["secret_arn"] == stack.accounting_database.slurmdbd_secret.secret_arn
 
     team = ENVIRONMENTS / "parallelcluster-team.yaml"
     stack, _ = environment_gates.get(team)
@@ -72,6 +76,17 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
     )
     database = stack.cluster.concrete_configuration()["Scheduling"]["SlurmSettings"]["Database"]
     assert database["UserName"] == stack.accounting_database.slurmdbd_username == "slurmdbd"
+    claimed(
+        "On HyperPod slurmdbd's password rotates every 30 days (alternating users; the controller follows the "
+        "secret hourly); ParallelCluster's head node cannot follow a rotation, so there it does not rotate."
+    )
+    assert stack.accounting_database.slurmdbd_rotation_days is None
+    assert not _of_type(environment_gates.template(team), "AWS::SecretsManager::RotationSchedule")
+    hyperpod = ENVIRONMENTS / "hyperpod-team.yaml"
+    [schedule] = _of_type(
+        environment_gates.template(hyperpod), "AWS::SecretsManager::RotationSchedule"
+    ).values()
+    assert schedule["Properties"]["RotationRules"] == {"ScheduleExpression": "rate(30 days)"}
     for path in (ENVIRONMENTS / "hyperpod-team.yaml", team):
         [group] = _of_type(environment_gates.template(path), "AWS::RDS::DBClusterParameterGroup").values()
         assert group["Properties"]["Parameters"]["require_secure_transport"] == "ON"

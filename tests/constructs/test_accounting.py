@@ -1,18 +1,23 @@
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 from constructs import IConstruct
 
+from training_clusters.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 from training_clusters.handlers.slurmdbd_user import HANDLER_DIR, staged_asset
 
-from ..conftest import AZS, ROOT, EnvironmentGates, GatedStacks, gated_stack
+from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, EnvironmentGates, GatedStacks, PinnedStack, gated_stack
 from .parts import StorageAndCluster
+from .test_session_manager import acknowledged_rules
 
 
 @pytest.fixture
@@ -409,8 +414,9 @@ def test_the_secrets_reasons_are_true_of_the_template_they_land_in(
     template = Template.from_stack(stack).to_json()
 
     assert checkov_comments(template, logical_id(stack, alone.secret)) == {
-        "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: only the slurmdbd-user "
-        "handler's role reads it (GetSecretValue on this secret), which needs no key grant"
+        "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: only the roles of the "
+        "slurmdbd-user handler and of the rotation of slurmdbd's secret read it (GetSecretValue on this secret), "
+        "which needs no key grant"
     }
     assert checkov_comments(template, logical_id(stack, copied.secret)) == {
         "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: the slurmdbd-user handler's "
@@ -564,10 +570,229 @@ def test_hyperpods_controller_reads_slurmdbds_secret_and_not_the_master_secret(
     reads = [
         statement["Resource"]
         for r in resources.values()
-        if r["Type"] == "AWS::IAM::Policy" and "UserHandler" not in str(r)
+        if r["Type"] == "AWS::IAM::Policy" and "UserHandler" not in str(r) and "RotationRole" not in str(r)
         for statement in r["Properties"]["PolicyDocument"]["Statement"]  # type: ignore[index]
         if "secretsmanager:GetSecretValue" in str(statement["Action"])
     ]
     assert reads == [
         {"Ref": next(k for k in resources if k.startswith("AccountingSlurmdbdSecretAttachment"))}
     ]
+    # the deploy-time handler and the rotation read the master secret; the rotation rotates slurmdbd's only
+    master = {"Ref": next(k for k in resources if k.startswith("AccountingSecret") and "Attachment" not in k)}
+    readers = sorted(
+        key
+        for key, r in resources.items()
+        if r["Type"] == "AWS::IAM::Policy"
+        for statement in r["Properties"]["PolicyDocument"]["Statement"]  # type: ignore[index]
+        if master
+        in (statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]])
+    )
+    assert [key.rstrip("0123456789ABCDEF") for key in readers] == [
+        "AccountingRotationRoleDefaultPolicy",
+        "AccountingUserHandlerRoleDefaultPolicy",
+    ]
+
+
+# -- slurmdbd's password, rotated with alternating users (issue 28) ----------------------------------------
+
+
+@gated_stack("accounting-rotated")
+def _gated_accounting_rotated(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=30)
+
+
+def test_a_rotated_database_passes_the_gates(gated_stacks: GatedStacks) -> None:
+    gated_stacks.get("accounting-rotated").assert_clean()
+
+
+def _rotation_gate(
+    tmp_path: Path, *, keep_schedule: bool
+) -> tuple[set[tuple[str, str]], dict[str, set[str]]]:
+    """AwsSolutions findings (rule, construct path) and acknowledgements of a rotated database's stack, with or
+    without its rotation schedule (the schedule removed: what the secret would be without rotation)."""
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"), context=dict(CDK_CONTEXT))
+    stack = PinnedStack(app, "Test", env=cdk.Environment(region=REGION))
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=30)
+    if not keep_schedule:
+        assert db.node.find_child("SlurmdbdSecret").node.try_remove_child("Rotation")
+    add_compliance_checks(app, nist=False)
+    _, findings = synth_with_checks(app)
+    found = {(f.rule, f.construct_path.strip("/")) for f in nag_findings(findings)}
+    return found, acknowledged_rules(tmp_path / "cdk.out", "Test")
+
+
+def test_the_rotated_secret_is_clean_because_it_rotates_not_because_of_an_acknowledgement(
+    tmp_path: Path,
+) -> None:
+    rotated, acknowledged = _rotation_gate(tmp_path / "rotated", keep_schedule=True)
+    without, _ = _rotation_gate(tmp_path / "without", keep_schedule=False)
+
+    def acknowledged_on(construct: str) -> set[str]:
+        return acknowledged.get(construct, set()) | acknowledged.get(f"{construct}/Resource", set())
+
+    assert rotated == set()
+    assert "AwsSolutions-SMG4" not in acknowledged_on("/Test/Accounting/SlurmdbdSecret")
+    assert ("AwsSolutions-SMG4", "Test/Accounting/SlurmdbdSecret/Resource") in without
+    # the master user's secret still is not rotated, and says so
+    assert "AwsSolutions-SMG4" in acknowledged_on("/Test/Accounting/Secret")
+
+
+def test_slurmdbds_secret_rotates_every_n_days_with_our_function_after_the_user_exists(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=30)
+    template = Template.from_stack(stack).to_json()
+    resources = template["Resources"]
+    [schedule] = [r for r in resources.values() if r["Type"] == "AWS::SecretsManager::RotationSchedule"]
+    function = db.rotation_function
+    assert function is not None
+    assert schedule["Properties"] == {
+        "RotationLambdaARN": {"Fn::GetAtt": [logical_id(stack, function), "Arn"]},
+        "RotationRules": {"ScheduleExpression": "rate(30 days)"},
+        "SecretId": {"Ref": logical_id(stack, db.node.find_child("SlurmdbdSecret"))},
+    }
+    assert logical_id(stack, db.user) in schedule["DependsOn"]  # the first rotation clones that user
+    properties = resources[logical_id(stack, function)]["Properties"]
+    assert properties["Handler"] == "index.on_rotation" and properties["Runtime"] == "python3.14"
+    assert properties["Environment"]["Variables"] == {
+        "DATABASE_HOST": {"Fn::GetAtt": [logical_id(stack, db.cluster), "Endpoint.Address"]},
+        "DATABASE_PORT": "3306",
+        "MASTER_SECRET_ARN": {"Ref": logical_id(stack, db.secret)},
+        "DATABASES": '["slurm_acct_db"]',
+        "CA_BUNDLE_URL": "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem",
+    }
+    # the same asset as the slurmdbd-user handler (one home for the TLS and SQL code)
+    assert properties["Code"] == resources[logical_id(stack, db.user_handler)]["Properties"]["Code"]
+    assert properties["VpcConfig"]["SubnetIds"] == [
+        stack.resolve(s.subnet_id) for s in network.vpc.private_subnets
+    ]
+    [permission] = [
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Permission"
+        and r["Properties"]["FunctionName"] == {"Fn::GetAtt": [logical_id(stack, function), "Arn"]}
+    ]
+    assert permission["Principal"] == "secretsmanager.amazonaws.com"
+    assert permission["SourceAccount"] == stack.resolve(stack.account)  # this account's secrets only
+
+
+def test_the_rotation_role_reads_the_master_secret_and_rotates_only_slurmdbds(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=7)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    role = db.node.find_child("RotationRole")
+    [policy] = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for r in resources.values()
+        if r["Type"] == "AWS::IAM::Policy" and r["Properties"]["Roles"] == [{"Ref": logical_id(stack, role)}]
+    ]
+    granted = {
+        (frozenset([s["Action"]] if isinstance(s["Action"], str) else s["Action"]), json.dumps(s["Resource"]))
+        for s in policy
+    }
+    own = json.dumps({"Ref": logical_id(stack, db.node.find_child("SlurmdbdSecret"))})
+    logs = json.dumps({"Fn::GetAtt": [logical_id(stack, db.node.find_child("RotationLogs")), "Arn"]})
+    assert granted == {
+        (frozenset({"logs:CreateLogStream", "logs:PutLogEvents"}), logs),
+        (frozenset({"secretsmanager:GetSecretValue"}), json.dumps({"Ref": logical_id(stack, db.secret)})),
+        (  # CDK merges the statements on "*": the VPC interfaces' and GetRandomPassword
+            frozenset(
+                {
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:AssignPrivateIpAddresses",
+                    "ec2:UnassignPrivateIpAddresses",
+                    "secretsmanager:GetRandomPassword",
+                }
+            ),
+            '"*"',
+        ),
+        (
+            frozenset(
+                {
+                    "secretsmanager:DescribeSecret",
+                    "secretsmanager:GetSecretValue",
+                    "secretsmanager:PutSecretValue",
+                    "secretsmanager:UpdateSecretVersionStage",
+                }
+            ),
+            own,
+        ),
+    }
+    schedule = next(r for r in resources.values() if r["Type"] == "AWS::SecretsManager::RotationSchedule")
+    assert schedule["Properties"]["RotationRules"] == {"ScheduleExpression": "rate(7 days)"}
+
+
+def test_the_rotation_reaches_the_database_and_https_only(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=30)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    group = db.node.find_child("RotationSecurityGroup")
+    own = logical_id(stack, group)
+    assert resources[own]["Properties"]["SecurityGroupEgress"] == [
+        {
+            "CidrIp": "0.0.0.0/0",
+            "Description": "Secrets Manager and the RDS certificate truststore",
+            "FromPort": 443,
+            "IpProtocol": "tcp",
+            "ToPort": 443,
+        }
+    ]
+    database = {"Fn::GetAtt": [logical_id(stack, db.security_group), "GroupId"]}
+    rotation = {"Fn::GetAtt": [own, "GroupId"]}
+    egress = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::EC2::SecurityGroupEgress"
+              and r["Properties"]["GroupId"] == rotation]  # fmt: skip
+    assert egress == [
+        {"Description": "the rotation of slurmdbd's secret", "DestinationSecurityGroupId": database,
+         "FromPort": 3306, "GroupId": rotation, "IpProtocol": "tcp", "ToPort": 3306}
+    ]  # fmt: skip
+    ingress = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::EC2::SecurityGroupIngress"
+               and r["Properties"]["SourceSecurityGroupId"] == rotation]  # fmt: skip
+    assert ingress == [
+        {"Description": "the rotation of slurmdbd's secret", "FromPort": 3306, "GroupId": database,
+         "IpProtocol": "tcp", "SourceSecurityGroupId": rotation, "ToPort": 3306}
+    ]  # fmt: skip
+
+
+def test_no_rotation_by_default(stack: cdk.Stack, network: TrainingNetwork) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    assert db.slurmdbd_rotation_days is None and db.rotation_function is None
+    assert not [r for r in resources.values() if r["Type"] == "AWS::SecretsManager::RotationSchedule"]
+    assert db.node.try_find_child("RotationSecurityGroup") is None
+
+
+@pytest.mark.parametrize(("days", "accepted"), [(0, False), (1, True), (1000, True), (1001, False)])
+def test_rotation_days_boundaries(
+    stack: cdk.Stack, network: TrainingNetwork, days: int, accepted: bool
+) -> None:
+    if accepted:
+        assert (
+            SlurmAccountingDatabase(
+                stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=days
+            ).slurmdbd_rotation_days
+            == days
+        )
+        return
+    with pytest.raises(ConfigurationError) as error:
+        SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=days)
+    assert str(error.value) == (
+        "Test/Accounting: slurmdbd_rotation_days must be 1 to 1000 days (Secrets Manager's rotation schedule), "
+        f"got {days}"
+    )
+
+
+def test_a_plain_text_copy_of_a_rotating_password_is_refused(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc, slurmdbd_rotation_days=30)
+    with pytest.raises(ConfigurationError) as error:
+        db.slurmdbd_password_secret  # noqa: B018
+    assert str(error.value) == (
+        "Test/Accounting: slurmdbd_password_secret is a plain-text copy made at deploy time, which cannot follow "
+        "slurmdbd's rotating secret (slurmdbd_rotation_days=30): leave slurmdbd_rotation_days unset for "
+        "ParallelCluster, whose head node reads the password only when it configures slurmdbd"
+    )

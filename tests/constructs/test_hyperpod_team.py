@@ -59,8 +59,9 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
 
     assert team.accounting_database is db
     settings = team.lifecycle_settings["accounting"]
-    # slurmdbd's own database user, never the master user
-    assert settings["mode"] == "external" and settings["port"] == 3306 and settings["user"] == "slurmdbd"
+    # slurmdbd's own database user, never the master user: the node takes it from slurmdbd's secret (no "user",
+    # which would pin one of the two users a rotation alternates)
+    assert settings["mode"] == "external" and settings["port"] == 3306 and "user" not in settings
     assert stack.resolve(settings["host"]) == stack.resolve(db.endpoint)
     assert stack.resolve(settings["secret_arn"]) == stack.resolve(db.slurmdbd_secret.secret_arn)
     node_roles = [stack.resolve(r.role_name) for r in (team.role, team.controller_role)]
@@ -214,6 +215,25 @@ def test_users_and_options_go_to_the_scripts_settings(stack: cdk.Stack) -> None:
     ]
     assert cluster.lifecycle_settings["enable_docker"] is True
     assert cluster.lifecycle_settings["enable_pam_slurm_adopt"] is True
+
+
+def test_pam_slurm_adopt_reaches_every_worker_group(stack: cdk.Stack) -> None:
+    """One settings file for the whole cluster, every worker group in worker_groups (the scripts make each of
+    them a worker, tests/lifecycle/test_lifecycle_team.py), and every group runs the same uploaded scripts."""
+    gpus = dataclasses.replace(WORKERS, name="gpu-workers", partition="gpu", instance_count=1)
+    cluster = build(
+        stack, groups=[CONTROLLER, WORKERS, gpus], lifecycle=LifecycleOptions(enable_pam_slurm_adopt=True)
+    )
+
+    assert cluster.lifecycle_settings["enable_pam_slurm_adopt"] is True
+    assert cluster.provisioning_parameters["worker_groups"] == [
+        {"instance_group_name": "worker-group-1", "partition_name": "dev"},
+        {"instance_group_name": "gpu-workers", "partition_name": "gpu"},
+    ]
+    [resource] = Template.from_stack(stack).find_resources("AWS::SageMaker::Cluster").values()
+    configs = {g["InstanceGroupName"]: g["LifeCycleConfig"] for g in resource["Properties"]["InstanceGroups"]}
+    assert set(configs) == {"controller-machine", "worker-group-1", "gpu-workers"}
+    assert len({json.dumps(config, sort_keys=True) for config in configs.values()}) == 1
 
 
 @pytest.mark.parametrize(

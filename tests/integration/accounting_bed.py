@@ -157,3 +157,126 @@ def run_user_handler(
     answer: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
     assert answer["pymysql"].startswith(str(staged_asset())), answer  # the asset's own PyMySQL
     return answer
+
+
+#: The bed's rotation driver: a list of stubbed Secrets Manager answers (in the order the function asks) and
+#: the rotation events, run in order through the asset's on_rotation until one fails.
+_ROTATION_DRIVER = r"""
+import json, sys
+import boto3
+from botocore.stub import Stubber
+import index
+request = json.loads(sys.stdin.read())
+session = boto3.session.Session(aws_access_key_id="AKIDEXAMPLE", aws_secret_access_key="x", region_name="us-east-1")
+client = session.client("secretsmanager")
+stub = Stubber(client)
+for answer in request["answers"]:
+    if "error" in answer:
+        stub.add_client_error(answer["method"], service_error_code=answer["error"], expected_params=answer["params"])
+    else:
+        stub.add_response(answer["method"], answer["response"], answer["params"])
+class Session:
+    def client(self, name, **kwargs):
+        assert name == "secretsmanager", name
+        return client
+stub.activate()
+done = []
+try:
+    for event in request["events"]:
+        index.on_rotation(event, None, session=Session())
+        done.append(event["Step"])
+    stub.assert_no_pending_responses()
+    print(json.dumps({"done": done}))
+except Exception as error:
+    print(json.dumps({"done": done, "error": f"{type(error).__name__}: {error}"}))
+"""
+
+
+@dataclass(frozen=True)
+class Rotation:
+    """One rotation of slurmdbd's secret (alternating users), as Secrets Manager drives it: the secret's
+    current value, the token of the new version and the password GetRandomPassword hands out."""
+
+    current: dict[str, Any]
+    token: str
+    password: str
+
+    @property
+    def pending(self) -> dict[str, Any]:
+        name = str(self.current["username"])
+        other = name[: -len("_clone")] if name.endswith("_clone") else name + "_clone"
+        return {**self.current, "username": other, "password": self.password}
+
+    def answers(self, steps: list[str]) -> list[dict[str, Any]]:
+        """What Secrets Manager answers to each step's calls, in order (Stubber checks each call's
+        parameters against these and the service model)."""
+        old = "00000000-0000-4000-8000-000000000000"
+        stages = {"ARN": USER_SECRET_ARN, "RotationEnabled": True,
+                  "VersionIdsToStages": {old: ["AWSCURRENT"], self.token: ["AWSPENDING"]}}  # fmt: skip
+        describe = {"method": "describe_secret", "response": stages, "params": {"SecretId": USER_SECRET_ARN}}
+
+        def value(arn: str, secret: dict[str, Any], **version: str) -> dict[str, Any]:
+            return {"method": "get_secret_value", "params": {"SecretId": arn, **version},
+                    "response": {"ARN": arn, "Name": arn.rsplit(":", 1)[1], "SecretString": json.dumps(secret)}}  # fmt: skip
+
+        current = value(USER_SECRET_ARN, self.current, VersionStage="AWSCURRENT")
+        pending = value(USER_SECRET_ARN, self.pending, VersionId=self.token, VersionStage="AWSPENDING")
+        master = value(
+            MASTER_SECRET_ARN, {"username": MASTER_USER, "password": MASTER_PASSWORD, "engine": "mysql"}
+        )
+        per_step: dict[str, list[dict[str, Any]]] = {
+            "createSecret": [
+                describe,
+                current,
+                {"method": "get_secret_value", "error": "ResourceNotFoundException",
+                 "params": {"SecretId": USER_SECRET_ARN, "VersionId": self.token, "VersionStage": "AWSPENDING"}},
+                {"method": "get_random_password", "response": {"RandomPassword": self.password},
+                 "params": {"PasswordLength": 32, "ExcludePunctuation": True}},
+                {"method": "put_secret_value", "response": {"ARN": USER_SECRET_ARN, "VersionId": self.token},
+                 "params": {"SecretId": USER_SECRET_ARN, "ClientRequestToken": self.token,
+                            "SecretString": json.dumps(self.pending), "VersionStages": ["AWSPENDING"]}},
+            ],
+            "setSecret": [describe, current, pending, master],
+            "testSecret": [describe, pending],
+            "finishSecret": [
+                describe,
+                {"method": "update_secret_version_stage", "response": {"ARN": USER_SECRET_ARN},
+                 "params": {"SecretId": USER_SECRET_ARN, "VersionStage": "AWSCURRENT", "MoveToVersionId": self.token,
+                            "RemoveFromVersionId": old}},
+            ],
+        }  # fmt: skip
+        return [answer for step in steps for answer in per_step[step]]
+
+
+ROTATION_STEPS = ["createSecret", "setSecret", "testSecret", "finishSecret"]
+
+
+def run_rotation(
+    bed: Bed, rotation: Rotation, *, host: str, ca_file: Path, databases: list[str], steps: list[str]
+) -> dict[str, Any]:
+    """STEPS of ROTATION through the staged asset's on_rotation, in the bridge's namespace (the function's
+    interface in the database's subnet); ``done`` (the steps that passed) and ``error`` (the first failure)."""
+    reach_from_bridge(bed, host)
+    events = [
+        {"SecretId": USER_SECRET_ARN, "ClientRequestToken": rotation.token, "Step": step} for step in steps
+    ]
+    environment = {
+        "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+        "CONNECT_ATTEMPTS": "2",
+        "CONNECT_RETRY_SECONDS": "1",
+        "DATABASE_HOST": host,
+        "DATABASE_PORT": "3306",
+        "MASTER_SECRET_ARN": MASTER_SECRET_ARN,
+        "DATABASES": json.dumps(databases),
+        "CA_BUNDLE_URL": f"file://{ca_file}",
+    }
+    completed = subprocess.run(
+        ["ip", "netns", "exec", bed.bridge_ns, sys.executable, "-I", "-c",
+         f"import sys; sys.path.insert(0, {str(staged_asset())!r}); exec({_ROTATION_DRIVER!r})"],
+        input=json.dumps({"answers": rotation.answers(steps), "events": events}),
+        capture_output=True, text=True, timeout=120, env=environment, check=False,
+    )  # fmt: skip
+    if completed.returncode != 0 or not completed.stdout.strip():
+        raise RuntimeError(f"the rotation driver exited {completed.returncode}: {completed.stderr}")
+    answer: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return answer

@@ -125,7 +125,8 @@ def install_secret_reader(controller: Node) -> None:
     The lifecycle script reads the database password with `aws secretsmanager get-secret-value
     --secret-id ARN --query SecretString --output text` (the AWS CLI's documented form); this stand-in
     prints the SecretString RDS writes (JSON with username and password) from a root-only file, and
-    fails for any other call, so a changed call fails the test.
+    fails for any other call, so a changed call fails the test; with /etc/bed/secret.denied present it fails
+    as GetSecretValue does for a role that may not read the secret (AccessDeniedException, exit 254).
     """
     controller.write(
         "/etc/bed/secret.json",
@@ -141,6 +142,11 @@ want=(secretsmanager get-secret-value --region us-east-1 --secret-id \\
       arn:aws:secretsmanager:us-east-1:123456789012:secret:bed-accounting --query SecretString --output text)
 if [[ "$*" != "${want[*]}" ]]; then
     echo "aws stand-in: unexpected call: $*" >&2
+    exit 254
+fi
+if [[ -e /etc/bed/secret.denied ]]; then  # the role may no longer read the secret
+    echo "An error occurred (AccessDeniedException) when calling the GetSecretValue operation:" \
+         "User is not authorized to perform: secretsmanager:GetSecretValue" >&2
     exit 254
 fi
 cat /etc/bed/secret.json

@@ -4,7 +4,11 @@ The database node requires secure transport with a certificate of the bed's CA (
 what SlurmAccountingDatabase's parameter group and RDS's CAs give Aurora); the slurmdbd-user custom
 resource's handler, the code of the construct's Lambda asset, made the user the controller's secret names
 (accounting_bed.py). The controller runs on_create.sh as HyperPod runs it, fetching the bed's CA where it
-would fetch AWS's RDS bundle (TC_RDS_CA_BUNDLE_URL).
+would fetch AWS's RDS bundle (TC_RDS_CA_BUNDLE_URL). slurmdbd's secret is then rotated with alternating users
+by the construct's rotation function (the same asset, Secrets Manager answered by botocore's Stubber in the
+order Secrets Manager's four rotation steps call it), and the controller's hourly refresh
+(training-clusters-slurmdbd-password, run by its real systemd unit, reading the secret through the bed's
+stand-in for `aws secretsmanager get-secret-value`, hyperpod_bed.install_secret_reader) moves slurmdbd over.
 
 What this cannot show: Aurora itself and AWS's bundle (the bed's CA stands in); HyperPod's AMI, whose Slurm
 may be built against another MySQL client library than Debian's (MariaDB Connector/C 3.4, which verifies the
@@ -14,6 +18,7 @@ server's certificate and name when slurmdbd.conf names a CA: shown below).
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -264,3 +269,128 @@ def test_a_delete_leaves_the_user_to_the_database(accounting: Accounting) -> Non
 
     assert answer["result"] == {"PhysicalResourceId": f"{DATABASE_IP}/slurmdbd-user"}
     assert accounting.grants()[1:] == [f"GRANT ALL PRIVILEGES ON `slurm_acct_db`.* TO `{USER}`@`%`"]
+
+
+# -- slurmdbd's rotating secret (alternating users), followed by the controller --------------------------------
+
+REFRESH = "training-clusters-slurmdbd-password"
+SECRET_ARN = EXTERNAL_ACCOUNTING["secret_arn"]
+CLONE = f"{USER}_clone"
+#: What GetRandomPassword hands the rotations here (32 letters and digits, as the function asks).
+ROTATED_PASSWORD = "Rotated0123456789abcdefABCDEFghi"
+SECOND_PASSWORD = "Second00123456789abcdefABCDEFghi"
+
+
+def slurmdbd_pid(controller: Node) -> str:
+    return controller.sh("systemctl show -p MainPID --value slurmdbd").stdout.strip()
+
+
+def sessions_of(database: Node, user: str) -> int:
+    query = f"SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER='{user}'"
+    return int(database.sh(f'mysql -N -e "{query}"').stdout.split()[0])
+
+
+def sacctmgr(controller: Node, arguments: str) -> str:
+    return controller.sh(f"/opt/slurm/bin/sacctmgr {arguments}", check=False).stdout.strip()
+
+
+def test_the_controller_follows_a_rotation_and_accounting_keeps_working(accounting: Accounting) -> None:
+    """The rotation function (the construct's asset, Secrets Manager stubbed) gives the idle user a new
+    password and makes it current; slurmdbd keeps working on its old login meanwhile, a second rotation may not
+    touch that login while slurmdbd uses it, and the controller's refresh moves slurmdbd over."""
+    controller, database = accounting.controller, accounting.database
+    assert controller.sh(f"systemctl is-enabled {REFRESH}.timer").stdout.strip() == "enabled"
+    assert controller.sh(f"systemctl is-active {REFRESH}.timer").stdout.strip() == "active"
+    wait_until("slurmdbd holding a session as its user", lambda: sessions_of(database, USER) >= 1, timeout=60)
+    ca = accounting.tls.authority.cert
+    first = accounting_bed.Rotation(
+        current={"username": USER, "password": EXTERNAL_PASSWORD, "engine": "mysql", "host": DATABASE_IP},
+        token="11111111-1111-4111-8111-111111111111",
+        password=ROTATED_PASSWORD,
+    )
+
+    rotated = accounting_bed.run_rotation(
+        accounting.bed, first, host=DATABASE_IP, ca_file=ca, databases=["slurm_acct_db"],
+        steps=accounting_bed.ROTATION_STEPS,
+    )  # fmt: skip
+
+    assert rotated == {"done": accounting_bed.ROTATION_STEPS}, rotated
+    shown = database.sh(f"mysql -N -e \"SHOW GRANTS FOR '{CLONE}'@'%'\"").stdout.splitlines()
+    assert shown == [
+        f"GRANT USAGE ON *.* TO `{CLONE}`@`%` IDENTIFIED BY PASSWORD '{native_password_hash(ROTATED_PASSWORD)}'"
+        " REQUIRE SSL",
+        f"GRANT ALL PRIVILEGES ON `slurm_acct_db`.* TO `{CLONE}`@`%`",
+    ]
+    pid = slurmdbd_pid(controller)
+    assert sacctmgr(controller, "-n -P show cluster format=cluster") == "ml-cluster"  # still on its old login
+
+    # the next rotation would change the password slurmdbd still uses: refused, nothing changed
+    second = accounting_bed.Rotation(
+        current=first.pending, token="22222222-2222-4222-8222-222222222222", password=SECOND_PASSWORD
+    )
+    refused = accounting_bed.run_rotation(
+        accounting.bed, second, host=DATABASE_IP, ca_file=ca, databases=["slurm_acct_db"],
+        steps=["createSecret", "setSecret"],
+    )  # fmt: skip
+    assert refused["done"] == ["createSecret"]
+    assert re.fullmatch(
+        rf"UserError: {USER} still has \d+ session\(s\) open: slurmdbd has not moved to {CLONE} yet .*",
+        refused["error"],
+    ), refused
+    assert accounting.grants()[0].endswith(f"'{native_password_hash(EXTERNAL_PASSWORD)}' REQUIRE SSL")
+
+    # Secrets Manager's AWSCURRENT is now the clone's login: the controller's refresh follows it
+    controller.write("/etc/bed/secret.json", json.dumps(first.pending) + "\n", 0o600)
+    controller.sh(f"systemctl start {REFRESH}.service")
+
+    conf = controller.read("/opt/slurm/etc/slurmdbd.conf").splitlines()
+    assert f"StorageUser={CLONE}" in conf and f"StoragePass={ROTATED_PASSWORD}" in conf
+    assert (
+        controller.sh("stat -c '%a %U:%G' /opt/slurm/etc/slurmdbd.conf").stdout.strip() == "600 slurm:slurm"
+    )
+    assert slurmdbd_pid(controller) != pid
+    wait_until(
+        "slurmdbd answering on its new login",
+        lambda: sacctmgr(controller, "-n -P show cluster format=cluster") == "ml-cluster",
+        timeout=60,
+    )
+    assert "Adding Account(s)" in controller.sh("/opt/slurm/bin/sacctmgr -i add account rotated").stdout
+    assert sacctmgr(controller, "-n -P show account rotated format=account") == "rotated"  # written to the DB
+    wait_until(
+        "slurmdbd holding a session as the clone", lambda: sessions_of(database, CLONE) >= 1, timeout=60
+    )
+    assert sessions_of(database, USER) == 0
+
+    # run again: the secret has not changed, slurmdbd is not restarted
+    pid = slurmdbd_pid(controller)
+    again = controller.sh(f"/usr/local/sbin/{REFRESH} --secret-arn {SECRET_ARN} --region us-east-1")
+    assert again.stdout.strip() == f"{REFRESH}: slurmdbd.conf already holds the secret's login: nothing to do"
+    assert slurmdbd_pid(controller) == pid
+
+
+def test_a_refresh_that_cannot_read_the_secret_fails_in_one_line_and_leaves_slurmdbd_running(
+    accounting: Accounting,
+) -> None:
+    controller = accounting.controller
+    conf = controller.read("/opt/slurm/etc/slurmdbd.conf")
+    pid = slurmdbd_pid(controller)
+    controller.write("/etc/bed/secret.denied", "")
+    try:
+        direct = controller.sh(
+            f"/usr/local/sbin/{REFRESH} --secret-arn {SECRET_ARN} --region us-east-1", check=False
+        )
+        by_systemd = controller.sh(f"systemctl start {REFRESH}.service", check=False)
+        state = controller.sh(f"systemctl is-failed {REFRESH}.service", check=False).stdout.strip()
+    finally:
+        controller.sh(f"rm -f /etc/bed/secret.denied; systemctl reset-failed {REFRESH}.service")
+
+    assert direct.returncode == 1
+    assert (direct.stdout + direct.stderr).splitlines() == [
+        f"{REFRESH}: error: cannot read {SECRET_ARN} (slurmdbd.conf left as it is): An error occurred "
+        "(AccessDeniedException) when calling the GetSecretValue operation: User is not authorized to perform: "
+        "secretsmanager:GetSecretValue"
+    ]
+    assert by_systemd.returncode != 0 and state == "failed"
+    assert controller.read("/opt/slurm/etc/slurmdbd.conf") == conf
+    assert slurmdbd_pid(controller) == pid
+    assert sacctmgr(controller, "-n -P show cluster format=cluster") == "ml-cluster"

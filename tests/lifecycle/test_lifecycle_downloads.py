@@ -71,3 +71,32 @@ def test_bad_pins_fail_preflight(sandbox: Sandbox, pins: Any, message: str) -> N
     assert run.returncode != 0
     assert message in run.output
     assert "step 'apt-update' started" not in run.log
+
+
+def _readme_unpinned_urls() -> set[str]:
+    """The URLs README's "On the nodes" says are downloaded unpinned by default (placeholders filled in as
+    the sandbox's node has them: amd64, Slurm 24.11.1)."""
+    import re
+
+    from tests.lifecycle.sandbox import REPO
+
+    text = " ".join((REPO / "README.md").read_text().split())
+    paragraph = text[text.index("What the scripts download as root is **not pinned by default**") :]
+    paragraph = paragraph[: paragraph.index("fails its step with one line.")]
+    urls = re.findall(r"`(https://[^`]+)`", paragraph)
+    return {url.replace("<arch>", "amd64").replace("<version>", "24.11.1") for url in urls}
+
+
+def test_the_readme_names_every_download_left_unpinned(sandbox: Sandbox) -> None:
+    """Every download of a worker with everything on (enroot, pyxis, pam_slurm_adopt built from source, a GPU
+    without nvidia-container-cli) warns that nothing verified it, and README lists exactly those."""
+    sandbox.write_params(enable_pam_slurm_adopt=True)
+    sandbox.remove_command("nvidia-container-cli")
+
+    run = sandbox.run(STUB_GPU="1")
+
+    assert run.returncode == 0, run.output
+    import re
+
+    unverified = set(re.findall(r"(https://\S+) is not verified: no download_sha256 entry pins it", run.log))
+    assert unverified == _readme_unpinned_urls() | {ENROOT_CAPS}

@@ -595,6 +595,24 @@ def test_pam_slurm_adopt_on_a_worker_built_from_slurms_source(sandbox: Sandbox) 
     assert not [c for c in second.calls_to("make") if "contribs/pam_slurm_adopt" in c]
 
 
+@pytest.mark.parametrize(("group", "ip"), [("worker-group-1", "10.1.1.11"), ("worker-group-2", "10.1.2.21")])
+def test_pam_slurm_adopt_covers_every_worker_group(sandbox: Sandbox, group: str, ip: str) -> None:
+    """Every instance group of worker_groups is a worker, so each gets pam_slurm_adopt (not only the first)."""
+    sandbox.write_params(enable_pam_slurm_adopt=True)
+    sandbox.write("opt/slurm/lib/security/pam_slurm_adopt.so", "module")
+    sandbox.node_ip = ip
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    assert f"role=worker group={group}" in run.log
+    assert "step 'pam-slurm-adopt' done" in run.log
+    assert (
+        conf_lines(sandbox, "etc/pam.d/sshd")[-1]
+        == "account required /opt/slurm/lib/security/pam_slurm_adopt.so"
+    )
+
+
 def test_pam_slurm_adopt_uses_the_module_slurm_ships(sandbox: Sandbox) -> None:
     sandbox.write_params(enable_pam_slurm_adopt=True)
     sandbox.write("opt/slurm/lib/security/pam_slurm_adopt.so", "module")

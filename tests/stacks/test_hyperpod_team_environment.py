@@ -28,10 +28,12 @@ def test_the_database_admits_the_controller_on_3306_only(environment_gates: Envi
         if r["Properties"].get("GroupId") == db_group
     ]
     handler = stack.accounting_database.node.find_child("UserHandlerSecurityGroup")
-    # the controller, and the deploy-time function that makes slurmdbd's user; no other node
-    expected = [stack.cluster.controller_security_group, handler]
+    rotation = stack.accounting_database.node.find_child("RotationSecurityGroup")
+    # the controller, the deploy-time function that makes slurmdbd's user and the rotation of its password;
+    # no other node
+    expected = [stack.cluster.controller_security_group, handler, rotation]
     by_source = {json.dumps(i["SourceSecurityGroupId"], sort_keys=True): i for i in ingress}
-    assert len(by_source) == len(ingress) == 2
+    assert len(by_source) == len(ingress) == 3
     for group in expected:
         rule = by_source[json.dumps(stack.resolve(group.security_group_id), sort_keys=True)]
         assert {k: v for k, v in rule.items() if k != "Description"} == {

@@ -10,6 +10,7 @@ external accounting database
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 import aws_cdk as cdk
@@ -45,6 +46,8 @@ from ._validation import checked_props, fail, is_unresolved, to_removal_policy
 #: engine itself is looked up when a database is built (:func:`_engine`): a jsii call at import time would
 #: start jsii for anyone importing the module.
 ENGINE_VERSION = "VER_3_10_0"
+#: Secrets Manager rotates a secret every 1 to 1000 days (RotationRules.AutomaticallyAfterDays).
+MIN_ROTATION_DAYS, MAX_ROTATION_DAYS = 1, 1000
 #: Serverless v2 capacity bounds, in Aurora capacity units (ACU, about 2 GiB of memory each).
 MIN_ACU, MAX_ACU = 0.5, 256.0
 #: RDS keeps automated backups 1 to 35 days.
@@ -116,18 +119,39 @@ class SlurmAccountingDatabase(Construct):
     slurmdbd's, and need ``ALL`` on its own database (``JobCompLoc``): name it in ``databases``; neither
     HyperPod nor ParallelCluster configures it here.
 
-    **Secrets, none rotated.** ``secret`` is the master user's (JSON as RDS writes it), ``slurmdbd_secret``
-    slurmdbd's (JSON ``username``, ``password``, ``host``, ``port``, ``engine``, ...: what SageMaker HyperPod's
-    controller reads), ``password_secret`` / ``slurmdbd_password_secret`` the same passwords as plain text
-    (what ParallelCluster's ``SlurmSettings.Database.PasswordSecretArn`` requires: its head node reads the
-    string verbatim), each made only when first read, so a HyperPod template has neither. Rotation is left
-    out: slurmdbd reads its password only when it starts (HyperPod: the lifecycle script writes it into
-    slurmdbd.conf once; ParallelCluster documents re-running
-    ``/opt/parallelcluster/scripts/slurm/update_slurm_database_password.sh`` after a change), and nothing on
-    the nodes re-reads the secret yet, so Secrets Manager's multi-user rotation (which alternates two users)
-    would leave slurmdbd on a user whose password the next rotation changes, stopping accounting within two
-    rotation periods. A rotation needs a follower on the controller first (a timer that re-reads the secret,
-    rewrites slurmdbd.conf and restarts slurmdbd).
+    **Secrets; slurmdbd's rotated with alternating users.** ``secret`` is the master user's (JSON as RDS writes
+    it), ``slurmdbd_secret`` slurmdbd's (JSON ``username``, ``password``, ``host``, ``port``, ``engine``, ...: what
+    SageMaker HyperPod's controller reads), ``password_secret`` / ``slurmdbd_password_secret`` the same passwords
+    as plain text (what ParallelCluster's ``SlurmSettings.Database.PasswordSecretArn`` requires: its head node
+    reads the string verbatim), each made only when first read, so a HyperPod template has neither.
+
+    **Rotation** (``slurmdbd_rotation_days``). slurmdbd reads its password only when it starts. Secrets
+    Manager's single-user strategy changes the password slurmdbd is using, so every connection slurmdbd opens
+    afterwards (each client command such as ``sacct`` gets one) fails until slurmdbd restarts with the new one;
+    the alternating-users strategy (https://docs.aws.amazon.com/secretsmanager/latest/userguide/
+    rotation-strategy.html) changes the password of the *other* user (``slurmdbd`` / ``slurmdbd_clone``) and
+    then makes it the secret's current one, so slurmdbd keeps working on its old login for a whole rotation
+    period. That is the strategy here: a function of this construct (the slurmdbd-user asset's
+    ``on_rotation``, in the database's subnets, group ``RotationSecurityGroup``: MySQL to the database, HTTPS
+    out) makes the other user with ``ALL`` on ``databases`` only, ``REQUIRE SSL``, a 32-character password of
+    letters and digits, and verifies the server against the RDS bundle. It is ours rather than AWS's hosted
+    ``SecretsManagerRDSMySQLRotationMultiUser`` because that one verifies the server against the Lambda
+    runtime's ``/etc/pki/tls/cert.pem`` and, without an ``ssl`` key in the secret, falls back to an unencrypted
+    connection (aws-samples/aws-secrets-manager-rotation-lambdas, ``lambda_function.py``, commit b4b8eca,
+    ``get_connection``/``connect_and_authenticate``). It also refuses to change the password of a user that
+    still has a session open (slurmdbd not moved over yet): the rotation fails and is tried again, and
+    slurmdbd is never cut off. HyperPod's controller follows the secret with an hourly timer
+    (``lifecycle_scripts/node/training-clusters-slurmdbd-password.sh``: rewrites StorageUser/StoragePass,
+    restarts slurmdbd only on a change). ParallelCluster cannot follow it: its head node runs
+    ``update_slurm_database_password.sh`` (which rewrites ``StoragePass`` only, never the user) when it
+    configures slurmdbd and on ``pcluster update-cluster``, nothing in between (aws/aws-parallelcluster-cookbook
+    at f75d84c: ``cookbooks/aws-parallelcluster-slurm/recipes/config/config_slurm_accounting.rb`` lines 50-67,
+    ``recipes/update/update_head_node.rb`` line 241, ``templates/default/slurm/head_node/
+    update_slurm_database_password.sh.erb``), and ``Database.UserName`` is fixed in the cluster's
+    configuration: alternating users cannot be followed, and a single-user rotation would fail slurmdbd's new
+    connections until someone ran the script. So ParallelCluster's environments do not rotate, and
+    ``slurmdbd_password_secret`` is refused with a rotation. The master user's secret is not rotated (only the
+    handler and the rotation function log in with it).
 
     **Logs.** The exported database logs go to log groups of this stack, ``/aws/rds/cluster/<id>/<type>``
     (Aurora writes into an existing group of that name:
@@ -163,6 +187,7 @@ class SlurmAccountingDatabase(Construct):
         kms_key: kms.IKey | None = None,
         removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
         deletion_protection: bool | None = None,
+        slurmdbd_rotation_days: int | None = None,
     ) -> None:
         """Create the database cluster, its security group, key, secrets, log groups and slurmdbd's user.
 
@@ -190,6 +215,10 @@ class SlurmAccountingDatabase(Construct):
             ``"destroy"``. Default: RETAIN, the job history outlives the cluster.
         :param deletion_protection: Refuse to delete the database (also through the console or API) until
             turned off. Default: on, unless ``removal_policy`` is DESTROY (which asks for the deletion).
+        :param slurmdbd_rotation_days: Rotate slurmdbd's password every this many days (1 to 1000), with
+            alternating users (see "Rotation" above). Only for a client that follows the secret, as
+            :class:`HyperPodCluster`'s controller does; ParallelCluster's head node cannot, and
+            ``slurmdbd_password_secret`` is refused with it. Default: no rotation.
 
         Replacement: ``vpc``, ``vpc_subnets`` (the subnet group), ``username``, ``kms_key`` and the security
         group's description are create-only: changing one replaces the database with a new, empty one.
@@ -201,6 +230,9 @@ class SlurmAccountingDatabase(Construct):
         self._check_databases(databases)
         self._check_capacity(min_capacity_acu, max_capacity_acu)
         self._check_backup_retention(backup_retention_days)
+        self._check_rotation_days(slurmdbd_rotation_days)
+        #: Days between rotations of slurmdbd's password, or None (not rotated).
+        self.slurmdbd_rotation_days = slurmdbd_rotation_days
         protect = removal != cdk.RemovalPolicy.DESTROY if deletion_protection is None else deletion_protection
         self._removal = removal
 
@@ -316,6 +348,14 @@ class SlurmAccountingDatabase(Construct):
     def slurmdbd_password_secret(self) -> secretsmanager.ISecret:
         """slurmdbd's password as plain text (construct id ``SlurmdbdPasswordSecret``), made when first read:
         ParallelCluster's ``PasswordSecretArn`` for ``UserName`` ``slurmdbd_username``."""
+        if self.slurmdbd_rotation_days is not None:
+            raise fail(
+                self.node.path,
+                "slurmdbd_password_secret",
+                "is a plain-text copy made at deploy time, which cannot follow slurmdbd's rotating secret "
+                f"(slurmdbd_rotation_days={self.slurmdbd_rotation_days}): leave slurmdbd_rotation_days unset for "
+                "ParallelCluster, whose head node reads the password only when it configures slurmdbd",
+            )
         if self._slurmdbd_password_secret is None:
             # from the secret itself, not its attachment (deleted with the stack while the copy is kept);
             # ParallelCluster waits for the user anyway (``ready``)
@@ -391,6 +431,17 @@ class SlurmAccountingDatabase(Construct):
                 self.node.path,
                 "backup_retention_days",
                 f"must be {MIN_BACKUP_DAYS} to {MAX_BACKUP_DAYS} (RDS keeps automated backups at least a day), "
+                f"got {days}",
+            )
+
+    def _check_rotation_days(self, days: int | None) -> None:
+        if days is None or is_unresolved(days):
+            return
+        if isinstance(days, bool) or not MIN_ROTATION_DAYS <= days <= MAX_ROTATION_DAYS:
+            raise fail(
+                self.node.path,
+                "slurmdbd_rotation_days",
+                f"must be {MIN_ROTATION_DAYS} to {MAX_ROTATION_DAYS} days (Secrets Manager's rotation schedule), "
                 f"got {days}",
             )
 
@@ -540,7 +591,83 @@ class SlurmAccountingDatabase(Construct):
         self._slurmdbd_own_secret = secret
         self.ready = DependencyGroup(self.writer, self.user)
         self._explain_user_handler(role, provider, log_group)
+        #: The function rotating slurmdbd's secret, or None.
+        self.rotation_function: lambda_.Function | None = None
+        if self.slurmdbd_rotation_days is not None:
+            self.rotation_function = self._rotation(vpc, secret, self.slurmdbd_rotation_days)
         return attached
+
+    def _rotation(self, vpc: ec2.IVpc, secret: rds.DatabaseSecret, days: int) -> lambda_.Function:
+        """slurmdbd's secret rotated every DAYS days by the asset's ``on_rotation`` (alternating users), in the
+        database's subnets with a security group of its own (MySQL to the database, HTTPS out)."""
+        group = ec2.SecurityGroup(
+            self,
+            "RotationSecurityGroup",
+            vpc=vpc,
+            description="Slurm accounting database: rotation of the slurmdbd secret (MySQL, HTTPS out)",
+            allow_all_outbound=False,
+        )
+        group.add_egress_rule(
+            ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "Secrets Manager and the RDS certificate truststore"
+        )
+        self.connections.allow_default_port_from(group, "the rotation of slurmdbd's secret")
+        log_group = logs.LogGroup(
+            self, "RotationLogs", retention=logs.RetentionDays.ONE_YEAR, removal_policy=self._removal
+        )
+        role = iam.Role(
+            self,
+            "RotationRole",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description="Rotates slurmdbd's database password (alternating users) with the master user",
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"], resources=[log_group.log_group_arn]
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret.secret_arn])
+        )
+        role.add_to_policy(vpc_interface_statement())
+        function = lambda_.Function(
+            self,
+            "RotationFunction",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="index.on_rotation",
+            code=lambda_.Code.from_asset(str(staged_asset())),
+            role=role,
+            log_group=log_group,
+            timeout=cdk.Duration.minutes(2),
+            memory_size=256,
+            vpc=vpc,
+            vpc_subnets=self._selection,
+            security_groups=[group],
+            environment={
+                "DATABASE_HOST": self.endpoint,
+                "DATABASE_PORT": str(self.port),
+                "MASTER_SECRET_ARN": self.secret.secret_arn,
+                "DATABASES": json.dumps(list(self.databases)),
+                "CA_BUNDLE_URL": RDS_CA_BUNDLE_URL,
+            },
+            description="Rotates slurmdbd's database password (alternating users), TLS verified with the RDS CAs",
+        )
+        schedule = secret.add_rotation_schedule(
+            "Rotation", rotation_lambda=function, automatically_after=cdk.Duration.days(days)
+        )
+        # The first rotation runs when the schedule is made and clones slurmdbd's user: it must exist by then.
+        schedule.node.add_dependency(self.user)
+        # Secrets Manager may invoke it for this account's secrets only: the condition AWS recommends for a
+        # rotation function's resource policy (https://docs.aws.amazon.com/secretsmanager/latest/userguide/
+        # rotating-secrets-required-permissions-function.html), on the permission CDK's schedule adds.
+        for child in function.node.children:
+            resource = child.node.default_child if not isinstance(child, lambda_.CfnPermission) else child
+            if (
+                isinstance(resource, lambda_.CfnPermission)
+                and resource.principal == "secretsmanager.amazonaws.com"
+            ):
+                resource.source_account = cdk.Stack.of(self).account
+        self._explain_rotation(role, function, log_group)
+        return function
 
     def _plain_text_copy(
         self, id_: str, source: secretsmanager.ISecret, description: str, *, who: str
@@ -630,33 +757,72 @@ class SlurmAccountingDatabase(Construct):
             "it when the stack deploys, and PasswordSecret copies it for ParallelCluster's head node, which "
             "reads the copy once when it configures slurmdbd; a rotation would leave that copy behind (and "
             "ParallelCluster documents re-running update_slurm_database_password.sh with the fleet stopped)",
-            "the master user's password: CloudFormation sets it on the database and only the slurmdbd-user "
-            "handler reads it, when the stack deploys; nothing connects as the master user while the cluster "
-            "runs (slurmdbd has its own user), so there is no client to follow a rotation",
+            "the master user's password: CloudFormation sets it on the database; only the slurmdbd-user handler "
+            "(when the stack deploys) and the rotation of slurmdbd's secret (when it runs, in the VPC) log in "
+            "with it, and no node or person reads it (slurmdbd has its own user); rotating it too is not built",
         )
         why_key = master(
             "encrypted with the account's AWS-managed Secrets Manager key: the slurmdbd-user handler's role reads "
             "it with GetSecretValue alone, and CloudFormation resolves PasswordSecret's reference to it",
-            "encrypted with the account's AWS-managed Secrets Manager key: only the slurmdbd-user handler's role "
-            "reads it (GetSecretValue on this secret), which needs no key grant",
+            "encrypted with the account's AWS-managed Secrets Manager key: only the roles of the slurmdbd-user "
+            "handler and of the rotation of slurmdbd's secret read it (GetSecretValue on this secret), which "
+            "needs no key grant",
         )
         slurmdbd_rotation = (
-            "slurmdbd's password: slurmdbd reads it only when its node is configured and keeps it until it "
-            "restarts, and no process on the nodes re-reads the secret, so a rotation would leave slurmdbd "
-            "with a password the database no longer accepts (see SlurmAccountingDatabase's docstring)"
+            "slurmdbd's password, not rotated (slurmdbd_rotation_days unset): ParallelCluster's head node reads "
+            "it once, when it configures slurmdbd (its cookbook's slurmdbd config and "
+            "update_slurm_database_password.sh), so a rotation would leave it with a password the database no "
+            "longer accepts; HyperPod's environments rotate it (slurmdbd_rotation_days)"
         )
         slurmdbd_key = (
             "encrypted with the account's AWS-managed Secrets Manager key: the cluster using it grants its "
             "node role GetSecretValue on this one secret and no kms:Decrypt, which a customer key would need"
         )
+        rotated = self.slurmdbd_rotation_days is not None
         for secret, rotation, key in (
             (self.secret, no_rotation, why_key),
-            (self.node.find_child("SlurmdbdSecret"), slurmdbd_rotation, slurmdbd_key),
+            (self.node.find_child("SlurmdbdSecret"), None if rotated else slurmdbd_rotation, slurmdbd_key),
         ):
-            acknowledge(secret, "AwsSolutions-SMG4", rotation)
-            acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerRotationEnabled", rotation)
+            if rotation is not None:
+                acknowledge(secret, "AwsSolutions-SMG4", rotation)
+                acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerRotationEnabled", rotation)
             skip_checkov(secret, "CKV_AWS_149", key)
             acknowledge_nist(secret, "NIST.800.53.R5-SecretsManagerUsingKMSKey", key)
+
+    def _explain_rotation(self, role: iam.Role, function: lambda_.Function, log_group: logs.LogGroup) -> None:
+        """cdk-nag, checkov and NIST findings of the rotation function and its role."""
+        policy = role.node.find_child("DefaultPolicy").node.default_child
+        assert isinstance(policy, iam.CfnPolicy)
+        why_star = (
+            "the rotation function runs in the database's private subnets (Lambda's network-interface actions "
+            "support no resource) and Secrets Manager's GetRandomPassword, which makes the new password, "
+            "takes no resource"
+        )
+        acknowledge_wildcards(policy, {"AwsSolutions-IAM5[Resource::*]": why_star})
+        skip_checkov(policy, "CKV_AWS_111", why_star)
+        accept_inline_policy(policy, "the rotation of slurmdbd's secret")
+        resource = function.node.default_child
+        why_concurrency = (
+            "Secrets Manager invokes it four times per rotation of one secret, one rotation at a time; reserving "
+            "concurrency would take it from the account's unreserved pool"
+        )
+        why_dlq = (
+            "Secrets Manager invokes it synchronously and records a failed step in the secret's rotation status "
+            "(and retries); a dead-letter queue only receives failed asynchronous invocations"
+        )
+        why_environment = (
+            "its environment holds the database's host name, port, database names and the master secret's ARN, "
+            "no secret value; Lambda encrypts it at rest with an AWS-managed key"
+        )
+        for check, nist, why in (
+            ("CKV_AWS_115", "NIST.800.53.R5-LambdaConcurrency", why_concurrency),
+            ("CKV_AWS_116", "NIST.800.53.R5-LambdaDLQ", why_dlq),
+            ("CKV_AWS_173", "", why_environment),
+        ):
+            skip_checkov(resource, check, why)
+            if nist:
+                acknowledge_nist(resource, nist, why)
+        accept_log_group_without_key(log_group, "the rotation function's own log (user names, no password)")
 
     def _explain_user_handler(self, role: iam.Role, provider: cr.Provider, log_group: logs.LogGroup) -> None:
         """cdk-nag, checkov and NIST findings of the slurmdbd-user handler, its role and its provider."""

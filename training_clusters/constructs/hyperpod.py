@@ -222,7 +222,9 @@ class LifecycleOptions:
         user (``ubuntu``) in, since the controller holds slurmctld's state and reads the accounting secret.
     :param extra: More keys: those HyperPod's reference reads go to ``provisioning_parameters.json``, those
         of the shipped scripts (e.g. ``slurm_requeue_exit_codes``, or ``download_sha256``: ``{URL: SHA-256}``
-        for what the scripts download, which they then refuse in any other form) to ``training_clusters.json``; another
+        for what the scripts download, which they then refuse in any other form; by default nothing is pinned:
+        enroot's ``.deb``s and Pyxis' source from github.com, Slurm's source from download.schedmd.com and
+        NVIDIA's apt key, README "On the nodes" lists the URLs) to ``training_clusters.json``; another
         key is an error, unless ``lifecycle_scripts_dir`` replaces the scripts (then it goes to
         ``provisioning_parameters.json``). A key the construct writes from a prop (``users``,
         ``extra_steps``, ``accounting``, ``controller_group``, ``fsx_mount_dir`` ...; see
@@ -753,6 +755,9 @@ class HyperPodCluster(Construct):
             "SecurityGroup",
             vpc=vpc,
             description=f"HyperPod cluster {self.cluster_name}: all traffic between nodes, egress for AWS APIs",
+            # All egress, more than the description says: nodes also reach package mirrors and GitHub over NAT
+            # (HTTP and HTTPS), the file system's Lustre ports and each other. The description stays: it is
+            # create-only, and a new group would replace the cluster's VpcConfig, hence the cluster.
             allow_all_outbound=True,
         )
         # HyperPod requires nodes to reach each other on all ports (Slurm, NCCL, EFA).
@@ -821,11 +826,11 @@ class HyperPodCluster(Construct):
             settings["accounting"] = {"mode": "local"}
         elif self.accounting_database is not None:
             db = self.accounting_database
+            # No "user": the controller takes it from the secret, whose user alternates when it rotates.
             settings["accounting"] = {
                 "mode": "external",
                 "host": db.endpoint,
                 "port": db.port,
-                "user": db.slurmdbd_username,
                 "secret_arn": db.slurmdbd_secret.secret_arn,
             }
         if self.users:

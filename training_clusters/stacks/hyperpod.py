@@ -29,6 +29,10 @@ from training_clusters.stacks.base import (
     TrainingEnvironmentStack,
 )
 
+#: Days between rotations of slurmdbd's database password (alternating users: slurmdbd keeps working on its
+#: login for a whole period, and the controller moves to the new one within the hour).
+SLURMDBD_ROTATION_DAYS = 30
+
 
 class HyperPodEnvironment(TrainingEnvironmentStack):
     """A HyperPod cluster in the placement subnet, in the EFA group, mounting the shared FSx."""
@@ -46,9 +50,12 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
                 mount_name=self.shared_storage.mount_name,
                 mount_dir=self.mount_dir,
             )
-        #: The Aurora MySQL database of slurmdbd (``accounting: external``), else None.
+        #: The Aurora MySQL database of slurmdbd (``accounting: external``), else None; slurmdbd's password rotates
+        #: every SLURMDBD_ROTATION_DAYS days (the controller follows the secret hourly).
         self.accounting_database = (
-            SlurmAccountingDatabase(self, "Accounting", vpc=self.network.vpc)
+            SlurmAccountingDatabase(
+                self, "Accounting", vpc=self.network.vpc, slurmdbd_rotation_days=SLURMDBD_ROTATION_DAYS
+            )
             if spec.accounting is HyperPodAccounting.EXTERNAL
             else None
         )

@@ -19,6 +19,11 @@ Create / Update: ``CREATE USER IF NOT EXISTS`` (``REQUIRE SSL``), ``ALTER USER``
 ``GRANT ALL`` on each database, ``REVOKE`` on a database an update dropped; all idempotent. Delete: nothing.
 The user stays with a retained database and its retained secret (slurmdbd of a later stack keeps working);
 a deleted database takes it along.
+
+The same asset's second entry point, :func:`on_rotation`, is the secret's Secrets Manager rotation function:
+alternating users, as AWS's ``SecretsManagerRDSMySQLRotationMultiUser`` template rotates (aws-samples/
+aws-secrets-manager-rotation-lambdas), with the server verified against the RDS bundle and a password never
+changed while a session still uses it (see its docstring).
 """
 
 from __future__ import annotations
@@ -94,9 +99,9 @@ def user_statements(
         ("CREATE USER IF NOT EXISTS %s@'%%' IDENTIFIED BY %s REQUIRE SSL", (username, password)),
         ("ALTER USER %s@'%%' IDENTIFIED BY %s REQUIRE SSL", (username, password)),
     ]
-    for name in _databases(databases):
+    for name in _databases(list(databases)):
         statements.append((f"GRANT ALL PRIVILEGES ON `{name}`.* TO %s@'%%'", (username,)))
-    for name in _databases(dropped):
+    for name in _databases(list(dropped)):
         statements.append((f"REVOKE ALL PRIVILEGES ON `{name}`.* FROM %s@'%%'", (username,)))
     return statements
 
@@ -124,9 +129,12 @@ def download_ca_bundle(url: str, folder: str) -> str:
     return path
 
 
-def _connect(connect: Any, host: str, port: int, master: dict[str, Any], ca_file: str) -> Any:
-    """A TLS connection as the master user that verifies the server's certificate and host name; retries
-    while the server does not answer (not when TLS or the login fails)."""
+def _connect(
+    connect: Any, host: str, port: int, master: dict[str, Any], ca_file: str, who: str = "the master user"
+) -> Any:
+    """A TLS connection as the master user (or WHO, logging in with MASTER's username and password) that
+    verifies the server's certificate and host name; retries while the server does not answer (not when TLS
+    or the login fails)."""
     if connect is None:
         import pymysql
 
@@ -148,7 +156,7 @@ def _connect(connect: Any, host: str, port: int, master: dict[str, Any], ca_file
             )
         except pymysql.err.OperationalError as error:
             if _is_tls_failure(error) or attempt == CONNECT_ATTEMPTS or error.args[0] != 2003:
-                raise UserError(f"cannot connect to {host}:{port} as the master user: {error}") from None
+                raise UserError(f"cannot connect to {host}:{port} as {who}: {error}") from None
             LOG.info("%s:%s does not answer (%s/%s): %s", host, port, attempt, CONNECT_ATTEMPTS, error)
             time.sleep(CONNECT_RETRY_SECONDS)
     raise AssertionError("unreachable")
@@ -158,8 +166,8 @@ def _is_tls_failure(error: Exception) -> bool:
     return isinstance(error.__cause__ or error.__context__, ssl.SSLError) or "SSL" in str(error)
 
 
-def _secret(client: Any, arn: str) -> dict[str, Any]:
-    value = client.get_secret_value(SecretId=arn)["SecretString"]
+def _secret(client: Any, arn: str, **version: str) -> dict[str, Any]:
+    value = client.get_secret_value(SecretId=arn, **version)["SecretString"]
     try:
         data = json.loads(value)
     except ValueError:
@@ -176,3 +184,189 @@ def _databases(names: Any) -> list[str]:
         if not isinstance(name, str) or not DATABASE_NAME.fullmatch(name):
             raise UserError(f"a database name must match {DATABASE_NAME.pattern}, got {name!r}")
     return list(dict.fromkeys(names))
+
+
+# -- rotation ------------------------------------------------------------------------------------------------
+
+#: AWS's alternating-users templates name the second user ``<user>_clone`` (and back).
+CLONE_SUFFIX = "_clone"
+#: The rotation's new passwords: letters and digits only (slurmdbd.conf carries no white space, '#' starts a
+#: comment there), 32 of them (about 190 bits).
+PASSWORD_LENGTH = 32
+_DATABASE_GRANT = re.compile(r"^GRANT .+ ON `((?:[^`]|``)+)`\.\* TO ")
+
+
+def alternate_user(username: str) -> str:
+    """The other user of the pair: ``slurmdbd`` <-> ``slurmdbd_clone``."""
+    if username.endswith(CLONE_SUFFIX):
+        return username[: -len(CLONE_SUFFIX)]
+    return username + CLONE_SUFFIX
+
+
+def on_rotation(event: dict[str, Any], context: Any, session: Any = None, connect: Any = None) -> None:
+    """Secrets Manager's four rotation steps for slurmdbd's secret, alternating users.
+
+    A rotation gives a new password to the user slurmdbd is *not* using (``slurmdbd`` or ``slurmdbd_clone``,
+    made on the first rotation with the same grants) and makes that user the secret's current one; slurmdbd
+    keeps working on its login until the controller's ``training-clusters-slurmdbd-password`` timer moves it
+    over (hourly). So that a rotation never cuts slurmdbd off, ``setSecret`` refuses to change the password of
+    a user that still has a session open (slurmdbd has not moved yet): the rotation fails, the secret keeps
+    its current version, and Secrets Manager tries again on its schedule.
+
+    Environment: ``DATABASE_HOST``, ``DATABASE_PORT`` (the writer), ``MASTER_SECRET_ARN`` (the master user,
+    who makes the users and sees their sessions), ``DATABASES`` (JSON list: the users get ``ALL`` on these
+    and nothing else), ``CA_BUNDLE_URL`` (the RDS bundle every connection verifies the server with).
+    """
+    arn, token, step = event["SecretId"], event["ClientRequestToken"], event["Step"]
+    if session is None:
+        import boto3
+
+        session = boto3.session.Session()
+    client = session.client("secretsmanager")
+    metadata = client.describe_secret(SecretId=arn)
+    if not metadata.get("RotationEnabled"):
+        raise UserError(f"{arn} is not enabled for rotation")
+    stages = metadata.get("VersionIdsToStages", {}).get(token)
+    if stages is None:
+        raise UserError(f"version {token} of {arn} has no stage for rotation")
+    if "AWSCURRENT" in stages:
+        LOG.info("%s: version %s is already AWSCURRENT", step, token)
+        return
+    if "AWSPENDING" not in stages:
+        raise UserError(f"version {token} of {arn} is not AWSPENDING")
+    if step == "createSecret":
+        _create_pending(client, arn, token)
+    elif step == "setSecret":
+        _set_pending(client, arn, token, connect)
+    elif step == "testSecret":
+        _test_pending(client, arn, token, connect)
+    elif step == "finishSecret":
+        _finish(client, arn, token, metadata)
+    else:
+        raise UserError(f"unknown rotation step {step!r}")
+
+
+def _create_pending(client: Any, arn: str, token: str) -> None:
+    """AWSPENDING: the other user, a new password (once per token)."""
+    current = _secret(client, arn, VersionStage="AWSCURRENT")
+    try:
+        client.get_secret_value(SecretId=arn, VersionId=token, VersionStage="AWSPENDING")
+        LOG.info("createSecret: version %s already exists", token)
+        return
+    except client.exceptions.ResourceNotFoundException:
+        pass
+    username = alternate_user(str(current["username"]))
+    if not USER_NAME.fullmatch(username):
+        raise UserError(f"the alternate user {username!r} is no name MySQL takes ({USER_NAME.pattern})")
+    password = client.get_random_password(PasswordLength=PASSWORD_LENGTH, ExcludePunctuation=True)
+    pending = {**current, "username": username, "password": password["RandomPassword"]}
+    client.put_secret_value(
+        SecretId=arn, ClientRequestToken=token, SecretString=json.dumps(pending), VersionStages=["AWSPENDING"]
+    )
+    LOG.info("createSecret: version %s logs in as %s", token, username)
+
+
+def _set_pending(client: Any, arn: str, token: str, connect: Any) -> None:
+    """The pending user's password and grants, set as the master user, unless the user is still in use."""
+    current = _secret(client, arn, VersionStage="AWSCURRENT")
+    pending = _secret(client, arn, VersionId=token, VersionStage="AWSPENDING")
+    username = str(pending["username"])
+    if username != alternate_user(str(current["username"])) or not USER_NAME.fullmatch(username):
+        raise UserError(
+            f"the pending user {username!r} is not the alternate of the current user {current['username']!r}"
+        )
+    settings = _rotation_settings()
+    master = _secret(client, settings["master_arn"])
+    with tempfile.TemporaryDirectory() as folder:
+        ca_file = download_ca_bundle(settings["ca_bundle_url"], folder)
+        connection = _connect(connect, settings["host"], settings["port"], master, ca_file)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE USER = %s", (username,)
+                )
+                sessions = int(cursor.fetchone()[0])
+                if sessions:
+                    raise UserError(
+                        f"{username} still has {sessions} session(s) open: slurmdbd has not moved to "
+                        f"{current['username']} yet (is the controller's training-clusters-slurmdbd-password."
+                        "timer running?); its password stays, and the rotation is tried again later"
+                    )
+                for statement, args in user_statements(
+                    username, str(pending["password"]), settings["databases"]
+                ):
+                    cursor.execute(statement, args)
+                cursor.execute("SHOW GRANTS FOR %s@'%%'", (username,))
+                granted = [_granted_database(str(row[0])) for row in cursor.fetchall()]
+                stale = [name for name in granted if name and name not in settings["databases"]]
+                for name in stale:
+                    if not DATABASE_NAME.fullmatch(name):
+                        raise UserError(
+                            f"{username} has a grant on {name!r}, a name this handler does not revoke"
+                        )
+                    cursor.execute(f"REVOKE ALL PRIVILEGES ON `{name}`.* FROM %s@'%%'", (username,))
+        finally:
+            connection.close()
+    LOG.info(
+        "setSecret: %s has a new password, ALL on %s (revoked: %s)",
+        username,
+        settings["databases"],
+        stale or "none",
+    )
+
+
+def _test_pending(client: Any, arn: str, token: str, connect: Any) -> None:
+    """The pending login works over verified TLS and holds ALL on every database."""
+    pending = _secret(client, arn, VersionId=token, VersionStage="AWSPENDING")
+    settings = _rotation_settings()
+    username = str(pending["username"])
+    with tempfile.TemporaryDirectory() as folder:
+        ca_file = download_ca_bundle(settings["ca_bundle_url"], folder)
+        connection = _connect(connect, settings["host"], settings["port"], pending, ca_file, who=username)
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW GRANTS FOR CURRENT_USER()", ())
+                grants = [str(row[0]) for row in cursor.fetchall()]
+        finally:
+            connection.close()
+    for name in settings["databases"]:
+        if not any(
+            line.startswith("GRANT ALL PRIVILEGES ON ") and _granted_database(line) == name for line in grants
+        ):
+            raise UserError(f"{username} logs in but lacks ALL on {name}: {grants}")
+    LOG.info("testSecret: %s logs in over verified TLS with ALL on %s", username, settings["databases"])
+
+
+def _finish(client: Any, arn: str, token: str, metadata: dict[str, Any]) -> None:
+    """AWSCURRENT moves to the new version (AWSPREVIOUS follows, by Secrets Manager)."""
+    current = next(
+        (version for version, stages in metadata["VersionIdsToStages"].items() if "AWSCURRENT" in stages),
+        None,
+    )
+    client.update_secret_version_stage(
+        SecretId=arn,
+        VersionStage="AWSCURRENT",
+        MoveToVersionId=token,
+        **({"RemoveFromVersionId": current} if current else {}),
+    )
+    LOG.info("finishSecret: version %s is AWSCURRENT (was %s)", token, current)
+
+
+def _granted_database(line: str) -> str | None:
+    found = _DATABASE_GRANT.match(line)
+    return found.group(1).replace("``", "`") if found else None
+
+
+def _rotation_settings() -> dict[str, Any]:
+    """The rotation function's environment, checked."""
+    try:
+        databases = _databases(json.loads(os.environ["DATABASES"]))
+        return {
+            "host": os.environ["DATABASE_HOST"],
+            "port": int(os.environ["DATABASE_PORT"]),
+            "master_arn": os.environ["MASTER_SECRET_ARN"],
+            "databases": databases,
+            "ca_bundle_url": os.environ["CA_BUNDLE_URL"],
+        }
+    except (KeyError, ValueError) as error:
+        raise UserError(f"the rotation function's environment is incomplete: {error!r}") from None

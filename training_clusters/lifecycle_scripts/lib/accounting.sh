@@ -91,7 +91,18 @@ tc_setup_accounting() {
     [[ $TC_FILE_CHANGED == false ]] || conf_changed=true
     tc_start_slurmdbd "$conf_changed"
     tc_register_cluster "$cluster"
+    [[ $TC_ACCOUNTING_MODE != external ]] || tc_install_slurmdbd_password_refresh
     log "accounting: slurmdbd stores cluster '${cluster}' in ${host}:${port}/${TC_ACCOUNTING_DATABASE} as ${user}"
+}
+
+# The external database's login follows its secret: SlurmAccountingDatabase rotates it with alternating users
+# and slurmdbd reads it only when it starts, so node/training-clusters-slurmdbd-password.sh (installed with an
+# hourly timer) rewrites slurmdbd.conf's StorageUser/StoragePass and restarts slurmdbd when the secret changed.
+tc_install_slurmdbd_password_refresh() {
+    local -a args=(--install --secret-arn "$TC_ACCOUNTING_SECRET_ARN" --region "$TC_ACCOUNTING_REGION")
+    [[ -z $TC_ACCOUNTING_USER ]] || args+=(--user "$TC_ACCOUNTING_USER")
+    TC_ROOT="$TC_ROOT" "$BASH" "${TC_HOME}/node/training-clusters-slurmdbd-password.sh" "${args[@]}"
+    log "slurmdbd's login follows ${TC_ACCOUNTING_SECRET_ARN} (training-clusters-slurmdbd-password.timer, hourly)"
 }
 
 # The external database (Aurora): its writer may still be starting when the controller boots, and
