@@ -222,6 +222,7 @@ def _device(
         count=count,
         memory_gib_each=_memory_gib_each(current, device, count, warnings),
         mig_capable=_mig_capable(current, str(device["Name"]), warnings),
+        mig_profiles=_mig_profiles(current, str(device["Name"])),
     )
 
 
@@ -239,6 +240,13 @@ def _memory_gib_each(
         )
         return known
     return round(reported_gib)
+
+
+def _mig_profiles(current: InstanceType, model: str) -> tuple[str, ...]:
+    """Maintained by hand: kept while the model stays the same."""
+    if current.accelerators is not None and current.accelerators.model == model:
+        return current.accelerators.mig_profiles
+    return ()
 
 
 def _mig_capable(current: InstanceType, model: str, warnings: list[str]) -> bool:

@@ -61,6 +61,7 @@ EXPECTED_FILES: dict[str, set[str]] = {
     "eks-g5-efa": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"} | _dcgm("g5"),
     "eks-gpu-monitoring": _dcgm("gpu"),
     "eks-gpu-sharing": _dcgm("gpu"),
+    "eks-mig": {"mig-notebooks.yaml", "mig-notebooks-check.sh"},
     "eks-p5-capacity-block": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
     "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
     "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),

@@ -55,6 +55,7 @@ EXPECTED_EFA = {
     "eks-g5-efa": {"g5.8xlarge": 1, "t3.large": 0},
     "eks-gpu-monitoring": {"g4dn.xlarge": 0, "t3.large": 0},
     "eks-gpu-sharing": {"g5.2xlarge": 0, "t3.large": 0},
+    "eks-mig": {"p4d.24xlarge": 0, "t3.large": 0},
     "eks-p5-capacity-block": {"p5.48xlarge": 32, "t3.large": 0},
     "eks-p5-efa": {"p5.48xlarge": 32, "t3.large": 0},
     "hyperpod-p5": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},

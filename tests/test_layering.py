@@ -15,7 +15,10 @@ BUILD_SIDE = [
     *sorted((PACKAGE / "stacks").glob("*.py")),
     *sorted((PACKAGE / "rules").glob("*.py")),
     *sorted((PACKAGE / "monitoring").glob("*.py")),
-    *(PACKAGE / name for name in ("config.py", "catalog.py", "releases.py", "options.py", "eks_jobs.py")),
+    *(
+        PACKAGE / name
+        for name in ("config.py", "catalog.py", "releases.py", "options.py", "eks_jobs.py", "eks_mig.py")
+    ),
 ]
 OPERATE_SIDE = ("training_clusters.acceptance", "training_clusters.cli", "training_clusters.preflight")
 

@@ -448,7 +448,7 @@ def test_hand_maintained_figures_survive_regeneration(ec2: Any, stubber: Stubber
     for row in rows:
         if row["name"] == "p5.48xlarge":
             row.update(HAND_KEPT)
-            row["accelerators"]["mig_capable"] = False
+            row["accelerators"]["mig_profiles"] = ["1g.10gb", "7g.80gb"]  # no EC2 record carries them
     data_file.write_text(json.dumps(rows, indent=2) + "\n")
     answer_with(stubber, with_change("p5.48xlarge", {"VCpuInfo": {"DefaultVCpus": 96}}))
 
@@ -457,7 +457,8 @@ def test_hand_maintained_figures_survive_regeneration(ec2: Any, stubber: Stubber
     (p5,) = (row for row in json.loads(data_file.read_text()) if row["name"] == "p5.48xlarge")
     assert p5["vcpus"] == 96
     assert {field: p5[field] for field in HAND_KEPT} == HAND_KEPT
-    assert p5["accelerators"]["mig_capable"] is False
+    assert p5["accelerators"]["mig_capable"] is True
+    assert p5["accelerators"]["mig_profiles"] == ["1g.10gb", "7g.80gb"]
 
 
 def test_generated_text_is_the_committed_file() -> None:

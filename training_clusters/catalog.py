@@ -42,7 +42,7 @@ from enum import StrEnum
 from importlib import resources
 from importlib.resources.abc import Traversable
 from types import MappingProxyType
-from typing import Literal, TypedDict
+from typing import Literal, NotRequired, TypedDict
 
 from training_clusters.errors import ConfigurationError
 
@@ -158,6 +158,9 @@ class Accelerators:
     """Memory of one device in GiB, rounded to a whole GiB from what EC2 reports in MiB."""
     mig_capable: bool
     """Whether the GPU supports NVIDIA Multi-Instance GPU (A100, H100, H200, B200)."""
+    mig_profiles: tuple[str, ...] = ()
+    """The GPU instance profiles MIG offers on this GPU and memory size (``1g.10gb``, ``3g.40gb`` ...), as
+    NVIDIA's MIG User Guide lists them ("Supported MIG Profiles"); empty when not MIG-capable or not known."""
 
     @property
     def total_memory_gib(self) -> int:
@@ -230,6 +233,7 @@ class AcceleratorsRow(TypedDict):
     count: int
     memory_gib_each: int
     mig_capable: bool
+    mig_profiles: NotRequired[list[str]]
 
 
 class InstanceTypeRow(TypedDict):
@@ -275,6 +279,7 @@ def _accelerators_from_row(row: AcceleratorsRow) -> Accelerators:
         count=row["count"],
         memory_gib_each=row["memory_gib_each"],
         mig_capable=row["mig_capable"],
+        mig_profiles=tuple(row.get("mig_profiles", ())),
     )
 
 
@@ -298,16 +303,20 @@ def to_row(instance_type: InstanceType) -> InstanceTypeRow:
 
 
 def _accelerators_to_row(accelerators: Accelerators) -> AcceleratorsRow:
-    return {
+    row: AcceleratorsRow = {
         "kind": accelerators.kind.value,
         "model": accelerators.model,
         "count": accelerators.count,
         "memory_gib_each": accelerators.memory_gib_each,
         "mig_capable": accelerators.mig_capable,
     }
+    if accelerators.mig_profiles:
+        row["mig_profiles"] = list(accelerators.mig_profiles)
+    return row
 
 
 _NAME = re.compile(r"^[a-z][a-z0-9-]*\.[a-z0-9-]+$")
+_MIG_PROFILE = re.compile(r"^[1-7]g\.[0-9]+gb$")
 
 DATA_FILE_NAME = "catalog_data.json"
 """The shipped figures: package data next to this module, a JSON list of :class:`InstanceTypeRow`."""
@@ -428,6 +437,15 @@ def _facts_problem(it: InstanceType) -> str | None:
         (
             it.accelerators is None or (it.accelerators.count > 0 and it.accelerators.memory_gib_each > 0),
             "accelerators.count and accelerators.memory_gib_each must be positive",
+        ),
+        (
+            it.accelerators is None
+            or not it.accelerators.mig_profiles
+            or (
+                it.accelerators.mig_capable
+                and all(_MIG_PROFILE.fullmatch(p) for p in it.accelerators.mig_profiles)
+            ),
+            "accelerators.mig_profiles must be MIG profiles such as '1g.10gb' on a mig_capable GPU",
         ),
         (bool(it.source), "source must say where the figures come from"),
     ]

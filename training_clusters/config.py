@@ -49,6 +49,7 @@ from training_clusters.options import (
     EfaInterfaceType,
     HyperPodAccounting,
     LustreDeploymentType,
+    MigLayout,
     MigStrategy,
     Mps,
     NodegroupCapacityType,
@@ -77,7 +78,8 @@ from training_clusters.rules.eks import (
     efa_nodegroup_problem,
     gpu_sharing_problem,
     kubernetes_labels,
-    mig_problem,
+    mig_layout_problem,
+    mig_strategy_problem,
     public_access_cidrs_problem,
 )
 from training_clusters.rules.logs import cloudwatch_retention_problem
@@ -952,6 +954,12 @@ class EksGpuNodegroupConfig(_Model):
         description="on-demand, spot, a reservation or a capacity-block; reserved capacity puts the nodes "
         "in the placement subnet (its AZ must be the reservation's). Default: on-demand.",
     )
+    mig: str | dict[str, Annotated[int, Field(ge=1, le=7)]] | None = Field(
+        default=None,
+        description="Partition every GPU with MIG (A100, H100, H200, B200): all-<profile> (e.g. all-1g.10gb), "
+        "all-balanced, or {profile: instances per GPU}. Needs addons.nvidia_device_plugin.mig_strategy "
+        "single or mixed. Default: whole GPUs.",
+    )
 
     _instance_type = field_validator("instance_type")(_catalogued)
 
@@ -960,6 +968,24 @@ class EksGpuNodegroupConfig(_Model):
     def node_capacity(self) -> Capacity:
         """``capacity`` on the model (On-Demand when omitted)."""
         return Capacity.on_demand() if self.capacity is None else self.capacity.to_capacity()
+
+    @property
+    def mig_layout(self) -> MigLayout | None:
+        """``mig`` as the constructs' option (None for whole GPUs)."""
+        return None if self.mig is None else MigLayout.parse(self.mig)
+
+    @model_validator(mode="after")
+    def _mig_layout_fits_the_gpu(self) -> EksGpuNodegroupConfig:
+        if self.mig is None:
+            return self
+        try:
+            layout = MigLayout.parse(self.mig)
+        except ConfigurationError as error:
+            raise ValueError(f"mig {error}") from None
+        problem = mig_layout_problem(CATALOG[self.instance_type], layout)
+        if problem:
+            raise ValueError(f"mig {problem}")
+        return self
 
 
 class EksTimeSlicingConfig(_Model):
@@ -1099,15 +1125,14 @@ class EksConfig(_Model):
         return self
 
     @model_validator(mode="after")
-    def _mig_on_mig_capable_gpus(self) -> EksConfig:
-        strategy = self.addons.nvidia_device_plugin.mig_strategy
-        types = [g.instance_type for g in self.efa_nodegroups] + [
-            g.instance_type for g in self.gpu_nodegroups
-        ]
-        for instance_type in types:
-            problem = mig_problem(CATALOG[instance_type], strategy)
-            if problem:
-                raise ValueError(f"addons.nvidia_device_plugin.mig_strategy {problem}")
+    def _mig_strategy_matches_the_layouts(self) -> EksConfig:
+        plugin = self.addons.nvidia_device_plugin
+        if not plugin.enabled:
+            return self
+        layouts = {g.name: g.mig_layout for g in self.gpu_nodegroups if g.mig_layout is not None}
+        problem = mig_strategy_problem(plugin.mig_strategy, layouts)
+        if problem:
+            raise ValueError(f"addons.nvidia_device_plugin.mig_strategy {problem}")
         return self
 
 

@@ -258,6 +258,55 @@ class MigStrategy(Choice):
 
 
 @dataclass(frozen=True)
+class MigLayout:
+    """How the GPU Operator's MIG manager partitions every GPU of a nodegroup (see :meth:`parse`).
+
+    ``all-<profile>`` (``all-1g.10gb``) splits each GPU into as many instances of one profile as fit;
+    ``all-balanced`` into two of the smallest 1g profile, one 2g and one 3g (mig-parted's ``all-balanced``);
+    a custom layout names the instances of each GPU (``{"3g.40gb": 1, "4g.40gb": 1}``). Whether the profiles
+    exist on the nodegroup's GPU is checked against the catalogue (:mod:`training_clusters.eks_mig`).
+
+    :param name: ``all-<profile>`` or ``all-balanced``; None for a custom layout.
+    :param devices: A custom layout's instances per GPU, ``(profile, count)`` pairs; empty otherwise.
+    """
+
+    name: str | None = None
+    devices: tuple[tuple[str, int], ...] = ()
+
+    BALANCED = "all-balanced"
+
+    @classmethod
+    def parse(cls, value: Any) -> MigLayout:
+        """A layout from its file spelling: ``"all-<profile>"``, ``"all-balanced"`` or ``{profile: count}``.
+
+        :raises ConfigurationError: naming the allowed forms and the value received.
+        """
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str) and value.startswith("all-") and len(value) > len("all-"):
+            return cls(name=value)
+        if isinstance(value, dict) and value and all(isinstance(k, str) for k in value):
+            counts = tuple(value.items())
+            if all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for _, n in counts):
+                return cls(devices=tuple(sorted(counts)))
+        raise ConfigurationError(
+            "must be 'all-<profile>' (e.g. all-1g.10gb), 'all-balanced' or a mapping of MIG profiles to "
+            f"instances per GPU (e.g. {{3g.40gb: 1, 4g.40gb: 1}}), got {shown(value)}"
+        )
+
+    @property
+    def uniform_profile(self) -> str | None:
+        """The one profile of an ``all-<profile>`` layout, else None."""
+        if self.name is None or self.name == self.BALANCED:
+            return None
+        return self.name.removeprefix("all-")
+
+    def spelling(self) -> str | dict[str, int]:
+        """The layout as the environment file writes it."""
+        return self.name if self.name is not None else dict(self.devices)
+
+
+@dataclass(frozen=True)
 class TimeSlicing:
     """Share each GPU between ``replicas`` pods by CUDA time-slicing (no memory isolation).
 

@@ -151,6 +151,10 @@ No digest: the registry was not reachable when this was pinned. For byte-for-byt
 inspect <image>`` prints it).
 """
 
+#: NVIDIA's CUDA base image (``nvidia-smi`` from the host driver, no toolkit) for the MIG acceptance pod:
+#: https://catalog.ngc.nvidia.com/orgs/nvidia/containers/cuda, tag ``12.8.1-base-ubuntu22.04``.
+CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu22.04"
+
 # --------------------------------------------------------------------------------------------------
 # Release manifests
 

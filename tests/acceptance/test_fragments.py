@@ -31,6 +31,7 @@ def test_the_fragments_are_found() -> None:
         "dcgm_node",
         "dcgm_run",
         "entry",
+        "mig_check",
         "nccl_check",
         "nccl_run",
         "network",

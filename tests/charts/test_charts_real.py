@@ -13,12 +13,15 @@ from training_clusters.constructs.eks_addons import (
     efa_device_plugin_values,
     gpu_operator_values,
     kube_prometheus_stack_values,
+    nvidia_device_plugin_values,
 )
+from training_clusters.options import MigStrategy
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
     GPU_OPERATOR_CHART,
     KUBE_PROMETHEUS_STACK_CHART,
+    NVIDIA_DEVICE_PLUGIN_CHART,
 )
 
 from .helm import chart_dir, objects, render
@@ -110,3 +113,50 @@ def test_dcgm_service_monitor_relabels_the_node_in_the_crds_spelling(tmp_path: P
     relabel = schema["dcgmExporter"]["properties"]["serviceMonitor"]["properties"]["relabelings"]["items"]
     for rule in monitor["relabelings"]:
         assert set(rule) <= set(relabel["properties"])
+
+
+def test_the_mig_manager_runs_only_when_a_nodegroup_asks(tmp_path: Path) -> None:
+    spec, rendered = _cluster_policy(tmp_path, gpu_operator_values(service_monitor=True))
+    assert spec["migManager"]["enabled"] is False
+    assert "training-clusters-mig-parted-config" not in objects(rendered, "ConfigMap")
+    # the chart's own default would run it: the test sees what it turns off
+    default, _ = _cluster_policy(tmp_path, {"driver": {"enabled": False}})
+    assert default["migManager"]["enabled"] is True
+
+
+def test_each_nodegroup_layout_reaches_the_mig_manager_by_its_label_value(tmp_path: Path) -> None:
+    layouts = {"all-1g.10gb": {"1g.10gb": 4}, "custom-mixed": {"3g.40gb": 1, "4g.40gb": 1}}
+    values = gpu_operator_values(service_monitor=True, mig_layouts=layouts, mig_strategy=MigStrategy.MIXED)
+    spec, rendered = _cluster_policy(tmp_path, values)
+    assert spec["migManager"]["enabled"] is True
+    assert spec["migManager"]["config"] == {
+        "name": "training-clusters-mig-parted-config",
+        "default": "all-disabled",
+    }
+    assert spec["mig"] == {"strategy": "mixed"}
+    configmap = objects(rendered, "ConfigMap")["training-clusters-mig-parted-config"]
+    configs = yaml.safe_load(configmap["data"]["config.yaml"])["mig-configs"]
+    assert configs == {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 4}}],
+        "custom-mixed": [
+            {"devices": "all", "mig-enabled": True, "mig-devices": {"3g.40gb": 1, "4g.40gb": 1}}
+        ],
+    }
+
+
+def test_the_device_plugin_advertises_mig_by_its_strategy_once_nodes_are_partitioned(tmp_path: Path) -> None:
+    values = nvidia_device_plugin_values(instance_types=["p4d.24xlarge"], mig_strategy=MigStrategy.MIXED)
+    rendered = render(NVIDIA_DEVICE_PLUGIN_CHART, values, tmp_path)
+    config = yaml.safe_load(objects(rendered, "ConfigMap")["nvidia-device-plugin-configs"]["data"]["default"])
+    assert config["flags"]["migStrategy"] == "mixed"
+    daemonset = objects(rendered, "DaemonSet")["nvidia-device-plugin"]
+    terms = daemonset["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert [expression["key"] for term in terms for expression in term["matchExpressions"]] == [
+        "node.kubernetes.io/instance-type",
+        "nvidia.com/mig.config",
+        "node.kubernetes.io/instance-type",
+        "nvidia.com/mig.config.state",
+    ]

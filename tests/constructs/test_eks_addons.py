@@ -513,18 +513,9 @@ def test_gpu_operator_waits_for_the_prometheus_crds(
             "GPU), got 49",
         ),
         (
-            {"mig_strategy": MigStrategy.SINGLE, "instance_types": ["p5.48xlarge"]},
-            "Test/Plugin8: mig_strategy must be NONE, got SINGLE: nothing in this library partitions GPUs "
-            "into MIG instances (no GPU Operator MIG manager, no nvidia.com/mig.config node label), so the "
-            "device plugin would advertise whole GPUs without an error; share GPUs with time_slicing or mps "
-            "instead",
-        ),
-        (
-            {"mig_strategy": MigStrategy.MIXED, "instance_types": ["p4d.24xlarge", "p5.48xlarge"]},
-            "Test/Plugin9: mig_strategy must be NONE, got MIXED: nothing in this library partitions GPUs "
-            "into MIG instances (no GPU Operator MIG manager, no nvidia.com/mig.config node label), so the "
-            "device plugin would advertise whole GPUs without an error; share GPUs with time_slicing or mps "
-            "instead",
+            {"mig_strategy": MigStrategy.SINGLE, "instance_types": ["g5.2xlarge", "g6e.48xlarge"]},
+            "Test/Plugin8: mig_strategy SINGLE needs MIG-capable GPUs (A100, H100, H200, B200); 'g5.2xlarge' has "
+            "A10G",
         ),
     ],
 )
@@ -814,3 +805,80 @@ def test_an_mpi_operator_version_without_a_pinned_digest_needs_one(stack: cdk.St
         if "/v0.8.0/" in r["Properties"]["ManifestUrl"]
     ]
     assert props["Sha256"] == "a" * 64
+
+
+# --------------------------------------------------------------------------------------------------
+# MIG
+
+
+def test_the_mig_manager_is_off_unless_a_layout_is_asked_for() -> None:
+    values = gpu_operator_values(service_monitor=True)
+    assert values["migManager"] == {"enabled": False}
+    assert "mig" not in values
+
+
+def test_the_mig_manager_applies_our_layouts_from_our_config() -> None:
+    values = gpu_operator_values(
+        service_monitor=True, mig_layouts={"all-1g.10gb": {"1g.10gb": 7}}, mig_strategy=MigStrategy.MIXED
+    )
+    manager = values["migManager"]
+    assert (manager["enabled"], manager["config"]["name"], manager["config"]["default"]) == (
+        True,
+        "training-clusters-mig-parted-config",
+        "all-disabled",
+    )
+    assert yaml.safe_load(manager["config"]["data"]["config.yaml"]) == {
+        "version": "v1",
+        "mig-configs": {
+            "all-disabled": [{"devices": "all", "mig-enabled": False}],
+            "all-1g.10gb": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+        },
+    }
+    assert values["mig"] == {"strategy": "mixed"}
+
+
+def test_with_a_mig_strategy_the_plugin_waits_for_partitioned_nodes() -> None:
+    values = nvidia_device_plugin_values(
+        instance_types=["p5.48xlarge", "g5.2xlarge"], mig_strategy=MigStrategy.MIXED
+    )
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    types = {
+        "key": "node.kubernetes.io/instance-type",
+        "operator": "In",
+        "values": ["g5.2xlarge", "p5.48xlarge"],
+    }
+    assert terms == [
+        {"matchExpressions": [types, {"key": "nvidia.com/mig.config", "operator": "DoesNotExist"}]},
+        {
+            "matchExpressions": [
+                types,
+                {"key": "nvidia.com/mig.config.state", "operator": "In", "values": ["success"]},
+            ]
+        },
+    ]
+    whole = nvidia_device_plugin_values(instance_types=["p5.48xlarge"])
+    assert (
+        len(
+            whole["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                "nodeSelectorTerms"
+            ]
+        )
+        == 1
+    )
+
+
+def test_mig_layouts_without_a_strategy_are_a_clear_error(stack: cdk.Stack) -> None:
+    cluster = GpuEksCluster(stack, "Eks", vpc=TrainingNetwork(stack, "Network", availability_zones=AZS).vpc)
+    with pytest.raises(ConfigurationError) as error:
+        GpuMonitoring(
+            stack,
+            "Mig",
+            cluster=cluster,
+            prometheus=False,
+            grafana=False,
+            mig_layouts={"all-1g.10gb": {"1g.10gb": 7}},
+            mig_strategy="none",
+        )
+    assert str(error.value) == "Test/Mig: mig_strategy must be SINGLE or MIXED with mig_layouts, got NONE"

@@ -23,11 +23,12 @@ from ..conftest import ROOT, EnvironmentGates
 EKS_FILES = sorted((ROOT / "environments").glob("eks-*.yaml"))
 
 
-def test_the_five_eks_environments_exist() -> None:
+def test_the_six_eks_environments_exist() -> None:
     assert [p.name for p in EKS_FILES] == [
         "eks-g5-efa.yaml",
         "eks-gpu-monitoring.yaml",
         "eks-gpu-sharing.yaml",
+        "eks-mig.yaml",
         "eks-p5-capacity-block.yaml",
         "eks-p5-efa.yaml",
     ]
@@ -164,8 +165,36 @@ GPU = {"gpu_nodegroups": [{"name": "gpu", "instance_type": "g5.2xlarge", "size":
         ),
         (
             {**GPU, "addons": {"nvidia_device_plugin": {"mig_strategy": "single"}}},
-            "eks: addons.nvidia_device_plugin.mig_strategy SINGLE needs MIG-capable GPUs (A100, H100, H200, B200); "
-            "'g5.2xlarge' has A10G",
+            "eks: addons.nvidia_device_plugin.mig_strategy must be NONE unless a GPU nodegroup sets mig (got "
+            "SINGLE): nothing would partition the GPUs, and the device plugin would advertise whole GPUs without "
+            "an error",
+        ),
+        (
+            {
+                "gpu_nodegroups": [
+                    {"name": "gpu", "instance_type": "g5.2xlarge", "size": 1, "mig": "all-1g.10gb"}
+                ],
+                "addons": {"nvidia_device_plugin": {"mig_strategy": "mixed"}},
+            },
+            "eks.gpu_nodegroups.0: mig needs MIG-capable GPUs (A100, H100, H200, B200); 'g5.2xlarge' has A10G",
+        ),
+        (
+            {
+                "gpu_nodegroups": [
+                    {"name": "gpu", "instance_type": "p5.48xlarge", "size": 1, "mig": "all-3g.40gb"}
+                ]
+            },
+            "eks: addons.nvidia_device_plugin.mig_strategy must be SINGLE or MIXED when a nodegroup sets mig (got "
+            "NONE; nodegroups with mig: gpu): MIXED advertises nvidia.com/mig-<profile>, SINGLE nvidia.com/gpu",
+        ),
+        (
+            {
+                "gpu_nodegroups": [
+                    {"name": "gpu", "instance_type": "p5.48xlarge", "size": 1, "mig": "1g.10gb"}
+                ]
+            },
+            "eks.gpu_nodegroups.0: mig must be 'all-<profile>' (e.g. all-1g.10gb), 'all-balanced' or a mapping of "
+            "MIG profiles to instances per GPU (e.g. {3g.40gb: 1, 4g.40gb: 1}), got '1g.10gb'",
         ),
         (
             {"efa_nodegroups": [{"name": "g5", "instance_type": "g5.2xlarge", "size": 2}]},
@@ -285,14 +314,6 @@ def test_time_slicing_environment_adds_no_mps_label(environment_gates: Environme
 @pytest.mark.parametrize(
     ("plugin", "instance_type", "message"),
     [
-        (
-            {"mig_strategy": "mixed"},
-            "p4d.24xlarge",
-            "training-x/NvidiaDevicePlugin: mig_strategy must be NONE, got MIXED: nothing in this library "
-            "partitions GPUs into MIG instances (no GPU Operator MIG manager, no nvidia.com/mig.config node "
-            "label), so the device plugin would advertise whole GPUs without an error; share GPUs with "
-            "time_slicing or mps instead",
-        ),
         (
             {"mps": {"replicas": 64}},
             "g5.2xlarge",
@@ -419,3 +440,44 @@ def test_the_node_monitoring_agent_can_be_left_out_and_reserved_gpu_nodes_use_th
     assert stack.resolve(gpu.nodegroup.node.default_child.subnets) == [  # type: ignore[union-attr]
         stack.resolve(stack.network.placement_subnet().subnet_id)
     ]
+
+
+def test_mig_environment_partitions_exactly_the_nodegroups_that_ask(app: cdk.App) -> None:
+    document = yaml.safe_load((ROOT / "environments" / "eks-mig.yaml").read_text())
+    document["eks"]["gpu_nodegroups"] += [
+        {"name": "whole", "instance_type": "p5.48xlarge", "size": 1},
+        {"name": "small", "instance_type": "g5.2xlarge", "size": 1},
+        {"name": "mixed", "instance_type": "p5.48xlarge", "size": 1, "mig": {"3g.40gb": 1, "4g.40gb": 1}},
+    ]
+    stack = add_environment_config(app, parse_environment(document), "mig-x")
+    assert isinstance(stack, EksTrainingEnvironment)
+    labels = {name: group.labels for name, group in stack.gpu_nodegroups.items()}
+    assert labels == {
+        "notebooks": {"nvidia.com/mig.config": "all-1g.10gb"},
+        "whole": {"nvidia.com/gpu.deploy.mig-manager": "false"},  # MIG-capable, asked for nothing
+        "small": {},
+        "mixed": {"nvidia.com/mig.config": "custom-mixed"},
+    }
+    assert stack.mig_layouts == {"all-1g.10gb": {"1g.10gb": 4}, "custom-mixed": {"3g.40gb": 1, "4g.40gb": 1}}
+    assert stack.monitoring is not None
+    operator = stack.monitoring.gpu_operator_values
+    assert operator["migManager"]["enabled"] is True and operator["mig"] == {"strategy": "mixed"}
+    assert stack.device_plugin is not None
+    config = yaml.safe_load(stack.device_plugin.values["config"]["map"]["default"])
+    assert config["flags"]["migStrategy"] == "mixed"
+
+
+def test_mig_alone_brings_the_gpu_operator_without_prometheus(app: cdk.App) -> None:
+    document = yaml.safe_load((ROOT / "environments" / "eks-mig.yaml").read_text())
+    del document["eks"]["addons"]["gpu_monitoring"]
+    stack = add_environment_config(app, parse_environment(document), "mig-alone")
+    assert isinstance(stack, EksTrainingEnvironment) and stack.monitoring is not None
+    assert stack.monitoring.prometheus is None and stack.monitoring.ebs_csi_driver is None
+    assert stack.monitoring.gpu_operator_values["migManager"]["enabled"] is True
+
+
+def test_without_mig_no_nodegroup_carries_mig_labels(environment_gates: EnvironmentGates) -> None:
+    stack, _ = environment_gates.get(ROOT / "environments" / "eks-p5-efa.yaml")
+    assert isinstance(stack, EksTrainingEnvironment) and stack.mig_layouts == {}
+    for group in [*stack.efa_nodegroups.values(), *stack.gpu_nodegroups.values()]:
+        assert not any(key.startswith("nvidia.com/mig") or "mig-manager" in key for key in group.labels)

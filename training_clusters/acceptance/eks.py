@@ -26,7 +26,9 @@ from training_clusters.acceptance.fragments import (
     readonly_lines,
 )
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
+from training_clusters.acceptance.mig import mig_eks_jobs
 from training_clusters.catalog import InstanceType, lookup
+from training_clusters.config import EksGpuNodegroupConfig
 from training_clusters.eks_jobs import (
     manifest_yaml,
     nccl_job_files,
@@ -35,9 +37,10 @@ from training_clusters.eks_jobs import (
     nccl_test_mpijob,
     run_instructions,
 )
+from training_clusters.eks_mig import mig_config_name, mig_devices
 
 if TYPE_CHECKING:
-    from training_clusters.config import EksEfaNodegroupConfig, EksGpuNodegroupConfig, EnvironmentConfig
+    from training_clusters.config import EksEfaNodegroupConfig, EnvironmentConfig
 
 
 def eks_plan(
@@ -71,9 +74,25 @@ def eks_plan(
         *config.eks.efa_nodegroups,
         *config.eks.gpu_nodegroups,
     ]
+    strategy = config.eks.addons.nvidia_device_plugin.mig_strategy
     for node_group in node_groups:
         gpu_type = lookup(node_group.instance_type)
-        if gpu_type.is_gpu:
+        layout = node_group.mig_layout if isinstance(node_group, EksGpuNodegroupConfig) else None
+        if layout is not None:
+            # dcgmi diag needs whole GPUs; a MIG node is verified by a pod holding one instance
+            skipped.append(
+                f"nodegroup {node_group.name}: MIG-partitioned, so no DCGM diagnostics (whole GPUs only)"
+            )
+            jobs += mig_eks_jobs(
+                nodegroup=node_group.name,
+                instance=gpu_type,
+                config_name=mig_config_name(gpu_type, layout, node_group.name),
+                profile=next(iter(mig_devices(gpu_type, layout))),
+                strategy=strategy,
+                labels=dict(node_group.labels),
+                environment=environment,
+            )
+        elif gpu_type.is_gpu:
             jobs += dcgm_eks_jobs(
                 nodegroup=node_group.name,
                 instance=gpu_type,

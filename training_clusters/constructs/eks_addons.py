@@ -20,7 +20,7 @@ The device plugins, the GPU Operator's DCGM exporter and kube-prometheus-stack c
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
@@ -38,6 +38,13 @@ from training_clusters.constructs.eks_gpu import (
     pod_identity_principal,
 )
 from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.eks_mig import (
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_CONFIGMAP,
+    MIG_DISABLED,
+    mig_parted_config,
+)
 from training_clusters.monitoring.dcgm import DCGM_METRICS_CONFIGMAP, NODE_RELABELINGS, dcgm_metrics_csv
 from training_clusters.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
 from training_clusters.releases import (
@@ -54,7 +61,6 @@ from training_clusters.releases import (
 )
 from training_clusters.rules.eks import (
     gpu_sharing_problem,
-    mig_partitioning_problem,
     mig_problem,
     mps_replicas_problem,
 )
@@ -165,6 +171,17 @@ def instance_type_affinity(instance_types: Sequence[str]) -> dict[str, Any]:
     }
 
 
+def mig_aware_affinity(affinity: dict[str, Any]) -> dict[str, Any]:
+    """``affinity`` split in two: nodes without ``nvidia.com/mig.config``, and nodes with it once the MIG
+    manager has partitioned them (``nvidia.com/mig.config.state=success``); the terms are ORed."""
+    required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (term,) = required["nodeSelectorTerms"]
+    whole = {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}
+    partitioned = {"key": MIG_CONFIG_STATE_LABEL, "operator": "In", "values": ["success"]}
+    terms = [{"matchExpressions": [*term["matchExpressions"], extra]} for extra in (whole, partitioned)]
+    return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}
+
+
 def nvidia_device_plugin_values(
     *,
     instance_types: Sequence[str],
@@ -181,9 +198,12 @@ def nvidia_device_plugin_values(
     label themselves (:func:`device_plugin_node_labels`).
     """
     config = device_plugin_config(time_slicing=time_slicing, mps=mps, mig_strategy=mig_strategy)
+    affinity = instance_type_affinity(instance_types)
+    if mig_strategy is not MigStrategy.NONE:
+        affinity = mig_aware_affinity(affinity)
     return {
         "config": {"map": {"default": yaml.safe_dump(config, sort_keys=False)}, "default": "default"},
-        "affinity": instance_type_affinity(instance_types),
+        "affinity": affinity,
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}, _ACCELERATOR_TOLERATIONS[0]],
         "gfd": {"enabled": False},
     }
@@ -214,8 +234,12 @@ class NvidiaDevicePlugin(Construct):
     label :func:`device_plugin_node_labels` gives (``nvidia.com/mps.capable=true``: the chart's MPS control
     daemon runs only there, and without it the node advertises no GPUs); put it on the nodegroups, as
     :class:`~training_clusters.stacks.eks.EksTrainingEnvironment` does. MPS serves at most 48 pods per GPU.
-    MIG strategies are refused for now: nothing here partitions the GPUs (no MIG manager), so the plugin
-    would advertise whole GPUs.
+
+    A MIG strategy (SINGLE, MIXED) only says how to advertise partitions the GPU Operator's MIG manager
+    made: give :class:`GpuMonitoring` the layouts (``mig_layouts``) and label the nodegroups
+    (:func:`~training_clusters.eks_mig.mig_node_labels`), as the stack does. The plugin then starts on a
+    MIG-labelled node only once the MIG manager reports ``nvidia.com/mig.config.state=success``, so it never
+    advertises the whole GPUs it found before partitioning.
 
     Attributes: ``chart``, ``values``.
     """
@@ -238,7 +262,8 @@ class NvidiaDevicePlugin(Construct):
         :param instance_types: The GPU instance types of the cluster's nodegroups; the plugin runs there only.
         :param time_slicing: Share GPUs by time-slicing. Default: no sharing.
         :param mps: Share GPUs through MPS, 2 to 48 pods per GPU. Default: no sharing.
-        :param mig_strategy: Only NONE is accepted until GPUs are partitioned here. Default: NONE.
+        :param mig_strategy: How MIG instances are advertised (needs a MIG-capable type among
+            ``instance_types``). Default: NONE.
         :param chart: Default: :data:`NVIDIA_DEVICE_PLUGIN_CHART`.
         """
         super().__init__(scope, id)
@@ -247,7 +272,6 @@ class NvidiaDevicePlugin(Construct):
         self._check_sharing(time_slicing, mps, mig_strategy)
         self._check_mps_replicas(mps)
         self._check_mig_capable(types, mig_strategy)
-        self._check_mig_partitioned(mig_strategy)
         self.values = nvidia_device_plugin_values(
             instance_types=[t.name for t in types],
             time_slicing=time_slicing,
@@ -267,13 +291,9 @@ class NvidiaDevicePlugin(Construct):
             raise fail(self.node.path, *problem)
 
     def _check_mig_capable(self, types: Sequence[InstanceType], mig_strategy: MigStrategy) -> None:
-        for found in types:
-            refuse(self, "mig_strategy", mig_problem(found, mig_strategy))
-
-    def _check_mig_partitioned(self, mig_strategy: MigStrategy) -> None:
-        problem = mig_partitioning_problem(mig_strategy)
-        if problem:
-            raise fail(self.node.path, *problem)
+        problems = [mig_problem(found, mig_strategy) for found in types]
+        if problems and all(problems):
+            refuse(self, "mig_strategy", problems[0])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -754,15 +774,34 @@ def _pod_identity_addon(
 # GPU Operator (DCGM) and kube-prometheus-stack
 
 
-def gpu_operator_values(*, service_monitor: bool) -> dict[str, Any]:
+def gpu_operator_values(
+    *,
+    service_monitor: bool,
+    mig_layouts: Mapping[str, Mapping[str, int]] | None = None,
+    mig_strategy: MigStrategy = MigStrategy.NONE,
+) -> dict[str, Any]:
     """GPU Operator for DCGM metrics: driver, container toolkit and device plugin come from elsewhere.
 
     The EKS AL2023 NVIDIA AMI carries the driver and the toolkit; :class:`NvidiaDevicePlugin` runs the
     device plugin. dcgm-exporter collects our metric list (:mod:`training_clusters.monitoring.dcgm`: the
     defaults plus SM activity and occupancy, NVLink bytes and throttling), from a ConfigMap the chart creates;
     its ServiceMonitor relabels every series with the node it came from (``node``, ``instance``).
+
+    The MIG manager (which the chart enables by default) runs only with ``mig_layouts`` (config name to
+    ``{profile: count}`` per GPU, :func:`~training_clusters.eks_mig.mig_parted_config`), from a ConfigMap the
+    chart creates; nodes apply the entry their ``nvidia.com/mig.config`` label names, ``all-disabled``
+    otherwise. ``mig.strategy`` follows the device plugin's.
     """
-    return {
+    mig_manager: dict[str, Any] = {"enabled": bool(mig_layouts)}
+    if mig_layouts:
+        mig_manager["config"] = {
+            "name": MIG_CONFIGMAP,
+            "create": True,
+            "default": MIG_DISABLED,
+            "data": {"config.yaml": yaml.safe_dump(mig_parted_config(mig_layouts), sort_keys=False)},
+        }
+    values: dict[str, Any] = {
+        "migManager": mig_manager,
         "driver": {"enabled": False},
         "toolkit": {"enabled": False},
         "devicePlugin": {"enabled": False},
@@ -776,6 +815,9 @@ def gpu_operator_values(*, service_monitor: bool) -> dict[str, Any]:
         },
         "daemonsets": {"tolerations": list(_ACCELERATOR_TOLERATIONS[:1])},
     }
+    if mig_layouts:
+        values["mig"] = {"strategy": mig_strategy.value}
+    return values
 
 
 def kube_prometheus_stack_values(
@@ -862,6 +904,8 @@ class GpuMonitoring(Construct):
         grafana_volume_gib: int = 10,
         gpu_operator_chart: HelmChartSpec = GPU_OPERATOR_CHART,
         prometheus_chart: HelmChartSpec = KUBE_PROMETHEUS_STACK_CHART,
+        mig_layouts: Mapping[str, Mapping[str, int]] | None = None,
+        mig_strategy: MigStrategy | str = MigStrategy.MIXED,
     ) -> None:
         """Install the charts.
 
@@ -876,6 +920,11 @@ class GpuMonitoring(Construct):
         :param grafana_volume_gib: Grafana's volume. Default: 10.
         :param gpu_operator_chart: Default: :data:`GPU_OPERATOR_CHART`.
         :param prometheus_chart: Default: :data:`KUBE_PROMETHEUS_STACK_CHART`.
+        :param mig_layouts: MIG layouts to offer, by config name (the ``nvidia.com/mig.config`` label value):
+            ``{profile: count}`` per GPU (:func:`~training_clusters.eks_mig.mig_devices`). Default: none, and
+            the GPU Operator's MIG manager stays off.
+        :param mig_strategy: The device plugin's MIG strategy (SINGLE or MIXED), used with ``mig_layouts``.
+            Default: MIXED.
         """
         super().__init__(scope, id)
         if grafana and not prometheus:
@@ -903,7 +952,12 @@ class GpuMonitoring(Construct):
             if self.ebs_csi_driver is not None:
                 # The claims bind once the driver runs and its StorageClass exists.
                 self.prometheus.node.add_dependency(self.ebs_csi_driver.storage_class)
-        self.gpu_operator_values = gpu_operator_values(service_monitor=prometheus)
+        mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
+        if mig_layouts and mig_strategy is MigStrategy.NONE:
+            raise fail(self.node.path, "mig_strategy", "must be SINGLE or MIXED with mig_layouts, got NONE")
+        self.gpu_operator_values = gpu_operator_values(
+            service_monitor=prometheus, mig_layouts=mig_layouts, mig_strategy=mig_strategy
+        )
         self.gpu_operator = _helm_chart(
             self, cluster, gpu_operator_chart, self.gpu_operator_values, id="GpuOperator"
         )

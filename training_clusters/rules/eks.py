@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Mapping
 
 from training_clusters.catalog import InstanceType
+from training_clusters.eks_mig import COMPUTE_SLICES, MEMORY_SLICES, layout_fits, profile_slices
 from training_clusters.errors import excerpt
-from training_clusters.options import MigStrategy, Mps, TimeSlicing
+from training_clusters.options import MigLayout, MigStrategy, Mps, TimeSlicing
 
 MIN_SHARING_REPLICAS = 2
 
@@ -75,21 +77,58 @@ def mps_replicas_problem(mps: Mps | None) -> tuple[str, str] | None:
     )
 
 
-def mig_partitioning_problem(mig_strategy: MigStrategy) -> tuple[str, str] | None:
-    """``(field, sentence)`` refusing a MIG strategy while nothing here partitions GPUs, or None for NONE.
-
-    A strategy only tells the device plugin how to advertise partitions that already exist. This library
-    installs no MIG manager and sets no ``nvidia.com/mig.config`` node label, so the GPUs stay whole and
-    SINGLE or MIXED would silently advertise whole GPUs.
-    """
-    if mig_strategy is MigStrategy.NONE:
+def mig_layout_problem(instance_type: InstanceType, layout: MigLayout) -> str | None:
+    """Why ``layout`` cannot partition ``instance_type``'s GPUs, or None."""
+    accelerators = instance_type.accelerators
+    if accelerators is None or not accelerators.mig_capable:
+        model = accelerators.model if accelerators is not None else "no GPU"
+        return f"needs MIG-capable GPUs (A100, H100, H200, B200); '{instance_type.name}' has {model}"
+    profiles = accelerators.mig_profiles
+    if not profiles:
+        return f"needs the MIG profiles of '{instance_type.name}' in the catalogue; it lists none"
+    offered = ", ".join(profiles)
+    if layout.name == MigLayout.BALANCED:
         return None
-    return (
-        "mig_strategy",
-        f"must be NONE, got {mig_strategy.name}: nothing in this library partitions GPUs into MIG instances "
-        "(no GPU Operator MIG manager, no nvidia.com/mig.config node label), so the device plugin would "
-        "advertise whole GPUs without an error; share GPUs with time_slicing or mps instead",
-    )
+    asked = [layout.uniform_profile] if layout.uniform_profile else [p for p, _ in layout.devices]
+    unknown = [p for p in asked if p not in profiles]
+    if unknown:
+        label = layout.name if layout.name else ", ".join(unknown)
+        return (
+            f"'{label}' is not a MIG profile of {accelerators.model} {accelerators.memory_gib_each} GB "
+            f"({instance_type.name}); it offers {offered} (and all-balanced)"
+        )
+    if layout.name is None and not layout_fits(instance_type, dict(layout.devices)):
+        taken = [profile_slices(instance_type, p) for p, n in layout.devices for _ in range(n)]
+        return (
+            f"{dict(layout.devices)} does not fit one {accelerators.model} GPU: it takes "
+            f"{sum(c for c, _ in taken)} of {COMPUTE_SLICES} compute and {sum(m for _, m in taken)} of "
+            f"{MEMORY_SLICES} memory slices"
+        )
+    return None
+
+
+def mig_strategy_problem(strategy: MigStrategy, layouts: Mapping[str, MigLayout]) -> str | None:
+    """Why the device plugin's ``strategy`` does not match the nodegroups' ``layouts`` (by nodegroup), or None."""
+    if strategy is MigStrategy.NONE:
+        if layouts:
+            return (
+                f"must be SINGLE or MIXED when a nodegroup sets mig (got NONE; nodegroups with mig: "
+                f"{', '.join(sorted(layouts))}): MIXED advertises nvidia.com/mig-<profile>, SINGLE nvidia.com/gpu"
+            )
+        return None
+    if not layouts:
+        return (
+            f"must be NONE unless a GPU nodegroup sets mig (got {strategy.name}): nothing would partition the "
+            "GPUs, and the device plugin would advertise whole GPUs without an error"
+        )
+    if strategy is MigStrategy.SINGLE:
+        mixed = sorted(name for name, layout in layouts.items() if layout.uniform_profile is None)
+        if mixed:
+            return (
+                f"SINGLE needs every GPU of a node split one way (mig: all-<profile>); nodegroups "
+                f"{', '.join(mixed)} mix profiles: use MIXED"
+            )
+    return None
 
 
 _LABEL_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$")

@@ -26,7 +26,9 @@ from training_clusters.eks_jobs import (
     nccl_skip_reason,
     nccl_test_mpijob,
 )
+from training_clusters.eks_mig import mig_config_name, mig_devices, mig_node_labels
 from training_clusters.errors import ConfigurationError
+from training_clusters.options import MigStrategy
 from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack
 
 
@@ -63,6 +65,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         )
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.cluster)
+        self._mig_configs = self._mig_layouts(settings)
         self.efa_nodegroups = self._efa_nodegroups(settings)
         self.gpu_nodegroups = self._gpu_nodegroups(settings)
         self._add_addons(settings)
@@ -124,18 +127,37 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                     if group.node_capacity().is_reserved
                     else self.network.private_subnets
                 ),
-                labels=self._node_labels(settings, group.labels, group.instance_type),
+                labels=self._node_labels(
+                    settings, group.labels, group.instance_type, self._mig_configs.get(group.name)
+                ),
                 gpu_taint=group.gpu_taint,
                 capacity=group.node_capacity(),
             )
             for group in settings.gpu_nodegroups
         }
 
-    def _node_labels(self, settings: EksConfig, labels: dict[str, str], instance_type: str) -> dict[str, str]:
-        """The group's labels plus what the NVIDIA device plugin's sharing mode needs (MPS: its daemon's)."""
+    def _node_labels(
+        self, settings: EksConfig, labels: dict[str, str], instance_type: str, mig_config: str | None = None
+    ) -> dict[str, str]:
+        """The group's labels plus what the NVIDIA device plugin's sharing mode needs (MPS: its daemon's) and
+        what the MIG manager reads (the group's layout, or to stay off it)."""
         plugin = settings.addons.nvidia_device_plugin
         mps = plugin.sharing_mps if plugin.enabled else None
-        return {**labels, **device_plugin_node_labels(CATALOG[instance_type], mps=mps)}
+        entry = CATALOG[instance_type]
+        mig = mig_node_labels(entry, mig_config, mig_manager=bool(self._mig_configs))
+        return {**labels, **device_plugin_node_labels(entry, mps=mps), **mig}
+
+    def _mig_layouts(self, settings: EksConfig) -> dict[str, str]:
+        """The MIG config name of each GPU nodegroup with a layout; fills ``mig_layouts`` (name to devices)."""
+        self.mig_layouts: dict[str, dict[str, int]] = {}
+        names: dict[str, str] = {}
+        for group in settings.gpu_nodegroups:
+            layout = group.mig_layout
+            if layout is not None:
+                entry = CATALOG[group.instance_type]
+                names[group.name] = mig_config_name(entry, layout, group.name)
+                self.mig_layouts[names[group.name]] = mig_devices(entry, layout)
+        return names
 
     # ----------------------------------------------------------------------------------------------
     # add-ons
@@ -188,13 +210,17 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             # node auto-repair (on for every nodegroup) acts on the conditions the agent reports
             self.node_monitoring_agent = self.cluster.add_node_monitoring_agent()
         self.monitoring: GpuMonitoring | None = None
-        if addons.gpu_monitoring is not None:
+        if addons.gpu_monitoring is not None or self.mig_layouts:
+            # MIG alone brings the GPU Operator (its MIG manager) without Prometheus and Grafana
+            monitoring = addons.gpu_monitoring
             self.monitoring = GpuMonitoring(
                 self,
                 "GpuMonitoring",
                 cluster=self.cluster,
-                prometheus=addons.gpu_monitoring.prometheus,
-                grafana=addons.gpu_monitoring.grafana,
+                prometheus=monitoring is not None and monitoring.prometheus,
+                grafana=monitoring is not None and monitoring.grafana,
+                mig_layouts=self.mig_layouts or None,
+                mig_strategy=plugin.mig_strategy if self.mig_layouts else MigStrategy.MIXED,
             )
 
     # ----------------------------------------------------------------------------------------------
