@@ -281,3 +281,29 @@ def test_report_options_are_never_abbreviated(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as usage:
         main([str(directory), "--no-l", "--no-checkov"])
     assert usage.value.code == 2
+
+
+def test_a_handlers_nist_acknowledgements_go_on_a_lambda_cfn_function_only() -> None:
+    """accept_handler_findings tells an L1 function from a raw resource of the same type without importing
+    aws_lambda (a network imports none): by the class's jsii type."""
+    from aws_cdk import aws_lambda as lambda_
+
+    from training_clusters.compliance import accept_handler_findings
+
+    stack = cdk.Stack(cdk.App(), "Handlers")
+    function = lambda_.CfnFunction(
+        stack, "Function", code=lambda_.CfnFunction.CodeProperty(zip_file="x"), role="arn:aws:iam::1:role/x"
+    )
+    raw = cdk.CfnResource(stack, "Raw", type="AWS::Lambda::Function")
+    for handler in (function, raw):
+        accept_handler_findings(handler, "a test handler", in_vpc=True, has_environment=False)
+
+    def nist_rules(construct: cdk.CfnResource) -> list[str]:
+        return sorted(
+            str(entry.data)
+            for entry in construct.node.metadata
+            if "NIST" in str(entry.data) and "Lambda" in str(entry.data)
+        )
+
+    assert nist_rules(raw) == []
+    assert len(nist_rules(function)) == 2  # concurrency and dead-letter queue

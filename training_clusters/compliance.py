@@ -25,9 +25,6 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_stepfunctions as sfn
-from cdk_nag import AwsSolutionsChecks, NIST80053R5Checks
 from constructs import IConstruct
 
 # The linter lives in a CDK-free module; re-exported for existing callers.
@@ -48,6 +45,8 @@ def add_compliance_checks(app: cdk.App, *, nist: bool = True) -> None:
         assembly's ``validation-report.json`` (``make synth`` shows them in its own column) but never stop
         the synth. Default: True.
     """
+    from cdk_nag import AwsSolutionsChecks, NIST80053R5Checks  # loaded by the apps that check, only
+
     cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     if nist:
         cdk.Validations.of(app).add_plugins(InformativePack(NIST80053R5Checks(app), app))
@@ -178,8 +177,17 @@ def accept_handler_findings(
         explain.append(("CKV_AWS_173", "", _HANDLER_ENVIRONMENT))
     for check_id, nist_rule, why in explain:
         skip_checkov(function, check_id, f"{reason}: {why}")
-        if nist_rule and isinstance(function, lambda_.CfnFunction):  # the NIST pack checks only CfnFunction
+        if nist_rule and _is_cfn_function(function):  # the NIST pack checks only CfnFunction
             acknowledge_nist(function, nist_rule, f"{reason}: {why}")
+
+
+def _is_cfn_function(construct: IConstruct) -> bool:
+    """``isinstance(construct, aws_lambda.CfnFunction)`` without importing aws_lambda (a network has no
+    function of its own): jsii classes name their JavaScript type."""
+    return any(getattr(k, "__jsii_type__", None) == _CFN_FUNCTION for k in type(construct).__mro__)
+
+
+_CFN_FUNCTION = "aws-cdk-lib.aws_lambda.CfnFunction"
 
 
 def accept_inline_policy(policy: IConstruct, reason: str) -> None:
@@ -295,6 +303,9 @@ def acknowledge_cdk_made(
     machines (SF1, SF2). ``reason`` says what the resources are for; ``skip`` leaves out our own resources
     under ``scope``, which must pass on their own.
     """
+    from aws_cdk import aws_lambda as lambda_
+    from aws_cdk import aws_stepfunctions as sfn
+
     kinds = (lambda_.CfnFunction, sfn.CfnStateMachine, iam.CfnRole, iam.CfnPolicy)
     for construct in scope.node.find_all():
         # Type first: each path lookup in ``skip`` is a round trip to jsii, and most constructs are none of these.
