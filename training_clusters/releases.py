@@ -155,6 +155,10 @@ inspect <image>`` prints it).
 #: https://catalog.ngc.nvidia.com/orgs/nvidia/containers/cuda, tag ``12.8.1-base-ubuntu22.04``.
 CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu22.04"
 
+#: busybox from the Docker official images' mirror on ECR Public, for the EFA counter sidecar
+#: (:mod:`training_clusters.monitoring.efa`): ``sh``, ``cat``, ``sleep`` and nothing else.
+BUSYBOX_IMAGE = "public.ecr.aws/docker/library/busybox:1.37.0"
+
 # --------------------------------------------------------------------------------------------------
 # Release manifests
 

@@ -15,8 +15,10 @@ from training_clusters.constructs.eks_addons import (
     kube_prometheus_stack_values,
     nvidia_device_plugin_values,
 )
+from training_clusters.monitoring.dashboards import dashboard_configmaps
 from training_clusters.options import MigStrategy
 from training_clusters.releases import (
+    BUSYBOX_IMAGE,
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
     GPU_OPERATOR_CHART,
@@ -160,3 +162,41 @@ def test_the_device_plugin_advertises_mig_by_its_strategy_once_nodes_are_partiti
         "node.kubernetes.io/instance-type",
         "nvidia.com/mig.config.state",
     ]
+
+
+def test_node_exporter_runs_the_efa_sidecar_and_reads_its_directory(tmp_path: Path) -> None:
+    rendered = render(KUBE_PROMETHEUS_STACK_CHART, kube_prometheus_stack_values(grafana=True), tmp_path)
+    pod = objects(rendered, "DaemonSet")["kube-prometheus-stack-prometheus-node-exporter"]["spec"][
+        "template"
+    ]["spec"]
+    containers = {c["name"]: c for c in pod["containers"]}
+    exporter, sidecar = containers["node-exporter"], containers["efa-counters"]
+    assert "--collector.textfile.directory=/run/efa-textfile" in exporter["args"]
+    assert {"name": "efa-textfile", "mountPath": "/run/efa-textfile", "readOnly": True} in exporter[
+        "volumeMounts"
+    ]
+    assert sidecar["image"] == BUSYBOX_IMAGE
+    assert {(m["name"], m["mountPath"], m.get("readOnly")) for m in sidecar["volumeMounts"]} == {
+        ("efa-textfile", "/run/efa-textfile", False),
+        ("efa-host-sys", "/host/sys", True),
+    }
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["efa-textfile"] == {"name": "efa-textfile", "emptyDir": {"medium": "Memory"}}
+    assert volumes["efa-host-sys"]["hostPath"] == {"path": "/sys"}
+    monitor = objects(rendered, "ServiceMonitor")["kube-prometheus-stack-prometheus-node-exporter"]
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert {
+        "sourceLabels": ["__meta_kubernetes_pod_node_name"],
+        "targetLabel": "node",
+        "action": "replace",
+    } in (endpoint["relabelings"])
+
+
+def test_grafanas_sidecar_loads_configmaps_labelled_as_ours_from_every_namespace(tmp_path: Path) -> None:
+    rendered = render(KUBE_PROMETHEUS_STACK_CHART, kube_prometheus_stack_values(grafana=True), tmp_path)
+    pod = objects(rendered, "Deployment")["kube-prometheus-stack-grafana"]["spec"]["template"]["spec"]
+    (sidecar,) = (c for c in pod["containers"] if c["name"] == "grafana-sc-dashboard")
+    env = {e["name"]: e.get("value") for e in sidecar["env"]}
+    (ours,) = {tuple(m["metadata"]["labels"].items()) for m in dashboard_configmaps("monitoring")}
+    assert (env["LABEL"], env["LABEL_VALUE"]) == ours[0]
+    assert env["NAMESPACE"] == "ALL" and env["RESOURCE"] == "both"

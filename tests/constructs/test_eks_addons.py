@@ -474,6 +474,29 @@ def test_gpu_operator_waits_for_the_prometheus_crds(
     assert any("Prometheus" in dependency for dependency in operator["DependsOn"])
 
 
+def test_grafana_gets_our_dashboards_once_the_chart_is_in(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    (dashboards,) = (
+        v
+        for v in _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").values()
+        if "training-clusters-dashboard-gpu-stragglers" in json.dumps(v)
+    )
+    assert any("Prometheus" in dependency for dependency in dashboards["DependsOn"])
+    stack = addons[0]
+    manifest = json.loads(stack.resolve(dashboards["Properties"]["Manifest"]))
+    # CDK adds its prune label beside ours
+    assert [m["metadata"]["labels"]["grafana_dashboard"] for m in manifest] == ["1"] * 3
+    assert {m["metadata"]["namespace"] for m in manifest} == {"monitoring"}
+
+
+def test_without_grafana_no_dashboards(stack: cdk.Stack) -> None:
+    cluster = GpuEksCluster(stack, "Eks", vpc=TrainingNetwork(stack, "Network", availability_zones=AZS).vpc)
+    monitoring = GpuMonitoring(stack, "NoGrafana", cluster=cluster, grafana=False, persistent_storage=False)
+    assert monitoring.dashboards is None and monitoring.prometheus is not None
+
+
 @pytest.mark.parametrize(
     ("props", "message"),
     [

@@ -45,7 +45,9 @@ from training_clusters.eks_mig import (
     MIG_DISABLED,
     mig_parted_config,
 )
+from training_clusters.monitoring.dashboards import dashboard_configmaps
 from training_clusters.monitoring.dcgm import DCGM_METRICS_CONFIGMAP, NODE_RELABELINGS, dcgm_metrics_csv
+from training_clusters.monitoring.efa import node_exporter_values
 from training_clusters.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -834,7 +836,8 @@ def kube_prometheus_stack_values(
     (``KubeControllerManagerDown``, ``KubeSchedulerDown``, the etcd alerts) fire forever; all three are turned
     off (the chart renders their rules only when the component is enabled). Grafana's admin password: chart
     82.6.0 sets none (``adminPassword`` is commented out in its values), so the Grafana chart generates a
-    random one into its secret. With ``storage_class``, Prometheus keeps its TSDB on a
+    random one into its secret. node-exporter gets the EFA counter sidecar
+    (:func:`~training_clusters.monitoring.efa.node_exporter_values`) and labels its series with the node. With ``storage_class``, Prometheus keeps its TSDB on a
     ``prometheus_volume_gib`` volume (``retentionSize`` at 90% of it, so 15 days never overfill it) and
     Grafana its database on a ``grafana_volume_gib`` one, replaced by ``Recreate`` (a ReadWriteOnce volume
     cannot be mounted by the old and the new pod at once). Without it both keep data in the pod: lost on
@@ -849,6 +852,7 @@ def kube_prometheus_stack_values(
         "prometheus": {"prometheusSpec": spec},
         "grafana": {"enabled": grafana},
         **{component: {"enabled": False} for component in EKS_MANAGED_CONTROL_PLANE},
+        "prometheus-node-exporter": node_exporter_values(),
     }
     if storage_class is not None:
         spec["retentionSize"] = f"{prometheus_volume_gib * 1024 * 9 // 10}MB"
@@ -886,8 +890,13 @@ class GpuMonitoring(Construct):
     driver's default RETAIN, the release. Alertmanager's silences are not persisted. With
     ``persistent_storage=False`` everything is ephemeral: lost whenever a pod restarts or moves.
 
+    With Grafana come our dashboards (:mod:`training_clusters.monitoring.dashboards`: GPU overview, GPU
+    stragglers, EFA throughput), as ConfigMaps its sidecar loads. With ``mig_layouts`` the GPU Operator's MIG
+    manager partitions the nodes labelled ``nvidia.com/mig.config`` (:mod:`training_clusters.eks_mig`).
+
     Attributes: ``gpu_operator`` (chart), ``prometheus`` (chart or None), ``gpu_operator_values``,
-    ``prometheus_values`` (or None), ``ebs_csi_driver`` (or None when nothing persists).
+    ``prometheus_values`` (or None), ``dashboards`` (manifest or None), ``ebs_csi_driver`` (or None when
+    nothing persists).
     """
 
     def __init__(
@@ -938,6 +947,7 @@ class GpuMonitoring(Construct):
         if prometheus and persistent_storage:
             self.ebs_csi_driver = ebs_csi_driver or EbsCsiDriver(self, "EbsCsiDriver", cluster=cluster)
         self.prometheus: eks.HelmChart | None = None
+        self.dashboards: eks.KubernetesManifest | None = None
         self.prometheus_values: dict[str, Any] | None = None
         if prometheus:
             self.prometheus_values = kube_prometheus_stack_values(
@@ -952,6 +962,15 @@ class GpuMonitoring(Construct):
             if self.ebs_csi_driver is not None:
                 # The claims bind once the driver runs and its StorageClass exists.
                 self.prometheus.node.add_dependency(self.ebs_csi_driver.storage_class)
+            if grafana:
+                # in the chart's namespace, once the chart has made it; Grafana's sidecar loads them
+                self.dashboards = eks.KubernetesManifest(
+                    self,
+                    "Dashboards",
+                    cluster=cluster.cluster,
+                    manifest=dashboard_configmaps(prometheus_chart.namespace),
+                )
+                self.dashboards.node.add_dependency(self.prometheus)
         mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
         if mig_layouts and mig_strategy is MigStrategy.NONE:
             raise fail(self.node.path, "mig_strategy", "must be SINGLE or MIXED with mig_layouts, got NONE")

@@ -1,0 +1,37 @@
+"""The pictures in docs/dashboards are drawn from the dashboards as shipped."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from training_clusters.monitoring.dashboards import dashboards
+from training_clusters.monitoring.picture import dashboard_svg, write_pictures
+
+from ..conftest import ROOT
+
+DOCS = ROOT / "docs" / "dashboards"
+
+
+@pytest.mark.parametrize("name", sorted(dashboards()))
+def test_the_picture_in_docs_is_fresh(name: str) -> None:
+    picture = DOCS / f"{name.removesuffix('.json')}.svg"
+    assert picture.read_text() == dashboard_svg(dashboards()[name]), "stale: run make diagrams"
+
+
+@pytest.mark.parametrize("name", sorted(dashboards()))
+def test_every_panel_is_drawn_with_its_title(name: str) -> None:
+    svg = ET.fromstring(dashboard_svg(dashboards()[name]))
+    texts = {t.text for t in svg.iter("{http://www.w3.org/2000/svg}text")}
+    assert {p["title"] for p in dashboards()[name]["panels"]} <= texts
+    assert "DCGM_FI_PROF_SM_ACTIVE" in texts or name != "gpu-stragglers.json"
+
+
+def test_write_pictures_writes_one_per_dashboard(tmp_path: Path) -> None:
+    assert sorted(p.name for p in write_pictures(tmp_path)) == [
+        "efa-throughput.svg",
+        "gpu-overview.svg",
+        "gpu-stragglers.svg",
+    ]
