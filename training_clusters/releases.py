@@ -151,6 +151,9 @@ No digest: the registry was not reachable when this was pinned. For byte-for-byt
 inspect <image>`` prints it).
 """
 
+#: DCGM's image at the version GPU Operator v25.3.4 pins (its values' ``dcgm.version``), for the DCGM
+#: diagnostics acceptance job (``dcgmi diag``).
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.3.1-1-ubuntu22.04"
 #: NVIDIA's CUDA base image (``nvidia-smi`` from the host driver, no toolkit) for the MIG acceptance pod:
 #: https://catalog.ngc.nvidia.com/orgs/nvidia/containers/cuda, tag ``12.8.1-base-ubuntu22.04``.
 CUDA_BASE_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu22.04"

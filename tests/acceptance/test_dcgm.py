@@ -18,10 +18,11 @@ import yaml
 from tests.lifecycle.sandbox import link_real_tools
 from training_clusters import cli
 from training_clusters.acceptance import acceptance_plan, write_jobs
-from training_clusters.acceptance.dcgm import DCGM_IMAGE, GPU_TAINT_KEY, check_dcgm_level
+from training_clusters.acceptance.dcgm import GPU_TAINT_KEY, check_dcgm_level
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment
 from training_clusters.constructs import eks_gpu
+from training_clusters.releases import DCGM_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -19,6 +19,7 @@ from training_clusters.monitoring.dashboards import dashboard_configmaps
 from training_clusters.options import MigStrategy
 from training_clusters.releases import (
     BUSYBOX_IMAGE,
+    DCGM_IMAGE,
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
     GPU_OPERATOR_CHART,
@@ -200,3 +201,8 @@ def test_grafanas_sidecar_loads_configmaps_labelled_as_ours_from_every_namespace
     (ours,) = {tuple(m["metadata"]["labels"].items()) for m in dashboard_configmaps("monitoring")}
     assert (env["LABEL"], env["LABEL_VALUE"]) == ours[0]
     assert env["NAMESPACE"] == "ALL" and env["RESOURCE"] == "both"
+
+
+def test_the_dcgm_acceptance_image_is_the_one_the_pinned_operator_runs() -> None:
+    values = yaml.safe_load((chart_dir(GPU_OPERATOR_CHART) / "values.yaml").read_text())["dcgm"]
+    assert f"{values['repository']}/{values['image']}:{values['version']}" == DCGM_IMAGE

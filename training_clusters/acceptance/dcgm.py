@@ -23,14 +23,11 @@ import yaml
 from training_clusters.acceptance.fragments import comment_lines, fragment, readonly_lines
 from training_clusters.acceptance.jobs import AcceptanceJob
 from training_clusters.catalog import InstanceType
+from training_clusters.releases import DCGM_IMAGE
 
 DCGM_LEVELS = (2, 3, 4)
 """The ``dcgmi diag -r`` levels the acceptance command offers (1 is a seconds-long deployment check)."""
 DEFAULT_DCGM_LEVEL = 2
-
-#: The DCGM image of the GPU Operator v25.3 line (v25.3.3 deploys nvcr.io/nvidia/cloud-native/dcgm:
-#: 4.3.1-1-ubuntu22.04), the operator line constructs/eks_addons.py pins.
-DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.3.1-1-ubuntu22.04"
 
 #: How long ``dcgmi diag`` may run per level (NVIDIA's guide: r2 about 2 minutes, r3 about 30, r4 1-2 hours).
 DIAG_TIMEOUT_MINUTES = {2: 20, 3: 60, 4: 150}
