@@ -414,9 +414,8 @@ def test_the_secrets_reasons_are_true_of_the_template_they_land_in(
     template = Template.from_stack(stack).to_json()
 
     assert checkov_comments(template, logical_id(stack, alone.secret)) == {
-        "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: only the roles of the "
-        "slurmdbd-user handler and of the rotation of slurmdbd's secret read it (GetSecretValue on this secret), "
-        "which needs no key grant"
+        "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: only the slurmdbd-user "
+        "handler's role reads it (GetSecretValue on this secret), which needs no key grant"
     }
     assert checkov_comments(template, logical_id(stack, copied.secret)) == {
         "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: the slurmdbd-user handler's "
@@ -796,3 +795,60 @@ def test_a_plain_text_copy_of_a_rotating_password_is_refused(
         "slurmdbd's rotating secret (slurmdbd_rotation_days=30): leave slurmdbd_rotation_days unset for "
         "ParallelCluster, whose head node reads the password only when it configures slurmdbd"
     )
+
+
+def acknowledgement_reason(stack: cdk.Stack, construct: IConstruct, rule: str) -> str | None:
+    """The reason given for acknowledging RULE (e.g. ``AwsSolutions::AwsSolutions-SMG4``) on CONSTRUCT, or None."""
+    for entry in construct.node.metadata:
+        if entry.type == "aws:cdk:acknowledged-rules":
+            data = stack.resolve(entry.data)
+            if rule in data:
+                return str(data[rule])
+    return None
+
+
+SMG4 = "AwsSolutions::AwsSolutions-SMG4"
+
+
+def test_the_rotation_reasons_are_true_of_the_template_they_land_in(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    alone = SlurmAccountingDatabase(stack, "Alone", vpc=network.vpc)
+    for_parallelcluster = SlurmAccountingDatabase(stack, "ForParallelCluster", vpc=network.vpc)
+    for_parallelcluster.slurmdbd_password_secret  # noqa: B018
+    rotated = SlurmAccountingDatabase(stack, "Rotated", vpc=network.vpc, slurmdbd_rotation_days=30)
+    Template.from_stack(stack)
+
+    def slurmdbd_reason(db: SlurmAccountingDatabase) -> str | None:
+        return acknowledgement_reason(stack, db.node.find_child("SlurmdbdSecret"), SMG4)
+
+    assert slurmdbd_reason(rotated) is None  # it rotates (the finding's absence: the test above)
+    assert slurmdbd_reason(alone) == (
+        "slurmdbd's password, not rotated (slurmdbd_rotation_days unset): slurmdbd reads it only when it starts, "
+        "so only a cluster whose nodes follow the secret may rotate it (HyperPodCluster's controller does, with "
+        "slurmdbd_rotation_days)"
+    )
+    assert slurmdbd_reason(for_parallelcluster) == (
+        "slurmdbd's password, not rotated: ParallelCluster's head node reads its plain-text copy "
+        "(SlurmdbdPasswordSecret) when it configures slurmdbd and again only on a cluster update (its cookbook's "
+        "update_slurm_database_password.sh, which never changes the user), so a rotation would leave slurmdbd "
+        "with a password the database no longer accepts"
+    )
+    # the master user's: who logs in with it, as this template has it
+    assert acknowledgement_reason(stack, alone.secret, SMG4) == (
+        "the master user's password: CloudFormation sets it on the database and only the slurmdbd-user handler "
+        "logs in (when the stack deploys) with it; no node or person reads it (slurmdbd has its own user), so "
+        "nothing on the cluster would follow a rotation, and rotating it is not built"
+    )
+    assert acknowledgement_reason(stack, rotated.secret, SMG4) == (
+        "the master user's password: CloudFormation sets it on the database and only the slurmdbd-user handler "
+        "(when the stack deploys) and the rotation of slurmdbd's secret (when it runs, in the VPC) log in with it; "
+        "no node or person reads it (slurmdbd has its own user), so nothing on the cluster would follow a "
+        "rotation, and rotating it is not built"
+    )
+    template = Template.from_stack(stack).to_json()
+    assert checkov_comments(template, logical_id(stack, rotated.secret)) == {
+        "CKV_AWS_149": "encrypted with the account's AWS-managed Secrets Manager key: only the roles of the "
+        "slurmdbd-user handler and of the rotation of slurmdbd's secret read it (GetSecretValue on this secret), "
+        "which needs no key grant"
+    }

@@ -752,33 +752,52 @@ class SlurmAccountingDatabase(Construct):
             )
             return reason
 
+        rotated = self.slurmdbd_rotation_days is not None
+        # Who logs in as the master user: the deploy-time handler, and the rotation of slurmdbd's secret if any.
+        readers = (
+            "the slurmdbd-user handler (when the stack deploys) and the rotation of slurmdbd's secret (when it "
+            "runs, in the VPC) log in"
+            if rotated
+            else "the slurmdbd-user handler logs in (when the stack deploys)"
+        )
+        reader_roles = (
+            "the roles of the slurmdbd-user handler and of the rotation of slurmdbd's secret read"
+            if rotated
+            else "the slurmdbd-user handler's role reads"
+        )
         no_rotation = master(
-            "the master user's password: CloudFormation sets it on the database, the slurmdbd-user handler reads "
-            "it when the stack deploys, and PasswordSecret copies it for ParallelCluster's head node, which "
-            "reads the copy once when it configures slurmdbd; a rotation would leave that copy behind (and "
-            "ParallelCluster documents re-running update_slurm_database_password.sh with the fleet stopped)",
-            "the master user's password: CloudFormation sets it on the database; only the slurmdbd-user handler "
-            "(when the stack deploys) and the rotation of slurmdbd's secret (when it runs, in the VPC) log in "
-            "with it, and no node or person reads it (slurmdbd has its own user); rotating it too is not built",
+            f"the master user's password: CloudFormation sets it on the database, {readers} with it, and "
+            "PasswordSecret copies it for ParallelCluster's head node, which reads the copy once when it "
+            "configures slurmdbd; a rotation would leave that copy behind (and ParallelCluster documents "
+            "re-running update_slurm_database_password.sh with the fleet stopped)",
+            f"the master user's password: CloudFormation sets it on the database and only {readers} with it; "
+            "no node or person reads it (slurmdbd has its own user), so nothing on the cluster would follow "
+            "a rotation, and rotating it is not built",
         )
         why_key = master(
-            "encrypted with the account's AWS-managed Secrets Manager key: the slurmdbd-user handler's role reads "
-            "it with GetSecretValue alone, and CloudFormation resolves PasswordSecret's reference to it",
-            "encrypted with the account's AWS-managed Secrets Manager key: only the roles of the slurmdbd-user "
-            "handler and of the rotation of slurmdbd's secret read it (GetSecretValue on this secret), which "
-            "needs no key grant",
+            f"encrypted with the account's AWS-managed Secrets Manager key: {reader_roles} it with GetSecretValue "
+            "alone, and CloudFormation resolves PasswordSecret's reference to it",
+            f"encrypted with the account's AWS-managed Secrets Manager key: only {reader_roles} it (GetSecretValue "
+            "on this secret), which needs no key grant",
         )
-        slurmdbd_rotation = (
-            "slurmdbd's password, not rotated (slurmdbd_rotation_days unset): ParallelCluster's head node reads "
-            "it once, when it configures slurmdbd (its cookbook's slurmdbd config and "
-            "update_slurm_database_password.sh), so a rotation would leave it with a password the database no "
-            "longer accepts; HyperPod's environments rotate it (slurmdbd_rotation_days)"
+        slurmdbd_rotation: str = cdk.Lazy.string(
+            _Produced(
+                lambda: (
+                    "slurmdbd's password, not rotated: ParallelCluster's head node reads its plain-text copy "
+                    "(SlurmdbdPasswordSecret) when it configures slurmdbd and again only on a cluster update (its "
+                    "cookbook's update_slurm_database_password.sh, which never changes the user), so a rotation "
+                    "would leave slurmdbd with a password the database no longer accepts"
+                    if self._slurmdbd_password_secret is not None
+                    else "slurmdbd's password, not rotated (slurmdbd_rotation_days unset): slurmdbd reads it only "
+                    "when it starts, so only a cluster whose nodes follow the secret may rotate it (HyperPodCluster's "
+                    "controller does, with slurmdbd_rotation_days)"
+                )
+            )
         )
         slurmdbd_key = (
             "encrypted with the account's AWS-managed Secrets Manager key: the cluster using it grants its "
             "node role GetSecretValue on this one secret and no kms:Decrypt, which a customer key would need"
         )
-        rotated = self.slurmdbd_rotation_days is not None
         for secret, rotation, key in (
             (self.secret, no_rotation, why_key),
             (self.node.find_child("SlurmdbdSecret"), None if rotated else slurmdbd_rotation, slurmdbd_key),

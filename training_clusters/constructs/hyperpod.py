@@ -878,6 +878,10 @@ class HyperPodCluster(Construct):
         self, subnet: ec2.ISubnet, id_: str = "ExecutionRole", whose: str = "the instances of "
     ) -> iam.Role:
         stack = cdk.Stack.of(self)
+        # No aws:SourceAccount / aws:SourceArn condition on the trust: neither SageMaker's HyperPod IAM page
+        # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html) nor the
+        # instance role's managed-policy page documents one for cluster instance roles, and a condition on a key
+        # the service does not send would leave every node without credentials.
         role = iam.Role(
             self,
             id_,
