@@ -150,7 +150,13 @@ class SlurmAccountingDatabase(Construct):
     update_slurm_database_password.sh.erb``), and ``Database.UserName`` is fixed in the cluster's
     configuration: alternating users cannot be followed, and a single-user rotation would fail slurmdbd's new
     connections until someone ran the script. So ParallelCluster's environments do not rotate, and
-    ``slurmdbd_password_secret`` is refused with a rotation. The master user's secret is not rotated (only the
+    ``slurmdbd_password_secret`` is refused with a rotation. Upgrading a deployed HyperPod environment: the
+    first rotation (when the schedule is created) clones slurmdbd's user and makes the clone current; a
+    controller provisioned before has no refresh timer and stays on the original login, so every later
+    rotation is refused (that login still has sessions) until the controller is re-provisioned (replaced, or
+    its lifecycle run again), which installs the timer. The rotation function needs the same network path as
+    the slurmdbd-user handler: Secrets Manager and AWS's certificate truststore
+    (``truststore.pki.rds.amazonaws.com``) over HTTPS, through NAT. The master user's secret is not rotated (only the
     handler and the rotation function log in with it).
 
     **Logs.** The exported database logs go to log groups of this stack, ``/aws/rds/cluster/<id>/<type>``
