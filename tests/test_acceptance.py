@@ -64,6 +64,8 @@ EXPECTED_FILES: dict[str, set[str]] = {
     "eks-mig": {"mig-notebooks.yaml", "mig-notebooks-check.sh"},
     "eks-p5-capacity-block": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
     "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
+    "hyperpod-eks-g5": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"} | _dcgm("g5"),
+    "hyperpod-eks-p5": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
     "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-p5-training-plan": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-slurm": set(),
@@ -112,7 +114,7 @@ def test_environment_gets_its_jobs(stem: str) -> None:
     ("stem", "why"),
     [
         ("hyperpod-slurm", "partition dev: ml.c5.xlarge has no EFA"),
-        ("network-storage", "no hyperpod, parallelcluster, pcs or eks section"),
+        ("network-storage", "no hyperpod, parallelcluster, pcs, eks or hyperpod_eks section"),
     ],
 )
 def test_environments_without_efa_say_why(stem: str, why: str) -> None:
@@ -351,6 +353,31 @@ def test_eks_job_is_the_mpijob_with_its_expected_bandwidth(
     assert "&id" not in content  # no YAML anchors: every container spells out its env
     check = f"kubectl logs job/nccl-tests-{nodegroup}-launcher | bash nccl-tests-{nodegroup}-check.sh"
     assert f"# Check: {check}\n" in content
+
+
+@pytest.mark.parametrize(
+    ("stem", "group", "efa"), [("hyperpod-eks-g5", "g5", 1), ("hyperpod-eks-p5", "p5", 32)]
+)
+def test_hyperpod_eks_jobs_schedule_onto_hyperpods_ml_nodes(stem: str, group: str, efa: int) -> None:
+    """HyperPod's nodes carry the ml. name as their instance-type label: the MPIJob's workers and the DCGM Job's
+    pods select it (an EC2 name would leave them Pending), and tolerate the GPU taint the p5 group sets."""
+    job = _manifest(stem, group)
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    ml_type = f"ml.{'g5.8xlarge' if group == 'g5' else 'p5.48xlarge'}"
+    assert worker["nodeSelector"] == {"node.kubernetes.io/instance-type": ml_type}
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in worker["tolerations"]
+    assert worker["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
+    dcgm = yaml.safe_load(_job(stem, f"dcgm-diag-{group}.yaml").content)
+    selector = dcgm["spec"]["template"]["spec"]["nodeSelector"]
+    assert selector == {"node.kubernetes.io/instance-type": ml_type, "training-clusters/pool": group}
+
+
+def test_hyperpod_eks_group_of_one_node_is_skipped() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "hyperpod-eks-g5.yaml").read_text())
+    document["hyperpod_eks"]["instance_groups"][0]["count"] = 1
+    plan = acceptance_plan(parse_environment(document), "x")
+    assert {job.filename for job in plan.jobs} == _dcgm("g5")
+    assert plan.skipped == ("instance group g5: 1 node; NCCL over EFA needs 2",)
 
 
 def test_eks_nodegroup_of_one_node_is_skipped() -> None:

@@ -173,7 +173,7 @@ def test_two_orchestrator_sections_are_a_clear_error() -> None:
         parse_environment(with_(hyperpod=hyperpod, eks=eks), source="env.yaml")
     assert (
         "  (document): an environment has one orchestrator, got sections hyperpod, eks; keep one of "
-        "hyperpod, parallelcluster, eks, pcs (or none, for network and storage only)"
+        "hyperpod, parallelcluster, eks, pcs, hyperpod_eks (or none, for network and storage only)"
         in str(error.value).splitlines()
     )
 

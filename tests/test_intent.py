@@ -1,4 +1,4 @@
-"""One file, four orchestrators: environments/training-any.yaml synthesized under each ``orchestrator``.
+"""One file, five orchestrators: environments/training-any.yaml synthesized under each ``orchestrator``.
 
 The network and the file system are the same resources whichever orchestrator runs the nodes; each stack
 has the node group the file states (type x count, EFA) and passes cdk-nag. Then :func:`expand_intent`'s
@@ -77,7 +77,7 @@ def test_the_one_file_passes_cdk_nag_under_each_orchestrator(synthesized: Any, o
     assert result.nag == [], "\n".join(map(str, result.nag))
 
 
-def test_network_and_file_system_are_identical_under_all_four(synthesized: Any) -> None:
+def test_network_and_file_system_are_identical_under_all_five(synthesized: Any) -> None:
     shared = {
         o: {
             kind: {key: _without_kubernetes_tags(p) for key, p in _of_type(resources, kind).items()}
@@ -130,6 +130,29 @@ def test_hyperpod_instance_groups_in_ml_form_with_efa(synthesized: Any) -> None:
     }
     # HyperPod attaches the EFA interface of an EFA type itself; the nodes sit in the EFA security group
     assert EFA_SECURITY_GROUP in cluster["VpcConfig"]["SecurityGroupIds"]
+
+
+def test_hyperpod_eks_instance_groups_with_volumes_and_the_eks_orchestrator(synthesized: Any) -> None:
+    resources, _ = synthesized["hyperpod-eks"]
+    (cluster,) = _of_type(resources, "AWS::SageMaker::Cluster").values()
+    groups = {
+        g["InstanceGroupName"]: (g["InstanceType"], g["InstanceCount"], g["InstanceStorageConfigs"])
+        for g in cluster["InstanceGroups"]
+    }
+    # no controller or login group: EKS's control plane runs the cluster and kubectl is the way in
+    assert groups == {"gpu": ("ml.g5.8xlarge", 2, [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}])}
+    assert set(cluster["Orchestrator"]["Eks"]) == {"ClusterArn"}
+    assert EFA_SECURITY_GROUP in cluster["VpcConfig"]["SecurityGroupIds"]
+    (eks,) = _of_type(resources, "AWS::EKS::Cluster").values()
+    assert eks["AccessConfig"]["AuthenticationMode"] == "API_AND_CONFIG_MAP"
+
+
+def test_hyperpod_eks_section_is_written_from_compute() -> None:
+    section = expand_intent(_as("hyperpod-eks"))["hyperpod_eks"]
+    assert section == {
+        "cluster_name": "training-any",
+        "instance_groups": [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 2, "volume_gib": 500}],
+    }
 
 
 def test_pcs_node_group_with_efa_and_login_nodes(synthesized: Any) -> None:
@@ -257,7 +280,7 @@ MESSAGES = [
     (
         "compute without orchestrator",
         _changed("eks", lambda d: d.pop("orchestrator")),
-        "orchestrator: required with compute; one of parallelcluster, hyperpod, pcs, eks",
+        "orchestrator: required with compute; one of parallelcluster, hyperpod, pcs, eks, hyperpod-eks",
     ),
     (
         "orchestrator without compute",
@@ -267,7 +290,7 @@ MESSAGES = [
     (
         "unknown orchestrator",
         _changed("slurm", lambda d: None),
-        "orchestrator: must be one of parallelcluster, hyperpod, pcs, eks, got 'slurm'",
+        "orchestrator: must be one of parallelcluster, hyperpod, pcs, eks, hyperpod-eks, got 'slurm'",
     ),
     (
         "another orchestrator's section",
@@ -426,6 +449,27 @@ MESSAGES = [
         "section not a mapping",
         _changed("eks", lambda d: d.update(eks=[])),
         "eks: must be a section of key: value settings, got []",
+    ),
+    (
+        "spot on hyperpod-eks",
+        _changed("hyperpod-eks", _group(capacity={"type": "spot"})),
+        "compute.node_groups[0].capacity: spot is not supported by SageMaker HyperPod; use on-demand or training-plan",
+    ),
+    (
+        "hyperpod_eks section under another orchestrator",
+        _changed("eks", lambda d: d.update(hyperpod_eks={"cluster_name": "x"})),
+        "hyperpod_eks: this file builds orchestrator: eks, so a hyperpod_eks section does not apply; remove it, "
+        "or set orchestrator: hyperpod-eks",
+    ),
+    (
+        "hyperpod-eks without a name",
+        _changed("hyperpod-eks", lambda d: d["compute"].pop("cluster_name")),
+        "compute.cluster_name: required with orchestrator: hyperpod-eks when the file sets no name:",
+    ),
+    (
+        "efa false on hyperpod-eks",
+        _changed("hyperpod-eks", _group(efa=False)),
+        "compute.node_groups[0].efa: HyperPod gives every ml.g5.8xlarge its EFA interfaces",
     ),
 ]
 

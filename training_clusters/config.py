@@ -68,8 +68,9 @@ from training_clusters.options import (
     SlurmVersion,
     TimeSlicing,
 )
-from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE
+from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, HYPERPOD_VPC_CNI_VERSION
 from training_clusters.rules import hyperpod as hyperpod_rules
+from training_clusters.rules import hyperpod_eks as hyperpod_eks_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
 from training_clusters.rules import users as user_rules
@@ -97,6 +98,7 @@ from training_clusters.rules.network import (
     nat_gateways_fit_problem,
     nat_gateways_problem,
     nodes_fit_problem,
+    usable_addresses,
     vpc_cidr_problem,
 )
 from training_clusters.rules.regions import (
@@ -1136,6 +1138,163 @@ class EksConfig(_Model):
         return self
 
 
+# --- HyperPod on EKS section ---
+
+
+class HyperPodEksTaintConfig(_Model):
+    """``hyperpod_eks.instance_groups[].taints[]``: a Kubernetes taint on every node of the group."""
+
+    key: str
+    value: str = ""
+    effect: str = Field(default="NoSchedule", description="NoSchedule, PreferNoSchedule or NoExecute.")
+
+    @model_validator(mode="after")
+    def _well_formed(self) -> HyperPodEksTaintConfig:
+        _raise_if(hyperpod_eks_rules.taint_problem(self.key, self.value, self.effect))
+        return self
+
+
+def _hyperpod_labels(labels: dict[str, str]) -> dict[str, str]:
+    kubernetes_labels(labels)
+    for key in labels:
+        _raise_if(hyperpod_eks_rules.reserved_key_problem(key))
+    return labels
+
+
+class HyperPodEksInstanceGroupConfig(_Model):
+    """``hyperpod_eks.instance_groups[]``: HyperPod instances that join the EKS cluster as nodes."""
+
+    name: str
+    instance_type: str = Field(description="HyperPod instance type with the ml. prefix, e.g. ml.p5.48xlarge")
+    count: Annotated[int, Field(ge=1, json_schema_extra={"maximum": hyperpod_rules.MAX_INSTANCE_COUNT})] = 1
+    volume_gib: int | None = Field(
+        default=None,
+        description="The EBS volume at /opt/sagemaker that holds containerd's and the kubelet's data. Required.",
+    )
+    root_volume_gib: int | None = Field(default=None, description="Default: HyperPod's root volume size.")
+    threads_per_core: int = Field(default=1, description="1 (hyper-threading off) or 2.")
+    image_id: str | None = Field(default=None, description="A custom AMI from HyperPod's EKS AMI.")
+    deep_health_checks: list[Annotated[DeepHealthCheck, _FileChoice(DeepHealthCheck)]] | None = Field(
+        default=None, description="Default: both checks on GPU/Trainium groups, none on CPU groups."
+    )
+    capacity: CapacityConfig | None = Field(
+        default=None, description="on-demand or training-plan (training_plan_arn). Default: on-demand."
+    )
+    labels: Annotated[dict[str, str], AfterValidator(_hyperpod_labels)] = Field(
+        default_factory=dict, description="Kubernetes labels on every node of the group."
+    )
+    taints: list[HyperPodEksTaintConfig] = Field(
+        default_factory=list, description="Kubernetes taints on every node of the group."
+    )
+
+    _hyperpod_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.HYPERPOD))
+    _name = field_validator("name")(_follows(hyperpod_rules.instance_group_name_problem))
+    _count = field_validator("count")(_follows(hyperpod_rules.instance_count_problem))
+    _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
+
+    @model_validator(mode="after")
+    def _volume_given(self) -> HyperPodEksInstanceGroupConfig:
+        _raise_at("volume_gib", hyperpod_eks_rules.volume_problem(self.volume_gib))
+        return self
+
+    @field_validator("instance_type")
+    @classmethod
+    def _hyperpod_type(cls, value: str) -> str:
+        try:
+            lookup_hyperpod(value, field="instance_type")
+        except ConfigurationError as error:
+            raise ValueError(str(error).removeprefix("instance_type: ")) from None
+        return value
+
+
+class HyperPodEksAddonsConfig(_Model):
+    """``hyperpod_eks.addons``: HyperPod's agent and the device plugins are always installed; these are optional."""
+
+    mpi_operator: bool = Field(default=True, description="Kubeflow MPI Operator (MPIJob), before the nodes.")
+    fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
+    fsx_csi_driver_version: str | None = Field(
+        default=None,
+        pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
+        description="Pin the aws-fsx-csi-driver add-on (e.g. v1.6.0-eksbuild.1). Default: EKS's default.",
+    )
+    vpc_cni_version: str = Field(
+        default=HYPERPOD_VPC_CNI_VERSION,
+        description="The vpc-cni add-on, v1.18.3 or newer (HyperPod's minimum).",
+    )
+
+    _vpc_cni = field_validator("vpc_cni_version")(_follows(hyperpod_eks_rules.vpc_cni_version_problem))
+
+
+class HyperPodEksNcclTestConfig(_Model):
+    """``hyperpod_eks.nccl_test``: the MPIJob `training-clusters acceptance` writes for each EFA GPU group."""
+
+    enabled: bool = True
+    image: str = Field(
+        default=DEFAULT_NCCL_TESTS_IMAGE,
+        min_length=1,
+        max_length=512,
+        pattern=r"^\S+$",
+        description="Container image reference (registry/repository:tag or @digest) with NCCL tests and EFA.",
+    )
+
+
+class HyperPodEksConfig(_Model):
+    """``hyperpod_eks``: a SageMaker HyperPod cluster whose nodes join an EKS cluster made with it."""
+
+    cluster_name: str = Field(description="The HyperPod cluster's name.")
+    eks_cluster_name: str | None = Field(
+        default=None, pattern=r"^[a-zA-Z][a-zA-Z0-9_-]{0,99}$", description="Default: generated."
+    )
+    kubernetes_version: str = Field(
+        default="1.33", description="One HyperPod supports that the kubectl layer drives: 1.32 or 1.33."
+    )
+    admin_role_arn: str | None = Field(default=None, description="Role made cluster admin (access entry).")
+    admin_role_name: str | None = Field(
+        default=None, pattern=r"^[\w+=,.@-]{1,64}$", description="Same, a role of the deploying account."
+    )
+    public_access_cidrs: list[str] | None = Field(
+        default=None, description="Open the API endpoint to these ranges only. Default: private endpoint."
+    )
+    access_mode: Annotated[AccessMode, _FileChoice(AccessMode)] = AccessMode.API_AND_CONFIG_MAP
+    system_nodegroup: EksSystemNodegroupConfig = EksSystemNodegroupConfig()
+    node_recovery: Annotated[NodeRecovery, _FileChoice(NodeRecovery)] = NodeRecovery.AUTOMATIC
+    node_provisioning_mode: Annotated[NodeProvisioningMode, _FileChoice(NodeProvisioningMode)] = (
+        NodeProvisioningMode.CONTINUOUS
+    )
+    instance_groups: Annotated[list[HyperPodEksInstanceGroupConfig], Field(min_length=1)]
+    addons: HyperPodEksAddonsConfig = HyperPodEksAddonsConfig()
+    nccl_test: HyperPodEksNcclTestConfig = HyperPodEksNcclTestConfig()
+
+    _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
+    _version = field_validator("kubernetes_version")(_follows(hyperpod_eks_rules.kubernetes_version_problem))
+    _public_ranges = field_validator("public_access_cidrs")(_follows(public_access_cidrs_problem))
+
+    @model_validator(mode="after")
+    def _one_admin_role(self) -> HyperPodEksConfig:
+        if self.admin_role_arn is not None and self.admin_role_name is not None:
+            raise ValueError("admin_role_arn and admin_role_name name the same thing; give one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _unique_group_names(self) -> HyperPodEksConfig:
+        names = [g.name for g in self.instance_groups]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"instance group names must be unique, got {', '.join(repeated)} more than once")
+        return self
+
+    @model_validator(mode="after")
+    def _pods_fit_the_subnet(self) -> HyperPodEksConfig:
+        nodes = sum(g.count for g in self.instance_groups)
+        _raise_at(
+            "instance_groups",
+            hyperpod_eks_rules.pod_addresses_problem(
+                nodes, hyperpod_eks_rules.ADDRESSES_PER_NODE, usable_addresses()
+            ),
+        )
+        return self
+
+
 # --- AWS PCS section ---
 
 
@@ -1296,7 +1455,7 @@ class PcsConfig(_Model):
 
 
 #: The sections that each make an environment's cluster; at most one per file.
-ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks", "pcs")
+ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks", "pcs", "hyperpod_eks")
 #: The orchestrators that create ``users`` on their nodes.
 USER_ORCHESTRATORS = ("parallelcluster", "hyperpod")
 
@@ -1402,6 +1561,7 @@ class EnvironmentConfig(_Model):
     parallelcluster: ParallelClusterConfig | None = None
     eks: EksConfig | None = None
     pcs: PcsConfig | None = None
+    hyperpod_eks: HyperPodEksConfig | None = None
     orchestrator: Annotated[Orchestrator, _FileChoice(Orchestrator)] | None = Field(
         default=None,
         description="Who runs the nodes of compute: its section is written from compute (see "
@@ -1517,11 +1677,12 @@ class EnvironmentConfig(_Model):
 
     @model_validator(mode="after")
     def _eks_needs_a_way_out(self) -> EnvironmentConfig:
-        if self.eks is not None and self.network.endpoint_only:
+        section = "eks" if self.eks is not None else "hyperpod_eks" if self.hyperpod_eks is not None else None
+        if section is not None and self.network.endpoint_only:
             raise _FieldProblem(
                 "network.endpoint_only",
                 "true leaves the EKS cluster no route to its helm chart repositories and the MPI Operator "
-                "release; use nat_gateways: 1 (or more) with an eks section",
+                f"release; use nat_gateways: 1 (or more) with an {section} section",
             )
         return self
 

@@ -104,6 +104,7 @@ def nccl_test_mpijob(
     image: str = DEFAULT_NCCL_TESTS_IMAGE,
     namespace: str = "default",
     worker_memory: str = "32000Mi",
+    node_instance_type: str | None = None,
 ) -> dict[str, Any]:
     """An ``kubeflow.org/v2beta1`` MPIJob running ``all_reduce_perf`` on ``workers`` nodes of one type.
 
@@ -114,6 +115,8 @@ def nccl_test_mpijob(
     :param image: Default: :data:`training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`.
     :param namespace: Default: ``default``.
     :param worker_memory: Memory request and limit of each worker. Default: ``32000Mi``.
+    :param node_instance_type: The ``node.kubernetes.io/instance-type`` label of the nodes the workers run on.
+        Default: ``instance_type``'s EC2 name; SageMaker HyperPod's nodes carry the ``ml.`` name.
     """
     _check(name, instance_type, workers, efa_interfaces)
     gpus = instance_type.gpu_count
@@ -153,7 +156,9 @@ def nccl_test_mpijob(
                     "replicas": workers,
                     "template": {
                         "spec": {
-                            "nodeSelector": {"node.kubernetes.io/instance-type": instance_type.name},
+                            "nodeSelector": {
+                                "node.kubernetes.io/instance-type": node_instance_type or instance_type.name
+                            },
                             "tolerations": [
                                 {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
                             ],

@@ -43,6 +43,10 @@ def stack_class(config: EnvironmentConfig) -> type[TrainingEnvironmentStack]:
         from training_clusters.stacks.pcs import PcsEnvironment
 
         return PcsEnvironment
+    if config.hyperpod_eks is not None:
+        from training_clusters.stacks.hyperpod_eks import HyperPodEksEnvironment
+
+        return HyperPodEksEnvironment
     return TrainingEnvironmentStack
 
 

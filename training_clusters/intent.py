@@ -2,7 +2,7 @@
 
 An environment file may describe its nodes once, independently of who runs them::
 
-    orchestrator: parallelcluster        # or hyperpod, pcs, eks
+    orchestrator: parallelcluster        # or hyperpod, pcs, eks, hyperpod-eks
     compute:
       controller: {instance_type: m5.xlarge}
       login: {instance_type: m5.xlarge, count: 1}
@@ -19,15 +19,15 @@ orchestrator section the file also gives for what only that orchestrator has (``
 
 What each field becomes:
 
-============================  ==================  ====================  ===================  ==================
-compute                       parallelcluster     hyperpod              pcs                  eks
-============================  ==================  ====================  ===================  ==================
-cluster_name                  cluster_name        cluster_name          cluster_name         cluster_name
-controller.instance_type      head_node           controller group      (managed)            (managed)
-login                         login_nodes pool    login group           login_nodes          (kubectl)
-node_groups[]                 one queue each      worker group each,    compute node group   efa_nodegroups /
-                                                  partition = name      (+ its queue)        gpu_nodegroups
-============================  ==================  ====================  ===================  ==================
+============================  ==================  ====================  ===================  ==================  ====================
+compute                       parallelcluster     hyperpod              pcs                  eks                 hyperpod-eks
+============================  ==================  ====================  ===================  ==================  ====================
+cluster_name                  cluster_name        cluster_name          cluster_name         cluster_name        cluster_name
+controller.instance_type      head_node           controller group      (managed)            (managed)           (managed)
+login                         login_nodes pool    login group           login_nodes          (kubectl)           (kubectl)
+node_groups[]                 one queue each      worker group each,    compute node group   efa_nodegroups /    instance group each,
+                                                  partition = name      (+ its queue)        gpu_nodegroups      500 GiB volume
+============================  ==================  ====================  ===================  ==================  ====================
 
 Free of CDK: :mod:`training_clusters.config` calls it before validating the document.
 """
@@ -58,6 +58,12 @@ class Orchestrator(Choice):
     HYPERPOD = "hyperpod"
     PCS = "pcs"
     EKS = "eks"
+    HYPERPOD_EKS = "hyperpod-eks"
+
+    @property
+    def section(self) -> str:
+        """The environment file's section this orchestrator builds (``hyperpod-eks`` writes ``hyperpod_eks``)."""
+        return self.value.replace("-", "_")
 
 
 #: HyperPod's controller when ``compute.controller`` is omitted (HyperPod has no default of its own).
@@ -153,23 +159,23 @@ def expand_intent(document: dict[str, Any]) -> dict[str, Any]:
     orchestrator = _orchestrator(document)
     compute = _compute(document)
     for other in Orchestrator:
-        if other is not orchestrator and other.value in document:
+        if other is not orchestrator and other.section in document:
             raise ConfigurationError(
-                f"{other.value}: this file builds orchestrator: {orchestrator.value}, so a {other.value} section "
-                f"does not apply; remove it, or set orchestrator: {other.value}"
+                f"{other.section}: this file builds orchestrator: {orchestrator.value}, so a {other.section} "
+                f"section does not apply; remove it, or set orchestrator: {other.value}"
             )
     generated, origins, defaults = _TRANSLATIONS[orchestrator](compute, document)
-    given = document.get(orchestrator.value)
+    given = document.get(orchestrator.section)
     if given is None:
         given = {}
     if not isinstance(given, dict):
         raise ConfigurationError(
-            f"{orchestrator.value}: must be a section of key: value settings, got {excerpt(given)}"
+            f"{orchestrator.section}: must be a section of key: value settings, got {excerpt(given)}"
         )
-    section = _merge(generated, given, (orchestrator.value,), origins)
+    section = _merge(generated, given, (orchestrator.section,), origins)
     _fill(section, defaults)
     expanded = dict(document)
-    expanded[orchestrator.value] = section
+    expanded[orchestrator.section] = section
     return expanded
 
 
@@ -443,17 +449,56 @@ def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
         groups.append(worker)
     section["instance_groups"] = groups
     origins[("instance_groups",)] = "compute.node_groups"
-    defaults: dict[str, Any] = {}
-    given = document.get("hyperpod")
+    return section, origins, _hyperpod_cluster_name(compute, document, Orchestrator.HYPERPOD)
+
+
+def _hyperpod_cluster_name(
+    compute: ComputeIntent, document: dict[str, Any], orchestrator: Orchestrator
+) -> dict[str, Any]:
+    """The defaults of a HyperPod section: its cluster name from the file's ``name`` when nothing names it."""
+    given = document.get(orchestrator.section)
     named = isinstance(given, dict) and "cluster_name" in given
-    if compute.cluster_name is None and not named:
-        if not isinstance(document.get("name"), str):
+    if compute.cluster_name is not None or named:
+        return {}
+    if not isinstance(document.get("name"), str):
+        raise ConfigurationError(
+            f"compute.cluster_name: required with orchestrator: {orchestrator.value} when the file sets no name: "
+            f"(a HyperPod cluster is named in the file); set compute.cluster_name, name or "
+            f"{orchestrator.section}.cluster_name"
+        )
+    return {"cluster_name": document["name"]}
+
+
+#: The EBS volume (``volume_gib``) each instance group of ``orchestrator: hyperpod-eks`` gets: containerd's
+#: images and the kubelet's pod volumes live there.
+DEFAULT_HYPERPOD_EKS_VOLUME_GIB = 500
+
+
+def _hyperpod_eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    """HyperPod on EKS: each node group an instance group (``ml.`` type, an EBS volume); the controller is EKS's
+    control plane and kubectl the way in, so ``controller`` and ``login`` are not used."""
+    section, origins = _common(compute)
+    groups = []
+    for field, group in _groups(compute, hyperpod_rules.instance_group_name_problem):
+        _, count = _counts(field, group, scales=False, orchestrator=Orchestrator.HYPERPOD_EKS)
+        instance = CATALOG[group.instance_type]
+        if group.efa is False and instance.efa_supported:
             raise ConfigurationError(
-                "compute.cluster_name: required with orchestrator: hyperpod when the file sets no name: (a "
-                "HyperPod cluster is named in the file); set compute.cluster_name, name or hyperpod.cluster_name"
+                f"{field}.efa: HyperPod gives every {instance.hyperpod_name} its EFA interfaces, so false cannot "
+                "be honoured; omit efa"
             )
-        defaults["cluster_name"] = document["name"]
-    return section, origins, defaults
+        _efa(field, group)
+        instance_group: dict[str, Any] = {
+            "name": group.name,
+            "instance_type": _ml(f"{field}.instance_type", group.instance_type),
+            "count": count,
+            "volume_gib": DEFAULT_HYPERPOD_EKS_VOLUME_GIB,
+        }
+        _add_capacity(instance_group, field, group, CapacityOrchestrator.HYPERPOD)
+        groups.append(instance_group)
+    section["instance_groups"] = groups
+    origins[("instance_groups",)] = "compute.node_groups"
+    return section, origins, _hyperpod_cluster_name(compute, document, Orchestrator.HYPERPOD_EKS)
 
 
 def _ml(field: str, name: str) -> str:
@@ -521,6 +566,7 @@ _TRANSLATIONS = {
     Orchestrator.HYPERPOD: _hyperpod,
     Orchestrator.PCS: _pcs,
     Orchestrator.EKS: _eks,
+    Orchestrator.HYPERPOD_EKS: _hyperpod_eks,
 }
 
 

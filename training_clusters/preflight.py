@@ -307,23 +307,58 @@ def _demand(
     )
 
 
+@dataclass(frozen=True)
+class _HyperPodGroup:
+    """An instance group of either HyperPod section, in the terms preflight checks it."""
+
+    name: str
+    instance_type: str
+    count: int
+    capacity: capacity_model.Capacity | None
+    volume_gib: int | None
+
+
+def _hyperpod_section(config: EnvironmentConfig) -> tuple[str, str, list[_HyperPodGroup]] | None:
+    """(section, cluster name, instance groups) of the environment's HyperPod cluster, Slurm or EKS; or None."""
+    if config.hyperpod is not None:
+        groups = [
+            _HyperPodGroup(g.name, g.instance_type, g.count, stated_capacity(g.capacity), g.extra_volume_gib)
+            for g in config.hyperpod.instance_groups
+        ]
+        return "hyperpod", config.hyperpod.cluster_name, groups
+    if config.hyperpod_eks is not None:
+        groups = [
+            _HyperPodGroup(g.name, g.instance_type, g.count, stated_capacity(g.capacity), g.volume_gib)
+            for g in config.hyperpod_eks.instance_groups
+        ]
+        return "hyperpod_eks", config.hyperpod_eks.cluster_name, groups
+    return None
+
+
 def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
-    if config.hyperpod is None:
+    found = _hyperpod_section(config)
+    if found is None:
         return []
-    # The HyperPod stack puts every instance group in the placement subnet; HyperPod sets up EFA itself.
-    return [
+    section, _, groups = found
+    # The HyperPod stacks put every instance group in the placement subnet; HyperPod sets up EFA itself.
+    demands = [
         InstanceDemand(
             instance_type=group.instance_type,
             count=group.count,
-            where=f"hyperpod.instance_groups[{group.name}]",
-            count_field=f"hyperpod.instance_groups[{group.name}].count",
+            where=f"{section}.instance_groups[{group.name}]",
+            count_field=f"{section}.instance_groups[{group.name}].count",
             service=Service.SAGEMAKER,
             availability_zones=(config.placement_availability_zone,),
             in_placement_az=True,
-            reserved=_reserved(stated_capacity(group.capacity)),
+            reserved=_reserved(group.capacity),
         )
-        for group in config.hyperpod.instance_groups
+        for group in groups
     ]
+    if config.hyperpod_eks is not None:  # the EKS cluster's own system nodes are EC2 instances
+        every_az = tuple(config.availability_zones)
+        system = config.hyperpod_eks.system_nodegroup
+        demands.append(_demand("hyperpod_eks.system_nodegroup", system, "size", every_az, placed=False))
+    return demands
 
 
 def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
@@ -517,9 +552,10 @@ class _Wanted:
 def _sagemaker_quota_checks(
     config: EnvironmentConfig, demands: Sequence[InstanceDemand], clients: AwsClients
 ) -> list[Check]:
-    if config.hyperpod is None:
+    found = _hyperpod_section(config)
+    if found is None:
         return []
-    wanted = _sagemaker_wanted(config, [d for d in demands if d.service is Service.SAGEMAKER])
+    wanted = _sagemaker_wanted(found, [d for d in demands if d.service is Service.SAGEMAKER])
     quotas = _QuotaList(clients.service_quotas, "sagemaker")
     checks: list[Check] = []
     for item in wanted:
@@ -542,8 +578,10 @@ def _sagemaker_quota_checks(
     return checks
 
 
-def _sagemaker_wanted(config: EnvironmentConfig, groups: Sequence[InstanceDemand]) -> list[_Wanted]:
-    assert config.hyperpod is not None
+def _sagemaker_wanted(
+    found: tuple[str, str, list[_HyperPodGroup]], groups: Sequence[InstanceDemand]
+) -> list[_Wanted]:
+    section, cluster_name, instance_groups = found
     by_type: dict[str, list[InstanceDemand]] = {}
     for demand in groups:
         by_type.setdefault(demand.instance_type, []).append(demand)
@@ -559,7 +597,7 @@ def _sagemaker_wanted(config: EnvironmentConfig, groups: Sequence[InstanceDemand
         for instance_type, members in by_type.items()
     ]
     total = sum(d.count for d in groups)
-    cluster = f"hyperpod cluster {config.hyperpod.cluster_name}"
+    cluster = f"hyperpod cluster {cluster_name}"
     for label, quota, counted in (
         ("Maximum number instances allowed per SageMaker HyperPod cluster", _SAGEMAKER_PER_CLUSTER,
          f"all instance groups of {cluster}"),
@@ -568,9 +606,10 @@ def _sagemaker_wanted(config: EnvironmentConfig, groups: Sequence[InstanceDemand
     ):  # fmt: skip
         wanted.append(
             _Wanted(label=label, matches=_named(quota), amount=total, detail=counted, unit="instances",
-                    field="hyperpod.instance_groups[].count")
+                    field=f"{section}.instance_groups[].count")
         )  # fmt: skip
-    volumes = [(g.name, g.extra_volume_gib) for g in config.hyperpod.instance_groups if g.extra_volume_gib]
+    volumes = [(g.name, g.volume_gib) for g in instance_groups if g.volume_gib]
+    volume_key = "extra_volume_gib" if section == "hyperpod" else "volume_gib"
     if volumes:
         name, size = max(volumes, key=lambda item: item[1] or 0)
         wanted.append(
@@ -578,9 +617,9 @@ def _sagemaker_wanted(config: EnvironmentConfig, groups: Sequence[InstanceDemand
                 label="Maximum size of EBS volume in GB for a SageMaker HyperPod cluster instance",
                 matches=_named(_SAGEMAKER_EBS),
                 amount=size or 0,
-                detail=f"hyperpod.instance_groups[{name}].extra_volume_gib",
+                detail=f"{section}.instance_groups[{name}].{volume_key}",
                 unit="GB",
-                field=f"hyperpod.instance_groups[{name}].extra_volume_gib",
+                field=f"{section}.instance_groups[{name}].{volume_key}",
             )
         )
     return wanted

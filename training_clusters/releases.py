@@ -10,6 +10,7 @@ cluster (``training_clusters.handlers.release_manifest``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 # --------------------------------------------------------------------------------------------------
@@ -181,3 +182,36 @@ def mpi_operator_manifest_url(version: str = MPI_OPERATOR_VERSION) -> str:
 
 
 MPI_OPERATOR_MANIFEST_URL = mpi_operator_manifest_url()
+
+
+# --------------------------------------------------------------------------------------------------
+# SageMaker HyperPod on EKS
+
+#: HyperPod's health-monitoring agent: the registry account of each region AWS publishes the image in, and
+#: the tag, as ``helm_chart/HyperPodHelmChart/charts/health-monitoring-agent/templates/_helpers.tpl`` of
+#: github.com/aws/sagemaker-hyperpod-cli (commit 011ca92, 2026-06) maps them. A region missing here has no
+#: published image: refused at synth.
+HEALTH_MONITORING_AGENT_REGISTRIES: Mapping[str, str] = {
+    "us-east-1": "767398015722",
+    "us-west-2": "905418368575",
+    "us-east-2": "851725546812",
+    "us-west-1": "011528288828",
+    "eu-central-1": "211125453373",
+    "eu-north-1": "654654141839",
+    "eu-west-1": "533267293120",
+    "eu-west-2": "011528288831",
+    "eu-south-2": "626887787726",
+    "ap-northeast-1": "533267052152",
+    "ap-south-1": "011528288864",
+    "ap-southeast-1": "905418428165",
+    "ap-southeast-2": "851725636348",
+    "ap-southeast-3": "971422672635",
+    "ap-southeast-4": "084375568333",
+    "ca-central-1": "843976229209",
+    "sa-east-1": "025066253954",
+}
+HEALTH_MONITORING_AGENT_REPOSITORY = "hyperpod-health-monitoring-agent"
+HEALTH_MONITORING_AGENT_TAG = "1.0.1892.0_1.0.424.0"
+#: The Amazon VPC CNI add-on installed: the EKS add-on version for Kubernetes 1.28 to 1.33 in "Assign IPs to
+#: Pods with the Amazon VPC CNI" (https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html).
+HYPERPOD_VPC_CNI_VERSION = "v1.20.1-eksbuild.3"

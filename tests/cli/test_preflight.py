@@ -1081,3 +1081,61 @@ def test_pcs_environment_without_room_for_its_nodes_fails_naming_the_node_group(
 
     [failed] = failures(checks)
     assert "pcs.compute_node_groups[compute]" in failed.needed and failed.available == "64 vCPUs"
+
+
+# --- HyperPod on EKS: the same SageMaker quotas and training plan checks, and the EKS system nodes
+
+
+def test_hyperpod_eks_demands_its_groups_on_sagemaker_and_its_system_nodes_on_ec2() -> None:
+    demands = instance_demands(environment("hyperpod-eks-p5"))
+
+    assert [(d.where, d.instance_type, d.count, d.service) for d in demands] == [
+        ("hyperpod_eks.instance_groups[p5]", "ml.p5.48xlarge", 2, Service.SAGEMAKER),
+        ("hyperpod_eks.system_nodegroup", "t3.large", 2, Service.EC2),
+    ]
+    assert demands[0].reserved is not None and demands[0].reserved.training_plan_arn == PLAN
+
+
+def test_hyperpod_eks_checks_sagemaker_quotas_its_volume_and_its_training_plan() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.listed_quotas(
+        "sagemaker",
+        [
+            quota("sagemaker", "L-0000A002", "ml.p5.48xlarge for cluster usage", 2),
+            quota(
+                "sagemaker",
+                "L-0000A003",
+                "Maximum number instances allowed per SageMaker HyperPod cluster",
+                20,
+            ),
+            quota(
+                "sagemaker",
+                "L-0000A004",
+                "Total number of instances allowed across SageMaker HyperPod clusters",
+                100,
+            ),
+            quota(
+                "sagemaker",
+                "L-0000A005",
+                "Maximum size of EBS volume in GB for a SageMaker HyperPod cluster instance",
+                1000,
+            ),
+        ],
+    )
+    account.offerings({"t3.large": AZS})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_PERSISTENT_2, 100800)])
+    account.training_plan(PLAN)
+
+    checks = account.run(environment("hyperpod-eks-p5"))
+
+    [volume] = failures(checks)
+    assert volume.check.endswith("Maximum size of EBS volume in GB for a SageMaker HyperPod cluster instance")
+    assert (volume.needed, volume.available) == (
+        "2000 GB (hyperpod_eks.instance_groups[p5].volume_gib)",
+        "1000 GB",
+    )
+    assert only(checks, f"training plan {PLAN}: free instances").available == "2 free of 2"
+    assert (
+        only(checks, "SageMaker quota L-0000A002 ml.p5.48xlarge for cluster usage").available == "2 instances"
+    )

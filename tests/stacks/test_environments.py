@@ -69,11 +69,13 @@ _CONNECT = {
     "eks": "UpdateKubeconfigCommand",
     "parallelcluster": "HeadNodeSsmCommand",
     "hyperpod": "ControllerSsmCommand",
+    "hyperpod_eks": "UpdateKubeconfigCommand",
 }
 _LOGS = {
     "eks": "ControlPlaneLogGroup",
     "parallelcluster": "ClusterLogGroups",
     "hyperpod": "LifecycleLogGroup",
+    "hyperpod_eks": "LifecycleLogGroup",
 }
 
 
@@ -89,7 +91,7 @@ def test_environment_outputs_how_to_connect_where_logs_are_and_the_mount_point(g
     if config.storage.lustre is not None:
         assert f"mounted at {config.storage.lustre.mount_dir}" in json.dumps(outputs["SharedStorageMount"])
         assert "SharedStorageMountCommand" in outputs
-        if section == "eks":
+        if section in ("eks", "hyperpod_eks"):
             assert "claimName: fsx-lustre" in outputs["SharedStorageClaim"]["Value"]
 
 

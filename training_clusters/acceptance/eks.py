@@ -27,7 +27,7 @@ from training_clusters.acceptance.fragments import (
 )
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.acceptance.mig import mig_eks_jobs
-from training_clusters.catalog import InstanceType, lookup
+from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.config import EksGpuNodegroupConfig
 from training_clusters.eks_jobs import (
     manifest_yaml,
@@ -41,6 +41,10 @@ from training_clusters.eks_mig import mig_config_name, mig_devices
 
 if TYPE_CHECKING:
     from training_clusters.config import EksEfaNodegroupConfig, EnvironmentConfig
+
+
+#: The label every node carries with its instance type (EC2's name; HyperPod's ``ml.`` name on its nodes).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 
 
 def eks_plan(
@@ -104,15 +108,72 @@ def eks_plan(
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
 
 
+def hyperpod_eks_plan(
+    config: EnvironmentConfig, environment: str, *, dcgm_level: int = DEFAULT_DCGM_LEVEL
+) -> AcceptancePlan:
+    """The jobs of a HyperPod-on-EKS environment: the NCCL MPIJob of each GPU instance group with EFA and 2
+    nodes or more, and the DCGM diagnostics Job of each GPU instance group, scheduled onto HyperPod's nodes
+    (they carry the ``ml.`` instance type as their ``node.kubernetes.io/instance-type`` label).
+
+    :param dcgm_level: ``dcgmi diag -r`` level of the DCGM jobs. Default: 2.
+    """
+    assert config.hyperpod_eks is not None
+    spec = config.hyperpod_eks
+    jobs: list[AcceptanceJob] = []
+    skipped: list[str] = []
+    for group in spec.instance_groups:
+        instance = lookup_hyperpod(group.instance_type)
+        reason = nccl_skip_reason(instance, group.count)
+        if not instance.efa_supported:
+            skipped.append(f"instance group {group.name}: {group.instance_type} has no EFA to verify")
+        elif reason is not None:
+            skipped.append(f"instance group {group.name}: {reason}")
+        elif not spec.nccl_test.enabled:
+            skipped.append(f"instance group {group.name}: nccl_test.enabled is false")
+        else:
+            jobs += _eks_jobs(
+                name=group.name,
+                instance=instance,
+                workers=group.count,
+                # HyperPod attaches every EFA interface the type has, one per network card
+                efa_interfaces=min(instance.max_efa_interfaces, instance.max_network_cards),
+                image=spec.nccl_test.image,
+                environment=environment,
+                node_instance_type=group.instance_type,
+            )
+        if instance.is_gpu:
+            jobs += dcgm_eks_jobs(
+                nodegroup=group.name,
+                instance=instance,
+                nodes=group.count,
+                labels={INSTANCE_TYPE_LABEL: group.instance_type, **dict(group.labels)},
+                level=dcgm_level,
+                environment=environment,
+            )
+    return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
+
+
 def _eks_jobs(
-    *, name: str, instance: InstanceType, workers: int, efa_interfaces: int, image: str, environment: str
+    *,
+    name: str,
+    instance: InstanceType,
+    workers: int,
+    efa_interfaces: int,
+    image: str,
+    environment: str,
+    node_instance_type: str | None = None,
 ) -> list[AcceptanceJob]:
     job_name = nccl_job_name(name)
     manifest_file, check_file = nccl_job_files(name)
     expectation = nccl_busbw_expectation(instance, Transport.EFA, efa_interfaces=efa_interfaces)
     assert expectation.expected is not None
     job = nccl_test_mpijob(
-        name=job_name, instance_type=instance, workers=workers, efa_interfaces=efa_interfaces, image=image
+        name=job_name,
+        instance_type=instance,
+        workers=workers,
+        efa_interfaces=efa_interfaces,
+        image=image,
+        node_instance_type=node_instance_type,
     )
     job["metadata"]["annotations"] = {
         "training-clusters/expected-busbw-GBps": plain_number(expectation.expected),

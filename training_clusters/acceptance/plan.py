@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from training_clusters.acceptance.dcgm import DEFAULT_DCGM_LEVEL, check_dcgm_level
-from training_clusters.acceptance.eks import eks_plan
+from training_clusters.acceptance.eks import eks_plan, hyperpod_eks_plan
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.acceptance.slurm import slurm_plan
 
@@ -24,6 +24,8 @@ def acceptance_plan(
     check_dcgm_level(dcgm_level)
     if config.eks is not None:
         return eks_plan(config, environment_name, dcgm_level=dcgm_level)
+    if config.hyperpod_eks is not None:
+        return hyperpod_eks_plan(config, environment_name, dcgm_level=dcgm_level)
     return slurm_plan(config, environment_name, dcgm_level=dcgm_level)
 
 

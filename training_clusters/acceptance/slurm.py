@@ -75,7 +75,9 @@ def slurm_plan(
     """
     targets, skipped = _slurm_targets(config)
     if config.parallelcluster is None and config.hyperpod is None and config.pcs is None:
-        skipped.append("no hyperpod, parallelcluster, pcs or eks section: there is no cluster to run jobs on")
+        skipped.append(
+            "no hyperpod, parallelcluster, pcs, eks or hyperpod_eks section: there is no cluster to run jobs on"
+        )
     jobs = [job for target in targets for job in _slurm_jobs(target, config, environment_name)]
     partitions, not_gpu = _gpu_partitions(config)
     skipped += not_gpu

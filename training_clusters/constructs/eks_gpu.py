@@ -107,7 +107,8 @@ class GpuEksCluster(Construct):
     call AWS need a Pod Identity association of their own (``aws_eks_v2.ServiceAccount`` with
     ``POD_IDENTITY``); nodegroups can widen the hop limit (``imds_hop_limit=2``) for software that cannot.
 
-    Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``cluster_name``, ``cluster_security_group``,
+    Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``cluster_name``, ``kubernetes_version``,
+    ``cluster_security_group``,
     ``secrets_key``, ``kubectl_layer``, ``subnets`` (of the control plane, the system nodes and the kubectl
     provider), ``node_role`` (shared by the nodegroups), ``pod_identity_agent`` (the add-on, CDK's own),
     ``vpc_cni_role`` and ``vpc_cni_pod_identity`` (its association), ``system_nodegroup``, ``connections``
@@ -129,6 +130,7 @@ class GpuEksCluster(Construct):
         system_instance_type: str = "t3.large",
         system_node_count: int = 2,
         removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.DESTROY,
+        kubernetes_version: str = KUBERNETES_VERSION,
     ) -> None:
         """Create the cluster and its system nodegroup.
 
@@ -148,6 +150,8 @@ class GpuEksCluster(Construct):
         :param system_node_count: How many system nodes. Default: 2.
         :param removal_policy: What happens to the cluster when it leaves the stack. Default: DESTROY (a
             cluster holds no data of its own; storage lives in FSx).
+        :param kubernetes_version: The control plane's Kubernetes version; the kubectl layer (v1.33) drives
+            1.32 to 1.34. Default: :data:`KUBERNETES_VERSION`.
         """
         super().__init__(scope, id)
         access_mode = option(self, "access_mode", AccessMode, access_mode)
@@ -170,7 +174,7 @@ class GpuEksCluster(Construct):
         self.cluster = eks.Cluster(
             self,
             "Resource",
-            version=eks.KubernetesVersion.of(KUBERNETES_VERSION),
+            version=eks.KubernetesVersion.of(kubernetes_version),
             kubectl_provider_options=eks.KubectlProviderOptions(
                 kubectl_layer=self.kubectl_layer,
                 # in the VPC, so it reaches a private endpoint (with the cluster security group)
@@ -192,6 +196,7 @@ class GpuEksCluster(Construct):
             assert isinstance(cfn_cluster, cdk.CfnResource)
             cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", str(access_mode))
         self.cluster_name: str = self.cluster.cluster_name
+        self.kubernetes_version = kubernetes_version
         self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
         self._connections = ec2.Connections(security_groups=[self.cluster_security_group])
         if admin_role_arn is not None:

@@ -108,8 +108,9 @@ _MAX_EBS_GIB = 16384
 class Orchestrator:
     """Slurm (configured by our lifecycle scripts) or an existing EKS cluster.
 
-    Slurm is what the shipped environments use and what the tests deploy-check; EKS orchestration is
-    supported by the construct (``Orchestrator.eks(cluster_arn)``) but no environment ships it yet.
+    Slurm is configured by the shipped lifecycle scripts; with EKS (``Orchestrator.eks(cluster_arn)``), use
+    :class:`~training_clusters.constructs.hyperpod_eks.HyperPodEksCluster`, which installs what HyperPod needs
+    in the cluster first (``environments/hyperpod-eks-*.yaml``).
     """
 
     eks_cluster_arn: str | None = None

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # shellcheck source-path=SCRIPTDIR
 #
-# SageMaker HyperPod (Slurm) OnCreate entry point of the cdk-training-clusters lifecycle scripts.
+# SageMaker HyperPod OnCreate entry point (Slurm; EKS in lib/eks_node.sh) of the cdk-training-clusters lifecycle scripts.
 #
 # HyperPod downloads LifeCycleConfig.SourceS3Uri (this folder plus provisioning_parameters.json,
 # training_clusters.json and user_steps/) to some folder on every new node and runs this script as
@@ -32,11 +32,18 @@ source lib/enroot_pyxis.sh
 source lib/slurm.sh
 source lib/observability.sh
 source lib/extra_steps.sh
+source lib/eks_node.sh
 
 main() {
     local step entry name script roles
     tc_install_traps
     log "on_create.sh started (scripts: ${TC_HOME}, root: ${TC_ROOT:-/}, log: ${TC_LOG_FILE})"
+
+    # HyperPod on EKS: the node joins an EKS cluster; none of the Slurm steps below apply.
+    if [[ $(tc_workload_manager) == eks ]]; then
+        tc_eks_main
+        return 0
+    fi
 
     run_step preflight tc_preflight
     run_step detect-role tc_detect_role

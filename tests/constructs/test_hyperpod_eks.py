@@ -1,0 +1,455 @@
+"""HyperPodEksCluster: HyperPod's dependencies in the EKS cluster before the SageMaker cluster, the instance groups
+(volume, labels, taints, training plans), the nodes' groups and role, and every refusal with its message."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+
+from training_clusters.capacity import Capacity
+from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.hyperpod import LustreMount
+from training_clusters.constructs.hyperpod_eks import (
+    HEALTH_TOLERATION,
+    EksInstanceGroup,
+    HyperPodEksCluster,
+    KubernetesTaint,
+    health_monitoring_agent_image,
+    health_monitoring_agent_manifests,
+    hyperpod_efa_device_plugin_values,
+    hyperpod_nvidia_device_plugin_values,
+)
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.errors import ConfigurationError
+from training_clusters.releases import HEALTH_MONITORING_AGENT_REGISTRIES, HYPERPOD_VPC_CNI_VERSION
+from training_clusters.rules.hyperpod_eks import ADDRESSES_PER_NODE, pod_addresses_problem
+
+from ..conftest import AZS, PinnedStack
+
+G5 = EksInstanceGroup(name="g5", instance_type="ml.g5.8xlarge", instance_count=2, volume_gib=500)
+PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
+
+
+def build(
+    stack: cdk.Stack,
+    groups: list[EksInstanceGroup] | None = None,
+    *,
+    kubernetes_version: str = "1.33",
+    **props: Any,
+) -> HyperPodEksCluster:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    eks = GpuEksCluster(
+        stack,
+        "Eks",
+        vpc=network.vpc,
+        access_mode="API_AND_CONFIG_MAP",
+        system_node_count=1,
+        kubernetes_version=kubernetes_version,
+    )
+    return HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        cluster_name="ml-cluster",
+        eks_cluster=eks,
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=groups if groups is not None else [G5],
+        additional_security_groups=[network.efa_security_group],
+        **props,
+    )
+
+
+def resources(stack: cdk.Stack, kind: str) -> dict[str, Any]:
+    found: dict[str, Any] = Template.from_stack(stack).find_resources(kind)
+    return found
+
+
+def the_cluster(stack: cdk.Stack) -> tuple[str, dict[str, Any]]:
+    ((logical_id, cluster),) = resources(stack, "AWS::SageMaker::Cluster").items()
+    return logical_id, cluster
+
+
+def depends_on(resource: dict[str, Any]) -> set[str]:
+    value = resource.get("DependsOn", [])
+    return {value} if isinstance(value, str) else set(value)
+
+
+# --------------------------------------------------------------------------------------------------
+# the order: HyperPod's dependencies exist before the SageMaker cluster (and go after it on delete)
+
+
+def test_the_cluster_depends_on_agent_plugins_vpc_cni_and_mpi_operator(stack: cdk.Stack) -> None:
+    cluster = build(stack)
+    _, resource = the_cluster(stack)
+    expected = {
+        stack.get_logical_id(c.node.default_child)  # type: ignore[arg-type]
+        for c in cluster.dependencies.resources
+        if isinstance(c.node.default_child, cdk.CfnElement)
+    } | {stack.get_logical_id(cluster.dependencies.vpc_cni)}
+    assert expected <= depends_on(resource)
+    kinds = {
+        logical_id: r["Type"]
+        for logical_id, r in Template.from_stack(stack).to_json()["Resources"].items()
+        if logical_id in depends_on(resource)
+    }
+    helm = sorted(
+        Template.from_stack(stack).to_json()["Resources"][i]["Properties"]["Chart"]
+        for i, kind in kinds.items()
+        if kind == "Custom::AWSCDK-EKS-HelmChart"
+    )
+    assert helm == ["aws-efa-k8s-device-plugin", "nvidia-device-plugin"]
+    assert "AWS::EKS::Addon" in kinds.values()
+    assert sum(kind == "Custom::AWSCDK-EKS-KubernetesResource" for kind in kinds.values()) >= 1
+
+
+def test_the_agent_manifest_and_the_mpi_operator_come_before_the_cluster(stack: cdk.Stack) -> None:
+    cluster = build(stack)
+    _, resource = the_cluster(stack)
+    agent = stack.get_logical_id(cluster.dependencies.agent.node.default_child)  # type: ignore[arg-type]
+    assert agent in depends_on(resource)
+    manifest = json.dumps(Template.from_stack(stack).to_json()["Resources"][agent]["Properties"]["Manifest"])
+    assert '\\"kind\\":\\"DaemonSet\\"' in manifest
+    assert "767398015722.dkr.ecr.us-east-1.amazonaws.com/hyperpod-health-monitoring-agent" in manifest
+    assert cluster.dependencies.mpi_operator is not None
+
+
+def test_without_the_mpi_operator_nothing_of_it_is_made(stack: cdk.Stack) -> None:
+    cluster = build(stack, mpi_operator=False)
+    assert cluster.dependencies.mpi_operator is None
+    assert not any("MpiOperator" in c.node.path for c in stack.node.find_all())
+
+
+def test_the_vpc_cni_add_on_is_pinned_at_a_version_hyperpod_supports(stack: cdk.Stack) -> None:
+    build(stack)
+    addons = {
+        r["Properties"]["AddonName"]: r["Properties"] for r in resources(stack, "AWS::EKS::Addon").values()
+    }
+    assert addons["vpc-cni"]["AddonVersion"] == HYPERPOD_VPC_CNI_VERSION == "v1.20.1-eksbuild.3"
+    assert addons["vpc-cni"]["ResolveConflicts"] == "OVERWRITE"
+
+
+# --------------------------------------------------------------------------------------------------
+# the SageMaker cluster
+
+
+def test_eks_orchestrator_continuous_provisioning_automatic_recovery(stack: cdk.Stack) -> None:
+    build(stack)
+    _, resource = the_cluster(stack)
+    props = resource["Properties"]
+    assert props["NodeRecovery"] == "Automatic"
+    assert props["NodeProvisioningMode"] == "Continuous"
+    assert props["Orchestrator"] == {"Eks": {"ClusterArn": {"Fn::GetAtt": [_eks_id(stack), "Arn"]}}}
+
+
+def _eks_id(stack: cdk.Stack) -> str:
+    (logical_id,) = resources(stack, "AWS::EKS::Cluster")
+    return str(logical_id)
+
+
+def test_each_group_has_its_volume_and_deep_health_checks_by_default(stack: cdk.Stack) -> None:
+    build(stack)
+    _, resource = the_cluster(stack)
+    (group,) = resource["Properties"]["InstanceGroups"]
+    assert group["InstanceType"] == "ml.g5.8xlarge" and group["InstanceCount"] == 2
+    assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]
+    assert group["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
+    assert group["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
+    assert "KubernetesConfig" not in group
+
+
+def test_labels_and_taints_reach_kubernetes_config(stack: cdk.Stack) -> None:
+    group = EksInstanceGroup(
+        name="p5",
+        instance_type="ml.p5.48xlarge",
+        volume_gib=2000,
+        labels={"training-clusters/pool": "p5"},
+        taints=[KubernetesTaint("nvidia.com/gpu", "true"), KubernetesTaint("dedicated", effect="NoExecute")],
+        capacity=Capacity.training_plan(PLAN),
+    )
+    build(stack, [group])
+    _, resource = the_cluster(stack)
+    (props,) = resource["Properties"]["InstanceGroups"]
+    assert props["KubernetesConfig"] == {
+        "Labels": {"training-clusters/pool": "p5"},
+        "Taints": [
+            {"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NoSchedule"},
+            {"Key": "dedicated", "Effect": "NoExecute"},
+        ],
+    }
+    assert props["TrainingPlanArn"] == PLAN
+
+
+def test_nodes_carry_the_eks_cluster_group_hyperpods_own_and_the_efa_group(stack: cdk.Stack) -> None:
+    cluster = build(stack)
+    _, resource = the_cluster(stack)
+    groups = resource["Properties"]["VpcConfig"]["SecurityGroupIds"]
+    assert groups == [
+        stack.resolve(cluster.hyperpod.security_group.security_group_id),
+        {"Fn::GetAtt": [_eks_id(stack), "ClusterSecurityGroupId"]},
+        stack.resolve(stack.node.find_child("Network").efa_security_group.security_group_id),  # type: ignore[attr-defined]
+    ]
+
+
+def test_provisioning_parameters_say_eks_and_name_the_file_system(stack: cdk.Stack) -> None:
+    cluster = build(
+        stack, lustre=LustreMount(dns_name="fs-1.fsx.us-east-1.amazonaws.com", mount_name="abcdefgh")
+    )
+    assert cluster.hyperpod.provisioning_parameters == {
+        "version": "1.0.0",
+        "workload_manager": "eks",
+        "fsx_dns_name": "fs-1.fsx.us-east-1.amazonaws.com",
+        "fsx_mountname": "abcdefgh",
+    }
+
+
+def test_the_node_role_pulls_images_and_assumes_pod_identity_on_this_cluster_only(stack: cdk.Stack) -> None:
+    cluster = build(stack)
+    policy = stack.resolve(cluster.node.find_child("NodePolicy").node.default_child.policy_document)  # type: ignore[union-attr]
+    statements = {
+        s["Sid"]: (frozenset(_list(s["Action"])), _list(s["Resource"])) for s in policy["Statement"]
+    }
+    assert statements == {
+        "EcrAuth": (frozenset({"ecr:GetAuthorizationToken"}), ["*"]),
+        "ImagePulls": (
+            frozenset({"ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"}),
+            ["*"],
+        ),
+        "PodIdentity": (
+            frozenset({"eks-auth:AssumeRoleForPodIdentity"}),
+            [{"Fn::GetAtt": [_eks_id(stack), "Arn"]}],
+        ),
+    }
+    _, resource = the_cluster(stack)
+    assert stack.get_logical_id(cluster.node.find_child("NodePolicy").node.default_child) in depends_on(
+        resource
+    )  # type: ignore[arg-type]
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# --------------------------------------------------------------------------------------------------
+# what goes into the cluster, as data
+
+
+def test_agent_image_per_region_and_a_region_without_one_refused() -> None:
+    assert health_monitoring_agent_image("us-east-1") == (
+        "767398015722.dkr.ecr.us-east-1.amazonaws.com/hyperpod-health-monitoring-agent:1.0.1892.0_1.0.424.0"
+    )
+    assert health_monitoring_agent_image("eu-west-2").startswith("011528288831.dkr.ecr.eu-west-2.")
+    assert len(HEALTH_MONITORING_AGENT_REGISTRIES) == 17
+    with pytest.raises(
+        ValueError, match="me-south-1 has no health-monitoring agent image published by SageMaker HyperPod"
+    ):
+        health_monitoring_agent_image("me-south-1")
+
+
+def test_agent_manifests_rbac_and_one_daemon_set_per_accelerator_kind() -> None:
+    manifests = health_monitoring_agent_manifests(
+        image="img", gpu_types=["ml.g5.8xlarge"], neuron_types=["ml.trn1.32xlarge"]
+    )
+    assert [(m["kind"], m["metadata"]["name"]) for m in manifests] == [
+        ("Namespace", "aws-hyperpod"),
+        ("ServiceAccount", "health-monitoring-agent"),
+        ("ClusterRole", "health-monitoring-agent"),
+        ("ClusterRoleBinding", "health-monitoring-agent"),
+        ("ServiceAccount", "deep-health-check-service-account"),
+        ("ClusterRole", "deep-health-check-service-account"),
+        ("ClusterRoleBinding", "deep-health-check-service-account"),
+        ("DaemonSet", "health-monitoring-agent"),
+        ("DaemonSet", "health-monitoring-agent-non-nvidia"),
+    ]
+    agent_role = manifests[2]["rules"]
+    assert agent_role == [
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["nodes", "nodes/status"], "verbs": ["patch"]},
+        {"apiGroups": ["", "events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch", "update"]},
+    ]
+    gpu, neuron = manifests[7], manifests[8]
+    for daemon_set, types in ((gpu, ["ml.g5.8xlarge"]), (neuron, ["ml.trn1.32xlarge"])):
+        spec = daemon_set["spec"]["template"]["spec"]
+        (term,) = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"
+        ]
+        assert term == {
+            "matchExpressions": [
+                {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": types}
+            ]
+        }
+        assert spec["serviceAccountName"] == "health-monitoring-agent"
+        assert spec["containers"][0]["securityContext"] == {
+            "runAsUser": 1000,
+            "runAsGroup": 2000,
+            "allowPrivilegeEscalation": False,
+        }
+    assert "args" not in gpu["spec"]["template"]["spec"]["containers"][0]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"} in neuron["spec"]["template"]["spec"][
+        "containers"
+    ][0]["env"]
+
+
+def test_without_accelerators_no_agent_daemon_set() -> None:
+    manifests = health_monitoring_agent_manifests(image="img", gpu_types=[], neuron_types=[])
+    assert "DaemonSet" not in {m["kind"] for m in manifests}
+
+
+def test_device_plugins_select_ml_types_and_tolerate_the_health_taint() -> None:
+    nvidia = hyperpod_nvidia_device_plugin_values(["ml.p5.48xlarge", "ml.g5.8xlarge"])
+    (term,) = nvidia["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"][0]["values"] == ["ml.g5.8xlarge", "ml.p5.48xlarge"]
+    assert (
+        nvidia["tolerations"][-1]
+        == HEALTH_TOLERATION
+        == {
+            "key": "sagemaker.amazonaws.com/node-health-status",
+            "operator": "Equal",
+            "value": "Unschedulable",
+            "effect": "NoSchedule",
+        }
+    )
+    efa = hyperpod_efa_device_plugin_values(
+        ["ml.g5.8xlarge"], "602401143452.dkr.ecr.us-east-1.amazonaws.com/x"
+    )
+    assert efa["supportedInstanceLabels"] == {
+        "keys": ["node.kubernetes.io/instance-type"],
+        "values": ["ml.g5.8xlarge"],
+    }
+    assert HEALTH_TOLERATION in efa["tolerations"]
+
+
+def test_a_cpu_group_without_efa_gets_no_device_plugin(stack: cdk.Stack) -> None:
+    cluster = build(stack, [EksInstanceGroup(name="cpu", instance_type="ml.m5.xlarge", volume_gib=100)])
+    deps = cluster.dependencies
+    assert (deps.nvidia_device_plugin, deps.efa_device_plugin, deps.neuron_device_plugin) == (
+        None,
+        None,
+        None,
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# refusals, each with its message
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        (
+            [EksInstanceGroup(name="g5", instance_type="ml.g5.8xlarge")],
+            "Test/HyperPod: instance_groups[0].volume_gib is required on HyperPod with EKS: the lifecycle script "
+            "moves containerd's and the kubelet's data",
+        ),
+        (
+            [EksInstanceGroup(name="g5", instance_type="ml.g5.8xlarge", volume_gib=16385)],
+            "instance_groups[0].volume_gib must be between 1 and 16384, got 16385",
+        ),
+        (
+            [
+                EksInstanceGroup(
+                    name="g5", instance_type="ml.g5.8xlarge", volume_gib=500, capacity=Capacity.spot()
+                )
+            ],
+            "instance_groups[0].capacity spot is not supported by SageMaker HyperPod",
+        ),
+        (
+            [
+                EksInstanceGroup(
+                    name="g5",
+                    instance_type="ml.g5.8xlarge",
+                    volume_gib=500,
+                    labels={"sagemaker.amazonaws.com/x": "y"},
+                )
+            ],
+            "instance_groups[0].labels key 'sagemaker.amazonaws.com/x' is in sagemaker.amazonaws.com/, which "
+            "SageMaker HyperPod sets itself",
+        ),
+        (
+            [
+                EksInstanceGroup(
+                    name="g5", instance_type="ml.g5.8xlarge", volume_gib=500, labels={"bad key": "y"}
+                )
+            ],
+            "instance_groups[0].labels label key 'bad key' is not a Kubernetes label key",
+        ),
+        (
+            [
+                EksInstanceGroup(
+                    name="g5",
+                    instance_type="ml.g5.8xlarge",
+                    volume_gib=500,
+                    taints=[KubernetesTaint("a", effect="Never")],
+                )
+            ],
+            "instance_groups[0].taints[0] effect of 'a' must be one of NoSchedule, PreferNoSchedule, NoExecute, got 'Never'",
+        ),
+        ([], "instance_groups must hold at least one group, got none"),
+    ],
+    ids=["no-volume", "volume-too-big", "spot", "reserved-label", "bad-label", "bad-taint", "no-groups"],
+)
+def test_bad_groups_are_refused(stack: cdk.Stack, groups: list[EksInstanceGroup], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, groups)
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize(
+    ("version", "message"),
+    [
+        (
+            "1.34",
+            "must be one of 1.32, 1.33 (SageMaker HyperPod supports 1.28, 1.29, 1.30, 1.31, 1.32, 1.33), got '1.34'",
+        ),
+        ("1.31", "must be one of 1.32, 1.33 (the kubectl layer (v1.33) drives 1.32, 1.33, 1.34), got '1.31'"),
+    ],
+)
+def test_a_kubernetes_version_hyperpod_does_not_support_is_refused(
+    stack: cdk.Stack, version: str, message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, kubernetes_version=version)
+    assert f"Test/HyperPod: eks_cluster.kubernetes_version {message}" in str(error.value)
+
+
+@pytest.mark.parametrize("version", ["1.32", "1.33"])
+def test_the_supported_versions_are_accepted(stack: cdk.Stack, version: str) -> None:
+    build(stack, kubernetes_version=version)
+    (eks,) = resources(stack, "AWS::EKS::Cluster").values()
+    assert eks["Properties"]["Version"] == version
+
+
+def test_a_region_without_the_agent_image_is_refused(app: cdk.App) -> None:
+    stack = PinnedStack(app, "Elsewhere", env=cdk.Environment(region="me-south-1"))
+    with pytest.raises(ConfigurationError) as error:
+        build(stack)
+    assert (
+        "Elsewhere/HyperPod/Dependencies: region me-south-1 has no health-monitoring agent image published by "
+        "SageMaker HyperPod; regions with one: ap-northeast-1," in str(error.value)
+    )
+
+
+def test_an_old_vpc_cni_is_refused(stack: cdk.Stack) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, vpc_cni_version="v1.18.2-eksbuild.1")
+    assert (
+        "vpc_cni_version must be v1.18.3 or newer (the oldest VPC CNI SageMaker HyperPod supports), got "
+        "v1.18.2-eksbuild.1" in str(error.value)
+    )
+
+
+def test_the_oldest_supported_vpc_cni_is_accepted(stack: cdk.Stack) -> None:
+    build(stack, vpc_cni_version="v1.18.3-eksbuild.1")
+
+
+def test_pod_addresses_boundary() -> None:
+    usable = 16379
+    fits = usable // ADDRESSES_PER_NODE
+    assert pod_addresses_problem(fits, ADDRESSES_PER_NODE, usable) is None
+    problem = pod_addresses_problem(fits + 1, ADDRESSES_PER_NODE, usable)
+    assert problem is not None and f"adds up to {fits + 1} HyperPod nodes" in problem

@@ -1,0 +1,153 @@
+"""HyperPodEksEnvironment: network + FSx + an EKS cluster + SageMaker HyperPod instance groups as its nodes."""
+
+from __future__ import annotations
+
+import aws_cdk as cdk
+from constructs import Construct
+
+from training_clusters.config import (
+    EnvironmentConfig,
+    HyperPodEksConfig,
+    HyperPodEksInstanceGroupConfig,
+    stated_capacity,
+)
+from training_clusters.constructs.eks_addons import FsxCsiDriver
+from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.hyperpod import LustreMount
+from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
+from training_clusters.errors import ConfigurationError
+from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack
+
+
+class HyperPodEksEnvironment(TrainingEnvironmentStack):
+    """Network + placement group + FSx (from the base), an EKS cluster made for HyperPod, and the HyperPod cluster.
+
+    Built from the environment file's ``hyperpod_eks`` section. The EKS cluster (``eks``: a
+    :class:`GpuEksCluster` with a small system nodegroup for CoreDNS and controllers) takes the version and
+    authentication mode HyperPod supports; HyperPod's instance groups (``hyperpod``: a
+    :class:`HyperPodEksCluster`) join it in the placement subnet, in the EFA group, once HyperPod's agent,
+    the device plugins, the VPC CNI and the MPI Operator are in the cluster. Pods mount the shared FSx through
+    the CSI driver (``fsx_csi``, a PV and the claim ``fsx-lustre``). HyperPod places its instances itself: the
+    environment's placement group is not used by its nodes.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+    ) -> None:
+        super().__init__(scope, id, config=config, environment_name=environment_name)
+        if config.hyperpod_eks is None:
+            raise ConfigurationError(
+                f"{environment_name}: hyperpod_eks: required for a HyperPod EKS environment"
+            )
+        spec = config.hyperpod_eks
+        self.eks = GpuEksCluster(
+            self,
+            "Eks",
+            vpc=self.network.vpc,
+            subnets=self.network.private_subnets,
+            admin_role_arn=self._admin_role_arn(spec),
+            public_access_cidrs=spec.public_access_cidrs,
+            access_mode=spec.access_mode,
+            cluster_name=spec.eks_cluster_name,
+            system_instance_type=spec.system_nodegroup.instance_type,
+            system_node_count=spec.system_nodegroup.size,
+            kubernetes_version=spec.kubernetes_version,
+        )
+        self.hyperpod = HyperPodEksCluster(
+            self,
+            "HyperPod",
+            cluster_name=spec.cluster_name,
+            eks_cluster=self.eks,
+            vpc=self.network.vpc,
+            subnet=self.network.placement_subnet(),
+            instance_groups=[_instance_group(g) for g in spec.instance_groups],
+            additional_security_groups=[self.network.efa_security_group],
+            lustre=self._lustre(),
+            node_recovery=spec.node_recovery,
+            node_provisioning_mode=spec.node_provisioning_mode,
+            mpi_operator=spec.addons.mpi_operator,
+            vpc_cni_version=spec.addons.vpc_cni_version,
+        )
+        self.fsx_csi: FsxCsiDriver | None = None
+        if self.shared_storage is not None:
+            self.shared_storage.allow_clients_from(self.eks)
+            self.shared_storage.allow_clients_from(self.hyperpod)
+            if spec.addons.fsx_csi_driver:
+                self.fsx_csi = FsxCsiDriver(
+                    self,
+                    "FsxCsiDriver",
+                    cluster=self.eks,
+                    storage=self.shared_storage,
+                    addon_version=spec.addons.fsx_csi_driver_version,
+                )
+        self._add_outputs(spec)
+
+    def _lustre(self) -> LustreMount | None:
+        if self.shared_storage is None or self.mount_dir is None:
+            return None
+        return LustreMount(
+            dns_name=self.shared_storage.dns_name,
+            mount_name=self.shared_storage.mount_name,
+            mount_dir=self.mount_dir,
+        )
+
+    def _admin_role_arn(self, spec: HyperPodEksConfig) -> str | None:
+        if spec.admin_role_name is None:
+            return spec.admin_role_arn
+        arn: str = cdk.Arn.format(
+            cdk.ArnComponents(service="iam", region="", resource="role", resource_name=spec.admin_role_name),
+            self,
+        )
+        return arn
+
+    def _add_outputs(self, spec: HyperPodEksConfig) -> None:
+        self.output("ClusterArn", self.hyperpod.cluster_arn, "HyperPod cluster ARN")
+        self.output("ClusterName", self.eks.cluster_name, "The EKS cluster HyperPod's nodes join")
+        self.output(
+            "UpdateKubeconfigCommand",
+            self.eks.update_kubeconfig_command(self.config.region),
+            "Point kubectl at the cluster (run from inside the VPC unless public_access_cidrs is set)",
+        )
+        self.output(
+            "ControlPlaneLogGroup",
+            f"/aws/eks/{self.eks.cluster_name}/cluster",
+            "CloudWatch log group of the EKS control plane",
+        )
+        self.output(
+            "LifecycleLogGroup",
+            cdk.Fn.join(
+                "", ["/aws/sagemaker/Clusters/", spec.cluster_name, "/", self.hyperpod.hyperpod.cluster_id]
+            ),
+            "CloudWatch log group of the lifecycle script (one stream per node)",
+        )
+        if self.fsx_csi is not None:
+            self.output(
+                "SharedStorageClaim",
+                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
+                "How pods mount the shared FSx for Lustre file system",
+            )
+        self.next_steps(
+            "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
+            "public_access_cidrs is set), then kubectl get nodes -L sagemaker.amazonaws.com/node-health-status",
+            "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes an MPIJob per EFA "
+            "GPU instance group; kubectl apply -f it and read its launcher's log: the RESULT line says PASS or FAIL",
+            "A node that does not join: its lifecycle script's log is in [LifecycleLogGroup]; a pod that does not "
+            "start: kubectl describe, and the control plane's logs in [ControlPlaneLogGroup]",
+            DESTROY_STEP,
+        )
+
+
+def _instance_group(spec: HyperPodEksInstanceGroupConfig) -> EksInstanceGroup:
+    return EksInstanceGroup(
+        name=spec.name,
+        instance_type=spec.instance_type,
+        instance_count=spec.count,
+        volume_gib=spec.volume_gib,
+        root_volume_gib=spec.root_volume_gib,
+        threads_per_core=spec.threads_per_core,
+        image_id=spec.image_id,
+        deep_health_checks=spec.deep_health_checks,
+        capacity=stated_capacity(spec.capacity),
+        labels=dict(spec.labels),
+        taints=[KubernetesTaint(key=t.key, value=t.value, effect=t.effect) for t in spec.taints],
+    )
