@@ -101,6 +101,7 @@ WITHOUT_JSII = (
     "tests/test_acceptance.py",
     "tests/test_catalog.py",
     "tests/test_config.py",
+    "tests/test_job_layer.py",
     "tests/test_refresh_catalog.py",
     "tests/test_rules.py",
 )

@@ -57,13 +57,23 @@ def _dcgm(nodegroup: str) -> set[str]:
     return {f"dcgm-diag-{nodegroup}.yaml", f"dcgm-diag-{nodegroup}-check.sh"}
 
 
+def _job_layer(nodegroup: str, *, efa: bool) -> set[str]:
+    """The gang test of a GPU nodegroup and, on EFA, the NCCL TrainJob; each with its gate."""
+    files = {f"gang-test-{nodegroup}.yaml", f"gang-test-{nodegroup}-check.sh"}
+    if efa:
+        files |= {f"nccl-trainjob-{nodegroup}.yaml", f"nccl-trainjob-{nodegroup}-check.sh"}
+    return files
+
+
 EXPECTED_FILES: dict[str, set[str]] = {
-    "eks-g5-efa": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"} | _dcgm("g5"),
-    "eks-gpu-monitoring": _dcgm("gpu"),
-    "eks-gpu-sharing": _dcgm("gpu"),
     "eks-mig": {"mig-notebooks.yaml", "mig-notebooks-check.sh"},
-    "eks-p5-capacity-block": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
-    "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
+    "eks-g5-efa": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"} | _dcgm("g5") | _job_layer("g5", efa=True),
+    "eks-gpu-monitoring": _dcgm("gpu") | _job_layer("gpu", efa=False),
+    "eks-gpu-sharing": _dcgm("gpu") | _job_layer("gpu", efa=False),
+    "eks-p5-capacity-block": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"}
+    | _dcgm("p5")
+    | _job_layer("p5", efa=True),
+    "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5") | _job_layer("p5", efa=True),
     "hyperpod-eks-g5": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"} | _dcgm("g5"),
     "hyperpod-eks-p5": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
     "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),
@@ -125,9 +135,9 @@ def test_environments_without_efa_say_why(stem: str, why: str) -> None:
 
 
 @pytest.mark.parametrize("stem", ["eks-gpu-sharing", "eks-gpu-monitoring"])
-def test_gpu_nodegroups_without_efa_get_dcgm_only_and_say_why_no_nccl(stem: str) -> None:
+def test_gpu_nodegroups_without_efa_get_dcgm_and_gang_only_and_say_why_no_nccl(stem: str) -> None:
     plan = _plan(stem)
-    assert {job.filename for job in plan.jobs} == _dcgm("gpu")
+    assert {job.filename for job in plan.jobs} == _dcgm("gpu") | _job_layer("gpu", efa=False)
     assert any("no efa_nodegroups" in line for line in plan.skipped)
 
 
@@ -384,7 +394,8 @@ def test_eks_nodegroup_of_one_node_is_skipped() -> None:
     document = yaml.safe_load((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
     document["eks"]["efa_nodegroups"][0]["size"] = 1
     plan = acceptance_plan(parse_environment(document), "x")
-    assert {job.filename for job in plan.jobs} == _dcgm("g5")  # DCGM runs on one node
+    # DCGM runs on one node, and so does the gang test
+    assert {job.filename for job in plan.jobs} == _dcgm("g5") | {"gang-test-g5.yaml", "gang-test-g5-check.sh"}
     assert plan.skipped == ("nodegroup g5: 1 node; NCCL over EFA needs 2",)
 
 
@@ -458,6 +469,10 @@ def test_write_jobs_writes_executable_scripts(tmp_path: Path) -> None:
         "nccl-tests-g5-check.sh",
         "dcgm-diag-g5.yaml",
         "dcgm-diag-g5-check.sh",
+        "nccl-trainjob-g5.yaml",
+        "nccl-trainjob-g5-check.sh",
+        "gang-test-g5.yaml",
+        "gang-test-g5-check.sh",
     ]
     assert paths[0].read_text() == jobs[0].content
     assert paths[1].stat().st_mode & stat.S_IXUSR
@@ -997,3 +1012,158 @@ def test_pcs_queues_default_to_one_per_node_group() -> None:
     jobs = acceptance_jobs(parse_environment(document), "pcs-p5")
     assert {job.filename for job in jobs} == _slurm(SLURM_GPU, "gpu")
     assert all("AWS PCS partition gpu" in job.description for job in jobs)
+
+
+# --- EKS job layer: the NCCL TrainJob through a LocalQueue, and the gang test ------------------------
+
+
+def _yaml_documents(stem: str, filename: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(_job(stem, filename).content) if doc]
+
+
+def test_the_mpijob_is_admitted_through_the_default_namespaces_local_queue() -> None:
+    assert _manifest("eks-p5-efa", "p5")["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "training"}
+
+
+def test_the_nccl_trainjob_runs_the_mpijobs_mpirun_on_the_nodegroups_runtime_through_the_queue() -> None:
+    (job,) = _yaml_documents("eks-p5-efa", "nccl-trainjob-p5.yaml")
+    assert (job["kind"], job["metadata"]["name"], job["metadata"]["namespace"]) == (
+        "TrainJob",
+        "nccl-trainjob-p5",
+        "default",
+    )
+    assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "training"}
+    assert job["spec"]["runtimeRef"] == {"name": "mpi-efa-p5"}
+    trainer = job["spec"]["trainer"]
+    assert trainer["numNodes"] == 2
+    mpijob = _manifest("eks-p5-efa", "p5")
+    assert (
+        trainer["command"]
+        == mpijob["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    )
+    assert job["metadata"]["annotations"]["training-clusters/minimum-busbw-GBps"] == "160"
+    check = _job("eks-p5-efa", "nccl-trainjob-p5-check.sh").content
+    assert (
+        "# Usage: kubectl logs -n default job/nccl-trainjob-p5-launcher-0 | bash nccl-trainjob-p5-check.sh\n"
+        in check
+    )
+    assert "readonly EXPECTED_RANKS=16\n" in check
+
+
+def test_the_job_layer_jobs_run_in_the_first_team_namespace_without_default() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
+    document["eks"]["queues"] = {"namespaces": ["vision", "speech"], "local_queue": "gpus"}
+    plan = acceptance_plan(parse_environment(document), "x")
+    jobs = {job.filename: job for job in plan.jobs}
+    (trainjob,) = [d for d in yaml.safe_load_all(jobs["nccl-trainjob-g5.yaml"].content) if d]
+    assert (trainjob["metadata"]["namespace"], trainjob["metadata"]["labels"]) == (
+        "vision",
+        {"kueue.x-k8s.io/queue-name": "gpus"},
+    )
+    # the MPIJob runs in default, which has no LocalQueue now: not labelled, so Kueue leaves it alone
+    mpijob = yaml.safe_load(jobs["nccl-tests-g5.yaml"].content)
+    assert "labels" not in mpijob["metadata"]
+
+
+def test_without_kueue_there_is_no_job_layer_test() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
+    document["eks"].setdefault("addons", {})["kueue"] = False
+    plan = acceptance_plan(parse_environment(document), "x")
+    assert not [job for job in plan.jobs if job.filename.startswith(("gang-", "nccl-trainjob-"))]
+    assert "eks: addons.kueue is off (no queues: no TrainJob NCCL test, no gang test)" in plan.skipped
+    assert "labels" not in yaml.safe_load(_plan_job(plan, "nccl-tests-g5.yaml").content)["metadata"]
+
+
+def _plan_job(plan: Any, filename: str) -> Any:
+    (job,) = [job for job in plan.jobs if job.filename == filename]
+    return job
+
+
+@pytest.mark.parametrize(
+    ("stem", "nodegroup", "pods", "resource"),
+    [("eks-p5-efa", "p5", 16, "nvidia.com/gpu"), ("eks-gpu-sharing", "gpu", 10, "nvidia.com/gpu")],
+)
+def test_the_gang_jobs_each_ask_for_every_gpu_the_nodegroup_advertises(
+    stem: str, nodegroup: str, pods: int, resource: str
+) -> None:
+    first, second = _yaml_documents(stem, f"gang-test-{nodegroup}.yaml")
+    assert [first["metadata"]["name"], second["metadata"]["name"]] == [
+        f"gang-{nodegroup}-a",
+        f"gang-{nodegroup}-b",
+    ]
+    for job in (first, second):
+        assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "training"}
+        assert job["spec"]["suspend"] is True  # Kueue starts it on admission
+        assert job["spec"]["parallelism"] == job["spec"]["completions"] == pods
+        pod = job["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {"training-clusters/nodegroup": nodegroup}
+        assert pod["containers"][0]["resources"] == {
+            "limits": {resource: 1}
+        }  # one shared GPU each on sharing
+
+
+GANG_HEADER = "JOB          ADMITTED   PODS_READY\n"
+
+
+@pytest.mark.parametrize(
+    ("table", "status", "verdict"),
+    [
+        (
+            GANG_HEADER + "gang-p5-a    True       True\ngang-p5-b    False      <none>\n",
+            0,
+            "PASS gang-p5-a runs whole, gang-p5-b waits whole (gang-p5-a: admitted True, pods ready True; "
+            "gang-p5-b: admitted False, pods ready <none>)",
+        ),
+        (
+            GANG_HEADER + "gang-p5-b    True       True\ngang-p5-a    <none>     <none>\n",
+            0,
+            "PASS gang-p5-b runs whole",
+        ),
+        (
+            GANG_HEADER + "gang-p5-a    True       True\ngang-p5-b    True       False\n",
+            1,
+            "FAIL expected one job running whole and one waiting (gang-p5-a: admitted True, pods ready True; "
+            "gang-p5-b: admitted True, pods ready False). Both admitted means",
+        ),
+        (
+            GANG_HEADER + "gang-p5-a    False      <none>\ngang-p5-b    False      <none>\n",
+            1,
+            "FAIL expected one",
+        ),
+        (
+            GANG_HEADER + "gang-p5-a    True       False\ngang-p5-b    False      <none>\n",
+            1,
+            "FAIL expected one",
+        ),
+        (
+            GANG_HEADER + "gang-p5-a    True       True\n",
+            1,
+            "FAIL job gang-p5-b has no Kueue workload: is it applied, labelled with the queue, and does the "
+            "LocalQueue exist?",
+        ),
+    ],
+    ids=[
+        "one runs, one waits",
+        "the other way round",
+        "both admitted",
+        "none admitted",
+        "not ready yet",
+        "missing",
+    ],
+)
+def test_gang_gate(bash: Bash, table: str, status: int, verdict: str) -> None:
+    check = bash.script("eks-p5-efa", "gang-test-p5-check.sh")
+    result = bash.run(check, stdin=table)
+    assert result.returncode == status, result.stdout + result.stderr
+    assert f"RESULT gang admission (p5, 16 nvidia.com/gpu): {verdict}" in result.stdout
+    from_file = bash.run(check, bash.text("table.txt", table))
+    assert from_file.returncode == status
+
+
+def test_the_gang_gate_reads_the_columns_its_usage_asks_kubectl_for() -> None:
+    check = _job("eks-p5-efa", "gang-test-p5-check.sh").content
+    assert (
+        "# Usage: kubectl get workloads.kueue.x-k8s.io -n default -o custom-columns='JOB:.metadata.ownerReferences[0].name,"
+        'ADMITTED:.status.conditions[?(@.type=="Admitted")].status,'
+        'PODS_READY:.status.conditions[?(@.type=="PodsReady")].status\' | bash gang-test-p5-check.sh\n'
+    ) in check

@@ -113,6 +113,25 @@ class QuotaFamily(StrEnum):
         return _SPOT_QUOTAS[self][1]
 
 
+#: Instance families whose every size EC2 instance topology describes (three network nodes), and the single
+#: types of other families it describes. Source: Amazon EC2 User Guide, "Prerequisites for Amazon EC2
+#: topology" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-instance-topology-prerequisites.html).
+NETWORK_TOPOLOGY_FAMILIES = frozenset(
+    {"g6e", "g7e", "hpc6a", "hpc6id", "hpc7a", "hpc7g", "trn1", "trn1n", "trn2", "trn2u"}
+)
+_THREE_LAYER_TYPES = frozenset(
+    {
+        "p3dn.24xlarge",
+        "p4d.24xlarge",
+        "p4de.24xlarge",
+        "p5.48xlarge",
+        "p5e.48xlarge",
+        "p5en.48xlarge",
+        "p6e-gb200.36xlarge",
+    }
+)
+_FOUR_LAYER_TYPES = frozenset({"p6-b200.48xlarge", "p6-b300.48xlarge"})
+
 _QUOTAS: Mapping[QuotaFamily, tuple[str, str]] = MappingProxyType(
     {
         QuotaFamily.STANDARD: (
@@ -223,6 +242,18 @@ class InstanceType:
     def hyperpod_available(self) -> bool:
         """Whether SageMaker HyperPod offers the type."""
         return self.hyperpod_name is not None
+
+    @property
+    def network_node_layers(self) -> int:
+        """How many network-node layers EC2 instance topology describes for the type (3 or 4), 0 for none.
+
+        Where it describes them, EKS labels each node ``topology.k8s.aws/network-node-layer-1`` (farthest) to
+        ``-3`` (nearest): what topology-aware placement reads. See :data:`NETWORK_TOPOLOGY_FAMILIES`.
+        """
+        if self.name in _FOUR_LAYER_TYPES:
+            return 4
+        family = self.name.split(".", 1)[0]
+        return 3 if self.name in _THREE_LAYER_TYPES or family in NETWORK_TOPOLOGY_FAMILIES else 0
 
 
 class AcceleratorsRow(TypedDict):

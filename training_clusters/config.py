@@ -62,6 +62,7 @@ from training_clusters.options import (
     PlacementStrategy,
     QueueCapacityType,
     QueuePlacement,
+    QueuePreemption,
     QueueUpdateStrategy,
     RemovalPolicy,
     SlurmAccounting,
@@ -69,6 +70,7 @@ from training_clusters.options import (
     TimeSlicing,
 )
 from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, HYPERPOD_VPC_CNI_VERSION
+from training_clusters.rules import eks_queues as queue_rules
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import hyperpod_eks as hyperpod_eks_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
@@ -1058,6 +1060,13 @@ class EksAddonsConfig(_Model):
     mpi_operator: bool = Field(
         default=True, description="Kubeflow MPI Operator (runs MPIJobs such as the NCCL acceptance job)."
     )
+    kueue: bool = Field(
+        default=True,
+        description="Kueue: queues, GPU quotas and all-or-nothing admission of Jobs, MPIJobs, JobSets and TrainJobs.",
+    )
+    kubeflow_trainer: bool = Field(
+        default=True, description="Kubeflow Trainer v2 (TrainJob on JobSet) and JobSet, its dependency."
+    )
     node_monitoring_agent: bool = Field(
         default=True,
         description="The eks-node-monitoring-agent add-on (GPU XID/DCGM, kernel and network problems as node "
@@ -1082,6 +1091,82 @@ class EksNcclTestConfig(_Model):
     )
 
 
+class EksQueuesConfig(_Model):
+    """``eks.queues``: Kueue's ClusterQueue over the GPU nodegroups (quota: what their nodes advertise) and
+    a LocalQueue in each team namespace. Needs addons.kueue; made whenever Kueue and a GPU nodegroup are."""
+
+    cluster_queue: str = Field(default="training", description="Name of the ClusterQueue.")
+    local_queue: str = Field(
+        default="training",
+        description="Name of each namespace's LocalQueue: jobs' kueue.x-k8s.io/queue-name.",
+    )
+    namespaces: list[str] = Field(
+        default_factory=lambda: ["default"],
+        min_length=1,
+        description="Team namespaces (created unless default), each with a LocalQueue.",
+    )
+    cohort: str | None = Field(default=None, description="Share unused quota with the queues of this cohort.")
+    within_cluster_queue: Annotated[QueuePreemption, _FileChoice(QueuePreemption)] = QueuePreemption.NEVER
+    reclaim_within_cohort: Annotated[QueuePreemption, _FileChoice(QueuePreemption)] = QueuePreemption.NEVER
+    borrow_within_cohort: Annotated[QueuePreemption, _FileChoice(QueuePreemption)] = QueuePreemption.NEVER
+    lending_limit_percent: int | None = Field(
+        default=None, description="Lend at most this share of each quota to the cohort. Default: all."
+    )
+    borrowing_limit_percent: int | None = Field(
+        default=None, description="Borrow at most this share of each quota on top. Default: no limit."
+    )
+    topology_aware: bool = Field(
+        default=True, description="Place pods by EC2 network topology where the instance type reports it."
+    )
+    pods_ready_timeout_minutes: int = Field(
+        default=10, description="Evict and requeue an admitted job whose pods are not all running by then."
+    )
+
+    _names = field_validator("cluster_queue", "local_queue")(_follows(queue_rules.kubernetes_name_problem))
+    _cohort = field_validator("cohort")(_follows(queue_rules.cohort_name_problem))
+    _limits = field_validator("lending_limit_percent", "borrowing_limit_percent")(
+        _follows(queue_rules.limit_percent_problem)
+    )
+    _timeout = field_validator("pods_ready_timeout_minutes")(_follows(queue_rules.pods_ready_timeout_problem))
+
+    @field_validator("namespaces")
+    @classmethod
+    def _team_namespaces(cls, namespaces: list[str]) -> list[str]:
+        for namespace in namespaces:
+            _raise_if(
+                queue_rules.kubernetes_name_problem(namespace)
+                or queue_rules.team_namespace_problem(namespace)
+            )
+        _raise_if(queue_rules.unique_names_problem(namespaces))
+        return namespaces
+
+    @model_validator(mode="after")
+    def _preemption_choices(self) -> EksQueuesConfig:
+        for field in queue_rules.PREEMPTION_CHOICES:
+            problem = queue_rules.preemption_problem(field, getattr(self, field))
+            if problem:
+                raise _FieldProblem(field, problem)
+        problem = queue_rules.borrow_needs_reclaim_problem(
+            self.reclaim_within_cohort, self.borrow_within_cohort
+        )
+        if problem:
+            raise _FieldProblem("borrow_within_cohort", problem)
+        return self
+
+    @model_validator(mode="after")
+    def _cohort_options_need_a_cohort(self) -> EksQueuesConfig:
+        problem = queue_rules.cohort_needed_problem(
+            self.cohort,
+            reclaim_within_cohort=self.reclaim_within_cohort,
+            borrow_within_cohort=self.borrow_within_cohort,
+            lending_limit_percent=self.lending_limit_percent,
+            borrowing_limit_percent=self.borrowing_limit_percent,
+        )
+        if problem:
+            raise _FieldProblem(*problem)
+        return self
+
+
 class EksConfig(_Model):
     """``eks``: an EKS cluster with EFA and GPU nodegroups and GPU add-ons."""
 
@@ -1099,6 +1184,7 @@ class EksConfig(_Model):
     gpu_nodegroups: list[EksGpuNodegroupConfig] = Field(default_factory=list)
     addons: EksAddonsConfig = EksAddonsConfig()
     nccl_test: EksNcclTestConfig = EksNcclTestConfig()
+    queues: EksQueuesConfig = EksQueuesConfig()
 
     _public_ranges = field_validator("public_access_cidrs")(_follows(public_access_cidrs_problem))
 
@@ -1107,6 +1193,25 @@ class EksConfig(_Model):
         if self.admin_role_arn is not None and self.admin_role_name is not None:
             raise ValueError("admin_role_arn and admin_role_name name the same thing; give one of them")
         return self
+
+    @model_validator(mode="after")
+    def _queues_need_kueue_and_gpus(self) -> EksConfig:
+        if "queues" not in self.model_fields_set:
+            return self
+        if not self.addons.kueue:
+            raise _FieldProblem(
+                "queues", "needs addons.kueue: true (Kueue runs the queues), got kueue: false"
+            )
+        if not self.queue_nodegroups:
+            raise _FieldProblem("queues", "needs a GPU nodegroup to queue for; the eks section has none")
+        return self
+
+    @property
+    def queue_nodegroups(self) -> list[str]:
+        """The nodegroups the queues cover: those with NVIDIA GPUs."""
+        names = [(g.name, g.instance_type) for g in self.efa_nodegroups]
+        names += [(g.name, g.instance_type) for g in self.gpu_nodegroups]
+        return [name for name, instance_type in names if CATALOG[instance_type].is_gpu]
 
     @model_validator(mode="after")
     def _applied_job_needs_operator(self) -> EksConfig:

@@ -403,3 +403,24 @@ class PcsPurchaseOption(Choice):
 
 ALL_CHOICES = (*ALL_CHOICES, SlurmVersion, PcsClusterSize, SlurmAccounting, PcsPurchaseOption)
 ALL_CHOICES = (*ALL_CHOICES, NodeProvisioningMode, HyperPodAccounting)
+
+
+# --- EKS job layer (Kueue) ---
+
+
+class QueuePreemption(Choice):
+    """Which admitted jobs a pending job of a Kueue ClusterQueue may evict (``spec.preemption``): within the
+    queue (``withinClusterQueue``), or to take back its lent quota (``reclaimWithinCohort``), or to borrow
+    (``borrowWithinCohort.policy``). Evicted jobs are requeued whole."""
+
+    NEVER = "Never"
+    """Never evict: a job waits until quota frees up. Kueue's default."""
+    LOWER_PRIORITY = "LowerPriority"
+    """Evict jobs of lower priority (their ``WorkloadPriorityClass`` or pod priority)."""
+    LOWER_OR_NEWER_EQUAL_PRIORITY = "LowerOrNewerEqualPriority"
+    """Also evict jobs of equal priority admitted after this one was created (within the queue only)."""
+    ANY = "Any"
+    """Evict any job that borrowed this queue's quota, whatever its priority (reclaiming only)."""
+
+
+ALL_CHOICES = (*ALL_CHOICES, QueuePreemption)

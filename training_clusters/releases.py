@@ -19,7 +19,11 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class HelmChartSpec:
-    """Where a chart comes from and which version we install."""
+    """Where a chart comes from and which version we install.
+
+    For a chart published as an OCI artifact, ``repository`` is the whole chart reference
+    (``oci://registry/path/chart``): CDK's helm handler pulls exactly that, anonymously.
+    """
 
     chart: str
     repository: str
@@ -77,6 +81,56 @@ KUBE_PROMETHEUS_STACK_CHART = HelmChartSpec(
     version="82.6.0",
     namespace="monitoring",
     release="kube-prometheus-stack",
+)
+
+
+@dataclass(frozen=True)
+class ImagePin:
+    """A container image a chart runs, set in its values rather than inherited from the chart's defaults."""
+
+    repository: str
+    tag: str
+
+    @property
+    def reference(self) -> str:
+        """``repository:tag``."""
+        return f"{self.repository}:{self.tag}"
+
+
+#: Kueue (quotas, queues and all-or-nothing admission): https://github.com/kubernetes-sigs/kueue, chart
+#: ``charts/kueue`` of tag v0.19.2, published as an OCI artifact on registry.k8s.io.
+KUEUE_CHART = HelmChartSpec(
+    chart="kueue",
+    repository="oci://registry.k8s.io/kueue/charts/kueue",
+    version="0.19.2",
+    namespace="kueue-system",
+    release="kueue",
+)
+#: The controller image the published 0.19.2 chart runs (its release script, ``hack/helm-chart-package.sh``,
+#: writes it into the packaged values; the tag's own values name a staging image).
+KUEUE_IMAGE = ImagePin("registry.k8s.io/kueue/kueue", "v0.19.2")
+#: Kubeflow Trainer v2 (``TrainJob`` and ``ClusterTrainingRuntime``, run as JobSets):
+#: https://github.com/kubeflow/trainer, chart ``charts/kubeflow-trainer`` of tag v2.3.0 on ghcr.io. It
+#: installs JobSet 0.12.0 as its dependency.
+KUBEFLOW_TRAINER_CHART = HelmChartSpec(
+    chart="kubeflow-trainer",
+    repository="oci://ghcr.io/kubeflow/charts/kubeflow-trainer",
+    version="2.3.0",
+    namespace="kubeflow-system",
+    release="kubeflow-trainer",
+)
+#: The Trainer controller image of release v2.3.0 (``ghcr.io`` + ``image.repository`` + the chart's version).
+KUBEFLOW_TRAINER_IMAGE = ImagePin("ghcr.io/kubeflow/trainer/trainer-controller-manager", "v2.3.0")
+#: JobSet's controller, release v0.12.0: what the Trainer chart's ``jobset`` dependency (chart 0.12.0) runs.
+JOBSET_IMAGE = ImagePin("registry.k8s.io/jobset/jobset", "v0.12.0")
+#: The default image of the torchrun runtimes: AWS's Deep Learning Container for PyTorch 2.6 training on EC2
+#: and EKS (CUDA 12.6, NCCL, the EFA installer's libfabric and aws-ofi-nccl), the tag
+#: github.com/aws-samples/awsome-distributed-training builds its EKS Slurm nodes from
+#: (``1.architectures/7.sagemaker-hyperpod-eks/slinky-slurm/dlc-slurmd.Dockerfile``). AWS publishes it in each
+#: region's DLC registry; nodes elsewhere pull it across regions with their ECR read access. A TrainJob sets
+#: its own image (``spec.trainer.image``) to run other code.
+PYTORCH_EFA_IMAGE = ImagePin(
+    "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training", "2.6.0-gpu-py312-cu126-ubuntu22.04-ec2"
 )
 
 # --------------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ def test_the_fragments_are_found() -> None:
         "dcgm_run",
         "entry",
         "mig_check",
+        "gang_check",
         "nccl_check",
         "nccl_run",
         "network",

@@ -9,6 +9,7 @@ missing.
 
 from __future__ import annotations
 
+import copy
 import io
 import subprocess
 import tarfile
@@ -27,6 +28,14 @@ from ..conftest import ROOT
 
 CHARTS = ROOT.parent / "shared" / "charts"
 HELM_CACHE = ROOT / ".cache" / "helm"
+
+
+class _ManifestLoader(yaml.SafeLoader):
+    """YAML as Kubernetes reads it: a plain ``=`` is the string "=" (PyYAML alone reads it as YAML 1.1's value
+    tag, which the prometheus-operator CRDs' operator enums spell)."""
+
+
+_ManifestLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.construct_scalar)  # type: ignore[arg-type]
 
 
 def helm() -> Path:
@@ -62,9 +71,11 @@ def render(
     tmp_path: Path,
     *,
     api_versions: tuple[str, ...] = (),
+    include_crds: bool = False,
 ) -> list[dict[str, Any]]:
     """``helm template`` of the pinned chart with ``values``, as it installs: its release, namespace and the
-    cluster's Kubernetes version. Returns every rendered object."""
+    cluster's Kubernetes version. Returns every rendered object; with ``include_crds``, also the CRDs of the
+    chart's (and its subcharts') ``crds/`` folders, which helm installs first."""
     values_file = tmp_path / f"{spec.release}-values.yaml"
     values_file.write_text(yaml.safe_dump(values))
     command = [
@@ -81,11 +92,87 @@ def render(
     ]
     for api in api_versions:
         command += ["--api-versions", api]
+    if include_crds:
+        command.append("--include-crds")
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
+    return [doc for doc in yaml.load_all(done.stdout, Loader=_ManifestLoader) if doc]
 
 
 def objects(rendered: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:
     """The rendered objects of ``kind``, by name."""
     return {doc["metadata"]["name"]: doc for doc in rendered if doc.get("kind") == kind}
+
+
+def crd_schemas(rendered: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    """``(apiVersion, kind)`` -> the openAPIV3Schema of each served version of every CRD in ``rendered``."""
+    schemas = {}
+    for crd in rendered:
+        if crd.get("kind") != "CustomResourceDefinition":
+            continue
+        spec = crd["spec"]
+        for version in spec["versions"]:
+            if version.get("served", True):
+                schemas[(f"{spec['group']}/{version['name']}", spec["names"]["kind"])] = version["schema"][
+                    "openAPIV3Schema"
+                ]
+    return schemas
+
+
+def validation_problems(
+    rendered: list[dict[str, Any]], crds: dict[tuple[str, str], dict[str, Any]]
+) -> list[str]:
+    """``kind/name: where: why`` for every object its schema refuses, or whose kind has no schema.
+
+    Built-in kinds are checked by ``kubernetes-validate`` against the cluster's Kubernetes version (strict:
+    unknown fields are refused), offline; custom kinds against the ``openAPIV3Schema`` of their CRD in ``crds``
+    (rendered from the chart that defines it), as the API server validates them: after dropping nulls and
+    applying the schema's defaults (:func:`as_the_api_server_stores`). CEL rules (``x-kubernetes-validations``)
+    are not evaluated.
+    """
+    # the dev extra's; a virtual environment made before they were added skips, saying so
+    jsonschema = pytest.importorskip("jsonschema", reason="pip install -e '.[dev]' (jsonschema)")
+    kubernetes_validate = pytest.importorskip(
+        "kubernetes_validate", reason="pip install -e '.[dev]' (kubernetes-validate)"
+    )
+    problems = []
+    for doc in rendered:
+        name = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
+        key = (doc.get("apiVersion", ""), doc.get("kind", ""))
+        if key in crds:
+            stored = as_the_api_server_stores(doc, crds[key])
+            errors = sorted(
+                jsonschema.Draft7Validator(crds[key]).iter_errors(stored), key=lambda e: list(e.path)
+            )
+            problems += [f"{name}: {'.'.join(map(str, e.path))}: {e.message}" for e in errors]
+            continue
+        try:
+            kubernetes_validate.validate(doc, f"{KUBERNETES_VERSION}.0", strict=True)
+        except kubernetes_validate.ValidationError as error:
+            problems.append(f"{name}: {'.'.join(map(str, error.path))}: {error.message}")
+        except kubernetes_validate.SchemaNotFoundError:
+            problems.append(f"{name}: no schema for {key[0]} {key[1]} in Kubernetes {KUBERNETES_VERSION}")
+    return problems
+
+
+def as_the_api_server_stores(value: Any, schema: dict[str, Any]) -> Any:
+    """``value`` as the API server validates a custom resource: a null in a field whose schema is not
+    ``nullable`` dropped, then each absent field with a ``default`` given it (structural schemas; Kubernetes
+    "Defaulting" and "Nullable" in the CustomResourceDefinition docs)."""
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        extra = schema.get("additionalProperties")
+        result = {}
+        for name, item in value.items():
+            sub = properties.get(name, extra if isinstance(extra, dict) else {})
+            if item is None and not sub.get("nullable", False):
+                continue
+            result[name] = as_the_api_server_stores(item, sub)
+        for name, sub in properties.items():
+            if name not in result and "default" in sub:
+                result[name] = as_the_api_server_stores(copy.deepcopy(sub["default"]), sub)
+        return result
+    if isinstance(value, list):
+        items = schema.get("items", {})
+        return [as_the_api_server_stores(item, items) for item in value]
+    return value

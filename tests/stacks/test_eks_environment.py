@@ -15,6 +15,7 @@ from training_clusters import cli
 from training_clusters.config import parse_environment
 from training_clusters.environments import add_environment_config
 from training_clusters.errors import ConfigurationError
+from training_clusters.job_layer import NODEGROUP_LABEL
 from training_clusters.releases import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.stacks.eks import EksTrainingEnvironment
 
@@ -295,9 +296,14 @@ def test_mps_environment_labels_its_gpu_nodes_for_the_mps_daemon(app: cdk.App) -
     assert config["sharing"] == {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
     assert stack.device_plugin.values["gfd"] == {"enabled": False}
     labels = stack.resolve(stack.gpu_nodegroups["gpu"].nodegroup.node.default_child.labels)  # type: ignore[union-attr]
-    assert labels == {"eks-node": "gpu", "nvidia.com/mps.capable": "true"}
+    # the nodegroup's name too: what its queue flavor selects
+    assert labels == {
+        "eks-node": "gpu",
+        "training-clusters/nodegroup": "gpu",
+        "nvidia.com/mps.capable": "true",
+    }
     # Trainium nodes run no NVIDIA plugin: no MPS label there
-    assert stack.efa_nodegroups["trn"].labels == {}
+    assert stack.efa_nodegroups["trn"].labels == {"training-clusters/nodegroup": "trn"}
 
 
 def test_time_slicing_environment_adds_no_mps_label(environment_gates: EnvironmentGates) -> None:
@@ -308,7 +314,7 @@ def test_time_slicing_environment_adds_no_mps_label(environment_gates: Environme
         for v in template["Resources"].values()
         if v["Type"] == "AWS::EKS::Nodegroup" and v["Properties"].get("Labels", {}).get("eks-node") == "gpu"
     )
-    assert nodegroup["Labels"] == {"eks-node": "gpu"}
+    assert nodegroup["Labels"] == {"eks-node": "gpu", "training-clusters/nodegroup": "gpu"}
 
 
 @pytest.mark.parametrize(
@@ -451,7 +457,12 @@ def test_mig_environment_partitions_exactly_the_nodegroups_that_ask(app: cdk.App
     ]
     stack = add_environment_config(app, parse_environment(document), "mig-x")
     assert isinstance(stack, EksTrainingEnvironment)
-    labels = {name: group.labels for name, group in stack.gpu_nodegroups.items()}
+    # every nodegroup also carries its name (what its queue flavor selects)
+    assert all(group.labels[NODEGROUP_LABEL] == name for name, group in stack.gpu_nodegroups.items())
+    labels = {
+        name: {key: value for key, value in group.labels.items() if key != NODEGROUP_LABEL}
+        for name, group in stack.gpu_nodegroups.items()
+    }
     assert labels == {
         "notebooks": {"nvidia.com/mig.config": "all-1g.10gb"},
         "whole": {"nvidia.com/gpu.deploy.mig-manager": "false"},  # MIG-capable, asked for nothing
@@ -465,6 +476,14 @@ def test_mig_environment_partitions_exactly_the_nodegroups_that_ask(app: cdk.App
     assert stack.device_plugin is not None
     config = yaml.safe_load(stack.device_plugin.values["config"]["map"]["default"])
     assert config["flags"]["migStrategy"] == "mixed"
+    # the queue holds what the partitioned GPUs advertise: each MIG instance, by its resource
+    assert stack.queues is not None
+    assert stack.queues.capacities["notebooks"].quota() == {"nvidia.com/mig-1g.10gb": 1 * 8 * 4}
+    assert stack.queues.capacities["mixed"].quota() == {
+        "nvidia.com/mig-3g.40gb": 8,
+        "nvidia.com/mig-4g.40gb": 8,
+    }
+    assert stack.queues.capacities["whole"].quota() == {"nvidia.com/gpu": 8}
 
 
 def test_mig_alone_brings_the_gpu_operator_without_prometheus(app: cdk.App) -> None:

@@ -79,6 +79,8 @@ _MAX_IMDS_HOP_LIMIT = 64
 NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
+#: Labels of the system nodes: where controllers (add-ons, Kueue, Kubeflow Trainer) run.
+SYSTEM_NODE_LABELS: Mapping[str, str] = {"training-clusters/role": "system"}
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _MIN_ROOT_VOLUME_GIB = 20
@@ -235,7 +237,7 @@ class GpuEksCluster(Construct):
             desired_size=system_node_count,
             min_size=system_node_count,
             max_size=system_node_count,
-            labels={"training-clusters/role": "system"},
+            labels=SYSTEM_NODE_LABELS,
             taints=(),
             capacity_type=CapacityType.ON_DEMAND,
         )
@@ -477,6 +479,7 @@ class _LaunchTemplateNodegroup(Construct):
     capacity: Capacity
     launch_template: ec2.CfnLaunchTemplate
     labels: dict[str, str]
+    taints: tuple[eks.TaintSpec, ...]
     desired_size: int
     nodegroup: eks.Nodegroup
 
@@ -503,6 +506,7 @@ class _LaunchTemplateNodegroup(Construct):
         taints: Sequence[eks.TaintSpec],
     ) -> None:
         self.labels = dict(labels or {})
+        self.taints = tuple(taints)
         self.desired_size = sizes.desired
         self.nodegroup = _managed_nodegroup(
             self,
@@ -536,7 +540,7 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
     (``aws.amazon.com/neuron`` for Trainium) and node auto-repair.
 
     Attributes: ``nodegroup``, ``launch_template``, ``instance_type`` (the catalogue entry),
-    ``efa_interfaces`` (how many), ``desired_size``, ``labels``.
+    ``efa_interfaces`` (how many), ``desired_size``, ``labels``, ``taints``.
     """
 
     def __init__(
@@ -693,7 +697,7 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
     Same launch-template hardening as :class:`EfaNodegroup` (IMDSv2 with hop limit 1, encrypted gp3 root
     volume, instance type in the template), in any private subnet, with node auto-repair.
 
-    Attributes: ``nodegroup``, ``launch_template``, ``instance_type``, ``desired_size``, ``labels``.
+    Attributes: ``nodegroup``, ``launch_template``, ``instance_type``, ``desired_size``, ``labels``, ``taints``.
     """
 
     def __init__(

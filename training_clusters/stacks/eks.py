@@ -19,6 +19,7 @@ from training_clusters.constructs.eks_addons import (
     device_plugin_node_labels,
 )
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
+from training_clusters.constructs.eks_jobs import KubeflowTrainer, Kueue, TrainingQueues, TrainingRuntimes
 from training_clusters.constructs.eks_release_manifest import MpiOperator
 from training_clusters.eks_jobs import (
     nccl_acceptance_command,
@@ -26,8 +27,9 @@ from training_clusters.eks_jobs import (
     nccl_skip_reason,
     nccl_test_mpijob,
 )
-from training_clusters.eks_mig import mig_config_name, mig_devices, mig_node_labels
+from training_clusters.eks_mig import mig_config_name, mig_devices, mig_node_labels, mig_resource
 from training_clusters.errors import ConfigurationError
+from training_clusters.job_layer import KUEUE_QUEUE_LABEL, NODEGROUP_LABEL
 from training_clusters.options import MigStrategy
 from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack
 
@@ -38,7 +40,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
     Built from the environment file's ``eks`` section. Attributes: ``cluster``, ``efa_nodegroups`` and
     ``gpu_nodegroups`` (by name), ``device_plugin``, ``efa_device_plugin``, ``neuron_device_plugin``,
     ``fsx_csi``, ``monitoring``,
-    ``mpi_operator`` (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name) and
+    ``mpi_operator``, ``trainer``, ``runtimes``, ``kueue``, ``queues`` (each None when not installed), ``nccl_jobs`` (MPIJob manifests by nodegroup name) and
     ``applied_nccl_jobs`` (the jobs the stack applies itself, by nodegroup name, when ``nccl_test.apply`` is
     set). Synth writes no job files: ``training-clusters acceptance FILE`` does, and each ``NcclTest<Nodegroup>``
     output names that command.
@@ -69,6 +71,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         self.efa_nodegroups = self._efa_nodegroups(settings)
         self.gpu_nodegroups = self._gpu_nodegroups(settings)
         self._add_addons(settings)
+        self._add_job_layer(settings)
         self.nccl_jobs: dict[str, dict[str, Any]] = {}
         self.applied_nccl_jobs: dict[str, eks.KubernetesManifest] = {}
         if settings.nccl_test.enabled:
@@ -108,7 +111,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 capacity=stated_capacity(group.capacity),
                 capacity_type=group.capacity_type,
                 capacity_reservation_id=group.capacity_reservation_id,
-                labels=self._node_labels(settings, group.labels, group.instance_type),
+                labels=self._node_labels(settings, group.name, group.labels, group.instance_type),
             )
             for group in settings.efa_nodegroups
         }
@@ -128,7 +131,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                     else self.network.private_subnets
                 ),
                 labels=self._node_labels(
-                    settings, group.labels, group.instance_type, self._mig_configs.get(group.name)
+                    settings, group.name, group.labels, group.instance_type, self._mig_configs.get(group.name)
                 ),
                 gpu_taint=group.gpu_taint,
                 capacity=group.node_capacity(),
@@ -137,15 +140,21 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         }
 
     def _node_labels(
-        self, settings: EksConfig, labels: dict[str, str], instance_type: str, mig_config: str | None = None
+        self,
+        settings: EksConfig,
+        name: str,
+        labels: dict[str, str],
+        instance_type: str,
+        mig_config: str | None = None,
     ) -> dict[str, str]:
-        """The group's labels plus what the NVIDIA device plugin's sharing mode needs (MPS: its daemon's) and
-        what the MIG manager reads (the group's layout, or to stay off it)."""
+        """The group's labels plus its name (what its queue flavor selects), what the NVIDIA device plugin's
+        sharing mode needs (MPS: its daemon's) and what the MIG manager reads (the group's layout, or to stay
+        off it)."""
         plugin = settings.addons.nvidia_device_plugin
         mps = plugin.sharing_mps if plugin.enabled else None
         entry = CATALOG[instance_type]
         mig = mig_node_labels(entry, mig_config, mig_manager=bool(self._mig_configs))
-        return {**labels, **device_plugin_node_labels(entry, mps=mps), **mig}
+        return {**labels, NODEGROUP_LABEL: name, **device_plugin_node_labels(entry, mps=mps), **mig}
 
     def _mig_layouts(self, settings: EksConfig) -> dict[str, str]:
         """The MIG config name of each GPU nodegroup with a layout; fills ``mig_layouts`` (name to devices)."""
@@ -223,6 +232,67 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 mig_strategy=plugin.mig_strategy if self.mig_layouts else MigStrategy.MIXED,
             )
 
+    def _add_job_layer(self, settings: EksConfig) -> None:
+        """Kubeflow Trainer (and its runtimes for the EFA GPU nodegroups) and the MPI Operator first, then Kueue,
+        which manages their jobs, and its queues."""
+        self.trainer: KubeflowTrainer | None = None
+        self.runtimes: TrainingRuntimes | None = None
+        if settings.addons.kubeflow_trainer:
+            self.trainer = KubeflowTrainer(self, "KubeflowTrainer", cluster=self.cluster)
+            if any(g.instance_type.is_gpu for g in self.efa_nodegroups.values()):
+                self.runtimes = TrainingRuntimes(
+                    self,
+                    "TrainingRuntimes",
+                    cluster=self.cluster,
+                    trainer=self.trainer,
+                    nodegroups=self.efa_nodegroups,
+                    mpi_image=settings.nccl_test.image,
+                )
+        self.kueue: Kueue | None = None
+        self.queues: TrainingQueues | None = None
+        if not settings.addons.kueue:
+            return
+        queues = settings.queues
+        self.kueue = Kueue(
+            self, "Kueue", cluster=self.cluster, pods_ready_timeout_minutes=queues.pods_ready_timeout_minutes
+        )
+        for operator in (self.trainer, self.mpi_operator):
+            if operator is not None:
+                self.kueue.node.add_dependency(operator)
+        if settings.queue_nodegroups:
+            plugin = settings.addons.nvidia_device_plugin
+            self.queues = TrainingQueues(
+                self,
+                "Queues",
+                cluster=self.cluster,
+                kueue=self.kueue,
+                nodegroups={**self.efa_nodegroups, **self.gpu_nodegroups},
+                namespaces=queues.namespaces,
+                cluster_queue_name=queues.cluster_queue,
+                local_queue_name=queues.local_queue,
+                cohort=queues.cohort,
+                within_cluster_queue=queues.within_cluster_queue,
+                reclaim_within_cohort=queues.reclaim_within_cohort,
+                borrow_within_cohort=queues.borrow_within_cohort,
+                lending_limit_percent=queues.lending_limit_percent,
+                borrowing_limit_percent=queues.borrowing_limit_percent,
+                topology_aware=queues.topology_aware,
+                time_slicing=plugin.sharing_time_slicing if plugin.enabled else None,
+                mps=plugin.sharing_mps if plugin.enabled else None,
+                mig_devices=self._queue_mig_devices(plugin.mig_strategy),
+            )
+
+    def _queue_mig_devices(self, strategy: MigStrategy) -> dict[str, dict[str, int]]:
+        """What the device plugin advertises per GPU of each MIG-partitioned nodegroup: resource -> instances."""
+        devices: dict[str, dict[str, int]] = {}
+        for group, config in self._mig_configs.items():
+            per_gpu: dict[str, int] = {}
+            for profile, count in self.mig_layouts[config].items():
+                resource = mig_resource(strategy, profile)
+                per_gpu[resource] = per_gpu.get(resource, 0) + count
+            devices[group] = per_gpu
+        return devices
+
     # ----------------------------------------------------------------------------------------------
     # NCCL acceptance jobs and outputs
 
@@ -236,6 +306,11 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                     efa_interfaces=group.efa_interfaces,
                     image=settings.nccl_test.image,
                 )
+                if self.queues is not None and "default" in self.queues.namespaces:
+                    # admitted by Kueue through the LocalQueue of its namespace, as acceptance writes it
+                    self.nccl_jobs[name]["metadata"]["labels"] = {
+                        KUEUE_QUEUE_LABEL: self.queues.local_queue_name
+                    }
 
     def _apply_nccl_jobs(self) -> None:
         """Apply each MPIJob once the operator's CRD exists and its nodegroup has been created."""
@@ -244,6 +319,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             manifest = self.cluster.cluster.add_manifest(f"NcclTest-{name}", job)
             manifest.node.add_dependency(self.mpi_operator.resource)
             manifest.node.add_dependency(self.efa_nodegroups[name])
+            if "labels" in job["metadata"] and self.queues is not None:
+                manifest.node.add_dependency(self.queues.resource)  # its LocalQueue exists, Kueue suspends it
             self.applied_nccl_jobs[name] = manifest
 
     def _add_eks_outputs(self) -> None:

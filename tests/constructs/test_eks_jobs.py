@@ -1,0 +1,461 @@
+"""The EKS job layer: Kueue and Kubeflow Trainer, their values through the real charts, and the stacks' wiring."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+
+from training_clusters.catalog import CATALOG
+from training_clusters.config import load_environment
+from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
+from training_clusters.constructs.eks_jobs import (
+    KubeflowTrainer,
+    Kueue,
+    TrainingQueues,
+    TrainingRuntimes,
+    kubeflow_trainer_values,
+    kueue_configuration,
+    kueue_values,
+)
+from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.eks_mig import mig_devices, mig_resource
+from training_clusters.errors import ConfigurationError
+from training_clusters.job_layer import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, NODEGROUP_LABEL
+from training_clusters.releases import (
+    KUBEFLOW_TRAINER_CHART,
+    KUEUE_CHART,
+)
+from training_clusters.rules.eks_queues import pods_ready_timeout_problem
+
+from ..conftest import AZS, ROOT, EnvironmentGates, PinnedStack
+
+EKS_FILES = sorted((ROOT / "environments").glob("eks-*.yaml"))
+
+# --------------------------------------------------------------------------------------------------
+# values
+
+
+def test_kueue_admits_all_or_nothing_and_manages_the_training_kinds() -> None:
+    config = kueue_configuration(pods_ready_timeout_minutes=15)
+    assert config["waitForPodsReady"] == {
+        "timeout": "15m",
+        "blockAdmission": False,
+        "requeuingStrategy": {"timestamp": "Eviction", "backoffBaseSeconds": 60, "backoffMaxSeconds": 3600},
+    }
+    assert config["integrations"] == {
+        "frameworks": [
+            "batch/job",
+            "kubeflow.org/mpijob",
+            "jobset.x-k8s.io/jobset",
+            "trainer.kubeflow.org/trainjob",
+        ]
+    }
+    assert config["manageJobsWithoutQueueName"] is False
+    assert config["resources"] == {"quotaCheckStrategy": "IgnoreUndeclared"}
+    assert kueue_configuration()["waitForPodsReady"]["timeout"] == "10m"  # the default
+
+
+@pytest.mark.parametrize(
+    ("minutes", "problem"),
+    [
+        (1, None),
+        (1440, None),
+        (
+            0,
+            "must be between 1 and 1440 minutes (how long an admitted job may take to have all its pods running), got 0",
+        ),
+        (
+            1441,
+            "must be between 1 and 1440 minutes (how long an admitted job may take to have all its pods running), got 1441",
+        ),
+    ],
+)
+def test_pods_ready_timeout_bounds(minutes: int, problem: str | None) -> None:
+    assert pods_ready_timeout_problem(minutes) == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# constructs
+
+
+class _Built:
+    def __init__(self, template: dict[str, Any], queues: TrainingQueues, runtimes: TrainingRuntimes) -> None:
+        self.template = template
+        self.queues = queues
+        self.runtimes = runtimes
+
+
+def _cluster(stack: cdk.Stack) -> tuple[TrainingNetwork, GpuEksCluster]:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    return network, GpuEksCluster(stack, "Eks", vpc=network.vpc)
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> _Built:
+    app = cdk.App(outdir=str(tmp_path_factory.mktemp("jobs")))
+    stack = PinnedStack(app, "Test", env=cdk.Environment(region="us-east-1"))
+    network, cluster = _cluster(stack)
+    trainer = KubeflowTrainer(stack, "Trainer", cluster=cluster)
+    kueue = Kueue(stack, "Kueue", cluster=cluster, pods_ready_timeout_minutes=20)
+    kueue.node.add_dependency(trainer)
+    p5 = EfaNodegroup(
+        stack,
+        "P5",
+        cluster=cluster,
+        instance_type="p5.48xlarge",
+        desired_size=4,
+        subnet=network.placement_subnet(),
+        placement_group=TrainingPlacementGroup(stack, "Placement"),
+        efa_security_group=network.efa_security_group,
+        labels={NODEGROUP_LABEL: "p5"},
+    )
+    g5 = GpuNodegroup(
+        stack, "G5", cluster=cluster, instance_type="g5.12xlarge", desired_size=3, gpu_taint=False
+    )
+    trn = GpuNodegroup(stack, "Trn", cluster=cluster, instance_type="trn1.32xlarge", desired_size=1)
+    queues = TrainingQueues(
+        stack,
+        "Queues",
+        cluster=cluster,
+        kueue=kueue,
+        nodegroups={"p5": p5, "g5": g5, "trn": trn},
+        namespaces=["vision", "speech"],
+        cohort="research",
+        within_cluster_queue="LowerPriority",
+        reclaim_within_cohort="any",
+        borrow_within_cohort="LOWER_PRIORITY",
+        lending_limit_percent=50,
+    )
+    runtimes = TrainingRuntimes(stack, "Runtimes", cluster=cluster, trainer=trainer, nodegroups={"p5": p5})
+    return _Built(Template.from_stack(stack).to_json(), queues, runtimes)
+
+
+@pytest.fixture(scope="module")
+def job_layer(built: _Built) -> dict[str, Any]:
+    return built.template
+
+
+def _charts(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        v["Properties"]["Chart"]: v
+        for v in template["Resources"].values()
+        if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    }
+
+
+def test_charts_come_pinned_from_their_oci_registries_and_wait_for_ready(job_layer: dict[str, Any]) -> None:
+    charts = _charts(job_layer)
+    assert set(charts) == {"kueue", "kubeflow-trainer"}
+    for spec in (KUEUE_CHART, KUBEFLOW_TRAINER_CHART):
+        props = charts[spec.chart]["Properties"]
+        assert (props["Repository"], props["Version"], props["Namespace"], props["Release"]) == (
+            spec.repository,
+            spec.version,
+            spec.namespace,
+            spec.release,
+        )
+        # helm --wait: complete only once the controllers, and so their webhooks, are ready
+        assert (props["Wait"], props["Timeout"], props["CreateNamespace"]) == (True, "600s", True)
+    assert KUEUE_CHART.repository == "oci://registry.k8s.io/kueue/charts/kueue"
+    assert KUBEFLOW_TRAINER_CHART.repository == "oci://ghcr.io/kubeflow/charts/kubeflow-trainer"
+    assert json.loads(charts["kueue"]["Properties"]["Values"]) == kueue_values(pods_ready_timeout_minutes=20)
+    assert json.loads(charts["kubeflow-trainer"]["Properties"]["Values"]) == kubeflow_trainer_values()
+
+
+def test_kueue_installs_after_what_it_manages(job_layer: dict[str, Any]) -> None:
+    resources = job_layer["Resources"]
+    trainer_id = next(
+        k for k, v in resources.items() if v.get("Properties", {}).get("Chart") == "kubeflow-trainer"
+    )
+    assert trainer_id in _charts(job_layer)["kueue"]["DependsOn"]
+
+
+@pytest.mark.parametrize("minutes", [0, 1441])
+def test_a_bad_pods_ready_timeout_is_a_clear_error(stack: cdk.Stack, minutes: int) -> None:
+    cluster = GpuEksCluster(stack, "Eks", vpc=TrainingNetwork(stack, "Network", availability_zones=AZS).vpc)
+    with pytest.raises(ConfigurationError) as error:
+        Kueue(stack, "Kueue", cluster=cluster, pods_ready_timeout_minutes=minutes)
+    assert str(error.value) == (
+        "Test/Kueue: pods_ready_timeout_minutes must be between 1 and 1440 minutes (how long an admitted job "
+        f"may take to have all its pods running), got {minutes}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# every shipped EKS environment
+
+
+@pytest.mark.parametrize("path", EKS_FILES, ids=[p.stem for p in EKS_FILES])
+def test_eks_environments_install_kueue_after_trainer_and_the_mpi_operator(
+    environment_gates: EnvironmentGates, path: Path
+) -> None:
+    template = environment_gates.template(path)
+    resources = template["Resources"]
+    charts = _charts(template)
+    assert {"kueue", "kubeflow-trainer"} <= set(charts)
+    depends = set(charts["kueue"]["DependsOn"])
+    trainer_id = next(
+        k for k, v in resources.items() if v.get("Properties", {}).get("Chart") == "kubeflow-trainer"
+    )
+    (operator_id,) = [k for k, v in resources.items() if v["Type"] == "Custom::ReleaseManifest"]
+    assert {trainer_id, operator_id} <= depends
+
+
+# --------------------------------------------------------------------------------------------------
+# queues
+
+
+def _manifests(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The KubernetesManifests whose objects are known at synth (no tokens: their JSON is a plain string)."""
+    return {
+        k: v
+        for k, v in template["Resources"].items()
+        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        and isinstance(v["Properties"]["Manifest"], str)
+    }
+
+
+def _applied_queue_objects(template: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The manifest holding the ClusterQueue: its logical id and objects (without CDK's prune label)."""
+    for logical_id, resource in _manifests(template).items():
+        objects = json.loads(resource["Properties"]["Manifest"])
+        if any(o["kind"] == "ClusterQueue" for o in objects):
+            for obj in objects:
+                labels = obj["metadata"].pop("labels", {})
+                assert [key.split("-")[0] for key in labels] == ["aws.cdk.eks/prune"]
+            return logical_id, objects
+    raise AssertionError("no ClusterQueue applied")
+
+
+def test_queues_cover_the_gpu_nodegroups_with_what_their_nodes_advertise(built: _Built) -> None:
+    _, objects = _applied_queue_objects(built.template)
+    assert objects == built.queues.manifests
+    assert set(built.queues.capacities) == {"p5", "g5"}  # Trainium has no nvidia.com/gpu to queue for
+    (queue,) = [o for o in objects if o["kind"] == "ClusterQueue"]
+    flavors = {
+        f["name"]: {r["name"]: r for r in f["resources"]}
+        for f in queue["spec"]["resourceGroups"][0]["flavors"]
+    }
+    assert flavors["p5"][GPU_RESOURCE] == {"name": GPU_RESOURCE, "nominalQuota": 32, "lendingLimit": 16}
+    assert flavors["p5"][EFA_RESOURCE]["nominalQuota"] == 4 * 32
+    assert flavors["g5"][GPU_RESOURCE]["nominalQuota"] == 3 * 4
+    assert flavors["g5"][EFA_RESOURCE]["nominalQuota"] == 0
+    assert queue["spec"]["cohortName"] == "research"
+    assert queue["spec"]["preemption"] == {
+        "withinClusterQueue": "LowerPriority",
+        "reclaimWithinCohort": "Any",
+        "borrowWithinCohort": {"policy": "LowerPriority"},
+    }
+    specs = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "ResourceFlavor"}
+    assert specs["p5"]["nodeTaints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
+    assert "nodeTaints" not in specs["g5"]  # gpu_taint=False: nothing to tolerate
+    assert [o["metadata"]["namespace"] for o in objects if o["kind"] == "LocalQueue"] == ["vision", "speech"]
+
+
+def test_queues_are_applied_once_kueues_webhook_is_ready(built: _Built) -> None:
+    logical_id, _ = _applied_queue_objects(built.template)
+    kueue_id = next(
+        k for k, v in built.template["Resources"].items() if v.get("Properties", {}).get("Chart") == "kueue"
+    )
+    assert kueue_id in built.template["Resources"][logical_id]["DependsOn"]
+
+
+def _queues(stack: cdk.Stack, **props: Any) -> TrainingQueues:
+    _, cluster = _cluster(stack)
+    gpu = GpuNodegroup(
+        stack,
+        "Gpu",
+        cluster=cluster,
+        instance_type="g5.2xlarge",
+        desired_size=1,
+        labels=props.pop("labels", None),
+    )
+    kueue = Kueue(stack, "Kueue", cluster=cluster)
+    nodegroups = props.pop("nodegroups", {"gpu": gpu})
+    return TrainingQueues(stack, "Queues", cluster=cluster, kueue=kueue, nodegroups=nodegroups, **props)
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"nodegroups": {}}, "nodegroups must include a nodegroup with NVIDIA GPUs to queue for, got none"),
+        (
+            {"namespaces": ["vision", "kube-system"]},
+            "namespaces must not be kube-system, kueue-system (Kueue does not manage jobs there), got 'kube-system'",
+        ),
+        ({"namespaces": []}, "namespaces must name at least one namespace, got none"),
+        ({"namespaces": ["a", "a"]}, "namespaces must each be given once, got a more than once"),
+        (
+            {"cluster_queue_name": "GPUs"},
+            "cluster_queue_name must be 1 to 63 lower-case letters, digits and '-', starting and ending with a "
+            "letter or digit (a Kubernetes name), got 'GPUs'",
+        ),
+        (
+            {"within_cluster_queue": "Any"},
+            "within_cluster_queue must be one of Never, LowerPriority, LowerOrNewerEqualPriority, got Any",
+        ),
+        (
+            {"cohort": "research", "borrow_within_cohort": "LowerPriority"},
+            "borrow_within_cohort LowerPriority needs reclaim_within_cohort other than Never (Kueue refuses a "
+            "queue that preempts to borrow but not to reclaim)",
+        ),
+        (
+            {"lending_limit_percent": 50},
+            "lending_limit_percent acts between the ClusterQueues of a cohort; set cohort too, or leave it out",
+        ),
+        (
+            {"cohort": "research", "borrowing_limit_percent": 101},
+            "borrowing_limit_percent must be between 0 and 100 (percent of the queue's nominal quota), got 101",
+        ),
+        (
+            {"labels": {f"k{i}": "v" for i in range(8)}},
+            "nodegroups.gpu.labels are 9 with the ones the stack adds; a Kueue ResourceFlavor selects nodes by at "
+            "most 8: k0, k1, k2, k3, k4, k5, k6, k7, node.kubernetes.io/instance-type",
+        ),
+    ],
+)
+def test_bad_queue_props_are_clear_errors(stack: cdk.Stack, props: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        _queues(stack, **props)
+    assert str(error.value) == f"Test/Queues: {message}"
+
+
+def test_seven_labels_of_a_nodegroup_still_fit_its_flavor(stack: cdk.Stack) -> None:
+    queues = _queues(stack, labels={f"k{i}": "v" for i in range(7)})
+    assert len(queues.capacities["gpu"].node_labels()) == 8
+
+
+# --------------------------------------------------------------------------------------------------
+# every shipped EKS environment: its ClusterQueue holds what its nodegroups provide
+
+
+def _expected_quota(path: Path) -> dict[str, dict[str, int | str]]:
+    """Flavor -> resource -> nodes x what one node advertises, from the environment file and the catalogue."""
+    settings = load_environment(path).eks
+    assert settings is not None
+    sharing = settings.addons.nvidia_device_plugin
+    replicas = (
+        sharing.time_slicing.replicas if sharing.time_slicing else sharing.mps.replicas if sharing.mps else 1
+    )
+    expected: dict[str, dict[str, int | str]] = {}
+    for group in [*settings.efa_nodegroups, *settings.gpu_nodegroups]:
+        instance = CATALOG[group.instance_type]
+        layout = getattr(group, "mig_layout", None)
+        if instance.is_gpu and layout is not None:  # MIG: each instance of each GPU, as the plugin names it
+            strategy = settings.addons.nvidia_device_plugin.mig_strategy
+            expected[group.name] = {
+                mig_resource(strategy, profile): group.size * instance.gpu_count * count
+                for profile, count in mig_devices(instance, layout).items()
+            }
+        elif instance.is_gpu:
+            expected[group.name] = {GPU_RESOURCE: group.size * instance.gpu_count * replicas}
+    for efa_group in settings.efa_nodegroups:
+        if efa_group.name in expected:
+            interfaces = efa_group.efa_interfaces or CATALOG[efa_group.instance_type].max_efa_interfaces
+            expected[efa_group.name][EFA_RESOURCE] = efa_group.size * interfaces
+            expected[efa_group.name][HUGEPAGES_RESOURCE] = f"{efa_group.size * 5128 * 2}Mi"  # 5128 pages each
+    return expected
+
+
+@pytest.mark.parametrize("path", EKS_FILES, ids=[p.stem for p in EKS_FILES])
+def test_cluster_queue_quota_is_what_the_nodegroups_provide(
+    environment_gates: EnvironmentGates, path: Path
+) -> None:
+    template = environment_gates.template(path)
+    _, objects = _applied_queue_objects(template)
+    (queue,) = [o for o in objects if o["kind"] == "ClusterQueue"]
+    (group,) = queue["spec"]["resourceGroups"]
+    quota = {
+        flavor["name"]: {
+            r["name"]: r["nominalQuota"] for r in flavor["resources"] if r["nominalQuota"] not in (0, "0Mi")
+        }
+        for flavor in group["flavors"]
+    }
+    assert quota == _expected_quota(path)
+    # each flavor selects exactly the nodes of its nodegroup, by the label the stack puts on them
+    nodegroups = {
+        v["Properties"]["Labels"][NODEGROUP_LABEL]: v["Properties"]
+        for v in template["Resources"].values()
+        if v["Type"] == "AWS::EKS::Nodegroup" and NODEGROUP_LABEL in v["Properties"].get("Labels", {})
+    }
+    for flavor in (o for o in objects if o["kind"] == "ResourceFlavor"):
+        name = flavor["metadata"]["name"]
+        assert flavor["spec"]["nodeLabels"][NODEGROUP_LABEL] == name
+        assert flavor["spec"]["nodeLabels"].items() <= nodegroups[name]["Labels"].items() | {
+            (
+                "node.kubernetes.io/instance-type",
+                flavor["spec"]["nodeLabels"]["node.kubernetes.io/instance-type"],
+            )
+        }
+
+
+# --------------------------------------------------------------------------------------------------
+# runtimes
+
+
+def _applied_objects(template: dict[str, Any], kind: str) -> tuple[str, list[dict[str, Any]]]:
+    for logical_id, resource in _manifests(template).items():
+        objects = json.loads(resource["Properties"]["Manifest"])
+        if any(o["kind"] == kind for o in objects):
+            return logical_id, objects
+    raise AssertionError(f"no {kind} applied")
+
+
+def _chart_id(template: dict[str, Any], chart: str) -> str:
+    return next(k for k, v in template["Resources"].items() if v.get("Properties", {}).get("Chart") == chart)
+
+
+def test_runtimes_are_applied_once_trainers_webhook_is_ready(built: _Built) -> None:
+    logical_id, objects = _applied_objects(built.template, "ClusterTrainingRuntime")
+    assert [o["metadata"]["name"] for o in objects] == ["torchrun-efa-p5", "mpi-efa-p5"]
+    assert built.runtimes.names == {"p5": ("torchrun-efa-p5", "mpi-efa-p5")}
+    assert (
+        _chart_id(built.template, "kubeflow-trainer") in built.template["Resources"][logical_id]["DependsOn"]
+    )
+
+
+def test_runtimes_need_an_efa_gpu_nodegroup(stack: cdk.Stack) -> None:
+    _, cluster = _cluster(stack)
+    trainer = KubeflowTrainer(stack, "Trainer", cluster=cluster)
+    with pytest.raises(ConfigurationError) as error:
+        TrainingRuntimes(stack, "Runtimes", cluster=cluster, trainer=trainer, nodegroups={})
+    assert (
+        str(error.value)
+        == "Test/Runtimes: nodegroups must include an EFA nodegroup with NVIDIA GPUs, got none"
+    )
+
+
+@pytest.mark.parametrize("path", EKS_FILES, ids=[p.stem for p in EKS_FILES])
+def test_each_efa_gpu_nodegroup_gets_its_runtimes(environment_gates: EnvironmentGates, path: Path) -> None:
+    settings = load_environment(path).eks
+    assert settings is not None
+    expected = [f"torchrun-efa-{g.name}" for g in settings.efa_nodegroups if CATALOG[g.instance_type].is_gpu]
+    template = environment_gates.template(path)
+    runtimes = [
+        o["metadata"]["name"]
+        for resource in _manifests(template).values()
+        for o in json.loads(resource["Properties"]["Manifest"])
+        if o["kind"] == "ClusterTrainingRuntime" and o["metadata"]["name"].startswith("torchrun-efa-")
+    ]
+    assert runtimes == expected
+
+
+def test_the_applied_nccl_mpijob_waits_for_its_local_queue(environment_gates: EnvironmentGates) -> None:
+    """eks-g5-efa applies its NCCL MPIJob itself: Kueue admits it through the default namespace's queue."""
+    path = ROOT / "environments" / "eks-g5-efa.yaml"
+    template = environment_gates.template(path)
+    queues_id, _ = _applied_queue_objects(template)
+    (job_id,) = [
+        k
+        for k, v in _manifests(template).items()
+        if any(o["kind"] == "MPIJob" for o in json.loads(v["Properties"]["Manifest"]))
+    ]
+    (job,) = json.loads(template["Resources"][job_id]["Properties"]["Manifest"])
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
+    assert queues_id in template["Resources"][job_id]["DependsOn"]

@@ -1,0 +1,357 @@
+"""The EKS job layer as data: queues from nodegroup capacities, and every rule's message (no CDK here)."""
+
+from __future__ import annotations
+
+import pytest
+
+from training_clusters.catalog import lookup
+from training_clusters.job_layer import (
+    EFA_NODE_HUGEPAGES_2MI_MIB,
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    HUGEPAGES_RESOURCE,
+    MPI_SSH_PATH,
+    NODEGROUP_LABEL,
+    SHARED_GPU_RESOURCE,
+    TOPOLOGY_LEVELS,
+    TRAINER_STEP_LABEL,
+    FlavorCapacity,
+    QueuePolicy,
+    Taint,
+    cluster_queue,
+    mpi_runtime,
+    queue_manifests,
+    resource_flavor,
+    runtime_manifests,
+    torchrun_runtime,
+)
+from training_clusters.options import QueuePreemption
+from training_clusters.rules.eks_queues import (
+    borrow_needs_reclaim_problem,
+    cohort_name_problem,
+    cohort_needed_problem,
+    flavor_labels_problem,
+    kubernetes_name_problem,
+    limit_percent_problem,
+    preemption_problem,
+    team_namespace_problem,
+    unique_names_problem,
+)
+
+GPU_TAINT = Taint("nvidia.com/gpu", "true", "NoSchedule")
+P5 = FlavorCapacity(
+    name="p5",
+    instance_type=lookup("p5.48xlarge"),
+    nodes=2,
+    efa_interfaces=32,
+    labels={NODEGROUP_LABEL: "p5"},
+    taints=(GPU_TAINT,),
+)
+G5 = FlavorCapacity(name="g5", instance_type=lookup("g5.2xlarge"), nodes=3, labels={NODEGROUP_LABEL: "g5"})
+
+# --------------------------------------------------------------------------------------------------
+# quotas: what the nodes advertise
+
+
+def test_quota_is_nodes_times_gpus_efa_interfaces_and_huge_pages() -> None:
+    assert P5.quota() == {GPU_RESOURCE: 16, EFA_RESOURCE: 64, HUGEPAGES_RESOURCE: "20512Mi"}  # 2 x 5128 pages
+    assert EFA_NODE_HUGEPAGES_2MI_MIB == 10256
+    assert G5.quota() == {GPU_RESOURCE: 3}  # no EFA: no EFA quota, no huge pages
+
+
+def test_shared_gpus_count_their_replicas_under_the_name_the_plugin_advertises() -> None:
+    shared = FlavorCapacity(
+        name="g5",
+        instance_type=lookup("g5.12xlarge"),
+        nodes=2,
+        gpu_replicas=10,
+        gpu_resource=SHARED_GPU_RESOURCE,
+    )
+    assert shared.quota() == {SHARED_GPU_RESOURCE: 2 * 4 * 10}
+
+
+def test_one_resource_group_covers_every_flavor_and_a_flavor_without_efa_gets_none() -> None:
+    queue = cluster_queue("training", [P5, G5], namespaces=["vision", "default"])
+    (group,) = queue["spec"]["resourceGroups"]
+    assert group["coveredResources"] == [HUGEPAGES_RESOURCE, GPU_RESOURCE, EFA_RESOURCE]
+    assert group["flavors"] == [
+        {
+            "name": "p5",
+            "resources": [
+                {"name": HUGEPAGES_RESOURCE, "nominalQuota": "20512Mi"},
+                {"name": GPU_RESOURCE, "nominalQuota": 16},
+                {"name": EFA_RESOURCE, "nominalQuota": 64},
+            ],
+        },
+        {
+            "name": "g5",
+            "resources": [
+                {"name": HUGEPAGES_RESOURCE, "nominalQuota": "0Mi"},
+                {"name": GPU_RESOURCE, "nominalQuota": 3},
+                {"name": EFA_RESOURCE, "nominalQuota": 0},
+            ],
+        },
+    ]
+    # only the team namespaces' LocalQueues may use it
+    assert queue["spec"]["namespaceSelector"] == {
+        "matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["default", "vision"]}
+        ]
+    }
+    assert queue["spec"]["preemption"] == {"withinClusterQueue": "Never", "reclaimWithinCohort": "Never"}
+    assert "cohortName" not in queue["spec"]
+
+
+def test_cohort_limits_are_shares_of_each_quota_rounded_down() -> None:
+    policy = QueuePolicy(
+        cohort="research",
+        within_cluster_queue=QueuePreemption.LOWER_PRIORITY,
+        reclaim_within_cohort=QueuePreemption.ANY,
+        borrow_within_cohort=QueuePreemption.LOWER_PRIORITY,
+        lending_limit_percent=50,
+        borrowing_limit_percent=25,
+    )
+    spec = cluster_queue("training", [G5], namespaces=["default"], policy=policy)["spec"]
+    assert spec["cohortName"] == "research"
+    assert spec["preemption"] == {
+        "withinClusterQueue": "LowerPriority",
+        "reclaimWithinCohort": "Any",
+        "borrowWithinCohort": {"policy": "LowerPriority"},
+    }
+    (gpus,) = spec["resourceGroups"][0]["flavors"][0]["resources"]
+    assert gpus == {"name": GPU_RESOURCE, "nominalQuota": 3, "lendingLimit": 1, "borrowingLimit": 0}
+    p5 = cluster_queue("training", [P5], namespaces=["default"], policy=policy)["spec"]
+    pages = p5["resourceGroups"][0]["flavors"][0]["resources"][0]
+    assert pages == {
+        "name": HUGEPAGES_RESOURCE,
+        "nominalQuota": "20512Mi",
+        "lendingLimit": "10256Mi",
+        "borrowingLimit": "5128Mi",
+    }
+
+
+def test_a_flavor_selects_its_nodes_and_tolerates_their_taints() -> None:
+    assert resource_flavor(P5, topology="aws-network")["spec"] == {
+        "nodeLabels": {"node.kubernetes.io/instance-type": "p5.48xlarge", NODEGROUP_LABEL: "p5"},
+        "nodeTaints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+        "tolerations": [
+            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        ],
+        "topologyName": "aws-network",
+    }
+    assert resource_flavor(G5)["spec"] == {
+        "nodeLabels": {"node.kubernetes.io/instance-type": "g5.2xlarge", NODEGROUP_LABEL: "g5"}
+    }
+
+
+def test_topology_only_where_the_instance_type_reports_it() -> None:
+    assert (P5.reports_topology, G5.reports_topology) == (True, False)
+    objects = queue_manifests([P5, G5], namespaces=["vision"])
+    kinds = [o["kind"] for o in objects]
+    assert kinds == [
+        "Namespace",
+        "Topology",
+        "ResourceFlavor",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "LocalQueue",
+    ]
+    topology = objects[1]
+    assert [level["nodeLabel"] for level in topology["spec"]["levels"]] == list(TOPOLOGY_LEVELS)
+    flavors = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "ResourceFlavor"}
+    assert flavors["p5"]["topologyName"] == "aws-network" and "topologyName" not in flavors["g5"]
+    # off: no Topology, no flavor names one
+    plain = queue_manifests([P5], namespaces=["default"], topology_aware=False)
+    assert [o["kind"] for o in plain] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
+    assert "topologyName" not in plain[0]["spec"]
+
+
+def test_each_team_namespace_gets_its_local_queue_and_default_is_not_created() -> None:
+    objects = queue_manifests([G5], namespaces=["default", "vision"], local_queue_name="gpus")
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["vision"]
+    queues = [o for o in objects if o["kind"] == "LocalQueue"]
+    assert [
+        (q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in queues
+    ] == [
+        ("default", "gpus", "training"),
+        ("vision", "gpus", "training"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "layers"),
+    [
+        ("p5.48xlarge", 3),
+        ("p5en.48xlarge", 3),
+        ("p6-b200.48xlarge", 4),
+        ("trn1.32xlarge", 3),
+        ("g5.48xlarge", 0),
+    ],
+)
+def test_the_catalogue_says_which_types_report_network_topology(name: str, layers: int) -> None:
+    assert lookup(name).network_node_layers == layers
+
+
+# --------------------------------------------------------------------------------------------------
+# rules, both sides of each boundary
+
+
+def test_kubernetes_names() -> None:
+    assert kubernetes_name_problem("a") is None
+    assert kubernetes_name_problem("a" * 63) is None
+    expected = (
+        "must be 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit "
+        "(a Kubernetes name), got "
+    )
+    assert kubernetes_name_problem("a" * 64) == expected + repr("a" * 64)
+    assert kubernetes_name_problem("Team") == expected + "'Team'"
+    assert kubernetes_name_problem("team-") == expected + "'team-'"
+
+
+def test_cohort_names() -> None:
+    assert cohort_name_problem("research.ml") is None
+    assert cohort_name_problem("Research") == (
+        "must be lower-case letters, digits, '-' and '.', up to 253 characters, starting and ending with a "
+        "letter or digit, got 'Research'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "allowed"),
+    [
+        ("within_cluster_queue", QueuePreemption.ANY, "Never, LowerPriority, LowerOrNewerEqualPriority"),
+        ("reclaim_within_cohort", QueuePreemption.LOWER_OR_NEWER_EQUAL_PRIORITY, "Never, LowerPriority, Any"),
+        ("borrow_within_cohort", QueuePreemption.ANY, "Never, LowerPriority"),
+    ],
+)
+def test_each_preemption_field_takes_what_kueue_allows_there(
+    field: str, value: QueuePreemption, allowed: str
+) -> None:
+    assert preemption_problem(field, QueuePreemption.LOWER_PRIORITY) is None
+    assert preemption_problem(field, value) == f"must be one of {allowed}, got {value.value}"
+
+
+@pytest.mark.parametrize(
+    ("given", "field"),
+    [
+        ({"reclaim_within_cohort": QueuePreemption.ANY}, "reclaim_within_cohort"),
+        ({"borrow_within_cohort": QueuePreemption.LOWER_PRIORITY}, "borrow_within_cohort"),
+        ({"lending_limit_percent": 0}, "lending_limit_percent"),
+        ({"borrowing_limit_percent": 10}, "borrowing_limit_percent"),
+    ],
+)
+def test_cohort_options_need_a_cohort(given: dict[str, object], field: str) -> None:
+    options: dict[str, object] = {
+        "reclaim_within_cohort": QueuePreemption.NEVER,
+        "borrow_within_cohort": QueuePreemption.NEVER,
+        "lending_limit_percent": None,
+        "borrowing_limit_percent": None,
+    }
+    options.update(given)
+    assert cohort_needed_problem("research", **options) is None  # type: ignore[arg-type]
+    assert cohort_needed_problem(None, **options) == (  # type: ignore[arg-type]
+        field,
+        "acts between the ClusterQueues of a cohort; set cohort too, or leave it out",
+    )
+
+
+def test_borrowing_preemption_needs_reclaiming_preemption() -> None:
+    assert borrow_needs_reclaim_problem(QueuePreemption.NEVER, QueuePreemption.NEVER) is None
+    assert (
+        borrow_needs_reclaim_problem(QueuePreemption.LOWER_PRIORITY, QueuePreemption.LOWER_PRIORITY) is None
+    )
+    assert borrow_needs_reclaim_problem(QueuePreemption.NEVER, QueuePreemption.LOWER_PRIORITY) == (
+        "LowerPriority needs reclaim_within_cohort other than Never (Kueue refuses a queue that preempts to "
+        "borrow but not to reclaim)"
+    )
+
+
+@pytest.mark.parametrize(("percent", "ok"), [(None, True), (0, True), (100, True), (-1, False), (101, False)])
+def test_limit_percent_bounds(percent: int | None, ok: bool) -> None:
+    problem = limit_percent_problem(percent)
+    assert (problem is None) == ok
+    if not ok:
+        assert problem == f"must be between 0 and 100 (percent of the queue's nominal quota), got {percent}"
+
+
+def test_team_namespaces() -> None:
+    assert team_namespace_problem("default") is None
+    assert team_namespace_problem("kueue-system") == (
+        "must not be kube-system, kueue-system (Kueue does not manage jobs there), got 'kueue-system'"
+    )
+    assert unique_names_problem(["a", "b"]) is None
+    assert unique_names_problem(["b", "a", "b", "a"]) == "must each be given once, got a, b more than once"
+
+
+def test_a_flavor_selects_by_at_most_eight_labels() -> None:
+    labels = {f"k{i}": "v" for i in range(8)}
+    assert flavor_labels_problem(labels) is None
+    labels["k8"] = "v"
+    assert flavor_labels_problem(labels) == (
+        "are 9 with the ones the stack adds; a Kueue ResourceFlavor selects nodes by at most 8: "
+        "k0, k1, k2, k3, k4, k5, k6, k7, k8"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# Kubeflow Trainer runtimes
+
+
+def _pod(runtime: dict[str, object], job: str) -> dict[str, object]:
+    jobs = {j["name"]: j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}  # type: ignore[index]
+    return jobs[job]["template"]["spec"]["template"]["spec"]  # type: ignore[no-any-return]
+
+
+def test_torchrun_runtime_gives_each_node_pod_the_whole_efa_node() -> None:
+    runtime = torchrun_runtime(P5, image="example/torch:1")
+    assert runtime["metadata"]["name"] == "torchrun-efa-p5"
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {"numProcPerNode": 8}}
+    (job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    assert job["template"]["metadata"]["labels"] == {
+        TRAINER_STEP_LABEL: "trainer"
+    }  # the TrainJob's image runs here
+    pod = _pod(runtime, "node")
+    assert pod["nodeSelector"] == {NODEGROUP_LABEL: "p5"}
+    assert pod["tolerations"] == [GPU_TAINT.toleration()]
+    (container,) = pod["containers"]  # type: ignore[misc]
+    limits = {GPU_RESOURCE: 8, EFA_RESOURCE: 32, HUGEPAGES_RESOURCE: "5120Mi", "memory": "32000Mi"}
+    assert container["resources"] == {"limits": limits, "requests": limits}
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env == {
+        "FI_PROVIDER": "efa",
+        "NCCL_DEBUG": "INFO",
+        "FI_EFA_USE_DEVICE_RDMA": "1",
+    }  # p5: GPUDirect RDMA
+
+
+def test_gpudirect_rdma_only_where_the_catalogue_says_so() -> None:
+    g5 = FlavorCapacity(name="g5", instance_type=lookup("g5.48xlarge"), nodes=2, efa_interfaces=1)
+    (container,) = _pod(torchrun_runtime(g5, image="x"), "node")["containers"]  # type: ignore[misc]
+    assert {e["name"] for e in container["env"]} == {"FI_PROVIDER", "NCCL_DEBUG"}
+    assert "tolerations" not in _pod(torchrun_runtime(g5, image="x"), "node")  # untainted group
+
+
+def test_mpi_runtime_runs_sshd_on_the_nodes_and_the_command_on_a_launcher() -> None:
+    runtime = mpi_runtime(P5, image="example/nccl:1")
+    assert runtime["metadata"]["name"] == "mpi-efa-p5"
+    assert runtime["spec"]["mlPolicy"] == {
+        "numNodes": 2,
+        "mpi": {
+            "numProcPerNode": 8,
+            "mpiImplementation": "OpenMPI",
+            "sshAuthMountPath": MPI_SSH_PATH,
+            "runLauncherAsNode": False,
+        },
+    }
+    jobs = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    assert [j["name"] for j in jobs] == ["node", "launcher"]
+    assert jobs[1]["dependsOn"] == [{"name": "node", "status": "Ready"}]
+    (node,) = _pod(runtime, "node")["containers"]  # type: ignore[misc]
+    assert node["command"] == ["/usr/sbin/sshd", "-De"] and node["resources"]["limits"][EFA_RESOURCE] == 32
+    (launcher,) = _pod(runtime, "launcher")["containers"]  # type: ignore[misc]
+    assert "resources" not in launcher  # the launcher holds no GPU
+
+
+def test_runtimes_only_for_efa_nodegroups() -> None:
+    names = [m["metadata"]["name"] for m in runtime_manifests([P5, G5], torchrun_image="a", mpi_image="b")]
+    assert names == ["torchrun-efa-p5", "mpi-efa-p5"]

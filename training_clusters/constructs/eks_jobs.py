@@ -1,0 +1,545 @@
+"""The EKS job layer: Kueue (queues, quotas, all-or-nothing admission) and Kubeflow Trainer v2 (TrainJob).
+
+Both are helm charts pinned in :mod:`training_clusters.releases`, pulled from their publishers' OCI
+registries at deploy time by CDK's helm handler (the route every chart of the cluster takes), with their
+controllers on the system nodes and their images set in the values rather than inherited.
+
+Example::
+
+    trainer = KubeflowTrainer(self, "Trainer", cluster=cluster)
+    kueue = Kueue(self, "Kueue", cluster=cluster)
+    kueue.node.add_dependency(trainer)      # Kueue manages TrainJobs and JobSets once their kinds exist
+
+Kueue admits a job only when its whole request fits the queue's quota, and with ``waitForPodsReady`` it
+evicts and requeues an admitted job whose pods are not all running within the timeout: two jobs that each
+need every GPU never hold half the nodes each. Jobs opt in with the label ``kueue.x-k8s.io/queue-name``;
+jobs without it are left alone (``manageJobsWithoutQueueName: false``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aws_cdk as cdk
+import yaml
+from aws_cdk import aws_eks_v2 as eks
+from constructs import Construct
+
+from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS, EfaNodegroup, GpuEksCluster, GpuNodegroup
+from training_clusters.job_layer import (
+    DEFAULT_CLUSTER_QUEUE,
+    DEFAULT_LOCAL_QUEUE,
+    GPU_RESOURCE,
+    KUEUE_QUEUE_LABEL,
+    SHARED_GPU_RESOURCE,
+    FlavorCapacity,
+    QueuePolicy,
+    Taint,
+    mpi_runtime_name,
+    queue_manifests,
+    runtime_manifests,
+    torchrun_runtime_name,
+)
+from training_clusters.options import Mps, QueuePreemption, TimeSlicing
+from training_clusters.releases import (
+    DEFAULT_NCCL_TESTS_IMAGE,
+    JOBSET_IMAGE,
+    KUBEFLOW_TRAINER_CHART,
+    KUBEFLOW_TRAINER_IMAGE,
+    KUEUE_CHART,
+    KUEUE_IMAGE,
+    PYTORCH_EFA_IMAGE,
+    HelmChartSpec,
+    ImagePin,
+)
+from training_clusters.rules.eks_queues import (
+    borrow_needs_reclaim_problem,
+    cohort_name_problem,
+    cohort_needed_problem,
+    flavor_labels_problem,
+    kubernetes_name_problem,
+    limit_percent_problem,
+    pods_ready_timeout_problem,
+    preemption_problem,
+    team_namespace_problem,
+    unique_names_problem,
+)
+
+from ._validation import checked_props, fail, is_unresolved, option, refuse
+
+__all__ = [
+    "KUEUE_INTEGRATIONS",
+    "KUEUE_QUEUE_LABEL",
+    "KubeflowTrainer",
+    "Kueue",
+    "TrainingQueues",
+    "TrainingRuntimes",
+    "kubeflow_trainer_values",
+    "kueue_configuration",
+    "kueue_values",
+]
+
+#: The kinds Kueue manages here: plain Jobs, MPIJobs (MPI Operator), JobSets and TrainJobs (Kubeflow Trainer).
+#: Kueue starts managing a kind once its CRD is served, so a kind whose operator is not installed costs nothing.
+KUEUE_INTEGRATIONS = (
+    "batch/job",
+    "kubeflow.org/mpijob",
+    "jobset.x-k8s.io/jobset",
+    "trainer.kubeflow.org/trainjob",
+)
+#: Kubernetes' spelling of a taint effect, by CDK's (``aws_eks_v2.TaintEffect``, EKS's API spelling).
+_TAINT_EFFECTS = {
+    "NO_SCHEDULE": "NoSchedule",
+    "PREFER_NO_SCHEDULE": "PreferNoSchedule",
+    "NO_EXECUTE": "NoExecute",
+}
+#: How long an admitted job may take to have every pod running before Kueue evicts and requeues it.
+DEFAULT_PODS_READY_TIMEOUT_MINUTES = 10
+#: How long the helm handler waits for a chart's pods to be ready (image pulls on fresh system nodes).
+CHART_READY_TIMEOUT_MINUTES = 10
+
+
+def kueue_configuration(
+    *, pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES
+) -> dict[str, Any]:
+    """Kueue's ``Configuration`` (``config.kueue.x-k8s.io/v1beta2``): the chart's own settings plus gang admission.
+
+    ``waitForPodsReady`` makes admission all-or-nothing in practice: a job admitted whose pods do not all
+    run within the timeout (a node gone, an image that will not pull) is evicted whole and requeued with
+    exponential back-off, freeing its quota. ``blockAdmission`` stays off: our queues' quota equals what
+    the nodes provide, so quota alone keeps two jobs from sharing the GPUs they each need whole.
+    ``quotaCheckStrategy: IgnoreUndeclared`` counts only what the ClusterQueue declares (GPUs, EFA
+    interfaces), so a pod's CPU and memory requests, which the kubelet places, never block admission.
+    """
+    return {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "health": {"healthProbeBindAddress": ":8081"},
+        "metrics": {"bindAddress": ":8443"},
+        "webhook": {"port": 9443},
+        "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
+        "manageJobsWithoutQueueName": False,
+        "waitForPodsReady": {
+            "timeout": f"{pods_ready_timeout_minutes}m",
+            "blockAdmission": False,
+            "requeuingStrategy": {
+                "timestamp": "Eviction",
+                "backoffBaseSeconds": 60,
+                "backoffMaxSeconds": 3600,
+            },
+        },
+        "integrations": {"frameworks": list(KUEUE_INTEGRATIONS)},
+        "resources": {"quotaCheckStrategy": "IgnoreUndeclared"},
+    }
+
+
+def kueue_values(
+    *,
+    pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES,
+    image: ImagePin = KUEUE_IMAGE,
+    node_selector: Mapping[str, str] = SYSTEM_NODE_LABELS,
+) -> dict[str, Any]:
+    """Helm values of the Kueue chart: our configuration, the released image, the controller on the system
+    nodes. Its webhook certificates are Kueue's own (no cert-manager)."""
+    return {
+        "controllerManager": {
+            "manager": {
+                "image": {"repository": image.repository, "tag": image.tag, "pullPolicy": "IfNotPresent"}
+            },
+            "nodeSelector": dict(node_selector),
+        },
+        "managerConfig": {
+            "controllerManagerConfigYaml": yaml.safe_dump(
+                kueue_configuration(pods_ready_timeout_minutes=pods_ready_timeout_minutes), sort_keys=False
+            )
+        },
+    }
+
+
+def kubeflow_trainer_values(
+    *,
+    image: ImagePin = KUBEFLOW_TRAINER_IMAGE,
+    jobset_image: ImagePin = JOBSET_IMAGE,
+    node_selector: Mapping[str, str] = SYSTEM_NODE_LABELS,
+) -> dict[str, Any]:
+    """Helm values of the Kubeflow Trainer chart: its controller and JobSet's (its dependency) on the system
+    nodes, both images stated. The chart's example runtimes stay off."""
+    registry, _, repository = image.repository.partition("/")
+    return {
+        "image": {"registry": registry, "repository": repository, "tag": image.tag},
+        "manager": {"nodeSelector": dict(node_selector)},
+        "jobset": {
+            "install": True,
+            "image": {
+                "repository": jobset_image.repository,
+                "tag": jobset_image.tag,
+                "pullPolicy": "IfNotPresent",
+            },
+            "controller": {"nodeSelector": dict(node_selector)},
+        },
+    }
+
+
+def _ready_chart(
+    scope: Construct, cluster: GpuEksCluster, spec: HelmChartSpec, values: dict[str, Any]
+) -> eks.HelmChart:
+    """The chart, installed with ``helm --wait``: complete only once its controllers (and so their admission
+    webhooks) are ready, so what depends on it is applied against a webhook that answers."""
+    return eks.HelmChart(
+        scope,
+        "Resource",
+        cluster=cluster.cluster,
+        chart=spec.chart,
+        repository=spec.repository,
+        version=spec.version,
+        namespace=spec.namespace,
+        release=spec.release,
+        create_namespace=True,
+        wait=True,
+        timeout=cdk.Duration.minutes(CHART_READY_TIMEOUT_MINUTES),
+        values=values,
+    )
+
+
+@checked_props
+class Kueue(Construct):
+    """Kueue with all-or-nothing admission (``waitForPodsReady``), managing Jobs, MPIJobs, JobSets and TrainJobs.
+
+    Example::
+
+        kueue = Kueue(self, "Kueue", cluster=cluster, pods_ready_timeout_minutes=15)
+
+    The chart is installed with ``helm --wait``: it completes only when Kueue's controller is ready, which
+    Kueue reports only once its webhook certificates are in place and its webhook server runs. Make queue
+    objects depend on :attr:`chart`, so the webhook that checks them answers.
+
+    Attributes: ``chart``, ``values``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES,
+        chart: HelmChartSpec = KUEUE_CHART,
+        image: ImagePin = KUEUE_IMAGE,
+    ) -> None:
+        """Install the chart.
+
+        :param cluster: The cluster.
+        :param pods_ready_timeout_minutes: How long an admitted job may take to have every pod running
+            before it is evicted whole and requeued. Default: 10.
+        :param chart: Default: :data:`~training_clusters.releases.KUEUE_CHART`.
+        :param image: The controller image; change it together with ``chart``.
+            Default: :data:`~training_clusters.releases.KUEUE_IMAGE`.
+        """
+        super().__init__(scope, id)
+        if not is_unresolved(pods_ready_timeout_minutes):
+            refuse(self, "pods_ready_timeout_minutes", pods_ready_timeout_problem(pods_ready_timeout_minutes))
+        self.values = kueue_values(pods_ready_timeout_minutes=pods_ready_timeout_minutes, image=image)
+        self.chart = _ready_chart(self, cluster, chart, self.values)
+
+
+@checked_props
+class KubeflowTrainer(Construct):
+    """Kubeflow Trainer v2 (``TrainJob``, ``ClusterTrainingRuntime``) and JobSet, which runs its jobs.
+
+    Example::
+
+        trainer = KubeflowTrainer(self, "Trainer", cluster=cluster)
+
+    Installed with ``helm --wait``, so runtimes applied after :attr:`chart` meet a ready webhook.
+
+    Attributes: ``chart``, ``values``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        chart: HelmChartSpec = KUBEFLOW_TRAINER_CHART,
+        image: ImagePin = KUBEFLOW_TRAINER_IMAGE,
+        jobset_image: ImagePin = JOBSET_IMAGE,
+    ) -> None:
+        """Install the chart.
+
+        :param cluster: The cluster.
+        :param chart: Default: :data:`~training_clusters.releases.KUBEFLOW_TRAINER_CHART`.
+        :param image: The Trainer controller image; change it with ``chart``.
+            Default: :data:`~training_clusters.releases.KUBEFLOW_TRAINER_IMAGE`.
+        :param jobset_image: JobSet's controller image; change it with ``chart``.
+            Default: :data:`~training_clusters.releases.JOBSET_IMAGE`.
+        """
+        super().__init__(scope, id)
+        self.values = kubeflow_trainer_values(image=image, jobset_image=jobset_image)
+        self.chart = _ready_chart(self, cluster, chart, self.values)
+
+
+def nodegroup_capacity(
+    name: str,
+    group: EfaNodegroup | GpuNodegroup,
+    *,
+    time_slicing: TimeSlicing | None = None,
+    mps: Mps | None = None,
+    mig_devices: Mapping[str, int] | None = None,
+) -> FlavorCapacity:
+    """What nodegroup ``group`` (called ``name``) gives a queue or a runtime: its nodes, labels, taints, EFA
+    interfaces, and GPUs as the device plugin advertises them (``time_slicing`` or ``mps`` replicas each, or
+    ``mig_devices``: MIG resource -> instances per GPU)."""
+    replicas = time_slicing.replicas if time_slicing else mps.replicas if mps else 1
+    return FlavorCapacity(
+        name=name,
+        instance_type=group.instance_type,
+        nodes=group.desired_size,
+        efa_interfaces=group.efa_interfaces if isinstance(group, EfaNodegroup) else 0,
+        labels=dict(group.labels),
+        taints=tuple(
+            Taint(t.key or "", t.value or "", _TAINT_EFFECTS[str(t.effect.value)]) for t in group.taints
+        ),
+        gpu_replicas=replicas,
+        gpu_resource=SHARED_GPU_RESOURCE if time_slicing and time_slicing.rename_by_default else GPU_RESOURCE,
+        mig_devices=dict(mig_devices or {}),
+    )
+
+
+#: Kubernetes' spelling of a taint effect, by CDK's (``aws_eks_v2.TaintEffect``, EKS's API spelling).
+_TAINT_EFFECTS = {
+    "NO_SCHEDULE": "NoSchedule",
+    "PREFER_NO_SCHEDULE": "PreferNoSchedule",
+    "NO_EXECUTE": "NoExecute",
+}
+
+
+@checked_props
+class TrainingQueues(Construct):
+    """Kueue's queues over the cluster's GPU nodegroups: quota equal to what their nodes advertise.
+
+    Example::
+
+        TrainingQueues(self, "Queues", cluster=cluster, kueue=kueue, nodegroups={"p5": p5},
+                       namespaces=["vision", "speech"], cohort="research",
+                       reclaim_within_cohort="Any")
+        # a job joins with the label kueue.x-k8s.io/queue-name: training
+
+    A ``ResourceFlavor`` per GPU nodegroup (named after it) selects its nodes by their instance type and
+    labels and carries their taints, with tolerations Kueue adds to what it admits; one ``ClusterQueue``
+    (``cluster_queue_name``) holds, per flavor, nominal quota of nodes x GPUs (x sharing replicas, with
+    ``time_slicing`` or ``mps``) and nodes x EFA interfaces, and admits a job only when all of it fits; a
+    ``LocalQueue`` (``local_queue_name``) in each namespace (created unless ``default``) points at it. Where a
+    nodegroup's instance type reports EC2 network topology, its flavor names a ``Topology`` of EKS's
+    ``topology.k8s.aws/network-node-layer-*`` labels, so Kueue packs a job's pods under the fewest network
+    nodes it can. Applied once Kueue's webhook answers (after :attr:`Kueue.chart`).
+
+    Attributes: ``capacities`` (:class:`~training_clusters.job_layer.FlavorCapacity` by nodegroup),
+    ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``resource`` (the
+    ``KubernetesManifest``), ``local_queue_name``, ``namespaces``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        kueue: Kueue,
+        nodegroups: Mapping[str, EfaNodegroup | GpuNodegroup],
+        namespaces: Sequence[str] = ("default",),
+        cluster_queue_name: str = DEFAULT_CLUSTER_QUEUE,
+        local_queue_name: str = DEFAULT_LOCAL_QUEUE,
+        cohort: str | None = None,
+        within_cluster_queue: QueuePreemption | str = QueuePreemption.NEVER,
+        reclaim_within_cohort: QueuePreemption | str = QueuePreemption.NEVER,
+        borrow_within_cohort: QueuePreemption | str = QueuePreemption.NEVER,
+        lending_limit_percent: int | None = None,
+        borrowing_limit_percent: int | None = None,
+        topology_aware: bool = True,
+        time_slicing: TimeSlicing | None = None,
+        mps: Mps | None = None,
+        mig_devices: Mapping[str, Mapping[str, int]] | None = None,
+    ) -> None:
+        """Apply the queues.
+
+        :param cluster: The cluster.
+        :param kueue: Kueue on that cluster; the queues are applied once its webhook is ready.
+        :param nodegroups: The nodegroups by name (the flavors' names); those with NVIDIA GPUs get a flavor.
+        :param namespaces: The team namespaces that get a LocalQueue (and may use the ClusterQueue).
+            Default: ``default`` only.
+        :param cluster_queue_name: Default: ``training``.
+        :param local_queue_name: What jobs name in ``kueue.x-k8s.io/queue-name``. Default: ``training``.
+        :param cohort: Join this cohort: queues of a cohort lend each other unused quota. Default: none.
+        :param within_cluster_queue: Which admitted jobs of this queue a pending one may evict: NEVER,
+            LOWER_PRIORITY or LOWER_OR_NEWER_EQUAL_PRIORITY. Default: NEVER.
+        :param reclaim_within_cohort: Which jobs borrowing this queue's quota a pending one may evict to take
+            it back: NEVER, LOWER_PRIORITY or ANY; needs ``cohort``. Default: NEVER.
+        :param borrow_within_cohort: Evict lower-priority jobs of other queues to borrow (LOWER_PRIORITY), or
+            never (NEVER); needs ``cohort`` and ``reclaim_within_cohort``. Default: NEVER.
+        :param lending_limit_percent: At most this share of each quota is lent to the cohort. Default: all of
+            it; needs ``cohort``.
+        :param borrowing_limit_percent: Borrow at most this share of each quota on top. Default: no limit;
+            needs ``cohort``.
+        :param topology_aware: Place a job's pods by EC2 network topology where the instance type reports it.
+            Default: True.
+        :param time_slicing: The device plugin's time-slicing, when it shares GPUs: quota counts its replicas.
+            Default: whole GPUs.
+        :param mps: The device plugin's MPS sharing: quota counts its replicas. Default: whole GPUs.
+        :param mig_devices: For MIG-partitioned nodegroups, by name: what the device plugin advertises per GPU,
+            ``{resource: instances}`` (``nvidia.com/mig-1g.10gb: 7``). Default: none partitioned.
+        """
+        super().__init__(scope, id)
+        within = option(self, "within_cluster_queue", QueuePreemption, within_cluster_queue)
+        reclaim = option(self, "reclaim_within_cohort", QueuePreemption, reclaim_within_cohort)
+        borrow = option(self, "borrow_within_cohort", QueuePreemption, borrow_within_cohort)
+        self._check_names(namespaces, cluster_queue_name, local_queue_name, cohort)
+        self._check_preemption(within, reclaim, borrow)
+        self._check_limits(lending_limit_percent, borrowing_limit_percent)
+        policy = QueuePolicy(
+            cohort=cohort,
+            within_cluster_queue=within,
+            reclaim_within_cohort=reclaim,
+            borrow_within_cohort=borrow,
+            lending_limit_percent=lending_limit_percent,
+            borrowing_limit_percent=borrowing_limit_percent,
+        )
+        self._check_cohort(policy)
+        self.capacities = self._capacities(nodegroups, time_slicing, mps, mig_devices or {})
+        self.namespaces = list(namespaces)
+        self.local_queue_name = local_queue_name
+        self.manifests = queue_manifests(
+            list(self.capacities.values()),
+            namespaces=self.namespaces,
+            cluster_queue_name=cluster_queue_name,
+            local_queue_name=local_queue_name,
+            policy=policy,
+            topology_aware=topology_aware,
+        )
+        (self.cluster_queue,) = [m for m in self.manifests if m["kind"] == "ClusterQueue"]
+        self.resource = eks.KubernetesManifest(
+            self, "Resource", cluster=cluster.cluster, manifest=self.manifests
+        )
+        self.resource.node.add_dependency(kueue.chart)
+
+    def _capacities(
+        self,
+        nodegroups: Mapping[str, EfaNodegroup | GpuNodegroup],
+        time_slicing: TimeSlicing | None,
+        mps: Mps | None,
+        mig_devices: Mapping[str, Mapping[str, int]],
+    ) -> dict[str, FlavorCapacity]:
+        capacities = {
+            name: nodegroup_capacity(
+                name, group, time_slicing=time_slicing, mps=mps, mig_devices=mig_devices.get(name)
+            )
+            for name, group in nodegroups.items()
+            if group.instance_type.is_gpu
+        }
+        if not capacities:
+            raise fail(
+                self.node.path,
+                "nodegroups",
+                f"must include a nodegroup with NVIDIA GPUs to queue for, got {', '.join(nodegroups) or 'none'}",
+            )
+        for name, capacity in capacities.items():
+            refuse(self, f"nodegroups.{name}.labels", flavor_labels_problem(capacity.node_labels()))
+        return capacities
+
+    # ----------------------------------------------------------------------------------------------
+    # validation, one rule per method
+
+    def _check_names(
+        self, namespaces: Sequence[str], cluster_queue: str, local_queue: str, cohort: str | None
+    ) -> None:
+        if not namespaces:
+            raise fail(self.node.path, "namespaces", "must name at least one namespace, got none")
+        for namespace in namespaces:
+            refuse(
+                self, "namespaces", kubernetes_name_problem(namespace) or team_namespace_problem(namespace)
+            )
+        refuse(self, "namespaces", unique_names_problem(list(namespaces)))
+        refuse(self, "cluster_queue_name", kubernetes_name_problem(cluster_queue))
+        refuse(self, "local_queue_name", kubernetes_name_problem(local_queue))
+        if cohort is not None:
+            refuse(self, "cohort", cohort_name_problem(cohort))
+
+    def _check_preemption(
+        self, within: QueuePreemption, reclaim: QueuePreemption, borrow: QueuePreemption
+    ) -> None:
+        refuse(self, "within_cluster_queue", preemption_problem("within_cluster_queue", within))
+        refuse(self, "reclaim_within_cohort", preemption_problem("reclaim_within_cohort", reclaim))
+        refuse(self, "borrow_within_cohort", preemption_problem("borrow_within_cohort", borrow))
+        refuse(self, "borrow_within_cohort", borrow_needs_reclaim_problem(reclaim, borrow))
+
+    def _check_limits(self, lending: int | None, borrowing: int | None) -> None:
+        refuse(self, "lending_limit_percent", limit_percent_problem(lending))
+        refuse(self, "borrowing_limit_percent", limit_percent_problem(borrowing))
+
+    def _check_cohort(self, policy: QueuePolicy) -> None:
+        problem = cohort_needed_problem(
+            policy.cohort,
+            reclaim_within_cohort=policy.reclaim_within_cohort,
+            borrow_within_cohort=policy.borrow_within_cohort,
+            lending_limit_percent=policy.lending_limit_percent,
+            borrowing_limit_percent=policy.borrowing_limit_percent,
+        )
+        if problem:
+            raise fail(self.node.path, *problem)
+
+
+@checked_props
+class TrainingRuntimes(Construct):
+    """Kubeflow Trainer runtimes for the cluster's EFA GPU nodegroups: torchrun and mpirun over EFA.
+
+    Example::
+
+        TrainingRuntimes(self, "Runtimes", cluster=cluster, trainer=trainer, nodegroups={"p5": p5})
+        # a TrainJob: spec.runtimeRef.name: torchrun-efa-p5, spec.trainer.command: [torchrun, train.py]
+
+    Per nodegroup, ``torchrun-efa-<nodegroup>`` (one pod per node with every GPU and EFA interface and huge
+    pages, torchrun's rendezvous from Kubeflow Trainer) and ``mpi-efa-<nodegroup>`` (an OpenMPI launcher and
+    sshd on every node: what the NCCL acceptance TrainJob runs). Both select the nodegroup's nodes, tolerate
+    its taints and set the instance type's NCCL/libfabric environment (GPUDirect RDMA only where the catalogue
+    says so). See :func:`~training_clusters.job_layer.torchrun_runtime`. Applied once Kubeflow Trainer's webhook
+    is ready (after :attr:`KubeflowTrainer.chart`).
+
+    Attributes: ``manifests``, ``names`` (runtime names by nodegroup: torchrun, mpi), ``resource``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        cluster: GpuEksCluster,
+        trainer: KubeflowTrainer,
+        nodegroups: Mapping[str, EfaNodegroup],
+        torchrun_image: str = PYTORCH_EFA_IMAGE.reference,
+        mpi_image: str = DEFAULT_NCCL_TESTS_IMAGE,
+    ) -> None:
+        """Apply the runtimes.
+
+        :param cluster: The cluster.
+        :param trainer: Kubeflow Trainer on that cluster.
+        :param nodegroups: EFA nodegroups by name; those with NVIDIA GPUs get runtimes.
+        :param torchrun_image: Default image of the torchrun runtimes (a TrainJob may set its own).
+            Default: :data:`~training_clusters.releases.PYTORCH_EFA_IMAGE`.
+        :param mpi_image: Default image of the mpirun runtimes; it must run sshd as root.
+            Default: :data:`~training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`.
+        """
+        super().__init__(scope, id)
+        capacities = [nodegroup_capacity(name, g) for name, g in nodegroups.items() if g.instance_type.is_gpu]
+        if not capacities:
+            raise fail(
+                self.node.path,
+                "nodegroups",
+                f"must include an EFA nodegroup with NVIDIA GPUs, got {', '.join(nodegroups) or 'none'}",
+            )
+        self.names = {c.name: (torchrun_runtime_name(c.name), mpi_runtime_name(c.name)) for c in capacities}
+        self.manifests = runtime_manifests(capacities, torchrun_image=torchrun_image, mpi_image=mpi_image)
+        self.resource = eks.KubernetesManifest(
+            self, "Resource", cluster=cluster.cluster, manifest=self.manifests
+        )
+        self.resource.node.add_dependency(trainer.chart)

@@ -1,0 +1,137 @@
+"""The EKS job layer (Kueue queues, Kubeflow Trainer): shared by the constructs and the environment file's
+``eks.queues`` section, so both refuse the same values with the same words."""
+
+from __future__ import annotations
+
+import re
+
+from training_clusters.errors import excerpt
+from training_clusters.job_layer import UNMANAGED_NAMESPACES
+from training_clusters.options import QueuePreemption
+
+#: Kueue's waitForPodsReady timeout bounds, in minutes: at least one image pull, at most a day.
+MIN_PODS_READY_TIMEOUT_MINUTES = 1
+MAX_PODS_READY_TIMEOUT_MINUTES = 1440
+
+
+def pods_ready_timeout_problem(minutes: int) -> str | None:
+    """Why ``minutes`` cannot be Kueue's waitForPodsReady timeout, or None."""
+    if MIN_PODS_READY_TIMEOUT_MINUTES <= minutes <= MAX_PODS_READY_TIMEOUT_MINUTES:
+        return None
+    return (
+        f"must be between {MIN_PODS_READY_TIMEOUT_MINUTES} and {MAX_PODS_READY_TIMEOUT_MINUTES} minutes "
+        f"(how long an admitted job may take to have all its pods running), got {minutes}"
+    )
+
+
+#: What each of a ClusterQueue's preemption fields accepts (Kueue's ClusterQueue CRD, v1beta2).
+PREEMPTION_CHOICES: dict[str, tuple[QueuePreemption, ...]] = {
+    "within_cluster_queue": (
+        QueuePreemption.NEVER,
+        QueuePreemption.LOWER_PRIORITY,
+        QueuePreemption.LOWER_OR_NEWER_EQUAL_PRIORITY,
+    ),
+    "reclaim_within_cohort": (QueuePreemption.NEVER, QueuePreemption.LOWER_PRIORITY, QueuePreemption.ANY),
+    "borrow_within_cohort": (QueuePreemption.NEVER, QueuePreemption.LOWER_PRIORITY),
+}
+#: A ResourceFlavor selects nodes by at most this many labels (its CRD's ``maxProperties``).
+MAX_FLAVOR_NODE_LABELS = 8
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def kubernetes_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a namespace or a queue (a DNS-1123 label), or None."""
+    if len(name) <= 63 and _DNS_LABEL.fullmatch(name):
+        return None
+    return (
+        "must be 1 to 63 lower-case letters, digits and '-', starting and ending with a letter or digit "
+        f"(a Kubernetes name), got {excerpt(name)}"
+    )
+
+
+def cohort_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name a Kueue cohort (a DNS-1123 subdomain), or None."""
+    if len(name) <= 253 and _DNS_SUBDOMAIN.fullmatch(name):
+        return None
+    return (
+        "must be lower-case letters, digits, '-' and '.', up to 253 characters, starting and ending with a "
+        f"letter or digit, got {excerpt(name)}"
+    )
+
+
+def preemption_problem(field: str, value: QueuePreemption) -> str | None:
+    """Why ``value`` cannot be the ClusterQueue's preemption ``field``, or None."""
+    allowed = PREEMPTION_CHOICES[field]
+    if value in allowed:
+        return None
+    return f"must be one of {', '.join(a.value for a in allowed)}, got {value.value}"
+
+
+def cohort_needed_problem(
+    cohort: str | None,
+    *,
+    reclaim_within_cohort: QueuePreemption,
+    borrow_within_cohort: QueuePreemption,
+    lending_limit_percent: int | None,
+    borrowing_limit_percent: int | None,
+) -> tuple[str, str] | None:
+    """``(field, sentence)`` when an option that acts between queues of a cohort is set without one, or None."""
+    if cohort is not None:
+        return None
+    given = {
+        "reclaim_within_cohort": reclaim_within_cohort is not QueuePreemption.NEVER,
+        "borrow_within_cohort": borrow_within_cohort is not QueuePreemption.NEVER,
+        "lending_limit_percent": lending_limit_percent is not None,
+        "borrowing_limit_percent": borrowing_limit_percent is not None,
+    }
+    for field, set_ in given.items():
+        if set_:
+            return field, "acts between the ClusterQueues of a cohort; set cohort too, or leave it out"
+    return None
+
+
+def borrow_needs_reclaim_problem(
+    reclaim_within_cohort: QueuePreemption, borrow_within_cohort: QueuePreemption
+) -> str | None:
+    """Kueue's own rule: a queue that preempts to borrow must also preempt to reclaim. The message, or None."""
+    if borrow_within_cohort is QueuePreemption.NEVER or reclaim_within_cohort is not QueuePreemption.NEVER:
+        return None
+    return (
+        f"{borrow_within_cohort.value} needs reclaim_within_cohort other than Never (Kueue refuses a queue that "
+        "preempts to borrow but not to reclaim)"
+    )
+
+
+def limit_percent_problem(percent: int | None) -> str | None:
+    """Why ``percent`` cannot be a lending or borrowing limit (a share of the queue's quota), or None."""
+    if percent is None or 0 <= percent <= 100:
+        return None
+    return f"must be between 0 and 100 (percent of the queue's nominal quota), got {percent}"
+
+
+def unique_names_problem(names: list[str]) -> str | None:
+    """Why ``names`` (namespaces of LocalQueues) are not each given once, or None."""
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if not repeated:
+        return None
+    return f"must each be given once, got {', '.join(repeated)} more than once"
+
+
+def flavor_labels_problem(labels: dict[str, str]) -> str | None:
+    """Why a nodegroup's ``labels`` cannot all select its ResourceFlavor's nodes, or None."""
+    if len(labels) <= MAX_FLAVOR_NODE_LABELS:
+        return None
+    return (
+        f"are {len(labels)} with the ones the stack adds; a Kueue ResourceFlavor selects nodes by at most "
+        f"{MAX_FLAVOR_NODE_LABELS}: {', '.join(sorted(labels))}"
+    )
+
+
+def team_namespace_problem(namespace: str) -> str | None:
+    """Why ``namespace`` cannot hold a team's LocalQueue (Kueue's webhooks skip it), or None."""
+    if namespace not in UNMANAGED_NAMESPACES:
+        return None
+    return (
+        f"must not be {', '.join(UNMANAGED_NAMESPACES)} (Kueue does not manage jobs there), got {namespace!r}"
+    )
