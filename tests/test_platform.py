@@ -111,7 +111,10 @@ def test_a_launch_template_without_any_tag_has_no_tag_specifications() -> None:
 
 @pytest.mark.parametrize("team", ["TeamA", "TeamB"])
 def test_parallelcluster_tags_are_the_aspects_and_its_own(teams: dict[str, Team], team: str) -> None:
-    assert _tags(_pcluster_configuration(teams[team])["Tags"]) == {**ORG_TAGS, "team": team}
+    tags = _pcluster_configuration(teams[team])["Tags"]
+    assert _tags(tags) == {**ORG_TAGS, "team": team}
+    # the prop's tags first, in its order: a deployed cluster's list does not move when aspects are added
+    assert [tag["Key"] for tag in tags] == ["team", *sorted(ORG_TAGS)]
 
 
 @pytest.mark.parametrize("team", ["TeamA", "TeamB"])

@@ -27,7 +27,8 @@ def test_importing_the_package_does_not_start_jsii() -> None:
 
 
 #: Modules a construct loads only when it needs them: the other orchestrators, RDS, EKS and its kubectl layer,
-#: the environment file's model (pydantic) and the stacks.
+#: Lambda and Step Functions (CDK's providers), cdk-nag (the apps that check), the environment file's model
+#: (pydantic) and the stacks.
 HEAVY = (
     "aws_cdk.aws_eks",
     "aws_cdk.aws_eks_v2",
@@ -35,6 +36,9 @@ HEAVY = (
     "aws_cdk.aws_sagemaker",
     "aws_cdk.aws_pcs",
     "aws_cdk.lambda_layer_kubectl_v33",
+    "aws_cdk.aws_lambda",
+    "aws_cdk.aws_stepfunctions",
+    "cdk_nag",
     "pydantic",
     "training_clusters.config",
     "training_clusters.stacks",

@@ -518,6 +518,7 @@ class ParallelCluster(Construct):
         self._check_directory_service(directory_service)
         self._check_tags(tags or {})
         self._tags = cdk.TagManager(cdk.TagType.KEY_VALUE, CUSTOM_RESOURCE_TYPE, dict(tags or {}))
+        self._tag_order = list(tags or {})
 
         self.security_group = ec2.SecurityGroup(
             self,
@@ -640,8 +641,11 @@ class ParallelCluster(Construct):
         return self._tags
 
     def cluster_tags(self) -> dict[str, str]:
-        """The configuration's ``Tags`` as they are now (complete once the app is synthesized)."""
-        return stack_and_aspect_tags(self, self._tags)
+        """The configuration's ``Tags`` as they are now (complete once the app is synthesized): the ``tags``
+        prop's keys first, in its order (a reordered list would be an update of the cluster), then the others."""
+        tags = stack_and_aspect_tags(self, self._tags)
+        first = [key for key in self._tag_order if key in tags]
+        return {key: tags[key] for key in [*first, *(key for key in tags if key not in first)]}
 
     def permissions_boundary(self) -> str | None:
         """The boundary CDK's aspects put on this construct's scopes (``Iam.PermissionsBoundary``), or None."""
