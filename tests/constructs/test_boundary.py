@@ -129,6 +129,39 @@ def _hyperpod(stack: cdk.Stack, **props: Any) -> HyperPodCluster:
     )
 
 
+EKS_G5 = package.EksInstanceGroup(name="g5", instance_type="ml.g5.8xlarge", instance_count=2, volume_gib=500)
+
+
+def _hyperpod_eks(stack: cdk.Stack, **props: Any) -> Construct:
+    network = _network(stack)
+    props.setdefault("instance_groups", [EKS_G5])
+    return package.HyperPodEksCluster(  # type: ignore[no-any-return]
+        stack,
+        "HyperPodEks",
+        cluster_name="ml-cluster",
+        eks_cluster=GpuEksCluster(
+            stack,
+            "Eks",
+            vpc=network.vpc,
+            admin_role_arn=ADMIN,
+            access_mode="API_AND_CONFIG_MAP",
+            kubernetes_version="1.33",
+        ),
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        **props,
+    )
+
+
+def _queues(stack: cdk.Stack, **props: Any) -> Construct:
+    cluster = _eks(stack)
+    gpu = package.GpuNodegroup(stack, "Gpu", cluster=cluster, instance_type="g5.2xlarge", desired_size=1)
+    kueue = package.Kueue(stack, "Kueue", cluster=cluster)
+    return package.TrainingQueues(  # type: ignore[no-any-return]
+        stack, "Queues", cluster=cluster, kueue=kueue, nodegroups={"gpu": gpu}, cohort="research", **props
+    )
+
+
 def _pcluster(stack: cdk.Stack, **props: Any) -> ParallelCluster:
     network = _network(stack)
     props.setdefault("queues", [SlurmQueue(name="q", compute_resources=[T3])])
@@ -342,6 +375,56 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         ),
         package.MigStrategy.NONE,
         "None",
+    ),
+    "GpuMonitoring.mig_strategy": (
+        lambda s, v: package.GpuMonitoring(
+            s,
+            "Monitoring",
+            cluster=_eks(s),
+            prometheus=False,
+            grafana=False,
+            mig_layouts={"all-1g.10gb": {"1g.10gb": 7}},
+            mig_strategy=v,
+        ),
+        package.MigStrategy.SINGLE,
+        "Single",
+    ),
+    "HyperPodEksCluster.node_recovery": (
+        lambda s, v: _hyperpod_eks(s, node_recovery=v),
+        package.NodeRecovery.NONE,
+        "none",
+    ),
+    "HyperPodEksCluster.node_provisioning_mode": (
+        lambda s, v: _hyperpod_eks(s, node_provisioning_mode=v),
+        package.NodeProvisioningMode.CONTINUOUS,
+        "continuous",
+    ),
+    "HyperPodEksCluster.instance_groups[].deep_health_checks[]": (
+        lambda s, v: _hyperpod_eks(s, instance_groups=[dataclasses.replace(EKS_G5, deep_health_checks=[v])]),
+        package.DeepHealthCheck.INSTANCE_STRESS,
+        "instance_stress",
+    ),
+    "HyperPodEksCluster.instance_groups[].capacity.kind": (
+        lambda s, v: _hyperpod_eks(
+            s, instance_groups=[dataclasses.replace(EKS_G5, capacity=dataclasses.replace(PLAN, kind=v))]
+        ),
+        package.CapacityKind.TRAINING_PLAN,
+        "training_plan",
+    ),
+    "TrainingQueues.within_cluster_queue": (
+        lambda s, v: _queues(s, within_cluster_queue=v),
+        package.QueuePreemption.LOWER_PRIORITY,
+        "lowerpriority",
+    ),
+    "TrainingQueues.reclaim_within_cohort": (
+        lambda s, v: _queues(s, reclaim_within_cohort=v),
+        package.QueuePreemption.ANY,
+        "any",
+    ),
+    "TrainingQueues.borrow_within_cohort": (
+        lambda s, v: _queues(s, borrow_within_cohort=v, reclaim_within_cohort="Any"),
+        package.QueuePreemption.LOWER_PRIORITY,
+        "LOWER_PRIORITY",
     ),
     "EbsCsiDriver.removal_policy": (
         lambda s, v: EbsCsiDriver(s, "Ebs", cluster=_eks(s), removal_policy=v),
