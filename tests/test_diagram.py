@@ -17,6 +17,7 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from xml.etree import ElementTree
 
 import pytest
 
@@ -41,6 +42,7 @@ from training_clusters.diagram import (
     to_svgs,
 )
 from training_clusters.diagram.sources import StackSource, source_of
+from training_clusters.diagram.text import MAX_LINE_PT, fit, width_pt
 from training_clusters.environments import environment_files
 from training_clusters.errors import ConfigurationError
 
@@ -113,6 +115,13 @@ def test_the_drawing_has_a_node_for_each_thing_the_template_builds(shipped: Any,
         len(r["Properties"]["InstanceGroups"]) for r in resources if r["Type"] == "AWS::SageMaker::Cluster"
     )
     zones = {r["Properties"]["AvailabilityZone"] for r in resources if r["Type"] == "AWS::EC2::Subnet"}
+    access_log_buckets = len(
+        {
+            json.dumps(r["Properties"]["LoggingConfiguration"]["DestinationBucketName"])
+            for r in resources
+            if r["Type"] == "AWS::S3::Bucket" and "LoggingConfiguration" in r.get("Properties", {})
+        }
+    )
     expected = {
         NodeKind.VPC: types["AWS::EC2::VPC"],
         NodeKind.AVAILABILITY_ZONE: len(zones),
@@ -122,6 +131,9 @@ def test_the_drawing_has_a_node_for_each_thing_the_template_builds(shipped: Any,
         NodeKind.VPC_ENDPOINT: types["AWS::EC2::VPCEndpoint"],
         NodeKind.PLACEMENT_GROUP: types["AWS::EC2::PlacementGroup"],
         NodeKind.FILE_SYSTEM: types["AWS::FSx::FileSystem"],
+        NodeKind.REGION: 1,
+        NodeKind.DATABASE: types["AWS::RDS::DBCluster"],
+        NodeKind.BUCKET: types["AWS::S3::Bucket"] - access_log_buckets,
         NodeKind.CLUSTER: types["AWS::EKS::Cluster"]
         + len(clusters)
         + types["AWS::SageMaker::Cluster"]
@@ -177,8 +189,14 @@ def test_the_drawing_marks_every_resource_kept_on_delete(shipped: Any, path: Pat
         logical_id for logical_id, r in template["Resources"].items() if r.get("DeletionPolicy") == "Retain"
     }
     assert by_deletion_policy, "every shipped environment keeps its flow logs"
-    kept = {n.logical_id for n in graph.retained if n.retained_by == "DeletionPolicy Retain"}
-    assert kept == by_deletion_policy
+    kept = graph.kept_on_delete()
+    assert {i for i, by in kept.items() if by == "DeletionPolicy Retain"} == by_deletion_policy
+    for logical_id in by_deletion_policy:  # badged on itself, or on the drawn resource it belongs to
+        [holder] = [n for n in graph.nodes if n.logical_id == logical_id or logical_id in dict(n.kept_with)]
+        assert holder.badges and holder.kind is not NodeKind.REGION, holder
+    assert len(graph.of_kind(NodeKind.RETAINED_RESOURCE)) <= 2, (
+        "most retained resources belong to a drawn one"
+    )
     clusters_kept = {
         logical_id
         for logical_id, r in template["Resources"].items()
@@ -188,7 +206,11 @@ def test_the_drawing_marks_every_resource_kept_on_delete(shipped: Any, path: Pat
         n.logical_id for n in graph.retained if n.retained_by.startswith("ParallelCluster")
     } == clusters_kept
     svg = (DOCS / f"{path.stem}.svg").read_text()
-    assert svg.count("kept on delete (") == len(graph.retained)
+    assert svg.count(">KEPT ON DELETE</text>") == len(graph.retained)
+    assert svg.count(">also kept: ") + svg.count(">kept on delete: ") == sum(
+        1 for n in graph.nodes if n.kept_with
+    )
+    assert "also kept when the stack is deleted" not in svg
 
 
 @pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
@@ -204,9 +226,9 @@ def test_the_drawing_connects_compute_to_its_subnets_placement_and_storage(shipp
         any(e.source == s.id and e.kind is EdgeKind.ROUTES_THROUGH for e in graph.edges) for s in private
     )
     placed = {e.source for e in graph.edges if e.kind is EdgeKind.PLACED_IN}
-    hyperpod = {n.id for n in graph.of_kind(NodeKind.CLUSTER) if n.title.startswith("HyperPod")}
+    hyperpod = {n.id for n in graph.of_kind(NodeKind.CLUSTER) if n.title.startswith("SageMaker HyperPod")}
     efa_groups = {
-        g.id for g in graph.of_kind(NodeKind.NODE_GROUP) if g.efa_interfaces and g.parent not in hyperpod
+        g.id for g in graph.of_kind(NodeKind.NODE_GROUP) if g.efa_interfaces and g.cluster not in hyperpod
     }
     if _on_reserved_capacity(path):
         efa_groups = (
@@ -218,6 +240,19 @@ def test_the_drawing_connects_compute_to_its_subnets_placement_and_storage(shipp
         assert mounted == {n.id for n in graph.of_kind(NodeKind.FILE_SYSTEM)}, (
             "the cluster mounts its storage"
         )
+    for edge in graph.edges:  # compute mounts the file system, never a control plane (pods on nodes do)
+        if edge.kind is EdgeKind.MOUNTS:
+            assert graph.node(edge.source).kind is NodeKind.NODE_GROUP, edge
+    groups = graph.of_kind(NodeKind.NODE_GROUP)
+    managed = {e.source for e in graph.edges if e.kind is EdgeKind.MANAGED_BY}
+    assert managed == {g.id for g in groups if g.cluster is not None} == {g.id for g in groups}
+    accounting = graph.of_kind(NodeKind.DATABASE)
+    clients = {e.source for e in graph.edges if e.kind is EdgeKind.DATABASE}
+    assert {graph.node(c).role for c in clients} == (
+        {NodeRole.CONTROLLER, NodeRole.HEAD} & {g.role for g in groups} if accounting else set()
+    )
+    hyperpod_groups = {g.id for g in groups if g.cluster in hyperpod}
+    assert hyperpod_groups <= {e.source for e in graph.edges if e.kind is EdgeKind.FETCHES}
 
 
 def _on_reserved_capacity(path: Path) -> bool:
@@ -226,6 +261,138 @@ def _on_reserved_capacity(path: Path) -> bool:
     for queue in config.parallelcluster.queues if config.parallelcluster else []:
         capacities += [r.resource_capacity() or queue.queue_capacity() for r in queue.compute_resources]
     return any(not c.keeps_placement_group() for c in capacities)
+
+
+#: Kinds drawn in the subnet they have network interfaces in.
+IN_A_SUBNET = (NodeKind.NODE_GROUP, NodeKind.FILE_SYSTEM, NodeKind.DATABASE, NodeKind.NAT_GATEWAY)
+#: Kinds drawn outside the VPC, at the region's edge.
+AT_THE_EDGE = (NodeKind.CLUSTER, NodeKind.BUCKET, NodeKind.RETAINED_RESOURCE)
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_every_resource_is_drawn_inside_the_subnet_it_lives_in(shipped: Any, path: Path) -> None:
+    """Region, VPC, availability zone, subnet: each node group, file system, database and NAT gateway in (the
+    first of) its subnets as the template says; clusters' services, buckets and log groups outside the VPC."""
+    template, graph = shipped(path)
+    resources = template["Resources"]
+    for node in graph.nodes:
+        if node.kind in IN_A_SUBNET:
+            subnets = graph.subnets_of(node.id)
+            assert node.parent in subnets, f"{node.title} is drawn in {node.parent}, runs in {subnets}"
+            kinds = [graph.node(a).kind for a in graph.ancestors(node.id)]
+            assert kinds == [NodeKind.SUBNET, NodeKind.AVAILABILITY_ZONE, NodeKind.VPC, NodeKind.REGION]
+        if node.kind in AT_THE_EDGE:
+            assert node.parent == "region", node
+        if node.kind is NodeKind.CONTROL_PLANE or node.kind is NodeKind.ADDON:
+            assert (
+                graph.node(node.parent).kind is NodeKind.CLUSTER
+                and graph.node(node.parent).parent == "region"
+            )
+    for group in graph.of_kind(NodeKind.NODE_GROUP):  # the subnets read from the template, not guessed
+        if group.logical_id is not None:
+            props = resources[group.logical_id]["Properties"]
+            named = props.get("Subnets") or props.get("SubnetIds")
+            assert graph.subnets_of(group.id) and {s["Ref"] for s in named} == set(graph.subnets_of(group.id))
+    for db in graph.of_kind(NodeKind.DATABASE):
+        group = resources[db.logical_id]["Properties"]["DBSubnetGroupName"]["Ref"]
+        assert db.parent == resources[group]["Properties"]["SubnetIds"][0]["Ref"]
+
+
+_SVG = "{http://www.w3.org/2000/svg}"
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+def _x_range(shape: Any) -> tuple[float, float]:
+    """The left and right of a Graphviz path or polygon (every other number of its points is an x)."""
+    numbers = [float(n) for n in _NUMBER.findall(shape.get("d") or shape.get("points"))]
+    xs = numbers[0::2]
+    return min(xs), max(xs)
+
+
+def _boxes_and_texts(svg: str) -> list[tuple[str, tuple[float, float], list[tuple[str, float, float, bool]]]]:
+    """Each node and cluster of the SVG: its title, its outline's left and right, and its texts as (text,
+    x where it starts, font size, bold)."""
+    found = []
+    for group in ElementTree.fromstring(svg).iter(f"{_SVG}g"):
+        if group.get("class") not in ("node", "cluster"):
+            continue
+        shapes = [e for e in group.iter() if e.tag in (f"{_SVG}path", f"{_SVG}polygon")]
+        title = group.find(f"{_SVG}title")
+        if not shapes or title is None or title.text == "legend":
+            continue
+        texts = []
+        for text in group.iter(f"{_SVG}text"):
+            size = float(text.get("font-size"))
+            bold = text.get("font-weight") == "bold"
+            x = float(text.get("x"))
+            if text.get("text-anchor") == "middle":
+                x -= width_pt(text.text or "", size, bold=bold) / 2
+            texts.append((text.text or "", x, size, bold))
+        found.append((title.text or "", _x_range(shapes[0]), texts))
+    return found
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_no_label_is_wider_than_its_box_in_the_font_the_png_is_drawn_with(
+    redrawn: dict[str, tuple[str, str]], path: Path
+) -> None:
+    svg, _ = redrawn[path.stem]
+    boxes = _boxes_and_texts(svg)
+    assert len(boxes) >= 10 and sum(len(texts) for _, _, texts in boxes) >= 20  # what is read, is read
+    for title, (left, right), texts in boxes:
+        for text, x, size, bold in texts:
+            end = x + width_pt(text, size, bold=bold)
+            assert left <= x and end <= right, (
+                f"{title}: {text!r} spans {x:.1f}-{end:.1f}, box {left:.1f}-{right:.1f}"
+            )
+
+
+def test_the_width_table_is_the_fonts_and_a_long_line_is_shortened_with_its_full_text_in_the_tooltip() -> (
+    None
+):
+    regular = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
+    if not regular.is_file():
+        pytest.skip("DejaVu Sans is not installed (fonts-dejavu-core): the table cannot be compared")
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "font_widths.py"), "--check"], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert width_pt("W", 10) == pytest.approx(9.888) and width_pt("i", 10) < width_pt("W", 10)
+    assert width_pt("a", 10, bold=True) > width_pt("a", 10)
+    long = "deep health checks: " + ", ".join(["InstanceStress", "InstanceConnectivity"] * 4)
+    shortened = fit(long, 10)
+    assert shortened.endswith("\N{HORIZONTAL ELLIPSIS}") and width_pt(shortened, 10) <= MAX_LINE_PT
+    assert fit(shortened[:-1][:20], 10) == shortened[:-1][:20]  # what fits is left as it is
+    graph = _graph(
+        {"Hp": {"Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": long, "VpcConfig": {"Subnets": [{"Ref": "Private"}]}, "InstanceGroups": []}}}
+    )  # fmt: skip
+    dot = to_dot(graph)
+    assert f"SageMaker HyperPod {long}" in dot  # in the tooltip, whole
+    assert fit(f"SageMaker HyperPod {long}", 10, bold=True) in dot  # in the box, shortened
+    svg = to_svg(dot)
+    assert f'xlink:title="SageMaker HyperPod {long}&#10;orchestrator Slurm' in svg
+    for title, (left, right), texts in _boxes_and_texts(svg):
+        for text, x, size, bold in texts:
+            assert left <= x and x + width_pt(text, size, bold=bold) <= right, (title, text)
+
+
+def _spills(svg: str) -> list[str]:
+    return [
+        f"{title}: {text}"
+        for title, (left, right), texts in _boxes_and_texts(svg)
+        for text, x, size, bold in texts
+        if x < left or x + width_pt(text, size, bold=bold) > right
+    ]
+
+
+def test_boxes_sized_by_graphviz_alone_would_spill_in_dejavu_sans() -> None:
+    """The measured widths are what keeps the text inside: without them Graphviz sizes for Helvetica."""
+    dot = to_dot(_graph({**EKS, **PCLUSTER, **DATABASE}))
+    assert _spills(to_svg(dot)) == []
+    assert _spills(to_svg(re.sub(r' WIDTH="\d+"', "", dot)))
 
 
 @pytest.fixture(scope="module")
@@ -314,21 +481,72 @@ def test_subnets_take_their_tier_from_their_default_route_and_their_zone_from_th
     assert ("Public", "Igw", EdgeKind.ROUTES_THROUGH) in edges
     assert ("S3", "Private", EdgeKind.SERVES) in edges and ("S3", "Public", EdgeKind.SERVES) not in edges
     assert graph.node("S3").title == "s3 endpoint" and graph.node("Vpc").details == ("10.1.0.0/16",)
-    assert graph.node("Fs").parent == graph.node("Private").parent  # drawn inside its availability zone
+    assert graph.node("Fs").parent == "Private"  # drawn inside the subnet it lives in
+    assert graph.ancestors("Private") == ["Vpc/AZ #1", "Vpc", "region"]
+    assert graph.node("Nat").parent == "Public" and graph.node("Igw").parent == "Vpc"
+    assert graph.node("S3").parent == "Vpc"  # a gateway endpoint has no interface in a subnet
 
 
-def test_retained_resources_are_marked_and_the_rest_drawn_in_their_own_box() -> None:
+def test_retained_resources_are_badged_where_they_live() -> None:
     graph = _graph()
     assert {n.id: n.retained_by for n in graph.retained} == {
         "Fs": "DeletionPolicy Retain",
         "Logs": "DeletionPolicy Retain",
     }
     assert graph.node("Fs").kind is NodeKind.FILE_SYSTEM
-    assert graph.node("Logs").kind is NodeKind.RETAINED_RESOURCE and graph.node("Logs").details == (
-        "Logs LogGroup",
+    logs = graph.node("Logs")  # belongs to no drawn resource: drawn in the region by what it is
+    assert (logs.kind, logs.title, logs.details, logs.parent) == (
+        NodeKind.RETAINED_RESOURCE,
+        "log group",
+        ("Logs",),
+        "region",
     )
     assert graph.node("Fs").details == ("PERSISTENT_2", "2400 GiB", "125 MB/s/TiB")
-    assert "kept on delete (DeletionPolicy Retain)" in graph.node("Fs").lines
+    assert graph.node("Fs").badges == ("kept on delete",)
+
+
+def test_a_retained_resource_that_belongs_to_a_drawn_one_is_badged_on_it() -> None:
+    graph = _graph(
+        {**DATABASE, "FsSecurityGroup": {"Type": "AWS::EC2::SecurityGroup", "DeletionPolicy": "Retain"}}
+    )
+    assert graph.node("Fs").kept_with == (("FsSecurityGroup", "security group"),)
+    assert graph.node("Fs").badges == ("kept on delete", "also kept: security group")
+    db = graph.node("Db")
+    assert (db.kind, db.title, db.parent, db.retained_by) == (
+        NodeKind.DATABASE,
+        "Aurora MySQL",
+        "Private",
+        "DeletionPolicy Retain",
+    )
+    assert db.details == ("writer db.serverless", "0.5-4 ACU", "also in eu-west-1b")
+    assert db.kept_with == (
+        ("DbKey", "KMS key"),
+        ("DbLogs", "log group"),
+        ("DbSubnets", "DB subnet group"),
+        ("DbWriter", "DB instance"),
+    )
+    assert "also kept: KMS key, log group, DB subnet group, DB instance" in db.badges
+    assert set(graph.kept_on_delete()) == {
+        "Fs",
+        "Logs",
+        "FsSecurityGroup",
+        "Db",
+        "DbKey",
+        "DbLogs",
+        "DbSubnets",
+        "DbWriter",
+    }
+    assert "Fs" not in {n.id for n in graph.of_kind(NodeKind.RETAINED_RESOURCE)}
+    assert {n.id for n in graph.of_kind(NodeKind.RETAINED_RESOURCE)} == {"Logs"}
+
+
+DATABASE: dict[str, Any] = {
+    "DbSubnets": {"Type": "AWS::RDS::DBSubnetGroup", "DeletionPolicy": "Retain", "Properties": {"SubnetIds": [{"Ref": "Private"}, {"Ref": "Isolated"}]}},
+    "DbKey": {"Type": "AWS::KMS::Key", "DeletionPolicy": "Retain"},
+    "DbLogs": {"Type": "AWS::Logs::LogGroup", "DeletionPolicy": "Retain"},
+    "Db": {"Type": "AWS::RDS::DBCluster", "DeletionPolicy": "Retain", "Properties": {"Engine": "aurora-mysql", "DBSubnetGroupName": {"Ref": "DbSubnets"}, "ServerlessV2ScalingConfiguration": {"MinCapacity": 0.5, "MaxCapacity": 4}}},
+    "DbWriter": {"Type": "AWS::RDS::DBInstance", "DeletionPolicy": "Retain", "Properties": {"DBClusterIdentifier": {"Ref": "Db"}, "DBInstanceClass": "db.serverless"}},
+}  # fmt: skip
 
 
 EKS: dict[str, Any] = {
@@ -352,11 +570,15 @@ def test_an_eks_nodegroup_shows_type_count_and_the_efa_interfaces_of_its_launch_
     graph = _graph(EKS)
     group = graph.node("Ng")
     assert (group.instance_type, group.count, group.efa_interfaces) == ("p5.48xlarge", "2 (1-4)", 4)
-    assert group.title == "nodegroup p5" and group.parent == "Eks" and group.role is NodeRole.WORKER
+    assert group.title == "nodegroup p5" and group.role is NodeRole.WORKER
+    assert (group.parent, group.cluster) == ("Private", "Eks")  # drawn in its subnet, a member of its cluster
     assert "4 EFA interfaces per node" in group.details and "capacity block" in group.details
     edges = {(e.source, e.target, e.kind, e.label) for e in graph.edges}
     assert ("Ng", "Pg", EdgeKind.PLACED_IN, "") in edges
-    assert ("Eks/control-plane", "Fs", EdgeKind.MOUNTS, "PVC ml/fsx") in edges
+    assert ("Ng", "Fs", EdgeKind.MOUNTS, "PVC ml/fsx") in edges  # the pods on the nodes mount the claim
+    assert not {e for e in edges if e[0] == "Eks/control-plane" and e[2] is EdgeKind.MOUNTS}
+    assert ("Ng", "Eks/control-plane", EdgeKind.MANAGED_BY, "") in edges
+    assert graph.node("Eks").parent == "region" and graph.node("Eks/control-plane").parent == "Eks"
     assert graph.node("Eks/control-plane").details == ("private API endpoint",)
     assert graph.node("Chart").kind is NodeKind.ADDON and graph.node("Chart").parent == "Eks"
     assert graph.node("Job").kind is NodeKind.WORKLOAD and graph.node("Job").title == "MPIJob default/nccl"
@@ -438,6 +660,18 @@ def test_hyperpod_instance_groups_take_roles_and_the_mount_from_the_uploaded_par
         ("Hp/group/ctl", "/data"),
         ("Hp/group/gpu", "/data"),
     }
+    assert {(e.source, e.target, e.label) for e in graph.edges if e.kind is EdgeKind.FETCHES} == {
+        ("Hp/group/ctl", "Bucket", "lifecycle scripts"),
+        ("Hp/group/gpu", "Bucket", "lifecycle scripts"),
+    }
+    bucket = graph.node("Bucket")
+    assert (bucket.kind, bucket.title, bucket.details, bucket.parent) == (
+        NodeKind.BUCKET,
+        "S3 bucket",
+        ("lifecycle scripts",),
+        "region",
+    )
+    assert (ctl.parent, graph.node("Hp").parent) == ("Private", "region")
     unknown = graph_from_template({"Resources": {**NETWORK, **HYPERPOD}}, title="t")
     assert (
         unknown.node("Hp/group/ctl").role is None
@@ -509,7 +743,8 @@ def test_png_is_the_drawing_rasterized_the_same_every_time() -> None:
 def test_the_markdown_page_shows_the_svg_the_flowchart_and_what_is_kept() -> None:
     page = to_markdown(_graph(), image_name="t.svg")
     assert "![t](t.svg)" in page and "```mermaid\nflowchart LR\n" in page
-    assert "- Logs (Logs): DeletionPolicy Retain" in page
+    assert "- Logs: DeletionPolicy Retain\n" in page and "- Fs: DeletionPolicy Retain\n" in page
+    assert "also kept when the stack is deleted" not in page  # no column of its own: badged where it lives
     assert "classDef retained" in page and ":::retained" in page
 
 
@@ -522,7 +757,7 @@ def test_graphviz_and_resvg_are_pinned_next_to_the_cdk_cli_and_the_script_ships_
     assert re.fullmatch(r"\d+\.\d+\.\d+", package[name])
     assert lock[f"node_modules/{name}"]["version"] == package[name]
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
-    assert "diagram/graphviz.mjs" in data["training_clusters"]
+    assert {"diagram/graphviz.mjs", "diagram/font_widths.json"} <= set(data["training_clusters"])
     assert (ROOT / "training_clusters" / "diagram" / "graphviz.mjs").is_file()
 
 

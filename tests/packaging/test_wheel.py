@@ -211,7 +211,12 @@ def test_wheel_carries_the_package_data(downstream: Downstream) -> None:
     assert "training_clusters/handlers/release_manifest/index.py" in names
     actions = {f"training_clusters/parallelcluster_actions/{name}.sh" for name in ("users", "pyxis")}
     assert actions <= names
-    for folder, pattern in (("acceptance/bash", "*.sh"), ("diagram", "*.mjs"), ("diagram", "*.js")):
+    for folder, pattern in (
+        ("acceptance/bash", "*.sh"),
+        ("diagram", "*.mjs"),
+        ("diagram", "*.js"),
+        ("diagram", "*.json"),
+    ):
         shipped = {
             f"training_clusters/{folder}/{p.name}"
             for p in (ROOT / "training_clusters" / folder).glob(pattern)

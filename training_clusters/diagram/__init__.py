@@ -132,7 +132,7 @@ def diagram_command(
             "files": [str(p) for p in written],
             "nodes": {kind.value: count for kind, count in sorted(graph.kind_counts().items())},
             "edges": len(graph.edges),
-            "retained": [{"id": n.logical_id or n.id, "by": n.retained_by} for n in graph.retained],
+            "retained": [{"id": logical_id, "by": by} for logical_id, by in graph.kept_on_delete().items()],
         }
         if not output_file:
             document["svg"] = render(graph, ".svg")
@@ -142,7 +142,7 @@ def diagram_command(
         names = " and ".join(str(p) for p in written)
         print(
             f"wrote {names} ({source.stack_name}: {len(graph.nodes)} nodes, {len(graph.edges)} edges, "
-            f"{len(graph.retained)} kept on delete)",
+            f"{len(graph.kept_on_delete())} kept on delete)",
             file=out,
         )
     else:

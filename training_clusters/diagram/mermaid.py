@@ -6,18 +6,22 @@ from training_clusters.diagram.model import EdgeKind, EnvironmentGraph, Node, No
 
 __all__ = ["to_markdown", "to_mermaid"]
 
+#: How each edge is drawn; ``runs in`` is shown by containment (a resource inside its subnet).
 _ARROWS = {
-    EdgeKind.RUNS_IN: "-.-",
     EdgeKind.ROUTES_THROUGH: "-->",
     EdgeKind.SERVES: "-.->",
     EdgeKind.PLACED_IN: "==>",
     EdgeKind.MOUNTS: "==>",
+    EdgeKind.MANAGED_BY: "-.-",
+    EdgeKind.DATABASE: "==>",
+    EdgeKind.FETCHES: "-.->",
 }
 _CLASSES = {
     "network": "fill:#eef6e9,stroke:#3f8624",
     "gateway": "fill:#f1ebff,stroke:#8c4fff",
     "compute": "fill:#fff1e0,stroke:#ed7100",
     "storage": "fill:#eaf5dc,stroke:#7aa116",
+    "database": "fill:#ebedfa,stroke:#3b48cc",
     "addon": "fill:#f2f3f3,stroke:#545b64",
     "retained": "fill:#fbe9f0,stroke:#b0084d,stroke-width:3px",
 }
@@ -30,6 +34,9 @@ _CLASS_OF = {
     NodeKind.CONTROL_PLANE: "compute",
     NodeKind.NODE_GROUP: "compute",
     NodeKind.FILE_SYSTEM: "storage",
+    NodeKind.BUCKET: "storage",
+    NodeKind.DATABASE: "database",
+    NodeKind.CLUSTER: "compute",
     NodeKind.ADDON: "addon",
     NodeKind.WORKLOAD: "addon",
     NodeKind.RETAINED_RESOURCE: "retained",
@@ -37,22 +44,17 @@ _CLASS_OF = {
 
 
 def to_mermaid(graph: EnvironmentGraph) -> str:
-    """A ``flowchart LR``: containers as subgraphs, edges styled by kind, kept-on-delete nodes in red."""
+    """A ``flowchart LR``: the region, VPC, zones and subnets as subgraphs with each resource inside the one it
+    lives in, edges styled by kind, kept-on-delete resources outlined in red."""
     ids = {node.id: f"n{index}" for index, node in enumerate(graph.nodes)}
     lines = ["flowchart LR"]
     for node in graph.children(None):
-        if node.kind is not NodeKind.RETAINED_RESOURCE:
-            lines += _node(graph, node, ids, "  ")
-    retained = graph.of_kind(NodeKind.RETAINED_RESOURCE)
-    if retained:
-        lines.append('  subgraph kept["also kept when the stack is deleted"]')
-        for node in retained:
-            lines += _node(graph, node, ids, "    ")
-        lines.append("  end")
+        lines += _node(graph, node, ids, "  ")
     for edge in graph.edges:
-        text = " ".join(
-            p for p in (edge.kind.value if edge.kind is not EdgeKind.RUNS_IN else "", edge.label) if p
-        )
+        if edge.kind not in _ARROWS:
+            continue
+        named = edge.kind not in (EdgeKind.MANAGED_BY, EdgeKind.SERVES)
+        text = " ".join(p for p in (edge.kind.value if named else "", edge.label) if p)
         arrow = _ARROWS[edge.kind]
         middle = f'{arrow}|"{_escape(text)}"|' if text else arrow
         lines.append(f"  {ids[edge.source]} {middle} {ids[edge.target]}")
@@ -72,10 +74,10 @@ def to_markdown(graph: EnvironmentGraph, *, image_name: str | None = None) -> st
     if image_name:
         parts += [f"![{graph.title}]({image_name})", ""]
     parts += ["```mermaid", to_mermaid(graph).rstrip("\n"), "```", ""]
-    kept = graph.retained
+    kept = graph.kept_on_delete()
     if kept:
-        parts += ["Kept when the stack is deleted:", ""]
-        parts += [f"- {node.title} ({node.logical_id or node.id}): {node.retained_by}" for node in kept]
+        parts += ["Kept when the stack is deleted (badged in the drawing where each lives):", ""]
+        parts += [f"- {logical_id}: {policy}" for logical_id, policy in kept.items()]
         parts.append("")
     return "\n".join(parts)
 

@@ -44,6 +44,8 @@ LIFECYCLE_FILES = ("provisioning_parameters.json", "training_clusters.json")
 class NodeKind(StrEnum):
     """What a node of the drawing stands for."""
 
+    REGION = "region"
+    """The AWS Region: the VPC, and the services outside it (clusters' control planes, buckets, log groups)."""
     VPC = "vpc"
     AVAILABILITY_ZONE = "availability-zone"
     SUBNET = "subnet"
@@ -52,8 +54,13 @@ class NodeKind(StrEnum):
     VPC_ENDPOINT = "vpc-endpoint"
     PLACEMENT_GROUP = "placement-group"
     FILE_SYSTEM = "file-system"
+    DATABASE = "database"
+    """An RDS or Aurora DB cluster (its writer instance in its details), in the subnets of its subnet group."""
+    BUCKET = "bucket"
+    """An S3 bucket the stack makes (outside the VPC)."""
     CLUSTER = "cluster"
-    """EKS, ParallelCluster, HyperPod or AWS PCS: a box around its control plane, node groups and add-ons."""
+    """EKS, ParallelCluster, HyperPod or AWS PCS: the service that runs the cluster, outside the VPC (EKS and
+    PCS draw a box around their control plane, and EKS its add-ons); its node groups sit in their subnets."""
     CONTROL_PLANE = "control-plane"
     NODE_GROUP = "node-group"
     """Instances of one type: an EKS nodegroup, a Slurm head node or queue, a HyperPod instance group."""
@@ -61,11 +68,16 @@ class NodeKind(StrEnum):
     WORKLOAD = "workload"
     """Kubernetes objects the stack applies (an NCCL test job ...), other than the shared-storage claim."""
     RETAINED_RESOURCE = "retained-resource"
-    """A resource kept on delete that is not drawn otherwise (log groups, keys, buckets)."""
+    """A resource kept on delete that is not drawn otherwise and belongs to no drawn resource (a log group)."""
 
 
 #: Kinds drawn as a box around other nodes.
-CONTAINER_KINDS = frozenset({NodeKind.VPC, NodeKind.AVAILABILITY_ZONE, NodeKind.CLUSTER})
+CONTAINER_KINDS = frozenset(
+    {NodeKind.REGION, NodeKind.VPC, NodeKind.AVAILABILITY_ZONE, NodeKind.SUBNET, NodeKind.CLUSTER}
+)
+
+REGION_ID = "region"
+"""The id of the :attr:`NodeKind.REGION` node every drawing has."""
 
 
 class NodeRole(StrEnum):
@@ -91,7 +103,14 @@ class EdgeKind(StrEnum):
     PLACED_IN = "placed in"
     """A node group launches into a placement group."""
     MOUNTS = "mounts"
-    """A node group or cluster mounts a file system (the label says where)."""
+    """A node group mounts a file system (the label says where: a mount point, or the claim its pods use)."""
+    MANAGED_BY = "managed by"
+    """A node group belongs to a cluster: its EKS control plane, HyperPod, the PCS controller, ParallelCluster."""
+    DATABASE = "accounting"
+    """A Slurm controller (HyperPod's controller group, ParallelCluster's head node) keeps accounting in a
+    database (slurmdbd)."""
+    FETCHES = "fetches"
+    """A node group fetches its lifecycle scripts or custom actions from a bucket when it starts."""
 
 
 @dataclass(frozen=True)
@@ -99,8 +118,11 @@ class Node:
     """One thing in the drawing.
 
     ``logical_id`` is the template resource it comes from (``None`` for availability zones, which are not
-    resources, and for parts of one resource such as a queue of a ParallelCluster). ``retained`` says the
-    resource outlives the stack; ``retained_by`` says which policy keeps it.
+    resources, and for parts of one resource such as a queue of a ParallelCluster). ``parent`` is where it is
+    drawn: a node group, file system or database in (the first of) its subnets, a cluster's service in the
+    region. ``retained`` says the resource outlives the stack; ``retained_by`` says which policy keeps it;
+    ``kept_with`` names the retained resources that belong to it and are not drawn on their own (its security
+    group, log groups, keys), as (logical id, what it is).
     """
 
     id: str
@@ -116,16 +138,28 @@ class Node:
     efa_interfaces: int | None = None
     """EFA interfaces per instance (0: none); ``None`` when the template does not say and the type is not
     in the catalogue."""
+    cluster: str | None = None
+    """The cluster a node group belongs to (its id), wherever the group is drawn."""
+    kept_with: tuple[tuple[str, str], ...] = ()
 
     @property
     def retained(self) -> bool:
         return self.retained_by is not None
 
     @property
+    def badges(self) -> tuple[str, ...]:
+        """The retention notes: ``kept on delete`` and what else is kept with it."""
+        notes = ["kept on delete"] if self.retained_by else []
+        if self.kept_with:
+            notes.append(
+                f"{'also kept' if self.retained_by else 'kept on delete'}: {_kept_summary(self.kept_with)}"
+            )
+        return tuple(notes)
+
+    @property
     def lines(self) -> tuple[str, ...]:
-        """Title, details, and the retention note: the text every renderer shows."""
-        note = (f"kept on delete ({self.retained_by})",) if self.retained_by else ()
-        return (self.title, *self.details, *note)
+        """Title, details, and the retention notes: the text every renderer shows."""
+        return (self.title, *self.details, *self.badges)
 
 
 @dataclass(frozen=True, order=True)
@@ -172,6 +206,26 @@ class EnvironmentGraph:
     @property
     def retained(self) -> list[Node]:
         return [n for n in self.nodes if n.retained]
+
+    def kept_on_delete(self) -> dict[str, str]:
+        """Every resource kept on delete, drawn or folded into the node it belongs to: id -> the policy."""
+        kept = {n.logical_id or n.id: n.retained_by for n in self.nodes if n.retained_by is not None}
+        for node in self.nodes:
+            kept.update({logical_id: "DeletionPolicy Retain" for logical_id, _ in node.kept_with})
+        return dict(sorted(kept.items()))
+
+    def subnets_of(self, node_id: str) -> list[str]:
+        """The subnets ``node_id`` runs in (its ``runs in`` edges), in the template's order of them."""
+        return [e.target for e in self.edges if e.source == node_id and e.kind is EdgeKind.RUNS_IN]
+
+    def ancestors(self, node_id: str) -> list[str]:
+        """The boxes ``node_id`` is drawn in, innermost first."""
+        found: list[str] = []
+        parent = self.node(node_id).parent
+        while parent is not None:
+            found.append(parent)
+            parent = self.node(parent).parent
+        return found
 
 
 def graph_from_template(
@@ -344,6 +398,12 @@ class _GraphBuilder:
     uploads: Mapping[str, Mapping[str, Any]]
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: set[Edge] = field(default_factory=set)
+    members: dict[str, list[str]] = field(default_factory=dict)
+    """Each cluster's node groups (a HyperPod on EKS group is a member of the EKS cluster too)."""
+    access_logs_of: dict[str, str] = field(default_factory=dict)
+    """A bucket that receives another's access logs (not drawn) -> that bucket."""
+    claims: list[tuple[str, str, str]] = field(default_factory=list)
+    """(cluster, file system, claim) of each persistent volume claim a Kubernetes manifest makes."""
 
     def __post_init__(self) -> None:
         self.resources = _resources(self.template)
@@ -375,52 +435,85 @@ class _GraphBuilder:
         title: str,
         details: list[str],
         *,
-        parent: str | None,
+        cluster: str | None,
         role: NodeRole | None,
         instance_type: str | None,
         count: str,
         efa: int | None,
         logical_id: str | None = None,
-        subnets: Iterable[str | None] = (),
+        subnets: list[str] = [],  # noqa: B006 (read, never changed)
         placement: str | None = None,
     ) -> None:
-        """Add a node group, linked to the subnets it runs in and the placement group it is placed in."""
+        """Add a node group in (the first of) its subnets, linked to its cluster, the subnets it runs in and the
+        placement group it is placed in."""
+        cluster = cluster if cluster in self.nodes else None
         self.add(
             Node(
                 node_id,
                 NodeKind.NODE_GROUP,
                 title,
-                tuple(details),
-                parent=parent,
+                (*details, *self.other_zones(subnets)),
+                parent=self.home(subnets),
                 logical_id=logical_id,
                 role=role,
                 instance_type=instance_type,
                 count=count,
                 efa_interfaces=efa,
+                cluster=cluster,
             )
         )
         self.link(node_id, subnets, EdgeKind.RUNS_IN)
         self.link(node_id, [placement], EdgeKind.PLACED_IN)
+        if cluster is not None:
+            self.members.setdefault(cluster, []).append(node_id)
+            anchor = f"{cluster}/control-plane"
+            self.link(node_id, [anchor if anchor in self.nodes else cluster], EdgeKind.MANAGED_BY)
+
+    def home(self, subnets: list[str]) -> str | None:
+        """Where a resource in ``subnets`` is drawn: the first of them (``None``, the region, when none is
+        drawn: an imported VPC)."""
+        drawn = [s for s in subnets if s in self.nodes]
+        return drawn[0] if drawn else None
+
+    def other_zones(self, subnets: list[str]) -> list[str]:
+        """A detail line naming the other availability zones a resource spans (it is drawn in the first)."""
+        drawn = [s for s in subnets if s in self.nodes]
+        if len(drawn) < 2:
+            return []
+        first = self.nodes[drawn[0]].parent
+        zones = [
+            self.nodes[z].title for s in drawn[1:] if (z := self.nodes[s].parent) in self.nodes and z != first
+        ]
+        return [f"also in {', '.join(dict.fromkeys(zones))}"] if zones else []
 
     def link(self, source: str, targets: Iterable[str | None], kind: EdgeKind, label: str = "") -> None:
         for target in targets:
             if target is not None and target in self.nodes and source in self.nodes:
                 self.edges.add(Edge(source, target, kind, label))
 
+    def of_kind_in(self, value: Any, resource_type: str) -> list[str]:
+        """The resources of ``resource_type`` that ``value`` references."""
+        return [t for t in _targets(value) if self.type_of(t) == resource_type]
+
     def subnet_targets(self, value: Any) -> list[str]:
         """The drawn subnets among the ids ``value`` references (imported subnets are not drawn)."""
         return [t for t in _targets(value) if self.type_of(t) == "AWS::EC2::Subnet"]
 
     def build(self, title: str) -> EnvironmentGraph:
+        self.add(Node(REGION_ID, NodeKind.REGION, "AWS Region"))
         self.network()
         self.placement_groups()
         self.file_systems()
+        self.databases()
+        self.buckets()
         self.eks_clusters()
         self.parallelclusters()
         self.hyperpod_clusters()
         self.pcs_clusters()
+        self.claimed_mounts()
         self.mount_hints()
         self.retained_resources()
+        self.settle()
         return EnvironmentGraph(title=title, nodes=self.ordered_nodes(), edges=tuple(sorted(self.edges)))
 
     def ordered_nodes(self) -> tuple[Node, ...]:
@@ -459,7 +552,7 @@ class _GraphBuilder:
             )
         for nat_id, props in self.of_type("AWS::EC2::NatGateway"):
             subnet = _target(props.get("SubnetId"))
-            parent = self.nodes[subnet].parent if subnet in self.nodes else None
+            parent = subnet if subnet in self.nodes else None
             private = props.get("ConnectivityType") == "private"
             detail = "private NAT" if private else "elastic IP"
             self.add(Node(nat_id, NodeKind.NAT_GATEWAY, "NAT gateway", (detail,), parent, nat_id))
@@ -548,13 +641,14 @@ class _GraphBuilder:
             name = match.group(1) if match else service
             kind = _literal(props.get("VpcEndpointType")) or "Gateway"
             vpc = _target(props.get("VpcId"))
+            interfaces = self.subnet_targets(props.get("SubnetIds"))
             self.add(
                 Node(
                     endpoint_id,
                     NodeKind.VPC_ENDPOINT,
                     f"{name} endpoint",
-                    (kind.lower(),),
-                    parent=vpc if vpc in self.nodes else None,
+                    (kind.lower(), *self.other_zones(interfaces)),
+                    parent=self.home(interfaces) or (vpc if vpc in self.nodes else None),
                     logical_id=endpoint_id,
                 )
             )
@@ -590,7 +684,8 @@ class _GraphBuilder:
                 fs_type, f"FSx ({fs_type})"
             )
             subnets = self.subnet_targets(props.get("SubnetIds"))
-            self.add(Node(fs_id, NodeKind.FILE_SYSTEM, title, tuple(details), self.enclosing(subnets), fs_id))
+            details += self.other_zones(subnets)
+            self.add(Node(fs_id, NodeKind.FILE_SYSTEM, title, tuple(details), self.home(subnets), fs_id))
             self.link(fs_id, subnets, EdgeKind.RUNS_IN)
 
     def mount_hints(self) -> None:
@@ -607,6 +702,77 @@ class _GraphBuilder:
                     self.nodes[target] = replace(node, details=(*node.details, f"mount {match.group(1)}"))
                     mounted.add(target)
 
+    def databases(self) -> None:
+        """RDS and Aurora DB clusters, drawn in (the first of) their subnet group's subnets."""
+        writers: dict[str, list[str]] = {}
+        for _, props in self.of_type("AWS::RDS::DBInstance"):
+            cluster = _target(props.get("DBClusterIdentifier"))
+            if cluster is not None:
+                writers.setdefault(cluster, []).append(_text(props.get("DBInstanceClass")))
+        for db_id, props in self.of_type("AWS::RDS::DBCluster"):
+            group = _dict(self.resources.get(_target(props.get("DBSubnetGroupName")) or "", {}))
+            subnets = self.subnet_targets(_dict(group.get("Properties")).get("SubnetIds"))
+            engine = _text(props.get("Engine"))
+            title = {"aurora-mysql": "Aurora MySQL", "aurora-postgresql": "Aurora PostgreSQL"}.get(
+                engine, f"RDS {engine}"
+            )
+            details = [
+                f"{'writer' if n == 0 else 'reader'} {kind}" for n, kind in enumerate(writers.get(db_id, []))
+            ]
+            scaling = _dict(props.get("ServerlessV2ScalingConfiguration"))
+            if scaling:
+                details.append(f"{_text(scaling.get('MinCapacity'))}-{_text(scaling.get('MaxCapacity'))} ACU")
+            details += self.other_zones(subnets)
+            self.add(Node(db_id, NodeKind.DATABASE, title, tuple(details), self.home(subnets), db_id))
+            self.link(db_id, subnets, EdgeKind.RUNS_IN)
+
+    def buckets(self) -> None:
+        """S3 buckets, outside the VPC; a bucket that only receives another's access logs is folded into it."""
+        logs_of: dict[str, str] = {}
+        for bucket_id, props in self.of_type("AWS::S3::Bucket"):
+            destination = _target(_dict(props.get("LoggingConfiguration")).get("DestinationBucketName"))
+            if destination is not None and destination != bucket_id:
+                logs_of[destination] = bucket_id
+        for bucket_id, props in self.of_type("AWS::S3::Bucket"):
+            if bucket_id in logs_of:
+                self.access_logs_of[bucket_id] = logs_of[bucket_id]
+                continue
+            name = _literal(props.get("BucketName"))
+            self.add(Node(bucket_id, NodeKind.BUCKET, "S3 bucket", (name,) if name else (), None, bucket_id))
+
+    def claimed_mounts(self) -> None:
+        """A persistent volume claim is mounted by the pods on a cluster's nodes: the file system is mounted
+        from its worker node groups (all its node groups when it has only system ones), never its control
+        plane."""
+        for cluster, file_system, label in self.claims:
+            members = self.members.get(cluster, [])
+            workers = [m for m in members if self.nodes[m].role is not NodeRole.SYSTEM] or members
+            for member in workers:
+                self.link(member, [file_system], EdgeKind.MOUNTS, label)
+
+    def settle(self) -> None:
+        """A placement group in the availability zone of the groups placed in it; what has no place in the
+        VPC in the region."""
+        for group_id in [n.id for n in self.nodes.values() if n.kind is NodeKind.PLACEMENT_GROUP]:
+            placed = [e.source for e in self.edges if e.target == group_id and e.kind is EdgeKind.PLACED_IN]
+            zones = {self.zone_of(p) for p in placed}
+            if len(zones) == 1 and None not in zones:
+                self.nodes[group_id] = replace(self.nodes[group_id], parent=zones.pop())
+        for bucket in [n for n in self.nodes.values() if n.kind is NodeKind.BUCKET]:
+            uses = sorted(
+                {e.label for e in self.edges if e.target == bucket.id and e.kind is EdgeKind.FETCHES}
+            )
+            self.nodes[bucket.id] = replace(bucket, details=(*bucket.details, *uses))
+        for node_id, node in list(self.nodes.items()):
+            if node.parent is None and node.kind is not NodeKind.REGION:
+                self.nodes[node_id] = replace(node, parent=REGION_ID)
+
+    def zone_of(self, node_id: str) -> str | None:
+        parent = self.nodes[node_id].parent
+        while parent is not None and self.nodes[parent].kind is not NodeKind.AVAILABILITY_ZONE:
+            parent = self.nodes[parent].parent
+        return parent
+
     # -- EKS -------------------------------------------------------------------------------------
 
     def eks_clusters(self) -> None:
@@ -617,7 +783,7 @@ class _GraphBuilder:
                 Node(
                     cluster_id,
                     NodeKind.CLUSTER,
-                    f"EKS {name}" if name else "EKS cluster",
+                    f"Amazon EKS {name}" if name else "Amazon EKS cluster",
                     (f"Kubernetes {_text(props.get('Version'))}",),
                     logical_id=cluster_id,
                 )
@@ -629,7 +795,7 @@ class _GraphBuilder:
             if props.get("EncryptionConfig"):
                 details.append("secrets encrypted with KMS")
             plane = f"{cluster_id}/control-plane"
-            self.add(Node(plane, NodeKind.CONTROL_PLANE, "control plane", tuple(details), cluster_id))
+            self.add(Node(plane, NodeKind.CONTROL_PLANE, "EKS control plane", tuple(details), cluster_id))
             self.link(plane, self.subnet_targets(vpc_config.get("SubnetIds")), EdgeKind.RUNS_IN)
         self.eks_nodegroups()
         self.eks_addons()
@@ -648,12 +814,12 @@ class _GraphBuilder:
             scaling = _dict(props.get("ScalingConfig"))
             count = _count(scaling.get("DesiredSize"), scaling.get("MinSize"), scaling.get("MaxSize"))
             system = _dict(props.get("Labels")).get("training-clusters/role") == "system"
-            name = _literal(props.get("NodegroupName")) or _readable(group_id)
+            name = _literal(props.get("NodegroupName"))
             self.add_node_group(
                 group_id,
-                f"nodegroup {name}",
+                f"nodegroup {name}" if name else "system nodegroup" if system else "nodegroup",
                 _group_details(instance_type, count, efa) + _bought(props.get("CapacityType"), "ON_DEMAND"),
-                parent=cluster if cluster in self.nodes else None,
+                cluster=cluster,
                 logical_id=group_id,
                 role=NodeRole.SYSTEM if system else NodeRole.WORKER,
                 instance_type=instance_type,
@@ -700,11 +866,10 @@ class _GraphBuilder:
             if file_systems and cluster in self.nodes:
                 claims = [o for o in objects if o.get("kind") == "PersistentVolumeClaim"]
                 label = ", ".join(f"PVC {_namespaced(c)}" for c in claims) or "persistent volume"
-                self.link(f"{cluster}/control-plane", file_systems, EdgeKind.MOUNTS, label)
+                self.claims += [(cluster, fs, label) for fs in file_systems]
                 continue
-            titles = tuple(f"{o.get('kind', '?')} {_namespaced(o)}" for o in objects) or ("manifest",)
             parent = cluster if cluster in self.nodes else None
-            self.add(Node(manifest_id, NodeKind.WORKLOAD, titles[0], titles[1:], parent, manifest_id))
+            self.add(Node(manifest_id, NodeKind.WORKLOAD, *_workload_lines(objects), parent, manifest_id))
 
     # -- ParallelCluster -------------------------------------------------------------------------
 
@@ -720,15 +885,30 @@ class _GraphBuilder:
                 Node(
                     cluster_id,
                     NodeKind.CLUSTER,
-                    f"ParallelCluster {_text(props.get('ClusterName'))}",
+                    f"AWS ParallelCluster {_text(props.get('ClusterName'))}",
                     (f"{_text(scheduling.get('Scheduler'), 'slurm')} on {_text(image.get('Os'))}",),
                     logical_id=cluster_id,
                     retained_by=retained_by,
                 )
             )
-            clients = [self.head_node(cluster_id, _dict(config.get("HeadNode")))]
+            head = _dict(config.get("HeadNode"))
+            clients = [self.head_node(cluster_id, head)]
+            database = _dict(_dict(scheduling.get("SlurmSettings")).get("Database"))
+            self.link(
+                clients[0], self.of_kind_in(database, "AWS::RDS::DBCluster"), EdgeKind.DATABASE, "slurmdbd"
+            )
+            self.link(
+                clients[0],
+                self.of_kind_in(head.get("CustomActions"), "AWS::S3::Bucket"),
+                EdgeKind.FETCHES,
+                "custom actions",
+            )
             for queue in _list(scheduling.get("SlurmQueues")):
-                clients += self.slurm_queue(cluster_id, _dict(queue))
+                groups = self.slurm_queue(cluster_id, _dict(queue))
+                buckets = self.of_kind_in(_dict(queue).get("CustomActions"), "AWS::S3::Bucket")
+                for group in groups:
+                    self.link(group, buckets, EdgeKind.FETCHES, "custom actions")
+                clients += groups
             for index, storage in enumerate(_list(config.get("SharedStorage"))):
                 self.shared_storage(cluster_id, index, _dict(storage), clients)
 
@@ -739,7 +919,7 @@ class _GraphBuilder:
             node_id,
             "head node",
             [f"{instance_type or _DEPLOY_TIME} {TIMES} 1", "Slurm controller and login"],
-            parent=cluster_id,
+            cluster=cluster_id,
             role=NodeRole.HEAD,
             instance_type=instance_type,
             count="1",
@@ -772,7 +952,7 @@ class _GraphBuilder:
                 node_id,
                 f"queue {name} / {_text(resource.get('Name'))}",
                 details,
-                parent=cluster_id,
+                cluster=cluster_id,
                 role=NodeRole.COMPUTE,
                 instance_type=instance_type,
                 count=count,
@@ -824,7 +1004,7 @@ class _GraphBuilder:
                 Node(
                     cluster_id,
                     NodeKind.CLUSTER,
-                    f"HyperPod {_text(props.get('ClusterName'))}",
+                    f"SageMaker HyperPod {_text(props.get('ClusterName'))}",
                     tuple(details),
                     logical_id=cluster_id,
                 )
@@ -838,15 +1018,37 @@ class _GraphBuilder:
                 for t in _targets(_dict(self.resources.get(deployment or "", {})).get("Properties"))
                 if self.type_of(t) == "AWS::FSx::FileSystem"
             ]
+            eks = _target(_dict(_dict(props.get("Orchestrator")).get("Eks")).get("ClusterArn"))
+            databases = [
+                t
+                for t in _targets(_dict(self.resources.get(deployment or "", {})).get("Properties"))
+                if self.type_of(t) == "AWS::RDS::DBCluster"
+            ]
             for group in _list(props.get("InstanceGroups")):
                 group = _dict(group)
-                node_id = self.instance_group(cluster_id, group, roles)
                 override = _dict(group.get("OverrideVpcConfig")).get("Subnets")
-                self.link(node_id, self.subnet_targets(override) if override else subnets, EdgeKind.RUNS_IN)
-                self.link(node_id, file_systems, EdgeKind.MOUNTS, mount)
+                node_id = self.instance_group(
+                    cluster_id, group, roles, self.subnet_targets(override) if override else subnets
+                )
+                if eks in self.nodes and eks is not None:
+                    self.members.setdefault(eks, []).append(node_id)
+                else:
+                    self.link(node_id, file_systems, EdgeKind.MOUNTS, mount)
+                if self.nodes[node_id].role is NodeRole.CONTROLLER:
+                    self.link(node_id, databases, EdgeKind.DATABASE, "slurmdbd")
+                self.link(
+                    node_id,
+                    _targets(_dict(group.get("LifeCycleConfig")).get("SourceS3Uri")),
+                    EdgeKind.FETCHES,
+                    "lifecycle scripts",
+                )
 
     def instance_group(
-        self, cluster_id: str, group: Mapping[str, Any], roles: Mapping[str, tuple[NodeRole, str | None]]
+        self,
+        cluster_id: str,
+        group: Mapping[str, Any],
+        roles: Mapping[str, tuple[NodeRole, str | None]],
+        subnets: list[str],
     ) -> str:
         name = _text(group.get("InstanceGroupName"))
         instance_type = _literal(group.get("InstanceType"))
@@ -870,11 +1072,12 @@ class _GraphBuilder:
             node_id,
             f"{role.value} group {name}" if role is not None else f"instance group {name}",
             details,
-            parent=cluster_id,
+            cluster=cluster_id,
             role=role,
             instance_type=instance_type,
             count=count,
             efa=efa,
+            subnets=subnets,
         )
         return node_id
 
@@ -960,7 +1163,7 @@ class _GraphBuilder:
             group_id,
             f"node group {name}",
             details,
-            parent=cluster if cluster in self.nodes else None,
+            cluster=cluster,
             logical_id=group_id,
             role=NodeRole.COMPUTE if queues else NodeRole.LOGIN,
             instance_type=instance_type,
@@ -977,18 +1180,65 @@ class _GraphBuilder:
     # -- what outlives the stack -----------------------------------------------------------------
 
     def retained_resources(self) -> None:
-        drawn = {n.logical_id for n in self.nodes.values() if n.logical_id is not None}
-        for logical_id in sorted(self.retained - drawn):
+        """A retained resource that is not drawn is badged on the drawn resource it belongs to (a bucket's
+        access-log bucket; else the one whose construct its logical id extends: ``AccountingWriter`` belongs
+        to ``Accounting``); one that belongs to none is drawn in the region by what it is."""
+        drawn = {n.logical_id: n.id for n in self.nodes.values() if n.logical_id is not None}
+        owners = {_readable(logical_id): node_id for logical_id, node_id in drawn.items()}
+        kept: dict[str, list[tuple[str, str]]] = {}
+        for logical_id in sorted(self.retained - set(drawn)):
             kind = self.type_of(logical_id) or "?"
+            owner = drawn.get(self.access_logs_of.get(logical_id, "")) or _owner(
+                _readable(logical_id), owners
+            )
+            if owner is not None:
+                kept.setdefault(owner, []).append((logical_id, _what(kind)))
+                continue
             self.add(
                 Node(
                     logical_id,
                     NodeKind.RETAINED_RESOURCE,
-                    _readable(logical_id),
-                    (kind.removeprefix("AWS::").replace("::", " "),),
+                    _what(kind),
+                    (_readable(logical_id),),
                     logical_id=logical_id,
                 )
             )
+        for owner, resources in kept.items():
+            self.nodes[owner] = replace(self.nodes[owner], kept_with=tuple(resources))
+
+
+#: What a resource type is called in a drawing.
+_WHAT = {
+    "AWS::Logs::LogGroup": "log group",
+    "AWS::KMS::Key": "KMS key",
+    "AWS::SecretsManager::Secret": "secret",
+    "AWS::EC2::SecurityGroup": "security group",
+    "AWS::EC2::Subnet": "subnet",
+    "AWS::RDS::DBInstance": "DB instance",
+    "AWS::RDS::DBSubnetGroup": "DB subnet group",
+    "AWS::RDS::DBClusterParameterGroup": "DB parameter group",
+    "AWS::RDS::DBParameterGroup": "DB parameter group",
+    "AWS::S3::Bucket": "access-log bucket",
+}
+
+
+def _what(resource_type: str) -> str:
+    """``AWS::Logs::LogGroup`` -> ``log group``; a type not named here as ``Logs LogGroup``."""
+    return _WHAT.get(resource_type, resource_type.removeprefix("AWS::").replace("::", " "))
+
+
+def _owner(readable: str, owners: Mapping[str, str]) -> str | None:
+    """The drawn node whose readable logical id is the longest proper prefix of ``readable``."""
+    found = [name for name in owners if readable.startswith(name) and readable != name]
+    return owners[max(found, key=len)] if found else None
+
+
+def _kept_summary(kept: Iterable[tuple[str, str]]) -> str:
+    """``log group x 4, secret x 2, KMS key`` (multiplication sign), in first-seen order."""
+    counts: dict[str, int] = {}
+    for _, what in kept:
+        counts[what] = counts.get(what, 0) + 1
+    return ", ".join(what if n == 1 else f"{what} {TIMES} {n}" for what, n in counts.items())
 
 
 def _hyperpod_roles(
@@ -1017,6 +1267,24 @@ def _manifest_objects(manifest: Any) -> list[dict[str, Any]]:
     except ValueError:
         return []
     return [_dict(o) for o in _list(document)]
+
+
+#: Kubernetes kinds that run something: a manifest holding one is called by it.
+_RUNNING_KINDS = ("MPIJob", "Job", "PyTorchJob", "DaemonSet", "Deployment", "StatefulSet", "CronJob", "Pod")
+
+
+def _workload_lines(objects: list[dict[str, Any]]) -> tuple[str, tuple[str, ...]]:
+    """A manifest's title (the object that runs something, else the first) and the rest counted by kind."""
+    if not objects:
+        return "manifest", ()
+    kinds = [_text(o.get("kind"), "?") for o in objects]
+    first = next((i for i, kind in enumerate(kinds) if kind in _RUNNING_KINDS), 0)
+    rest: dict[str, int] = {}
+    for index, kind in enumerate(kinds):
+        if index != first:
+            rest[kind] = rest.get(kind, 0) + 1
+    summary = ", ".join(kind if n == 1 else f"{kind} {TIMES} {n}" for kind, n in rest.items())
+    return f"{kinds[first]} {_namespaced(objects[first])}", (f"with {summary}",) if summary else ()
 
 
 def _namespaced(kubernetes_object: Mapping[str, Any]) -> str:
