@@ -459,3 +459,14 @@ def test_the_applied_nccl_mpijob_waits_for_its_local_queue(environment_gates: En
     (job,) = json.loads(template["Resources"][job_id]["Properties"]["Manifest"])
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     assert queues_id in template["Resources"][job_id]["DependsOn"]
+
+
+def test_next_steps_say_how_to_queue_a_job(environment_gates: EnvironmentGates) -> None:
+    steps = environment_gates.template(ROOT / "environments" / "eks-p5-efa.yaml")["Outputs"]["NextSteps"][
+        "Value"
+    ]
+    assert (
+        "Train: label a job kueue.x-k8s.io/queue-name: training in namespace default; Kueue starts it when all "
+        "of it fits (kubectl get workloads shows what waits); TrainJobs use the runtimes torchrun-efa-p5, "
+        "mpi-efa-p5"
+    ) in json.dumps(steps)

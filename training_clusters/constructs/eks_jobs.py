@@ -10,6 +10,11 @@ Example::
     kueue = Kueue(self, "Kueue", cluster=cluster)
     kueue.node.add_dependency(trainer)      # Kueue manages TrainJobs and JobSets once their kinds exist
 
+Over them, :class:`TrainingQueues` applies Kueue's queues for the cluster's GPU nodegroups (quota: what the
+nodes advertise) and :class:`TrainingRuntimes` Kubeflow Trainer's runtimes for its EFA GPU nodegroups
+(``torchrun-efa-<nodegroup>``, ``mpi-efa-<nodegroup>``); their objects are plain data in
+:mod:`training_clusters.job_layer`.
+
 Kueue admits a job only when its whole request fits the queue's quota, and with ``waitForPodsReady`` it
 evicts and requeues an admitted job whose pods are not all running within the timeout: two jobs that each
 need every GPU never hold half the nodes each. Jobs opt in with the label ``kueue.x-k8s.io/queue-name``;
