@@ -579,6 +579,9 @@ def test_an_eks_nodegroup_shows_type_count_and_the_efa_interfaces_of_its_launch_
     assert not {e for e in edges if e[0] == "Eks/control-plane" and e[2] is EdgeKind.MOUNTS}
     assert ("Ng", "Eks/control-plane", EdgeKind.MANAGED_BY, "") in edges
     assert graph.node("Eks").parent == "region" and graph.node("Eks/control-plane").parent == "Eks"
+    more = _graph({**EKS, **{f"Addon{i}": {"Type": "AWS::EKS::Addon", "Properties": {"ClusterName": {"Ref": "Eks"}, "AddonName": f"a{i}"}} for i in range(5)}})  # fmt: skip
+    dot = to_dot(more)  # 7 add-ons and workloads in rows of 3: 2 + 2 + 0 invisible edges between neighbours
+    assert dot.count("[style=invis];") == 4 and '"Addon0" -> "Addon1" [style=invis];' in dot
     assert graph.node("Eks/control-plane").details == ("private API endpoint",)
     assert graph.node("Chart").kind is NodeKind.ADDON and graph.node("Chart").parent == "Eks"
     assert graph.node("Job").kind is NodeKind.WORKLOAD and graph.node("Job").title == "MPIJob default/nccl"

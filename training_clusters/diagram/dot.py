@@ -16,6 +16,7 @@ import sys
 from collections.abc import Sequence
 from html import escape
 from importlib import resources
+from itertools import pairwise
 from pathlib import Path
 
 from training_clusters.diagram.model import Edge, EdgeKind, EnvironmentGraph, Node, NodeKind
@@ -185,6 +186,7 @@ def _node(graph: EnvironmentGraph, node: Node, indent: str) -> list[str]:
         ]
         for child in graph.children(node.id):
             lines += _node(graph, child, indent + "  ")
+        lines += _grid(graph, node, indent + "  ")
         lines.append(f"{indent}}}")
         return lines
     fill, colour = _NODE_STYLE.get(node.kind, ("#ffffff", "#545b64"))
@@ -194,6 +196,19 @@ def _node(graph: EnvironmentGraph, node: Node, indent: str) -> list[str]:
     if node.retained:
         attributes.append("penwidth=2")
     return [f"{indent}{_quote(node.id)} [{', '.join(attributes)}];"]
+
+
+GRID_COLUMNS = 3
+"""A cluster's add-ons and workloads are laid out this many to a row (one long column otherwise)."""
+
+
+def _grid(graph: EnvironmentGraph, node: Node, indent: str) -> list[str]:
+    """Invisible edges that put a cluster box's add-ons and workloads in rows of :data:`GRID_COLUMNS`."""
+    if node.kind is not NodeKind.CLUSTER:
+        return []
+    leaves = [c.id for c in graph.children(node.id) if c.kind in (NodeKind.ADDON, NodeKind.WORKLOAD)]
+    rows = [leaves[i : i + GRID_COLUMNS] for i in range(0, len(leaves), GRID_COLUMNS)]
+    return [f"{indent}{_quote(a)} -> {_quote(b)} [style=invis];" for row in rows for a, b in pairwise(row)]
 
 
 def _container_style(node: Node) -> tuple[str, str, str]:
