@@ -112,7 +112,6 @@ def to_dot(graph: EnvironmentGraph) -> str:
     for node in graph.children(None):
         lines += _node(graph, node, indent="  ")
     lines += _legend(graph)
-    lines.append('  { rank=sink; "legend" }')
     lines += [f"  {line}" for edge in graph.edges if (line := _edge(graph, edge))]
     lines.append("}")
     return "\n".join(lines) + "\n"
