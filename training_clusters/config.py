@@ -1316,6 +1316,11 @@ class HyperPodEksAddonsConfig(_Model):
     """``hyperpod_eks.addons``: HyperPod's agent and the device plugins are always installed; these are optional."""
 
     mpi_operator: bool = Field(default=True, description="Kubeflow MPI Operator (MPIJob), before the nodes.")
+    kueue: bool = Field(
+        default=True,
+        description="Kueue before the nodes, and its ClusterQueue over the GPU instance groups (quota: what "
+        "their nodes advertise) with a LocalQueue in each of queues.namespaces.",
+    )
     fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
     fsx_csi_driver_version: str | None = Field(
         default=None,
@@ -1368,6 +1373,7 @@ class HyperPodEksConfig(_Model):
     )
     instance_groups: Annotated[list[HyperPodEksInstanceGroupConfig], Field(min_length=1)]
     addons: HyperPodEksAddonsConfig = HyperPodEksAddonsConfig()
+    queues: EksQueuesConfig = EksQueuesConfig()
     nccl_test: HyperPodEksNcclTestConfig = HyperPodEksNcclTestConfig()
 
     _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
@@ -1387,6 +1393,25 @@ class HyperPodEksConfig(_Model):
         if repeated:
             raise ValueError(f"instance group names must be unique, got {', '.join(repeated)} more than once")
         return self
+
+    @model_validator(mode="after")
+    def _queues_need_kueue_and_gpus(self) -> HyperPodEksConfig:
+        if "queues" not in self.model_fields_set:
+            return self
+        if not self.addons.kueue:
+            raise _FieldProblem(
+                "queues", "needs addons.kueue: true (Kueue runs the queues), got kueue: false"
+            )
+        if not self.queue_groups:
+            raise _FieldProblem(
+                "queues", "needs a GPU instance group to queue for; the hyperpod_eks section has none"
+            )
+        return self
+
+    @property
+    def queue_groups(self) -> list[str]:
+        """The instance groups the queues cover: those with NVIDIA GPUs."""
+        return [g.name for g in self.instance_groups if lookup_hyperpod(g.instance_type).is_gpu]
 
     @model_validator(mode="after")
     def _pods_fit_the_subnet(self) -> HyperPodEksConfig:

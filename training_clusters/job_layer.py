@@ -69,12 +69,32 @@ class Taint:
 
 
 @dataclass(frozen=True)
+class NodePool:
+    """What a pool of identical GPU nodes provides, whoever makes them: an EKS nodegroup, a HyperPod instance
+    group. ``reported_instance_type`` is the value the nodes carry in ``node.kubernetes.io/instance-type`` when
+    it is not the EC2 name (HyperPod's nodes report their ``ml.`` name); ``efa_interfaces`` is per node.
+
+    >>> from training_clusters.catalog import lookup_hyperpod
+    >>> g5 = NodePool(instance_type=lookup_hyperpod("ml.g5.8xlarge"), nodes=2, efa_interfaces=1,
+    ...               reported_instance_type="ml.g5.8xlarge")
+    """
+
+    instance_type: InstanceType
+    nodes: int
+    efa_interfaces: int = 0
+    labels: Mapping[str, str] = field(default_factory=dict)
+    taints: tuple[Taint, ...] = ()
+    reported_instance_type: str | None = None
+
+
+@dataclass(frozen=True)
 class FlavorCapacity:
     """What one GPU nodegroup gives its queue: its nodes, and what each advertises.
 
     ``gpu_replicas`` is how many pods the device plugin lets share one GPU (time-slicing or MPS replicas;
     1 without sharing), and ``gpu_resource`` the resource name it advertises them under. ``mig_devices``,
     for MIG-partitioned GPUs, is what the plugin advertises per GPU instead: ``{resource: instances}``.
+    ``reported_instance_type`` is what the nodes report as their instance type (default: the EC2 name).
     """
 
     name: str
@@ -86,6 +106,7 @@ class FlavorCapacity:
     gpu_replicas: int = 1
     gpu_resource: str = GPU_RESOURCE
     mig_devices: Mapping[str, int] = field(default_factory=dict)
+    reported_instance_type: str | None = None
 
     def quota(self) -> dict[str, int | str]:
         """Resource name -> what all the nodes advertise together: GPUs (or, MIG-partitioned, each MIG
@@ -103,8 +124,9 @@ class FlavorCapacity:
         return quota
 
     def node_labels(self) -> dict[str, str]:
-        """The labels every node of the group carries that the flavor selects by: its instance type and labels."""
-        return {INSTANCE_TYPE_LABEL: self.instance_type.name, **self.labels}
+        """The labels every node of the group carries that the flavor selects by: its instance type (as the
+        nodes report it) and labels."""
+        return {INSTANCE_TYPE_LABEL: self.reported_instance_type or self.instance_type.name, **self.labels}
 
     @property
     def reports_topology(self) -> bool:

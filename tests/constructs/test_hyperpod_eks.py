@@ -12,6 +12,7 @@ from aws_cdk.assertions import Template
 
 from training_clusters.capacity import Capacity
 from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.eks_jobs import TrainingQueues, nodegroup_capacity
 from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import (
     HEALTH_TOLERATION,
@@ -25,6 +26,7 @@ from training_clusters.constructs.hyperpod_eks import (
 )
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
+from training_clusters.job_layer import NodePool, Taint
 from training_clusters.releases import HEALTH_MONITORING_AGENT_REGISTRIES, HYPERPOD_VPC_CNI_VERSION
 from training_clusters.rules.hyperpod_eks import ADDRESSES_PER_NODE, pod_addresses_problem
 
@@ -101,7 +103,7 @@ def test_the_cluster_depends_on_agent_plugins_vpc_cni_and_mpi_operator(stack: cd
         for i, kind in kinds.items()
         if kind == "Custom::AWSCDK-EKS-HelmChart"
     )
-    assert helm == ["aws-efa-k8s-device-plugin", "nvidia-device-plugin"]
+    assert helm == ["aws-efa-k8s-device-plugin", "kueue", "nvidia-device-plugin"]
     assert "AWS::EKS::Addon" in kinds.values()
     assert sum(kind == "Custom::AWSCDK-EKS-KubernetesResource" for kind in kinds.values()) >= 1
 
@@ -115,6 +117,71 @@ def test_the_agent_manifest_and_the_mpi_operator_come_before_the_cluster(stack: 
     assert '\\"kind\\":\\"DaemonSet\\"' in manifest
     assert "767398015722.dkr.ecr.us-east-1.amazonaws.com/hyperpod-health-monitoring-agent" in manifest
     assert cluster.dependencies.mpi_operator is not None
+
+
+def _chart_id(stack: cdk.Stack, chart: str) -> str:
+    (found,) = [
+        i
+        for i, r in resources(stack, "Custom::AWSCDK-EKS-HelmChart").items()
+        if r["Properties"]["Chart"] == chart
+    ]
+    return found
+
+
+def test_kueue_is_installed_on_the_system_nodes_after_the_mpi_operator_and_before_the_cluster(
+    stack: cdk.Stack,
+) -> None:
+    cluster = build(stack)
+    _, resource = the_cluster(stack)
+    kueue = _chart_id(stack, "kueue")
+    assert kueue in depends_on(resource)
+    assert (
+        cluster.dependencies.kueue is not None
+        and cluster.dependencies.kueue.chart in cluster.dependencies.resources
+    )
+    assert cluster.dependencies.kueue.values["controllerManager"]["nodeSelector"] == {
+        "training-clusters/role": "system"
+    }
+    mpi = stack.get_logical_id(cluster.dependencies.mpi_operator.resource.node.default_child)  # type: ignore[union-attr,arg-type]
+    assert mpi in depends_on(Template.from_stack(stack).to_json()["Resources"][kueue])
+
+
+def test_kueue_takes_the_pods_ready_timeout(stack: cdk.Stack) -> None:
+    cluster = build(stack, pods_ready_timeout_minutes=25)
+    assert cluster.dependencies.kueue is not None
+    assert "timeout: 25m" in cluster.dependencies.kueue.values["managerConfig"]["controllerManagerConfigYaml"]
+
+
+def test_without_kueue_nothing_of_it_is_made(stack: cdk.Stack) -> None:
+    cluster = build(stack, kueue=False)
+    assert cluster.dependencies.kueue is None
+    assert not any("Kueue" in c.node.path for c in stack.node.find_all())
+
+
+def test_node_pools_say_what_each_group_provides_as_its_nodes_report_it(stack: cdk.Stack) -> None:
+    p5 = EksInstanceGroup(
+        name="p5",
+        instance_type="ml.p5.48xlarge",
+        instance_count=2,
+        volume_gib=500,
+        labels={"team": "research"},
+        taints=[KubernetesTaint(key="nvidia.com/gpu", value="true")],
+    )
+    cpu = EksInstanceGroup(name="cpu", instance_type="ml.m5.2xlarge", instance_count=3, volume_gib=100)
+    pools = build(stack, [p5, cpu]).node_pools
+    assert {name: (p.nodes, p.efa_interfaces, p.reported_instance_type) for name, p in pools.items()} == {
+        "p5": (2, 32, "ml.p5.48xlarge"),
+        "cpu": (3, 0, "ml.m5.2xlarge"),
+    }
+    assert pools["p5"].instance_type.gpu_count == 8
+    assert pools["p5"].labels == {"team": "research"}
+    assert pools["p5"].taints == (Taint("nvidia.com/gpu", "true", "NoSchedule"),)
+    capacity = nodegroup_capacity("p5", pools["p5"])
+    assert capacity.node_labels() == {
+        "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
+        "team": "research",
+    }
+    assert capacity.quota() == {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "20512Mi"}
 
 
 def test_without_the_mpi_operator_nothing_of_it_is_made(stack: cdk.Stack) -> None:
@@ -453,3 +520,25 @@ def test_pod_addresses_boundary() -> None:
     assert pod_addresses_problem(fits, ADDRESSES_PER_NODE, usable) is None
     problem = pod_addresses_problem(fits + 1, ADDRESSES_PER_NODE, usable)
     assert problem is not None and f"adds up to {fits + 1} HyperPod nodes" in problem
+
+
+def test_queues_over_the_node_pools_take_catalogue_types_and_refuse_a_name(stack: cdk.Stack) -> None:
+    """A pool's instance type is the catalogue's (its architecture a str enum, accepted); a bare name is refused."""
+    cluster = build(stack)
+    eks = stack.node.find_child("Eks")
+    assert isinstance(eks, GpuEksCluster) and cluster.dependencies.kueue is not None
+    queues = TrainingQueues(
+        stack, "Queues", cluster=eks, kueue=cluster.dependencies.kueue, nodegroups=cluster.node_pools
+    )
+    assert [f["name"] for f in queues.cluster_queue["spec"]["resourceGroups"][0]["flavors"]] == ["g5"]
+    with pytest.raises(ConfigurationError) as raised:
+        TrainingQueues(
+            stack,
+            "Named",
+            cluster=eks,
+            kueue=cluster.dependencies.kueue,
+            nodegroups={"p5": NodePool(instance_type="p5.48xlarge", nodes=1)},  # type: ignore[arg-type]
+        )
+    assert str(raised.value) == (
+        "Test/Named: nodegroups['p5'].instance_type must be an InstanceType, got str 'p5.48xlarge'"
+    )

@@ -13,6 +13,7 @@ from training_clusters.config import load_environment
 from training_clusters.environments import environment_files, stack_class
 from training_clusters.stacks.base import TrainingEnvironmentStack
 from training_clusters.stacks.eks import EksTrainingEnvironment
+from training_clusters.stacks.hyperpod_eks import HyperPodEksEnvironment
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
 from ..conftest import ROOT, EnvironmentGates, GateResult
@@ -20,6 +21,7 @@ from ..conftest import ROOT, EnvironmentGates, GateResult
 ENVIRONMENTS = environment_files(ROOT / "environments")
 EKS = [p for p in ENVIRONMENTS if p.stem.startswith("eks-")]
 PARALLELCLUSTER = [p for p in ENVIRONMENTS if p.stem.startswith("parallelcluster-")]
+HYPERPOD_EKS = [p for p in ENVIRONMENTS if p.stem.startswith("hyperpod-eks-")]
 
 
 def test_the_network_and_hyperpod_environments_are_shipped() -> None:
@@ -56,6 +58,61 @@ def test_eks_environment_says_how_to_reach_the_cluster(gated, path: Path) -> Non
     assert isinstance(stack, EksTrainingEnvironment)
     command = json.dumps(template_of(stack, result)["Outputs"]["UpdateKubeconfigCommand"]["Value"])
     assert "aws eks update-kubeconfig --name " in command and "--role-arn" in command
+
+
+#: What each GPU instance group of the shipped HyperPod-on-EKS files provides, from its file and the catalogue:
+#: flavor -> (instance type the nodes report, their labels, taints, quota).
+HYPERPOD_EKS_QUOTAS: dict[
+    str, dict[str, tuple[str, dict[str, str], list[dict[str, str]], dict[str, Any]]]
+] = {
+    "hyperpod-eks-g5": {
+        "g5": (
+            "ml.g5.8xlarge",
+            {"training-clusters/pool": "g5"},
+            [],
+            # 2 nodes x 1 A10G, x 1 EFA interface, x 5128 2 MiB huge pages
+            {"nvidia.com/gpu": 2, "vpc.amazonaws.com/efa": 2, "hugepages-2Mi": "20512Mi"},
+        )
+    },
+    "hyperpod-eks-p5": {
+        "p5": (
+            "ml.p5.48xlarge",
+            {"training-clusters/pool": "p5"},
+            [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+            # 2 nodes x 8 H100, x 32 EFA interfaces, x 5128 2 MiB huge pages
+            {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "20512Mi"},
+        )
+    },
+}
+
+
+@pytest.mark.parametrize("path", HYPERPOD_EKS, ids=[p.stem for p in HYPERPOD_EKS])
+def test_hyperpod_eks_queues_hold_what_the_instance_groups_provide(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
+    stack, result = gated(path)
+    assert isinstance(stack, HyperPodEksEnvironment) and stack.queues is not None
+    objects = {(m["kind"], m["metadata"]["name"]): m for m in stack.queues.manifests}
+    ((_, flavors),) = [(k, v) for k, v in HYPERPOD_EKS_QUOTAS.items() if k == path.stem]
+    (group,) = stack.queues.cluster_queue["spec"]["resourceGroups"]
+    assert {f["name"]: {r["name"]: r["nominalQuota"] for r in f["resources"]} for f in group["flavors"]} == {
+        name: quota for name, (_, _, _, quota) in flavors.items()
+    }
+    for name, (reported, labels, taints, _) in flavors.items():
+        spec = objects[("ResourceFlavor", name)]["spec"]
+        assert spec["nodeLabels"] == {"node.kubernetes.io/instance-type": reported, **labels}
+        assert spec.get("nodeTaints", []) == taints
+        assert spec.get("tolerations", []) == [{**t, "operator": "Equal"} for t in taints]
+    # the queues are in the template, applied after Kueue, which is installed before the SageMaker cluster
+    resources = template_of(stack, result)["Resources"]
+    (kueue,) = [i for i, r in resources.items() if r.get("Properties", {}).get("Chart") == "kueue"]
+    (queues,) = [
+        i
+        for i, r in resources.items()
+        if '\\"kind\\":\\"ClusterQueue\\"' in json.dumps(r.get("Properties", {}).get("Manifest"))
+    ]
+    (cluster,) = [i for i, r in resources.items() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert kueue in resources[cluster]["DependsOn"]
+    assert kueue in resources[queues]["DependsOn"]
+    assert queues not in resources[cluster]["DependsOn"]
 
 
 @pytest.mark.parametrize("path", PARALLELCLUSTER, ids=[p.stem for p in PARALLELCLUSTER])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections.abc
 import dataclasses
+import enum
 import functools
 import math
 import pathlib
@@ -275,7 +276,8 @@ def _class_mismatch(field: str, value: Any, hint: type) -> tuple[str, str] | Non
             if found is not None:
                 return found
         return None
-    if isinstance(value, str | bytes | int | float | bool | list | tuple | dict):
+    is_member = issubclass(hint, enum.Enum) and isinstance(value, hint)  # a str enum's member is a str too
+    if isinstance(value, str | bytes | int | float | bool | list | tuple | dict) and not is_member:
         return field, f"must be {_describe_hint(hint)}, got {typed(value)}"
     if getattr(hint, "_is_protocol", False):  # a jsii interface: what the value's classes define
         missing = _interface_members(hint) - _members_of(value)

@@ -39,6 +39,7 @@ from training_clusters.job_layer import (
     KUEUE_QUEUE_LABEL,
     SHARED_GPU_RESOURCE,
     FlavorCapacity,
+    NodePool,
     QueuePolicy,
     Taint,
     mpi_runtime_name,
@@ -285,20 +286,11 @@ class KubeflowTrainer(Construct):
         self.chart = _ready_chart(self, cluster, chart, self.values)
 
 
-def nodegroup_capacity(
-    name: str,
-    group: EfaNodegroup | GpuNodegroup,
-    *,
-    time_slicing: TimeSlicing | None = None,
-    mps: Mps | None = None,
-    mig_devices: Mapping[str, int] | None = None,
-) -> FlavorCapacity:
-    """What nodegroup ``group`` (called ``name``) gives a queue or a runtime: its nodes, labels, taints, EFA
-    interfaces, and GPUs as the device plugin advertises them (``time_slicing`` or ``mps`` replicas each, or
-    ``mig_devices``: MIG resource -> instances per GPU)."""
-    replicas = time_slicing.replicas if time_slicing else mps.replicas if mps else 1
-    return FlavorCapacity(
-        name=name,
+def node_pool(group: EfaNodegroup | GpuNodegroup | NodePool) -> NodePool:
+    """What an EKS nodegroup (or an already described pool) provides: its nodes, labels, taints, EFA interfaces."""
+    if isinstance(group, NodePool):
+        return group
+    return NodePool(
         instance_type=group.instance_type,
         nodes=group.desired_size,
         efa_interfaces=group.efa_interfaces if isinstance(group, EfaNodegroup) else 0,
@@ -306,9 +298,33 @@ def nodegroup_capacity(
         taints=tuple(
             Taint(t.key or "", t.value or "", _TAINT_EFFECTS[str(t.effect.value)]) for t in group.taints
         ),
+    )
+
+
+def nodegroup_capacity(
+    name: str,
+    group: EfaNodegroup | GpuNodegroup | NodePool,
+    *,
+    time_slicing: TimeSlicing | None = None,
+    mps: Mps | None = None,
+    mig_devices: Mapping[str, int] | None = None,
+) -> FlavorCapacity:
+    """What node pool ``group`` (called ``name``) gives a queue or a runtime: its nodes, labels, taints, EFA
+    interfaces, and GPUs as the device plugin advertises them (``time_slicing`` or ``mps`` replicas each, or
+    ``mig_devices``: MIG resource -> instances per GPU)."""
+    pool = node_pool(group)
+    replicas = time_slicing.replicas if time_slicing else mps.replicas if mps else 1
+    return FlavorCapacity(
+        name=name,
+        instance_type=pool.instance_type,
+        nodes=pool.nodes,
+        efa_interfaces=pool.efa_interfaces,
+        labels=dict(pool.labels),
+        taints=pool.taints,
         gpu_replicas=replicas,
         gpu_resource=SHARED_GPU_RESOURCE if time_slicing and time_slicing.rename_by_default else GPU_RESOURCE,
         mig_devices=dict(mig_devices or {}),
+        reported_instance_type=pool.reported_instance_type,
     )
 
 
@@ -352,7 +368,7 @@ class TrainingQueues(Construct):
         *,
         cluster: GpuEksCluster,
         kueue: Kueue,
-        nodegroups: Mapping[str, EfaNodegroup | GpuNodegroup],
+        nodegroups: Mapping[str, EfaNodegroup | GpuNodegroup | NodePool],
         namespaces: Sequence[str] = ("default",),
         cluster_queue_name: str = DEFAULT_CLUSTER_QUEUE,
         local_queue_name: str = DEFAULT_LOCAL_QUEUE,
@@ -371,7 +387,9 @@ class TrainingQueues(Construct):
 
         :param cluster: The cluster.
         :param kueue: Kueue on that cluster; the queues are applied once its webhook is ready.
-        :param nodegroups: The nodegroups by name (the flavors' names); those with NVIDIA GPUs get a flavor.
+        :param nodegroups: The nodegroups by name (the flavors' names), or any pool of nodes described as a
+            :class:`~training_clusters.job_layer.NodePool` (a HyperPod instance group); those with NVIDIA GPUs
+            get a flavor.
         :param namespaces: The team namespaces that get a LocalQueue (and may use the ClusterQueue).
             Default: ``default`` only.
         :param cluster_queue_name: Default: ``training``.
@@ -430,7 +448,7 @@ class TrainingQueues(Construct):
 
     def _capacities(
         self,
-        nodegroups: Mapping[str, EfaNodegroup | GpuNodegroup],
+        nodegroups: Mapping[str, EfaNodegroup | GpuNodegroup | NodePool],
         time_slicing: TimeSlicing | None,
         mps: Mps | None,
         mig_devices: Mapping[str, Mapping[str, int]],

@@ -51,6 +51,7 @@ from training_clusters.constructs.eks_addons import (
     nvidia_device_plugin_values,
 )
 from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.eks_jobs import DEFAULT_PODS_READY_TIMEOUT_MINUTES, Kueue
 from training_clusters.constructs.eks_release_manifest import MpiOperator
 from training_clusters.constructs.hyperpod import (
     HyperPodCluster,
@@ -60,6 +61,7 @@ from training_clusters.constructs.hyperpod import (
     lifecycle_scripts_path,
 )
 from training_clusters.errors import ConfigurationError
+from training_clusters.job_layer import NodePool, Taint
 from training_clusters.options import DeepHealthCheck, NodeProvisioningMode, NodeRecovery
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -311,7 +313,8 @@ def health_monitoring_agent_manifests(
 
 @checked_props
 class HyperPodEksDependencies(Construct):
-    """What HyperPod needs in the EKS cluster before its nodes join: agent, device plugins, VPC CNI, MPI Operator.
+    """What HyperPod needs in the EKS cluster before its nodes join: agent, device plugins, VPC CNI, MPI Operator,
+    Kueue.
 
     Example::
 
@@ -323,7 +326,7 @@ class HyperPodEksDependencies(Construct):
 
     Attributes: ``resources``, ``agent`` (the manifest), ``agent_manifests``, ``vpc_cni`` (the add-on),
     ``nvidia_device_plugin``, ``efa_device_plugin``, ``neuron_device_plugin`` (charts, or None without such
-    types), ``nvidia_values``, ``efa_values``, ``neuron_values``, ``mpi_operator`` (or None).
+    types), ``nvidia_values``, ``efa_values``, ``neuron_values``, ``mpi_operator``, ``kueue`` (or None).
     """
 
     def __init__(
@@ -335,6 +338,8 @@ class HyperPodEksDependencies(Construct):
         instance_types: Sequence[str],
         vpc_cni_version: str = HYPERPOD_VPC_CNI_VERSION,
         mpi_operator: bool = True,
+        kueue: bool = True,
+        pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES,
     ) -> None:
         """Install them.
 
@@ -342,6 +347,9 @@ class HyperPodEksDependencies(Construct):
         :param instance_types: The ``ml.`` types of the HyperPod instance groups.
         :param vpc_cni_version: The ``vpc-cni`` add-on, v1.18.3 or newer. Default: :data:`HYPERPOD_VPC_CNI_VERSION`.
         :param mpi_operator: Install Kubeflow's MPI Operator (MPIJob). Default: True.
+        :param kueue: Install Kueue (:class:`~training_clusters.constructs.eks_jobs.Kueue`, on the system
+            nodes), after the MPI Operator. Default: True.
+        :param pods_ready_timeout_minutes: Kueue's ``waitForPodsReady`` timeout. Default: 10.
         """
         super().__init__(scope, id)
         refuse(self, "vpc_cni_version", vpc_cni_version_problem(vpc_cni_version))
@@ -380,6 +388,15 @@ class HyperPodEksDependencies(Construct):
         self.mpi_operator = MpiOperator(self, "MpiOperator", cluster=cluster) if mpi_operator else None
         if self.mpi_operator is not None:
             self.resources.append(self.mpi_operator.resource)
+        self.kueue = (
+            Kueue(self, "Kueue", cluster=cluster, pods_ready_timeout_minutes=pods_ready_timeout_minutes)
+            if kueue
+            else None
+        )
+        if self.kueue is not None:
+            if self.mpi_operator is not None:
+                self.kueue.node.add_dependency(self.mpi_operator)
+            self.resources.append(self.kueue.chart)
 
     def _chart(
         self, id_: str, cluster: GpuEksCluster, spec: Any, values: dict[str, Any] | None
@@ -441,7 +458,7 @@ class HyperPodEksCluster(Construct):
     add-ons') and exchange its credentials for pods' roles through EKS Pod Identity on this cluster.
 
     Attributes: ``hyperpod`` (the :class:`HyperPodCluster`), ``cluster`` (the L1), ``cluster_name``,
-    ``cluster_arn``, ``role``, ``dependencies``, ``instance_groups``, ``connections``.
+    ``cluster_arn``, ``role``, ``dependencies``, ``instance_groups``, ``node_pools``, ``connections``.
     """
 
     def __init__(
@@ -460,6 +477,8 @@ class HyperPodEksCluster(Construct):
         node_provisioning_mode: NodeProvisioningMode | str = NodeProvisioningMode.CONTINUOUS,
         mpi_operator: bool = True,
         vpc_cni_version: str = HYPERPOD_VPC_CNI_VERSION,
+        kueue: bool = True,
+        pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES,
     ) -> None:
         """Create the dependencies, then the cluster.
 
@@ -474,6 +493,9 @@ class HyperPodEksCluster(Construct):
         :param node_recovery: Default: AUTOMATIC.
         :param node_provisioning_mode: Default: CONTINUOUS (nodes join as they come).
         :param mpi_operator: Install the MPI Operator before the nodes. Default: True.
+        :param kueue: Install Kueue before the nodes (queue over :attr:`node_pools` with
+            :class:`~training_clusters.constructs.eks_jobs.TrainingQueues`). Default: True.
+        :param pods_ready_timeout_minutes: Kueue's ``waitForPodsReady`` timeout. Default: 10.
         :param vpc_cni_version: Default: :data:`HYPERPOD_VPC_CNI_VERSION`.
         """
         super().__init__(scope, id)
@@ -491,6 +513,8 @@ class HyperPodEksCluster(Construct):
             instance_types=sorted({g.instance_type for g in groups}),
             vpc_cni_version=vpc_cni_version,
             mpi_operator=mpi_operator,
+            kueue=kueue,
+            pods_ready_timeout_minutes=pods_ready_timeout_minutes,
         )
         self.hyperpod = HyperPodCluster(
             self,
@@ -516,6 +540,23 @@ class HyperPodEksCluster(Construct):
         self._grant_node_permissions(eks_cluster)
         for resource in self.dependencies.resources:
             self.cluster.node.add_dependency(resource)
+
+    @property
+    def node_pools(self) -> dict[str, NodePool]:
+        """What each instance group provides, by name: its nodes (``node.kubernetes.io/instance-type`` is the
+        ``ml.`` name on HyperPod's nodes), every EFA interface of the type, its labels and taints."""
+        pools = {}
+        for group in self.instance_groups:
+            instance_type = lookup_hyperpod(group.instance_type)
+            pools[group.name] = NodePool(
+                instance_type=instance_type,
+                nodes=group.instance_count,
+                efa_interfaces=instance_type.max_efa_interfaces,
+                labels=dict(group.labels),
+                taints=tuple(Taint(t.key, t.value, t.effect) for t in group.taints),
+                reported_instance_type=group.instance_type,
+            )
+        return pools
 
     @property
     def connections(self) -> ec2.Connections:

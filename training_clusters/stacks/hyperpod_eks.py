@@ -13,6 +13,7 @@ from training_clusters.config import (
 )
 from training_clusters.constructs.eks_addons import FsxCsiDriver
 from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.eks_jobs import TrainingQueues
 from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
 from training_clusters.errors import ConfigurationError
@@ -26,7 +27,8 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     :class:`GpuEksCluster` with a small system nodegroup for CoreDNS and controllers) takes the version and
     authentication mode HyperPod supports; HyperPod's instance groups (``hyperpod``: a
     :class:`HyperPodEksCluster`) join it in the placement subnet, in the EFA group, once HyperPod's agent,
-    the device plugins, the VPC CNI and the MPI Operator are in the cluster. Pods mount the shared FSx through
+    the device plugins, the VPC CNI, the MPI Operator and Kueue are in the cluster; Kueue's queues
+    (``queues``: a :class:`TrainingQueues` whose quota is what the GPU instance groups provide) follow. Pods mount the shared FSx through
     the CSI driver (``fsx_csi``, a PV and the claim ``fsx-lustre``). HyperPod places its instances itself: the
     environment's placement group is not used by its nodes.
     """
@@ -67,7 +69,10 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             node_provisioning_mode=spec.node_provisioning_mode,
             mpi_operator=spec.addons.mpi_operator,
             vpc_cni_version=spec.addons.vpc_cni_version,
+            kueue=spec.addons.kueue,
+            pods_ready_timeout_minutes=spec.queues.pods_ready_timeout_minutes,
         )
+        self.queues = self._queues(spec)
         self.fsx_csi: FsxCsiDriver | None = None
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.eks)
@@ -81,6 +86,43 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
                     addon_version=spec.addons.fsx_csi_driver_version,
                 )
         self._add_outputs(spec)
+
+    def _queues(self, spec: HyperPodEksConfig) -> TrainingQueues | None:
+        """Kueue's queues over the GPU instance groups, when Kueue is installed and there is one."""
+        kueue = self.hyperpod.dependencies.kueue
+        if kueue is None or not spec.queue_groups:
+            return None
+        queues = spec.queues
+        return TrainingQueues(
+            self,
+            "Queues",
+            cluster=self.eks,
+            kueue=kueue,
+            nodegroups=self.hyperpod.node_pools,
+            namespaces=queues.namespaces,
+            cluster_queue_name=queues.cluster_queue,
+            local_queue_name=queues.local_queue,
+            cohort=queues.cohort,
+            within_cluster_queue=queues.within_cluster_queue,
+            reclaim_within_cohort=queues.reclaim_within_cohort,
+            borrow_within_cohort=queues.borrow_within_cohort,
+            lending_limit_percent=queues.lending_limit_percent,
+            borrowing_limit_percent=queues.borrowing_limit_percent,
+            topology_aware=queues.topology_aware,
+        )
+
+    def _queue_steps(self) -> list[str]:
+        """How to queue a job, when the stack made the queues."""
+        if self.queues is None:
+            return []
+        namespaces = self.queues.namespaces
+        where = (
+            f"namespace {namespaces[0]}" if len(namespaces) == 1 else f"namespaces {', '.join(namespaces)}"
+        )
+        return [
+            f"Train: label a job kueue.x-k8s.io/queue-name: {self.queues.local_queue_name} in {where}; Kueue "
+            "starts it when all of it fits on the instance groups (kubectl get workloads shows what waits)"
+        ]
 
     def _lustre(self) -> LustreMount | None:
         if self.shared_storage is None or self.mount_dir is None:
@@ -131,6 +173,7 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             "public_access_cidrs is set), then kubectl get nodes -L sagemaker.amazonaws.com/node-health-status",
             "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes an MPIJob per EFA "
             "GPU instance group; kubectl apply -f it and read its launcher's log: the RESULT line says PASS or FAIL",
+            *self._queue_steps(),
             "A node that does not join: its lifecycle script's log is in [LifecycleLogGroup]; a pod that does not "
             "start: kubectl describe, and the control plane's logs in [ControlPlaneLogGroup]",
             DESTROY_STEP,
