@@ -55,6 +55,34 @@ def test_kube_prometheus_stack_leaves_the_eks_control_plane_alone(tmp_path: Path
     } <= default_names
 
 
+def _alerts(rendered: list[dict[str, Any]]) -> set[str]:
+    return {
+        rule["alert"]
+        for doc in objects(rendered, "PrometheusRule").values()
+        for group in doc["spec"]["groups"]
+        for rule in group["rules"]
+        if "alert" in rule
+    }
+
+
+def test_kube_prometheus_stack_neither_scrapes_nor_alerts_on_kube_proxy(tmp_path: Path) -> None:
+    """EKS's kube-proxy serves metrics on 127.0.0.1:10249 only: no scrape, so no KubeProxyDown forever."""
+    ours = render(KUBE_PROMETHEUS_STACK_CHART, kube_prometheus_stack_values(grafana=True), tmp_path)
+    assert (
+        sorted(
+            (doc["kind"], doc["metadata"]["name"]) for doc in ours if "kube-proxy" in doc["metadata"]["name"]
+        )
+        == []
+    )
+    assert "KubeProxyDown" not in _alerts(ours)
+    assert "KubeletDown" in _alerts(ours)  # the nodes' own alerts stay
+    # the chart's defaults scrape it and alert: the test sees what it claims to remove
+    defaults = render(KUBE_PROMETHEUS_STACK_CHART, {}, tmp_path)
+    assert "KubeProxyDown" in _alerts(defaults)
+    assert "kube-prometheus-stack-kube-proxy" in objects(defaults, "ServiceMonitor")
+    assert "kube-prometheus-stack-kube-proxy" in objects(defaults, "Service")
+
+
 def test_grafana_admin_password_is_generated(tmp_path: Path) -> None:
     rendered = render(KUBE_PROMETHEUS_STACK_CHART, kube_prometheus_stack_values(grafana=True), tmp_path)
     secret = objects(rendered, "Secret")["kube-prometheus-stack-grafana"]

@@ -234,7 +234,11 @@ def test_prometheus_leaves_out_the_control_plane_eks_runs_out_of_reach() -> None
     values = kube_prometheus_stack_values(grafana=True)
     for component in ("kubeControllerManager", "kubeScheduler", "kubeEtcd"):
         assert values[component] == {"enabled": False}
-    assert "kubeProxy" not in values and "kubelet" not in values  # scrapable on EKS nodes: kept
+    assert "kubelet" not in values  # scrapable on EKS nodes: kept
+
+
+def test_prometheus_leaves_out_kube_proxy_which_eks_binds_to_loopback() -> None:
+    assert kube_prometheus_stack_values(grafana=True)["kubeProxy"] == {"enabled": False}
 
 
 def test_without_a_storage_class_metrics_live_in_the_pod() -> None:

@@ -119,6 +119,11 @@ EBS_CSI_POLICY = "AmazonEBSCSIDriverPolicy"
 MPS_CAPABLE_LABEL = "nvidia.com/mps.capable"
 #: kube-prometheus-stack's components for the control plane EKS runs out of the cluster's reach.
 EKS_MANAGED_CONTROL_PLANE = ("kubeControllerManager", "kubeScheduler", "kubeEtcd")
+#: kube-prometheus-stack's components that run on EKS nodes but serve their metrics on loopback only:
+#: kube-proxy binds ``metricsBindAddress`` to its default, ``127.0.0.1:10249`` (kube-proxy's configuration
+#: reference, ``KubeProxyConfiguration``), and EKS's kube-proxy add-on reconciles its ConfigMap back to it
+#: (github.com/aws/containers-roadmap issue 657).
+EKS_LOOPBACK_ONLY = ("kubeProxy",)
 _EKS_ADDON_VERSION = re.compile(r"v\d+\.\d+\.\d+-eksbuild\.\d+")
 
 _ACCELERATOR_TOLERATIONS: list[dict[str, str]] = [
@@ -834,7 +839,9 @@ def kube_prometheus_stack_values(
     Quiet on EKS: the control plane's kube-controller-manager, kube-scheduler and etcd run in AWS's account,
     not as pods Prometheus can scrape, so their ServiceMonitors would find nothing and their default rules
     (``KubeControllerManagerDown``, ``KubeSchedulerDown``, the etcd alerts) fire forever; all three are turned
-    off (the chart renders their rules only when the component is enabled). Grafana's admin password: chart
+    off (the chart renders their rules only when the component is enabled). So is kube-proxy's scrape
+    (:data:`EKS_LOOPBACK_ONLY`): EKS's kube-proxy serves metrics on 127.0.0.1 only, so ``KubeProxyDown`` would
+    fire on every healthy cluster; its rules, Service and ServiceMonitor go with it. Grafana's admin password: chart
     82.6.0 sets none (``adminPassword`` is commented out in its values), so the Grafana chart generates a
     random one into its secret. node-exporter gets the EFA counter sidecar
     (:func:`~training_clusters.monitoring.efa.node_exporter_values`) and labels its series with the node. With ``storage_class``, Prometheus keeps its TSDB on a
@@ -851,7 +858,7 @@ def kube_prometheus_stack_values(
     values: dict[str, Any] = {
         "prometheus": {"prometheusSpec": spec},
         "grafana": {"enabled": grafana},
-        **{component: {"enabled": False} for component in EKS_MANAGED_CONTROL_PLANE},
+        **{component: {"enabled": False} for component in (*EKS_MANAGED_CONTROL_PLANE, *EKS_LOOPBACK_ONLY)},
         "prometheus-node-exporter": node_exporter_values(),
     }
     if storage_class is not None:
