@@ -19,6 +19,7 @@ from training_clusters.job_layer import (
     QueuePolicy,
     Taint,
     cluster_queue,
+    managed_namespace_selector,
     mpi_runtime,
     queue_manifests,
     resource_flavor,
@@ -168,7 +169,11 @@ def test_topology_only_where_the_instance_type_reports_it() -> None:
 
 def test_each_team_namespace_gets_its_local_queue_and_default_is_not_created() -> None:
     objects = queue_manifests([G5], namespaces=["default", "vision"], local_queue_name="gpus")
-    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["vision"]
+    # created, opted in to Kueue (managedJobsNamespaceSelector selects this label)
+    assert [o["metadata"] for o in objects if o["kind"] == "Namespace"] == [
+        {"name": "vision", "labels": {"training-clusters/kueue-managed": "true"}}
+    ]
+    assert managed_namespace_selector() == {"matchLabels": {"training-clusters/kueue-managed": "true"}}
     queues = [o for o in objects if o["kind"] == "LocalQueue"]
     assert [
         (q["metadata"]["namespace"], q["metadata"]["name"], q["spec"]["clusterQueue"]) for q in queues
@@ -277,7 +282,8 @@ def test_limit_percent_bounds(percent: int | None, ok: bool) -> None:
 def test_team_namespaces() -> None:
     assert team_namespace_problem("default") is None
     assert team_namespace_problem("kueue-system") == (
-        "must not be kube-system, kueue-system (Kueue does not manage jobs there), got 'kueue-system'"
+        "must not be kube-system, kueue-system (the cluster's own and Kueue's: their jobs must never wait on "
+        "Kueue), got 'kueue-system'"
     )
     assert unique_names_problem(["a", "b"]) is None
     assert unique_names_problem(["b", "a", "b", "a"]) == "must each be given once, got a, b more than once"

@@ -51,7 +51,13 @@ TOPOLOGY_LEVELS = (
     "topology.k8s.aws/network-node-layer-3",
     "kubernetes.io/hostname",
 )
-#: Namespaces Kueue's webhooks skip (the chart's ``namespaceSelector``): a LocalQueue there would queue nothing.
+#: The label that opts a namespace in to Kueue: Kueue's controller and its job webhooks act only in namespaces
+#: carrying it (Kueue's ``managedJobsNamespaceSelector``, which the chart also makes each job webhook's
+#: ``namespaceSelector``). Those webhooks fail closed, so elsewhere a Job (another chart's hook, a CronJob's)
+#: never waits on Kueue's one replica. The queues put it on their team namespaces.
+KUEUE_MANAGED_LABEL = "training-clusters/kueue-managed"
+KUEUE_MANAGED_VALUE = "true"
+#: Namespaces never opted in to Kueue: the cluster's own controllers and Kueue's run there.
 UNMANAGED_NAMESPACES = ("kube-system", "kueue-system")
 
 
@@ -258,9 +264,18 @@ def local_queue(name: str, namespace: str, cluster_queue_name: str) -> dict[str,
     }
 
 
+def managed_namespace_selector() -> dict[str, Any]:
+    """The namespaces Kueue manages jobs in: those labelled :data:`KUEUE_MANAGED_LABEL`."""
+    return {"matchLabels": {KUEUE_MANAGED_LABEL: KUEUE_MANAGED_VALUE}}
+
+
 def namespace_manifest(name: str) -> dict[str, Any]:
-    """A team namespace."""
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    """A team namespace, opted in to Kueue (:data:`KUEUE_MANAGED_LABEL`)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": name, "labels": {KUEUE_MANAGED_LABEL: KUEUE_MANAGED_VALUE}},
+    }
 
 
 def queue_manifests(
@@ -272,8 +287,9 @@ def queue_manifests(
     policy: QueuePolicy = QueuePolicy(),
     topology_aware: bool = True,
 ) -> list[dict[str, Any]]:
-    """Every object of the queues, in the order they can be created: team namespaces (``default`` exists),
-    the Topology (when a flavor uses it), the flavors, the ClusterQueue, the LocalQueues."""
+    """Every object of the queues, in the order they can be created: team namespaces, opted in to Kueue
+    (``default`` exists: label it with :data:`KUEUE_MANAGED_LABEL` yourself), the Topology (when a flavor uses
+    it), the flavors, the ClusterQueue, the LocalQueues."""
     with_topology = topology_aware and any(c.reports_topology for c in capacities)
     objects = [namespace_manifest(ns) for ns in namespaces if ns != "default"]
     if with_topology:

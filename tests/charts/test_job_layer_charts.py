@@ -13,6 +13,7 @@ from training_clusters.catalog import lookup
 from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS
 from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, kueue_configuration, kueue_values
 from training_clusters.job_layer import (
+    KUEUE_MANAGED_LABEL,
     NODEGROUP_LABEL,
     FlavorCapacity,
     QueuePolicy,
@@ -64,6 +65,55 @@ def test_kueue_chart_renders_our_configuration_image_and_placement(tmp_path: Pat
     service = objects(rendered, "Service")["kueue-webhook-service"]
     assert service["spec"]["selector"].items() <= deployment["spec"]["template"]["metadata"]["labels"].items()
     assert {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "Cohort"} <= _kinds(rendered)
+
+
+def _webhooks(rendered: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every admission webhook of the chart, by name (``mjob.kb.io``, ``vjob.kb.io`` ...)."""
+    return {
+        hook["name"]: hook
+        for kind in ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+        for configuration in objects(rendered, kind).values()
+        for hook in configuration["webhooks"]
+    }
+
+
+#: The webhooks of the kinds Kueue manages here (KUEUE_INTEGRATIONS): they fail closed.
+_JOB_WEBHOOKS = {f"{side}{kind}.kb.io" for side in "mv" for kind in ("job", "mpijob", "jobset", "trainjob")}
+
+
+def test_kueues_job_webhooks_act_only_in_the_namespaces_it_manages(tmp_path: Path) -> None:
+    """With Kueue down, a Job is refused only in a namespace labelled for Kueue (the team namespaces)."""
+    hooks = _webhooks(render(KUEUE_CHART, kueue_values(), tmp_path))
+    assert set(hooks) >= _JOB_WEBHOOKS
+    for name in _JOB_WEBHOOKS:
+        assert hooks[name]["failurePolicy"] == "Fail"
+        assert hooks[name]["namespaceSelector"] == {"matchLabels": {KUEUE_MANAGED_LABEL: "true"}}, name
+    # every webhook of a namespaced kind Kueue may touch takes the same selector; the rest check Kueue's
+    # own cluster-wide objects (ClusterQueue, ResourceFlavor, ...) or its Workloads, which only Kueue makes
+    selected = {name for name, hook in hooks.items() if "namespaceSelector" in hook}
+    assert {hooks[name]["namespaceSelector"]["matchLabels"][KUEUE_MANAGED_LABEL] for name in selected} == {
+        "true"
+    }
+    for name in set(hooks) - selected:
+        assert {group for rule in hooks[name]["rules"] for group in rule["apiGroups"]} == {"kueue.x-k8s.io"}
+
+
+def test_without_our_selector_the_chart_gates_jobs_in_every_namespace(tmp_path: Path) -> None:
+    """The test above can fail: the chart's own default selects all but kube-system and Kueue's namespace."""
+    values = kueue_values()
+    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    del config["managedJobsNamespaceSelector"]
+    values["managerConfig"]["controllerManagerConfigYaml"] = yaml.safe_dump(config)
+    hooks = _webhooks(render(KUEUE_CHART, values, tmp_path))
+    assert hooks["mjob.kb.io"]["namespaceSelector"] == {
+        "matchExpressions": [
+            {
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": ["kube-system", "kueue-system"],
+            }
+        ]
+    }
 
 
 def test_trainer_chart_renders_trainer_and_jobset_on_the_system_nodes(tmp_path: Path) -> None:

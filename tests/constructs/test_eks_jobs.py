@@ -26,7 +26,13 @@ from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.eks_mig import mig_devices, mig_resource
 from training_clusters.errors import ConfigurationError
-from training_clusters.job_layer import EFA_RESOURCE, GPU_RESOURCE, HUGEPAGES_RESOURCE, NODEGROUP_LABEL
+from training_clusters.job_layer import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    HUGEPAGES_RESOURCE,
+    KUEUE_MANAGED_LABEL,
+    NODEGROUP_LABEL,
+)
 from training_clusters.releases import (
     KUBEFLOW_TRAINER_CHART,
     KUEUE_CHART,
@@ -57,6 +63,10 @@ def test_kueue_admits_all_or_nothing_and_manages_the_training_kinds() -> None:
         ]
     }
     assert config["manageJobsWithoutQueueName"] is False
+    # only the team namespaces: Kueue's job webhooks fail closed, so elsewhere no Job waits on Kueue
+    assert config["managedJobsNamespaceSelector"] == {
+        "matchLabels": {"training-clusters/kueue-managed": "true"}
+    }
     assert config["resources"] == {"quotaCheckStrategy": "IgnoreUndeclared"}
     assert kueue_configuration()["waitForPodsReady"]["timeout"] == "10m"  # the default
 
@@ -227,8 +237,11 @@ def _applied_queue_objects(template: dict[str, Any]) -> tuple[str, list[dict[str
         objects = json.loads(resource["Properties"]["Manifest"])
         if any(o["kind"] == "ClusterQueue" for o in objects):
             for obj in objects:
-                labels = obj["metadata"].pop("labels", {})
-                assert [key.split("-")[0] for key in labels] == ["aws.cdk.eks/prune"]
+                labels = obj["metadata"]["labels"]
+                (prune,) = [key for key in labels if key.startswith("aws.cdk.eks/prune-")]
+                del labels[prune]
+                if not labels:
+                    del obj["metadata"]["labels"]
             return logical_id, objects
     raise AssertionError("no ClusterQueue applied")
 
@@ -256,6 +269,40 @@ def test_queues_cover_the_gpu_nodegroups_with_what_their_nodes_advertise(built: 
     assert specs["p5"]["nodeTaints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}]
     assert "nodeTaints" not in specs["g5"]  # gpu_taint=False: nothing to tolerate
     assert [o["metadata"]["namespace"] for o in objects if o["kind"] == "LocalQueue"] == ["vision", "speech"]
+
+
+def test_the_team_namespaces_the_queues_make_are_opted_in_to_kueue(built: _Built) -> None:
+    _, objects = _applied_queue_objects(built.template)
+    namespaces = {o["metadata"]["name"]: o["metadata"]["labels"] for o in objects if o["kind"] == "Namespace"}
+    assert namespaces == {
+        "vision": {KUEUE_MANAGED_LABEL: "true"},
+        "speech": {KUEUE_MANAGED_LABEL: "true"},
+    }
+    assert built.queues.default_namespace_label is None  # default is not one of them: left alone
+    assert not [
+        v for v in built.template["Resources"].values() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch"
+    ]
+
+
+def test_the_default_namespace_is_labelled_before_its_queue_and_unlabelled_on_delete(
+    stack: cdk.Stack,
+) -> None:
+    queues = _queues(stack, namespaces=["default", "vision"])
+    assert queues.default_namespace_label is not None
+    template = Template.from_stack(stack).to_json()
+    patches = {
+        k: v["Properties"]
+        for k, v in template["Resources"].items()
+        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch"
+    }
+    ((patch_id, patch),) = patches.items()
+    assert (patch["ResourceName"], patch["PatchType"]) == ("namespace/default", "strategic")
+    assert json.loads(patch["ApplyPatchJson"]) == {"metadata": {"labels": {KUEUE_MANAGED_LABEL: "true"}}}
+    assert json.loads(patch["RestorePatchJson"]) == {"metadata": {"labels": {KUEUE_MANAGED_LABEL: "false"}}}
+    queues_id, objects = _applied_queue_objects(template)
+    assert patch_id in template["Resources"][queues_id]["DependsOn"]
+    # default exists: labelled, never created (nor deleted with the stack)
+    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["vision"]
 
 
 def test_queues_are_applied_once_kueues_webhook_is_ready(built: _Built) -> None:
@@ -287,7 +334,8 @@ def _queues(stack: cdk.Stack, **props: Any) -> TrainingQueues:
         ({"nodegroups": {}}, "nodegroups must include a nodegroup with NVIDIA GPUs to queue for, got none"),
         (
             {"namespaces": ["vision", "kube-system"]},
-            "namespaces must not be kube-system, kueue-system (Kueue does not manage jobs there), got 'kube-system'",
+            "namespaces must not be kube-system, kueue-system (the cluster's own and Kueue's: their jobs must "
+            "never wait on Kueue), got 'kube-system'",
         ),
         ({"namespaces": []}, "namespaces must name at least one namespace, got none"),
         ({"namespaces": ["a", "a"]}, "namespaces must each be given once, got a more than once"),

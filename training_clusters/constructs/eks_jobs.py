@@ -18,7 +18,9 @@ nodes advertise) and :class:`TrainingRuntimes` Kubeflow Trainer's runtimes for i
 Kueue admits a job only when its whole request fits the queue's quota, and with ``waitForPodsReady`` it
 evicts and requeues an admitted job whose pods are not all running within the timeout: two jobs that each
 need every GPU never hold half the nodes each. Jobs opt in with the label ``kueue.x-k8s.io/queue-name``;
-jobs without it are left alone (``manageJobsWithoutQueueName: false``).
+jobs without it are left alone (``manageJobsWithoutQueueName: false``). Kueue acts only in namespaces labelled
+``training-clusters/kueue-managed: "true"`` (the team namespaces :class:`TrainingQueues` makes or labels): its
+job webhooks fail closed, and everywhere else a Job is created whether Kueue runs or not.
 """
 
 from __future__ import annotations
@@ -36,12 +38,15 @@ from training_clusters.job_layer import (
     DEFAULT_CLUSTER_QUEUE,
     DEFAULT_LOCAL_QUEUE,
     GPU_RESOURCE,
+    KUEUE_MANAGED_LABEL,
+    KUEUE_MANAGED_VALUE,
     KUEUE_QUEUE_LABEL,
     SHARED_GPU_RESOURCE,
     FlavorCapacity,
     NodePool,
     QueuePolicy,
     Taint,
+    managed_namespace_selector,
     mpi_runtime_name,
     queue_manifests,
     runtime_manifests,
@@ -117,6 +122,11 @@ def kueue_configuration(
     the nodes provide, so quota alone keeps two jobs from sharing the GPUs they each need whole.
     ``quotaCheckStrategy: IgnoreUndeclared`` counts only what the ClusterQueue declares (GPUs, EFA
     interfaces), so a pod's CPU and memory requests, which the kubelet places, never block admission.
+    ``managedJobsNamespaceSelector`` keeps Kueue to the namespaces labelled
+    :data:`~training_clusters.job_layer.KUEUE_MANAGED_LABEL`: its controller reconciles jobs only there (always
+    respected since Kueue 0.19), and the chart makes it the ``namespaceSelector`` of every job webhook, which
+    fail closed; its default (every namespace but ``kube-system`` and Kueue's) would stop every Job in the
+    cluster, other charts' hooks included, while Kueue's one replica is down.
     """
     return {
         "apiVersion": "config.kueue.x-k8s.io/v1beta2",
@@ -126,6 +136,7 @@ def kueue_configuration(
         "webhook": {"port": 9443},
         "leaderElection": {"leaderElect": True, "resourceName": "c1f6bfd2.kueue.x-k8s.io"},
         "manageJobsWithoutQueueName": False,
+        "managedJobsNamespaceSelector": managed_namespace_selector(),
         "waitForPodsReady": {
             "timeout": f"{pods_ready_timeout_minutes}m",
             "blockAdmission": False,
@@ -328,14 +339,6 @@ def nodegroup_capacity(
     )
 
 
-#: Kubernetes' spelling of a taint effect, by CDK's (``aws_eks_v2.TaintEffect``, EKS's API spelling).
-_TAINT_EFFECTS = {
-    "NO_SCHEDULE": "NoSchedule",
-    "PREFER_NO_SCHEDULE": "PreferNoSchedule",
-    "NO_EXECUTE": "NoExecute",
-}
-
-
 @checked_props
 class TrainingQueues(Construct):
     """Kueue's queues over the cluster's GPU nodegroups: quota equal to what their nodes advertise.
@@ -351,14 +354,16 @@ class TrainingQueues(Construct):
     labels and carries their taints, with tolerations Kueue adds to what it admits; one ``ClusterQueue``
     (``cluster_queue_name``) holds, per flavor, nominal quota of nodes x GPUs (x sharing replicas, with
     ``time_slicing`` or ``mps``) and nodes x EFA interfaces, and admits a job only when all of it fits; a
-    ``LocalQueue`` (``local_queue_name``) in each namespace (created unless ``default``) points at it. Where a
+    ``LocalQueue`` (``local_queue_name``) in each namespace (created unless ``default``, and labelled
+    ``training-clusters/kueue-managed: "true"`` so Kueue manages its jobs) points at it. Where a
     nodegroup's instance type reports EC2 network topology, its flavor names a ``Topology`` of EKS's
     ``topology.k8s.aws/network-node-layer-*`` labels, so Kueue packs a job's pods under the fewest network
     nodes it can. Applied once Kueue's webhook answers (after :attr:`Kueue.chart`).
 
     Attributes: ``capacities`` (:class:`~training_clusters.job_layer.FlavorCapacity` by nodegroup),
     ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``resource`` (the
-    ``KubernetesManifest``), ``local_queue_name``, ``namespaces``.
+    ``KubernetesManifest``), ``default_namespace_label`` (the ``KubernetesPatch`` opting ``default`` in, or
+    None), ``local_queue_name``, ``namespaces``.
     """
 
     def __init__(
@@ -445,6 +450,23 @@ class TrainingQueues(Construct):
             self, "Resource", cluster=cluster.cluster, manifest=self.manifests
         )
         self.resource.node.add_dependency(kueue.chart)
+        self.default_namespace_label = self._label_default(cluster) if "default" in namespaces else None
+
+    def _label_default(self, cluster: GpuEksCluster) -> eks.KubernetesPatch:
+        """Opt the existing ``default`` namespace in to Kueue, and out again on delete (the label's value turns
+        ``"false"``: CDK's patch drops a null, which would remove it; the namespace stays, as Kubernetes never
+        deletes it). The queues are applied after it, so what waits for them finds Kueue managing the
+        namespace."""
+        patch = eks.KubernetesPatch(
+            self,
+            "DefaultNamespaceLabel",
+            cluster=cluster.cluster,
+            resource_name="namespace/default",
+            apply_patch={"metadata": {"labels": {KUEUE_MANAGED_LABEL: KUEUE_MANAGED_VALUE}}},
+            restore_patch={"metadata": {"labels": {KUEUE_MANAGED_LABEL: "false"}}},
+        )
+        self.resource.node.add_dependency(patch)
+        return patch
 
     def _capacities(
         self,

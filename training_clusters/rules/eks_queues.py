@@ -129,9 +129,10 @@ def flavor_labels_problem(labels: dict[str, str]) -> str | None:
 
 
 def team_namespace_problem(namespace: str) -> str | None:
-    """Why ``namespace`` cannot hold a team's LocalQueue (Kueue's webhooks skip it), or None."""
+    """Why ``namespace`` cannot be a team's (opted in to Kueue, whose job webhooks fail closed), or None."""
     if namespace not in UNMANAGED_NAMESPACES:
         return None
     return (
-        f"must not be {', '.join(UNMANAGED_NAMESPACES)} (Kueue does not manage jobs there), got {namespace!r}"
+        f"must not be {', '.join(UNMANAGED_NAMESPACES)} (the cluster's own and Kueue's: their jobs must never "
+        f"wait on Kueue), got {namespace!r}"
     )
