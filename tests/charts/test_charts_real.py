@@ -15,7 +15,8 @@ from training_clusters.constructs.eks_addons import (
     kube_prometheus_stack_values,
     nvidia_device_plugin_values,
 )
-from training_clusters.monitoring.dashboards import dashboard_configmaps
+from training_clusters.monitoring.cloudwatch import CLOUDWATCH_DATASOURCE_UID, GRAFANA_SERVICE_ACCOUNT
+from training_clusters.monitoring.dashboards import dashboard_configmaps, fsx_throughput
 from training_clusters.options import MigStrategy
 from training_clusters.releases import (
     BUSYBOX_IMAGE,
@@ -234,3 +235,44 @@ def test_grafanas_sidecar_loads_configmaps_labelled_as_ours_from_every_namespace
 def test_the_dcgm_acceptance_image_is_the_one_the_pinned_operator_runs() -> None:
     values = yaml.safe_load((chart_dir(GPU_OPERATOR_CHART) / "values.yaml").read_text())["dcgm"]
     assert f"{values['repository']}/{values['image']}:{values['version']}" == DCGM_IMAGE
+
+
+def test_grafana_runs_as_the_pod_identity_service_account_with_our_cloudwatch_data_source(
+    tmp_path: Path,
+) -> None:
+    """The association names the namespace and service account the chart renders; the data source the chart
+    provisions is ours, on the AWS SDK's default credentials, and is the one the FSx dashboard's panels name."""
+    values = kube_prometheus_stack_values(grafana=True, cloudwatch_region="eu-west-1")
+    rendered = render(KUBE_PROMETHEUS_STACK_CHART, values, tmp_path)
+    (account,) = (
+        doc
+        for doc in objects(rendered, "ServiceAccount").values()
+        if doc["metadata"]["name"].endswith("grafana")
+    )
+    assert (account["metadata"]["namespace"], account["metadata"]["name"]) == (
+        KUBE_PROMETHEUS_STACK_CHART.namespace,
+        GRAFANA_SERVICE_ACCOUNT,
+    )
+    deployment = objects(rendered, "Deployment")["kube-prometheus-stack-grafana"]
+    assert deployment["metadata"]["namespace"] == KUBE_PROMETHEUS_STACK_CHART.namespace
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == GRAFANA_SERVICE_ACCOUNT
+    provisioning = objects(rendered, "ConfigMap")["kube-prometheus-stack-grafana-datasource"]
+    (text,) = provisioning["data"].values()
+    sources = {d["uid"]: d for d in yaml.safe_load(text)["datasources"]}
+    assert sources[CLOUDWATCH_DATASOURCE_UID] == {
+        "name": "CloudWatch",
+        "type": "cloudwatch",
+        "uid": CLOUDWATCH_DATASOURCE_UID,
+        "access": "proxy",
+        "editable": False,
+        "jsonData": {"authType": "default", "defaultRegion": "eu-west-1"},
+    }
+    assert sources["prometheus"]["type"] == "prometheus"  # the chart's own stays
+    fsx = fsx_throughput("fs-0123456789abcdef0")
+    assert {t["datasource"]["uid"] for p in fsx["panels"] for t in p["targets"]} == {
+        CLOUDWATCH_DATASOURCE_UID
+    }
+    # without a file system: no CloudWatch data source
+    plain = render(KUBE_PROMETHEUS_STACK_CHART, kube_prometheus_stack_values(grafana=True), tmp_path)
+    (text,) = objects(plain, "ConfigMap")["kube-prometheus-stack-grafana-datasource"]["data"].values()
+    assert [d["type"] for d in yaml.safe_load(text)["datasources"]] == ["prometheus", "alertmanager"]

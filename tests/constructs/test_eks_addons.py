@@ -8,9 +8,11 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 import yaml
+from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from training_clusters.catalog import lookup
+from training_clusters.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.constructs.eks_addons import (
     EbsCsiDriver,
     EfaDevicePlugin,
@@ -37,6 +39,11 @@ from training_clusters.constructs.eks_release_manifest import MpiOperator, Relea
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
+from training_clusters.monitoring.cloudwatch import (
+    CLOUDWATCH_READ_ACTIONS,
+    GRAFANA_SERVICE_ACCOUNT,
+    cloudwatch_datasource,
+)
 from training_clusters.monitoring.dcgm import dcgm_metrics_csv
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -49,7 +56,10 @@ from training_clusters.releases import (
     NVIDIA_DEVICE_PLUGIN_CHART,
 )
 
-from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, PinnedStack
+from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, GatedStacks, PinnedStack, gated_stack
+from .test_session_manager import SERVICE_AUTHORIZATION
+
+ADMIN = "arn:aws:iam::111122223333:role/Admin"
 
 # --------------------------------------------------------------------------------------------------
 # values, one sharing mode at a time
@@ -226,7 +236,8 @@ def test_prometheus_scrapes_every_service_monitor_and_grafana_gets_a_generated_p
     values = kube_prometheus_stack_values(grafana=True)
     assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelectorNilUsesHelmValues"] is False
     # chart 82.6.0 has no adminPassword default: the Grafana chart generates one into its secret
-    assert values["grafana"] == {"enabled": True}
+    # no adminPassword; the service account is named (a Pod Identity association names it; the chart's default)
+    assert values["grafana"] == {"enabled": True, "serviceAccount": {"name": "kube-prometheus-stack-grafana"}}
     assert kube_prometheus_stack_values(grafana=False)["grafana"] == {"enabled": False}
 
 
@@ -402,8 +413,10 @@ def _role_of(template: dict[str, Any], role_arn: dict[str, Any]) -> dict[str, An
     return properties
 
 
-def _trusts_pod_identity_only(role: dict[str, Any], template: dict[str, Any], service_account: str) -> bool:
-    """Pod Identity may assume the role only for SERVICE_ACCOUNT in kube-system of this template's cluster
+def _trusts_pod_identity_only(
+    role: dict[str, Any], template: dict[str, Any], service_account: str, *, namespace: str = "kube-system"
+) -> bool:
+    """Pod Identity may assume the role only for SERVICE_ACCOUNT in NAMESPACE of this template's cluster
     (the session tags EKS sets: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html)."""
     (statement,) = role["AssumeRolePolicyDocument"]["Statement"]
     (cluster,) = _of_type(template, "AWS::EKS::Cluster")
@@ -414,7 +427,7 @@ def _trusts_pod_identity_only(role: dict[str, Any], template: dict[str, Any], se
         == {
             "StringEquals": {
                 "aws:RequestTag/eks-cluster-arn": {"Fn::GetAtt": [cluster, "Arn"]},
-                "aws:RequestTag/kubernetes-namespace": "kube-system",
+                "aws:RequestTag/kubernetes-namespace": namespace,
                 "aws:RequestTag/kubernetes-service-account": service_account,
             }
         }
@@ -909,3 +922,148 @@ def test_mig_layouts_without_a_strategy_are_a_clear_error(stack: cdk.Stack) -> N
             mig_strategy="none",
         )
     assert str(error.value) == "Test/Mig: mig_strategy must be SINGLE or MIXED with mig_layouts, got NONE"
+
+
+# --------------------------------------------------------------------------------------------------
+# Grafana's FSx dashboard: a CloudWatch data source on EKS Pod Identity
+
+
+@gated_stack("eks-grafana-fsx")
+def _gated_grafana_fsx(stack: cdk.Stack) -> None:
+    """A cluster, a Lustre file system and monitoring with the FSx dashboard."""
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc, admin_role_arn=ADMIN)
+    storage = SharedLustre(stack, "Fsx", vpc=network.vpc, subnet=network.placement_subnet())
+    GpuMonitoring(stack, "Monitoring", cluster=cluster, lustre=storage)
+
+
+@pytest.fixture(scope="module")
+def grafana_fsx(gated_stacks: GatedStacks) -> dict[str, Any]:
+    return gated_stacks.template("eks-grafana-fsx")
+
+
+def test_grafana_with_the_fsx_dashboard_passes_the_gates(gated_stacks: GatedStacks) -> None:
+    gated_stacks.get("eks-grafana-fsx").assert_clean()
+
+
+def test_grafanas_role_reads_cloudwatch_metrics_only_and_only_grafana_may_assume_it(
+    grafana_fsx: dict[str, Any],
+) -> None:
+    _, association = _grafana_association(grafana_fsx)
+    properties = association["Properties"]
+    # the namespace and service account the chart renders (tests/charts: Grafana's Deployment runs as it)
+    assert (properties["Namespace"], properties["ServiceAccount"]) == ("monitoring", GRAFANA_SERVICE_ACCOUNT)
+    role_id = properties["RoleArn"]["Fn::GetAtt"][0]
+    role = grafana_fsx["Resources"][role_id]["Properties"]
+    assert _trusts_pod_identity_only(role, grafana_fsx, GRAFANA_SERVICE_ACCOUNT, namespace="monitoring")
+    assert "ManagedPolicyArns" not in role
+    (policy,) = (
+        p["Properties"]
+        for p in _of_type(grafana_fsx, "AWS::IAM::Policy").values()
+        if p["Properties"]["Roles"] == [{"Ref": role_id}]
+    )
+    statements = policy["PolicyDocument"]["Statement"]
+    assert [(s["Effect"], set(_listed(s["Action"])), set(_listed(s["Resource"]))) for s in statements] == [
+        ("Allow", {"cloudwatch:GetMetricData", "cloudwatch:ListMetrics"}, {"*"})
+    ]
+    assert all("Condition" not in s and "NotAction" not in s for s in statements)
+
+
+def test_grafana_starts_after_its_association_and_gets_the_data_source_in_the_stacks_region(
+    grafana_fsx: dict[str, Any],
+) -> None:
+    association_id, _ = _grafana_association(grafana_fsx)
+    (chart,) = (
+        v
+        for v in _of_type(grafana_fsx, "Custom::AWSCDK-EKS-HelmChart").values()
+        if v["Properties"]["Chart"] == "kube-prometheus-stack"
+    )
+    assert association_id in chart["DependsOn"]  # Pod Identity reaches pods created after the association
+    values = json.loads(chart["Properties"]["Values"])
+    assert values["grafana"]["serviceAccount"] == {"name": GRAFANA_SERVICE_ACCOUNT}
+    assert values["grafana"]["additionalDataSources"] == [cloudwatch_datasource(REGION)]
+
+
+def test_the_fsx_dashboard_names_the_stacks_file_system(grafana_fsx: dict[str, Any]) -> None:
+    (dashboards,) = (
+        v
+        for v in _of_type(grafana_fsx, "Custom::AWSCDK-EKS-KubernetesResource").values()
+        if "training-clusters-dashboard-fsx-throughput" in json.dumps(v)
+    )
+    (file_system,) = _of_type(grafana_fsx, "AWS::FSx::FileSystem")
+    # the manifest is a join around the file system's Ref: every FileSystemId of the dashboard is that Ref
+    parts = dashboards["Properties"]["Manifest"]["Fn::Join"][1]
+    refs = [p for p in parts if isinstance(p, dict)]
+    assert refs and all(p == {"Ref": file_system} for p in refs)
+    assert len(refs) == 6  # one per metric query: read, write, reads, writes, metadata, free
+    assert any("Prometheus" in dependency for dependency in dashboards["DependsOn"])
+
+
+def test_without_a_file_system_grafana_gets_no_aws_role(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    template = addons[2]
+    assert set(_of_type(template, "AWS::EKS::PodIdentityAssociation")) == set(_vpc_cni(template))
+    (chart,) = (v for v in _charts(template).values() if v["Chart"] == "kube-prometheus-stack")
+    assert "additionalDataSources" not in json.loads(chart["Values"])["grafana"]
+
+
+def test_the_fsx_dashboard_needs_grafana(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    storage = SharedLustre(stack, "Fsx", vpc=network.vpc, subnet=network.placement_subnet())
+    with pytest.raises(ConfigurationError) as caught:
+        GpuMonitoring(stack, "Monitoring", cluster=cluster, grafana=False, lustre=storage)
+    assert str(caught.value) == (
+        "Test/Monitoring: lustre is shown on Grafana's FSx dashboard and needs grafana=True, got grafana=False"
+    )
+
+
+def _grafana_findings(tmp_path: Any, widen: list[str]) -> set[str]:
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"), context=dict(CDK_CONTEXT))
+    stack = PinnedStack(app, "Test", env=cdk.Environment(region=REGION))
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc, admin_role_arn=ADMIN)
+    storage = SharedLustre(stack, "Fsx", vpc=network.vpc, subnet=network.placement_subnet())
+    monitoring = GpuMonitoring(stack, "Monitoring", cluster=cluster, lustre=storage)
+    assert monitoring.grafana_role is not None
+    if widen:
+        monitoring.grafana_role.add_to_policy(iam.PolicyStatement(actions=widen, resources=["*"]))
+    add_compliance_checks(app, nist=False)
+    _, findings = synth_with_checks(app)
+    return {f.rule for f in nag_findings(findings) if "/Monitoring/GrafanaRole/" in f.construct_path}
+
+
+def test_a_write_added_to_grafanas_role_brings_its_wildcard_finding_back(tmp_path: Any) -> None:
+    """The acknowledgement holds only while * grants the two metric reads: PutMetricData on * is flagged."""
+    assert _grafana_findings(tmp_path, ["cloudwatch:PutMetricData"]) == {"AwsSolutions-IAM5[Resource::*]"}
+
+
+def test_the_reason_holds_in_the_service_authorization_reference() -> None:
+    """Both actions exist; their only resource type is CloudWatch's dataset, for which no AWS document names the
+    ARN a query of AWS-published metrics is authorized against (hence *)."""
+    services = json.loads(SERVICE_AUTHORIZATION.read_text())
+    for action in CLOUDWATCH_READ_ACTIONS:
+        prefix, name = action.split(":")
+        assert services[prefix]["Actions"][name.lower()] == {"Resources": ["dataset"]}, action
+
+
+def _grafana_association(template: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    (found,) = (
+        (k, v)
+        for k, v in _of_type(template, "AWS::EKS::PodIdentityAssociation").items()
+        if k not in _vpc_cni(template)
+    )
+    return found
+
+
+def _vpc_cni(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        k: v
+        for k, v in _of_type(template, "AWS::EKS::PodIdentityAssociation").items()
+        if v["Properties"]["ServiceAccount"] == "aws-node"
+    }
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]

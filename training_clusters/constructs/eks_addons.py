@@ -13,8 +13,9 @@ Example::
     GpuMonitoring(self, "Monitoring", cluster=cluster)   # Prometheus and Grafana on gp3 volumes
 
 Every add-on that calls AWS has its own role through EKS Pod Identity (the cluster installs the agent):
-the FSx for Lustre CSI controller (:class:`FsxCsiDriver`) and the EBS CSI controller (:class:`EbsCsiDriver`).
-The device plugins, the GPU Operator's DCGM exporter and kube-prometheus-stack call no AWS API.
+the FSx for Lustre CSI controller (:class:`FsxCsiDriver`), the EBS CSI controller (:class:`EbsCsiDriver`) and,
+given a Lustre file system, Grafana (:class:`GpuMonitoring`: CloudWatch metric reads for the FSx dashboard).
+The device plugins, the GPU Operator's DCGM exporter and Prometheus call no AWS API.
 """
 
 from __future__ import annotations
@@ -38,12 +39,18 @@ from training_clusters.constructs.eks_gpu import (
     pod_identity_principal,
 )
 from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.constructs.session_manager import AcknowledgeWildcards
 from training_clusters.eks_mig import (
     MIG_CONFIG_LABEL,
     MIG_CONFIG_STATE_LABEL,
     MIG_CONFIGMAP,
     MIG_DISABLED,
     mig_parted_config,
+)
+from training_clusters.monitoring.cloudwatch import (
+    CLOUDWATCH_READ_ACTIONS,
+    GRAFANA_SERVICE_ACCOUNT,
+    cloudwatch_datasource,
 )
 from training_clusters.monitoring.dashboards import dashboard_configmaps
 from training_clusters.monitoring.dcgm import DCGM_METRICS_CONFIGMAP, NODE_RELABELINGS, dcgm_metrics_csv
@@ -833,6 +840,7 @@ def kube_prometheus_stack_values(
     storage_class: str | None = None,
     prometheus_volume_gib: int = 50,
     grafana_volume_gib: int = 10,
+    cloudwatch_region: str | None = None,
 ) -> dict[str, Any]:
     """Prometheus that scrapes every ServiceMonitor (DCGM's included); Grafana with a generated password.
 
@@ -848,7 +856,10 @@ def kube_prometheus_stack_values(
     ``prometheus_volume_gib`` volume (``retentionSize`` at 90% of it, so 15 days never overfill it) and
     Grafana its database on a ``grafana_volume_gib`` one, replaced by ``Recreate`` (a ReadWriteOnce volume
     cannot be mounted by the old and the new pod at once). Without it both keep data in the pod: lost on
-    every restart.
+    every restart. Grafana runs as :data:`~training_clusters.monitoring.cloudwatch.GRAFANA_SERVICE_ACCOUNT`,
+    named here (it is the chart's default too) because a Pod Identity association names it. With
+    ``cloudwatch_region`` Grafana also gets the CloudWatch data source in that region
+    (:func:`~training_clusters.monitoring.cloudwatch.cloudwatch_datasource`, AWS SDK default credentials).
     """
     spec: dict[str, Any] = {
         "serviceMonitorSelectorNilUsesHelmValues": False,
@@ -857,7 +868,9 @@ def kube_prometheus_stack_values(
     }
     values: dict[str, Any] = {
         "prometheus": {"prometheusSpec": spec},
-        "grafana": {"enabled": grafana},
+        "grafana": {"enabled": grafana, "serviceAccount": {"name": GRAFANA_SERVICE_ACCOUNT}}
+        if grafana
+        else {"enabled": False},
         **{component: {"enabled": False} for component in (*EKS_MANAGED_CONTROL_PLANE, *EKS_LOOPBACK_ONLY)},
         "prometheus-node-exporter": node_exporter_values(),
     }
@@ -880,6 +893,8 @@ def kube_prometheus_stack_values(
             "size": f"{grafana_volume_gib}Gi",
         }
         values["grafana"]["deploymentStrategy"] = {"type": "Recreate"}
+    if grafana and cloudwatch_region is not None:
+        values["grafana"]["additionalDataSources"] = [cloudwatch_datasource(cloudwatch_region)]
     return values
 
 
@@ -898,12 +913,18 @@ class GpuMonitoring(Construct):
     ``persistent_storage=False`` everything is ephemeral: lost whenever a pod restarts or moves.
 
     With Grafana come our dashboards (:mod:`training_clusters.monitoring.dashboards`: GPU overview, GPU
-    stragglers, EFA throughput), as ConfigMaps its sidecar loads. With ``mig_layouts`` the GPU Operator's MIG
-    manager partitions the nodes labelled ``nvidia.com/mig.config`` (:mod:`training_clusters.eks_mig`).
+    stragglers, EFA throughput), as ConfigMaps its sidecar loads. Given ``lustre``, also the FSx for Lustre
+    dashboard, read from CloudWatch: Grafana gets a CloudWatch data source in the stack's region and, through
+    EKS Pod Identity (an association on the chart's namespace and Grafana's service account), a role that may
+    only read CloudWatch metrics (:data:`~training_clusters.monitoring.cloudwatch.CLOUDWATCH_READ_ACTIONS`; why
+    Grafana 12.4's data source picks those credentials up: :mod:`training_clusters.monitoring.cloudwatch`).
+    With ``mig_layouts`` the GPU Operator's MIG manager partitions the nodes labelled ``nvidia.com/mig.config``
+    (:mod:`training_clusters.eks_mig`).
 
     Attributes: ``gpu_operator`` (chart), ``prometheus`` (chart or None), ``gpu_operator_values``,
     ``prometheus_values`` (or None), ``dashboards`` (manifest or None), ``ebs_csi_driver`` (or None when
-    nothing persists).
+    nothing persists), ``grafana_role`` and ``grafana_pod_identity`` (the association; both None without
+    ``lustre``).
     """
 
     def __init__(
@@ -922,6 +943,7 @@ class GpuMonitoring(Construct):
         prometheus_chart: HelmChartSpec = KUBE_PROMETHEUS_STACK_CHART,
         mig_layouts: Mapping[str, Mapping[str, int]] | None = None,
         mig_strategy: MigStrategy | str = MigStrategy.MIXED,
+        lustre: SharedLustre | None = None,
     ) -> None:
         """Install the charts.
 
@@ -941,12 +963,15 @@ class GpuMonitoring(Construct):
             the GPU Operator's MIG manager stays off.
         :param mig_strategy: The device plugin's MIG strategy (SINGLE or MIXED), used with ``mig_layouts``.
             Default: MIXED.
+        :param lustre: The environment's FSx for Lustre file system, for the FSx dashboard (needs ``grafana``).
+            Default: none, and Grafana gets no CloudWatch data source and no AWS role.
         """
         super().__init__(scope, id)
         if grafana and not prometheus:
             raise fail(
                 self.node.path, "grafana", "needs prometheus (Grafana's data source), got prometheus=False"
             )
+        self._check_lustre(grafana, lustre)
         self._check_ebs_csi_driver(persistent_storage, ebs_csi_driver)
         self._check_volume("prometheus_volume_gib", prometheus_volume_gib)
         self._check_volume("grafana_volume_gib", grafana_volume_gib)
@@ -956,12 +981,15 @@ class GpuMonitoring(Construct):
         self.prometheus: eks.HelmChart | None = None
         self.dashboards: eks.KubernetesManifest | None = None
         self.prometheus_values: dict[str, Any] | None = None
+        self.grafana_role: iam.Role | None = None
+        self.grafana_pod_identity: eks.CfnPodIdentityAssociation | None = None
         if prometheus:
             self.prometheus_values = kube_prometheus_stack_values(
                 grafana=grafana,
                 storage_class=self.ebs_csi_driver.storage_class_name if self.ebs_csi_driver else None,
                 prometheus_volume_gib=prometheus_volume_gib,
                 grafana_volume_gib=grafana_volume_gib,
+                cloudwatch_region=cdk.Stack.of(self).region if lustre is not None else None,
             )
             self.prometheus = _helm_chart(
                 self, cluster, prometheus_chart, self.prometheus_values, id="Prometheus"
@@ -969,13 +997,17 @@ class GpuMonitoring(Construct):
             if self.ebs_csi_driver is not None:
                 # The claims bind once the driver runs and its StorageClass exists.
                 self.prometheus.node.add_dependency(self.ebs_csi_driver.storage_class)
+            if lustre is not None:
+                self._grant_grafana_cloudwatch(cluster, prometheus_chart.namespace)
             if grafana:
                 # in the chart's namespace, once the chart has made it; Grafana's sidecar loads them
                 self.dashboards = eks.KubernetesManifest(
                     self,
                     "Dashboards",
                     cluster=cluster.cluster,
-                    manifest=dashboard_configmaps(prometheus_chart.namespace),
+                    manifest=dashboard_configmaps(
+                        prometheus_chart.namespace, lustre.file_system_id if lustre is not None else None
+                    ),
                 )
                 self.dashboards.node.add_dependency(self.prometheus)
         mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
@@ -990,6 +1022,50 @@ class GpuMonitoring(Construct):
         if self.prometheus is not None:
             # DCGM's ServiceMonitor needs the Prometheus Operator's CRDs.
             self.gpu_operator.node.add_dependency(self.prometheus)
+
+    def _grant_grafana_cloudwatch(self, cluster: GpuEksCluster, namespace: str) -> None:
+        """A role only Grafana's service account may assume (EKS Pod Identity), reading CloudWatch metrics."""
+        self.grafana_role = iam.Role(
+            self,
+            "GrafanaRole",
+            assumed_by=pod_identity_principal(
+                cluster.cluster.cluster_arn, namespace, GRAFANA_SERVICE_ACCOUNT
+            ),
+            description="Grafana's CloudWatch data source: metric reads for the FSx dashboard (EKS Pod Identity)",
+        )
+        self.grafana_role.add_to_policy(
+            iam.PolicyStatement(actions=list(CLOUDWATCH_READ_ACTIONS), resources=["*"])
+        )
+        policy = self.grafana_role.node.try_find_child("DefaultPolicy")
+        assert isinstance(policy, iam.Policy)
+        # acknowledged at synth only while * holds these reads alone (a statement added later is judged too)
+        reason = (
+            "cloudwatch:GetMetricData and cloudwatch:ListMetrics are granted on * as CloudWatch's permissions "
+            "reference does: their only resource type, the optional CloudWatch dataset, has no documented ARN for "
+            "queries of AWS-published metrics such as AWS/FSx. They are the role's only actions, metric reads, "
+            "and only Grafana's service account in this cluster can assume it"
+        )
+        cdk.Aspects.of(policy).add(AcknowledgeWildcards(policy, {"*": (CLOUDWATCH_READ_ACTIONS, reason)}))
+        accept_inline_policy(policy, "Grafana's Pod Identity role")
+        self.grafana_pod_identity = eks.CfnPodIdentityAssociation(
+            self,
+            "GrafanaPodIdentity",
+            cluster_name=cluster.cluster_name,
+            namespace=namespace,
+            service_account=GRAFANA_SERVICE_ACCOUNT,
+            role_arn=self.grafana_role.role_arn,
+        )
+        assert self.prometheus is not None
+        # Pod Identity reaches only pods created after the association exists.
+        self.prometheus.node.add_dependency(self.grafana_pod_identity)
+
+    def _check_lustre(self, grafana: bool, lustre: SharedLustre | None) -> None:
+        if lustre is not None and not grafana:
+            raise fail(
+                self.node.path,
+                "lustre",
+                "is shown on Grafana's FSx dashboard and needs grafana=True, got grafana=False",
+            )
 
     def _check_ebs_csi_driver(self, persistent_storage: bool, ebs_csi_driver: EbsCsiDriver | None) -> None:
         if ebs_csi_driver is not None and not persistent_storage:

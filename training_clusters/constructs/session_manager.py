@@ -103,7 +103,7 @@ class SessionManagerPolicy(iam.ManagedPolicy):
             ],
         )
         cdk.Aspects.of(self).add(
-            _AcknowledgeWildcards(
+            AcknowledgeWildcards(
                 self,
                 {
                     "*": (CHANNEL_ACTIONS, _CHANNELS_ON_EVERYTHING),
@@ -114,14 +114,16 @@ class SessionManagerPolicy(iam.ManagedPolicy):
 
 
 @jsii.implements(cdk.IAspect)
-class _AcknowledgeWildcards:
+class AcknowledgeWildcards:
     """At synth, acknowledge each wildcard resource of ``policy`` whose statements hold only the allowed actions.
 
     ``allowed`` maps a resource (possibly a token) to the actions that may be granted on it and the reason.
     Read from the final document, so a statement added after construction is judged too.
     """
 
-    def __init__(self, policy: iam.ManagedPolicy, allowed: dict[str, tuple[Sequence[str], str]]) -> None:
+    def __init__(
+        self, policy: iam.ManagedPolicy | iam.Policy, allowed: dict[str, tuple[Sequence[str], str]]
+    ) -> None:
         self._policy = policy
         self._allowed = allowed
 

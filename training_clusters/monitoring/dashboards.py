@@ -3,7 +3,7 @@
 kube-prometheus-stack's Grafana runs the dashboard sidecar (``grafana.sidecar.dashboards``: label
 ``grafana_dashboard``, value ``"1"``, every namespace), which loads the JSON of each ConfigMap so labelled; the
 stack applies :func:`dashboard_configmaps` beside the chart, so a dashboard changes with the stack's version,
-never downloaded at run time. Every panel queries Prometheus (the chart's data source, picked by the
+never downloaded at run time. The GPU and EFA panels query Prometheus (the chart's data source, picked by the
 ``datasource`` variable) for metrics this library collects: DCGM's (:mod:`training_clusters.monitoring.dcgm`,
 labelled ``node``) and the EFA counters (:mod:`training_clusters.monitoring.efa`).
 
@@ -11,10 +11,12 @@ labelled ``node``) and the EFA counters (:mod:`training_clusters.monitoring.efa`
 * ``gpu-stragglers``: SM activity by node and its spread (max - min across nodes), tensor and DRAM activity:
   in a data-parallel job every node should look alike; the low one is the straggler.
 * ``efa-throughput``: EFA bytes sent and received per node (and RDMA reads/writes).
+* ``fsx-throughput`` (with a Lustre file system): read, write and total throughput of the stack's FSx for Lustre
+  file system, its data and metadata operations and its free capacity, from CloudWatch (``AWS/FSx``, where FSx
+  publishes them) through the CloudWatch data source (:mod:`training_clusters.monitoring.cloudwatch`).
 
-FSx for Lustre throughput is a CloudWatch metric (``AWS/FSx`` ``DataReadBytes``/``DataWriteBytes``), not one
-Prometheus scrapes here: read it in the CloudWatch console. The same dashboards do not reach Slurm clusters
-(HyperPod, ParallelCluster, PCS): they have no in-cluster Prometheus for the sidecar to feed.
+The same dashboards do not reach Slurm clusters (HyperPod, ParallelCluster, PCS): they have no in-cluster
+Prometheus for the sidecar to feed.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+
+from training_clusters.monitoring.cloudwatch import CLOUDWATCH_DATASOURCE_UID
 
 #: Grafana's dashboard JSON schema version the dashboards are written in (Grafana 11/12 read it as is).
 SCHEMA_VERSION = 39
@@ -61,8 +65,16 @@ def _panel(
     }
 
 
-def _dashboard(uid: str, title: str, description: str, panels: list[dict[str, Any]]) -> dict[str, Any]:
-    """Lay ``panels`` out left to right, wrapping at Grafana's 24 columns, and number them."""
+def _dashboard(
+    uid: str,
+    title: str,
+    description: str,
+    panels: list[dict[str, Any]],
+    *,
+    variables: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """Lay ``panels`` out left to right, wrapping at Grafana's 24 columns, and number them. Default variables:
+    the Prometheus data source and the node (from DCGM's ``node`` label)."""
     x = y = row_height = 0
     for number, panel in enumerate(panels, start=1):
         grid = panel["gridPos"]
@@ -82,25 +94,27 @@ def _dashboard(uid: str, title: str, description: str, panels: list[dict[str, An
         "editable": False,
         "time": {"from": "now-3h", "to": "now"},
         "refresh": "30s",
-        "templating": {
-            "list": [
-                {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"},
-                {
-                    "name": "node",
-                    "type": "query",
-                    "label": "Node",
-                    "datasource": dict(_DATASOURCE),
-                    "query": {"query": "label_values(DCGM_FI_DEV_GPU_UTIL, node)", "refId": "nodes"},
-                    "definition": "label_values(DCGM_FI_DEV_GPU_UTIL, node)",
-                    "includeAll": True,
-                    "multi": True,
-                    "allValue": ".*",
-                    "refresh": 2,
-                },
-            ]
-        },
+        "templating": {"list": _prometheus_variables() if variables is None else variables},
         "panels": panels,
     }
+
+
+def _prometheus_variables() -> list[dict[str, Any]]:
+    return [
+        {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Data source"},
+        {
+            "name": "node",
+            "type": "query",
+            "label": "Node",
+            "datasource": dict(_DATASOURCE),
+            "query": {"query": "label_values(DCGM_FI_DEV_GPU_UTIL, node)", "refId": "nodes"},
+            "definition": "label_values(DCGM_FI_DEV_GPU_UTIL, node)",
+            "includeAll": True,
+            "multi": True,
+            "allValue": ".*",
+            "refresh": 2,
+        },
+    ]
 
 
 _NODE = 'node=~"$node"'
@@ -261,15 +275,139 @@ def efa_throughput() -> dict[str, Any]:
     )
 
 
-def dashboards() -> dict[str, dict[str, Any]]:
-    """Every shipped dashboard, by file name (``<uid without tc->.json``)."""
+# --------------------------------------------------------------------------------------------------
+# FSx for Lustre, from CloudWatch
+
+#: The CloudWatch namespace FSx publishes in ("Amazon FSx for Lustre metrics and dimensions", FSx for Lustre
+#: User Guide); every metric below takes the one dimension ``FileSystemId``.
+FSX_NAMESPACE = "AWS/FSx"
+_CLOUDWATCH = {"type": "cloudwatch", "uid": CLOUDWATCH_DATASOURCE_UID}
+
+
+def _fsx_metric(
+    ref_id: str, query_id: str, metric: str, file_system_id: str, *, hide: bool
+) -> dict[str, Any]:
+    """A CloudWatch metric query (Grafana's "Metric search" in builder mode): ``metric``'s ``Sum`` per period,
+    named ``query_id`` so metric math can use it; ``hide`` keeps it off the panel (Grafana still sends a hidden
+    CloudWatch query that has an id, for the expressions that read it)."""
     return {
-        f"{d['uid'].removeprefix('tc-')}.json": d
-        for d in (gpu_overview(), gpu_stragglers(), efa_throughput())
+        "refId": ref_id,
+        "datasource": dict(_CLOUDWATCH),
+        "queryMode": "Metrics",
+        "region": "default",
+        "namespace": FSX_NAMESPACE,
+        "metricName": metric,
+        "dimensions": {"FileSystemId": file_system_id},
+        "statistic": "Sum",
+        "period": "",
+        "matchExact": True,
+        "metricQueryType": 0,
+        "metricEditorMode": 0,
+        "id": query_id,
+        "label": query_id,
+        "hide": hide,
     }
 
 
-def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:
+def _math(ref_id: str, expression: str, label: str) -> dict[str, Any]:
+    """A CloudWatch metric math query over the panel's named metric queries."""
+    return {
+        "refId": ref_id,
+        "datasource": dict(_CLOUDWATCH),
+        "queryMode": "Metrics",
+        "region": "default",
+        "namespace": "",
+        "metricName": "",
+        "dimensions": {},
+        "statistic": "Sum",
+        "period": "",
+        "metricQueryType": 0,
+        "metricEditorMode": 1,
+        "expression": expression,
+        "id": "",
+        "label": label,
+        "hide": False,
+    }
+
+
+def _per_second(file_system_id: str, metrics: list[tuple[str, str]]) -> list[dict[str, Any]]:
+    """For each ``(id, metric)``: the metric's Sum per period, hidden, and ``id / PERIOD(id)`` shown as ``id``
+    (FSx's own recipe for a rate: "divide the Sum statistic by the number of seconds in the period")."""
+    hidden = [
+        _fsx_metric(chr(ord("A") + i), q, m, file_system_id, hide=True) for i, (q, m) in enumerate(metrics)
+    ]
+    shown = [
+        _math(chr(ord("A") + len(metrics) + i), f"{q}/PERIOD({q})", q) for i, (q, _) in enumerate(metrics)
+    ]
+    return hidden + shown
+
+
+def _cloudwatch_panel(
+    title: str, targets: list[dict[str, Any]], *, unit: str, width: int = 12, description: str = ""
+) -> dict[str, Any]:
+    return {
+        "type": "timeseries",
+        "title": title,
+        "description": description,
+        "datasource": dict(_CLOUDWATCH),
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": {},
+        "targets": targets,
+        "gridPos": {"w": width, "h": 8},
+    }
+
+
+def fsx_throughput(file_system_id: str) -> dict[str, Any]:
+    """The FSx for Lustre file system ``file_system_id``: throughput, operations and free capacity (CloudWatch)."""
+    throughput = _per_second(file_system_id, [("read", "DataReadBytes"), ("write", "DataWriteBytes")])
+    throughput.append(_math("E", "(read+write)/PERIOD(read)", "total"))
+    return _dashboard(
+        "tc-fsx-throughput",
+        "FSx for Lustre throughput",
+        "Client throughput, operations and free capacity of the environment's FSx for Lustre file system "
+        "(CloudWatch, AWS/FSx).",
+        [
+            _cloudwatch_panel(
+                "Throughput (read, write, total)",
+                throughput,
+                unit="Bps",
+                width=24,
+                description="DataReadBytes and DataWriteBytes summed per period, divided by the period.",
+            ),
+            _cloudwatch_panel(
+                "Data operations per second",
+                _per_second(
+                    file_system_id, [("reads", "DataReadOperations"), ("writes", "DataWriteOperations")]
+                ),
+                unit="ops",
+            ),
+            _cloudwatch_panel(
+                "Metadata operations per second",
+                _per_second(file_system_id, [("metadata", "MetadataOperations")]),
+                unit="ops",
+                description="Opens, stats, creates and deletes: many small files show here before throughput.",
+            ),
+            _cloudwatch_panel(
+                "Free capacity",
+                [_fsx_metric("A", "free", "FreeDataStorageCapacity", file_system_id, hide=False)],
+                unit="bytes",
+                width=24,
+                description="FreeDataStorageCapacity, summed over the file system's storage targets.",
+            ),
+        ],
+        variables=[],
+    )
+
+
+def dashboards(lustre_file_system_id: str | None = None) -> dict[str, dict[str, Any]]:
+    """Every shipped dashboard, by file name (``<uid without tc->.json``); the FSx one with a file system."""
+    shipped = [gpu_overview(), gpu_stragglers(), efa_throughput()]
+    if lustre_file_system_id is not None:
+        shipped.append(fsx_throughput(lustre_file_system_id))
+    return {f"{d['uid'].removeprefix('tc-')}.json": d for d in shipped}
+
+
+def dashboard_configmaps(namespace: str, lustre_file_system_id: str | None = None) -> list[dict[str, Any]]:
     """One ConfigMap per dashboard, labelled for Grafana's dashboard sidecar."""
     key, value = DASHBOARD_LABEL
     return [
@@ -283,7 +421,7 @@ def dashboard_configmaps(namespace: str) -> list[dict[str, Any]]:
             },
             "data": {name: json.dumps(dashboard, indent=2, sort_keys=True)},
         }
-        for name, dashboard in dashboards().items()
+        for name, dashboard in dashboards(lustre_file_system_id).items()
     ]
 
 
@@ -291,7 +429,10 @@ _METRIC = re.compile(r"\b((?:DCGM_FI|node)_[A-Za-z0-9_]+)\b")
 
 
 def queried_metrics(dashboard: dict[str, Any]) -> set[str]:
-    """The metric names the dashboard's panel queries and variables name."""
-    exprs = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    """The metric names the dashboard's panel queries and variables name: PromQL's by name, CloudWatch's as
+    ``<namespace>:<metric>``."""
+    targets = [target for panel in dashboard["panels"] for target in panel["targets"]]
+    exprs = [target["expr"] for target in targets if "expr" in target]
     exprs += [v["definition"] for v in dashboard["templating"]["list"] if "definition" in v]
-    return {name for expr in exprs for name in _METRIC.findall(expr)}
+    cloudwatch = {f"{t['namespace']}:{t['metricName']}" for t in targets if t.get("metricName")}
+    return {name for expr in exprs for name in _METRIC.findall(expr)} | cloudwatch

@@ -230,6 +230,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 grafana=monitoring is not None and monitoring.grafana,
                 mig_layouts=self.mig_layouts or None,
                 mig_strategy=plugin.mig_strategy if self.mig_layouts else MigStrategy.MIXED,
+                # Grafana's FSx dashboard, when there is a file system and a Grafana to show it
+                lustre=self.shared_storage if monitoring is not None and monitoring.grafana else None,
             )
 
     def _add_job_layer(self, settings: EksConfig) -> None:
