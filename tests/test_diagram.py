@@ -41,6 +41,14 @@ from training_clusters.diagram import (
     to_svg,
     to_svgs,
 )
+from training_clusters.diagram.scheduling import (
+    INSTANCE_TYPE_LABEL,
+    NodeGroupLabels,
+    PodScope,
+    Taint,
+    may_schedule,
+    scopes_in,
+)
 from training_clusters.diagram.sources import StackSource, source_of
 from training_clusters.diagram.text import MAX_LINE_PT, fit, width_pt
 from training_clusters.environments import environment_files
@@ -255,6 +263,90 @@ def test_the_drawing_connects_compute_to_its_subnets_placement_and_storage(shipp
     assert hyperpod_groups <= {e.source for e in graph.edges if e.kind is EdgeKind.FETCHES}
 
 
+#: The label our system nodegroups carry, and the label the kubelet gives every node its instance type by.
+SYSTEM_LABEL, INSTANCE_TYPE = "training-clusters/role", "node.kubernetes.io/instance-type"
+
+
+def _placement_in_values(values: Any) -> tuple[set[str], set[str]]:
+    """The system-role node selectors and the instance types a chart's values name, found by walking them."""
+    roles: set[str] = set()
+    types: set[str] = set()
+    if isinstance(values, dict):
+        selector = values.get("nodeSelector")
+        if isinstance(selector, dict) and SYSTEM_LABEL in selector:
+            roles.add(selector[SYSTEM_LABEL])
+        supported = values.get("supportedInstanceLabels")
+        if isinstance(supported, dict) and INSTANCE_TYPE in supported.get("keys", []):
+            types.update(supported["values"])
+        if values.get("key") == INSTANCE_TYPE and values.get("operator") == "In":
+            types.update(values["values"])
+        items: list[Any] = list(values.values())
+    else:
+        items = values if isinstance(values, list) else []
+    for item in items:
+        more_roles, more_types = _placement_in_values(item)
+        roles |= more_roles
+        types |= more_types
+    return roles, types
+
+
+@pytest.mark.parametrize("path", [p for p in ENVIRONMENTS if "eks" in p.stem], ids=lambda p: p.stem)
+def test_every_helm_chart_is_drawn_over_the_node_groups_its_values_schedule_it_on(
+    shipped: Any, path: Path
+) -> None:
+    """The system-role node selector puts a chart over the system nodegroup alone; an instance-type affinity
+    (or the EFA plugin's allow-list) over the groups of those types alone, as the template's values say."""
+    template, graph = shipped(path)
+    groups = {g.id: g for g in graph.of_kind(NodeKind.NODE_GROUP)}
+    system = {g.id for g in groups.values() if g.role is NodeRole.SYSTEM}
+    assert len(system) == 1
+    runs_on = {
+        s.id: {e.target for e in graph.edges if e.source == s.id and e.kind is EdgeKind.RUNS_ON}
+        for s in graph.of_kind(NodeKind.ADDON_SET)
+    }
+    assert all(targets <= set(groups) for targets in runs_on.values())
+    assert "on no node group" not in {s.title for s in graph.of_kind(NodeKind.ADDON_SET)}
+    checked = 0
+    for logical_id, resource in template["Resources"].items():
+        if resource["Type"] != "Custom::AWSCDK-EKS-HelmChart":
+            continue
+        roles, types = _placement_in_values(json.loads(resource["Properties"]["Values"]))
+        drawn_on = runs_on[graph.node(logical_id).parent]
+        if roles == {"system"}:
+            assert drawn_on == system, resource["Properties"]["Chart"]
+            checked += 1
+        elif types:
+            assert drawn_on == {g for g in groups if groups[g].instance_type in types} != set()
+            checked += 1
+    assert checked >= 2  # Kueue on the system nodes, the device plugins on the GPU nodes
+    for addon in graph.of_kind(NodeKind.ADDON):
+        if template["Resources"][addon.logical_id]["Type"] == "Custom::ReleaseManifest":
+            assert graph.node(addon.parent).title == "placed by their own defaults"
+
+
+#: Environments without an EFA node group.
+NO_EFA = {"network-storage", "hyperpod-slurm", "eks-gpu-sharing", "eks-gpu-monitoring", "eks-mig"}
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
+def test_each_efa_node_group_has_one_efa_edge_between_its_members(
+    shipped: Any, redrawn: dict[str, tuple[str, str]], path: Path
+) -> None:
+    _, graph = shipped(path)
+    efa = [e for e in graph.edges if e.kind is EdgeKind.EFA]
+    expected = {
+        (g.id, g.id, f"EFA, {g.efa_interfaces} interface{'s' if g.efa_interfaces > 1 else ''}/node")
+        for g in graph.of_kind(NodeKind.NODE_GROUP)
+        if g.efa_interfaces
+    }
+    assert {(e.source, e.target, e.label) for e in efa} == expected
+    assert bool(expected) is (path.stem not in NO_EFA)
+    svg, page = redrawn[path.stem]
+    for _, _, label in expected:
+        count = sum(1 for e in expected if e[2] == label)
+        assert svg.count(f">{label}</text>") == count and page.count(f'<==>|"{label}"|') == count
+
+
 def _on_reserved_capacity(path: Path) -> bool:
     config = load_environment(path)
     capacities = [g.node_capacity() for g in config.eks.efa_nodegroups] if config.eks else []
@@ -283,11 +375,13 @@ def test_every_resource_is_drawn_inside_the_subnet_it_lives_in(shipped: Any, pat
             assert kinds == [NodeKind.SUBNET, NodeKind.AVAILABILITY_ZONE, NodeKind.VPC, NodeKind.REGION]
         if node.kind in AT_THE_EDGE:
             assert node.parent == "region", node
-        if node.kind is NodeKind.CONTROL_PLANE or node.kind is NodeKind.ADDON:
+        if node.kind is NodeKind.CONTROL_PLANE or node.kind is NodeKind.ADDON_SET:
             assert (
                 graph.node(node.parent).kind is NodeKind.CLUSTER
                 and graph.node(node.parent).parent == "region"
             )
+        if node.kind is NodeKind.ADDON:  # in the box of the node groups it runs on, in its cluster's box
+            assert graph.node(node.parent).kind is NodeKind.ADDON_SET, node
     for group in graph.of_kind(NodeKind.NODE_GROUP):  # the subnets read from the template, not guessed
         if group.logical_id is not None:
             props = resources[group.logical_id]["Properties"]
@@ -583,9 +677,147 @@ def test_an_eks_nodegroup_shows_type_count_and_the_efa_interfaces_of_its_launch_
     dot = to_dot(more)  # 7 add-ons and workloads in rows of 3: 2 + 2 + 0 invisible edges between neighbours
     assert dot.count("[style=invis];") == 4 and '"Addon0" -> "Addon1" [style=invis];' in dot
     assert graph.node("Eks/control-plane").details == ("private API endpoint",)
-    assert graph.node("Chart").kind is NodeKind.ADDON and graph.node("Chart").parent == "Eks"
+    assert graph.node("Chart").kind is NodeKind.ADDON and graph.node("Chart").parent == "Eks/add-ons/defaults"
     assert graph.node("Job").kind is NodeKind.WORKLOAD and graph.node("Job").title == "MPIJob default/nccl"
     assert "Volume" not in {n.id for n in graph.nodes}  # the claim is the mount edge, not a node
+
+
+GPU_TAINT = [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NO_SCHEDULE"}]
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+P5_AFFINITY = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+    {"matchExpressions": [{"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["p5.48xlarge"]}]},
+]}}}  # fmt: skip
+
+
+def _chart(name: str, values: Any) -> dict[str, Any]:
+    return {"Type": "Custom::AWSCDK-EKS-HelmChart", "Properties": {"ClusterName": {"Ref": "Eks"}, "Chart": name, "Values": json.dumps(values)}}  # fmt: skip
+
+
+def _with_taints(template: dict[str, Any], taints: list[dict[str, str]]) -> dict[str, Any]:
+    group = template["Ng"]
+    return {**template, "Ng": {**group, "Properties": {**group["Properties"], "Taints": taints}}}
+
+
+SCHEDULED: dict[str, Any] = {
+    **{k: v for k, v in EKS.items() if k not in ("Chart", "Job")},
+    "Ng": {**EKS["Ng"], "Properties": {**EKS["Ng"]["Properties"], "Labels": {"pool": "p5"}, "Taints": GPU_TAINT}},
+    "Sys": {"Type": "AWS::EKS::Nodegroup", "Properties": {"ClusterName": {"Ref": "Eks"}, "InstanceTypes": ["t3.large"], "Labels": {"training-clusters/role": "system"}, "Subnets": [{"Ref": "Private"}], "ScalingConfig": {"DesiredSize": 2}}},
+    "Kueue": _chart("kueue", {"controllerManager": {"nodeSelector": {"training-clusters/role": "system"}}}),
+    "Plugin": _chart("nvidia-device-plugin", {"affinity": P5_AFFINITY, "tolerations": [GPU_TOLERATION]}),
+    "Efa": _chart("aws-efa-k8s-device-plugin", {"supportedInstanceLabels": {"keys": ["node.kubernetes.io/instance-type"], "values": ["p5.48xlarge"]}, "tolerations": [GPU_TOLERATION]}),
+    "Untolerated": _chart("plugin-without-toleration", {"affinity": P5_AFFINITY}),
+    "WrongValue": _chart("wrong-value", {"affinity": P5_AFFINITY, "tolerations": [{"key": "nvidia.com/gpu", "value": "false", "effect": "NoSchedule"}]}),
+    "WrongEffect": _chart("wrong-effect", {"affinity": P5_AFFINITY, "tolerations": [{**GPU_TOLERATION, "effect": "NoExecute"}]}),
+    "Operator": _chart("gpu-operator", {"daemonsets": {"tolerations": [{"operator": "Exists"}]}}),
+    "RunTimeLabel": _chart("mig-aware", {"nodeSelector": {"nvidia.com/mig.config.state": "success"}, "tolerations": [GPU_TOLERATION]}),
+    "Prometheus": _chart("kube-prometheus-stack", {"grafana": {"enabled": True}}),
+    "Dns": {"Type": "AWS::EKS::Addon", "Properties": {"ClusterName": {"Ref": "Eks"}, "AddonName": "coredns", "ConfigurationValues": '{"nodeSelector": {"training-clusters/role": "system"}}'}},
+    "Identity": {"Type": "AWS::EKS::Addon", "Properties": {"ClusterName": {"Ref": "Eks"}, "AddonName": "eks-pod-identity-agent"}},
+    "Mpi": {"Type": "Custom::ReleaseManifest", "Properties": {"ClusterName": {"Ref": "Eks"}, "ManifestUrl": "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.7.0/deploy/v2beta1/mpi-operator.yaml"}},
+}  # fmt: skip
+
+
+def _set_of(graph: EnvironmentGraph, addon: str) -> Any:
+    return graph.node(graph.node(addon).parent)
+
+
+def test_add_ons_are_grouped_under_the_node_groups_their_values_let_them_schedule_on() -> None:
+    graph = _graph(SCHEDULED)
+    sets = {
+        s.title: (
+            sorted(c.id for c in graph.children(s.id)),
+            sorted(e.target for e in graph.edges if e.source == s.id and e.kind is EdgeKind.RUNS_ON),
+        )
+        for s in graph.of_kind(NodeKind.ADDON_SET)
+    }
+    assert sets == {
+        "on system nodegroup (t3.large)": (["Dns", "Kueue"], ["Sys"]),
+        "on nodegroup p5 (p5.48xlarge)": (["Efa", "Plugin"], ["Ng"]),
+        "on every node group": (
+            ["Operator", "RunTimeLabel"],
+            ["Ng", "Sys"],
+        ),  # a run-time label decides nothing
+        "on no node group": (["Untolerated", "WrongEffect", "WrongValue"], []),
+        "placed by their own defaults": (["Identity", "Mpi", "Prometheus"], []),
+    }
+    assert {graph.node(s.parent).id for s in graph.of_kind(NodeKind.ADDON_SET)} == {"Eks"}
+    assert graph.node("Eks/add-ons/none").details == (
+        "their node selectors or tolerations match none: pods stay pending",
+    )
+    dot = to_dot(graph)
+    unschedulable = dot.split('subgraph "cluster_Eks/add-ons/none" {')[1].split("\n")[1]
+    assert 'style="rounded,filled,bold"; color="#b0084d"' in unschedulable
+    assert (
+        '"Dns" -> "Sys" [style="dashed", color="#545b64", ltail="cluster_Eks/add-ons/Sys", constraint=false];'
+        in dot
+    )
+    untainted = _graph(_with_taints(SCHEDULED, []))
+    assert _set_of(untainted, "Untolerated").title == "on nodegroup p5 (p5.48xlarge)"  # the taint kept it off
+    assert _set_of(untainted, "Kueue").title == "on system nodegroup (t3.large)"  # the selector still holds
+    soft = _graph(_with_taints(SCHEDULED, [{**GPU_TAINT[0], "Effect": "PREFER_NO_SCHEDULE"}]))
+    assert _set_of(soft, "WrongValue").title == "on nodegroup p5 (p5.48xlarge)"  # only discouraged there
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, True),
+        ({"key": "nvidia.com/gpu", "operator": "Exists"}, True),  # any effect
+        ({"operator": "Exists"}, True),  # every taint
+        ({"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}, True),  # Equal is the default
+        ({"key": "nvidia.com/gpu", "operator": "Equal", "value": "false", "effect": "NoSchedule"}, False),
+        ({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}, False),
+        ({"key": "aws.amazon.com/neuron", "operator": "Exists"}, False),
+        ({"key": "", "operator": "Equal", "value": "true"}, False),
+    ],
+)
+def test_a_toleration_tolerates_the_gpu_taint_as_kubernetes_decides(toleration: Any, tolerated: bool) -> None:
+    group = NodeGroupLabels({}, (Taint("nvidia.com/gpu", "true", "NoSchedule"),))
+    assert may_schedule(PodScope(".", tolerations=(toleration,)), group, set()) is tolerated
+
+
+@pytest.mark.parametrize(
+    ("operator", "values", "on_p5", "on_system"),
+    [
+        ("In", ["p5.48xlarge"], True, False),
+        ("NotIn", ["p5.48xlarge"], False, True),
+        ("Exists", [], True, True),
+        ("DoesNotExist", [], False, False),
+        ("Gt", ["1"], True, True),  # not read: held against no group
+    ],
+)
+def test_an_affinity_expression_on_the_instance_type_label(
+    operator: str, values: list[str], on_p5: bool, on_system: bool
+) -> None:
+    expression = {"key": INSTANCE_TYPE_LABEL, "operator": operator, "values": values}
+    affinity = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expression]}]}}}  # fmt: skip
+    [scope] = scopes_in({"affinity": affinity})
+    p5 = NodeGroupLabels({INSTANCE_TYPE_LABEL: ("p5.48xlarge",)}, ())
+    system = NodeGroupLabels({INSTANCE_TYPE_LABEL: ("t3.large",)}, ())
+    known = {INSTANCE_TYPE_LABEL}
+    assert (may_schedule(scope, p5, known), may_schedule(scope, system, known)) == (on_p5, on_system)
+
+
+def test_an_efa_node_group_has_an_efa_edge_to_itself_with_its_interfaces() -> None:
+    graph = _graph(EKS)
+    assert [(e.source, e.target, e.label) for e in graph.edges if e.kind is EdgeKind.EFA] == [
+        ("Ng", "Ng", "EFA, 4 interfaces/node")
+    ]
+    dot = to_dot(graph)
+    assert '"Ng" -> "Ng" [style="bold", color="#dd344c", label="EFA, 4 interfaces/node"' in dot
+    assert "EFA between the nodes of a group" in dot.split('"legend"')[1].split("];")[0]
+    assert '<==>|"EFA, 4 interfaces/node"|' in to_mermaid(graph)
+    one = {"InstanceType": "p5.4xlarge", "NetworkInterfaces": [{"InterfaceType": "efa"}]}
+    single = _graph(
+        {**EKS, "Lt": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {"LaunchTemplateData": one}}}
+    )
+    assert [e.label for e in single.edges if e.kind is EdgeKind.EFA] == ["EFA, 1 interface/node"]
+    bare = {"InstanceType": "p5.48xlarge"}
+    none = _graph(
+        {**EKS, "Lt": {"Type": "AWS::EC2::LaunchTemplate", "Properties": {"LaunchTemplateData": bare}}}
+    )
+    assert not [e for e in none.edges if e.kind is EdgeKind.EFA]
+    assert "EFA" not in to_dot(none).split('"legend"')[1].split("];")[0]
 
 
 PCLUSTER: dict[str, Any] = {

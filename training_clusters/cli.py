@@ -6,6 +6,7 @@
     training-clusters render-pcluster environments/parallelcluster-c5n.yaml [-o cluster-config.yaml] [--deployed]
     training-clusters acceptance environments/parallelcluster-c5n.yaml [-d acceptance/] [--dcgm-level 2|3|4]
     training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg|.png  [--assembly cdk.out --stack S]
+    training-clusters diagram --assembly cdk.out -d pictures/   # every stack, and the whole app
     training-clusters cleanup environments/network-storage.yaml [--delete [--yes] [--backup]] [--profile P]
     training-clusters catalog
     training-clusters schema > environments/schema.json
@@ -60,6 +61,7 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
     "diagram": (
         "training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg",
         "training-clusters diagram --assembly cdk.out --stack training-eks-p5-efa -o eks-p5-efa.png",
+        "training-clusters diagram --assembly cdk.out -d pictures/",
     ),
     "cleanup": (
         "training-clusters cleanup environments/network-storage.yaml",
@@ -259,6 +261,7 @@ def _diagram(args: argparse.Namespace, out: TextIO) -> int:
         output_file=args.output_file,
         as_json=args.output == "json",
         out=out,
+        output_dir=args.output_dir,
     )
 
 
@@ -658,6 +661,13 @@ def _parser() -> argparse.ArgumentParser:
         "--assembly", type=_input_dir, help="draw a stack of this cloud assembly (cdk.out) instead"
     )
     command.add_argument("--stack", help="the stack of --assembly to draw; default: its only stack")
+    command.add_argument(
+        "-d",
+        "--output-dir",
+        type=_output_dir,
+        help="with --assembly: write STACK.svg and STACK.md for every stack, and app.svg / app.md of the "
+        "whole app with the references between its stacks",
+    )
     command.set_defaults(command=_diagram)
 
     command = add_command(

@@ -586,6 +586,7 @@ def test_help_ends_with_examples_and_the_exit_statuses(capsys: pytest.CaptureFix
   training-clusters acceptance environments/parallelcluster-c5n.yaml -d acceptance/
   training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg
   training-clusters diagram --assembly cdk.out --stack training-eks-p5-efa -o eks-p5-efa.png
+  training-clusters diagram --assembly cdk.out -d pictures/
   training-clusters cleanup environments/network-storage.yaml
   training-clusters cleanup environments/network-storage.yaml --delete --backup
   training-clusters catalog --output json

@@ -44,6 +44,7 @@ BADGE = "KEPT ON DELETE"
 #: Fill and line colour of each kind (AWS Architecture Icons' category hues, lightened for fills).
 _NODE_STYLE: dict[NodeKind, tuple[str, str]] = {
     NodeKind.SUBNET: ("#f2f6e8", "#7aa116"),
+    NodeKind.VPC: ("#f7f3ff", "#8c4fff"),
     NodeKind.INTERNET_GATEWAY: ("#f1ebff", "#8c4fff"),
     NodeKind.NAT_GATEWAY: ("#f1ebff", "#8c4fff"),
     NodeKind.VPC_ENDPOINT: ("#f1ebff", "#8c4fff"),
@@ -65,7 +66,11 @@ _CONTAINER_STYLE: dict[NodeKind, tuple[str, str, str]] = {
     NodeKind.AVAILABILITY_ZONE: ("dashed", "#147eba", "#ffffff"),
     NodeKind.SUBNET: ("solid", "#00a4a6", "#e6f6f7"),
     NodeKind.CLUSTER: ("solid", "#ed7100", "#fffaf3"),
+    NodeKind.ADDON_SET: ("dashed", "#545b64", "#f7f8f8"),
+    NodeKind.STACK: ("solid", "#232f3e", "#ffffff"),
 }
+#: An add-on set whose pods match no node group (they stay pending): outlined in the retention red.
+_UNSCHEDULABLE_SET = ("bold", RETAINED_COLOUR, "#fbe9f0")
 _PUBLIC_SUBNET = ("solid", "#7aa116", "#f2f6e8")
 #: Line style, colour and whether the edge shows its kind, per edge kind; ``runs in`` is shown by containment.
 _EDGE_STYLE: dict[EdgeKind, tuple[str, str, bool]] = {
@@ -76,6 +81,9 @@ _EDGE_STYLE: dict[EdgeKind, tuple[str, str, bool]] = {
     EdgeKind.MANAGED_BY: ("dotted", "#879196", False),
     EdgeKind.DATABASE: ("bold", "#3b48cc", True),
     EdgeKind.FETCHES: ("dashed", "#3f8624", True),
+    EdgeKind.RUNS_ON: ("dashed", "#545b64", False),
+    EdgeKind.EFA: ("bold", "#dd344c", False),
+    EdgeKind.IMPORTS: ("bold", "#232f3e", False),
 }
 #: What the legend shows: a swatch per kind of box, the badge, then the edges.
 _LEGEND_KINDS = (
@@ -90,6 +98,9 @@ _LEGEND_EDGES = (
     (EdgeKind.MOUNTS, "mounts a file system"),
     (EdgeKind.DATABASE, "Slurm accounting (slurmdbd)"),
     (EdgeKind.FETCHES, "fetches scripts from S3"),
+    (EdgeKind.EFA, "EFA between the nodes of a group"),
+    (EdgeKind.RUNS_ON, "add-ons run on that node group"),
+    (EdgeKind.IMPORTS, "a stack uses another's resource"),
     (EdgeKind.PLACED_IN, "placed in a placement group"),
     (EdgeKind.MANAGED_BY, "managed by its cluster"),
     (EdgeKind.ROUTES_THROUGH, "default route (0.0.0.0/0)"),
@@ -202,8 +213,9 @@ GRID_COLUMNS = 3
 
 
 def _grid(graph: EnvironmentGraph, node: Node, indent: str) -> list[str]:
-    """Invisible edges that put a cluster box's add-ons and workloads in rows of :data:`GRID_COLUMNS`."""
-    if node.kind is not NodeKind.CLUSTER:
+    """Invisible edges that put the add-ons and workloads of a cluster's box (or an add-on set's) in rows of
+    :data:`GRID_COLUMNS`."""
+    if node.kind not in (NodeKind.CLUSTER, NodeKind.ADDON_SET):
         return []
     leaves = [c.id for c in graph.children(node.id) if c.kind in (NodeKind.ADDON, NodeKind.WORKLOAD)]
     rows = [leaves[i : i + GRID_COLUMNS] for i in range(0, len(leaves), GRID_COLUMNS)]
@@ -213,6 +225,8 @@ def _grid(graph: EnvironmentGraph, node: Node, indent: str) -> list[str]:
 def _container_style(node: Node) -> tuple[str, str, str]:
     if node.kind is NodeKind.SUBNET and node.title.startswith("public"):
         return _PUBLIC_SUBNET
+    if node.kind is NodeKind.ADDON_SET and node.title == "on no node group":
+        return _UNSCHEDULABLE_SET
     return _CONTAINER_STYLE[node.kind]
 
 
@@ -298,6 +312,9 @@ _EDGE_GLYPH: dict[EdgeKind, str] = {
     EdgeKind.DATABASE: "━" * 3,
     EdgeKind.FETCHES: "- - -",
     EdgeKind.PLACED_IN: "━" * 3,
+    EdgeKind.EFA: "━" * 3,
+    EdgeKind.RUNS_ON: "- - -",
+    EdgeKind.IMPORTS: "━" * 3,
     EdgeKind.MANAGED_BY: ". . . .",
     EdgeKind.ROUTES_THROUGH: "─" * 3,
     EdgeKind.SERVES: "- - -",
@@ -321,7 +338,7 @@ def _edge(graph: EnvironmentGraph, edge: Edge) -> str | None:
     style, colour, named = _EDGE_STYLE[edge.kind]
     source, tail = _anchor(graph, edge.source)
     target, head = _anchor(graph, edge.target)
-    if source == target:
+    if source == target and edge.kind is not EdgeKind.EFA:
         return None
     text = " ".join(part for part in (edge.kind.value if named else "", edge.label) if part)
     attributes = [f'style="{style}"', f'color="{colour}"']
@@ -333,6 +350,10 @@ def _edge(graph: EnvironmentGraph, edge: Edge) -> str | None:
         attributes.append(f'lhead="{head}"')
     if edge.kind is EdgeKind.MANAGED_BY:
         attributes.append("arrowhead=none, constraint=false")
+    if edge.kind is EdgeKind.RUNS_ON:
+        attributes.append("constraint=false")
+    if edge.kind is EdgeKind.EFA:
+        attributes.append("dir=both, penwidth=2")
     return f"{_quote(source)} -> {_quote(target)} [{', '.join(attributes)}];"
 
 

@@ -15,6 +15,9 @@ _ARROWS = {
     EdgeKind.MANAGED_BY: "-.-",
     EdgeKind.DATABASE: "==>",
     EdgeKind.FETCHES: "-.->",
+    EdgeKind.RUNS_ON: "-.->",
+    EdgeKind.EFA: "<==>",
+    EdgeKind.IMPORTS: "==>",
 }
 _CLASSES = {
     "network": "fill:#eef6e9,stroke:#3f8624",
@@ -27,6 +30,7 @@ _CLASSES = {
 }
 _CLASS_OF = {
     NodeKind.SUBNET: "network",
+    NodeKind.VPC: "network",
     NodeKind.INTERNET_GATEWAY: "gateway",
     NodeKind.NAT_GATEWAY: "gateway",
     NodeKind.VPC_ENDPOINT: "gateway",
@@ -38,6 +42,7 @@ _CLASS_OF = {
     NodeKind.DATABASE: "database",
     NodeKind.CLUSTER: "compute",
     NodeKind.ADDON: "addon",
+    NodeKind.ADDON_SET: "addon",
     NodeKind.WORKLOAD: "addon",
     NodeKind.RETAINED_RESOURCE: "retained",
 }
@@ -53,7 +58,13 @@ def to_mermaid(graph: EnvironmentGraph) -> str:
     for edge in graph.edges:
         if edge.kind not in _ARROWS:
             continue
-        named = edge.kind not in (EdgeKind.MANAGED_BY, EdgeKind.SERVES)
+        named = edge.kind not in (
+            EdgeKind.MANAGED_BY,
+            EdgeKind.SERVES,
+            EdgeKind.RUNS_ON,
+            EdgeKind.EFA,
+            EdgeKind.IMPORTS,
+        )
         text = " ".join(p for p in (edge.kind.value if named else "", edge.label) if p)
         arrow = _ARROWS[edge.kind]
         middle = f'{arrow}|"{_escape(text)}"|' if text else arrow

@@ -25,6 +25,14 @@ from enum import StrEnum
 from typing import Any
 
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX
+from training_clusters.diagram.scheduling import (
+    INSTANCE_TYPE_LABEL,
+    NodeGroupLabels,
+    PodScope,
+    Taint,
+    may_schedule,
+    scopes_in,
+)
 
 __all__ = [
     "Edge",
@@ -44,6 +52,8 @@ LIFECYCLE_FILES = ("provisioning_parameters.json", "training_clusters.json")
 class NodeKind(StrEnum):
     """What a node of the drawing stands for."""
 
+    STACK = "stack"
+    """One stack of a multi-stack app, in the drawing of the whole app (:mod:`.app`)."""
     REGION = "region"
     """The AWS Region: the VPC, and the services outside it (clusters' control planes, buckets, log groups)."""
     VPC = "vpc"
@@ -64,6 +74,9 @@ class NodeKind(StrEnum):
     CONTROL_PLANE = "control-plane"
     NODE_GROUP = "node-group"
     """Instances of one type: an EKS nodegroup, a Slurm head node or queue, a HyperPod instance group."""
+    ADDON_SET = "add-on set"
+    """The add-ons of a cluster that may run on the same node groups (drawn as a box in the cluster's box, with
+    a ``runs on`` edge to each of those groups)."""
     ADDON = "add-on"
     WORKLOAD = "workload"
     """Kubernetes objects the stack applies (an NCCL test job ...), other than the shared-storage claim."""
@@ -73,7 +86,15 @@ class NodeKind(StrEnum):
 
 #: Kinds drawn as a box around other nodes.
 CONTAINER_KINDS = frozenset(
-    {NodeKind.REGION, NodeKind.VPC, NodeKind.AVAILABILITY_ZONE, NodeKind.SUBNET, NodeKind.CLUSTER}
+    {
+        NodeKind.REGION,
+        NodeKind.VPC,
+        NodeKind.AVAILABILITY_ZONE,
+        NodeKind.SUBNET,
+        NodeKind.CLUSTER,
+        NodeKind.ADDON_SET,
+        NodeKind.STACK,
+    }
 )
 
 REGION_ID = "region"
@@ -111,6 +132,13 @@ class EdgeKind(StrEnum):
     database (slurmdbd)."""
     FETCHES = "fetches"
     """A node group fetches its lifecycle scripts or custom actions from a bucket when it starts."""
+    RUNS_ON = "runs on"
+    """A set of add-ons may schedule its pods on a node group (:mod:`.scheduling`)."""
+    IMPORTS = "imports"
+    """A stack uses a resource of another stack (an export it imports, an SSM parameter it reads)."""
+    EFA = "EFA"
+    """The members of a node group with EFA interfaces talk to each other over them (an edge from the group to
+    itself, labelled with the interfaces per node)."""
 
 
 @dataclass(frozen=True)
@@ -382,6 +410,51 @@ def _efa_interfaces(launch_template_data: Mapping[str, Any]) -> int:
     return sum(1 for i in interfaces if _dict(i).get("InterfaceType") in ("efa", "efa-only"))
 
 
+#: EKS's spelling of taint effects (``AWS::EKS::Nodegroup`` ``Taints``) -> Kubernetes'.
+_EKS_TAINT_EFFECTS = {
+    "NO_SCHEDULE": "NoSchedule",
+    "NO_EXECUTE": "NoExecute",
+    "PREFER_NO_SCHEDULE": "PreferNoSchedule",
+}
+
+
+def _taint(value: Any, effects: Mapping[str, str] | None = None) -> Taint:
+    """A taint as a template writes it (``Key``, ``Value``, ``Effect``); an effect not known is kept as it is."""
+    taint = _dict(value)
+    effect = _text(taint.get("Effect"), "NoSchedule")
+    return Taint(
+        _text(taint.get("Key"), ""), _text(taint.get("Value"), ""), (effects or {}).get(effect, effect)
+    )
+
+
+def _node_labels(
+    labels: Mapping[str, Any], instance_types: list[str | None], taints: list[Taint]
+) -> NodeGroupLabels:
+    """A node group's labels (the template's, and the instance type label the kubelet sets) and taints."""
+    found: dict[str, tuple[str, ...]] = {str(key): (_text(value),) for key, value in labels.items()}
+    types = tuple(t for t in instance_types if t is not None)
+    if types:
+        found[INSTANCE_TYPE_LABEL] = types
+    return NodeGroupLabels(found, tuple(taints))
+
+
+def _json_values(value: Any) -> Any:
+    """Helm values or EKS configuration values: an object, or JSON text of one (deploy-time values left as
+    placeholders)."""
+    if isinstance(value, dict):
+        return value
+    try:
+        return json.loads(_text(value, "TOKEN")) if value is not None else None
+    except ValueError:
+        return None
+
+
+def _set_order(key: tuple[str, tuple[str, ...] | None]) -> tuple[str, int, tuple[str, ...]]:
+    """Sets of add-ons by cluster: those on some node groups, on none, then those placed by their defaults."""
+    cluster, runs_on = key
+    return cluster, 0 if runs_on else 1 if runs_on is not None else 2, runs_on or ()
+
+
 def _bought(value: Any, on_demand: str) -> list[str]:
     """How a group buys its instances (``spot``, ``capacity block``), unless it is ``on_demand``."""
     bought = _literal(value)
@@ -404,6 +477,10 @@ class _GraphBuilder:
     """A bucket that receives another's access logs (not drawn) -> that bucket."""
     claims: list[tuple[str, str, str]] = field(default_factory=list)
     """(cluster, file system, claim) of each persistent volume claim a Kubernetes manifest makes."""
+    scheduling: dict[str, NodeGroupLabels] = field(default_factory=dict)
+    """The labels and taints of each Kubernetes node group (EKS nodegroups, HyperPod instance groups on EKS)."""
+    addon_scopes: dict[str, list[PodScope] | None] = field(default_factory=dict)
+    """How each add-on places its pods (``None``: its template sets nothing, so its own defaults do)."""
 
     def __post_init__(self) -> None:
         self.resources = _resources(self.template)
@@ -464,6 +541,8 @@ class _GraphBuilder:
         )
         self.link(node_id, subnets, EdgeKind.RUNS_IN)
         self.link(node_id, [placement], EdgeKind.PLACED_IN)
+        if efa:
+            self.link(node_id, [node_id], EdgeKind.EFA, f"EFA, {efa} interface{'s' if efa != 1 else ''}/node")
         if cluster is not None:
             self.members.setdefault(cluster, []).append(node_id)
             anchor = f"{cluster}/control-plane"
@@ -510,6 +589,7 @@ class _GraphBuilder:
         self.parallelclusters()
         self.hyperpod_clusters()
         self.pcs_clusters()
+        self.schedule_addons()
         self.claimed_mounts()
         self.mount_hints()
         self.retained_resources()
@@ -813,8 +893,14 @@ class _GraphBuilder:
             efa = _efa_interfaces(data)
             scaling = _dict(props.get("ScalingConfig"))
             count = _count(scaling.get("DesiredSize"), scaling.get("MinSize"), scaling.get("MaxSize"))
-            system = _dict(props.get("Labels")).get("training-clusters/role") == "system"
-            name = _literal(props.get("NodegroupName"))
+            labels = _dict(props.get("Labels"))
+            system = labels.get("training-clusters/role") == "system"
+            name = _literal(props.get("NodegroupName")) or _literal(labels.get("training-clusters/nodegroup"))
+            self.scheduling[group_id] = _node_labels(
+                labels,
+                [_literal(t) for t in types],
+                [_taint(t, _EKS_TAINT_EFFECTS) for t in _list(props.get("Taints"))],
+            )
             self.add_node_group(
                 group_id,
                 f"nodegroup {name}" if name else "system nodegroup" if system else "nodegroup",
@@ -833,26 +919,79 @@ class _GraphBuilder:
         for addon_id, props in self.of_type("AWS::EKS::Addon"):
             version = _literal(props.get("AddonVersion"))
             details = ("EKS add-on", *([version] if version else []))
-            self.add_addon(addon_id, props, _text(props.get("AddonName")), details)
+            self.add_addon(addon_id, props, _text(props.get("AddonName")), details, "ConfigurationValues")
         for chart_id, props in self.of_type("Custom::AWSCDK-EKS-HelmChart"):
             chart = _text(props.get("Chart"))
             details = (
                 f"Helm chart {_text(props.get('Version'), 'latest')}",
                 f"namespace {_text(props.get('Namespace'), 'default')}",
             )
-            self.add_addon(chart_id, props, chart, details)
+            self.add_addon(chart_id, props, chart, details, "Values")
         for manifest_id, props in self.of_type("Custom::ReleaseManifest"):
             url = _text(props.get("ManifestUrl"))
             match = re.search(r"githubusercontent\.com/[^/]+/([^/]+)/([^/]+)/", url)
             title = f"{match.group(1)} {match.group(2)}" if match else url.rsplit("/", 1)[-1]
-            self.add_addon(manifest_id, props, title, ("release manifest",))
+            self.add_addon(manifest_id, props, title, ("release manifest",), None)
 
     def add_addon(
-        self, addon_id: str, props: Mapping[str, Any], title: str, details: tuple[str, ...]
+        self,
+        addon_id: str,
+        props: Mapping[str, Any],
+        title: str,
+        details: tuple[str, ...],
+        values_property: str | None,
     ) -> None:
+        """An add-on in its cluster's box, with the scheduling its ``values_property`` sets (Helm values, an EKS
+        add-on's configuration values; a release manifest's pods are not in the template)."""
         cluster = _target(props.get("ClusterName"))
         parent = cluster if cluster in self.nodes else None
         self.add(Node(addon_id, NodeKind.ADDON, title, details, parent, addon_id))
+        values = _json_values(props.get(values_property)) if values_property else None
+        self.addon_scopes[addon_id] = scopes_in(values) or None
+
+    def schedule_addons(self) -> None:
+        """Each cluster's add-ons in boxes by the node groups they may run on (:mod:`.scheduling`), each box
+        with a ``runs on`` edge to those groups: the system nodegroup, the GPU groups, every group, none (a
+        selector that matches nothing: its pods stay pending), or the add-on's own defaults."""
+        sets: dict[tuple[str, tuple[str, ...] | None], list[str]] = {}
+        for addon_id, scopes in sorted(self.addon_scopes.items()):
+            cluster = self.nodes[addon_id].parent
+            groups = [m for m in self.members.get(cluster or "", []) if m in self.scheduling]
+            if cluster is None or not groups:
+                continue
+            known = {INSTANCE_TYPE_LABEL, *(k for g in groups for k in self.scheduling[g].labels)}
+            runs_on = (
+                None
+                if scopes is None
+                else tuple(
+                    g for g in groups if any(may_schedule(s, self.scheduling[g], known) for s in scopes)
+                )
+            )
+            sets.setdefault((cluster, runs_on), []).append(addon_id)
+        for (cluster, runs_on), addons in sorted(sets.items(), key=lambda item: _set_order(item[0])):
+            groups = [m for m in self.members[cluster] if m in self.scheduling]
+            title, details = self.addon_set_lines(groups, runs_on)
+            set_id = f"{cluster}/add-ons/{'+'.join(runs_on) if runs_on else 'none' if runs_on == () else 'defaults'}"
+            self.add(Node(set_id, NodeKind.ADDON_SET, title, details, cluster))
+            for addon_id in addons:
+                self.nodes[addon_id] = replace(self.nodes[addon_id], parent=set_id)
+            self.link(set_id, runs_on or (), EdgeKind.RUNS_ON)
+
+    def addon_set_lines(
+        self, groups: list[str], runs_on: tuple[str, ...] | None
+    ) -> tuple[str, tuple[str, ...]]:
+        if runs_on is None:
+            return "placed by their own defaults", ("no node selector, affinity or toleration set",)
+        if not runs_on:
+            return "on no node group", ("their node selectors or tolerations match none: pods stay pending",)
+        if len(runs_on) == len(groups) and len(groups) > 1:
+            return "on every node group", ()
+        return "on " + ", ".join(self.group_name(g) for g in runs_on), ()
+
+    def group_name(self, group_id: str) -> str:
+        """``nodegroup g5 (g5.8xlarge)``: a node group's title and instance type."""
+        node = self.nodes[group_id]
+        return f"{node.title} ({node.instance_type})" if node.instance_type else node.title
 
     def kubernetes_manifests(self) -> None:
         """A manifest that names a file system mounts it (a PersistentVolume and its claim); any other
@@ -1032,6 +1171,12 @@ class _GraphBuilder:
                 )
                 if eks in self.nodes and eks is not None:
                     self.members.setdefault(eks, []).append(node_id)
+                    kubernetes = _dict(group.get("KubernetesConfig"))
+                    self.scheduling[node_id] = _node_labels(
+                        _dict(kubernetes.get("Labels")),
+                        [self.nodes[node_id].instance_type],
+                        [_taint(t) for t in _list(kubernetes.get("Taints"))],
+                    )
                 else:
                     self.link(node_id, file_systems, EdgeKind.MOUNTS, mount)
                 if self.nodes[node_id].role is NodeRole.CONTROLLER:
