@@ -1,6 +1,12 @@
 """An :class:`EnvironmentGraph` as Graphviz DOT, and DOT laid out as SVG by Graphviz's WebAssembly build
 (and rasterized to PNG by resvg).
 
+Resources are drawn as rounded boxes in the AWS Architecture Icons' category colours, not as the icons
+themselves: the maintained package that ships them (PyPI ``diagrams`` 0.25.1, MIT for its code) is a 34.5 MB
+wheel that also requires ``pre-commit`` at run time, carries no terms for the AWS icons it redistributes, has no
+icon for ParallelCluster, AWS PCS, EFA or placement groups, and embedding its PNGs (5-20 KB each, Graphviz
+writes only a link to them) would make each checked-in SVG several times larger.
+
 The DOT says what is drawn and how it looks (boxes within boxes, colours per kind); Graphviz decides where.
 Nothing here places a coordinate. The DOT is written in the graph's order (sorted), so the same template
 always gives the same DOT, and the pinned Graphviz the same SVG.
