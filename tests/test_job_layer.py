@@ -6,7 +6,6 @@ import pytest
 
 from training_clusters.catalog import lookup
 from training_clusters.job_layer import (
-    EFA_NODE_HUGEPAGES_2MI_MIB,
     EFA_RESOURCE,
     GPU_RESOURCE,
     HUGEPAGES_RESOURCE,
@@ -55,8 +54,8 @@ G5 = FlavorCapacity(name="g5", instance_type=lookup("g5.2xlarge"), nodes=3, labe
 
 
 def test_quota_is_nodes_times_gpus_efa_interfaces_and_huge_pages() -> None:
-    assert P5.quota() == {GPU_RESOURCE: 16, EFA_RESOURCE: 64, HUGEPAGES_RESOURCE: "20512Mi"}  # 2 x 5128 pages
-    assert EFA_NODE_HUGEPAGES_2MI_MIB == 10256
+    # 2 nodes x (192 vCPUs x 110 MiB / 2 MiB + 1 = 10561 pages, 21122Mi): what the EFA installer reserves
+    assert P5.quota() == {GPU_RESOURCE: 16, EFA_RESOURCE: 64, HUGEPAGES_RESOURCE: "42244Mi"}
     assert G5.quota() == {GPU_RESOURCE: 3}  # no EFA: no EFA quota, no huge pages
 
 
@@ -79,7 +78,7 @@ def test_one_resource_group_covers_every_flavor_and_a_flavor_without_efa_gets_no
         {
             "name": "p5",
             "resources": [
-                {"name": HUGEPAGES_RESOURCE, "nominalQuota": "20512Mi"},
+                {"name": HUGEPAGES_RESOURCE, "nominalQuota": "42244Mi"},
                 {"name": GPU_RESOURCE, "nominalQuota": 16},
                 {"name": EFA_RESOURCE, "nominalQuota": 64},
             ],
@@ -125,9 +124,9 @@ def test_cohort_limits_are_shares_of_each_quota_rounded_down() -> None:
     pages = p5["resourceGroups"][0]["flavors"][0]["resources"][0]
     assert pages == {
         "name": HUGEPAGES_RESOURCE,
-        "nominalQuota": "20512Mi",
-        "lendingLimit": "10256Mi",
-        "borrowingLimit": "5128Mi",
+        "nominalQuota": "42244Mi",
+        "lendingLimit": "21122Mi",
+        "borrowingLimit": "10561Mi",
     }
 
 

@@ -31,12 +31,34 @@ from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, MPI_OPERATOR_MA
 
 MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
-#: 2 MiB huge pages each worker requests beside its EFA devices: 5120Mi, the figure of the EKS user guide's EFA
+#: Huge-page memory the EFA installer sets aside per vCPU, in MiB: libfabric's EFA provider backs each endpoint's
+#: two packet pools with 110 MiB of huge pages, and the installer's efa-config package reserves that much for one
+#: endpoint per vCPU at boot, ``vCPUs * 110 MiB / page size + 1`` pages. Source: AWS's own check of an EFA node,
+#: ``efa-check.sh`` in github.com/awslabs/libfabric-ci-scripts (commit 81ff8ce, "Due to changes with EFA-Config,
+#: we only reserve as many huge pages as necessary"), which replaced the earlier fixed 5128 pages ("enough for
+#: current Amazon EC2 instance types") with this computation. EKS's AL2023 AMIs run that installer
+#: (``templates/al2023/provisioners/install-efa.sh`` in github.com/awslabs/amazon-eks-ami: ``efa_installer.sh
+#: --minimal``, ``enable_efa`` true by default), and the kubelet reports the pages as allocatable
+#: ``hugepages-2Mi``.
+EFA_HUGEPAGES_MIB_PER_VCPU = 110
+HUGEPAGE_KIB = 2048
+#: What a whole-node EFA pod asks for where the node has it: 5120Mi, the figure of the EKS user guide's EFA
 #: example job (https://docs.aws.amazon.com/eks/latest/userguide/node-efa.html) and of aws-samples'
-#: ``micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml``. It fits what an EFA node reserves: the EFA
-#: installer in EKS's AL2023 NVIDIA AMI sets aside 5128 pages (10256Mi), which the kubelet reports as
-#: allocatable ``hugepages-2Mi``. (The earlier 5210Mi was a transposition of this figure.)
-HUGEPAGES_2MI = "5120Mi"
+#: ``micro-benchmarks/nccl-tests/kubernetes/nccl-tests.yaml`` (on p5.48xlarge, whose 192 vCPUs reserve 21122Mi).
+EFA_POD_HUGEPAGES_MIB = 5120
+
+
+def efa_node_hugepages_mib(instance_type: InstanceType) -> int:
+    """The 2 MiB huge pages, in MiB, the EFA installer reserves on a node of ``instance_type``
+    (:data:`EFA_HUGEPAGES_MIB_PER_VCPU`): 21122 on a p5.48xlarge (192 vCPUs), 3522 on a g5.8xlarge (32)."""
+    pages = instance_type.vcpus * EFA_HUGEPAGES_MIB_PER_VCPU * 1024 // HUGEPAGE_KIB + 1
+    return pages * HUGEPAGE_KIB // 1024
+
+
+def efa_pod_hugepages(instance_type: InstanceType) -> str:
+    """``hugepages-2Mi`` a whole-node EFA pod requests: :data:`EFA_POD_HUGEPAGES_MIB`, or all the node reserves
+    where that is less (below 47 vCPUs: a g5.8xlarge's 3522Mi), so the pod fits the node it is meant for."""
+    return f"{min(EFA_POD_HUGEPAGES_MIB, efa_node_hugepages_mib(instance_type))}Mi"
 
 
 def nccl_environment(instance_type: InstanceType) -> dict[str, str]:
@@ -124,7 +146,7 @@ def nccl_test_mpijob(
     limits = {
         "nvidia.com/gpu": gpus,
         "vpc.amazonaws.com/efa": efa_interfaces,
-        "hugepages-2Mi": HUGEPAGES_2MI,
+        "hugepages-2Mi": efa_pod_hugepages(instance_type),
         "memory": worker_memory,
     }
     return {

@@ -11,7 +11,7 @@ pods on nodes close in the network. The constructs apply them
 >>> from training_clusters.catalog import lookup
 >>> p5 = FlavorCapacity(name="p5", instance_type=lookup("p5.48xlarge"), nodes=2, efa_interfaces=32)
 >>> p5.quota()
-{'nvidia.com/gpu': 16, 'vpc.amazonaws.com/efa': 64, 'hugepages-2Mi': '20512Mi'}
+{'nvidia.com/gpu': 16, 'vpc.amazonaws.com/efa': 64, 'hugepages-2Mi': '42244Mi'}
 """
 
 from __future__ import annotations
@@ -21,7 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from training_clusters.catalog import InstanceType
-from training_clusters.eks_jobs import HUGEPAGES_2MI, mpirun_command, nccl_environment
+from training_clusters.eks_jobs import (
+    efa_node_hugepages_mib,
+    efa_pod_hugepages,
+    mpirun_command,
+    nccl_environment,
+)
 from training_clusters.options import QueuePreemption
 
 #: The label a job carries to be queued: its value names a LocalQueue of the job's namespace.
@@ -35,10 +40,6 @@ GPU_RESOURCE = "nvidia.com/gpu"
 SHARED_GPU_RESOURCE = "nvidia.com/gpu.shared"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 HUGEPAGES_RESOURCE = "hugepages-2Mi"
-#: 2 MiB huge pages an EFA node reserves, in MiB: the EFA installer in EKS's AL2023 NVIDIA AMI sets aside
-#: 5128 pages, which the kubelet reports as allocatable ``hugepages-2Mi`` (see
-#: :data:`training_clusters.eks_jobs.HUGEPAGES_2MI`, what one pod asks for).
-EFA_NODE_HUGEPAGES_2MI_MIB = 5128 * 2
 #: The ClusterQueue the EKS stacks make, and the LocalQueue of that name in each team namespace.
 DEFAULT_CLUSTER_QUEUE = "training"
 DEFAULT_LOCAL_QUEUE = "training"
@@ -117,7 +118,7 @@ class FlavorCapacity:
     def quota(self) -> dict[str, int | str]:
         """Resource name -> what all the nodes advertise together: GPUs (or, MIG-partitioned, each MIG
         resource), and on EFA nodes their EFA interfaces and the 2 MiB huge pages they reserve
-        (:data:`EFA_NODE_HUGEPAGES_2MI_MIB` each)."""
+        (:func:`~training_clusters.eks_jobs.efa_node_hugepages_mib` of the instance type each)."""
         gpus = self.nodes * self.instance_type.gpu_count
         quota: dict[str, int | str] = (
             {resource: gpus * count for resource, count in self.mig_devices.items()}
@@ -126,7 +127,7 @@ class FlavorCapacity:
         )
         if self.efa_interfaces:
             quota[EFA_RESOURCE] = self.nodes * self.efa_interfaces
-            quota[HUGEPAGES_RESOURCE] = f"{self.nodes * EFA_NODE_HUGEPAGES_2MI_MIB}Mi"
+            quota[HUGEPAGES_RESOURCE] = f"{self.nodes * efa_node_hugepages_mib(self.instance_type)}Mi"
         return quota
 
     def node_labels(self) -> dict[str, str]:
@@ -331,7 +332,7 @@ def efa_node_resources(instance_type: InstanceType, efa_interfaces: int) -> dict
     limits = {
         GPU_RESOURCE: instance_type.gpu_count,
         EFA_RESOURCE: efa_interfaces,
-        "hugepages-2Mi": HUGEPAGES_2MI,
+        "hugepages-2Mi": efa_pod_hugepages(instance_type),
         "memory": NODE_POD_MEMORY,
     }
     return {"limits": dict(limits), "requests": dict(limits)}

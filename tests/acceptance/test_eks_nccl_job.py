@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -7,7 +8,8 @@ import yaml
 
 from training_clusters.catalog import lookup
 from training_clusters.eks_jobs import (
-    HUGEPAGES_2MI,
+    efa_node_hugepages_mib,
+    efa_pod_hugepages,
     mpirun_command,
     nccl_test_mpijob,
     run_instructions,
@@ -34,7 +36,7 @@ def test_p5_job_asks_for_every_gpu_and_efa_interface_and_uses_gpudirect_rdma() -
     assert resources["limits"] == {
         "nvidia.com/gpu": 8,
         "vpc.amazonaws.com/efa": 32,
-        "hugepages-2Mi": HUGEPAGES_2MI,
+        "hugepages-2Mi": "5120Mi",
         "memory": "32000Mi",
     }
     assert resources["requests"] == resources["limits"]
@@ -106,9 +108,32 @@ def test_bad_jobs_are_clear_errors(instance: str, workers: int, interfaces: int,
     assert str(error.value) == message
 
 
-def test_workers_ask_for_the_huge_pages_an_efa_node_sets_aside() -> None:
-    """5120Mi, the EKS user guide's EFA figure; within the 5128 2-MiB pages the EFA installer reserves."""
-    job = nccl_test_mpijob(name="nccl-p5", instance_type=lookup("p5.48xlarge"), workers=2, efa_interfaces=32)
+@pytest.mark.parametrize(
+    ("instance", "interfaces", "pages"),
+    [
+        ("p5.48xlarge", 32, "5120Mi"),  # the EKS user guide's figure, within the node's 21122Mi
+        ("g5.8xlarge", 1, "3522Mi"),  # 32 vCPUs reserve 1761 pages: 5120Mi would never schedule
+    ],
+)
+def test_workers_ask_for_huge_pages_their_efa_node_sets_aside(
+    instance: str, interfaces: int, pages: str
+) -> None:
+    job = nccl_test_mpijob(name="nccl", instance_type=lookup(instance), workers=2, efa_interfaces=interfaces)
     worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
-    assert worker["resources"]["requests"]["hugepages-2Mi"] == "5120Mi" == HUGEPAGES_2MI
-    assert worker["resources"]["limits"]["hugepages-2Mi"] == "5120Mi"  # Kubernetes wants limits == requests
+    assert worker["resources"]["requests"]["hugepages-2Mi"] == pages
+    assert worker["resources"]["limits"]["hugepages-2Mi"] == pages  # Kubernetes wants limits == requests
+    assert int(pages.removesuffix("Mi")) <= efa_node_hugepages_mib(lookup(instance))
+
+
+def test_an_efa_node_reserves_110_mib_of_huge_pages_per_vcpu_plus_a_page() -> None:
+    """efa-config's reservation as AWS's efa-check.sh computes it: vCPUs x 110 MiB / 2 MiB + 1 pages."""
+    assert efa_node_hugepages_mib(lookup("p5.48xlarge")) == (192 * 110 * 1024 // 2048 + 1) * 2 == 21122
+    assert efa_node_hugepages_mib(lookup("g5.8xlarge")) == 1761 * 2
+    assert efa_node_hugepages_mib(lookup("p4d.24xlarge")) == 5281 * 2  # not the old fixed 5128 pages
+
+
+def test_a_pod_asks_for_5120mi_from_47_vcpus_and_for_the_whole_reservation_below() -> None:
+    p5 = lookup("p5.48xlarge")
+    last_short, first_full = dataclasses.replace(p5, vcpus=46), dataclasses.replace(p5, vcpus=47)
+    assert efa_node_hugepages_mib(last_short) == 5062 and efa_pod_hugepages(last_short) == "5062Mi"
+    assert efa_node_hugepages_mib(first_full) == 5172 and efa_pod_hugepages(first_full) == "5120Mi"

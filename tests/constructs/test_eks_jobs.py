@@ -407,7 +407,9 @@ def _expected_quota(path: Path) -> dict[str, dict[str, int | str]]:
         if efa_group.name in expected:
             interfaces = efa_group.efa_interfaces or CATALOG[efa_group.instance_type].max_efa_interfaces
             expected[efa_group.name][EFA_RESOURCE] = efa_group.size * interfaces
-            expected[efa_group.name][HUGEPAGES_RESOURCE] = f"{efa_group.size * 5128 * 2}Mi"  # 5128 pages each
+            # what efa-config reserves on each node: vCPUs x 110 MiB of 2 MiB pages, plus one page
+            pages = CATALOG[efa_group.instance_type].vcpus * 110 * 1024 // 2048 + 1
+            expected[efa_group.name][HUGEPAGES_RESOURCE] = f"{efa_group.size * pages * 2}Mi"
     return expected
 
 

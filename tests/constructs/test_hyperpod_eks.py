@@ -181,7 +181,7 @@ def test_node_pools_say_what_each_group_provides_as_its_nodes_report_it(stack: c
         "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
         "team": "research",
     }
-    assert capacity.quota() == {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "20512Mi"}
+    assert capacity.quota() == {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "42244Mi"}
 
 
 def test_without_the_mpi_operator_nothing_of_it_is_made(stack: cdk.Stack) -> None:

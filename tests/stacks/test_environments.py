@@ -70,8 +70,8 @@ HYPERPOD_EKS_QUOTAS: dict[
             "ml.g5.8xlarge",
             {"training-clusters/pool": "g5"},
             [],
-            # 2 nodes x 1 A10G, x 1 EFA interface, x 5128 2 MiB huge pages
-            {"nvidia.com/gpu": 2, "vpc.amazonaws.com/efa": 2, "hugepages-2Mi": "20512Mi"},
+            # 2 nodes x 1 A10G, x 1 EFA interface, x 1761 2 MiB huge pages (32 vCPUs x 110 MiB / 2 MiB + 1)
+            {"nvidia.com/gpu": 2, "vpc.amazonaws.com/efa": 2, "hugepages-2Mi": "7044Mi"},
         )
     },
     "hyperpod-eks-p5": {
@@ -79,8 +79,8 @@ HYPERPOD_EKS_QUOTAS: dict[
             "ml.p5.48xlarge",
             {"training-clusters/pool": "p5"},
             [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
-            # 2 nodes x 8 H100, x 32 EFA interfaces, x 5128 2 MiB huge pages
-            {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "20512Mi"},
+            # 2 nodes x 8 H100, x 32 EFA interfaces, x 10561 2 MiB huge pages (192 vCPUs x 110 MiB / 2 MiB + 1)
+            {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "42244Mi"},
         )
     },
 }
