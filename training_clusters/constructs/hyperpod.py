@@ -211,7 +211,9 @@ class LifecycleOptions:
     """Settings of the shipped lifecycle scripts, uploaded as ``training_clusters.json``.
 
     :param enable_enroot_pyxis: Enroot + Pyxis for ``srun --container-image``. Default: True.
-    :param enable_observability: Prometheus node exporter + DCGM exporter. Default: False.
+    :param enable_observability: Prometheus node exporter (:9100) + DCGM exporter (:9400, its default metric
+        list) on every node, for a Prometheus you run; no EFA counters, no Prometheus or Grafana here (the
+        shipped dashboards are EKS-only, :mod:`training_clusters.monitoring.dashboards`). Default: False.
     :param extra_steps: Your own steps, run in this order after ours on the roles they name.
         Default: none.
     :param enable_docker: Docker (the Ubuntu archive's ``docker.io``) on every node, with the NVIDIA runtime on

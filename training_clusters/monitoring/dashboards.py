@@ -15,8 +15,12 @@ labelled ``node``) and the EFA counters (:mod:`training_clusters.monitoring.efa`
   file system, its data and metadata operations and its free capacity, from CloudWatch (``AWS/FSx``, where FSx
   publishes them) through the CloudWatch data source (:mod:`training_clusters.monitoring.cloudwatch`).
 
-The same dashboards do not reach Slurm clusters (HyperPod, ParallelCluster, PCS): they have no in-cluster
-Prometheus for the sidecar to feed.
+The dashboards are EKS-only, and why: they rely on what kube-prometheus-stack brings there, a Prometheus that
+discovers every exporter, a Grafana whose sidecar loads the ConfigMaps, and the ``node`` label taken from
+Kubernetes service discovery. Slurm clusters have none of it. HyperPod's opt-in lifecycle step
+(``enable_observability``) runs a node exporter and DCGM's exporter with DCGM's default metric list (no SM
+activity: the straggler panels would stay empty) for a Prometheus the user runs; ParallelCluster and PCS run no
+exporters, and no Slurm node exports EFA counters.
 """
 
 from __future__ import annotations
