@@ -142,6 +142,14 @@ class FlavorCapacity:
 
 
 @dataclass(frozen=True)
+class QueueRoute:
+    """Where a job joins the queues: a team namespace and its LocalQueue (``kueue.x-k8s.io/queue-name``)."""
+
+    namespace: str
+    local_queue: str
+
+
+@dataclass(frozen=True)
 class QueuePolicy:
     """How the ClusterQueue shares with other queues of a cohort, and whom a pending job may evict.
 

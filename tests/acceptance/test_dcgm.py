@@ -20,7 +20,7 @@ from training_clusters import cli
 from training_clusters.acceptance import acceptance_plan, write_jobs
 from training_clusters.acceptance.dcgm import GPU_TAINT_KEY, check_dcgm_level
 from training_clusters.catalog import lookup
-from training_clusters.config import load_environment
+from training_clusters.config import load_environment, parse_environment
 from training_clusters.constructs import eks_gpu
 from training_clusters.releases import DCGM_IMAGE
 
@@ -182,6 +182,61 @@ def test_eks_job_runs_one_pod_per_node_with_all_its_gpus(stem: str, nodegroup: s
     assert container["resources"]["limits"] == {eks_gpu.GPU_TAINT_KEY: lookup(group.instance_type).gpu_count}
     assert container["image"] == DCGM_IMAGE
     assert container["command"][-1].rstrip().endswith("dcgm_node 2 1200")
+
+
+def test_with_kueue_the_eks_job_goes_through_the_default_namespaces_local_queue() -> None:
+    """Outside the queue it would hold the GPUs Kueue counts free, and a job admitted onto them would wait."""
+    files = _plan_files("eks-p5-efa")
+    job = yaml.safe_load(files["dcgm-diag-p5.yaml"])
+    assert job["metadata"]["namespace"] == "default"
+    assert job["metadata"]["labels"] == {
+        "training-clusters/acceptance": "dcgm-diag-p5",
+        "kueue.x-k8s.io/queue-name": "training",
+    }
+    assert job["spec"]["suspend"] is True  # Kueue starts it once all of it fits
+    # the nodegroup's own nodes (its flavor), not any of the same instance type
+    assert job["spec"]["template"]["spec"]["nodeSelector"] == {
+        "node.kubernetes.io/instance-type": "p5.48xlarge",
+        "training-clusters/nodegroup": "p5",
+    }
+    assert (
+        "# Admitted by Kueue through LocalQueue default/training: it waits while"
+        in files["dcgm-diag-p5.yaml"]
+    )
+    assert (
+        "# Run:   kubectl apply -f dcgm-diag-p5.yaml && kubectl wait -n default --for=condition=complete "
+        "--timeout=-1s job/dcgm-diag-p5\n"
+    ) in files["dcgm-diag-p5.yaml"]
+    assert (
+        "# Usage: kubectl logs -n default -l job-name=dcgm-diag-p5 --tail=-1 --max-log-requests=3 | bash "
+        "dcgm-diag-p5-check.sh\n"
+    ) in files["dcgm-diag-p5-check.sh"]
+
+
+def test_with_team_namespaces_only_the_eks_job_runs_in_the_first() -> None:
+    document = yaml.safe_load((REPO / "environments" / "eks-gpu-monitoring.yaml").read_text())
+    document["eks"]["queues"] = {"namespaces": ["vision", "speech"], "local_queue": "gpus"}
+    plan = acceptance_plan(parse_environment(document), "x")
+    (job,) = [yaml.safe_load(j.content) for j in plan.jobs if j.filename == "dcgm-diag-gpu.yaml"]
+    assert (job["metadata"]["namespace"], job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]) == (
+        "vision",
+        "gpus",
+    )
+
+
+def test_without_kueue_the_eks_job_is_a_plain_job_in_kubectls_namespace() -> None:
+    document = yaml.safe_load((REPO / "environments" / "eks-p5-efa.yaml").read_text())
+    document["eks"].setdefault("addons", {})["kueue"] = False
+    plan = acceptance_plan(parse_environment(document), "x")
+    (job,) = [j for j in plan.jobs if j.filename == "dcgm-diag-p5.yaml"]
+    manifest = yaml.safe_load(job.content)
+    assert "namespace" not in manifest["metadata"] and "suspend" not in manifest["spec"]
+    assert manifest["metadata"]["labels"] == {"training-clusters/acceptance": "dcgm-diag-p5"}
+    assert "Kueue" not in job.content
+    assert (
+        "# Run:   kubectl apply -f dcgm-diag-p5.yaml && kubectl wait --for=condition=complete --timeout=-1s "
+        "job/dcgm-diag-p5\n"
+    ) in job.content
 
 
 def test_gpu_key_is_the_constructs_taint_key() -> None:

@@ -84,3 +84,17 @@ def test_the_mig_environment_gets_the_mig_pod_instead_of_dcgm() -> None:
     plan = acceptance_plan(load_environment(ROOT / "environments" / "eks-mig.yaml"), "eks-mig")
     assert {job.filename for job in plan.jobs} == {"mig-notebooks.yaml", "mig-notebooks-check.sh"}
     assert "nodegroup notebooks: MIG-partitioned, so no DCGM diagnostics (whole GPUs only)" in plan.skipped
+    # through the default namespace's LocalQueue, created suspended, on its own nodegroup's nodes
+    (manifest,) = [yaml.safe_load(j.content) for j in plan.jobs if j.filename == "mig-notebooks.yaml"]
+    assert (manifest["metadata"]["namespace"], manifest["metadata"]["labels"]) == (
+        "default",
+        {"kueue.x-k8s.io/queue-name": "training"},
+    )
+    assert manifest["spec"]["suspend"] is True
+    assert manifest["spec"]["template"]["spec"]["nodeSelector"]["training-clusters/nodegroup"] == "notebooks"
+
+
+def test_without_a_queue_the_mig_pod_is_a_plain_job() -> None:
+    manifest = yaml.safe_load(_jobs(MigStrategy.MIXED)["mig-notebooks.yaml"])
+    assert manifest["metadata"] == {"name": "mig-notebooks"}
+    assert "suspend" not in manifest["spec"]

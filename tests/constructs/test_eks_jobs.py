@@ -8,8 +8,10 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+import yaml
 from aws_cdk.assertions import Template
 
+from training_clusters.acceptance import acceptance_plan
 from training_clusters.catalog import CATALOG
 from training_clusters.config import load_environment
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
@@ -31,6 +33,7 @@ from training_clusters.job_layer import (
     GPU_RESOURCE,
     HUGEPAGES_RESOURCE,
     KUEUE_MANAGED_LABEL,
+    KUEUE_QUEUE_LABEL,
     NODEGROUP_LABEL,
 )
 from training_clusters.releases import (
@@ -509,6 +512,63 @@ def test_the_applied_nccl_mpijob_waits_for_its_local_queue(environment_gates: En
     (job,) = json.loads(template["Resources"][job_id]["Properties"]["Manifest"])
     assert job["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "training"
     assert queues_id in template["Resources"][job_id]["DependsOn"]
+
+
+HYPERPOD_EKS_FILES = sorted((ROOT / "environments").glob("hyperpod-eks-*.yaml"))
+#: What a pod asks for when it holds GPUs the queues count.
+_QUEUED_RESOURCES = (GPU_RESOURCE, "nvidia.com/gpu.shared", "nvidia.com/mig-")
+
+
+def _pod_specs(manifest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The pod templates of a Job or an MPIJob (a TrainJob's pods come from its runtime)."""
+    if manifest["kind"] == "Job":
+        return [manifest["spec"]["template"]["spec"]]
+    if manifest["kind"] == "MPIJob":
+        return [r["template"]["spec"] for r in manifest["spec"]["mpiReplicaSpecs"].values()]
+    return []
+
+
+def _holds_gpus(pod: dict[str, Any]) -> bool:
+    limits = [k for c in pod["containers"] for k in c.get("resources", {}).get("limits", {})]
+    return any(key.startswith(_QUEUED_RESOURCES) for key in limits)
+
+
+@pytest.mark.parametrize(
+    "path", [*EKS_FILES, *HYPERPOD_EKS_FILES], ids=[p.stem for p in [*EKS_FILES, *HYPERPOD_EKS_FILES]]
+)
+def test_every_acceptance_job_holding_gpus_joins_a_local_queue_the_stack_makes(
+    environment_gates: EnvironmentGates, path: Path
+) -> None:
+    """DCGM, MIG, gang, NCCL (MPIJob and TrainJob): each names a LocalQueue the stack applies in the namespace
+    it runs in, and its GPU pods fit exactly one flavor, so Kueue counts what it holds where it runs."""
+    _, objects = _applied_queue_objects(environment_gates.template(path))
+    local_queues = {
+        (o["metadata"]["namespace"], o["metadata"]["name"]) for o in objects if o["kind"] == "LocalQueue"
+    }
+    flavors = {
+        o["metadata"]["name"]: o["spec"]["nodeLabels"] for o in objects if o["kind"] == "ResourceFlavor"
+    }
+    queued = 0
+    for job in acceptance_plan(load_environment(path), path.stem).jobs:
+        if not job.filename.endswith(".yaml"):
+            continue
+        for manifest in (doc for doc in yaml.safe_load_all(job.content) if doc):
+            pods = [pod for pod in _pod_specs(manifest) if _holds_gpus(pod)]
+            if not pods and manifest["kind"] != "TrainJob":
+                continue
+            metadata = manifest["metadata"]
+            route = (metadata.get("namespace", "default"), metadata.get("labels", {}).get(KUEUE_QUEUE_LABEL))
+            assert route in local_queues, f"{job.filename}: {route}"
+            for pod in pods:
+                selector = pod["nodeSelector"]
+                fits = [
+                    name
+                    for name, labels in flavors.items()
+                    if all(selector[key] == value for key, value in labels.items() if key in selector)
+                ]
+                assert len(fits) == 1, f"{job.filename}: {selector} fits flavors {fits}"
+            queued += 1
+    assert queued >= 1  # at least the DCGM job (MIG pod on eks-mig)
 
 
 def test_next_steps_say_how_to_queue_a_job(environment_gates: EnvironmentGates) -> None:

@@ -41,15 +41,17 @@ from training_clusters.eks_mig import mig_config_name, mig_devices
 from training_clusters.job_layer import (
     GPU_RESOURCE,
     KUEUE_QUEUE_LABEL,
+    NODEGROUP_LABEL,
     SHARED_GPU_RESOURCE,
     FlavorCapacity,
+    QueueRoute,
     gang_job,
     mpi_runtime_name,
     nccl_test_trainjob,
 )
 
 if TYPE_CHECKING:
-    from training_clusters.config import EksEfaNodegroupConfig, EnvironmentConfig
+    from training_clusters.config import EksEfaNodegroupConfig, EksQueuesConfig, EnvironmentConfig
 
 
 #: The label every node carries with its instance type (EC2's name; HyperPod's ``ml.`` name on its nodes).
@@ -62,11 +64,15 @@ def eks_plan(
     """The jobs of an EKS environment, and what is skipped: the NCCL job of each GPU EFA nodegroup of 2 nodes
     or more, the DCGM diagnostics job of each GPU nodegroup (EFA or not) and, with Kueue, the job layer's:
     the NCCL test as a TrainJob through a LocalQueue (GPU EFA nodegroups of 2 nodes or more, with Kubeflow
-    Trainer) and the gang-admission test of each GPU nodegroup.
+    Trainer) and the gang-admission test of each GPU nodegroup. With Kueue, every job holding a nodegroup's GPUs
+    goes through a LocalQueue (:func:`queue_route`), as the cluster's other jobs do.
 
     :param dcgm_level: ``dcgmi diag -r`` level of the DCGM jobs. Default: 2.
     """
     assert config.eks is not None
+    queue = queue_route(
+        kueue=config.eks.addons.kueue, queued_groups=config.eks.queue_nodegroups, queues=config.eks.queues
+    )
     jobs: list[AcceptanceJob] = []
     skipped: list[str] = []
     for group in config.eks.efa_nodegroups:
@@ -82,7 +88,7 @@ def eks_plan(
                 efa_interfaces=group.efa_interfaces or instance.max_efa_interfaces,
                 image=config.eks.nccl_test.image,
                 environment=environment,
-                queue=_default_namespace_queue(config),
+                queue=_in_default_namespace(queue),
             )
     if not config.eks.efa_nodegroups:
         skipped.append("eks: no efa_nodegroups (GPU nodegroups without EFA have no fabric to verify)")
@@ -105,19 +111,21 @@ def eks_plan(
                 config_name=mig_config_name(gpu_type, layout, node_group.name),
                 profile=next(iter(mig_devices(gpu_type, layout))),
                 strategy=strategy,
-                labels=dict(node_group.labels),
+                labels={**node_group.labels, NODEGROUP_LABEL: node_group.name},
                 environment=environment,
+                queue=queue,
             )
         elif gpu_type.is_gpu:
             jobs += dcgm_eks_jobs(
                 nodegroup=node_group.name,
                 instance=gpu_type,
                 nodes=node_group.size,
-                labels=dict(node_group.labels),
+                labels={**node_group.labels, NODEGROUP_LABEL: node_group.name},
                 level=dcgm_level,
                 environment=environment,
+                queue=queue,
             )
-    jobs += _job_layer_jobs(config, environment, skipped)
+    jobs += _job_layer_jobs(config, environment, skipped, queue)
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
 
 
@@ -126,12 +134,14 @@ def hyperpod_eks_plan(
 ) -> AcceptancePlan:
     """The jobs of a HyperPod-on-EKS environment: the NCCL MPIJob of each GPU instance group with EFA and 2
     nodes or more, and the DCGM diagnostics Job of each GPU instance group, scheduled onto HyperPod's nodes
-    (they carry the ``ml.`` instance type as their ``node.kubernetes.io/instance-type`` label).
+    (they carry the ``ml.`` instance type as their ``node.kubernetes.io/instance-type`` label). With Kueue,
+    both go through a LocalQueue (:func:`queue_route`; the MPIJob when ``default`` has one).
 
     :param dcgm_level: ``dcgmi diag -r`` level of the DCGM jobs. Default: 2.
     """
     assert config.hyperpod_eks is not None
     spec = config.hyperpod_eks
+    queue = queue_route(kueue=spec.addons.kueue, queued_groups=spec.queue_groups, queues=spec.queues)
     jobs: list[AcceptanceJob] = []
     skipped: list[str] = []
     for group in spec.instance_groups:
@@ -153,6 +163,7 @@ def hyperpod_eks_plan(
                 image=spec.nccl_test.image,
                 environment=environment,
                 node_instance_type=group.instance_type,
+                queue=_in_default_namespace(queue),
             )
         if instance.is_gpu:
             jobs += dcgm_eks_jobs(
@@ -162,6 +173,7 @@ def hyperpod_eks_plan(
                 labels={INSTANCE_TYPE_LABEL: group.instance_type, **dict(group.labels)},
                 level=dcgm_level,
                 environment=environment,
+                queue=queue,
             )
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
 
@@ -278,29 +290,30 @@ def _busbw_annotations(expectation: Expectation) -> dict[str, str]:
 # the job layer: the NCCL test as a TrainJob through a LocalQueue, and the gang-admission test
 
 
-def _queue_namespace(config: EnvironmentConfig) -> str:
-    """Where the acceptance jobs of the job layer run: ``default`` when it has a LocalQueue, else the first
-    team namespace."""
-    assert config.eks is not None
-    namespaces = config.eks.queues.namespaces
-    return "default" if "default" in namespaces else namespaces[0]
+def queue_route(*, kueue: bool, queued_groups: list[str], queues: EksQueuesConfig) -> QueueRoute | None:
+    """Where acceptance jobs join the queues the stack makes (Kueue installed, a GPU group to queue for):
+    ``default``'s LocalQueue when it has one, else the first team namespace's; None without queues."""
+    if not kueue or not queued_groups:
+        return None
+    namespaces = queues.namespaces
+    return QueueRoute("default" if "default" in namespaces else namespaces[0], queues.local_queue)
 
 
-def _default_namespace_queue(config: EnvironmentConfig) -> str | None:
-    """The LocalQueue of namespace ``default`` (where the MPIJob runs), when the stack makes one."""
-    assert config.eks is not None
-    if config.eks.addons.kueue and config.eks.queue_nodegroups and "default" in config.eks.queues.namespaces:
-        return config.eks.queues.local_queue
-    return None
+def _in_default_namespace(queue: QueueRoute | None) -> str | None:
+    """The LocalQueue of namespace ``default`` (where the MPIJob runs), when there is one."""
+    return queue.local_queue if queue is not None and queue.namespace == "default" else None
 
 
-def _job_layer_jobs(config: EnvironmentConfig, environment: str, skipped: list[str]) -> list[AcceptanceJob]:
+def _job_layer_jobs(
+    config: EnvironmentConfig, environment: str, skipped: list[str], queue: QueueRoute | None
+) -> list[AcceptanceJob]:
     assert config.eks is not None
     eks = config.eks
     if not eks.addons.kueue:
         skipped.append("eks: addons.kueue is off (no queues: no TrainJob NCCL test, no gang test)")
         return []
-    namespace = _queue_namespace(config)
+    # no queue only when no nodegroup has NVIDIA GPUs: then no job below asks for any
+    namespace = queue.namespace if queue is not None else "default"
     sharing = eks.addons.nvidia_device_plugin
     jobs: list[AcceptanceJob] = []
     for group in eks.efa_nodegroups:
