@@ -44,6 +44,7 @@ from training_clusters.monitoring.cloudwatch import (
     GRAFANA_SERVICE_ACCOUNT,
     cloudwatch_datasource,
 )
+from training_clusters.monitoring.dashboards import fsx_throughput
 from training_clusters.monitoring.dcgm import dcgm_metrics_csv
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -997,6 +998,11 @@ def test_the_fsx_dashboard_names_the_stacks_file_system(grafana_fsx: dict[str, A
     assert refs and all(p == {"Ref": file_system} for p in refs)
     assert len(refs) == 6  # one per metric query: read, write, reads, writes, metadata, free
     assert any("Prometheus" in dependency for dependency in dashboards["DependsOn"])
+    # as CloudFormation joins it for a file system: the ConfigMap holds exactly our dashboard for that id
+    joined = "".join("fs-0123456789abcdef0" if isinstance(p, dict) else p for p in parts)
+    configmaps = {m["metadata"]["name"]: m for m in json.loads(joined)}
+    (text,) = configmaps["training-clusters-dashboard-fsx-throughput"]["data"].values()
+    assert json.loads(text) == fsx_throughput("fs-0123456789abcdef0")
 
 
 def test_without_a_file_system_grafana_gets_no_aws_role(
