@@ -104,6 +104,10 @@ WITHOUT_JSII = (
     "tests/test_job_layer.py",
     "tests/test_refresh_catalog.py",
     "tests/test_rules.py",
+    "tests/test_rules_boundaries.py",
+    "tests/test_options_mutants.py",
+    "tests/test_config_exact.py",
+    "tests/test_intent_exact.py",
 )
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
 REGION = "us-east-1"

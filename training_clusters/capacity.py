@@ -327,7 +327,7 @@ class Capacity:
 
     @staticmethod
     def _check_shape(field: str, value: str | None, pattern: re.Pattern[str], example: str) -> None:
-        if value is None or _TOKEN.search(value):
+        if value is None or (isinstance(value, str) and _TOKEN.search(value)):
             return
         if not isinstance(value, str) or not pattern.fullmatch(value):
             raise ConfigurationError(f"{field} must look like {example}, got {excerpt(value)}")

@@ -1,0 +1,467 @@
+"""A scripted sample of one-line bugs in the constructs and the node-side shell scripts, each run against the
+tests that own that code: the kill rate of the suite where ``make mutation`` (CDK-free modules) cannot reach.
+
+Each mutant replaces one exact piece of one line (it must occur once in its file), as a reviewer would plant a
+bug: an IAM action removed, a resource widened to ``*``, a condition dropped, a security group rule dropped or
+its port swapped, a secure default turned off, ``set -e`` removed, a failure swallowed with ``|| true``. The
+script applies it, runs its tests (``pytest -x``: the construct's mirror test file, narrowed with ``-k`` to the
+tests about that part where the file is slow, or the test modules that drive the script), restores the file
+(also on Ctrl-C or SIGTERM), and reports killed or survived.
+
+    python benchmarks/construct_mutants.py                 # every mutant (about 20 minutes on two cores)
+    python benchmarks/construct_mutants.py lustre imds     # the mutants whose name holds one of the words
+    python benchmarks/construct_mutants.py --list
+
+Run it from the repository root with nothing else changed in the files it mutates; it refuses a mutant
+whose text is not in its file exactly once. Exits 1 when the kill rate is below 90 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = ROOT / "training_clusters"
+ACTIONS = "tests/parallelcluster_actions/test_actions.py"
+RUNS = "tests/lifecycle/test_lifecycle_runs.py"
+#: The hyperpod tests that look at the execution role (its statements, its cdk-nag findings).
+HYPERPOD_ROLE = "role or polic or gates"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # relative to training_clusters/
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+def _construct(name: str, path: str, old: str, new: str, *tests: str, k: str | None = None) -> Mutant:
+    """A construct's mutant, run against its mirror test file (or ``tests``), narrowed to ``-k k`` when given."""
+    mirror = f"tests/constructs/test_{Path(path).stem}.py"
+    return Mutant(name, f"constructs/{path}", old, new, (*(tests or (mirror,)), *(("-k", k) if k else ())))
+
+
+def _script(name: str, path: str, old: str, new: str, *tests: str) -> Mutant:
+    """A node-side script's mutant, run against the lifecycle test modules that drive it (or ``tests``)."""
+    return Mutant(name, path, old, new, tests)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    # --- IAM: an action removed, a resource widened, a condition dropped
+    _construct(
+        "hyperpod-eni-delete-action-removed",
+        "hyperpod.py",
+        '                    "ec2:DeleteNetworkInterface",\n',
+        "",
+        k=HYPERPOD_ROLE,
+    ),
+    _construct(
+        "hyperpod-eni-resources-widened",
+        "hyperpod.py",
+        "                resources=[\n                    eni_arn,\n",
+        '                resources=[\n                    "*",\n',
+        k=HYPERPOD_ROLE,
+    ),
+    _construct(
+        "hyperpod-create-tags-condition-dropped",
+        "hyperpod.py",
+        '                conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},\n',
+        "",
+        k=HYPERPOD_ROLE,
+    ),
+    _construct(
+        "hyperpod-metrics-namespace-condition-dropped",
+        "hyperpod.py",
+        '            conditions={"StringEquals": {"cloudwatch:namespace": CLUSTER_METRICS_NAMESPACE}},\n',
+        "",
+        k=HYPERPOD_ROLE,
+    ),
+    _construct(
+        "hyperpod-log-streams-widened",
+        "hyperpod.py",
+        'resources=[f"{log_group}:log-stream:*"]',
+        'resources=["*"]',
+        k=HYPERPOD_ROLE,
+    ),
+    _construct(
+        "hyperpod-lifecycle-read-widened-to-bucket",
+        "hyperpod.py",
+        'self.bucket.grant_read(role, f"{self.lifecycle_prefix}*")',
+        "self.bucket.grant_read(role)",
+        k=HYPERPOD_ROLE,
+    ),
+    _construct(
+        "hyperpod-volume-key-create-grant-removed",
+        "hyperpod.py",
+        'actions=["kms:CreateGrant", "kms:DescribeKey"]',
+        'actions=["kms:DescribeKey"]',
+        k=HYPERPOD_ROLE,
+    ),
+    _construct(
+        "accounting-secret-read-widened",
+        "accounting.py",
+        'iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret.secret_arn])',
+        'iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=["*"])',
+    ),
+    _construct(
+        "pcs-register-widened",
+        "pcs.py",
+        'actions=["pcs:RegisterComputeNodeGroupInstance"], resources=[self.cluster_arn]',
+        'actions=["pcs:RegisterComputeNodeGroupInstance"], resources=["*"]',
+    ),
+    _construct(
+        "release-manifest-describe-cluster-widened",
+        "eks_release_manifest.py",
+        'iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn])',
+        'iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=["*"])',
+        "tests/constructs/test_eks_addons.py",
+        "tests/handlers/test_release_manifest.py",
+    ),
+    _construct(
+        "parallelcluster-s3-read-widened",
+        "parallelcluster.py",
+        'statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=resources)]',
+        'statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=["*"])]',
+    ),
+    # --- security groups: a rule dropped, a port swapped, a peer widened
+    _construct(
+        "lustre-server-self-ingress-dropped",
+        "lustre.py",
+        '            group.add_ingress_rule(group, port, f"Lustre {what} between file servers")\n',
+        "",
+    ),
+    _construct(
+        "lustre-server-self-egress-dropped",
+        "lustre.py",
+        '            group.add_egress_rule(group, port, f"Lustre {what} between file servers")\n',
+        "",
+    ),
+    _construct("lustre-port-swapped", "lustre.py", "ec2.Port.tcp(988)", "ec2.Port.tcp(989)"),
+    _construct(
+        "lustre-client-ports-narrowed",
+        "lustre.py",
+        "ec2.Port.tcp_range(1018, 1023)",
+        "ec2.Port.tcp_range(1018, 1022)",
+    ),
+    _construct(
+        "lustre-clients-reply-rule-dropped",
+        "lustre.py",
+        '            self.connections.allow_to(clients, port, f"Lustre {what} to clients")\n',
+        "",
+    ),
+    _construct(
+        "efa-self-egress-dropped",
+        "_security_groups.py",
+        "        group.add_egress_rule(group, ec2.Port.all_traffic(), outbound)\n",
+        "        pass\n",
+        "tests/constructs/test_network.py",
+    ),
+    _construct(
+        "endpoint-https-port-swapped",
+        "network.py",
+        '            ec2.Port.tcp(443),\n            "HTTPS from the VPC",',
+        '            ec2.Port.tcp(80),\n            "HTTPS from the VPC",',
+    ),
+    _construct(
+        "endpoint-https-from-anywhere",
+        "network.py",
+        "            ec2.Peer.ipv4(self._literal_cidr or self.vpc.vpc_cidr_block),\n",
+        "            ec2.Peer.any_ipv4(),\n",
+    ),
+    _construct(
+        "pcs-slurmd-port-swapped",
+        "pcs.py",
+        'node_connections.allow_from(controller, ec2.Port.tcp(SLURMD_PORT), "slurmd from slurmctld")',
+        'node_connections.allow_from(controller, ec2.Port.tcp(SLURMCTLD_PORT), "slurmd from slurmctld")',
+    ),
+    _construct(
+        "pcs-srun-ports-rule-dropped",
+        "pcs.py",
+        'controller, ec2.Port.tcp_range(*SRUN_PORTS), "slurmctld to srun on the nodes (interactive steps)"',
+        'controller, ec2.Port.tcp(SRUN_PORTS[0]), "slurmctld to srun on the nodes (interactive steps)"',
+    ),
+    # --- secure and data-keeping defaults
+    _construct(
+        "imdsv2-optional",
+        "_launch_template.py",
+        'http_endpoint="enabled", http_tokens="required"',
+        'http_endpoint="enabled", http_tokens="optional"',
+        "tests/constructs/test_eks_gpu.py",
+        "tests/constructs/test_pcs.py",
+    ),
+    _construct(
+        "imds-hop-limit-default-raised",
+        "_launch_template.py",
+        "IMDS_HOP_LIMIT = 1",
+        "IMDS_HOP_LIMIT = 2",
+        "tests/constructs/test_eks_gpu.py",
+    ),
+    _construct(
+        "flow-logs-retention-default-changed",
+        "network.py",
+        "flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,",
+        "flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,",
+    ),
+    _construct(
+        "lustre-removal-default-destroy",
+        "lustre.py",
+        "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,",
+        "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.DESTROY,",
+    ),
+    _construct(
+        "bucket-removal-default-destroy",
+        "bucket.py",
+        "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,",
+        "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.DESTROY,",
+    ),
+    _construct(
+        "bucket-ssl-not-enforced",
+        "bucket.py",
+        "            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,\n            enforce_ssl=True,\n            encryption=s3.BucketEncryption.KMS",
+        "            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,\n            enforce_ssl=False,\n            encryption=s3.BucketEncryption.KMS",
+    ),
+    _construct(
+        "accounting-key-rotation-off",
+        "accounting.py",
+        "            enable_key_rotation=True,",
+        "            enable_key_rotation=False,",
+    ),
+    _construct(
+        "accounting-storage-unencrypted",
+        "accounting.py",
+        "            storage_encrypted=True,",
+        "            storage_encrypted=False,",
+    ),
+    _construct(
+        "accounting-deletion-protection-inverted",
+        "accounting.py",
+        "protect = removal != cdk.RemovalPolicy.DESTROY if",
+        "protect = removal == cdk.RemovalPolicy.DESTROY if",
+    ),
+    _construct(
+        "eks-secrets-key-rotation-off",
+        "eks_gpu.py",
+        "            enable_key_rotation=True,",
+        "            enable_key_rotation=False,",
+    ),
+    # --- lifecycle scripts (HyperPod): errexit, swallowed failures, a check inverted
+    _script(
+        "on-create-errexit-removed",
+        "lifecycle_scripts/on_create.sh",
+        "set -euo pipefail\n",
+        "set -uo pipefail\n",
+        RUNS,
+    ),
+    _script(
+        "on-exit-reports-success",
+        "lifecycle_scripts/lib/common.sh",
+        '        tc_error "FAILED step \'${TC_CURRENT_STEP:-on_create}\' (exit ${rc})"\n    fi\n    exit "$rc"',
+        "        tc_error \"FAILED step '${TC_CURRENT_STEP:-on_create}' (exit ${rc})\"\n    fi\n    exit 0",
+        RUNS,
+    ),
+    _script(
+        "apt-update-failure-swallowed",
+        "lifecycle_scripts/lib/apt.sh",
+        "tc_apt_update() {\n    apt_get update\n}",
+        "tc_apt_update() {\n    apt_get update || true\n}",
+        "tests/lifecycle/test_lifecycle_apt.py",
+    ),
+    _script(
+        "mount-failure-swallowed",
+        "lifecycle_scripts/lib/fsx.sh",
+        '            mount -t lustre -o noatime,flock -- "$source" "$rooted"\n',
+        '            mount -t lustre -o noatime,flock -- "$source" "$rooted" || true\n',
+        "tests/lifecycle/test_lifecycle_node.py",
+        RUNS,
+    ),
+    _script(
+        "mount-not-waited-for",
+        "lifecycle_scripts/lib/fsx.sh",
+        '    tc_wait_writable "$rooted"\n}',
+        '    tc_wait_writable "$rooted" || true\n}',
+        "tests/lifecycle/test_lifecycle_node.py",
+        RUNS,
+    ),
+    _script(
+        "useradd-failure-swallowed",
+        "lifecycle_scripts/lib/users.sh",
+        '    useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell /bin/bash "$name"\n',
+        '    useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell /bin/bash "$name" || true\n',
+        "tests/lifecycle/test_lifecycle_team.py",
+    ),
+    _script(
+        "existing-user-with-other-uid-accepted",
+        "lifecycle_scripts/lib/users.sh",
+        '                "disagree (files on the shared file system belong to the uid)"\n            return 1',
+        '                "disagree (files on the shared file system belong to the uid)"\n            return 0',
+        "tests/lifecycle/test_lifecycle_team.py",
+    ),
+    _script(
+        "unknown-role-accepted",
+        "lifecycle_scripts/lib/slurm.sh",
+        "            tc_error \"unknown role '${TC_ROLE}'\"\n            return 1",
+        "            tc_error \"unknown role '${TC_ROLE}'\"\n            return 0",
+        "tests/lifecycle/test_lifecycle_roles.py",
+        "tests/lifecycle/test_lifecycle_slurm.py",
+    ),
+    _script(
+        "slurmctld-restart-failure-swallowed",
+        "lifecycle_scripts/lib/slurm.sh",
+        "        systemctl restart slurmctld\n",
+        "        systemctl restart slurmctld || true\n",
+        "tests/lifecycle/test_lifecycle_slurm.py",
+    ),
+    _script(
+        "imds-guard-reject-dropped",
+        "lifecycle_scripts/node/training-clusters-imds.sh",
+        '    "$iptables" -w -A "$CHAIN" -j REJECT\n',
+        "",
+        "tests/lifecycle/test_lifecycle_team.py",
+    ),
+    _script(
+        "slurm-keys-bad-line-accepted",
+        "lifecycle_scripts/node/training-clusters-slurm-keys.sh",
+        "got '${file} ${key} ${value}'\" >&2\n            exit 1",
+        "got '${file} ${key} ${value}'\" >&2\n            continue",
+        "tests/lifecycle/test_lifecycle_slurm.py",
+    ),
+    _script(
+        "docker-data-root-check-swallowed",
+        "lifecycle_scripts/lib/docker.sh",
+        "    [[ -n $data_root ]] || return 1",
+        "    [[ -n $data_root ]] || return 0",
+        "tests/lifecycle/test_lifecycle_containers.py",
+    ),
+    # --- what mutmut 3 does not mutate (decorated functions: pydantic validators, properties), CDK-free
+    Mutant(
+        "config-lustre-backups-check-dropped",
+        "config.py",
+        "        problem = lustre_backup_retention_problem(self.deployment_type, self.backup_retention_days)\n        if problem:",
+        "        problem = lustre_backup_retention_problem(self.deployment_type, self.backup_retention_days)\n        if False:",
+        ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
+    ),
+    Mutant(
+        "config-pcluster-min-count-field-dropped",
+        "config.py",
+        '_raise_if(pcluster_rules.min_count_problem(self.min_count, self.max_count), "min_count")',
+        "_raise_if(pcluster_rules.min_count_problem(self.min_count, self.max_count))",
+        ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
+    ),
+    Mutant(
+        "config-hyperpod-nodes-not-counted",
+        "config.py",
+        '            [(f"instance_groups.{i}.count", g.count) for i, g in enumerate(self.instance_groups)]',
+        '            [(f"instance_groups.{i}.count", 1) for i, g in enumerate(self.instance_groups)]',
+        ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
+    ),
+    Mutant(
+        "capacity-training-plan-not-reserved",
+        "capacity.py",
+        "            CapacityKind.CAPACITY_BLOCK,\n            CapacityKind.TRAINING_PLAN,\n        )",
+        "            CapacityKind.CAPACITY_BLOCK,\n        )",
+        ("tests/test_capacity.py", "tests/test_options_mutants.py"),
+    ),
+    Mutant(
+        "catalog-efa-from-zero-interfaces",
+        "catalog.py",
+        "        return self.max_efa_interfaces > 0",
+        "        return self.max_efa_interfaces >= 0",
+        ("tests/test_catalog.py",),
+    ),
+    # --- ParallelCluster custom actions
+    _script(
+        "pcluster-users-errexit-removed",
+        "parallelcluster_actions/users.sh",
+        "set -euo pipefail\n",
+        "set -uo pipefail\n",
+        ACTIONS,
+    ),
+    _script(
+        "pcluster-users-die-succeeds",
+        "parallelcluster_actions/users.sh",
+        '    echo "users.sh: error: $*" >&2\n    exit 1',
+        '    echo "users.sh: error: $*" >&2\n    exit 0',
+        ACTIONS,
+    ),
+    _script(
+        "pcluster-pyxis-die-succeeds",
+        "parallelcluster_actions/pyxis.sh",
+        '    echo "pyxis.sh: error: $*" >&2\n    exit 1',
+        '    echo "pyxis.sh: error: $*" >&2\n    exit 0',
+        ACTIONS,
+    ),
+)
+
+
+def apply(mutant: Mutant) -> tuple[Path, str]:
+    path = PACKAGE / mutant.path
+    original = path.read_text()
+    if original.count(mutant.old) != 1:
+        raise SystemExit(
+            f"{mutant.name}: its text occurs {original.count(mutant.old)} times in {path}, not once"
+        )
+    path.write_text(original.replace(mutant.old, mutant.new))
+    return path, original
+
+
+def run(mutant: Mutant) -> tuple[bool, float, str]:
+    """(killed, seconds, the last line pytest printed)."""
+    path, original = apply(mutant)
+    started = time.monotonic()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *mutant.tests],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+    finally:
+        path.write_text(original)
+    lines = [line for line in done.stdout.splitlines() if line.strip()]
+    # 1: a test failed. Anything else but 0 (an error while collecting, no test run) is not a kill.
+    return done.returncode == 1, time.monotonic() - started, lines[-1] if lines else done.stderr[-200:]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("words", nargs="*", help="run only the mutants whose name holds one of these")
+    parser.add_argument("--list", action="store_true", help="list the mutants and their tests")
+    args = parser.parse_args(argv)
+    # a mutant is restored on SIGTERM too (kill): SystemExit runs the finally that writes the file back
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    chosen = [m for m in MUTANTS if not args.words or any(w in m.name for w in args.words)]
+    for mutant in chosen:  # refuse a stale mutant before running anything
+        text = (PACKAGE / mutant.path).read_text()
+        if text.count(mutant.old) != 1:
+            raise SystemExit(
+                f"{mutant.name}: its text occurs {text.count(mutant.old)} times in {mutant.path}"
+            )
+    if args.list:
+        for mutant in chosen:
+            print(f"{mutant.name:<48} {mutant.path:<52} {' '.join(mutant.tests)}")
+        return 0
+    killed = 0
+    total_started = time.monotonic()
+    for mutant in chosen:
+        was_killed, seconds, last = run(mutant)
+        killed += was_killed
+        print(
+            f"{'killed  ' if was_killed else 'SURVIVED'} {mutant.name:<48} {seconds:6.1f} s  {last}",
+            flush=True,
+        )
+    rate = 100.0 * killed / len(chosen) if chosen else 0.0
+    minutes = (time.monotonic() - total_started) / 60
+    print(f"{killed} of {len(chosen)} killed: {rate:.1f}% in {minutes:.1f} min")
+    return 0 if rate >= 90 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

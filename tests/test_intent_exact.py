@@ -1,0 +1,255 @@
+"""``orchestrator`` + ``compute`` (training_clusters/intent.py) asserted whole, free of CDK: each message as the
+file's author reads it (not a prefix of it), and the section each orchestrator gets from the one shipped
+``training-any.yaml``, key by key. tests/test_intent.py synthesizes those sections; this module is what
+``make mutation`` runs against intent.py."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from training_clusters.catalog import CATALOG
+from training_clusters.config import parse_environment
+from training_clusters.errors import ConfigurationError
+from training_clusters.intent import (
+    DEFAULT_HYPERPOD_CONTROLLER,
+    DEFAULT_HYPERPOD_EKS_VOLUME_GIB,
+    DEFAULT_PCS_AMI_SSM_PARAMETER,
+    Orchestrator,
+    expand_intent,
+)
+
+from .test_intent import MESSAGES, _as
+
+_KNOWN = ", ".join(CATALOG)
+_HYPERPOD = ", ".join(it.hyperpod_name for it in CATALOG.values() if it.hyperpod_name)
+
+WHOLE = {
+    "compute without orchestrator": "orchestrator: required with compute; one of parallelcluster, hyperpod, pcs, eks, hyperpod-eks (it picks who runs the nodes)",
+    "orchestrator without compute": "compute: required with orchestrator: 'eks'; it states the nodes (node_groups, and optionally controller and login); or remove orchestrator and give the orchestrator's own section",
+    "unknown orchestrator": "orchestrator: must be one of parallelcluster, hyperpod, pcs, eks, hyperpod-eks, got 'slurm'",
+    "another orchestrator's section": "eks: this file builds orchestrator: pcs, so a eks section does not apply; remove it, or set orchestrator: eks",
+    "compute not a section": "compute: must be a section of key: value settings (node_groups, controller, login, cluster_name), got [1]",
+    "no node groups": "compute.node_groups: List should have at least 1 item after validation, not 0, got []",
+    "unknown key": "compute.node_groups[0].gpus: unknown key (got value 1); allowed here: name, instance_type, count, min_count, max_count, efa, capacity",
+    "count as a string": "compute.node_groups[0].count: Input should be a valid integer, got '2'",
+    "count true": "compute.node_groups[0].count: Input should be a valid integer, got True",
+    "not catalogued": f"compute.node_groups[0].instance_type: 'g9.huge' is not in the catalogue; known types: {_KNOWN}. A type "
+    "newer than this release can be added from your app with training_clusters.catalog.register_instance_type(...)",
+    "ml. form": "compute.node_groups[0].instance_type: give the EC2 name, got 'ml.g5.8xlarge' (did you mean 'g5.8xlarge'? HyperPod's ml. form is added when orchestrator is hyperpod)",
+    "not on hyperpod": "compute.login.instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod; HyperPod types in "
+    f"the catalogue: {_HYPERPOD} (orchestrator: hyperpod)",
+    "count and max": "compute.node_groups[0]: count (2) and max_count both size the group; give count (a fixed size) or min_count and max_count (scaling)",
+    "no size": "compute.node_groups[0]: give count (a fixed size) or max_count (with min_count, default 0)",
+    "min above max": "compute.node_groups[0].min_count: must not exceed max_count (2), got 3",
+    "scaling on hyperpod": "compute.node_groups[0]: min_count 0 and max_count 2 scale the group, but hyperpod keeps a fixed number of nodes here; give count, or pick parallelcluster or pcs",
+    "scaling on eks": "compute.node_groups[0]: min_count 0 and max_count 2 scale the group, but eks keeps a fixed number of nodes here; give count, or pick parallelcluster or pcs",
+    "efa without efa": "compute.node_groups[0].efa: m5.xlarge has no EFA, got true; use an EFA type (e.g. g5.8xlarge, c5n.18xlarge, p5.48xlarge) or omit efa",
+    "efa off on hyperpod": "compute.node_groups[0].efa: HyperPod gives every ml.g5.8xlarge its EFA interfaces, so false cannot be honoured; omit efa",
+    "cpu without efa on eks": "compute.node_groups[0].instance_type: on eks a node group without EFA needs GPUs (a gpu nodegroup), got 'm5.xlarge' with neither; use an EFA or GPU type",
+    "slurm queue name": "compute.node_groups[0].name: must start with a lowercase letter and hold only lowercase letters, digits and hyphens, got 'GPU'",
+    "pcs name": "compute.node_groups[0].name: must be 3 to 25 characters long, got 'g' (1)",
+    "reserved hyperpod name": "compute.node_groups[0].name: 'login' is the name of the login instance group; pick another name",
+    "repeated name": "compute.node_groups[1].name: 'gpu' names an earlier node group too; names are unique",
+    "capacity unknown key": "compute.node_groups[0].capacity.id: unknown key; allowed: type, reservation_id, resource_group_arn, targeted, in_placement_group, training_plan_arn",
+    "capacity without type": "compute.node_groups[0].capacity.type: required, one of on-demand, spot, reservation, capacity-block, training-plan",
+    "capacity wrong kind": "compute.node_groups[0].capacity: must be one of on-demand, spot, reservation, capacity-block, training-plan, got 'reserved'",
+    "spot on hyperpod": "compute.node_groups[0].capacity: spot is not supported by SageMaker HyperPod; use on-demand or training-plan",
+    "training plan on pcs": "compute.node_groups[0].capacity: training-plan is not supported by AWS PCS; use on-demand or spot or reservation or capacity-block",
+    "hyperpod without a name": "compute.cluster_name: required with orchestrator: hyperpod when the file sets no name: (a HyperPod cluster is named in the file); set compute.cluster_name, name or hyperpod.cluster_name",
+    "conflict": "compute.controller.instance_type ('m5.xlarge') and parallelcluster.head_node.instance_type ('t3.large') both state this; keep one of them (compute for what every orchestrator has, parallelcluster for what only parallelcluster has)",
+    "conflicting lists": "compute.node_groups (3 item(s)) and hyperpod.instance_groups (0 item(s)) both state this; keep one of them (compute for what every orchestrator has, hyperpod for what only hyperpod has)",
+    "section not a mapping": "eks: must be a section of key: value settings, got []",
+    "spot on hyperpod-eks": "compute.node_groups[0].capacity: spot is not supported by SageMaker HyperPod; use on-demand or training-plan",
+    "hyperpod_eks section under another orchestrator": "hyperpod_eks: this file builds orchestrator: eks, so a hyperpod_eks section does not apply; remove it, or set orchestrator: hyperpod-eks",
+    "hyperpod-eks without a name": "compute.cluster_name: required with orchestrator: hyperpod-eks when the file sets no name: (a HyperPod cluster is named in the file); set compute.cluster_name, name or hyperpod_eks.cluster_name",
+    "efa false on hyperpod-eks": "compute.node_groups[0].efa: HyperPod gives every ml.g5.8xlarge its EFA interfaces, so false cannot be honoured; omit efa",
+}
+
+
+@pytest.mark.parametrize(("document", "name"), [(m[1], m[0]) for m in MESSAGES], ids=[m[0] for m in MESSAGES])
+def test_every_intent_message_whole(document: Any, name: str) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        parse_environment(document, source="any.yaml")
+    assert str(raised.value).splitlines() == ["any.yaml: 1 problem(s)", f"  {WHOLE[name]}"]
+
+
+def test_every_message_is_asserted_whole() -> None:
+    assert set(WHOLE) == {m[0] for m in MESSAGES}
+
+
+SECTIONS: dict[str, dict[str, Any]] = {
+    "parallelcluster": {
+        "cluster_name": "training-any",
+        "head_node": {"instance_type": "m5.xlarge"},
+        "login_nodes": [{"name": "login", "instance_type": "m5.xlarge", "count": 1}],
+        "queues": [
+            {
+                "name": "gpu",
+                "compute_resources": [
+                    {
+                        "name": "gpu",
+                        "instance_type": "g5.8xlarge",
+                        "min_count": 2,
+                        "max_count": 2,
+                        "efa": True,
+                    }
+                ],
+            }
+        ],
+    },
+    "hyperpod": {
+        "cluster_name": "training-any",
+        "instance_groups": [
+            {"name": "controller", "instance_type": "ml.m5.xlarge", "count": 1, "role": "controller"},
+            {"name": "login", "instance_type": "ml.m5.xlarge", "count": 1, "role": "login"},
+            {
+                "name": "gpu",
+                "instance_type": "ml.g5.8xlarge",
+                "count": 2,
+                "role": "worker",
+                "partition": "gpu",
+            },
+        ],
+    },
+    "pcs": {
+        "cluster_name": "training-any",
+        "login_nodes": {"instance_type": "m5.xlarge", "count": 1},
+        "compute_node_groups": [
+            {"name": "gpu", "instance_type": "g5.8xlarge", "min_count": 2, "max_count": 2, "efa": True}
+        ],
+        "ami_ssm_parameter": "/training-clusters/pcs/ami",
+    },
+    "eks": {
+        "cluster_name": "training-any",
+        "efa_nodegroups": [{"name": "gpu", "instance_type": "g5.8xlarge", "size": 2}],
+    },
+    "hyperpod_eks": {
+        "cluster_name": "training-any",
+        "instance_groups": [{"name": "gpu", "instance_type": "ml.g5.8xlarge", "count": 2, "volume_gib": 500}],
+    },
+}
+
+
+@pytest.mark.parametrize("orchestrator", list(Orchestrator))
+def test_each_orchestrator_gets_its_whole_section(orchestrator: Orchestrator) -> None:
+    document = _as(orchestrator.value)
+    expanded = expand_intent(document)
+    assert expanded[orchestrator.section] == SECTIONS[orchestrator.section]
+    assert {k: v for k, v in expanded.items() if k != orchestrator.section} == document
+
+
+def test_the_documented_defaults() -> None:
+    """The module's defaults: HyperPod's controller ml.m5.xlarge, a HyperPod-on-EKS group's 500 GiB volume,
+    the PCS AMI from /training-clusters/pcs/ami, a login pool of one, min_count 0."""
+    assert (DEFAULT_HYPERPOD_CONTROLLER, DEFAULT_HYPERPOD_EKS_VOLUME_GIB) == ("m5.xlarge", 500)
+    assert DEFAULT_PCS_AMI_SSM_PARAMETER == "/training-clusters/pcs/ami"
+    document = _as("hyperpod")
+    del document["compute"]["controller"]
+    controller = expand_intent(document)["hyperpod"]["instance_groups"][0]
+    assert controller == {
+        "name": "controller",
+        "instance_type": "ml.m5.xlarge",
+        "count": 1,
+        "role": "controller",
+    }
+    document = _as("pcs")
+    document["compute"]["login"] = {"instance_type": "m5.xlarge"}
+    document["compute"]["node_groups"][0] = {"name": "gpu", "instance_type": "g5.8xlarge", "max_count": 3}
+    pcs = expand_intent(document)["pcs"]
+    assert pcs["login_nodes"] == {"instance_type": "m5.xlarge", "count": 1}
+    assert (pcs["compute_node_groups"][0]["min_count"], pcs["compute_node_groups"][0]["max_count"]) == (0, 3)
+
+
+def test_without_cluster_name_hyperpod_takes_the_files_name_and_others_take_none() -> None:
+    for orchestrator in ("hyperpod", "hyperpod-eks"):
+        document = _as(orchestrator)
+        del document["compute"]["cluster_name"]
+        document["name"] = "team-a"
+        assert expand_intent(document)[orchestrator.replace("-", "_")]["cluster_name"] == "team-a"
+        document[orchestrator.replace("-", "_")] = {"cluster_name": "own"}
+        assert expand_intent(document)[orchestrator.replace("-", "_")]["cluster_name"] == "own"
+    for orchestrator in ("parallelcluster", "pcs", "eks"):
+        document = _as(orchestrator)
+        del document["compute"]["cluster_name"]
+        assert "cluster_name" not in expand_intent(document)[orchestrator]
+
+
+def test_efa_defaults_to_the_types_own_and_can_be_turned_off_where_it_scales() -> None:
+    document = _as("pcs")
+    document["compute"]["node_groups"][0]["efa"] = False
+    assert expand_intent(document)["pcs"]["compute_node_groups"][0]["efa"] is False
+    document["compute"]["node_groups"][0] = {"name": "cpu", "instance_type": "m5.xlarge", "count": 1}
+    assert expand_intent(document)["pcs"]["compute_node_groups"][0]["efa"] is False
+
+
+def test_a_capacity_is_copied_only_when_stated() -> None:
+    reservation = {"type": "reservation", "reservation_id": "cr-0123456789abcdef0", "targeted": False}
+    document = _as("parallelcluster")
+    document["compute"]["node_groups"][0]["capacity"] = reservation
+    (queue,) = expand_intent(document)["parallelcluster"]["queues"]
+    assert queue["capacity"] == reservation and queue["capacity"] is not reservation
+    assert "capacity" not in expand_intent(_as("parallelcluster"))["parallelcluster"]["queues"][0]
+    plan = {
+        "type": "training-plan",
+        "training_plan_arn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p",
+    }
+    for orchestrator in ("hyperpod", "hyperpod-eks"):
+        document = _as(orchestrator)
+        document["compute"]["node_groups"][0]["capacity"] = plan
+        groups = expand_intent(document)[orchestrator.replace("-", "_")]["instance_groups"]
+        assert groups[-1]["capacity"] == plan
+
+
+def test_a_conflict_deep_in_a_section_names_the_compute_field_it_came_from() -> None:
+    document = _as("pcs")
+    document["pcs"] = {"login_nodes": {"count": 2}}
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value) == (
+        "compute.login (1) and pcs.login_nodes.count (2) both state this; keep one of them (compute for what every "
+        "orchestrator has, pcs for what only pcs has)"
+    )
+    document = _as("hyperpod")
+    document["hyperpod"] = {"cluster_name": {"a": 1}}
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value) == (
+        "compute.cluster_name ('training-any') and hyperpod.cluster_name (a section) both state this; keep one of "
+        "them (compute for what every orchestrator has, hyperpod for what only hyperpod has)"
+    )
+
+
+def test_an_empty_orchestrator_section_is_no_section() -> None:
+    document = _as("eks")
+    document["eks"] = None
+    assert expand_intent(document)["eks"] == SECTIONS["eks"]
+    assert copy.deepcopy(document)["eks"] is None
+
+
+def test_eks_nodegroup_names_of_31_characters() -> None:
+    for name, ok in (("g" * 31, True), ("g" * 32, False), ("g-1", True), ("1g", False)):
+        document = _as("eks")
+        document["compute"]["node_groups"][0]["name"] = name
+        if ok:
+            assert expand_intent(document)["eks"]["efa_nodegroups"][0]["name"] == name
+            continue
+        with pytest.raises(ConfigurationError) as raised:
+            expand_intent(document)
+        assert str(raised.value) == (
+            "compute.node_groups[0].name: must be a lower-case letter then up to 30 lower-case letters, digits and "
+            f"'-', got {name!r}"
+        )
+
+
+def test_a_conflict_over_a_whole_section_is_blamed_on_compute() -> None:
+    document = _as("parallelcluster")
+    document["parallelcluster"] = {"head_node": "m5.xlarge"}
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value) == (
+        "compute (a section) and parallelcluster.head_node ('m5.xlarge') both state this; keep one of them (compute "
+        "for what every orchestrator has, parallelcluster for what only parallelcluster has)"
+    )
