@@ -28,6 +28,7 @@ from training_clusters.constructs import (
 from training_clusters.diagram import (
     EdgeKind,
     NodeKind,
+    StackSource,
     assembly_graphs,
     cross_stack_references,
     read_assembly,
@@ -35,6 +36,7 @@ from training_clusters.diagram import (
     render,
     to_dot,
     to_svg,
+    with_imports,
 )
 from training_clusters.diagram.app import IMPORT_VALUE, SSM_PARAMETER
 
@@ -124,9 +126,12 @@ def test_the_whole_app_draws_each_stack_as_a_box_and_each_reference_to_what_it_u
     graphs, whole = assembly_graphs(sources, title="team")
     stacks = whole.of_kind(NodeKind.STACK)
     assert sorted(s.title for s in stacks) == ["stack Team-Cluster", "stack Team-Storage"]
-    for stack in stacks:  # what a stack's own picture shows of compute and storage is in its box
+    for stack in stacks:  # what a stack builds of compute and storage is in its box (not what it imports)
         name = stack.title.removeprefix("stack ")
-        own = {n.title for n in graphs[name].nodes if n.kind in (NodeKind.FILE_SYSTEM, NodeKind.NODE_GROUP)}
+        built = read_stack(assembly, name).graph()
+        own = {n.title for n in built.nodes if n.kind in (NodeKind.FILE_SYSTEM, NodeKind.NODE_GROUP)}
+        assert len(own) == (2 if name == "Team-Cluster" else 1)
+        assert len(graphs[name].nodes) >= len(built.nodes)
         assert own <= {n.title for n in whole.children(stack.id)}
         resources = len(read_stack(assembly, name).template["Resources"])
         assert stack.details == (f"{resources} resources",)
@@ -145,6 +150,81 @@ def test_the_whole_app_draws_each_stack_as_a_box_and_each_reference_to_what_it_u
     drawn = [texts[0][0] for _, _, texts in _boxes_and_texts(svg) if texts]
     assert sorted(t for t in drawn if t.startswith("stack")) == ["stack Team-Cluster", "stack Team-Storage"]
     assert '==>|"imports VPC, subnet"|' in render(whole, ".md")
+
+
+def test_a_stacks_own_picture_draws_what_it_imports_where_it_lives(assembly: Path) -> None:
+    """The cluster stack's picture: its node groups in the subnet it imports, mounting the file system it
+    imports, both marked with the stack they come from and kept by that stack, not this one."""
+    sources = {s.stack_name: s for s in read_assembly(assembly)}
+    storage = dict(sources["Team-Storage"].template)
+    graphs, _ = assembly_graphs(list(sources.values()), title="team")
+    cluster = graphs["Team-Cluster"]
+    [file_system] = _of_type(storage, "AWS::FSx::FileSystem")
+    groups = cluster.of_kind(NodeKind.NODE_GROUP)
+    assert len(groups) == 2
+    for group in groups:
+        subnet = cluster.node(group.parent)
+        assert subnet.kind is NodeKind.SUBNET and subnet.id.startswith("Team-Storage/")
+        assert subnet.title == "subnet" and subnet.details[-1] == "from stack Team-Storage"
+        assert subnet.logical_id.removeprefix("Team-Storage/") in _of_type(storage, "AWS::EC2::Subnet")
+        assert [cluster.node(a).kind for a in cluster.ancestors(group.id)] == [
+            NodeKind.SUBNET, NodeKind.AVAILABILITY_ZONE, NodeKind.VPC, NodeKind.REGION,
+        ]  # fmt: skip
+        mounted = {e.target for e in cluster.edges if e.source == group.id and e.kind is EdgeKind.MOUNTS}
+        assert mounted == {f"Team-Storage/{file_system}"}
+    assert cluster.node(f"Team-Storage/{file_system}").details[-1] == "from stack Team-Storage"
+    assert not [i for i in cluster.kept_on_delete() if i.startswith("Team-Storage/")]
+    assert graphs["Team-Storage"] == sources["Team-Storage"].graph()  # imports nothing: drawn as it is
+    alone = sources["Team-Cluster"].graph()  # without the imports: in the region, mounting nothing
+    assert {alone.node(g.id).parent for g in groups} == {"region"}
+    assert not [e for e in alone.edges if e.kind is EdgeKind.MOUNTS]
+    assert "Team-Storage/" not in json.dumps(sources["Team-Cluster"].template)  # the assembly's is untouched
+
+
+def test_an_import_is_redrawn_as_a_copy_only_for_a_reference_to_one_resource() -> None:
+    producer = StackSource(
+        "p",
+        {
+            "Resources": {
+                "Fs": {"Type": "AWS::FSx::FileSystem", "DeletionPolicy": "Retain", "Properties": {"SubnetIds": [{"Ref": "Sub"}]}},
+                "Sub": {"Type": "AWS::EC2::Subnet", "Properties": {"CidrBlock": "10.0.0.0/24", "AvailabilityZone": "az1"}},
+                "Name": {"Type": "AWS::SSM::Parameter", "Properties": {"Name": "/fs", "Value": {"Ref": "Fs"}}},
+            },
+            "Outputs": {
+                "A": {"Value": {"Fn::GetAtt": ["Fs", "DNSName"]}, "Export": {"Name": "p:dns"}},
+                "B": {"Value": {"Ref": "Sub"}, "Export": {"Name": "p:sub"}},
+                "C": {"Value": {"Fn::Join": ["", [{"Ref": "Sub"}, "x"]]}, "Export": {"Name": "p:joined"}},
+            },
+        },
+        {},
+    )  # fmt: skip
+    consumer = StackSource(
+        "c",
+        {
+            "Parameters": {"FsParam": {"Type": "AWS::SSM::Parameter::Value<String>", "Default": "/fs"}},
+            "Resources": {
+                "Sg": {"Type": "AWS::EC2::SecurityGroup", "Properties": {
+                    "A": {"Fn::ImportValue": "p:dns"}, "B": {"Fn::ImportValue": "p:sub"},
+                    "C": {"Fn::ImportValue": "p:joined"}, "D": {"Ref": "FsParam"}, "E": {"Fn::ImportValue": "q:none"},
+                }},
+            },
+        },
+        {},
+    )  # fmt: skip
+    drawn = with_imports(consumer, [producer, consumer])
+    assert drawn.template["Resources"]["Sg"]["Properties"] == {
+        "A": {"Fn::GetAtt": ["p/Fs", "DNSName"]},
+        "B": {"Ref": "p/Sub"},
+        "C": {"Fn::ImportValue": "p:joined"},  # not one resource: left as it is
+        "D": {"Ref": "p/Fs"},
+        "E": {"Fn::ImportValue": "q:none"},  # exported by no stack of the app
+    }
+    copied = drawn.template["Resources"]["p/Fs"]
+    assert copied == {"Type": "AWS::FSx::FileSystem", "Properties": {"SubnetIds": [{"Ref": "p/Sub"}]}}
+    assert drawn.borrowed == {"p/Fs": "p", "p/Sub": "p"}
+    assert with_imports(producer, [producer, consumer]) is producer
+    graph = drawn.graph()
+    assert graph.node("p/Fs").parent == "p/Sub" and graph.kept_on_delete() == {}
 
 
 def test_the_cli_writes_each_stack_and_the_whole_app_the_same_every_time(

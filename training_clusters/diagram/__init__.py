@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from training_clusters.diagram.app import CrossStackReference, app_graph, cross_stack_references
+from training_clusters.diagram.app import CrossStackReference, app_graph, cross_stack_references, with_imports
 from training_clusters.diagram.dot import PNG_WIDTH_PX, to_dot, to_png, to_svg, to_svgs
 from training_clusters.diagram.mermaid import to_markdown, to_mermaid
 from training_clusters.diagram.model import (
@@ -69,6 +69,7 @@ __all__ = [
     "to_png",
     "to_svg",
     "to_svgs",
+    "with_imports",
     "write_assembly_diagrams",
     "write_diagram",
 ]
@@ -115,10 +116,12 @@ def write_diagram(graph: EnvironmentGraph, output: Path) -> list[Path]:
 def assembly_graphs(
     sources: Sequence[StackSource], *, title: str
 ) -> tuple[dict[str, EnvironmentGraph], EnvironmentGraph]:
-    """Each stack's drawing by stack name, and the whole app's (:func:`.app.app_graph`) called ``title``."""
-    graphs = {source.stack_name: source.graph() for source in sources}
+    """Each stack's drawing by stack name (with what it imports from the others, :func:`.app.with_imports`), and
+    the whole app's (:func:`.app.app_graph`, each stack's box holding only its own) called ``title``."""
+    own = {source.stack_name: source.graph() for source in sources}
     templates = {source.stack_name: source.template for source in sources}
-    return graphs, app_graph(graphs, templates, title=title)
+    graphs = {source.stack_name: with_imports(source, sources).graph() for source in sources}
+    return graphs, app_graph(own, templates, title=title)
 
 
 def write_assembly_diagrams(sources: Sequence[StackSource], directory: Path, *, title: str) -> list[Path]:
@@ -291,7 +294,7 @@ def _source(file: str | Path | None, assembly: str | Path | None, stack: str | N
     if file and assembly:
         raise ConfigurationError("diagram: give an environment file or --assembly, not both")
     if assembly:
-        return read_stack(assembly, stack)
+        return with_imports(read_stack(assembly, stack), read_assembly(assembly))
     if stack:
         raise ConfigurationError("diagram: --stack chooses a stack of --assembly; give --assembly too")
     if not file:

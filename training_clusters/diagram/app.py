@@ -24,8 +24,9 @@ is referenced and how.
 
 from __future__ import annotations
 
+import copy
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -44,8 +45,9 @@ from training_clusters.diagram.model import (
     _targets,
     _what,
 )
+from training_clusters.diagram.sources import StackSource
 
-__all__ = ["APP_KINDS", "CrossStackReference", "app_graph", "cross_stack_references"]
+__all__ = ["APP_KINDS", "CrossStackReference", "app_graph", "cross_stack_references", "with_imports"]
 
 IMPORT_VALUE, SSM_PARAMETER = "Fn::ImportValue", "SSM parameter"
 """How a reference crosses between stacks (:attr:`CrossStackReference.via`)."""
@@ -92,24 +94,12 @@ def cross_stack_references(templates: Mapping[str, Mapping[str, Any]]) -> list[C
 
     An import or parameter that no stack of the app provides (made outside it) is not a reference between them.
     """
-    exports: dict[str, tuple[str, tuple[str, ...]]] = {}
-    parameters: dict[str, tuple[str, tuple[str, ...]]] = {}
-    for stack, template in templates.items():
-        for output in _dict(template.get("Outputs")).values():
-            name = _literal(_dict(_dict(output).get("Export")).get("Name"))
-            if name is not None:
-                exports[name] = (stack, tuple(dict.fromkeys(_targets(_dict(output).get("Value")))))
-        for logical_id, resource in _resources(template).items():
-            if resource.get("Type") == "AWS::SSM::Parameter":
-                properties = _dict(resource.get("Properties"))
-                name = _literal(properties.get("Name"))
-                if name is not None:
-                    written = tuple(dict.fromkeys(_targets(properties.get("Value")))) or (logical_id,)
-                    parameters[name] = (stack, written)
+    provided = _provided(templates)
     found: dict[tuple[str, str, str], tuple[str, tuple[str, ...], set[str]]] = {}
     for stack, template in templates.items():
         for via, name, user in _uses(template):
-            producer, resources = (exports if via == IMPORT_VALUE else parameters).get(name, (None, ()))
+            producer, value = provided.get((via, name), (None, None))
+            resources = tuple(dict.fromkeys(_targets(value))) if producer is not None else ()
             if producer is not None and producer != stack:
                 users = found.setdefault((stack, via, name), (producer, resources, set()))[2]
                 if user is not None:
@@ -118,6 +108,120 @@ def cross_stack_references(templates: Mapping[str, Mapping[str, Any]]) -> list[C
         CrossStackReference(stack, producer, via, name, resources, tuple(sorted(users)))
         for (stack, via, name), (producer, resources, users) in found.items()
     )
+
+
+def _provided(templates: Mapping[str, Mapping[str, Any]]) -> dict[tuple[str, str], tuple[str, Any]]:
+    """(how, name) -> (the stack, the value) of every export and every SSM parameter with a literal name
+    (a parameter written from no resource stands for itself)."""
+    provided: dict[tuple[str, str], tuple[str, Any]] = {}
+    for stack, template in templates.items():
+        for output in _dict(template.get("Outputs")).values():
+            name = _literal(_dict(_dict(output).get("Export")).get("Name"))
+            if name is not None:
+                provided[(IMPORT_VALUE, name)] = (stack, _dict(output).get("Value"))
+        for logical_id, resource in _resources(template).items():
+            if resource.get("Type") == "AWS::SSM::Parameter":
+                properties = _dict(resource.get("Properties"))
+                name = _literal(properties.get("Name"))
+                if name is not None:
+                    value = properties.get("Value")
+                    provided[(SSM_PARAMETER, name)] = (
+                        stack,
+                        value if any(_targets(value)) else {"Ref": logical_id},
+                    )
+    return provided
+
+
+def with_imports(source: StackSource, sources: Sequence[StackSource]) -> StackSource:
+    """``source`` with a copy of each resource it imports from another stack of ``sources`` (by an export, or
+    an SSM parameter read as a template parameter), its import rewritten to refer to the copy, so its own
+    picture draws a node group in the imported subnet and mounting the imported file system.
+
+    A copy is named ``<stack>/<logical id>``, keeps its properties (its references to other copies rewritten
+    to them) and loses its ``DeletionPolicy`` (the other stack keeps it, not this one); ``borrowed`` names its
+    stack. An import whose value is not a ``Ref`` or ``Fn::GetAtt`` of one resource is left as it is.
+    """
+    templates = {s.stack_name: s.template for s in sources}
+    provided = _provided(templates)
+    borrowed: dict[str, tuple[str, str]] = {}
+
+    def copy_of(value: Any) -> Any:
+        """The value with its reference (``Ref`` / ``Fn::GetAtt`` of an export's resource) to the copy."""
+        producer, exported = value
+        target = _one_resource(exported)
+        if producer == source.stack_name or target is None or target not in _resources(templates[producer]):
+            return None
+        stub = f"{producer}/{target}"
+        borrowed[stub] = (producer, target)
+        return _retarget(exported, stub)
+
+    def imported(value: Any) -> Any:
+        name = _literal(value.get(IMPORT_VALUE)) if isinstance(value, dict) and len(value) == 1 else None
+        found = provided.get((IMPORT_VALUE, name)) if name is not None else None
+        return copy_of(found) if found is not None else None
+
+    template = _rewrite(copy.deepcopy(dict(source.template)), imported)
+    for parameter_id, parameter in _dict(template.get("Parameters")).items():
+        kind, default = _literal(_dict(parameter).get("Type")), _literal(_dict(parameter).get("Default"))
+        found = provided.get((SSM_PARAMETER, default)) if default is not None else None
+        if kind is not None and _SSM_TYPE.fullmatch(kind) and found is not None:
+            replacement = copy_of(found)
+            if replacement is not None:
+                template = _rewrite(template, _replacing({"Ref": parameter_id}, replacement))
+    if not borrowed:
+        return source
+    stubs = {(producer, target): stub for stub, (producer, target) in borrowed.items()}
+    resources = dict(_resources(template))
+    for stub, (producer, target) in sorted(borrowed.items()):
+        original = _resources(templates[producer])[target]
+        copied = {key: copy.deepcopy(original[key]) for key in ("Type", "Properties") if key in original}
+        resources[stub] = _rewrite(copied, _to_copies(producer, stubs))
+    template["Resources"] = resources
+    return replace(source, template=template, borrowed={stub: p for stub, (p, _) in borrowed.items()})
+
+
+def _replacing(old: Any, new: Any) -> Callable[[Any], Any]:
+    return lambda value: new if value == old else None
+
+
+def _to_copies(producer: str, stubs: Mapping[tuple[str, str], str]) -> Callable[[Any], Any]:
+    """A :func:`_rewrite` replacement: a reference to a resource of ``producer`` that has a copy, to the copy."""
+
+    def replacement(value: Any) -> Any:
+        target = _one_resource(value)
+        return _retarget(value, stubs[(producer, target)]) if target and (producer, target) in stubs else None
+
+    return replacement
+
+
+def _one_resource(value: Any) -> str | None:
+    """The logical id a ``Ref`` or ``Fn::GetAtt`` (list form) names."""
+    if isinstance(value, dict) and len(value) == 1:
+        if isinstance(value.get("Ref"), str):
+            return str(value["Ref"])
+        attribute = value.get("Fn::GetAtt")
+        if isinstance(attribute, list) and len(attribute) == 2 and isinstance(attribute[0], str):
+            return attribute[0]
+    return None
+
+
+def _retarget(value: Any, logical_id: str) -> Any:
+    """A ``Ref`` or ``Fn::GetAtt`` like ``value`` naming ``logical_id`` instead."""
+    if "Ref" in value:
+        return {"Ref": logical_id}
+    return {"Fn::GetAtt": [logical_id, value["Fn::GetAtt"][1]]}
+
+
+def _rewrite(value: Any, replacement: Callable[[Any], Any]) -> Any:
+    """``value`` with each part for which ``replacement`` gives something else than ``None`` replaced by it."""
+    found = replacement(value)
+    if found is not None:
+        return found
+    if isinstance(value, dict):
+        return {key: _rewrite(item, replacement) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_rewrite(item, replacement) for item in value]
+    return value
 
 
 def _uses(template: Mapping[str, Any]) -> Iterator[tuple[str, str, str | None]]:

@@ -261,6 +261,7 @@ def graph_from_template(
     *,
     title: str,
     uploads: Mapping[str, Mapping[str, Any]] | None = None,
+    borrowed: Mapping[str, str] | None = None,
 ) -> EnvironmentGraph:
     """Read what ``template`` builds.
 
@@ -269,8 +270,11 @@ def graph_from_template(
         keyed by its S3 object key (``<hash>.zip``), as :mod:`.sources` reads them. HyperPod instance groups
         take their role (controller, login, worker) and mount point from them. Default: none (roles and
         mount points are then not shown).
+    :param borrowed: Resources of the template that are copies of another stack's (logical id -> that stack),
+        put there by :func:`.app.with_imports` where the stack imports them: drawn with ``from stack NAME``,
+        a borrowed subnet without a tier (its route table is the other stack's). Default: none.
     """
-    return _GraphBuilder(template, uploads or {}).build(title)
+    return _GraphBuilder(template, uploads or {}, borrowed or {}).build(title)
 
 
 def retained_logical_ids(template: Mapping[str, Any]) -> set[str]:
@@ -469,6 +473,7 @@ def _bought(value: Any, on_demand: str) -> list[str]:
 class _GraphBuilder:
     template: Mapping[str, Any]
     uploads: Mapping[str, Mapping[str, Any]]
+    borrowed: Mapping[str, str]
     nodes: dict[str, Node] = field(default_factory=dict)
     edges: set[Edge] = field(default_factory=set)
     members: dict[str, list[str]] = field(default_factory=dict)
@@ -503,6 +508,8 @@ class _GraphBuilder:
     def add(self, node: Node) -> Node:
         if node.logical_id in self.retained and node.retained_by is None:
             node = replace(node, retained_by="DeletionPolicy Retain")
+        if node.logical_id is not None and node.logical_id in self.borrowed:
+            node = replace(node, details=(*node.details, f"from stack {self.borrowed[node.logical_id]}"))
         self.nodes[node.id] = node
         return node
 
@@ -624,7 +631,7 @@ class _GraphBuilder:
                 Node(
                     subnet_id,
                     NodeKind.SUBNET,
-                    f"{tier} subnet",
+                    "subnet" if subnet_id in self.borrowed else f"{tier} subnet",
                     (_text(props.get("CidrBlock")),),
                     parent=zone,
                     logical_id=subnet_id,

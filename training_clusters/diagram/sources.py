@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -55,9 +55,13 @@ class StackSource:
     stack_name: str
     template: Mapping[str, Any]
     uploads: Mapping[str, Mapping[str, Any]]
+    borrowed: Mapping[str, str] = field(default_factory=dict)
+    """Resources of ``template`` copied from the other stacks it imports them from (:func:`.app.with_imports`)."""
 
     def graph(self) -> EnvironmentGraph:
-        return graph_from_template(self.template, title=self.stack_name, uploads=self.uploads)
+        return graph_from_template(
+            self.template, title=self.stack_name, uploads=self.uploads, borrowed=self.borrowed
+        )
 
 
 def read_assembly(directory: str | Path) -> list[StackSource]:
