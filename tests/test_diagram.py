@@ -756,6 +756,31 @@ def test_add_ons_are_grouped_under_the_node_groups_their_values_let_them_schedul
     assert _set_of(untainted, "Kueue").title == "on system nodegroup (t3.large)"  # the selector still holds
     soft = _graph(_with_taints(SCHEDULED, [{**GPU_TAINT[0], "Effect": "PREFER_NO_SCHEDULE"}]))
     assert _set_of(soft, "WrongValue").title == "on nodegroup p5 (p5.48xlarge)"  # only discouraged there
+    allow_list = {"keys": ["node.kubernetes.io/instance-type"], "values": ["p4d.24xlarge"]}
+    stale = _chart(
+        "aws-efa-k8s-device-plugin", {"supportedInstanceLabels": allow_list, "tolerations": [GPU_TOLERATION]}
+    )
+    assert (
+        _set_of(_graph({**SCHEDULED, "Efa": stale}), "Efa").title == "on no node group"
+    )  # its DaemonSet runs no pod
+
+
+def test_a_hyperpod_instance_group_on_eks_offers_its_kubernetes_labels_and_taints() -> None:
+    ml_affinity = json.loads(json.dumps(P5_AFFINITY).replace('"p5.48xlarge"', '"ml.p5.48xlarge"'))
+    group = {"InstanceGroupName": "p5", "InstanceType": "ml.p5.48xlarge", "InstanceCount": 2, "KubernetesConfig": {"Labels": {"pool": "p5"}, "Taints": [{"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NoSchedule"}]}}  # fmt: skip
+    hyperpod = {
+        "Sys": SCHEDULED["Sys"],
+        "Eks": EKS["Eks"],
+        "Hp": {"Type": "AWS::SageMaker::Cluster", "Properties": {"Orchestrator": {"Eks": {"ClusterArn": {"Fn::GetAtt": ["Eks", "Arn"]}}}, "VpcConfig": {"Subnets": [{"Ref": "Private"}]}, "InstanceGroups": [group]}},
+        "Plugin": _chart("nvidia-device-plugin", {"affinity": ml_affinity, "tolerations": [GPU_TOLERATION]}),
+        "Untolerated": _chart("plugin-without-toleration", {"affinity": ml_affinity}),
+        "Pooled": _chart("pool-selector", {"nodeSelector": {"pool": "p5"}, "tolerations": [GPU_TOLERATION]}),
+    }  # fmt: skip
+    graph = _graph(hyperpod)
+    assert _set_of(graph, "Plugin").title == "on instance group p5 (ml.p5.48xlarge)"
+    assert _set_of(graph, "Pooled").title == "on instance group p5 (ml.p5.48xlarge)"  # its Kubernetes label
+    assert _set_of(graph, "Untolerated").title == "on no node group"  # its Kubernetes taint
+    assert [e.target for e in graph.edges if e.source == "Eks/add-ons/Hp/group/p5"] == ["Hp/group/p5"]
 
 
 @pytest.mark.parametrize(
