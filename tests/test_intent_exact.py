@@ -253,3 +253,60 @@ def test_a_conflict_over_a_whole_section_is_blamed_on_compute() -> None:
         "compute (a section) and parallelcluster.head_node ('m5.xlarge') both state this; keep one of them (compute "
         "for what every orchestrator has, parallelcluster for what only parallelcluster has)"
     )
+
+
+def test_a_hyperpod_section_that_names_the_cluster_needs_no_name_elsewhere() -> None:
+    for orchestrator in ("hyperpod", "hyperpod-eks"):
+        section = orchestrator.replace("-", "_")
+        document = _as(orchestrator)
+        del document["compute"]["cluster_name"]
+        document[section] = {"cluster_name": "own"}
+        assert expand_intent(document)[section]["cluster_name"] == "own"
+
+
+def _hyperpod_eks_problem(change: Any) -> str:
+    document = _as("hyperpod-eks")
+    change(document["compute"]["node_groups"][0])
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    return str(raised.value)
+
+
+def test_hyperpod_eks_node_groups_are_checked_at_their_own_field() -> None:
+    assert _hyperpod_eks_problem(lambda g: g.update(count=None, min_count=1, max_count=2)) == (
+        "compute.node_groups[0]: min_count 1 and max_count 2 scale the group, but hyperpod-eks keeps a fixed number "
+        "of nodes here; give count, or pick parallelcluster or pcs"
+    )
+    assert _hyperpod_eks_problem(lambda g: g.update(instance_type="m5.xlarge", efa=True)) == (
+        "compute.node_groups[0].efa: m5.xlarge has no EFA, got true; use an EFA type (e.g. g5.8xlarge, "
+        "c5n.18xlarge, p5.48xlarge) or omit efa"
+    )
+    assert _hyperpod_eks_problem(lambda g: g.update(instance_type="t3.small")) == (
+        "compute.node_groups[0].instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod; HyperPod types "
+        f"in the catalogue: {_HYPERPOD} (orchestrator: hyperpod)"
+    )
+    document = _as("hyperpod-eks")
+    document["hyperpod_eks"] = {"instance_groups": []}
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value) == (
+        "compute.node_groups (1 item(s)) and hyperpod_eks.instance_groups (0 item(s)) both state this; keep one of "
+        "them (compute for what every orchestrator has, hyperpod_eks for what only hyperpod_eks has)"
+    )
+
+
+def test_a_missing_field_of_compute_is_named() -> None:
+    document = _as("pcs")
+    del document["compute"]["node_groups"][0]["instance_type"]
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value) == "compute.node_groups[0].instance_type: required, but missing"
+
+
+def test_a_validators_message_loses_pydantics_prefix() -> None:
+    from training_clusters.intent import _message
+
+    problem = {"type": "value_error", "loc": ("name",), "msg": "Value error, must be short", "input": "x" * 3}
+    assert _message(problem) == "must be short, got 'xxx'"
+    problem = {"type": "int_type", "loc": ("count",), "msg": "Input should be a valid integer", "input": "2"}
+    assert _message(problem) == "Input should be a valid integer, got '2'"

@@ -1065,6 +1065,12 @@ def test_pcs_node_counts(min_count: int, max_count: int, problem: str | None) ->
         (PcsClusterSize.MEDIUM, 512, None),
         (
             PcsClusterSize.SMALL,
+            512,
+            "is SMALL, which manages at most 32 nodes, but the node groups' max_count (login nodes included) add up "
+            "to 512; use size MEDIUM",
+        ),
+        (
+            PcsClusterSize.SMALL,
             513,
             "is SMALL, which manages at most 32 nodes, but the node groups' max_count (login nodes included) add up "
             "to 513; use size LARGE",
