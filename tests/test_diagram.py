@@ -355,6 +355,13 @@ def _on_reserved_capacity(path: Path) -> bool:
     return any(not c.keeps_placement_group() for c in capacities)
 
 
+def _manifest_kinds(manifest: Any) -> set[str]:
+    """The ``kind`` of each object of a Kubernetes manifest as the template holds it (text, or Fn::Join)."""
+    parts = manifest["Fn::Join"][1] if isinstance(manifest, dict) else [manifest]
+    text = "".join(part if isinstance(part, str) else "TOKEN" for part in parts)
+    return set(re.findall(r'"kind":\s*"(\w+)"', text))
+
+
 #: Kinds drawn in the subnet they have network interfaces in.
 IN_A_SUBNET = (NodeKind.NODE_GROUP, NodeKind.FILE_SYSTEM, NodeKind.DATABASE, NodeKind.NAT_GATEWAY)
 #: Kinds drawn outside the VPC, at the region's edge.
@@ -382,6 +389,10 @@ def test_every_resource_is_drawn_inside_the_subnet_it_lives_in(shipped: Any, pat
             )
         if node.kind is NodeKind.ADDON:  # in the box of the node groups it runs on, in its cluster's box
             assert graph.node(node.parent).kind is NodeKind.ADDON_SET, node
+        if node.kind is NodeKind.WORKLOAD:  # there too when it runs pods, else in its cluster's box
+            kinds = _manifest_kinds(resources[node.logical_id]["Properties"]["Manifest"])
+            runs = bool(kinds & {"MPIJob", "Job", "DaemonSet", "Deployment", "StatefulSet", "PyTorchJob"})
+            assert graph.node(node.parent).kind is (NodeKind.ADDON_SET if runs else NodeKind.CLUSTER), node
     for group in graph.of_kind(NodeKind.NODE_GROUP):  # the subnets read from the template, not guessed
         if group.logical_id is not None:
             props = resources[group.logical_id]["Properties"]
@@ -714,6 +725,15 @@ SCHEDULED: dict[str, Any] = {
     "Dns": {"Type": "AWS::EKS::Addon", "Properties": {"ClusterName": {"Ref": "Eks"}, "AddonName": "coredns", "ConfigurationValues": '{"nodeSelector": {"training-clusters/role": "system"}}'}},
     "Identity": {"Type": "AWS::EKS::Addon", "Properties": {"ClusterName": {"Ref": "Eks"}, "AddonName": "eks-pod-identity-agent"}},
     "Mpi": {"Type": "Custom::ReleaseManifest", "Properties": {"ClusterName": {"Ref": "Eks"}, "ManifestUrl": "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.7.0/deploy/v2beta1/mpi-operator.yaml"}},
+    "Nccl": {"Type": "Custom::AWSCDK-EKS-KubernetesResource", "Properties": {"ClusterName": {"Ref": "Eks"}, "Manifest": json.dumps([
+        {"kind": "MPIJob", "metadata": {"name": "nccl"}, "spec": {"mpiReplicaSpecs": {
+            "Launcher": {"template": {"spec": {"containers": []}}},
+            "Worker": {"template": {"spec": {"nodeSelector": {"node.kubernetes.io/instance-type": "p5.48xlarge"}, "tolerations": [GPU_TOLERATION]}}},
+        }}},
+    ])}},
+    "Flavor": {"Type": "Custom::AWSCDK-EKS-KubernetesResource", "Properties": {"ClusterName": {"Ref": "Eks"}, "Manifest": json.dumps([
+        {"kind": "ResourceFlavor", "metadata": {"name": "p5"}, "spec": {"nodeLabels": {"pool": "p5"}, "tolerations": [GPU_TOLERATION]}},
+    ])}},
 }  # fmt: skip
 
 
@@ -732,7 +752,7 @@ def test_add_ons_are_grouped_under_the_node_groups_their_values_let_them_schedul
     }
     assert sets == {
         "on system nodegroup (t3.large)": (["Dns", "Kueue"], ["Sys"]),
-        "on nodegroup p5 (p5.48xlarge)": (["Efa", "Plugin"], ["Ng"]),
+        "on nodegroup p5 (p5.48xlarge)": (["Efa", "Nccl", "Plugin"], ["Ng"]),  # the MPIJob's workers
         "on every node group": (
             ["Operator", "RunTimeLabel"],
             ["Ng", "Sys"],
@@ -741,6 +761,7 @@ def test_add_ons_are_grouped_under_the_node_groups_their_values_let_them_schedul
         "placed by their own defaults": (["Identity", "Mpi", "Prometheus"], []),
     }
     assert {graph.node(s.parent).id for s in graph.of_kind(NodeKind.ADDON_SET)} == {"Eks"}
+    assert graph.node("Flavor").parent == "Eks"  # a ResourceFlavor runs no pod: not placed
     assert graph.node("Eks/add-ons/none").details == (
         "their node selectors or tolerations match none: pods stay pending",
     )

@@ -75,8 +75,8 @@ class NodeKind(StrEnum):
     NODE_GROUP = "node-group"
     """Instances of one type: an EKS nodegroup, a Slurm head node or queue, a HyperPod instance group."""
     ADDON_SET = "add-on set"
-    """The add-ons of a cluster that may run on the same node groups (drawn as a box in the cluster's box, with
-    a ``runs on`` edge to each of those groups)."""
+    """The add-ons of a cluster (and the workloads that run pods) that may run on the same node groups (drawn as
+    a box in the cluster's box, with a ``runs on`` edge to each of those groups)."""
     ADDON = "add-on"
     WORKLOAD = "workload"
     """Kubernetes objects the stack applies (an NCCL test job ...), other than the shared-storage claim."""
@@ -957,7 +957,7 @@ class _GraphBuilder:
         self.addon_scopes[addon_id] = scopes_in(values) or None
 
     def schedule_addons(self) -> None:
-        """Each cluster's add-ons in boxes by the node groups they may run on (:mod:`.scheduling`), each box
+        """Each cluster's add-ons (and workloads that run pods) in boxes by the node groups they may run on (:mod:`.scheduling`), each box
         with a ``runs on`` edge to those groups: the system nodegroup, the GPU groups, every group, none (a
         selector that matches nothing: its pods stay pending), or the add-on's own defaults."""
         sets: dict[tuple[str, tuple[str, ...] | None], list[str]] = {}
@@ -1002,7 +1002,7 @@ class _GraphBuilder:
 
     def kubernetes_manifests(self) -> None:
         """A manifest that names a file system mounts it (a PersistentVolume and its claim); any other
-        is a workload the stack applies."""
+        is a workload the stack applies, placed with the add-ons when it runs pods (a Job, a DaemonSet ...)."""
         for manifest_id, props in self.of_type("Custom::AWSCDK-EKS-KubernetesResource"):
             cluster = _target(props.get("ClusterName"))
             objects = _manifest_objects(props.get("Manifest"))
@@ -1016,6 +1016,9 @@ class _GraphBuilder:
                 continue
             parent = cluster if cluster in self.nodes else None
             self.add(Node(manifest_id, NodeKind.WORKLOAD, *_workload_lines(objects), parent, manifest_id))
+            running = [o for o in objects if o.get("kind") in _RUNNING_KINDS]
+            if running:
+                self.addon_scopes[manifest_id] = scopes_in(running) or None
 
     # -- ParallelCluster -------------------------------------------------------------------------
 
