@@ -379,7 +379,11 @@ def test_hyperpod_eks_jobs_schedule_onto_hyperpods_ml_nodes(stem: str, group: st
     assert worker["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == efa
     dcgm = yaml.safe_load(_job(stem, f"dcgm-diag-{group}.yaml").content)
     selector = dcgm["spec"]["template"]["spec"]["nodeSelector"]
-    assert selector == {"node.kubernetes.io/instance-type": ml_type, "training-clusters/pool": group}
+    assert selector == {
+        "node.kubernetes.io/instance-type": ml_type,
+        "training-clusters/pool": group,
+        "training-clusters/nodegroup": group,  # what HyperPodEksCluster labels each group's nodes with
+    }
 
 
 def test_hyperpod_eks_group_of_one_node_is_skipped() -> None:

@@ -1316,6 +1316,11 @@ class HyperPodEksAddonsConfig(_Model):
         description="Kueue before the nodes, and its ClusterQueue over the GPU instance groups (quota: what "
         "their nodes advertise) with a LocalQueue in each of queues.namespaces.",
     )
+    kubeflow_trainer: bool = Field(
+        default=True,
+        description="Kubeflow Trainer v2 and JobSet before the nodes, and per EFA GPU instance group the "
+        "TrainJob runtimes torchrun-efa-<group> and mpi-efa-<group> (on its Schedulable nodes).",
+    )
     fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
     fsx_csi_driver_version: str | None = Field(
         default=None,

@@ -32,7 +32,8 @@ from training_clusters.options import QueuePreemption
 #: The label a job carries to be queued: its value names a LocalQueue of the job's namespace.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-#: The label the EKS stacks put on every node of a nodegroup: its name. A ResourceFlavor selects by it.
+#: The label on every node of an EKS nodegroup or HyperPod instance group: its name (the EKS stack's nodegroup
+#: labels; HyperPod's ``KubernetesConfig``). A ResourceFlavor and a runtime select by it.
 NODEGROUP_LABEL = "training-clusters/nodegroup"
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 GPU_RESOURCE = "nvidia.com/gpu"
@@ -80,6 +81,9 @@ class NodePool:
     """What a pool of identical GPU nodes provides, whoever makes them: an EKS nodegroup, a HyperPod instance
     group. ``reported_instance_type`` is the value the nodes carry in ``node.kubernetes.io/instance-type`` when
     it is not the EC2 name (HyperPod's nodes report their ``ml.`` name); ``efa_interfaces`` is per node.
+    ``ready_labels`` are labels a node carries only while it may take work (HyperPod's
+    ``sagemaker.amazonaws.com/node-health-status: Schedulable``): the queue's flavor and the runtimes select
+    them too, so no job lands on a node under health checks or awaiting repair.
 
     >>> from training_clusters.catalog import lookup_hyperpod
     >>> g5 = NodePool(instance_type=lookup_hyperpod("ml.g5.8xlarge"), nodes=2, efa_interfaces=1,
@@ -92,6 +96,7 @@ class NodePool:
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
     reported_instance_type: str | None = None
+    ready_labels: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,8 @@ class FlavorCapacity:
     ``gpu_replicas`` is how many pods the device plugin lets share one GPU (time-slicing or MPS replicas;
     1 without sharing), and ``gpu_resource`` the resource name it advertises them under. ``mig_devices``,
     for MIG-partitioned GPUs, is what the plugin advertises per GPU instead: ``{resource: instances}``.
-    ``reported_instance_type`` is what the nodes report as their instance type (default: the EC2 name).
+    ``reported_instance_type`` is what the nodes report as their instance type (default: the EC2 name);
+    ``ready_labels`` what a node carries only while it may take work (:class:`NodePool`).
     """
 
     name: str
@@ -114,6 +120,7 @@ class FlavorCapacity:
     gpu_resource: str = GPU_RESOURCE
     mig_devices: Mapping[str, int] = field(default_factory=dict)
     reported_instance_type: str | None = None
+    ready_labels: Mapping[str, str] = field(default_factory=dict)
 
     def quota(self) -> dict[str, int | str]:
         """Resource name -> what all the nodes advertise together: GPUs (or, MIG-partitioned, each MIG
@@ -132,8 +139,12 @@ class FlavorCapacity:
 
     def node_labels(self) -> dict[str, str]:
         """The labels every node of the group carries that the flavor selects by: its instance type (as the
-        nodes report it) and labels."""
-        return {INSTANCE_TYPE_LABEL: self.reported_instance_type or self.instance_type.name, **self.labels}
+        nodes report it), labels, and those it carries while it may take work."""
+        return {
+            INSTANCE_TYPE_LABEL: self.reported_instance_type or self.instance_type.name,
+            **self.labels,
+            **self.ready_labels,
+        }
 
     @property
     def reports_topology(self) -> bool:
@@ -347,8 +358,8 @@ def efa_node_resources(instance_type: InstanceType, efa_interfaces: int) -> dict
 
 
 def _node_pod(capacity: FlavorCapacity, container: dict[str, Any]) -> dict[str, Any]:
-    """A pod on one node of ``capacity``'s nodegroup: selected by its label, its taints tolerated, shared
-    memory for NCCL, the instance type's NCCL/libfabric environment."""
+    """A pod on one node of ``capacity``'s nodegroup: selected by its label (and its ready labels), its taints
+    tolerated, shared memory for NCCL, the instance type's NCCL/libfabric environment."""
     container = {
         **container,
         "env": [{"name": k, "value": v} for k, v in nccl_environment(capacity.instance_type).items()],
@@ -356,7 +367,7 @@ def _node_pod(capacity: FlavorCapacity, container: dict[str, Any]) -> dict[str, 
         "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
     }
     pod: dict[str, Any] = {
-        "nodeSelector": {NODEGROUP_LABEL: capacity.name},
+        "nodeSelector": {NODEGROUP_LABEL: capacity.name, **capacity.ready_labels},
         "containers": [container],
         "volumes": [{"name": "shm", "emptyDir": {"medium": "Memory"}}],
     }

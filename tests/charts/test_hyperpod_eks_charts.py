@@ -5,18 +5,31 @@ past a taint they do not tolerate). helm and the pinned charts as :mod:`tests.ch
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, nodegroup_capacity
 from training_clusters.constructs.hyperpod_eks import (
+    EksInstanceGroup,
+    KubernetesTaint,
     hyperpod_efa_device_plugin_values,
     hyperpod_nvidia_device_plugin_values,
+    kubernetes_config,
+    node_pool,
 )
-from training_clusters.releases import EFA_DEVICE_PLUGIN_CHART, NVIDIA_DEVICE_PLUGIN_CHART
+from training_clusters.job_layer import runtime_manifests
+from training_clusters.releases import (
+    DEFAULT_NCCL_TESTS_IMAGE,
+    EFA_DEVICE_PLUGIN_CHART,
+    KUBEFLOW_TRAINER_CHART,
+    NVIDIA_DEVICE_PLUGIN_CHART,
+    PYTORCH_EFA_IMAGE,
+)
 
-from .helm import render
+from .helm import crd_schemas, objects, render, validation_problems
 
 pytestmark = pytest.mark.integration
 
@@ -117,3 +130,79 @@ def test_the_efa_device_plugin_lands_on_an_ml_node_with_the_health_taint(tmp_pat
     assert schedulable(plugin, UNHEALTHY_ML)
     assert not schedulable(plugin, EC2_NAMED)
     assert not schedulable(plugin, OTHER_TAINT)
+
+
+# --------------------------------------------------------------------------------------------------
+# Kubeflow Trainer on HyperPod's nodes: its runtimes select a group's Schedulable nodes
+
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+P5 = EksInstanceGroup(
+    name="p5",
+    instance_type="ml.p5.48xlarge",
+    instance_count=2,
+    volume_gib=1000,
+    taints=[KubernetesTaint(key="nvidia.com/gpu", value="true")],
+)
+
+
+def _hyperpod_node(group: EksInstanceGroup, health: str, *taints: dict[str, str]) -> dict[str, Any]:
+    """A node of ``group`` as HyperPod makes it: its ``KubernetesConfig`` labels and taints, the ``ml.`` type,
+    the health label."""
+    config = kubernetes_config(group)
+    group_taints = [
+        {"key": t["Key"], "value": t.get("Value", ""), "effect": t["Effect"]}
+        for t in config.get("Taints", [])
+    ]
+    labels = {**config["Labels"], INSTANCE_TYPE: group.instance_type, HEALTH_LABEL: health}
+    return {"labels": labels, "taints": [*group_taints, *taints]}
+
+
+def _node_pods(runtimes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [
+        job["template"]["spec"]["template"]["spec"]
+        for runtime in runtimes
+        for job in runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        if job["name"] == "node"
+    ]
+
+
+def _runtimes(pool_ready: bool = True) -> list[dict[str, Any]]:
+    pool = node_pool(P5)
+    capacity = nodegroup_capacity("p5", pool if pool_ready else replace(pool, ready_labels={}))
+    return runtime_manifests(
+        [capacity], torchrun_image=PYTORCH_EFA_IMAGE.reference, mpi_image=DEFAULT_NCCL_TESTS_IMAGE
+    )
+
+
+def test_trainer_renders_and_its_runtimes_for_a_hyperpod_group_are_valid(tmp_path: Path) -> None:
+    rendered = render(KUBEFLOW_TRAINER_CHART, kubeflow_trainer_values(), tmp_path, include_crds=True)
+    assert validation_problems(rendered, crd_schemas(rendered)) == []
+    assert set(objects(rendered, "Deployment")) == {
+        "kubeflow-trainer-controller-manager",
+        "jobset-controller",
+    }
+    runtimes = _runtimes()
+    assert [r["metadata"]["name"] for r in runtimes] == ["torchrun-efa-p5", "mpi-efa-p5"]
+    assert validation_problems(runtimes, crd_schemas(rendered)) == []
+
+
+def test_runtimes_land_only_on_the_groups_schedulable_nodes() -> None:
+    healthy = _hyperpod_node(P5, "Schedulable")
+    checking = _hyperpod_node(P5, "Unschedulable", HEALTH_TAINT)  # deep health checks running
+    rebooting = _hyperpod_node(P5, "UnschedulablePendingReboot")
+    replacing = _hyperpod_node(P5, "UnschedulablePendingReplacement")
+    other = _hyperpod_node(replace(P5, name="p5-spare"), "Schedulable")
+    for pod in _node_pods(_runtimes()):
+        assert schedulable(pod, healthy)
+        assert not schedulable(pod, checking)
+        assert not schedulable(pod, rebooting)
+        assert not schedulable(pod, replacing)
+        assert not schedulable(pod, other)  # another group of the same type: its own name label
+        assert not schedulable(pod, _node("ml.p5.48xlarge"))  # an ml. node without the group's label
+
+
+def test_without_the_ready_label_a_node_awaiting_repair_would_take_training_pods() -> None:
+    """The negative: the health label, not a taint, is what keeps them off a node HyperPod will reboot."""
+    rebooting = _hyperpod_node(P5, "UnschedulablePendingReboot")
+    for pod in _node_pods(_runtimes(pool_ready=False)):
+        assert schedulable(pod, rebooting)

@@ -12,7 +12,7 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters.acceptance import acceptance_plan
-from training_clusters.catalog import CATALOG
+from training_clusters.catalog import CATALOG, lookup_hyperpod
 from training_clusters.config import load_environment
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.constructs.eks_jobs import (
@@ -569,6 +569,46 @@ def test_every_acceptance_job_holding_gpus_joins_a_local_queue_the_stack_makes(
                 assert len(fits) == 1, f"{job.filename}: {selector} fits flavors {fits}"
             queued += 1
     assert queued >= 1  # at least the DCGM job (MIG pod on eks-mig)
+
+
+@pytest.mark.parametrize("path", HYPERPOD_EKS_FILES, ids=[p.stem for p in HYPERPOD_EKS_FILES])
+def test_hyperpod_eks_gets_trainer_before_kueue_and_the_cluster_and_runtimes_on_its_groups(
+    environment_gates: EnvironmentGates, path: Path
+) -> None:
+    template = environment_gates.template(path)
+    resources = template["Resources"]
+    trainer_id, kueue_id = _chart_id(template, "kubeflow-trainer"), _chart_id(template, "kueue")
+    assert json.loads(resources[trainer_id]["Properties"]["Values"]) == kubeflow_trainer_values()
+    assert trainer_id in resources[kueue_id]["DependsOn"]
+    ((_, hyperpod),) = [(k, v) for k, v in resources.items() if v["Type"] == "AWS::SageMaker::Cluster"]
+    assert {trainer_id, kueue_id} <= set(hyperpod["DependsOn"])
+    groups = {g["InstanceGroupName"]: g for g in hyperpod["Properties"]["InstanceGroups"]}
+    runtimes_id, runtimes = _applied_objects(template, "ClusterTrainingRuntime")
+    assert trainer_id in resources[runtimes_id]["DependsOn"]
+    settings = load_environment(path).hyperpod_eks
+    assert settings is not None
+    types = {g.name: lookup_hyperpod(g.instance_type) for g in settings.instance_groups}
+    efa_gpu = [name for name, t in types.items() if t.is_gpu and t.efa_supported]
+    assert efa_gpu and [r["metadata"]["name"] for r in runtimes] == [
+        *(f"torchrun-efa-{g}" for g in efa_gpu),
+        *(f"mpi-efa-{g}" for g in efa_gpu),
+    ]
+    for runtime in runtimes:
+        group = runtime["metadata"]["name"].split("-efa-", 1)[1]
+        (node,) = [j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == "node"]
+        pod = node["template"]["spec"]["template"]["spec"]
+        labels = groups[group]["KubernetesConfig"]["Labels"]
+        # the label HyperPod puts on the group's nodes, and Schedulable: never a node under checks or repair
+        assert pod["nodeSelector"] == {
+            NODEGROUP_LABEL: group,
+            "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+        }
+        assert labels[NODEGROUP_LABEL] == group
+        taints = groups[group]["KubernetesConfig"].get("Taints", [])
+        assert pod.get("tolerations", []) == [
+            {"key": t["Key"], "operator": "Equal", "value": t.get("Value", ""), "effect": t["Effect"]}
+            for t in taints
+        ]
 
 
 def test_next_steps_say_how_to_queue_a_job(environment_gates: EnvironmentGates) -> None:

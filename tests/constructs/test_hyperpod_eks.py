@@ -12,7 +12,12 @@ from aws_cdk.assertions import Template
 
 from training_clusters.capacity import Capacity
 from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_jobs import TrainingQueues, nodegroup_capacity
+from training_clusters.constructs.eks_jobs import (
+    TrainingQueues,
+    TrainingRuntimes,
+    kubeflow_trainer_values,
+    nodegroup_capacity,
+)
 from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import (
     HEALTH_TOLERATION,
@@ -103,7 +108,7 @@ def test_the_cluster_depends_on_agent_plugins_vpc_cni_and_mpi_operator(stack: cd
         for i, kind in kinds.items()
         if kind == "Custom::AWSCDK-EKS-HelmChart"
     )
-    assert helm == ["aws-efa-k8s-device-plugin", "kueue", "nvidia-device-plugin"]
+    assert helm == ["aws-efa-k8s-device-plugin", "kubeflow-trainer", "kueue", "nvidia-device-plugin"]
     assert "AWS::EKS::Addon" in kinds.values()
     assert sum(kind == "Custom::AWSCDK-EKS-KubernetesResource" for kind in kinds.values()) >= 1
 
@@ -146,6 +151,44 @@ def test_kueue_is_installed_on_the_system_nodes_after_the_mpi_operator_and_befor
     assert mpi in depends_on(Template.from_stack(stack).to_json()["Resources"][kueue])
 
 
+def test_kubeflow_trainer_is_installed_on_the_system_nodes_before_kueue_and_the_cluster(
+    stack: cdk.Stack,
+) -> None:
+    cluster = build(stack)
+    _, resource = the_cluster(stack)
+    trainer = _chart_id(stack, "kubeflow-trainer")
+    assert trainer in depends_on(resource)
+    assert cluster.dependencies.trainer is not None
+    assert cluster.dependencies.trainer.chart in cluster.dependencies.resources
+    assert (
+        cluster.dependencies.trainer.values == kubeflow_trainer_values()
+    )  # Trainer and JobSet, system nodes
+    # Kueue manages TrainJobs and JobSets: it comes after their kinds exist
+    assert trainer in depends_on(Template.from_stack(stack).to_json()["Resources"][_chart_id(stack, "kueue")])
+
+
+def test_without_kubeflow_trainer_nothing_of_it_is_made(stack: cdk.Stack) -> None:
+    cluster = build(stack, kubeflow_trainer=False)
+    assert cluster.dependencies.trainer is None
+    assert not any("KubeflowTrainer" in c.node.path for c in stack.node.find_all())
+    assert cluster.dependencies.kueue is not None  # Kueue stays, after the MPI Operator only
+
+
+def test_a_label_of_the_groups_name_cannot_be_taken_over(stack: cdk.Stack) -> None:
+    """The name the queues and runtimes select by wins over a user label of the same key."""
+    group = EksInstanceGroup(
+        name="g5",
+        instance_type="ml.g5.8xlarge",
+        volume_gib=500,
+        labels={"training-clusters/nodegroup": "other"},
+    )
+    cluster = build(stack, [group])
+    _, resource = the_cluster(stack)
+    (props,) = resource["Properties"]["InstanceGroups"]
+    assert props["KubernetesConfig"]["Labels"] == {"training-clusters/nodegroup": "g5"}
+    assert cluster.node_pools["g5"].labels == {"training-clusters/nodegroup": "g5"}
+
+
 def test_kueue_takes_the_pods_ready_timeout(stack: cdk.Stack) -> None:
     cluster = build(stack, pods_ready_timeout_minutes=25)
     assert cluster.dependencies.kueue is not None
@@ -174,12 +217,16 @@ def test_node_pools_say_what_each_group_provides_as_its_nodes_report_it(stack: c
         "cpu": (3, 0, "ml.m5.2xlarge"),
     }
     assert pools["p5"].instance_type.gpu_count == 8
-    assert pools["p5"].labels == {"team": "research"}
+    assert pools["p5"].labels == {"team": "research", "training-clusters/nodegroup": "p5"}
     assert pools["p5"].taints == (Taint("nvidia.com/gpu", "true", "NoSchedule"),)
+    assert pools["p5"].ready_labels == {"sagemaker.amazonaws.com/node-health-status": "Schedulable"}
     capacity = nodegroup_capacity("p5", pools["p5"])
+    # the flavor: the group's own nodes, only while HyperPod has them Schedulable
     assert capacity.node_labels() == {
         "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
         "team": "research",
+        "training-clusters/nodegroup": "p5",
+        "sagemaker.amazonaws.com/node-health-status": "Schedulable",
     }
     assert capacity.quota() == {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "42244Mi"}
 
@@ -225,7 +272,8 @@ def test_each_group_has_its_volume_and_deep_health_checks_by_default(stack: cdk.
     assert group["InstanceStorageConfigs"] == [{"EbsVolumeConfig": {"VolumeSizeInGB": 500}}]
     assert group["OnStartDeepHealthChecks"] == ["InstanceStress", "InstanceConnectivity"]
     assert group["LifeCycleConfig"]["OnCreate"] == "on_create.sh"
-    assert "KubernetesConfig" not in group
+    # its name, on every node of it: what queues and runtimes select
+    assert group["KubernetesConfig"] == {"Labels": {"training-clusters/nodegroup": "g5"}}
 
 
 def test_labels_and_taints_reach_kubernetes_config(stack: cdk.Stack) -> None:
@@ -241,7 +289,7 @@ def test_labels_and_taints_reach_kubernetes_config(stack: cdk.Stack) -> None:
     _, resource = the_cluster(stack)
     (props,) = resource["Properties"]["InstanceGroups"]
     assert props["KubernetesConfig"] == {
-        "Labels": {"training-clusters/pool": "p5"},
+        "Labels": {"training-clusters/pool": "p5", "training-clusters/nodegroup": "p5"},
         "Taints": [
             {"Key": "nvidia.com/gpu", "Value": "true", "Effect": "NoSchedule"},
             {"Key": "dedicated", "Effect": "NoExecute"},
@@ -520,6 +568,37 @@ def test_pod_addresses_boundary() -> None:
     assert pod_addresses_problem(fits, ADDRESSES_PER_NODE, usable) is None
     problem = pod_addresses_problem(fits + 1, ADDRESSES_PER_NODE, usable)
     assert problem is not None and f"adds up to {fits + 1} HyperPod nodes" in problem
+
+
+def test_runtimes_over_the_node_pools_run_on_the_groups_schedulable_nodes(stack: cdk.Stack) -> None:
+    """A runtime's pods select the group's name label HyperPod applies, and Schedulable; they tolerate the group's
+    taints and not HyperPod's health taint (a node under deep health checks takes no training pod)."""
+    p5 = EksInstanceGroup(
+        name="p5",
+        instance_type="ml.p5.48xlarge",
+        instance_count=2,
+        volume_gib=500,
+        taints=[KubernetesTaint(key="nvidia.com/gpu", value="true")],
+    )
+    cpu = EksInstanceGroup(name="cpu", instance_type="ml.m5.2xlarge", instance_count=1, volume_gib=100)
+    cluster = build(stack, [p5, cpu])
+    eks = stack.node.find_child("Eks")
+    assert isinstance(eks, GpuEksCluster) and cluster.dependencies.trainer is not None
+    runtimes = TrainingRuntimes(
+        stack, "Runtimes", cluster=eks, trainer=cluster.dependencies.trainer, nodegroups=cluster.node_pools
+    )
+    assert runtimes.names == {"p5": ("torchrun-efa-p5", "mpi-efa-p5")}  # no EFA, no GPU: no runtime
+    for runtime in runtimes.manifests:
+        (node,) = [j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == "node"]
+        pod = node["template"]["spec"]["template"]["spec"]
+        assert pod["nodeSelector"] == {
+            "training-clusters/nodegroup": "p5",
+            "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+        }
+        assert pod["tolerations"] == [
+            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
+        ]
+        assert pod["containers"][0]["resources"]["limits"]["vpc.amazonaws.com/efa"] == 32
 
 
 def test_queues_over_the_node_pools_take_catalogue_types_and_refuse_a_name(stack: cdk.Stack) -> None:

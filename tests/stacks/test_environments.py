@@ -68,7 +68,7 @@ HYPERPOD_EKS_QUOTAS: dict[
     "hyperpod-eks-g5": {
         "g5": (
             "ml.g5.8xlarge",
-            {"training-clusters/pool": "g5"},
+            {"training-clusters/pool": "g5", "training-clusters/nodegroup": "g5"},
             [],
             # 2 nodes x 1 A10G, x 1 EFA interface, x 1761 2 MiB huge pages (32 vCPUs x 110 MiB / 2 MiB + 1)
             {"nvidia.com/gpu": 2, "vpc.amazonaws.com/efa": 2, "hugepages-2Mi": "7044Mi"},
@@ -77,7 +77,7 @@ HYPERPOD_EKS_QUOTAS: dict[
     "hyperpod-eks-p5": {
         "p5": (
             "ml.p5.48xlarge",
-            {"training-clusters/pool": "p5"},
+            {"training-clusters/pool": "p5", "training-clusters/nodegroup": "p5"},
             [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
             # 2 nodes x 8 H100, x 32 EFA interfaces, x 10561 2 MiB huge pages (192 vCPUs x 110 MiB / 2 MiB + 1)
             {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 64, "hugepages-2Mi": "42244Mi"},
@@ -98,7 +98,12 @@ def test_hyperpod_eks_queues_hold_what_the_instance_groups_provide(gated, path: 
     }
     for name, (reported, labels, taints, _) in flavors.items():
         spec = objects[("ResourceFlavor", name)]["spec"]
-        assert spec["nodeLabels"] == {"node.kubernetes.io/instance-type": reported, **labels}
+        # the group's nodes (its name label, from KubernetesConfig), only while HyperPod has them Schedulable
+        assert spec["nodeLabels"] == {
+            "node.kubernetes.io/instance-type": reported,
+            **labels,
+            "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+        }
         assert spec.get("nodeTaints", []) == taints
         assert spec.get("tolerations", []) == [{**t, "operator": "Equal"} for t in taints]
     # the queues are in the template, applied after Kueue, which is installed before the SageMaker cluster

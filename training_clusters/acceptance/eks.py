@@ -170,7 +170,11 @@ def hyperpod_eks_plan(
                 nodegroup=group.name,
                 instance=instance,
                 nodes=group.count,
-                labels={INSTANCE_TYPE_LABEL: group.instance_type, **dict(group.labels)},
+                labels={
+                    INSTANCE_TYPE_LABEL: group.instance_type,
+                    **group.labels,
+                    NODEGROUP_LABEL: group.name,
+                },
                 level=dcgm_level,
                 environment=environment,
                 queue=queue,

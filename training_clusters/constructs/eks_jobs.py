@@ -336,6 +336,7 @@ def nodegroup_capacity(
         gpu_resource=SHARED_GPU_RESOURCE if time_slicing and time_slicing.rename_by_default else GPU_RESOURCE,
         mig_devices=dict(mig_devices or {}),
         reported_instance_type=pool.reported_instance_type,
+        ready_labels=dict(pool.ready_labels),
     )
 
 
@@ -536,17 +537,21 @@ class TrainingQueues(Construct):
 
 @checked_props
 class TrainingRuntimes(Construct):
-    """Kubeflow Trainer runtimes for the cluster's EFA GPU nodegroups: torchrun and mpirun over EFA.
+    """Kubeflow Trainer runtimes for the cluster's EFA GPU nodegroups (or HyperPod instance groups): torchrun and
+    mpirun over EFA.
 
     Example::
 
         TrainingRuntimes(self, "Runtimes", cluster=cluster, trainer=trainer, nodegroups={"p5": p5})
+        TrainingRuntimes(self, "HyperPodRuntimes", cluster=cluster, trainer=trainer,
+                         nodegroups=hyperpod.node_pools)       # HyperPodEksCluster's instance groups
         # a TrainJob: spec.runtimeRef.name: torchrun-efa-p5, spec.trainer.command: [torchrun, train.py]
 
     Per nodegroup, ``torchrun-efa-<nodegroup>`` (one pod per node with every GPU and EFA interface and huge
     pages, torchrun's rendezvous from Kubeflow Trainer) and ``mpi-efa-<nodegroup>`` (an OpenMPI launcher and
-    sshd on every node: what the NCCL acceptance TrainJob runs). Both select the nodegroup's nodes, tolerate
-    its taints and set the instance type's NCCL/libfabric environment (GPUDirect RDMA only where the catalogue
+    sshd on every node: what the NCCL acceptance TrainJob runs). Both select the nodegroup's nodes (label
+    ``training-clusters/nodegroup``, and a pool's ready labels), tolerate its taints and set the instance
+    type's NCCL/libfabric environment (GPUDirect RDMA only where the catalogue
     says so). See :func:`~training_clusters.job_layer.torchrun_runtime`. Applied once Kubeflow Trainer's webhook
     is ready (after :attr:`KubeflowTrainer.chart`).
 
@@ -560,7 +565,7 @@ class TrainingRuntimes(Construct):
         *,
         cluster: GpuEksCluster,
         trainer: KubeflowTrainer,
-        nodegroups: Mapping[str, EfaNodegroup],
+        nodegroups: Mapping[str, EfaNodegroup | NodePool],
         torchrun_image: str = PYTORCH_EFA_IMAGE.reference,
         mpi_image: str = DEFAULT_NCCL_TESTS_IMAGE,
     ) -> None:
@@ -568,14 +573,20 @@ class TrainingRuntimes(Construct):
 
         :param cluster: The cluster.
         :param trainer: Kubeflow Trainer on that cluster.
-        :param nodegroups: EFA nodegroups by name; those with NVIDIA GPUs get runtimes.
+        :param nodegroups: EFA nodegroups by name, or pools of nodes carrying ``training-clusters/nodegroup``
+            with their name (:class:`~training_clusters.job_layer.NodePool`: HyperPod's instance groups); those
+            with NVIDIA GPUs and EFA get runtimes.
         :param torchrun_image: Default image of the torchrun runtimes (a TrainJob may set its own).
             Default: :data:`~training_clusters.releases.PYTORCH_EFA_IMAGE`.
         :param mpi_image: Default image of the mpirun runtimes; it must run sshd as root.
             Default: :data:`~training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`.
         """
         super().__init__(scope, id)
-        capacities = [nodegroup_capacity(name, g) for name, g in nodegroups.items() if g.instance_type.is_gpu]
+        capacities = [
+            capacity
+            for capacity in (nodegroup_capacity(name, g) for name, g in nodegroups.items())
+            if capacity.instance_type.is_gpu and capacity.efa_interfaces
+        ]
         if not capacities:
             raise fail(
                 self.node.path,

@@ -12,7 +12,15 @@ kubectl provider (:class:`HyperPodEksDependencies`):
 - the NVIDIA and EFA device plugins (and Neuron on Trainium), scheduled on the groups' ``ml.`` instance types
   (the label HyperPod's nodes carry) and tolerating HyperPod's health taint
   (``sagemaker.amazonaws.com/node-health-status=Unschedulable:NoSchedule``);
-- the Amazon VPC CNI add-on at a version HyperPod supports, and the MPI Operator.
+- the Amazon VPC CNI add-on at a version HyperPod supports, the MPI Operator, Kubeflow Trainer (with JobSet)
+  and Kueue, their controllers on the EKS cluster's system nodes.
+
+Each instance group's nodes carry ``training-clusters/nodegroup: <group>`` (set in its ``KubernetesConfig``,
+which HyperPod applies to the group's nodes and keeps through replacement), so queues and training runtimes
+select a group's nodes as they select an EKS nodegroup's; they also select
+``sagemaker.amazonaws.com/node-health-status: Schedulable`` (:data:`SCHEDULABLE`), and tolerate neither that
+label's other values nor HyperPod's health taint: a node under deep health checks, or awaiting reboot or
+replacement, takes no training pod (the health taint is for the device plugins and the agent).
 
 The SageMaker cluster depends on every one of them, so CloudFormation creates them first and deletes them
 after it.
@@ -51,7 +59,7 @@ from training_clusters.constructs.eks_addons import (
     nvidia_device_plugin_values,
 )
 from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_jobs import DEFAULT_PODS_READY_TIMEOUT_MINUTES, Kueue
+from training_clusters.constructs.eks_jobs import DEFAULT_PODS_READY_TIMEOUT_MINUTES, KubeflowTrainer, Kueue
 from training_clusters.constructs.eks_release_manifest import MpiOperator
 from training_clusters.constructs.hyperpod import (
     HyperPodCluster,
@@ -61,7 +69,7 @@ from training_clusters.constructs.hyperpod import (
     lifecycle_scripts_path,
 )
 from training_clusters.errors import ConfigurationError
-from training_clusters.job_layer import NodePool, Taint
+from training_clusters.job_layer import NODEGROUP_LABEL, NodePool, Taint
 from training_clusters.options import DeepHealthCheck, NodeProvisioningMode, NodeRecovery
 from training_clusters.releases import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -98,6 +106,10 @@ HEALTH_TOLERATION: dict[str, str] = {
     "value": "Unschedulable",
     "effect": "NoSchedule",
 }
+#: The label value a HyperPod node carries while it may take work (AWS's "Resilience-related Kubernetes labels by
+#: SageMaker HyperPod": ``Unschedulable`` during deep health checks, ``UnschedulablePendingReboot`` /
+#: ``UnschedulablePendingReplacement`` after a fault). Training pods select it, as AWS's HyperPod CLI does.
+SCHEDULABLE: dict[str, str] = {HEALTH_STATUS_KEY: "Schedulable"}
 #: The ECR actions nodes pull images with (the kubelet's credential provider, on the execution role).
 IMAGE_PULL_ACTIONS = (
     "ecr:BatchCheckLayerAvailability",
@@ -314,7 +326,7 @@ def health_monitoring_agent_manifests(
 @checked_props
 class HyperPodEksDependencies(Construct):
     """What HyperPod needs in the EKS cluster before its nodes join: agent, device plugins, VPC CNI, MPI Operator,
-    Kueue.
+    Kubeflow Trainer, Kueue.
 
     Example::
 
@@ -326,7 +338,8 @@ class HyperPodEksDependencies(Construct):
 
     Attributes: ``resources``, ``agent`` (the manifest), ``agent_manifests``, ``vpc_cni`` (the add-on),
     ``nvidia_device_plugin``, ``efa_device_plugin``, ``neuron_device_plugin`` (charts, or None without such
-    types), ``nvidia_values``, ``efa_values``, ``neuron_values``, ``mpi_operator``, ``kueue`` (or None).
+    types), ``nvidia_values``, ``efa_values``, ``neuron_values``, ``mpi_operator``, ``trainer``, ``kueue``
+    (each or None).
     """
 
     def __init__(
@@ -340,6 +353,7 @@ class HyperPodEksDependencies(Construct):
         mpi_operator: bool = True,
         kueue: bool = True,
         pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES,
+        kubeflow_trainer: bool = True,
     ) -> None:
         """Install them.
 
@@ -348,8 +362,10 @@ class HyperPodEksDependencies(Construct):
         :param vpc_cni_version: The ``vpc-cni`` add-on, v1.18.3 or newer. Default: :data:`HYPERPOD_VPC_CNI_VERSION`.
         :param mpi_operator: Install Kubeflow's MPI Operator (MPIJob). Default: True.
         :param kueue: Install Kueue (:class:`~training_clusters.constructs.eks_jobs.Kueue`, on the system
-            nodes), after the MPI Operator. Default: True.
+            nodes), after the MPI Operator and Kubeflow Trainer, whose jobs it manages. Default: True.
         :param pods_ready_timeout_minutes: Kueue's ``waitForPodsReady`` timeout. Default: 10.
+        :param kubeflow_trainer: Install Kubeflow Trainer and JobSet
+            (:class:`~training_clusters.constructs.eks_jobs.KubeflowTrainer`, on the system nodes). Default: True.
         """
         super().__init__(scope, id)
         refuse(self, "vpc_cni_version", vpc_cni_version_problem(vpc_cni_version))
@@ -388,14 +404,18 @@ class HyperPodEksDependencies(Construct):
         self.mpi_operator = MpiOperator(self, "MpiOperator", cluster=cluster) if mpi_operator else None
         if self.mpi_operator is not None:
             self.resources.append(self.mpi_operator.resource)
+        self.trainer = KubeflowTrainer(self, "KubeflowTrainer", cluster=cluster) if kubeflow_trainer else None
+        if self.trainer is not None:
+            self.resources.append(self.trainer.chart)
         self.kueue = (
             Kueue(self, "Kueue", cluster=cluster, pods_ready_timeout_minutes=pods_ready_timeout_minutes)
             if kueue
             else None
         )
         if self.kueue is not None:
-            if self.mpi_operator is not None:
-                self.kueue.node.add_dependency(self.mpi_operator)
+            for operator in (self.mpi_operator, self.trainer):
+                if operator is not None:
+                    self.kueue.node.add_dependency(operator)
             self.resources.append(self.kueue.chart)
 
     def _chart(
@@ -479,6 +499,7 @@ class HyperPodEksCluster(Construct):
         vpc_cni_version: str = HYPERPOD_VPC_CNI_VERSION,
         kueue: bool = True,
         pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES,
+        kubeflow_trainer: bool = True,
     ) -> None:
         """Create the dependencies, then the cluster.
 
@@ -496,6 +517,9 @@ class HyperPodEksCluster(Construct):
         :param kueue: Install Kueue before the nodes (queue over :attr:`node_pools` with
             :class:`~training_clusters.constructs.eks_jobs.TrainingQueues`). Default: True.
         :param pods_ready_timeout_minutes: Kueue's ``waitForPodsReady`` timeout. Default: 10.
+        :param kubeflow_trainer: Install Kubeflow Trainer and JobSet before the nodes (runtimes over
+            :attr:`node_pools` with :class:`~training_clusters.constructs.eks_jobs.TrainingRuntimes`).
+            Default: True.
         :param vpc_cni_version: Default: :data:`HYPERPOD_VPC_CNI_VERSION`.
         """
         super().__init__(scope, id)
@@ -515,6 +539,7 @@ class HyperPodEksCluster(Construct):
             mpi_operator=mpi_operator,
             kueue=kueue,
             pods_ready_timeout_minutes=pods_ready_timeout_minutes,
+            kubeflow_trainer=kubeflow_trainer,
         )
         self.hyperpod = HyperPodCluster(
             self,
@@ -543,20 +568,8 @@ class HyperPodEksCluster(Construct):
 
     @property
     def node_pools(self) -> dict[str, NodePool]:
-        """What each instance group provides, by name: its nodes (``node.kubernetes.io/instance-type`` is the
-        ``ml.`` name on HyperPod's nodes), every EFA interface of the type, its labels and taints."""
-        pools = {}
-        for group in self.instance_groups:
-            instance_type = lookup_hyperpod(group.instance_type)
-            pools[group.name] = NodePool(
-                instance_type=instance_type,
-                nodes=group.instance_count,
-                efa_interfaces=instance_type.max_efa_interfaces,
-                labels=dict(group.labels),
-                taints=tuple(Taint(t.key, t.value, t.effect) for t in group.taints),
-                reported_instance_type=group.instance_type,
-            )
-        return pools
+        """What each instance group provides, by name (:func:`node_pool`)."""
+        return {group.name: node_pool(group) for group in self.instance_groups}
 
     @property
     def connections(self) -> ec2.Connections:
@@ -600,9 +613,9 @@ class HyperPodEksCluster(Construct):
     def _set_kubernetes_config(self, groups: Sequence[EksInstanceGroup]) -> None:
         """``KubernetesConfig`` (labels, taints) of each group, on the L1 HyperPodCluster made."""
         for index, group in enumerate(groups):
-            config = kubernetes_config(group)
-            if config is not None:
-                self.cluster.add_property_override(f"InstanceGroups.{index}.KubernetesConfig", config)
+            self.cluster.add_property_override(
+                f"InstanceGroups.{index}.KubernetesConfig", kubernetes_config(group)
+            )
 
     def _grant_node_permissions(self, eks_cluster: GpuEksCluster) -> None:
         """What a HyperPod node of an EKS cluster does with its execution role beyond a Slurm node: pull
@@ -632,17 +645,36 @@ class HyperPodEksCluster(Construct):
         self.cluster.node.add_dependency(policy)
 
 
-def kubernetes_config(group: EksInstanceGroup) -> dict[str, Any] | None:
-    """``KubernetesConfig`` of an instance group: ``Labels`` and ``Taints``, or None without either."""
-    config: dict[str, Any] = {}
-    if group.labels:
-        config["Labels"] = dict(group.labels)
+def node_labels(group: EksInstanceGroup) -> dict[str, str]:
+    """The labels the group's nodes get: its own, and ``training-clusters/nodegroup`` with its name."""
+    return {**group.labels, NODEGROUP_LABEL: group.name}
+
+
+def node_pool(group: EksInstanceGroup) -> NodePool:
+    """What an instance group provides: its nodes (``node.kubernetes.io/instance-type`` is the ``ml.`` name on
+    HyperPod's nodes), every EFA interface of the type, its labels (:func:`node_labels`) and taints, and
+    :data:`SCHEDULABLE` while a node may take work."""
+    instance_type = lookup_hyperpod(group.instance_type)
+    return NodePool(
+        instance_type=instance_type,
+        nodes=group.instance_count,
+        efa_interfaces=instance_type.max_efa_interfaces,
+        labels=node_labels(group),
+        taints=tuple(Taint(t.key, t.value, t.effect) for t in group.taints),
+        reported_instance_type=group.instance_type,
+        ready_labels=dict(SCHEDULABLE),
+    )
+
+
+def kubernetes_config(group: EksInstanceGroup) -> dict[str, Any]:
+    """``KubernetesConfig`` of an instance group: ``Labels`` (:func:`node_labels`) and its ``Taints``."""
+    config: dict[str, Any] = {"Labels": node_labels(group)}
     if group.taints:
         config["Taints"] = [
             {"Key": t.key, **({"Value": t.value} if t.value else {}), "Effect": t.effect}
             for t in group.taints
         ]
-    return config or None
+    return config
 
 
 def _instance_group(group: EksInstanceGroup) -> InstanceGroup:

@@ -13,7 +13,7 @@ from training_clusters.config import (
 )
 from training_clusters.constructs.eks_addons import FsxCsiDriver
 from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_jobs import TrainingQueues
+from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntimes
 from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
 from training_clusters.errors import ConfigurationError
@@ -27,8 +27,9 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     :class:`GpuEksCluster` with a small system nodegroup for CoreDNS and controllers) takes the version and
     authentication mode HyperPod supports; HyperPod's instance groups (``hyperpod``: a
     :class:`HyperPodEksCluster`) join it in the placement subnet, in the EFA group, once HyperPod's agent,
-    the device plugins, the VPC CNI, the MPI Operator and Kueue are in the cluster; Kueue's queues
-    (``queues``: a :class:`TrainingQueues` whose quota is what the GPU instance groups provide) follow. Pods mount the shared FSx through
+    the device plugins, the VPC CNI, the MPI Operator, Kubeflow Trainer and Kueue are in the cluster; Kueue's
+    queues (``queues``: a :class:`TrainingQueues` whose quota is what the GPU instance groups provide) and the
+    TrainJob runtimes of the EFA GPU groups (``runtimes``: :class:`TrainingRuntimes`) follow. Pods mount the shared FSx through
     the CSI driver (``fsx_csi``, a PV and the claim ``fsx-lustre``). HyperPod places its instances itself: the
     environment's placement group is not used by its nodes.
     """
@@ -71,8 +72,10 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             vpc_cni_version=spec.addons.vpc_cni_version,
             kueue=spec.addons.kueue,
             pods_ready_timeout_minutes=spec.queues.pods_ready_timeout_minutes,
+            kubeflow_trainer=spec.addons.kubeflow_trainer,
         )
         self.queues = self._queues(spec)
+        self.runtimes = self._runtimes(spec)
         self.fsx_csi: FsxCsiDriver | None = None
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.eks)
@@ -111,6 +114,25 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             topology_aware=queues.topology_aware,
         )
 
+    def _runtimes(self, spec: HyperPodEksConfig) -> TrainingRuntimes | None:
+        """Kubeflow Trainer's runtimes over the EFA GPU instance groups, when Trainer is installed."""
+        trainer = self.hyperpod.dependencies.trainer
+        pools = {
+            name: pool
+            for name, pool in self.hyperpod.node_pools.items()
+            if pool.instance_type.is_gpu and pool.efa_interfaces
+        }
+        if trainer is None or not pools:
+            return None
+        return TrainingRuntimes(
+            self,
+            "TrainingRuntimes",
+            cluster=self.eks,
+            trainer=trainer,
+            nodegroups=pools,
+            mpi_image=spec.nccl_test.image,
+        )
+
     def _queue_steps(self) -> list[str]:
         """How to queue a job, when the stack made the queues."""
         if self.queues is None:
@@ -119,10 +141,13 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
         where = (
             f"namespace {namespaces[0]}" if len(namespaces) == 1 else f"namespaces {', '.join(namespaces)}"
         )
-        return [
+        step = (
             f"Train: label a job kueue.x-k8s.io/queue-name: {self.queues.local_queue_name} in {where}; Kueue "
             "starts it when all of it fits on the instance groups (kubectl get workloads shows what waits)"
-        ]
+        )
+        if self.runtimes is not None:
+            step += f"; TrainJobs use the runtimes {', '.join(n for pair in self.runtimes.names.values() for n in pair)}"
+        return [step]
 
     def _lustre(self) -> LustreMount | None:
         if self.shared_storage is None or self.mount_dir is None:
