@@ -17,7 +17,7 @@ BUILD_SIDE = [
     *sorted((PACKAGE / "monitoring").glob("*.py")),
     *(
         PACKAGE / name
-        for name in ("config.py", "catalog.py", "releases.py", "options.py", "eks_jobs.py", "eks_mig.py")
+        for name in ("config.py", "catalog.py", "releases.py", "options.py", "nccl_job.py", "eks_mig.py")
     ),
 ]
 OPERATE_SIDE = ("training_clusters.acceptance", "training_clusters.cli", "training_clusters.preflight")

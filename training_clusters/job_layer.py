@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from training_clusters.catalog import InstanceType
-from training_clusters.eks_jobs import (
+from training_clusters.nccl_job import (
     efa_node_hugepages_mib,
     efa_pod_hugepages,
     mpirun_command,
@@ -125,7 +125,7 @@ class FlavorCapacity:
     def quota(self) -> dict[str, int | str]:
         """Resource name -> what all the nodes advertise together: GPUs (or, MIG-partitioned, each MIG
         resource), and on EFA nodes their EFA interfaces and the 2 MiB huge pages they reserve
-        (:func:`~training_clusters.eks_jobs.efa_node_hugepages_mib` of the instance type each)."""
+        (:func:`~training_clusters.nccl_job.efa_node_hugepages_mib` of the instance type each)."""
         gpus = self.nodes * self.instance_type.gpu_count
         quota: dict[str, int | str] = (
             {resource: gpus * count for resource, count in self.mig_devices.items()}

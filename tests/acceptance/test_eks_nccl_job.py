@@ -7,7 +7,8 @@ import pytest
 import yaml
 
 from training_clusters.catalog import lookup
-from training_clusters.eks_jobs import (
+from training_clusters.errors import ConfigurationError
+from training_clusters.nccl_job import (
     efa_node_hugepages_mib,
     efa_pod_hugepages,
     mpirun_command,
@@ -15,7 +16,6 @@ from training_clusters.eks_jobs import (
     run_instructions,
     write_manifest,
 )
-from training_clusters.errors import ConfigurationError
 from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE
 
 

@@ -1,6 +1,6 @@
 """EKS acceptance jobs: for each GPU EFA nodegroup, the NCCL MPIJob as YAML and a gate for its log.
 
-The MPIJob is :func:`~training_clusters.eks_jobs.nccl_test_mpijob`, annotated with the
+The MPIJob is :func:`~training_clusters.nccl_job.nccl_test_mpijob`, annotated with the
 expected bus bandwidth; ``nccl-tests-<nodegroup>-check.sh`` reads the launcher's log (``kubectl logs ... |
 bash nccl-tests-<nodegroup>-check.sh``) and exits non-zero when the bandwidth is clearly low or the log does
 not show NCCL on EFA.
@@ -29,14 +29,6 @@ from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.acceptance.mig import mig_eks_jobs
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.config import EksGpuNodegroupConfig
-from training_clusters.eks_jobs import (
-    manifest_yaml,
-    nccl_job_files,
-    nccl_job_name,
-    nccl_skip_reason,
-    nccl_test_mpijob,
-    run_instructions,
-)
 from training_clusters.eks_mig import mig_config_name, mig_devices
 from training_clusters.job_layer import (
     GPU_RESOURCE,
@@ -48,6 +40,14 @@ from training_clusters.job_layer import (
     gang_job,
     mpi_runtime_name,
     nccl_test_trainjob,
+)
+from training_clusters.nccl_job import (
+    manifest_yaml,
+    nccl_job_files,
+    nccl_job_name,
+    nccl_skip_reason,
+    nccl_test_mpijob,
+    run_instructions,
 )
 
 if TYPE_CHECKING:

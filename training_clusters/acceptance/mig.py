@@ -15,9 +15,9 @@ from typing import Any
 from training_clusters.acceptance.fragments import comment_lines, fragment, readonly_lines
 from training_clusters.acceptance.jobs import AcceptanceJob
 from training_clusters.catalog import InstanceType
-from training_clusters.eks_jobs import manifest_yaml
 from training_clusters.eks_mig import MIG_CONFIG_LABEL, mig_resource
 from training_clusters.job_layer import KUEUE_QUEUE_LABEL, QueueRoute
+from training_clusters.nccl_job import manifest_yaml
 from training_clusters.options import MigStrategy
 from training_clusters.releases import CUDA_BASE_IMAGE
 

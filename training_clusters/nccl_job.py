@@ -1,4 +1,5 @@
-"""EKS job templates the stacks build and apply: the NCCL MPIJob running ``all_reduce_perf`` across one EFA nodegroup.
+"""The NCCL job over EFA: the MPIJob running ``all_reduce_perf`` across one EFA nodegroup, and the NCCL and
+libfabric settings per instance type (which the job layer's training runtimes share).
 
 Build side, pure data, no CDK: the manifest is a dict, applied by the EKS stack itself (``eks.nccl_test.apply``)
 or written as YAML by ``training-clusters acceptance`` (:mod:`training_clusters.acceptance.eks`, which imports
