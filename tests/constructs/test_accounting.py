@@ -15,6 +15,17 @@ from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 from training_clusters.handlers.slurmdbd_user import HANDLER_DIR, staged_asset
 
+from ..assertions import (
+    NO_EGRESS,
+    all_traffic,
+    allow,
+    egress,
+    ingress,
+    policy_statements,
+    role_statements,
+    security_group_rules,
+    text,
+)
 from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, EnvironmentGates, GatedStacks, PinnedStack, gated_stack
 from .parts import StorageAndCluster
 from .test_session_manager import acknowledged_rules
@@ -115,6 +126,10 @@ def test_destroy_turns_deletion_protection_off_and_deletes_everything(
         assert policies == {"Delete"}, kind
 
 
+def _handler_group(stack: cdk.Stack, db: SlurmAccountingDatabase) -> str:
+    return logical_id(stack, db.user_handler.connections.security_groups[0])
+
+
 def test_clients_in_another_stack_get_both_rules_in_their_own_stack() -> None:
     layout = StorageAndCluster()
     app, storage, consumer, client = layout.app, layout.storage, layout.cluster, layout.client
@@ -122,16 +137,16 @@ def test_clients_in_another_stack_get_both_rules_in_their_own_stack() -> None:
 
     db.connections.allow_default_port_from(client)
 
-    rules = Template.from_stack(consumer)
-    rules.has_resource_properties(
-        "AWS::EC2::SecurityGroupIngress",
-        {"FromPort": 3306, "ToPort": 3306, "IpProtocol": "tcp", "SourceSecurityGroupId": Match.any_value()},
-    )
-    rules.has_resource_properties(
-        "AWS::EC2::SecurityGroupEgress", {"FromPort": 3306, "ToPort": 3306, "IpProtocol": "tcp"}
-    )
-    own = Template.from_stack(storage)
-    own.resource_count_is("AWS::EC2::SecurityGroupIngress", 2)  # the network's EFA group, the user handler
+    rules = Template.from_stack(consumer).to_json()
+    database = consumer.resolve(db.security_group.security_group_id)  # imported from the storage stack
+    assert security_group_rules(rules, database) == {ingress(logical_id(consumer, client), 3306)}
+    assert security_group_rules(rules, logical_id(consumer, client)) == {egress(text(database), 3306)}
+    own = Template.from_stack(storage).to_json()
+    # in the storage stack, only the user handler's pair
+    assert security_group_rules(own, logical_id(storage, db.security_group)) == {
+        ingress(_handler_group(storage, db), 3306),
+        NO_EGRESS,
+    }
     app.synth()  # no dependency cycle
 
 
@@ -144,35 +159,25 @@ def test_a_rule_asked_from_the_clients_side_opens_the_database_too(
 
     client.connections.allow_to(db, ec2.Port.tcp(3306))
 
-    template = Template.from_stack(stack)
-    group, source = (stack.resolve(g.security_group_id) for g in (db.security_group, client))
-    template.has_resource_properties(
-        "AWS::EC2::SecurityGroupIngress",
-        {"GroupId": group, "SourceSecurityGroupId": source, "FromPort": 3306},
-    )
-    template.has_resource_properties(
-        "AWS::EC2::SecurityGroupEgress",
-        {"GroupId": source, "DestinationSecurityGroupId": group, "FromPort": 3306},
-    )
+    template = Template.from_stack(stack).to_json()
+    group, source = (logical_id(stack, g) for g in (db.security_group, client))
+    assert security_group_rules(template, group) == {
+        ingress(source, 3306),
+        ingress(_handler_group(stack, db), 3306),
+        NO_EGRESS,
+    }
+    assert security_group_rules(template, source) == {egress(group, 3306)}
 
 
 def test_nothing_but_the_user_handler_reaches_the_database_until_allowed(
     stack: cdk.Stack, network: TrainingNetwork
 ) -> None:
     db = SlurmAccountingDatabase(stack, "Accounting", vpc=network.vpc)
-    group = stack.resolve(db.security_group.security_group_id)
-    ingress = Template.from_stack(stack).find_resources("AWS::EC2::SecurityGroupIngress")
-    handler_group = stack.resolve(db.user_handler.connections.security_groups[0].security_group_id)
-    assert [r["Properties"] for r in ingress.values() if r["Properties"]["GroupId"] == group] == [
-        {
-            "Description": "the slurmdbd-user handler",
-            "FromPort": 3306,
-            "GroupId": group,
-            "IpProtocol": "tcp",
-            "SourceSecurityGroupId": handler_group,
-            "ToPort": 3306,
-        }
-    ]
+    template = Template.from_stack(stack).to_json()
+    assert security_group_rules(template, logical_id(stack, db.security_group)) == {
+        ingress(_handler_group(stack, db), 3306),
+        NO_EGRESS,
+    }
     assert db.connections.default_port is not None
     assert stack.resolve(db.connections.default_port.to_rule_json())["fromPort"] == 3306
 
@@ -271,10 +276,22 @@ def test_the_networks_efa_group_as_a_client_of_a_database_in_another_stack() -> 
 
     db.connections.allow_default_port_from(layout.network.efa_security_group)
 
-    Template.from_stack(layout.cluster).has_resource_properties(
-        "AWS::EC2::SecurityGroupIngress", {"FromPort": 3306, "ToPort": 3306}
-    )
-    Template.from_stack(layout.storage).resource_count_is("AWS::EC2::SecurityGroupIngress", 1)  # EFA's own
+    cluster, storage = (Template.from_stack(s).to_json() for s in (layout.cluster, layout.storage))
+    efa = layout.network.efa_security_group
+    imported_efa = text(layout.cluster.resolve(efa.security_group_id))
+    assert security_group_rules(cluster, logical_id(layout.cluster, db.security_group)) == {
+        ingress(imported_efa, 3306),
+        ingress(_handler_group(layout.cluster, db), 3306),
+        NO_EGRESS,
+    }
+    assert security_group_rules(cluster, layout.cluster.resolve(efa.security_group_id)) == {
+        egress(logical_id(layout.cluster, db.security_group), 3306)
+    }
+    group = logical_id(layout.storage, efa)
+    assert security_group_rules(storage, group) == {
+        all_traffic("ingress", group),
+        all_traffic("egress", group),
+    }
     layout.app.synth()  # no dependency cycle
 
 
@@ -346,23 +363,27 @@ def test_slurmdbd_gets_a_user_of_its_own_made_by_a_handler_in_the_vpc(
     private = sorted(stack.resolve(s.subnet_id)["Ref"] for s in network.vpc.private_subnets)
     assert sorted(ref["Ref"] for ref in function["VpcConfig"]["SubnetIds"]) == private
     assert function["Runtime"] == "python3.14" and function["Handler"] == "index.on_event"
-    policy = resources[logical_id(stack, db.user_handler.role.node.find_child("DefaultPolicy"))]
-    reads = [
-        s for s in policy["Properties"]["PolicyDocument"]["Statement"] if "secretsmanager" in str(s["Action"])
-    ]
-    assert reads == [
-        {
-            "Action": "secretsmanager:GetSecretValue",
-            "Effect": "Allow",
-            "Resource": [{"Ref": master}, {"Ref": slurmdbd}],
-        }
-    ]
+    template_json = template.to_json()
+    logs = logical_id(stack, db.node.find_child("UserHandlerLogs"))
+    assert role_statements(template_json, logical_id(stack, db.user_handler.role)) == {
+        allow({"secretsmanager:GetSecretValue"}, {f"${{{master}}}", f"${{{slurmdbd}}}"}),
+        allow({"logs:CreateLogStream", "logs:PutLogEvents"}, {f"${{{logs}.Arn}}"}),
+        allow(  # a function in a VPC manages its interfaces; EC2 takes no resource for these
+            {
+                "ec2:AssignPrivateIpAddresses",
+                "ec2:CreateNetworkInterface",
+                "ec2:DeleteNetworkInterface",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:UnassignPrivateIpAddresses",
+            },
+            {"*"},
+        ),
+    }
     # its group reaches HTTPS (Secrets Manager, the truststore) and the database's port, nothing else
-    group = stack.resolve(db.user_handler.connections.security_groups[0].security_group_id)
-    egress = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::EC2::SecurityGroupEgress"]
-    assert [(e["FromPort"], e["ToPort"]) for e in egress if e["GroupId"] == group] == [(3306, 3306)]
-    inline = resources[group["Fn::GetAtt"][0]]["Properties"]["SecurityGroupEgress"]
-    assert [(e["CidrIp"], e["FromPort"], e["ToPort"]) for e in inline] == [("0.0.0.0/0", 443, 443)]
+    assert security_group_rules(template_json, _handler_group(stack, db)) == {
+        egress("0.0.0.0/0", 443),
+        egress(logical_id(stack, db.security_group), 3306),
+    }
 
 
 def test_the_plain_text_passwords_are_made_only_when_read(stack: cdk.Stack, network: TrainingNetwork) -> None:
@@ -535,7 +556,8 @@ def _plain_text_copies(resources: dict[str, dict[str, object]]) -> list[str]:
     return sorted(
         logical
         for logical, r in resources.items()
-        if r["Type"] == "AWS::SecretsManager::Secret" and "PasswordSecretArn" in str(r["Properties"])  # type: ignore[index]
+        # a copy holds a value (the password, resolved from the generated secret), a generated one none
+        if r["Type"] == "AWS::SecretsManager::Secret" and "SecretString" in r["Properties"]  # type: ignore[operator]
     )
 
 
@@ -566,30 +588,23 @@ def test_hyperpods_controller_reads_slurmdbds_secret_and_not_the_master_secret(
     environment_gates: EnvironmentGates,
 ) -> None:
     resources = _resources(environment_gates, "hyperpod-team")
-    reads = [
-        statement["Resource"]
-        for r in resources.values()
-        if r["Type"] == "AWS::IAM::Policy" and "UserHandler" not in str(r) and "RotationRole" not in str(r)
-        for statement in r["Properties"]["PolicyDocument"]["Statement"]  # type: ignore[index]
-        if "secretsmanager:GetSecretValue" in str(statement["Action"])
-    ]
-    assert reads == [
-        {"Ref": next(k for k in resources if k.startswith("AccountingSlurmdbdSecretAttachment"))}
-    ]
-    # the deploy-time handler and the rotation read the master secret; the rotation rotates slurmdbd's only
-    master = {"Ref": next(k for k in resources if k.startswith("AccountingSecret") and "Attachment" not in k)}
-    readers = sorted(
-        key
+    template = {"Resources": resources}
+    readers = {
+        (key.rstrip("0123456789ABCDEF"), statement.resources)
         for key, r in resources.items()
         if r["Type"] == "AWS::IAM::Policy"
-        for statement in r["Properties"]["PolicyDocument"]["Statement"]  # type: ignore[index]
-        if master
-        in (statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]])
-    )
-    assert [key.rstrip("0123456789ABCDEF") for key in readers] == [
-        "AccountingRotationRoleDefaultPolicy",
-        "AccountingUserHandlerRoleDefaultPolicy",
-    ]
+        for statement in policy_statements(template, key)
+        if "secretsmanager:GetSecretValue" in statement.actions
+    }
+    master, slurmdbd = "${AccountingSecret64A6CC0D}", "${AccountingSlurmdbdSecret490707E2}"
+    assert readers == {
+        # slurmdbd's secret as attached to the database (host and port), never the master user's
+        ("HyperPodControllerRoleDefaultPolicy", frozenset({"${AccountingSlurmdbdSecretAttachmentD9EBB3BE}"})),
+        # the deploy-time handler reads both to make slurmdbd's user; the rotation rotates slurmdbd's only
+        ("AccountingUserHandlerRoleDefaultPolicy", frozenset({master, slurmdbd})),
+        ("AccountingRotationRoleDefaultPolicy", frozenset({master})),
+        ("AccountingRotationRoleDefaultPolicy", frozenset({slurmdbd})),
+    }
 
 
 # -- slurmdbd's password, rotated with alternating users (issue 28) ----------------------------------------

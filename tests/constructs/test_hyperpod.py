@@ -28,6 +28,18 @@ from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
+from ..assertions import (
+    all_traffic,
+    allow,
+    arn_prefix,
+    ingress,
+    logical_id,
+    managed_policy_arns,
+    role_statements,
+    security_group_rules,
+    trust,
+    trust_statements,
+)
 from ..conftest import AZS, GatedStacks, gated_stack
 
 CONTROLLER = InstanceGroup(name="controller-machine", instance_type="ml.c5.xlarge", role=NodeRole.CONTROLLER)
@@ -173,71 +185,104 @@ MANAGED_POLICY_STATEMENTS = {
 }
 
 
-def _role_statements(stack: cdk.Stack, cluster: HyperPodCluster) -> list[dict[str, Any]]:
-    template = Template.from_stack(stack)
-    role_ref = stack.resolve(cluster.role.role_name)
-    policies = template.find_resources("AWS::IAM::Policy", {"Properties": {"Roles": [role_ref]}})
-    return [st for p in policies.values() for st in p["Properties"]["PolicyDocument"]["Statement"]]
-
-
-def _actions(statement: dict[str, Any]) -> list[str]:
-    actions = statement["Action"]
-    return [actions] if isinstance(actions, str) else list(actions)
+def _execution_role(stack: cdk.Stack, cluster: HyperPodCluster) -> tuple[dict[str, Any], str]:
+    return Template.from_stack(stack).to_json(), logical_id(cluster.role)
 
 
 def test_execution_role_trusts_sagemaker_and_carries_no_managed_policy(stack: cdk.Stack) -> None:
-    build(stack)
-    (role,) = [
-        r
-        for r in Template.from_stack(stack).find_resources("AWS::IAM::Role").values()
-        if "sagemaker.amazonaws.com" in json.dumps(r["Properties"]["AssumeRolePolicyDocument"])
+    template, role = _execution_role(stack, build(stack))
+    assert trust_statements(template, role) == {trust({"Service:sagemaker.amazonaws.com"})}
+    assert managed_policy_arns(template, role) == set()
+
+
+def test_execution_role_grants_exactly_what_the_instances_need_scoped_to_this_cluster(
+    stack: cdk.Stack,
+) -> None:
+    """Every statement of the role, whole: this cluster's log groups, its lifecycle prefix (read only), the
+    ENI actions on its subnet and groups, nothing on ``sagemaker-*`` buckets and no S3 write."""
+    cluster = build(stack)
+    template, role = _execution_role(stack, cluster)
+    bucket = logical_id(cluster.bucket)
+    network = stack.node.find_child("Network")
+    groups = [
+        f"{arn_prefix(stack, 'ec2')}security-group/${{{logical_id(g)}.GroupId}}"
+        for g in (cluster.security_group, network.efa_security_group)
     ]
-    assert "ManagedPolicyArns" not in role["Properties"]
-
-
-def test_execution_role_grants_every_managed_policy_action_scoped_to_this_cluster(stack: cdk.Stack) -> None:
-    cluster = build(stack)
-    statements = _role_statements(stack, cluster)
-    granted = {action: st for st in statements for action in _actions(st)}
-    for actions in MANAGED_POLICY_STATEMENTS:
-        for action in actions:
-            if action == "s3:ListBucket":
-                action = "s3:List*"  # grant_read's spelling, on the lifecycle bucket only
-            if action == "s3:GetObject":
-                action = "s3:GetObject*"
-            assert action in granted, (
-                f"{action}: HyperPod's instances need it (AWS's managed policy grants it)"
-            )
-    logs = json.dumps(stack.resolve(granted["logs:PutLogEvents"]["Resource"]))
-    assert "/aws/sagemaker/Clusters/ml-cluster/*:log-stream:*" in logs  # this cluster's groups only
-    assert granted["cloudwatch:PutMetricData"]["Condition"] == {
-        "StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}
+    subnet = f"{arn_prefix(stack, 'ec2')}subnet/${{{logical_id(network.placement_subnet())}}}"
+    log_groups = f"{arn_prefix(stack, 'logs')}log-group:/aws/sagemaker/Clusters/ml-cluster/*"
+    assert role_statements(template, role) == {
+        allow({"logs:CreateLogGroup"}, {log_groups}),
+        allow(
+            {"logs:CreateLogStream", "logs:DescribeLogStreams", "logs:PutLogEvents"},
+            {f"{log_groups}:log-stream:*"},
+        ),
+        allow(
+            {"cloudwatch:PutMetricData"},
+            {"*"},
+            {"StringEquals": {"cloudwatch:namespace": "/aws/sagemaker/Clusters"}},
+        ),
+        allow(
+            {"s3:GetBucket*", "s3:GetObject*", "s3:List*"},
+            {f"${{{bucket}.Arn}}", f"${{{bucket}.Arn}}/lifecycle/ml-cluster/*"},
+        ),
+        allow(
+            {
+                "ec2:CreateNetworkInterface",
+                "ec2:CreateNetworkInterfacePermission",
+                "ec2:DeleteNetworkInterface",
+                "ec2:DeleteNetworkInterfacePermission",
+                "ec2:DetachNetworkInterface",
+            },
+            {f"{arn_prefix(stack, 'ec2')}network-interface/*", subnet, *groups},
+        ),
+        allow(
+            {"ec2:CreateTags"},
+            {f"{arn_prefix(stack, 'ec2')}network-interface/*"},
+            {"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
+        ),
+        allow(
+            {
+                "ec2:DescribeDhcpOptions",
+                "ec2:DescribeNetworkInterfaces",
+                "ec2:DescribeSecurityGroups",
+                "ec2:DescribeSubnets",
+                "ec2:DescribeVpcs",
+                "fsx:DescribeFileSystems",
+            },
+            {"*"},
+        ),
+        allow(
+            {
+                "ssmmessages:CreateControlChannel",
+                "ssmmessages:CreateDataChannel",
+                "ssmmessages:OpenControlChannel",
+                "ssmmessages:OpenDataChannel",
+            },
+            {"*"},
+        ),
     }
-    s3 = json.dumps(stack.resolve(granted["s3:GetObject*"]["Resource"]))
-    assert (
-        "/lifecycle/ml-cluster/*" in s3 and "sagemaker-*" not in s3
-    )  # its prefix, not every sagemaker-* bucket
 
 
-def test_execution_role_manages_only_the_cluster_enis_and_writes_nothing_to_s3(stack: cdk.Stack) -> None:
+def test_cluster_group_admits_its_members_and_the_file_system_and_sends_anywhere(stack: cdk.Stack) -> None:
     cluster = build(stack)
-    policy = json.dumps(_role_statements(stack, cluster))
-    for action in (
-        "ec2:CreateNetworkInterface",
-        "ec2:CreateNetworkInterfacePermission",
-        "ec2:DeleteNetworkInterface",
-        "ec2:DeleteNetworkInterfacePermission",
-        "ec2:DescribeNetworkInterfaces",
-        "ec2:DescribeVpcs",
-        "ec2:DescribeDhcpOptions",
-        "ec2:DescribeSubnets",
-        "ec2:DescribeSecurityGroups",
-        "ec2:DetachNetworkInterface",
-        "ec2:CreateTags",
-        "fsx:DescribeFileSystems",
-    ):
-        assert action in policy, action
-    assert "s3:PutObject" not in policy
+    template = Template.from_stack(stack).to_json()
+    group, fsx = logical_id(cluster.security_group), logical_id(stack.node.find_child("Fsx").security_group)
+    assert security_group_rules(template, group) == {
+        all_traffic("ingress", group),
+        ingress(fsx, 988),
+        ingress(fsx, (1018, 1023)),
+        all_traffic("egress", "0.0.0.0/0"),
+    }
+
+
+def test_execution_role_grants_every_action_of_aws_managed_policy(stack: cdk.Stack) -> None:
+    """What AWS's managed policy grants HyperPod's instances, each action granted here too (in grant_read's
+    spelling for S3)."""
+    template, role = _execution_role(stack, build(stack))
+    granted = {action for statement in role_statements(template, role) for action in statement.actions}
+    spelling = {"s3:ListBucket": "s3:List*", "s3:GetObject": "s3:GetObject*"}
+    needed = {spelling.get(action, action) for actions in MANAGED_POLICY_STATEMENTS for action in actions}
+    assert needed - granted == set()
 
 
 def test_cluster_waits_for_the_upload_and_the_role_policy(stack: cdk.Stack) -> None:

@@ -20,6 +20,7 @@ from training_clusters.constructs.lustre import (
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
+from ..assertions import NO_EGRESS, Rule, all_traffic, egress, ingress, logical_id, security_group_rules, text
 from ..conftest import AZS, GatedStacks, gated_stack
 from .parts import StorageAndCluster
 
@@ -138,42 +139,57 @@ def test_a_retained_file_system_keeps_its_security_group(
     assert group.get("DeletionPolicy") == group_policy
 
 
+#: Lustre's ports: the server's 988 and the clients' 1018-1023 (FSx for Lustre user guide, "File system access
+#: control with Amazon VPC").
+LUSTRE = [988, (1018, 1023)]
+
+
+def _file_servers(group: str) -> set[Rule]:
+    """The file system group's rules among its own servers: each Lustre port range both ways."""
+    return {
+        ingress(group, (988, 1023)),  # aws-cdk-lib's LustreFileSystem opens its own range to itself
+        *(rule(group, ports) for rule in (ingress, egress) for ports in LUSTRE),
+    }
+
+
+def test_the_file_servers_talk_lustre_with_each_other_and_nothing_else(
+    stack: cdk.Stack, network: TrainingNetwork
+) -> None:
+    fs = SharedLustre(stack, "Fsx", vpc=network.vpc)
+    group = logical_id(fs.security_group)
+    assert security_group_rules(Template.from_stack(stack).to_json(), group) == _file_servers(group)
+
+
 def test_clients_get_lustre_ports_988_and_1018_to_1023(stack: cdk.Stack, network: TrainingNetwork) -> None:
     fs = SharedLustre(stack, "Fsx", vpc=network.vpc)
     fs.allow_clients_from(network)
-    template = Template.from_stack(stack)
-    fs_group = stack.resolve(fs.security_group.security_group_id)
-    efa_group = stack.resolve(network.efa_security_group.security_group_id)
-    for low, high in ((988, 988), (1018, 1023)):
-        template.has_resource_properties(
-            "AWS::EC2::SecurityGroupIngress",
-            {"GroupId": fs_group, "SourceSecurityGroupId": efa_group, "FromPort": low, "ToPort": high},
-        )
-        # clients whose group denies egress by default get the matching egress rule
-        template.has_resource_properties(
-            "AWS::EC2::SecurityGroupEgress",
-            {"GroupId": efa_group, "DestinationSecurityGroupId": fs_group, "FromPort": low, "ToPort": high},
-        )
-        template.has_resource_properties(
-            "AWS::EC2::SecurityGroupIngress",
-            {"GroupId": fs_group, "SourceSecurityGroupId": fs_group, "FromPort": low, "ToPort": high},
-        )
+    template = Template.from_stack(stack).to_json()
+    fs_group, efa_group = logical_id(fs.security_group), logical_id(network.efa_security_group)
+    assert security_group_rules(template, fs_group) == _file_servers(fs_group) | {
+        rule(efa_group, ports) for rule in (ingress, egress) for ports in LUSTRE
+    }
+    # clients whose group denies egress by default get the matching egress rule, and the servers' calls back
+    assert security_group_rules(template, efa_group) == {
+        all_traffic("ingress", efa_group),
+        all_traffic("egress", efa_group),
+        *(rule(fs_group, ports) for rule in (ingress, egress) for ports in LUSTRE),
+    }
     assert fs.connections.default_port is not None
     assert stack.resolve(fs.connections.default_port.to_string()) == "988"
 
 
 @pytest.mark.parametrize(
-    "allow",
+    ("allow", "to_fs"),
     [
-        pytest.param(lambda fs, client: fs.connections.allow_from(client, LUSTRE_PORT), id="fs.allow_from"),
-        pytest.param(lambda fs, client: client.connections.allow_to(fs, LUSTRE_PORT), id="client.allow_to"),
-        pytest.param(lambda fs, client: fs.connections.allow_to(client, LUSTRE_PORT), id="fs.allow_to"),
-        pytest.param(
-            lambda fs, client: client.connections.allow_from(fs, LUSTRE_PORT), id="client.allow_from"
-        ),
+        pytest.param(lambda fs, c: fs.connections.allow_from(c, LUSTRE_PORT), True, id="fs.allow_from"),
+        pytest.param(lambda fs, c: c.connections.allow_to(fs, LUSTRE_PORT), True, id="client.allow_to"),
+        pytest.param(lambda fs, c: fs.connections.allow_to(c, LUSTRE_PORT), False, id="fs.allow_to"),
+        pytest.param(lambda fs, c: c.connections.allow_from(fs, LUSTRE_PORT), False, id="client.allow_from"),
     ],
 )
-def test_every_connections_call_between_stacks_puts_both_rules_in_the_clients_stack(allow: Any) -> None:
+def test_every_connections_call_between_stacks_puts_both_rules_in_the_clients_stack(
+    allow: Any, to_fs: bool
+) -> None:
     """Whichever side the call starts on, the pair of rules lands in the stack of the side that is not
     shared (CDK alone would put it in the file system's stack when the call starts there: a cycle)."""
     layout = StorageAndCluster()
@@ -183,10 +199,16 @@ def test_every_connections_call_between_stacks_puts_both_rules_in_the_clients_st
 
     allow(fs, client)
 
-    rules = Template.from_stack(cluster)
-    rules.resource_count_is("AWS::EC2::SecurityGroupIngress", 1)
-    rules.resource_count_is("AWS::EC2::SecurityGroupEgress", 1)
-    rules.has_resource_properties("AWS::EC2::SecurityGroupIngress", {"FromPort": 988, "ToPort": 988})
+    rules = Template.from_stack(cluster).to_json()
+    fs_group = cluster.resolve(fs.security_group.security_group_id)  # imported from the storage stack
+    imported, own = text(fs_group), logical_id(client)
+    # the client's group allows no outbound traffic: its placeholder egress goes once it has a rule out
+    client_rules = {egress(imported, 988)} if to_fs else {ingress(imported, 988), NO_EGRESS}
+    assert security_group_rules(rules, own) == client_rules
+    assert security_group_rules(rules, fs_group) == {(ingress if to_fs else egress)(own, 988)}
+    assert security_group_rules(Template.from_stack(storage).to_json(), logical_id(fs.security_group)) == (
+        _file_servers(logical_id(fs.security_group))
+    )
     app.synth()  # no dependency cycle
 
 
@@ -201,25 +223,15 @@ def test_connections_asked_of_a_file_system_in_a_storage_stack_land_in_the_clien
     fs.connections.allow_default_port_from(client)
     fs.connections.allow_from(client, LUSTRE_CLIENT_PORTS)
 
-    rules = Template.from_stack(cluster)
-    for low, high in ((988, 988), (1018, 1023)):
-        rules.has_resource_properties(
-            "AWS::EC2::SecurityGroupIngress",
-            {
-                "FromPort": low,
-                "ToPort": high,
-                "IpProtocol": "tcp",
-                "SourceSecurityGroupId": Match.any_value(),
-            },
-        )
-        rules.has_resource_properties("AWS::EC2::SecurityGroupEgress", {"FromPort": low, "ToPort": high})
-    own = Template.from_stack(storage).find_resources("AWS::EC2::SecurityGroupIngress")
-    fs_group = storage.resolve(fs.security_group.security_group_id)
-    from_others = [
-        r for r in own.values() if r["Properties"].get("GroupId") == fs_group
-        and r["Properties"].get("SourceSecurityGroupId") != fs_group
-    ]  # fmt: skip
-    assert from_others == []  # only the file servers' rules among themselves
+    rules = Template.from_stack(cluster).to_json()
+    fs_group = cluster.resolve(fs.security_group.security_group_id)
+    assert security_group_rules(rules, logical_id(client)) == {
+        egress(text(fs_group), ports) for ports in LUSTRE
+    }
+    assert security_group_rules(rules, fs_group) == {ingress(logical_id(client), ports) for ports in LUSTRE}
+    # only the file servers' rules among themselves in the storage stack
+    own = logical_id(fs.security_group)
+    assert security_group_rules(Template.from_stack(storage).to_json(), own) == _file_servers(own)
     app.synth()  # no dependency cycle
 
 

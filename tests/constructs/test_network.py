@@ -11,6 +11,7 @@ from aws_cdk.assertions import Match, Template
 from training_clusters.constructs.network import ENDPOINT_ONLY_SERVICES, TrainingNetwork
 from training_clusters.errors import ConfigurationError
 
+from ..assertions import NO_EGRESS, all_traffic, ingress, logical_id, security_group_rules, text
 from ..conftest import AZS, GatedStacks, gated_stack
 from .parts import StorageAndCluster
 
@@ -29,22 +30,29 @@ def test_default_network_has_private_compute_and_nat_only_public_subnets(stack: 
     )
 
 
-def test_efa_security_group_allows_all_traffic_in_and_out_to_itself(stack: cdk.Stack) -> None:
+def test_efa_security_group_allows_all_traffic_in_and_out_to_itself_and_nothing_else(
+    stack: cdk.Stack,
+) -> None:
     network = TrainingNetwork(stack, "Network", availability_zones=AZS)
-    template = Template.from_stack(stack)
-    group_id = stack.resolve(network.efa_security_group.security_group_id)
-    template.has_resource_properties(
-        "AWS::EC2::SecurityGroupIngress",
-        {"IpProtocol": "-1", "GroupId": group_id, "SourceSecurityGroupId": group_id},
-    )
-    template.has_resource_properties(
-        "AWS::EC2::SecurityGroupEgress",
-        {"IpProtocol": "-1", "GroupId": group_id, "DestinationSecurityGroupId": group_id},
-    )
-    groups = template.find_resources("AWS::EC2::SecurityGroup")
-    efa = next(v for v in groups.values() if "EFA" in v["Properties"]["GroupDescription"])
-    # allow_all_outbound=False: CDK writes a deny-all placeholder egress, never 0.0.0.0/0
-    assert all(rule.get("CidrIp") != "0.0.0.0/0" for rule in efa["Properties"].get("SecurityGroupEgress", []))
+    template = Template.from_stack(stack).to_json()
+    group = logical_id(network.efa_security_group)
+    # allow_all_outbound=False: no 0.0.0.0/0 egress, only the members
+    assert security_group_rules(template, group) == {
+        all_traffic("ingress", group),
+        all_traffic("egress", group),
+    }
+
+
+@pytest.mark.parametrize(("props", "cidr"), [({}, "10.0.0.0/16"), ({"cidr": "10.20.0.0/16"}, "10.20.0.0/16")])
+def test_the_endpoints_group_admits_https_from_the_vpc_only(
+    stack: cdk.Stack, props: dict[str, Any], cidr: str
+) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS, endpoint_only=True, **props)
+    template = Template.from_stack(stack).to_json()
+    assert security_group_rules(template, logical_id(network.endpoint_security_group)) == {
+        ingress(cidr, 443),
+        NO_EGRESS,
+    }
 
 
 def test_nat_gateway_count_is_configurable(stack: cdk.Stack) -> None:
@@ -64,18 +72,15 @@ def test_endpoint_only_mode_has_no_nat_no_public_subnets_and_all_endpoints(stack
         if e["Properties"].get("VpcEndpointType") == "Interface"
     ]
     assert len(interface) == len(ENDPOINT_ONLY_SERVICES)
-    names = " ".join(str(stack.resolve(e["Properties"]["ServiceName"])) for e in interface)
-    for service in (
-        "ssm",
-        "ssmmessages",
-        "ec2messages",
-        "logs",
-        "ecr.api",
-        "ecr.dkr",
-        "sts",
-        "sagemaker.api",
-    ):
-        assert f".{service}" in names or f"{service}" in names, service
+    names = {text(e["Properties"]["ServiceName"]) for e in interface}
+    assert names == {
+        f"com.amazonaws.us-east-1.{service}"
+        for service in (
+            "autoscaling", "cloudformation", "ec2", "ec2messages", "ecr.api", "ecr.dkr", "eks", "eks-auth",
+            "elasticloadbalancing", "fsx", "kms", "logs", "monitoring", "sagemaker.api", "secretsmanager",
+            "sqs", "ssm", "ssmmessages", "sts",
+        )
+    }  # fmt: skip
 
 
 def test_placement_subnet_is_one_private_subnet_in_the_chosen_az(stack: cdk.Stack) -> None:

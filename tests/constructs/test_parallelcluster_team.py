@@ -23,6 +23,7 @@ from training_clusters.constructs.parallelcluster import (
 )
 from training_clusters.errors import ConfigurationError
 
+from ..assertions import NO_EGRESS, egress, ingress, logical_id, security_group_rules
 from ..conftest import AZS, REGION, GatedStacks, PinnedStack, gated_stack
 from .test_parallelcluster import C5N, Parts, resolved
 
@@ -57,15 +58,15 @@ def test_the_database_becomes_slurm_accounting_reached_from_the_head_node_only(p
     assert head_group in configuration["HeadNode"]["Networking"]["AdditionalSecurityGroups"]
     for queue in configuration["Scheduling"]["SlurmQueues"]:
         assert head_group not in queue["Networking"]["AdditionalSecurityGroups"]
-    Template.from_stack(stack).has_resource_properties(
-        "AWS::EC2::SecurityGroupIngress",
-        {
-            "GroupId": stack.resolve(db.security_group.security_group_id),
-            "SourceSecurityGroupId": head_group,
-            "FromPort": 3306,
-            "ToPort": 3306,
-        },
-    )
+    template = Template.from_stack(stack).to_json()
+    head, database = logical_id(cluster.head_node_security_group), logical_id(db.security_group)
+    assert security_group_rules(template, head) == {egress(database, 3306)}
+    handler = logical_id(db.node.find_child("UserHandlerSecurityGroup"))
+    assert security_group_rules(template, database) == {
+        ingress(head, 3306),
+        ingress(handler, 3306),
+        NO_EGRESS,
+    }
 
 
 def test_without_a_database_there_is_no_head_node_group(parts: Parts) -> None:

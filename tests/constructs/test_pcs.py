@@ -33,12 +33,25 @@ from training_clusters.constructs.pcs import (
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 
+from ..assertions import (
+    Rule,
+    all_traffic,
+    aws_managed,
+    egress,
+    ingress,
+    logical_id,
+    managed_policy_arns,
+    policy_statements,
+    security_group_rules,
+    text,
+    values_of,
+)
 from ..conftest import CDK_CONTEXT, REGION, GatedStacks, PinnedStack, gated_stack
 from .parts import SharedLayer
 from .test_session_manager import EVERYTHING_FINDING as SESSION_CHANNELS_FINDING
 from .test_session_manager import EXPECTED as SESSION_MANAGER_STATEMENTS
 from .test_session_manager import INSTANCES_FINDING as SESSION_AGENT_FINDING
-from .test_session_manager import acknowledged_rules, policy_statements
+from .test_session_manager import acknowledged_rules
 
 C5N = PcsComputeNodeGroup(name="compute", instance_type="c5n.9xlarge", max_count=2)
 P5 = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", max_count=4)
@@ -247,8 +260,7 @@ def test_nodes_without_efa_have_one_private_interface_and_no_placement_group(gat
 
 
 def test_no_node_ever_gets_a_public_ip(gated: dict[str, Any]) -> None:
-    text = json.dumps(gated)
-    assert '"AssociatePublicIpAddress": true' not in text
+    assert True not in values_of(gated, "AssociatePublicIpAddress")
     for resource in gated["Resources"].values():
         if resource["Type"] == "AWS::EC2::Subnet":
             assert resource["Properties"]["MapPublicIpOnLaunch"] is False
@@ -283,9 +295,13 @@ def test_node_groups_scale_buy_and_launch_as_asked(gated: dict[str, Any]) -> Non
         for logical_id, r in gated["Resources"].items()
         if r["Type"] == "AWS::PCS::ComputeNodeGroup" and r["Properties"]["Name"] == "login"
     )
-    assert login_id not in json.dumps(
-        [r for r in gated["Resources"].values() if r["Type"] == "AWS::PCS::Queue"]
-    )
+    queued = {
+        text(configuration["ComputeNodeGroupId"])
+        for r in gated["Resources"].values()
+        if r["Type"] == "AWS::PCS::Queue"
+        for configuration in r["Properties"]["ComputeNodeGroupConfigurations"]
+    }
+    assert queued and f"${{{login_id}.Id}}" not in queued
 
 
 def test_capacity_reservation_goes_into_the_launch_template(parts: Parts) -> None:
@@ -566,59 +582,62 @@ def test_the_gated_cluster_acknowledges_no_managed_policy_and_only_the_session_w
     }
     assert not {rule for rule in cluster_rules if "IAM4" in rule}  # no AWS-managed policy left to explain
     assert acknowledged["/Test/Pcs/SessionManagerPolicy"] == {SESSION_CHANNELS_FINDING, SESSION_AGENT_FINDING}
-    assert "AmazonSSMManagedInstanceCore" not in json.dumps(gated_stacks.template("pcs-every-efa-type"))
+    template = gated_stacks.template("pcs-every-efa-type")
+    roles = [k for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"]
+    assert all(
+        aws_managed("AmazonSSMManagedInstanceCore") not in managed_policy_arns(template, r) for r in roles
+    )
 
 
 # --------------------------------------------------------------------------------------------------
 # network
 
 
-def _rules(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
-    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == kind]
+def _slurm_rules(controller: str, nodes: str, *, accounting: bool) -> dict[str, set[Rule]]:
+    """Each group's rules: Slurm between controller and nodes, all traffic among nodes, HTTPS out."""
+    to_controller = [SLURMCTLD_PORT, *([SLURMDBD_PORT] if accounting else [])]
+    to_nodes = [SLURMD_PORT, SRUN_PORTS]
+    return {
+        controller: {
+            *(ingress(nodes, port) for port in to_controller),
+            *(egress(nodes, port) for port in to_nodes),
+        },
+        nodes: {
+            all_traffic("ingress", nodes),
+            all_traffic("egress", nodes),
+            egress("0.0.0.0/0", 443),
+            *(egress(controller, port) for port in to_controller),
+            *(ingress(controller, port) for port in to_nodes),
+        },
+    }
 
 
-def test_controller_and_nodes_talk_slurm_only_and_nothing_comes_from_an_address_range(parts: Parts) -> None:
-    cluster = parts.cluster(accounting="STANDARD")
+@pytest.mark.parametrize("accounting", ["STANDARD", None])
+def test_controller_and_nodes_talk_slurm_only_and_nothing_comes_from_an_address_range(
+    parts: Parts, accounting: str | None
+) -> None:
+    """Every rule of both groups, exact: slurmdbd (6819) only with accounting, no CIDR source anywhere."""
+    cluster = parts.cluster(**({"accounting": accounting} if accounting else {}))
     template = _template(cluster).to_json()
-    controller = _resolve(cluster, cluster.security_group.security_group_id)
-    nodes = _resolve(cluster, cluster.node_security_group.security_group_id)
-    into_controller = {
-        (r["FromPort"], r["ToPort"])
-        for r in _rules(template, "AWS::EC2::SecurityGroupIngress")
-        if r["GroupId"] == controller
-    }
-    assert into_controller == {(SLURMCTLD_PORT, SLURMCTLD_PORT), (SLURMDBD_PORT, SLURMDBD_PORT)}
-    from_controller = {
-        (r["FromPort"], r["ToPort"])
-        for r in _rules(template, "AWS::EC2::SecurityGroupIngress")
-        if r["GroupId"] == nodes and r.get("SourceSecurityGroupId") == controller
-    }
-    assert from_controller == {(SLURMD_PORT, SLURMD_PORT), SRUN_PORTS}
-    for rule in _rules(template, "AWS::EC2::SecurityGroupIngress"):
-        assert "CidrIp" not in rule and "CidrIpv6" not in rule
-    for group in _rules(template, "AWS::EC2::SecurityGroup"):
-        for rule in group.get("SecurityGroupIngress", []):
-            assert "CidrIp" not in rule and "CidrIpv6" not in rule
-
-
-def test_without_accounting_slurmdbd_is_closed(parts: Parts) -> None:
-    cluster = parts.cluster()
-    ports = {
-        r.get("FromPort") for r in _rules(_template(cluster).to_json(), "AWS::EC2::SecurityGroupIngress")
-    }
-    assert SLURMDBD_PORT not in ports and SLURMCTLD_PORT in ports
+    controller, nodes = logical_id(cluster.security_group), logical_id(cluster.node_security_group)
+    expected = _slurm_rules(controller, nodes, accounting=accounting is not None)
+    assert {group: security_group_rules(template, group) for group in expected} == expected
 
 
 def test_nodes_are_lustre_clients_through_connections(parts: Parts) -> None:
     cluster = parts.cluster()
     parts.fsx.allow_clients_from(cluster)
     template = _template(cluster).to_json()
-    fsx_group = _resolve(cluster, parts.fsx.security_group.security_group_id)
-    nodes = _resolve(cluster, cluster.node_security_group.security_group_id)
-    assert {"GroupId": fsx_group, "SourceSecurityGroupId": nodes, "FromPort": 988, "ToPort": 988} in [
-        {k: r[k] for k in ("GroupId", "SourceSecurityGroupId", "FromPort", "ToPort") if k in r}
-        for r in _rules(template, "AWS::EC2::SecurityGroupIngress")
-    ]
+    fsx, nodes = logical_id(parts.fsx.security_group), logical_id(cluster.node_security_group)
+    lustre = [988, (1018, 1023)]
+    controller = logical_id(cluster.security_group)
+    assert security_group_rules(template, nodes) == _slurm_rules(controller, nodes, accounting=False)[
+        nodes
+    ] | {rule(fsx, ports) for rule in (ingress, egress) for ports in lustre}
+    assert security_group_rules(template, fsx) == {
+        ingress(fsx, (988, 1023)),  # aws-cdk-lib's LustreFileSystem opens its own range to itself
+        *(rule(peer, ports) for rule in (ingress, egress) for peer in (fsx, nodes) for ports in lustre),
+    }
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,6 +21,7 @@ from training_clusters.constructs.session_manager import (
     SessionManagerPolicy,
 )
 
+from ..assertions import allow, policy_statements
 from ..conftest import CDK_CONTEXT, REGION, PinnedStack, template_of
 
 #: ``arn:${Partition}:ec2:${Region}:${Account}:instance/*`` as the template holds it.
@@ -46,20 +47,6 @@ EVERYTHING_FINDING = "AwsSolutions-IAM5[Resource::*]"
 SERVICE_AUTHORIZATION = Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "Policies.json"
 
 
-def _as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def policy_statements(template: dict[str, Any], logical_id: str) -> list[tuple[list[str], list[Any]]]:
-    """The (actions, resources) of each statement of the managed policy ``logical_id``, parsed."""
-    resource = template["Resources"][logical_id]
-    assert resource["Type"] == "AWS::IAM::ManagedPolicy"
-    statements = resource["Properties"]["PolicyDocument"]["Statement"]
-    assert {s["Effect"] for s in statements} == {"Allow"}
-    assert all("Condition" not in s for s in statements)
-    return [(_as_list(s["Action"]), _as_list(s["Resource"])) for s in statements]
-
-
 def acknowledged_rules(assembly_directory: Path, stack_name: str) -> dict[str, set[str]]:
     """Each construct path of the stack -> the AwsSolutions findings acknowledged on it (as cdk-nag names them)."""
     metadata = json.loads((assembly_directory / f"{stack_name}.metadata.json").read_text())
@@ -75,8 +62,8 @@ def acknowledged_rules(assembly_directory: Path, stack_name: str) -> dict[str, s
 
 #: What a SessionManagerPolicy holds, statement by statement.
 EXPECTED = [
-    (["ssm:UpdateInstanceInformation"], [INSTANCES]),
-    (
+    allow(["ssm:UpdateInstanceInformation"], [INSTANCES]),
+    allow(
         [
             "ssmmessages:CreateControlChannel",
             "ssmmessages:CreateDataChannel",
@@ -94,7 +81,7 @@ def test_the_policy_grants_session_managers_actions_and_no_parameter_read(stack:
     logical_id = stack.get_logical_id(policy.node.default_child)  # type: ignore[arg-type]
     statements = policy_statements(template, logical_id)
     assert statements == EXPECTED
-    granted = {action for actions, _ in statements for action in actions}
+    granted = {action for statement in statements for action in statement.actions}
     assert not {a for a in granted if a.startswith("ssm:Get") or a.startswith("ec2messages:")}
     assert template["Resources"][logical_id]["Properties"]["Path"] == "/"  # type: ignore[index]
 
