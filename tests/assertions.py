@@ -50,6 +50,8 @@ def text(value: Any) -> str:
                 lambda m: text(variables[m.group(1)]) if m.group(1) in variables else m.group(0),
                 template,
             )
+        if key == "Fn::Base64":
+            return text(argument)  # the text before encoding
         if key == "Fn::ImportValue":
             return f"${{Import:{text(argument)}}}"
         if key == "Fn::Select" and isinstance(argument[1], list):
@@ -305,3 +307,15 @@ def values_of(tree: Any, key: str) -> list[Any]:
         for item in tree:
             found.extend(values_of(item, key))
     return found
+
+
+def manifest_objects(resource: Mapping[str, Any]) -> list[Any]:
+    """The Kubernetes objects a ``Custom::AWSCDK-EKS-KubernetesResource`` applies, parsed (tokens in their
+    strings rendered with :func:`text`)."""
+    objects: list[Any] = json.loads(text(resource["Properties"]["Manifest"]))
+    return objects
+
+
+def numbered_steps(value: Any) -> list[str]:
+    """The steps of a ``NextSteps`` output (``1) first 2) second``), each whole, tokens as :func:`text`."""
+    return re.split(r"(?:^| )\d+\) ", text(value))[1:]

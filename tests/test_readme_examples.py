@@ -29,6 +29,8 @@ from aws_cdk import aws_s3
 
 from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks
 
+from .assertions import text, values_of
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 CONTINUES = "<!-- continues the example above -->"
 NOT_TESTED = re.compile(r"^<!--\s*not-tested:\s*(?P<reason>.*?)\s*-->$")
@@ -313,8 +315,8 @@ def _own_app(run: Run) -> None:
     templates = {s.stack_name: s.template for s in assembly.stacks}
     assert set(templates) == {"Network", "Storage", "HyperPod", "Pcluster", "Eks"}
     # the shared storage stack imports only the network's values: no cluster's group, so no cycle
-    imports = json.dumps(templates["Storage"]).count("Fn::ImportValue")
-    assert imports > 0 and "HyperPod" not in json.dumps(templates["Storage"]["Resources"])
+    imports = {text(name) for name in values_of(templates["Storage"], "Fn::ImportValue")}
+    assert imports and {name.split(":")[0] for name in imports} == {"Network"}, imports
     for name in ("HyperPod", "Pcluster", "Eks"):
         rules = [
             r["Properties"]

@@ -7,7 +7,6 @@ the real-Slurm beds by tests/integration/test_slurm_real.py and test_parallelclu
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from training_clusters.stacks.hyperpod import HyperPodEnvironment
 from training_clusters.stacks.parallelcluster import IMDS_GUARD_ARGS, ParallelClusterEnvironment
 
+from .assertions import aws_managed, text
 from .conftest import ROOT, EnvironmentGates
 
 README = (ROOT / "README.md").read_text()
@@ -138,14 +138,15 @@ def test_no_node_role_of_pcs_or_parallelcluster_gets_ssms_core_policy(
         for role in _of_type(template, "AWS::IAM::Role").values()
         for arn in role["Properties"].get("ManagedPolicyArns", [])
     ]
-    assert "AmazonSSMManagedInstanceCore" not in json.dumps(managed)
+    core = aws_managed("AmazonSSMManagedInstanceCore")
+    assert core not in {text(arn) for arn in managed}
     clusters = _of_type(template, "Custom::PclusterCluster")
     for cluster in clusters.values():
         configuration = cluster["Properties"]["ClusterConfiguration"]
         nodes = [configuration["HeadNode"], *configuration.get("LoginNodes", {}).get("Pools", [])]
         for node in nodes:
             policies = [p["Policy"] for p in node["Iam"]["AdditionalIamPolicies"]]
-            assert "AmazonSSMManagedInstanceCore" not in json.dumps(policies)
+            assert core not in {text(policy) for policy in policies}
             [session] = [p for p in policies if p == {"Ref": _logical_id(template, "SessionManager")}]
             assert _of_type(template, "AWS::IAM::ManagedPolicy")[session["Ref"]]
     if environment.startswith("pcs-"):

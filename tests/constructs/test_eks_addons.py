@@ -57,6 +57,7 @@ from training_clusters.releases import (
     NVIDIA_DEVICE_PLUGIN_CHART,
 )
 
+from ..assertions import manifest_objects
 from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, GatedStacks, PinnedStack, gated_stack
 from .test_session_manager import SERVICE_AUTHORIZATION
 
@@ -389,16 +390,13 @@ def test_fsx_csi_is_an_eks_addon_with_pod_identity(
     system_nodegroup = stack.get_logical_id(cluster.system_nodegroup.node.default_child)
     agent = stack.get_logical_id(cluster.pod_identity_agent.node.default_child)
     assert {system_nodegroup, agent} <= set(found["aws-fsx-csi-driver"]["DependsOn"])
-    (volume,) = [
-        json.dumps(v["Properties"]["Manifest"])
+    (kinds,) = [
+        [o["kind"] for o in manifest_objects(v)]
         for v in template["Resources"].values()
-        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource" and "PersistentVolumeClaim" in json.dumps(v)
+        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        and "PersistentVolumeClaim" in {o["kind"] for o in manifest_objects(v)}
     ]
-    kinds = [
-        volume.index(f'kind\\":\\"{kind}\\"')
-        for kind in ("StorageClass", "PersistentVolume", "PersistentVolumeClaim")
-    ]
-    assert kinds == sorted(kinds)
+    assert kinds == ["StorageClass", "PersistentVolume", "PersistentVolumeClaim"]
 
 
 def _applied(resource: dict[str, Any]) -> list[dict[str, Any]]:
@@ -499,7 +497,8 @@ def test_grafana_gets_our_dashboards_once_the_chart_is_in(
     (dashboards,) = (
         v
         for v in _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").values()
-        if "training-clusters-dashboard-gpu-stragglers" in json.dumps(v)
+        if "training-clusters-dashboard-gpu-stragglers"
+        in {o["metadata"]["name"] for o in manifest_objects(v)}
     )
     assert any("Prometheus" in dependency for dependency in dashboards["DependsOn"])
     stack = addons[0]

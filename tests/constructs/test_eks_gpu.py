@@ -23,6 +23,7 @@ from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.report import stack_metadata
 
+from ..assertions import text
 from ..conftest import AZS, CDK_CONTEXT, REGION, GatedStacks, GateResult, PinnedStack, gated_stack
 
 EFA_TYPES = [t for t in all_instance_types() if t.efa_supported]
@@ -293,7 +294,9 @@ def test_cluster_is_private_encrypted_logged_and_uses_access_entries(
     ]
     assert len(entries) == 1
     assert entries[0]["AccessPolicies"][0]["AccessScope"] == {"Type": "cluster"}
-    assert "AmazonEKSClusterAdminPolicy" in json.dumps(entries[0]["AccessPolicies"][0]["PolicyArn"])
+    assert text(entries[0]["AccessPolicies"][0]["PolicyArn"]) == (
+        "arn:${AWS::Partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    )
 
 
 def test_public_endpoint_is_restricted_to_the_given_ranges(stack: cdk.Stack) -> None:

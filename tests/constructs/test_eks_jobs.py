@@ -42,6 +42,7 @@ from training_clusters.releases import (
 )
 from training_clusters.rules.eks_queues import pods_ready_timeout_problem
 
+from ..assertions import numbered_steps
 from ..conftest import AZS, ROOT, EnvironmentGates, PinnedStack
 
 EKS_FILES = sorted((ROOT / "environments").glob("eks-*.yaml"))
@@ -619,4 +620,4 @@ def test_next_steps_say_how_to_queue_a_job(environment_gates: EnvironmentGates) 
         "Train: label a job kueue.x-k8s.io/queue-name: training in namespace default; Kueue starts it when all "
         "of it fits (kubectl get workloads shows what waits); TrainJobs use the runtimes torchrun-efa-p5, "
         "mpi-efa-p5"
-    ) in json.dumps(steps)
+    ) in numbered_steps(steps)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -32,9 +31,15 @@ from training_clusters.constructs.hyperpod_eks import (
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 from training_clusters.job_layer import NodePool, Taint
-from training_clusters.releases import HEALTH_MONITORING_AGENT_REGISTRIES, HYPERPOD_VPC_CNI_VERSION
+from training_clusters.releases import (
+    HEALTH_MONITORING_AGENT_REGISTRIES,
+    HEALTH_MONITORING_AGENT_REPOSITORY,
+    HEALTH_MONITORING_AGENT_TAG,
+    HYPERPOD_VPC_CNI_VERSION,
+)
 from training_clusters.rules.hyperpod_eks import ADDRESSES_PER_NODE, pod_addresses_problem
 
+from ..assertions import manifest_objects
 from ..conftest import AZS, PinnedStack
 
 G5 = EksInstanceGroup(name="g5", instance_type="ml.g5.8xlarge", instance_count=2, volume_gib=500)
@@ -118,9 +123,12 @@ def test_the_agent_manifest_and_the_mpi_operator_come_before_the_cluster(stack: 
     _, resource = the_cluster(stack)
     agent = stack.get_logical_id(cluster.dependencies.agent.node.default_child)  # type: ignore[arg-type]
     assert agent in depends_on(resource)
-    manifest = json.dumps(Template.from_stack(stack).to_json()["Resources"][agent]["Properties"]["Manifest"])
-    assert '\\"kind\\":\\"DaemonSet\\"' in manifest
-    assert "767398015722.dkr.ecr.us-east-1.amazonaws.com/hyperpod-health-monitoring-agent" in manifest
+    objects = manifest_objects(Template.from_stack(stack).to_json()["Resources"][agent])
+    (daemon_set,) = [o for o in objects if o["kind"] == "DaemonSet"]
+    images = [c["image"] for c in daemon_set["spec"]["template"]["spec"]["containers"]]
+    assert images == [
+        f"767398015722.dkr.ecr.us-east-1.amazonaws.com/{HEALTH_MONITORING_AGENT_REPOSITORY}:{HEALTH_MONITORING_AGENT_TAG}"
+    ]  # the agent's account in us-east-1 (AWS's dependency chart's per-region images)
     assert cluster.dependencies.mpi_operator is not None
 
 

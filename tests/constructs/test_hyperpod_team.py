@@ -22,6 +22,18 @@ from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import HyperPodAccounting, NodeProvisioningMode
 
+from ..assertions import (
+    NO_EGRESS,
+    Statement,
+    allow,
+    egress,
+    ingress,
+    logical_id,
+    policy_statements,
+    role_statements,
+    security_group_rules,
+    text,
+)
 from ..conftest import AZS, REGION
 from .parts import StorageAndCluster
 from .test_hyperpod import CONTROLLER, WORKERS, build
@@ -38,9 +50,24 @@ def _cluster_props(stack: cdk.Stack) -> dict[str, Any]:
     return props
 
 
-def _policy_statements(stack: cdk.Stack) -> list[dict[str, Any]]:
-    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
-    return [st for p in policies.values() for st in p["Properties"]["PolicyDocument"]["Statement"]]
+def _policy_statements(stack: cdk.Stack) -> list[Statement]:
+    """Every statement of every inline-attached policy of ``stack``."""
+    template = Template.from_stack(stack).to_json()
+    return [
+        statement
+        for key, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::IAM::Policy"
+        for statement in policy_statements(template, key)
+    ]
+
+
+def _secret_statements(template: dict[str, Any], role: IConstruct) -> set[Statement]:
+    """The statements granting ``role`` a Secrets Manager action."""
+    return {
+        statement
+        for statement in role_statements(template, logical_id(role))
+        if any(action.startswith("secretsmanager:") for action in statement.actions)
+    }
 
 
 def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(stack: cdk.Stack) -> None:
@@ -64,21 +91,10 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
     assert settings["mode"] == "external" and settings["port"] == 3306 and "user" not in settings
     assert stack.resolve(settings["host"]) == stack.resolve(db.endpoint)
     assert stack.resolve(settings["secret_arn"]) == stack.resolve(db.slurmdbd_secret.secret_arn)
-    node_roles = [stack.resolve(r.role_name) for r in (team.role, team.controller_role)]
-    secret_reads = [
-        st
-        for p in Template.from_stack(stack).find_resources("AWS::IAM::Policy").values()
-        if any(role in node_roles for role in p["Properties"]["Roles"])
-        for st in p["Properties"]["PolicyDocument"]["Statement"]
-        if "secretsmanager" in json.dumps(st["Action"])
-    ]
-    assert secret_reads == [
-        {
-            "Action": "secretsmanager:GetSecretValue",
-            "Effect": "Allow",
-            "Resource": stack.resolve(db.slurmdbd_secret.secret_arn),
-        }
-    ]
+    template = Template.from_stack(stack).to_json()
+    assert _secret_statements(template, team.controller_role) == {
+        allow({"secretsmanager:GetSecretValue"}, [stack.resolve(db.slurmdbd_secret.secret_arn)])
+    }
     # the controller alone reads it: team members run code on login and worker nodes
     assert team.controller_role is not team.role
     groups = {g["InstanceGroupName"]: g["ExecutionRole"] for g in _cluster_props(stack)["InstanceGroups"]}
@@ -86,23 +102,16 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
         "controller-machine": stack.resolve(team.controller_role.role_arn),
         "worker-group-1": stack.resolve(team.role.role_arn),
     }
-    policies = Template.from_stack(stack).find_resources("AWS::IAM::Policy")
-    readers = [
-        p["Properties"]["Roles"]
-        for p in policies.values()
-        if "secretsmanager" in json.dumps(p) and any(role in node_roles for role in p["Properties"]["Roles"])
-    ]
-    assert readers == [[stack.resolve(team.controller_role.role_name)]]
-    Template.from_stack(stack).has_resource_properties(
-        "AWS::EC2::SecurityGroupIngress",
-        {
-            "IpProtocol": "tcp",
-            "FromPort": 3306,
-            "ToPort": 3306,
-            "GroupId": stack.resolve(db.security_group.security_group_id),
-            "SourceSecurityGroupId": stack.resolve(team.controller_security_group.security_group_id),
-        },
-    )
+    assert _secret_statements(template, team.role) == set()
+    controller, database = logical_id(team.controller_security_group), logical_id(db.security_group)
+    handler = logical_id(db.user_handler.connections.security_groups[0])
+    # the controller's own group reaches MySQL and nothing else; the database admits it and its user handler
+    assert security_group_rules(template, controller) == {egress(database, 3306)}
+    assert security_group_rules(template, database) == {
+        ingress(controller, 3306),
+        ingress(handler, 3306),
+        NO_EGRESS,
+    }
 
 
 def test_only_the_controller_carries_the_group_the_database_admits(stack: cdk.Stack) -> None:
@@ -176,7 +185,8 @@ def test_local_accounting_needs_no_secret(stack: cdk.Stack) -> None:
     assert cluster.lifecycle_settings["accounting"] == {"mode": "local"}
     assert cluster.accounting_database is None
     assert cluster.controller_role is cluster.role  # nothing only the controller may read
-    assert not [st for st in _policy_statements(stack) if "secretsmanager" in json.dumps(st["Action"])]
+    granted = {action for statement in _policy_statements(stack) for action in statement.actions}
+    assert granted and not {action for action in granted if action.startswith("secretsmanager:")}
 
 
 def test_no_accounting_by_default(stack: cdk.Stack) -> None:
@@ -292,8 +302,8 @@ def test_custom_ami_volumes_and_continuous_provisioning(stack: cdk.Stack) -> Non
     assert worker["InstanceStorageConfigs"] == [
         {"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": stack.resolve(key.key_arn)}}
     ]
-    kms_grants = [st for st in _policy_statements(stack) if "kms:CreateGrant" in json.dumps(st["Action"])]
-    assert kms_grants and all(st["Resource"] == stack.resolve(key.key_arn) for st in kms_grants)
+    key_statements = [st for st in _policy_statements(stack) if any(a.startswith("kms:") for a in st.actions)]
+    assert key_statements == [allow({"kms:CreateGrant", "kms:DescribeKey"}, [stack.resolve(key.key_arn)])]
 
 
 @pytest.mark.parametrize(
@@ -387,12 +397,23 @@ def test_a_role_of_another_stack_gets_its_grants_from_a_policy_in_the_clusters_s
 
     assert Template.from_stack(iam_stack).find_resources("AWS::IAM::Policy") == {}
     policies = Template.from_stack(layout.cluster).find_resources("AWS::IAM::Policy")
-    for_role = [p["Properties"] for p in policies.values() if "Iam" in json.dumps(p["Properties"]["Roles"])]
-    assert sorted(json.dumps(st["Action"]) for p in for_role for st in p["PolicyDocument"]["Statement"]) == [
-        '"secretsmanager:GetSecretValue"',
-        '["kms:CreateGrant", "kms:DescribeKey"]',
-        '["s3:GetObject*", "s3:GetBucket*", "s3:List*"]',  # the lifecycle prefix (the bucket has no key)
+    template = Template.from_stack(layout.cluster).to_json()
+    imported = text(layout.cluster.resolve(role.role_name))
+    for_role = [
+        statement
+        for key in policies
+        if [text(r) for r in template["Resources"][key]["Properties"]["Roles"]] == [imported]
+        for statement in policy_statements(template, key)
     ]
+    bucket = "TeamLifecycleBucketC5F27EE3"
+    assert set(for_role) == {
+        allow(
+            {"s3:GetObject*", "s3:GetBucket*", "s3:List*"},
+            {f"${{{bucket}.Arn}}", f"${{{bucket}.Arn}}/lifecycle/team/*"},
+        ),
+        allow({"secretsmanager:GetSecretValue"}, [layout.cluster.resolve(db.slurmdbd_secret.secret_arn)]),
+        allow({"kms:CreateGrant", "kms:DescribeKey"}, [layout.cluster.resolve(key.key_arn)]),
+    }  # the lifecycle prefix (the bucket has no key), slurmdbd's secret, the volume key
     layout.app.synth()  # no dependency cycle
 
 

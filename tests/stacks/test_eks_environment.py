@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import io
-import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from training_clusters.job_layer import NODEGROUP_LABEL
 from training_clusters.releases import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.stacks.eks import EksTrainingEnvironment
 
+from ..assertions import aws_managed, managed_policy_arns, manifest_objects
 from ..conftest import ROOT, EnvironmentGates
 
 EKS_FILES = sorted((ROOT / "environments").glob("eks-*.yaml"))
@@ -92,7 +92,7 @@ def test_g5_environment_applies_the_job_after_the_operator_and_the_nodes(
         k
         for k, v in template["Resources"].items()
         if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
-        and "MPIJob" in json.dumps(v["Properties"]["Manifest"])
+        and "MPIJob" in {o["kind"] for o in manifest_objects(v)}
     )
     depends = set(template["Resources"][job_id]["DependsOn"])
     stack = cdk.Stack.of(g5_stack)
@@ -357,7 +357,7 @@ def test_eks_environment_keeps_node_credentials_on_the_node(
     assert (association["Namespace"], association["ServiceAccount"]) == ("kube-system", "aws-node")
     with_cni_policy = {
         k for k, v in resources.items()
-        if v["Type"] == "AWS::IAM::Role" and "AmazonEKS_CNI_Policy" in json.dumps(v["Properties"])
+        if v["Type"] == "AWS::IAM::Role" and aws_managed("AmazonEKS_CNI_Policy") in managed_policy_arns(template, k)
     }  # fmt: skip
     assert with_cni_policy == {association["RoleArn"]["Fn::GetAtt"][0]}
     addons = sorted(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from training_clusters.stacks.eks import EksTrainingEnvironment
 from training_clusters.stacks.hyperpod_eks import HyperPodEksEnvironment
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
+from ..assertions import manifest_objects, text, values_of
 from ..conftest import ROOT, EnvironmentGates, GateResult
 
 ENVIRONMENTS = environment_files(ROOT / "environments")
@@ -56,8 +58,11 @@ def test_environment_passes_the_gates(gated, path: Path) -> None:  # type: ignor
 def test_eks_environment_says_how_to_reach_the_cluster(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
     stack, result = gated(path)
     assert isinstance(stack, EksTrainingEnvironment)
-    command = json.dumps(template_of(stack, result)["Outputs"]["UpdateKubeconfigCommand"]["Value"])
-    assert "aws eks update-kubeconfig --name " in command and "--role-arn" in command
+    command = text(template_of(stack, result)["Outputs"]["UpdateKubeconfigCommand"]["Value"])
+    config = load_environment(path)
+    assert re.fullmatch(
+        rf"aws eks update-kubeconfig --name \$\{{\w+\}} --region {config.region} --role-arn \S+", command
+    ), command
 
 
 #: What each GPU instance group of the shipped HyperPod-on-EKS files provides, from its file and the catalogue:
@@ -112,7 +117,8 @@ def test_hyperpod_eks_queues_hold_what_the_instance_groups_provide(gated, path: 
     (queues,) = [
         i
         for i, r in resources.items()
-        if '\\"kind\\":\\"ClusterQueue\\"' in json.dumps(r.get("Properties", {}).get("Manifest"))
+        if "Manifest" in r.get("Properties", {})
+        and "ClusterQueue" in {o["kind"] for o in manifest_objects(r)}
     ]
     (cluster,) = [i for i, r in resources.items() if r["Type"] == "AWS::SageMaker::Cluster"]
     assert kueue in resources[cluster]["DependsOn"]
@@ -151,7 +157,10 @@ def test_environment_outputs_how_to_connect_where_logs_are_and_the_mount_point(g
     if section is not None:
         assert {_CONNECT[section], _LOGS[section]} <= set(outputs), sorted(outputs)
     if config.storage.lustre is not None:
-        assert f"mounted at {config.storage.lustre.mount_dir}" in json.dumps(outputs["SharedStorageMount"])
+        mount_target = text(stack.resolve(stack.shared_storage.mount_target()))
+        assert text(outputs["SharedStorageMount"]["Value"]) == (
+            f"{mount_target} mounted at {config.storage.lustre.mount_dir}"
+        )
         assert "SharedStorageMountCommand" in outputs
         if section in ("eks", "hyperpod_eks"):
             assert "claimName: fsx-lustre" in outputs["SharedStorageClaim"]["Value"]
@@ -186,7 +195,6 @@ def test_every_resource_is_tagged_with_project_environment_and_cost_centre(gated
 
 
 def _assert_secure_by_default(template: dict[str, object]) -> None:
-    text = json.dumps(template)
     resources = template["Resources"]
     assert isinstance(resources, dict)
     for logical_id, resource in resources.items():
@@ -203,4 +211,4 @@ def _assert_secure_by_default(template: dict[str, object]) -> None:
             assert props.get("MapPublicIpOnLaunch") is False, logical_id
         if kind in ("AWS::FSx::FileSystem", "AWS::S3::Bucket"):
             assert resource.get("DeletionPolicy") == "Retain", logical_id
-    assert '"AssociatePublicIpAddress": true' not in text
+    assert True not in values_of(template, "AssociatePublicIpAddress")

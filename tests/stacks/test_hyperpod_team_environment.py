@@ -8,6 +8,7 @@ from typing import Any
 
 from training_clusters.stacks.hyperpod import HyperPodEnvironment
 
+from ..assertions import allow, role_statements
 from ..conftest import ROOT, EnvironmentGates
 
 TEAM = ROOT / "environments" / "hyperpod-team.yaml"
@@ -49,29 +50,19 @@ def test_the_nodes_read_the_database_secret_and_no_other(environment_gates: Envi
     stack, _ = environment_gates.get(TEAM)
     template = environment_gates.template(TEAM)
     assert isinstance(stack, HyperPodEnvironment) and stack.accounting_database is not None
-    node_roles = [stack.resolve(r.role_name) for r in (stack.cluster.role, stack.cluster.controller_role)]
-    readers = [
-        policy["Properties"]
-        for policy in _of_type(template, "AWS::IAM::Policy").values()
-        if "secretsmanager" in str(policy["Properties"]["PolicyDocument"])
-        and any(role in node_roles for role in policy["Properties"]["Roles"])
-    ]
-    assert [r["Roles"] for r in readers] == [[stack.resolve(stack.cluster.controller_role.role_name)]]
-    statements = [
-        statement
-        for policy in readers
-        for statement in policy["PolicyDocument"]["Statement"]
-        if "secretsmanager" in str(statement["Action"])
-    ]
-    assert statements == [
-        {
-            "Action": "secretsmanager:GetSecretValue",
-            "Effect": "Allow",
-            "Resource": stack.resolve(
-                stack.accounting_database.slurmdbd_secret.secret_arn
-            ),  # never the master's
+    secret = stack.resolve(stack.accounting_database.slurmdbd_secret.secret_arn)  # never the master's
+    reads = {
+        role: {
+            st
+            for st in role_statements(template, stack.get_logical_id(role.node.default_child))
+            if any(action.startswith("secretsmanager:") for action in st.actions)
         }
-    ]
+        for role in (stack.cluster.role, stack.cluster.controller_role)
+    }
+    assert reads == {
+        stack.cluster.role: set(),
+        stack.cluster.controller_role: {allow({"secretsmanager:GetSecretValue"}, [secret])},
+    }
 
 
 def test_the_team_settings_reach_the_lifecycle_scripts(environment_gates: EnvironmentGates) -> None:

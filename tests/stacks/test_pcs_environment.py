@@ -11,11 +11,12 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters.config import load_environment, parse_environment
-from training_clusters.constructs.pcs import ROOT_DEVICE_LOOKUP_TYPE
+from training_clusters.constructs.pcs import ROOT_DEVICE_LOOKUP_TYPE, lustre_mount_user_data
 from training_clusters.environments import add_environment_config, stack_class
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.pcs import PcsEnvironment
 
+from ..assertions import text
 from ..conftest import CDK_CONTEXT, EnvironmentGates
 from ..constructs.test_pcs import joined_text
 
@@ -82,7 +83,7 @@ def test_p5_environment_has_32_efa_interfaces_accounting_and_fsx_at_fsx(
     data = launch_template["Properties"]["LaunchTemplateData"]
     assert len(data["NetworkInterfaces"]) == 32
     assert data["Placement"] == {"GroupName": stack.resolve(stack.placement_group.placement_group_name)}
-    assert "mount_dir='/fsx'" in json.dumps(data["UserData"])
+    assert "mount_dir='/fsx'" in text(data["UserData"]).splitlines()
 
 
 @pytest.mark.parametrize("name", ["pcs-c5n.yaml", "pcs-p5.yaml"])
@@ -94,12 +95,21 @@ def test_pcs_environment_says_how_to_connect_and_mounts_storage_on_every_node(
     assert {"ClusterId", "ClusterArn", "LoginNodeSsmCommand", "NodeSecurityGroupId", "ClusterLogs"} <= set(
         outputs
     )
-    command = json.dumps(outputs["LoginNodeSsmCommand"]["Value"])
-    assert "aws ssm start-session" in command and "tag:aws:pcs:compute-node-group-id" in command
+    login = f"${{{stack.get_logical_id(stack.cluster.login_node_group)}.Id}}"
+    region = stack.region
+    assert text(outputs["LoginNodeSsmCommand"]["Value"]) == (
+        f"aws ssm start-session --region {region} --target $(aws ec2 describe-instances --region {region} "
+        f"--filters Name=tag:aws:pcs:compute-node-group-id,Values={login} "
+        "Name=instance-state-name,Values=running --query 'Reservations[0].Instances[0].InstanceId' --output text)"
+    )
     # every node group's launch template mounts the shared file system
+    mount_target = stack.shared_storage.mount_target()
     for group in stack.cluster.launch_templates.values():
         data = template["Resources"][stack.get_logical_id(group)]["Properties"]["LaunchTemplateData"]
-        assert "mount -a -t lustre" in json.dumps(data["UserData"])
+        # exactly the mount part, for this stack's file system at its mount folder
+        assert text(data["UserData"]) == text(
+            stack.resolve(lustre_mount_user_data(mount_target, stack.mount_dir or "/fsx"))
+        )
     # the nodes are the file system's clients (Lustre port from the node security group)
     nodes = stack.resolve(stack.cluster.node_security_group.security_group_id)
     lustre = [
