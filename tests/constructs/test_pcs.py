@@ -684,9 +684,10 @@ def test_without_a_file_system_there_is_no_user_data(parts: Parts) -> None:
 
 
 def _run_mount_script(
-    tmp_path: Path, device: str = "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd"
+    tmp_path: Path, device: str = "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", *, never_mounts: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    """Run the shell part with ``mount``/``mountpoint`` stubbed and /etc/fstab redirected into ``tmp_path``."""
+    """Run the shell part with ``mount``/``mountpoint`` stubbed and /etc/fstab redirected into ``tmp_path``:
+    the first ``mount -a`` fails and the second mounts, or with ``never_mounts`` every one fails."""
     mount_dir = tmp_path / "shared"
     text = lustre_mount_user_data(device, str(mount_dir))
     script = text.split('charset="us-ascii"\n\n', 1)[1].rsplit(f"\n--{MIME_BOUNDARY}--", 1)[0]
@@ -702,6 +703,8 @@ def _run_mount_script(
         "mount.lustre": "exit 0",
         "sleep": "exit 0",
     }
+    if never_mounts:
+        stubs["mount"] = 'echo "mount.lustre: mount failed: Input/output error" >&2; exit 32'
     for name, body in stubs.items():
         path = bin_dir / name
         path.write_text(f"#!/bin/bash\n{body}\n")
@@ -728,6 +731,18 @@ def test_mount_script_retries_and_writes_the_fstab_line_once(tmp_path: Path) -> 
     assert lines == [
         f"fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd {tmp_path / 'shared'} lustre defaults,relatime,flock,_netdev 0 0"
     ]
+
+
+def test_mount_script_fails_the_node_when_the_file_system_never_mounts(tmp_path: Path) -> None:
+    """The node must not start jobs without its storage: after its ten attempts the part exits 1 with one line
+    (a part that swallowed the failure would exit 0)."""
+    device = "fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd"
+    run = _run_mount_script(tmp_path, device, never_mounts=True)
+    assert run.returncode == 1, run.stderr
+    lines = run.stderr.rstrip().splitlines()
+    assert lines[-1] == f"could not mount {device} at {tmp_path / 'shared'}"
+    assert lines.count("mount.lustre: mount failed: Input/output error") == 10
+    assert not (tmp_path / "shared").stat().st_mode & 0o002  # the chmod 1777 after a mount never ran
 
 
 def test_the_device_is_one_quoted_word_of_the_mount_script(tmp_path: Path) -> None:

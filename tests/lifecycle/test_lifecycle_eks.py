@@ -28,8 +28,7 @@ FSTAB_LINES = [
 ]
 
 
-@pytest.fixture
-def node(sandbox: Sandbox) -> Sandbox:
+def eks_node(sandbox: Sandbox) -> Sandbox:
     """An EKS node: its parameters, the volume mounted, containerd and the kubelet running with data."""
     (sandbox.scripts / "provisioning_parameters.json").write_text(json.dumps(EKS_PARAMS))
     (sandbox.scripts / "training_clusters.json").write_text(json.dumps({"enable_enroot_pyxis": True}))
@@ -40,6 +39,11 @@ def node(sandbox: Sandbox) -> Sandbox:
         (sandbox.state / f"unit.{unit}.service").write_text("active\n")
     sandbox.env["TC_EKS_VOLUME_WAIT_ATTEMPTS"] = "2"
     return sandbox
+
+
+@pytest.fixture
+def node(sandbox: Sandbox) -> Sandbox:
+    return eks_node(sandbox)
 
 
 def test_the_runtime_data_moves_onto_the_volume_with_the_runtime_stopped(node: Sandbox) -> None:

@@ -640,6 +640,12 @@ case $name in
             [[ $1 == -o ]] && output=$2
             shift
         done
+        # STUB_CURL_FAILS_FOR: that one URL cannot be fetched (its host does not resolve), whatever it is.
+        if [[ -n ${STUB_CURL_FAILS_FOR:-} && $url == "$STUB_CURL_FAILS_FOR" ]]; then
+            host="${url#*://}"
+            echo "curl: (6) Could not resolve host: ${host%%/*}" >&2
+            exit 6
+        fi
         if [[ $url == file://* ]]; then
             if [[ ! -f ${url#file://} ]]; then
                 echo "curl: (37) Couldn't open file ${url#file://}" >&2
@@ -647,12 +653,7 @@ case $name in
             fi
             cp -- "${url#file://}" "$output"
         elif [[ $url == https://truststore.pki.rds.amazonaws.com/* ]]; then
-            # AWS's RDS certificate bundle: two test CA certificates (openssl-made, sandbox only), or
-            # STUB_CURL_FAILS_FOR's curl error when the URL matches it.
-            if [[ -n ${STUB_CURL_FAILS_FOR:-} && $url == "$STUB_CURL_FAILS_FOR" ]]; then
-                echo "curl: (6) Could not resolve host: truststore.pki.rds.amazonaws.com" >&2
-                exit 6
-            fi
+            # AWS's RDS certificate bundle: two test CA certificates (openssl-made, sandbox only).
             cp -- "${0%/*}/.rds-ca-bundle.pem" "$output"
         elif [[ $url == */slurm-*.tar.bz2 ]]; then
             work="$(mktemp -d)"
