@@ -988,7 +988,8 @@ def test_the_fsx_dashboard_names_the_stacks_file_system(grafana_fsx: dict[str, A
     (dashboards,) = (
         v
         for v in _of_type(grafana_fsx, "Custom::AWSCDK-EKS-KubernetesResource").values()
-        if "training-clusters-dashboard-fsx-throughput" in json.dumps(v)
+        if "training-clusters-dashboard-fsx-throughput"
+        in {o["metadata"]["name"] for o in manifest_objects(v)}
     )
     (file_system,) = _of_type(grafana_fsx, "AWS::FSx::FileSystem")
     # the manifest is a join around the file system's Ref: every FileSystemId of the dashboard is that Ref
