@@ -74,8 +74,12 @@ EXPECTED_FILES: dict[str, set[str]] = {
     | _dcgm("p5")
     | _job_layer("p5", efa=True),
     "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5") | _job_layer("p5", efa=True),
-    "hyperpod-eks-g5": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"} | _dcgm("g5"),
-    "hyperpod-eks-p5": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5"),
+    "hyperpod-eks-g5": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"}
+    | _dcgm("g5")
+    | _job_layer("g5", efa=True),
+    "hyperpod-eks-p5": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"}
+    | _dcgm("p5")
+    | _job_layer("p5", efa=True),
     "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-p5-training-plan": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-slurm": set(),
@@ -386,11 +390,39 @@ def test_hyperpod_eks_jobs_schedule_onto_hyperpods_ml_nodes(stem: str, group: st
     }
 
 
+def test_hyperpod_eks_gets_the_job_layer_tests_through_its_queue() -> None:
+    """As on EKS: the NCCL TrainJob on the group's mpi runtime and the gang test, in default's LocalQueue."""
+    (trainjob,) = _yaml_documents("hyperpod-eks-p5", "nccl-trainjob-p5.yaml")
+    assert (trainjob["metadata"]["namespace"], trainjob["metadata"]["labels"]) == (
+        "default",
+        {"kueue.x-k8s.io/queue-name": "training"},
+    )
+    assert trainjob["spec"]["runtimeRef"] == {"name": "mpi-efa-p5"}
+    assert trainjob["spec"]["trainer"]["numNodes"] == 2
+    first, second = _yaml_documents("hyperpod-eks-p5", "gang-test-p5.yaml")
+    for job in (first, second):
+        assert job["spec"]["parallelism"] == 16  # every GPU of the 2 x ml.p5.48xlarge group
+        assert job["spec"]["template"]["spec"]["nodeSelector"] == {"training-clusters/nodegroup": "p5"}
+    document = yaml.safe_load((ENVIRONMENTS / "hyperpod-eks-p5.yaml").read_text())
+    document["hyperpod_eks"].setdefault("addons", {})["kueue"] = False
+    plan = acceptance_plan(parse_environment(document), "x")
+    assert not [job for job in plan.jobs if job.filename.startswith(("gang-", "nccl-trainjob-"))]
+    assert (
+        "hyperpod_eks: addons.kueue is off (no queues: no TrainJob NCCL test, no gang test)" in plan.skipped
+    )
+    document["hyperpod_eks"]["addons"] = {"kubeflow_trainer": False}
+    plan = acceptance_plan(parse_environment(document), "x")
+    assert {job.filename for job in plan.jobs if job.filename.startswith(("gang-", "nccl-trainjob-"))} == {
+        "gang-test-p5.yaml",
+        "gang-test-p5-check.sh",
+    }
+
+
 def test_hyperpod_eks_group_of_one_node_is_skipped() -> None:
     document = yaml.safe_load((ENVIRONMENTS / "hyperpod-eks-g5.yaml").read_text())
     document["hyperpod_eks"]["instance_groups"][0]["count"] = 1
     plan = acceptance_plan(parse_environment(document), "x")
-    assert {job.filename for job in plan.jobs} == _dcgm("g5")
+    assert {job.filename for job in plan.jobs} == _dcgm("g5") | _job_layer("g5", efa=False)  # gang test only
     assert plan.skipped == ("instance group g5: 1 node; NCCL over EFA needs 2",)
 
 

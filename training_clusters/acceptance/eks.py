@@ -135,7 +135,9 @@ def hyperpod_eks_plan(
     """The jobs of a HyperPod-on-EKS environment: the NCCL MPIJob of each GPU instance group with EFA and 2
     nodes or more, and the DCGM diagnostics Job of each GPU instance group, scheduled onto HyperPod's nodes
     (they carry the ``ml.`` instance type as their ``node.kubernetes.io/instance-type`` label). With Kueue,
-    both go through a LocalQueue (:func:`queue_route`; the MPIJob when ``default`` has one).
+    both go through a LocalQueue (:func:`queue_route`; the MPIJob when ``default`` has one), and the job layer's
+    tests follow as on EKS: the NCCL TrainJob on each EFA GPU group's ``mpi-efa-<group>`` runtime (with Kubeflow
+    Trainer) and the gang test of each GPU group.
 
     :param dcgm_level: ``dcgmi diag -r`` level of the DCGM jobs. Default: 2.
     """
@@ -179,7 +181,46 @@ def hyperpod_eks_plan(
                 environment=environment,
                 queue=queue,
             )
+    if not spec.addons.kueue:
+        skipped.append("hyperpod_eks: addons.kueue is off (no queues: no TrainJob NCCL test, no gang test)")
+    elif queue is not None:
+        jobs += _hyperpod_job_layer_jobs(config, environment, queue)
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
+
+
+def _hyperpod_job_layer_jobs(
+    config: EnvironmentConfig, environment: str, queue: QueueRoute
+) -> list[AcceptanceJob]:
+    """The NCCL TrainJob and the gang test of HyperPod's instance groups, through ``queue``."""
+    assert config.hyperpod_eks is not None
+    spec = config.hyperpod_eks
+    jobs: list[AcceptanceJob] = []
+    for group in spec.instance_groups:
+        instance = lookup_hyperpod(group.instance_type)
+        if not instance.is_gpu:
+            continue
+        runs_nccl = spec.nccl_test.enabled and nccl_skip_reason(instance, group.count) is None
+        if spec.addons.kubeflow_trainer and instance.efa_supported and runs_nccl:
+            jobs += _trainjob_nccl_jobs(
+                nodegroup=group.name,
+                instance=instance,
+                nodes=group.count,
+                # what the group's runtime asks for per node (HyperPodEksCluster.node_pools)
+                efa_interfaces=instance.max_efa_interfaces,
+                image=spec.nccl_test.image,
+                namespace=queue.namespace,
+                queue=queue.local_queue,
+                environment=environment,
+            )
+        jobs += _gang_jobs(
+            capacity=FlavorCapacity(name=group.name, instance_type=instance, nodes=group.count),
+            image=spec.nccl_test.image,
+            namespace=queue.namespace,
+            queue=queue.local_queue,
+            timeout_minutes=spec.queues.pods_ready_timeout_minutes,
+            environment=environment,
+        )
+    return jobs
 
 
 def _eks_jobs(
