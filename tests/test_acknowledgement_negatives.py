@@ -40,11 +40,10 @@ Not shown, by acknowledgement, and why:
   CKV_AWS_117 (``in_vpc``), CKV_AWS_173 (``has_environment``) of ``accept_handler_findings`` and CKV_AWS_158 on
   the flow logs (a key given): dropping the condition writes a skip checkov never needs.
 * ``CloudFormation-Validate::W3010`` on pinned subnets is CDK's own validation, off in the suite's synths.
-* checkov's CKV_AWS_139 (skipped on the database when deletion may be asked for): checkov 3.3.30 has it for
-  Terraform only (``checkov/terraform/checks/resource/aws/RDSDeletionProtection.py``); no CloudFormation check
-  reads an ``AWS::RDS::DBCluster``'s ``DeletionProtection``, so a retained database with it turned off fails
-  nothing in checkov (tried: ``set()``), and the skip is written for a check that never runs. cdk-nag's RDS10
-  is the gate for it (its negative is above).
+* No checkov skip for a deleteable database: checkov 3.3.30 checks deletion protection for Terraform only
+  (``checkov/terraform/checks/resource/aws/RDSDeletionProtection.py``); no CloudFormation check reads an
+  ``AWS::RDS::DBCluster``'s ``DeletionProtection``, so a skip of CKV_AWS_139 would be written for a check that
+  never runs. cdk-nag's RDS10 is the gate for it (its negative is above).
 * Weakness found, left in the construct: with an adopted VPC (its CIDR a reference) EC23 is acknowledged on
   the whole endpoints group, so a second ingress rule from anywhere would hide behind it too.
 """

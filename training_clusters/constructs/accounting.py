@@ -738,7 +738,6 @@ class SlurmAccountingDatabase(Construct):
         if not protected:
             why = "removal_policy DESTROY (or deletion_protection=False) asks for a database that can be deleted"
             acknowledge(cluster, "AwsSolutions-RDS10", why)
-            skip_checkov(cluster, "CKV_AWS_139", why)
             acknowledge_nist(cluster, "NIST.800.53.R5-RDSInstanceDeletionProtectionEnabled", why)
         no_enhanced_monitoring = (
             "Aurora publishes the instance's CloudWatch metrics (ACU, connections, CPU); enhanced OS monitoring "
