@@ -245,6 +245,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "network.py",
         "flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,",
         "flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,",
+        "tests/constructs/test_network.py",
+        "tests/constructs/test_documented_defaults.py",
     ),
     _construct(
         "lustre-removal-default-destroy",
