@@ -248,7 +248,9 @@ _REFUSED = "which IAM, SageMaker, FSx and CloudWatch Logs refuse in tags; allowe
         ("R&D", f"holds '&', {_REFUSED}"),
         ("a&b&c", f"holds '&', {_REFUSED}"),
         ("!#$%^*", f"holds '!' '#' '$' '%' '^', {_REFUSED}"),
-        ("Équipe 中 _.:/=+-@ ٣", None),  # letters, separators and numbers of any script
+        pytest.param(
+            "Équipe 中 _.:/=+-@ ٣", None, id="any-script"
+        ),  # letters, separators, numbers of any script
     ],
 )
 def test_tag_keys(key: str, problem: str | None) -> None:
@@ -326,9 +328,10 @@ def test_user_ids_at_both_bounds(value: int, ok: bool) -> None:
             "x" * 41,
             f"must be one OpenSSH public key line ('ssh-ed25519 AAAA... comment'), got '{'x' * 37}...'",
         ),
-        (
+        pytest.param(
             "ssh-ed25519 AAAA\nssh-rsa AAAA",
             "must be one OpenSSH public key line ('ssh-ed25519 AAAA... comment'), got 'ssh-ed25519 AAAA\nssh-rsa AAAA'",
+            id="two-lines",  # an id without an escape: make mutation runs a test by its id
         ),
     ],
 )
@@ -1029,9 +1032,10 @@ def test_pcs_scale_down_idle_time_bounds(seconds: int, ok: bool) -> None:
             {"Max-Job": "1"},
             "must name slurm.conf parameters (a letter, then letters, digits and _), got 'Max-Job'",
         ),
-        (
+        pytest.param(
             {"Max": "1\nSlurmUser=root"},
             "must give each parameter a one-line value, got '1\\nSlurmUser=root' for 'Max'",
+            id="a-second-line",  # an id without an escape: make mutation runs a test by its id
         ),
         ({"Max": " "}, "must give each parameter a one-line value, got ' ' for 'Max'"),
         ({"Max": 1}, "must give each parameter a one-line value, got 1 for 'Max'"),
