@@ -1506,3 +1506,14 @@ def test_pcluster_cluster_tags() -> None:
         == "key 'aws:x' must not start with 'aws:' (reserved for AWS)"
     )
     assert pc.cluster_tags_problem({"ok": "R&D"}) == f"value of 'ok' holds '&', {_REFUSED}"
+
+
+def test_a_custom_mig_layout_names_every_profile_the_gpu_does_not_offer() -> None:
+    from training_clusters.options import MigLayout
+
+    p4d = lookup("p4d.24xlarge")
+    offered = ", ".join(p4d.accelerators.mig_profiles if p4d.accelerators else ())
+    assert offered == "1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
+    assert eks.mig_layout_problem(p4d, MigLayout.parse({"9g.1gb": 1, "8g.1gb": 1, "1g.5gb": 1})) == (
+        f"'8g.1gb, 9g.1gb' is not a MIG profile of A100 40 GB (p4d.24xlarge); it offers {offered} (and all-balanced)"
+    )
