@@ -112,6 +112,10 @@ def test_each_inconsistent_fact_is_refused_whole(change: dict[str, Any], message
         ({"hyperpod_name": None}, True),
         ({"accelerators": _accelerators(mig_profiles=[], mig_capable=False)}, True),
         ({"accelerators": None, "gpudirect_rdma": False}, True),
+        (
+            {"accelerators": _accelerators(count=1, memory_gib_each=1, mig_capable=False, mig_profiles=[])},
+            True,
+        ),
     ],
 )
 def test_the_last_consistent_facts_are_accepted(change: dict[str, Any], ok: bool, tmp_path: Path) -> None:

@@ -310,3 +310,40 @@ def test_a_validators_message_loses_pydantics_prefix() -> None:
     assert _message(problem) == "must be short, got 'xxx'"
     problem = {"type": "int_type", "loc": ("count",), "msg": "Input should be a valid integer", "input": "2"}
     assert _message(problem) == "Input should be a valid integer, got '2'"
+
+
+def test_eks_node_groups_are_checked_at_their_own_field() -> None:
+    def problem(change: Any, section: dict[str, Any] | None = None) -> str:
+        document = _as("eks")
+        change(document["compute"])
+        if section is not None:
+            document["eks"] = section
+        with pytest.raises(ConfigurationError) as raised:
+            expand_intent(document)
+        return str(raised.value)
+
+    plan = {
+        "type": "training-plan",
+        "training_plan_arn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p",
+    }
+    assert problem(lambda c: c["node_groups"][0].update(capacity=plan)) == (
+        "compute.node_groups[0].capacity: training-plan is not supported by Amazon EKS managed nodegroups; use "
+        "on-demand or spot or reservation or capacity-block"
+    )
+    assert problem(lambda c: c["node_groups"][0].update(instance_type="m5.xlarge", efa=True)) == (
+        "compute.node_groups[0].efa: m5.xlarge has no EFA, got true; use an EFA type (e.g. g5.8xlarge, "
+        "c5n.18xlarge, p5.48xlarge) or omit efa"
+    )
+    assert problem(lambda c: None, {"efa_nodegroups": []}) == (
+        "compute.node_groups (1 item(s)) and eks.efa_nodegroups (0 item(s)) both state this; keep one of them "
+        "(compute for what every orchestrator has, eks for what only eks has)"
+    )
+
+
+@pytest.mark.parametrize("where", ["controller", "login"])
+def test_parallelcluster_head_and_login_types_are_checked_at_their_own_field(where: str) -> None:
+    document = _as("parallelcluster")
+    document["compute"][where]["instance_type"] = "g9.huge"
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value).startswith(f"compute.{where}.instance_type: 'g9.huge' is not in the catalogue; ")
