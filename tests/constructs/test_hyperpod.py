@@ -7,6 +7,8 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
 from training_clusters.capacity import Capacity
@@ -260,6 +262,34 @@ def test_execution_role_grants_exactly_what_the_instances_need_scoped_to_this_cl
             },
             {"*"},
         ),
+    }
+
+
+def test_a_passed_execution_role_may_use_the_extra_volumes_customer_key_and_nothing_else(
+    stack: cdk.Stack,
+) -> None:
+    """HyperPod attaches an extra EBS volume with the execution role: a role the cluster did not make gets,
+    from a policy of the cluster's, exactly ``kms:CreateGrant`` and ``kms:DescribeKey`` on that volume's key
+    (and the lifecycle prefix read), every statement whole."""
+    role = iam.Role(stack, "Execution", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"))
+    key = kms.Key(stack, "VolumeKey", enable_key_rotation=True, removal_policy=cdk.RemovalPolicy.DESTROY)
+    workers = InstanceGroup(
+        name="worker-group-1",
+        instance_type="ml.c5.xlarge",
+        partition="dev",
+        extra_volume_gib=500,
+        extra_volume_kms_key=key,
+    )
+    cluster = build(stack, [CONTROLLER, workers], role=role)
+
+    template = Template.from_stack(stack).to_json()
+    bucket = logical_id(cluster.bucket)
+    assert role_statements(template, logical_id(role)) == {
+        allow(
+            {"s3:GetBucket*", "s3:GetObject*", "s3:List*"},
+            {f"${{{bucket}.Arn}}", f"${{{bucket}.Arn}}/lifecycle/ml-cluster/*"},
+        ),
+        allow({"kms:CreateGrant", "kms:DescribeKey"}, {f"${{{logical_id(key)}.Arn}}"}),
     }
 
 

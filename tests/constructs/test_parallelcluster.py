@@ -32,6 +32,7 @@ from training_clusters.constructs.parallelcluster import (
 from training_clusters.errors import ConfigurationError
 
 from ..assertions import (
+    allow,
     aws_managed,
     egress,
     ingress,
@@ -304,6 +305,28 @@ def test_custom_action_script_runs_on_every_node_which_may_read_it(parts: Parts)
     queue = config["Scheduling"]["SlurmQueues"][0]
     assert queue["CustomActions"] == action
     assert queue["Iam"] == {"S3Access": access}
+
+
+def test_custom_action_scripts_are_read_by_login_nodes_through_a_policy_of_their_exact_objects(
+    parts: Parts,
+) -> None:
+    """The login nodes' policy reads each of their scripts (the cluster's and the pools' own) as the exact
+    object, and does nothing else."""
+    bucket = s3.Bucket.from_bucket_name(parts.stack, "Scripts", "my-scripts")
+    setup = CustomActionScript(bucket=bucket, key="pc/setup.sh")
+    cluster = parts.cluster(
+        on_node_configured=setup,
+        login_nodes=[
+            LoginNodePool(name="login", on_node_start=[CustomActionScript(bucket=bucket, key="pc/login.sh")]),
+            LoginNodePool(name="builds", on_node_configured=[setup]),
+        ],
+    )
+    assert cluster.login_nodes_policy is not None
+    template = Template.from_stack(parts.stack).to_json()
+    objects = "arn:aws:s3:::my-scripts/pc"  # the test stack is in a region of the aws partition
+    assert policy_statements(template, _logical_id(cluster.login_nodes_policy)) == [
+        allow({"s3:GetObject"}, [f"{objects}/setup.sh", f"{objects}/login.sh"])
+    ]
 
 
 def test_key_pair_opens_ssh_to_the_vpc_or_the_given_range_only(parts: Parts) -> None:

@@ -687,6 +687,77 @@ def test_a_failing_imds_guard_fails_the_step(sandbox: Sandbox) -> None:
     assert "step 'slurm-worker' started" not in run.log
 
 
+def _imds_guard(sandbox: Sandbox, *args: str, **env: str) -> Run:
+    """training-clusters-imds run on the node (netfilter emulated by the stub: tables in stub-state)."""
+    command = [
+        shutil.which("bash") or "/bin/bash",
+        str(sandbox.scripts / "node" / "training-clusters-imds.sh"),
+    ]
+    return sandbox.run_command([*command, *args], **env)
+
+
+def _netfilter(sandbox: Sandbox, command: str) -> list[str]:
+    """The chains and rules ``command`` (iptables or ip6tables) holds, in order, a line each."""
+    tables = sandbox.state / f"{command}.rules"
+    return tables.read_text().splitlines() if tables.exists() else []
+
+
+def _imds_tables(address: str, *uids: int) -> list[str]:
+    """The whole of one family's tables after the guard: the jump to its chain first in OUTPUT, then the
+    chain, whose rules let the uids' packets through and reject everyone else's (TCP with a reset)."""
+    return [
+        f"rule OUTPUT -d {address} -j TC-IMDS",
+        "chain TC-IMDS",
+        *(f"rule TC-IMDS -m owner --uid-owner {uid} -j RETURN" for uid in (0, *uids)),
+        "rule TC-IMDS -p tcp -j REJECT --reject-with tcp-reset",
+        "rule TC-IMDS -j REJECT",
+    ]
+
+
+def test_the_imds_guard_lets_root_and_the_allowed_users_reach_imds_and_rejects_everyone_else(
+    sandbox: Sandbox,
+) -> None:
+    """Every rule of the chain, in order, for both families; run again (every boot), it rebuilds the chain
+    and leaves one jump to it."""
+    for command in ("iptables", "ip6tables"):
+        sandbox.add_command(command)
+    (sandbox.state / "passwd").write_text("pcluster-admin:x:401:401::/home/pcluster-admin:/bin/bash\n")
+
+    first = _imds_guard(sandbox, "--allow", "pcluster-admin")
+    after_first = {command: _netfilter(sandbox, command) for command in ("iptables", "ip6tables")}
+    second = _imds_guard(sandbox, "--allow", "pcluster-admin")
+
+    assert first.returncode == 0 and second.returncode == 0, second.output
+    expected = {
+        "iptables": _imds_tables("169.254.169.254/32", 401),
+        "ip6tables": _imds_tables("fd00:ec2::254/128", 401),
+    }
+    assert after_first == expected
+    assert {command: _netfilter(sandbox, command) for command in expected} == expected
+    assert second.output.splitlines() == [
+        "training-clusters-imds: iptables: only uids 0 401 reach 169.254.169.254/32",
+        "training-clusters-imds: ip6tables: only uids 0 401 reach fd00:ec2::254/128",
+    ]
+    assert ["-w", "-F", "TC-IMDS"] in second.calls_to("iptables")  # the chain emptied, then refilled
+    assert not [call for call in second.calls_to("iptables") if call[1] == "-I"]
+
+
+def test_the_imds_guard_without_ipv6_netfilter_guards_ipv4_for_root_only(sandbox: Sandbox) -> None:
+    for command in ("iptables", "ip6tables"):
+        sandbox.add_command(command)
+
+    run = _imds_guard(sandbox, STUB_NO_IP6TABLES="1")
+
+    assert run.returncode == 0, run.output
+    assert _netfilter(sandbox, "iptables") == _imds_tables("169.254.169.254/32")
+    assert _netfilter(sandbox, "ip6tables") == []
+    assert run.output.splitlines() == [
+        "training-clusters-imds: iptables: only root reaches 169.254.169.254/32",
+        "training-clusters-imds: no IPv6 netfilter on this node: the IPv6 address of IMDS is left as it is",
+    ]
+    assert run.calls_to("ip6tables") == [["-w", "-S", "OUTPUT"]]
+
+
 # --- The controller for administrators only (controller-access) ------------------------------------
 # Real sshd refusing a team user there, and letting the same user into a worker, is shown on the real-Slurm
 # bed (tests/integration/test_slurm_real.py).

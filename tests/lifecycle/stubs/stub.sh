@@ -499,6 +499,49 @@ mysql_stub() {
 }
 
 # HyperPod's agent, on the controller: replaces the AMI's placeholder slurm.conf after a while.
+# netfilter, as much of it as training-clusters-imds uses. The tables are kept in ${state}/<command>.rules,
+# a line a chain ("chain NAME") or a rule ("rule CHAIN SPEC...", in the chain's order): -N fails on a chain
+# that exists, -F empties one, -A appends, -I inserts at the head, -C fails unless the rule is there, -S
+# fails for ip6tables when STUB_NO_IP6TABLES is set (a node without IPv6 netfilter).
+iptables_stub() {
+    local rules="${state}/${name}.rules" chain
+    [[ ${1:-} == -w ]] && shift
+    touch "$rules"
+    case ${1:-} in
+        -N)
+            if grep -qxF -- "chain $2" "$rules"; then
+                echo "${name}: Chain already exists." >&2
+                exit 1
+            fi
+            echo "chain $2" >>"$rules"
+            ;;
+        -F)
+            grep -vF -- "rule $2 " "$rules" >"${rules}.new" || true
+            mv -- "${rules}.new" "$rules"
+            ;;
+        -A)
+            chain=$2
+            shift 2
+            echo "rule ${chain} $*" >>"$rules"
+            ;;
+        -I)
+            chain=$2
+            shift 3
+            { echo "rule ${chain} $*"; cat -- "$rules"; } >"${rules}.new"
+            mv -- "${rules}.new" "$rules"
+            ;;
+        -C)
+            chain=$2
+            shift 2
+            grep -qxF -- "rule ${chain} $*" "$rules" || exit 1
+            ;;
+        -S)
+            [[ $name == ip6tables && -n ${STUB_NO_IP6TABLES:-} ]] && exit 1
+            ;;
+    esac
+    exit 0
+}
+
 hyperpod_agent_tick() {
     [[ -n ${STUB_AGENT_SLURM_CONF:-} ]] || return 0
     if (($(bump agent-sleeps) + 1 == ${STUB_AGENT_AFTER:-1})); then
@@ -764,6 +807,9 @@ case $name in
         ;;
     sleep)
         hyperpod_agent_tick
+        ;;
+    iptables | ip6tables)
+        iptables_stub "$@"
         ;;
     *) ;; # chown, umount, wget, apt-key, modprobe, cc ...: record only
 esac
