@@ -35,6 +35,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = ROOT / "training_clusters"
 ACTIONS = "tests/parallelcluster_actions/test_actions.py"
 RUNS = "tests/lifecycle/test_lifecycle_runs.py"
+#: The failures these scripts' own test modules did not drive (a restart, useradd, the mount wait, a keys line).
+FAILURES_MORE = "tests/lifecycle/test_lifecycle_failures_more.py"
 #: The hyperpod tests that look at the execution role (its statements, its cdk-nag findings).
 HYPERPOD_ROLE = "role or polic or gates"
 
@@ -327,6 +329,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    tc_wait_writable "$rooted" || true\n}',
         "tests/lifecycle/test_lifecycle_node.py",
         RUNS,
+        FAILURES_MORE,
     ),
     _script(
         "useradd-failure-swallowed",
@@ -334,6 +337,7 @@ MUTANTS: tuple[Mutant, ...] = (
         '    useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell /bin/bash "$name"\n',
         '    useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell /bin/bash "$name" || true\n',
         "tests/lifecycle/test_lifecycle_team.py",
+        FAILURES_MORE,
     ),
     _script(
         "existing-user-with-other-uid-accepted",
@@ -356,6 +360,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "        systemctl restart slurmctld\n",
         "        systemctl restart slurmctld || true\n",
         "tests/lifecycle/test_lifecycle_slurm.py",
+        FAILURES_MORE,
     ),
     _script(
         "imds-guard-reject-dropped",
@@ -370,6 +375,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "got '${file} ${key} ${value}'\" >&2\n            exit 1",
         "got '${file} ${key} ${value}'\" >&2\n            continue",
         "tests/lifecycle/test_lifecycle_slurm.py",
+        FAILURES_MORE,
     ),
     _script(
         "docker-data-root-check-swallowed",
@@ -377,6 +383,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "    [[ -n $data_root ]] || return 1",
         "    [[ -n $data_root ]] || return 0",
         "tests/lifecycle/test_lifecycle_containers.py",
+        FAILURES_MORE,
     ),
     # --- what mutmut 3 does not mutate (decorated functions: pydantic validators, properties), CDK-free
     Mutant(

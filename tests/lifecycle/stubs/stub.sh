@@ -583,6 +583,8 @@ case $name in
             echo "mount.lustre: mount ${*: -2:1} at ${target} failed: No such file or directory" >&2
             exit 32
         fi
+        # STUB_MOUNT_NEVER_SHOWS: mount exits 0 but the file system never shows as mounted there.
+        [[ -z ${STUB_MOUNT_NEVER_SHOWS:-} ]] || exit 0
         mkdir -p "$target"
         echo "$target" >>"${state}/mounts"
         ;;
@@ -633,6 +635,11 @@ case $name in
         db_add group "${*: -1}:x:$(arg_of --gid "$@"):"
         ;;
     useradd)
+        # STUB_USERADD_FAIL: that one user cannot be added (as when /etc/passwd stays locked).
+        if [[ -n ${STUB_USERADD_FAIL:-} && ${*: -1} == "$STUB_USERADD_FAIL" ]]; then
+            echo "useradd: cannot lock /etc/passwd; try again later." >&2
+            exit 1
+        fi
         if [[ " $* " == *" --uid "* ]]; then
             db_add passwd "${*: -1}:x:$(arg_of --uid "$@"):$(arg_of --gid "$@")::$(arg_of --home-dir "$@"):$(arg_of --shell "$@")"
             exit 0
