@@ -291,6 +291,24 @@ def test_ids_taken_differently_on_the_node_fail_the_bootstrap(
     assert message in result.stderr
 
 
+LOCKED = "useradd: cannot lock /etc/passwd; try again later."
+
+
+def test_an_account_tool_that_fails_fails_the_bootstrap_where_it_failed(head: Node) -> None:
+    """useradd refused (another tool holds /etc/passwd's lock): the action stops there with useradd's exit status
+    and its message, before any home is written; a node with half its team would bootstrap "successfully"."""
+    useradd = head.bin / "useradd"
+    useradd.unlink()
+    useradd.write_text(f"#!/bin/bash\necho '{LOCKED}' >&2\nexit 10\n")
+    useradd.chmod(0o755)
+    result = head.run("users.sh", *TEAM)
+    assert result.returncode == 10
+    assert result.stderr.splitlines() == [LOCKED]
+    assert "created user" not in result.stdout
+    assert list(head.homes.iterdir()) == []
+    assert {_tool(c) for c in head.changes()} == {"groupadd"}
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
