@@ -621,3 +621,16 @@ def test_next_steps_say_how_to_queue_a_job(environment_gates: EnvironmentGates) 
         "of it fits (kubectl get workloads shows what waits); TrainJobs use the runtimes torchrun-efa-p5, "
         "mpi-efa-p5"
     ) in numbered_steps(steps)
+
+
+def test_hyperpods_next_steps_say_how_to_queue_a_job_on_its_instance_groups(
+    environment_gates: EnvironmentGates,
+) -> None:
+    steps = environment_gates.template(ROOT / "environments" / "hyperpod-eks-g5.yaml")["Outputs"][
+        "NextSteps"
+    ]["Value"]
+    assert (
+        "Train: label a job kueue.x-k8s.io/queue-name: training in namespace default; Kueue starts it when all "
+        "of it fits on the instance groups (kubectl get workloads shows what waits); TrainJobs use the runtimes "
+        "torchrun-efa-g5, mpi-efa-g5"
+    ) in numbered_steps(steps)

@@ -17,8 +17,9 @@ from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.options import RemovalPolicy
 from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
-if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database
+if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database, EKS only by the EKS stacks
     from training_clusters.constructs.accounting import SlurmAccountingDatabase
+    from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntimes
 
 #: The steps of NextSteps that every Slurm environment shares (TrainingEnvironmentStack.next_steps).
 SLURM_ACCEPTANCE_STEP = (
@@ -34,6 +35,26 @@ DESTROY_STEP = (
     "Done: npx cdk destroy -c environment=<environment file>; what is kept (file system, database, "
     "buckets) keeps costing until you delete it"
 )
+
+
+def queue_step(
+    queues: TrainingQueues | None, runtimes: TrainingRuntimes | None, *, fits_on: str
+) -> list[str]:
+    """The next step that says how a team queues a job (and the TrainJob runtimes), when the stack made the
+    queues: none otherwise. ``fits_on`` ends "Kueue starts it when all of it fits": where it must fit."""
+    if queues is None:
+        return []
+    namespaces = queues.namespaces
+    where = f"namespace {namespaces[0]}" if len(namespaces) == 1 else f"namespaces {', '.join(namespaces)}"
+    step = (
+        f"Train: label a job kueue.x-k8s.io/queue-name: {queues.local_queue_name} in {where}; Kueue "
+        f"starts it when all of it fits{fits_on} (kubectl get workloads shows what waits)"
+    )
+    if runtimes is not None:
+        step += (
+            f"; TrainJobs use the runtimes {', '.join(n for pair in runtimes.names.values() for n in pair)}"
+        )
+    return [step]
 
 
 class TrainingEnvironmentStack(cdk.Stack):

@@ -31,7 +31,7 @@ from training_clusters.nccl_job import (
     nccl_test_mpijob,
 )
 from training_clusters.options import MigStrategy
-from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack
+from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack, queue_step
 
 
 class EksTrainingEnvironment(TrainingEnvironmentStack):
@@ -325,22 +325,6 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 manifest.node.add_dependency(self.queues.resource)  # its LocalQueue exists, Kueue suspends it
             self.applied_nccl_jobs[name] = manifest
 
-    def _job_layer_steps(self) -> list[str]:
-        """What to do with the queues and runtimes, when the stack made them."""
-        if self.queues is None:
-            return []
-        namespaces = self.queues.namespaces
-        where = (
-            f"namespace {namespaces[0]}" if len(namespaces) == 1 else f"namespaces {', '.join(namespaces)}"
-        )
-        step = (
-            f"Train: label a job kueue.x-k8s.io/queue-name: {self.queues.local_queue_name} in {where}; Kueue "
-            "starts it when all of it fits (kubectl get workloads shows what waits)"
-        )
-        if self.runtimes is not None:
-            step += f"; TrainJobs use the runtimes {', '.join(n for pair in self.runtimes.names.values() for n in pair)}"
-        return [step]
-
     def _add_eks_outputs(self) -> None:
         self.output(
             "UpdateKubeconfigCommand",
@@ -379,7 +363,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             "public_access_cidrs is set), then kubectl get nodes",
             "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes an MPIJob per EFA "
             "nodegroup; kubectl apply -f it and read its launcher's log: the RESULT line says PASS or FAIL",
-            *self._job_layer_steps(),
+            *queue_step(self.queues, self.runtimes, fits_on=""),
             "A pod that does not start: kubectl describe and kubectl logs; the control plane's logs are in "
             "[ControlPlaneLogGroup]",
             DESTROY_STEP,

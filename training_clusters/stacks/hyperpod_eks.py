@@ -17,7 +17,7 @@ from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntim
 from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
 from training_clusters.errors import ConfigurationError
-from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack
+from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack, queue_step
 
 
 class HyperPodEksEnvironment(TrainingEnvironmentStack):
@@ -133,22 +133,6 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             mpi_image=spec.nccl_test.image,
         )
 
-    def _queue_steps(self) -> list[str]:
-        """How to queue a job, when the stack made the queues."""
-        if self.queues is None:
-            return []
-        namespaces = self.queues.namespaces
-        where = (
-            f"namespace {namespaces[0]}" if len(namespaces) == 1 else f"namespaces {', '.join(namespaces)}"
-        )
-        step = (
-            f"Train: label a job kueue.x-k8s.io/queue-name: {self.queues.local_queue_name} in {where}; Kueue "
-            "starts it when all of it fits on the instance groups (kubectl get workloads shows what waits)"
-        )
-        if self.runtimes is not None:
-            step += f"; TrainJobs use the runtimes {', '.join(n for pair in self.runtimes.names.values() for n in pair)}"
-        return [step]
-
     def _lustre(self) -> LustreMount | None:
         if self.shared_storage is None or self.mount_dir is None:
             return None
@@ -198,7 +182,7 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             "public_access_cidrs is set), then kubectl get nodes -L sagemaker.amazonaws.com/node-health-status",
             "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes an MPIJob per EFA "
             "GPU instance group; kubectl apply -f it and read its launcher's log: the RESULT line says PASS or FAIL",
-            *self._queue_steps(),
+            *queue_step(self.queues, self.runtimes, fits_on=" on the instance groups"),
             "A node that does not join: its lifecycle script's log is in [LifecycleLogGroup]; a pod that does not "
             "start: kubectl describe, and the control plane's logs in [ControlPlaneLogGroup]",
             DESTROY_STEP,
