@@ -16,6 +16,7 @@ from training_clusters.constructs.hyperpod_eks import (
     EksInstanceGroup,
     KubernetesTaint,
     hyperpod_efa_device_plugin_values,
+    hyperpod_neuron_device_plugin_values,
     hyperpod_nvidia_device_plugin_values,
     kubernetes_config,
     node_pool,
@@ -25,6 +26,7 @@ from training_clusters.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     EFA_DEVICE_PLUGIN_CHART,
     KUBEFLOW_TRAINER_CHART,
+    NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
     PYTORCH_EFA_IMAGE,
 )
@@ -130,6 +132,16 @@ def test_the_efa_device_plugin_lands_on_an_ml_node_with_the_health_taint(tmp_pat
     assert schedulable(plugin, UNHEALTHY_ML)
     assert not schedulable(plugin, EC2_NAMED)
     assert not schedulable(plugin, OTHER_TAINT)
+
+
+def test_the_neuron_device_plugin_lands_on_an_ml_trainium_node_with_the_health_taint(tmp_path: Path) -> None:
+    trn = "ml.trn1.32xlarge"
+    documents = render(NEURON_HELM_CHART, hyperpod_neuron_device_plugin_values([trn]), tmp_path)
+    plugin = _daemon_sets(documents)["neuron-device-plugin"]
+    assert schedulable(plugin, _node(trn, HEALTH_TAINT))
+    assert schedulable(plugin, _node(trn, {"key": "aws.amazon.com/neuron", "value": "", "effect": "NoSchedule"}))
+    assert not schedulable(plugin, _node("trn1.32xlarge"))
+    assert not schedulable(plugin, _node(trn, {"key": "dedicated", "value": "x", "effect": "NoSchedule"}))
 
 
 # --------------------------------------------------------------------------------------------------

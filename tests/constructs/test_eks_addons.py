@@ -766,6 +766,12 @@ def test_neuron_values_name_our_types_and_turn_off_the_extras() -> None:
         instance_types=["trn2.48xlarge", "trn1.32xlarge", "trn1.32xlarge"]
     ) == {
         "neuronInstances": ["trn1.32xlarge", "trn2.48xlarge"],
+        "devicePlugin": {
+            "tolerations": [
+                {"key": "CriticalAddonsOnly", "operator": "Exists"},
+                {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"},
+            ]
+        },
         "npd": {"enabled": False},
         "scheduler": {"enabled": False},
     }

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import aws_cdk as cdk
@@ -26,6 +27,7 @@ from training_clusters.constructs.hyperpod_eks import (
     health_monitoring_agent_image,
     health_monitoring_agent_manifests,
     hyperpod_efa_device_plugin_values,
+    hyperpod_neuron_device_plugin_values,
     hyperpod_nvidia_device_plugin_values,
 )
 from training_clusters.constructs.network import TrainingNetwork
@@ -445,6 +447,33 @@ def test_device_plugins_select_ml_types_and_tolerate_the_health_taint() -> None:
         "values": ["ml.g5.8xlarge"],
     }
     assert HEALTH_TOLERATION in efa["tolerations"]
+
+
+def test_the_neuron_plugin_keeps_its_chart_tolerations_and_adds_the_health_taint() -> None:
+    """Helm replaces ``devicePlugin.tolerations`` whole: the chart's own two must still be there."""
+    neuron = hyperpod_neuron_device_plugin_values(["ml.trn1.32xlarge"])
+    assert neuron["neuronInstances"] == ["ml.trn1.32xlarge"]
+    assert neuron["devicePlugin"]["tolerations"] == [
+        {"key": "CriticalAddonsOnly", "operator": "Exists"},
+        {"key": "aws.amazon.com/neuron", "operator": "Exists", "effect": "NoSchedule"},
+        HEALTH_TOLERATION,
+    ]
+
+
+def test_a_trainium_group_gets_the_neuron_plugin_with_the_health_toleration_before_the_cluster(
+    stack: cdk.Stack,
+) -> None:
+    trn = EksInstanceGroup(name="trn", instance_type="ml.trn1.32xlarge", volume_gib=500)
+    cluster = build(stack, [trn])
+    deps = cluster.dependencies
+    assert (deps.nvidia_device_plugin, deps.neuron_values) == (
+        None,
+        hyperpod_neuron_device_plugin_values(["ml.trn1.32xlarge"]),
+    )
+    neuron = _chart_id(stack, "neuron-helm-chart")
+    assert neuron in depends_on(the_cluster(stack)[1])
+    values = json.loads(resources(stack, "Custom::AWSCDK-EKS-HelmChart")[neuron]["Properties"]["Values"])
+    assert values["devicePlugin"]["tolerations"][-1] == HEALTH_TOLERATION
 
 
 def test_a_cpu_group_without_efa_gets_no_device_plugin(stack: cdk.Stack) -> None:

@@ -82,6 +82,7 @@ __all__ = [
     "GPU_OPERATOR_CHART",
     "KUBE_PROMETHEUS_STACK_CHART",
     "MPS_CAPABLE_LABEL",
+    "NEURON_DEVICE_PLUGIN_TOLERATIONS",
     "NEURON_HELM_CHART",
     "NVIDIA_DEVICE_PLUGIN_CHART",
     "EbsCsiDriver",
@@ -420,16 +421,27 @@ class EfaDevicePlugin(Construct):
 # Neuron device plugin (Trainium)
 
 
+#: The device plugin's tolerations as AWS Neuron's chart sets them (``devicePlugin.tolerations`` in its
+#: ``values.yaml``, github.com/aws-neuron/neuron-helm-charts): written out because Helm replaces a list value
+#: whole, so a caller adding one (HyperPod's health taint) must repeat these.
+NEURON_DEVICE_PLUGIN_TOLERATIONS: tuple[dict[str, str], ...] = (
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"key": NEURON_TAINT_KEY, "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
 def neuron_device_plugin_values(*, instance_types: Sequence[str]) -> dict[str, Any]:
     """Helm values of AWS Neuron's chart: the device plugin only, on exactly these instance types.
 
     The chart's ``neuronInstances`` list feeds its node affinity; like the EFA plugin's, a built-in list
-    lags new hardware, so it names our types. Its node problem detector is off (EKS node auto-repair,
-    which our nodegroups turn on, already replaces unhealthy nodes, and it runs privileged) and so is the
-    optional scheduler extension (whole-device requests need none).
+    lags new hardware, so it names our types. The plugin tolerates :data:`NEURON_DEVICE_PLUGIN_TOLERATIONS`.
+    Its node problem detector is off (EKS node auto-repair, which our nodegroups turn on, already replaces
+    unhealthy nodes, and it runs privileged) and so is the optional scheduler extension (whole-device
+    requests need none).
     """
     return {
         "neuronInstances": sorted(set(instance_types)),
+        "devicePlugin": {"tolerations": [dict(t) for t in NEURON_DEVICE_PLUGIN_TOLERATIONS]},
         "npd": {"enabled": False},
         "scheduler": {"enabled": False},
     }

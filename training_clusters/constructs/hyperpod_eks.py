@@ -194,6 +194,14 @@ def hyperpod_efa_device_plugin_values(instance_types: Sequence[str], image_repos
     return values
 
 
+def hyperpod_neuron_device_plugin_values(instance_types: Sequence[str]) -> dict[str, Any]:
+    """AWS Neuron's device plugin values on HyperPod's ``ml.`` Trainium types, tolerating the health taint."""
+    values = neuron_device_plugin_values(instance_types=instance_types)
+    plugin = values["devicePlugin"]
+    plugin["tolerations"] = [*plugin["tolerations"], dict(HEALTH_TOLERATION)]
+    return values
+
+
 def _cluster_role_binding(name: str, service_account: str) -> dict[str, Any]:
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
@@ -397,7 +405,7 @@ class HyperPodEksDependencies(Construct):
         self.efa_device_plugin = self._chart(
             "EfaDevicePlugin", cluster, EFA_DEVICE_PLUGIN_CHART, self.efa_values
         )
-        self.neuron_values = neuron_device_plugin_values(instance_types=neuron) if neuron else None
+        self.neuron_values = hyperpod_neuron_device_plugin_values(neuron) if neuron else None
         self.neuron_device_plugin = self._chart(
             "NeuronDevicePlugin", cluster, NEURON_HELM_CHART, self.neuron_values
         )
