@@ -139,7 +139,9 @@ def test_the_neuron_device_plugin_lands_on_an_ml_trainium_node_with_the_health_t
     documents = render(NEURON_HELM_CHART, hyperpod_neuron_device_plugin_values([trn]), tmp_path)
     plugin = _daemon_sets(documents)["neuron-device-plugin"]
     assert schedulable(plugin, _node(trn, HEALTH_TAINT))
-    assert schedulable(plugin, _node(trn, {"key": "aws.amazon.com/neuron", "value": "", "effect": "NoSchedule"}))
+    assert schedulable(
+        plugin, _node(trn, {"key": "aws.amazon.com/neuron", "value": "", "effect": "NoSchedule"})
+    )
     assert not schedulable(plugin, _node("trn1.32xlarge"))
     assert not schedulable(plugin, _node(trn, {"key": "dedicated", "value": "x", "effect": "NoSchedule"}))
 
