@@ -9,7 +9,9 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
-from training_clusters.stacks.base import TrainingEnvironmentStack
+from training_clusters.acceptance import acceptance_plan
+from training_clusters.config import load_environment
+from training_clusters.stacks.base import TrainingEnvironmentStack, kubernetes_acceptance_step
 
 from ..conftest import ROOT, EnvironmentGates
 
@@ -58,3 +60,59 @@ def test_the_walkthrough_names_outputs_the_templates_have(environment_gates: Env
         template = environment_gates.template(ROOT / "environments" / f"{environment}.yaml")
         assert output in template["Outputs"], (output, environment)
     assert "cdk bootstrap aws://ACCOUNT/REGION" in section
+
+
+#: What the Kubernetes acceptance step says it writes, by the file name each test gets from ``acceptance``.
+ACCEPTANCE_KINDS = {
+    "as an MPIJob": "nccl-tests-",
+    "as a TrainJob": "nccl-trainjob-",
+    "DCGM diagnostics": "dcgm-diag-",
+    "a MIG instance": "mig-",
+    "gang admission": "gang-test-",
+}
+
+
+@pytest.mark.parametrize("path", ENVIRONMENTS, ids=lambda p: p.stem)
+def test_the_kubernetes_acceptance_step_names_exactly_the_tests_acceptance_writes(
+    environment_gates: EnvironmentGates, path: Path
+) -> None:
+    steps = environment_gates.template(path)["Outputs"]["NextSteps"]["Value"]
+    (step,) = [s for s in re.split(r"\d\) ", steps) if s.startswith("Acceptance:")] or [None]
+    config = load_environment(path)
+    if config.eks is None and config.hyperpod_eks is None:
+        assert step is None or "-check.sh" not in step
+        return
+    assert step is not None
+    written = {job.filename for job in acceptance_plan(config, path.stem).jobs}
+    for words, prefix in ACCEPTANCE_KINDS.items():
+        assert (words in step) == any(name.startswith(prefix) for name in written), (words, sorted(written))
+
+
+@pytest.mark.parametrize(
+    ("kinds", "tests"),
+    [
+        ({"mpijob"}, "NCCL over EFA as an MPIJob"),
+        ({"trainjob"}, "NCCL over EFA as a TrainJob"),
+        (
+            {"mpijob", "trainjob", "dcgm"},
+            "NCCL over EFA as an MPIJob and as a TrainJob, GPU health with DCGM diagnostics",
+        ),
+        ({"mig"}, "a MIG instance in a pod"),
+        (
+            {"mpijob", "dcgm", "mig", "gang"},
+            "NCCL over EFA as an MPIJob, GPU health with DCGM diagnostics, a MIG instance in a pod, gang admission "
+            "through Kueue",
+        ),
+    ],
+)
+def test_the_acceptance_step_lists_the_kinds_of_test_in_order(kinds: set[str], tests: str) -> None:
+    flags = {kind: kind in kinds for kind in ("mpijob", "trainjob", "dcgm", "mig", "gang")}
+    assert kubernetes_acceptance_step(**flags) == [
+        "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes this environment's "
+        f"tests ({tests}), each with a -check.sh, and prints how to run each: apply it, pipe its log into its "
+        "check, whose RESULT line says PASS or FAIL"
+    ]
+
+
+def test_without_a_test_to_write_there_is_no_acceptance_step() -> None:
+    assert kubernetes_acceptance_step(mpijob=False, trainjob=False, dcgm=False, mig=False, gang=False) == []

@@ -57,6 +57,39 @@ def queue_step(
     return [step]
 
 
+def kubernetes_acceptance_step(
+    *, mpijob: bool, trainjob: bool, dcgm: bool, mig: bool, gang: bool
+) -> list[str]:
+    """The next step that says which tests ``training-clusters acceptance`` writes for a Kubernetes
+    environment, by kind (the stack knows which its groups get; ``tests/stacks/test_next_steps.py`` checks each
+    shipped file's step against the files the command writes), or none when it writes nothing.
+
+    :param mpijob: The NCCL test as an MPIJob (a GPU group with EFA and two nodes or more).
+    :param trainjob: The NCCL test as a TrainJob (the same, with Kueue and Kubeflow Trainer).
+    :param dcgm: DCGM diagnostics (a GPU group of whole GPUs).
+    :param mig: A pod holding one MIG instance (a MIG-partitioned group).
+    :param gang: Kueue's gang admission test (with Kueue, a group of whole GPUs).
+    """
+    tests = []
+    if mpijob or trainjob:
+        tests.append(
+            "NCCL over EFA as " + " and as ".join(["an MPIJob"] * mpijob + ["a TrainJob"] * trainjob)
+        )
+    if dcgm:
+        tests.append("GPU health with DCGM diagnostics")
+    if mig:
+        tests.append("a MIG instance in a pod")
+    if gang:
+        tests.append("gang admission through Kueue")
+    if not tests:
+        return []
+    return [
+        f"Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes this environment's "
+        f"tests ({', '.join(tests)}), each with a -check.sh, and prints how to run each: apply it, pipe its log "
+        "into its check, whose RESULT line says PASS or FAIL"
+    ]
+
+
 class TrainingEnvironmentStack(cdk.Stack):
     """Network + placement group + FSx for Lustre, built from an environment file.
 

@@ -31,7 +31,12 @@ from training_clusters.nccl_job import (
     nccl_test_mpijob,
 )
 from training_clusters.options import MigStrategy
-from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack, queue_step
+from training_clusters.stacks.base import (
+    DESTROY_STEP,
+    TrainingEnvironmentStack,
+    kubernetes_acceptance_step,
+    queue_step,
+)
 
 
 class EksTrainingEnvironment(TrainingEnvironmentStack):
@@ -361,10 +366,28 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         self.next_steps(
             "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
             "public_access_cidrs is set), then kubectl get nodes",
-            "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes an MPIJob per EFA "
-            "nodegroup; kubectl apply -f it and read its launcher's log: the RESULT line says PASS or FAIL",
+            *self._acceptance_step(),
             *queue_step(self.queues, self.runtimes, fits_on=""),
             "A pod that does not start: kubectl describe and kubectl logs; the control plane's logs are in "
             "[ControlPlaneLogGroup]",
             DESTROY_STEP,
+        )
+
+    def _acceptance_step(self) -> list[str]:
+        """What ``training-clusters acceptance`` writes for these nodegroups (as ``acceptance.eks.eks_plan``)."""
+        nccl = any(
+            nccl_skip_reason(self.efa_nodegroups[name].instance_type, self.efa_nodegroups[name].desired_size)
+            is None
+            for name in self.nccl_jobs
+        )
+        whole_gpus = any(g.instance_type.is_gpu for g in self.efa_nodegroups.values()) or any(
+            g.instance_type.is_gpu and name not in self._mig_configs
+            for name, g in self.gpu_nodegroups.items()
+        )
+        return kubernetes_acceptance_step(
+            mpijob=nccl,
+            trainjob=nccl and self.kueue is not None and self.trainer is not None,
+            dcgm=whole_gpus,
+            mig=bool(self._mig_configs),
+            gang=whole_gpus and self.kueue is not None,
         )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
+from training_clusters.catalog import lookup_hyperpod
 from training_clusters.config import (
     EnvironmentConfig,
     HyperPodEksConfig,
@@ -17,7 +18,13 @@ from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntim
 from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
 from training_clusters.errors import ConfigurationError
-from training_clusters.stacks.base import DESTROY_STEP, TrainingEnvironmentStack, queue_step
+from training_clusters.nccl_job import nccl_skip_reason
+from training_clusters.stacks.base import (
+    DESTROY_STEP,
+    TrainingEnvironmentStack,
+    kubernetes_acceptance_step,
+    queue_step,
+)
 
 
 class HyperPodEksEnvironment(TrainingEnvironmentStack):
@@ -180,12 +187,27 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
         self.next_steps(
             "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
             "public_access_cidrs is set), then kubectl get nodes -L sagemaker.amazonaws.com/node-health-status",
-            "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes an MPIJob per EFA "
-            "GPU instance group; kubectl apply -f it and read its launcher's log: the RESULT line says PASS or FAIL",
+            *self._acceptance_step(spec),
             *queue_step(self.queues, self.runtimes, fits_on=" on the instance groups"),
             "A node that does not join: its lifecycle script's log is in [LifecycleLogGroup]; a pod that does not "
             "start: kubectl describe, and the control plane's logs in [ControlPlaneLogGroup]",
             DESTROY_STEP,
+        )
+
+    def _acceptance_step(self, spec: HyperPodEksConfig) -> list[str]:
+        """What ``training-clusters acceptance`` writes for these instance groups (as
+        ``acceptance.eks.hyperpod_eks_plan``)."""
+        types = [(lookup_hyperpod(g.instance_type), g.count) for g in spec.instance_groups]
+        nccl = spec.nccl_test.enabled and any(
+            t.efa_supported and nccl_skip_reason(t, count) is None for t, count in types
+        )
+        gpus = any(t.is_gpu for t, _ in types)
+        return kubernetes_acceptance_step(
+            mpijob=nccl,
+            trainjob=nccl and self.queues is not None and spec.addons.kubeflow_trainer,
+            dcgm=gpus,
+            mig=False,
+            gang=gpus and self.queues is not None,
         )
 
 
