@@ -211,7 +211,7 @@ MUTANTS: tuple[Mutant, ...] = (
     _construct(
         "endpoint-https-from-anywhere",
         "network.py",
-        "            ec2.Peer.ipv4(self._literal_cidr or self.vpc.vpc_cidr_block),\n",
+        "            ec2.Peer.ipv4(cidr),\n",
         "            ec2.Peer.any_ipv4(),\n",
     ),
     _construct(

@@ -7,10 +7,13 @@ resources carry exactly their acknowledgements (``ACKNOWLEDGED``: one applied wh
 hold shows there). One synth per family of constructs (``_FAMILIES``), cases parametrised by acknowledgement.
 
 Shown here: the HyperPod execution role's wildcards (this cluster's log groups and streams, this region's
-interfaces, the lifecycle prefix, grant_read's read actions), the database's RDS10 (only when deletion may
-be asked for) and the rotation's and user handler's ``IAM5[Resource::*]``, the log bucket's S1, the interface
-endpoints' EC23 (only for a VPC CIDR given as a reference), the EKS node, VPC CNI and EBS CSI roles' IAM4 (each
-named AWS-managed policy), the FSx CSI role's ``IAM5[Resource::*]``; checkov's CKV_AWS_18 (log bucket only).
+interfaces, the lifecycle prefix, grant_read's read actions), the same lifecycle read on a role you pass
+(``HyperPodCluster._grant_lifecycle_read``: the prefix, the read actions), the database's RDS10 (only when
+deletion may be asked for) and the rotation's and user handler's ``IAM5[Resource::*]``, the log bucket's S1, the
+EKS node, VPC CNI and EBS CSI roles' IAM4 (each named AWS-managed policy), the ``IAM5[Resource::*]`` of the FSx
+CSI role, of the HyperPod EKS nodes' policy and of the release-manifest handler (the MPI Operator's); checkov's
+CKV_AWS_18 (log bucket only). The interface endpoints' group acknowledges nothing: a source added to it shows
+EC23 (the network case).
 
 Elsewhere: ``SessionManagerPolicy``'s two IAM5 (``tests/constructs/test_session_manager.py``, a statement
 added brings each back); SMG4 on slurmdbd's secret only while it does not rotate
@@ -24,9 +27,6 @@ Not shown, by acknowledgement, and why:
   whose resource is widened to ``*`` hides behind it. The cases widen the actions instead (a new wildcard
   action is a new id); the resources are pinned by the exact statement tests (``tests/assertions.py``'s
   ``role_statements``) of those roles.
-* Not yet widened here (same shape as the cases above, left for time): the lifecycle read on a role you pass
-  (``HyperPodCluster._grant_lifecycle_read``, the execution role's reasons), HyperPod EKS nodes' policy and
-  the release-manifest handler's policy (an added wildcard action would show, as FSx CSI's does).
 * Unconditional, no cause to widen in our code (true of every template): RDS6 (slurmdbd cannot use IAM
   tokens), RDS11 (MySQL's port), RDS14 (no backtrack on Aurora Serverless v2); SMG4 on the master user's
   secret and on ParallelCluster's plain-text copy; ``acknowledge_cdk_made`` (L1, SF1, SF2, IAM4, IAM5 on
@@ -44,8 +44,15 @@ Not shown, by acknowledgement, and why:
   (``checkov/terraform/checks/resource/aws/RDSDeletionProtection.py``); no CloudFormation check reads an
   ``AWS::RDS::DBCluster``'s ``DeletionProtection``, so a skip of CKV_AWS_139 would be written for a check that
   never runs. cdk-nag's RDS10 is the gate for it (its negative is above).
-* Weakness found, left in the construct: with an adopted VPC (its CIDR a reference) EC23 is acknowledged on
-  the whole endpoints group, so a second ingress rule from anywhere would hide behind it too.
+* EC23 on the interface endpoints' group: the acknowledgement it had for an adopted VPC (whose CIDR is a
+  reference) is removed, because it could never apply: ``endpoint_only`` is refused with an adopted VPC
+  (``tests/constructs/test_network.py``, ``test_an_adopted_vpc_cannot_be_endpoint_only_...``) and CDK's ``Vpc``
+  refuses a token ``cidr`` (``MustBeCidrPropertyConcrete``), so the group always admits a literal CIDR. Were it
+  reachable, an acknowledgement on the group would hide a second rule from anywhere: cdk-nag 3.0.2's EC23
+  (cdklabs/cdk-nag, ``src/rules/ec2/EC2RestrictedInbound.ts``) reads a group's inline ingress rules in order and
+  throws at the first whose CIDR is not a literal (``NagRules.resolveIfPrimitive``, ``src/nag-rules.ts``), which
+  ``NagPack.applyRule`` (``src/nag-pack.ts``) reports as EC23 on the whole group; only the reference rule in a
+  ``CfnSecurityGroupIngress`` of its own, acknowledged alone, would leave the group's other rules evaluated.
 """
 
 from __future__ import annotations
@@ -73,10 +80,13 @@ from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.constructs.eks_addons import EbsCsiDriver, FsxCsiDriver
 from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.hyperpod import HyperPodCluster
+from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 
 from .conftest import AZS, CDK_CONTEXT, REGION, CheckovRun, PinnedStack, gated_stack
+from .constructs.test_hyperpod import CONTROLLER, WORKERS
 from .constructs.test_hyperpod import build as build_hyperpod
 from .constructs.test_session_manager import acknowledged_rules
 
@@ -107,6 +117,28 @@ def _hyperpod(stack: cdk.Stack) -> list[Case]:
         iam.PolicyStatement(actions=["ec2:DeleteNetworkInterface"], resources=[every_region])
     )
     policy = "HyperPod/ExecutionRole/DefaultPolicy/Resource"
+    # a role you pass gets the lifecycle read in a policy of the cluster's, with the execution role's reasons
+    network = stack.node.find_child("Network")
+    assert isinstance(network, TrainingNetwork)
+    passed = HyperPodCluster(
+        stack,
+        "PassedRoleHyperPod",
+        cluster_name="passed-role",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[CONTROLLER, WORKERS],
+        role=iam.Role(stack, "PassedRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com")),
+    )
+    lifecycle_read = passed.node.find_child("LifecycleRead")
+    assert isinstance(lifecycle_read, iam.Policy)
+    passed_whole_bucket = passed.bucket.arn_for_objects("*")
+    lifecycle_read.add_statements(
+        iam.PolicyStatement(actions=["s3:GetObject*"], resources=[passed_whole_bucket]),
+        iam.PolicyStatement(
+            actions=["s3:Put*"], resources=[passed.bucket.arn_for_objects("lifecycle/passed-role/*")]
+        ),
+    )
+    passed_policy = "PassedRoleHyperPod/LifecycleRead/Resource"
     return [
         # the interfaces' wildcard is this account's in this region: every region's is a new finding
         Case("hyperpod", wildcard_finding(stack, "Resource", every_region), policy),
@@ -116,6 +148,9 @@ def _hyperpod(stack: cdk.Stack) -> list[Case]:
         Case("hyperpod", wildcard_finding(stack, "Resource", whole_bucket), policy),
         # grant_read's read actions only: a write wildcard is a new finding
         Case("hyperpod", "AwsSolutions-IAM5[Action::s3:Put*]", policy),
+        # the same two on a passed role's lifecycle read (HyperPodCluster._grant_lifecycle_read)
+        Case("hyperpod", wildcard_finding(stack, "Resource", passed_whole_bucket), passed_policy),
+        Case("hyperpod", "AwsSolutions-IAM5[Action::s3:Put*]", passed_policy),
     ]
 
 
@@ -158,7 +193,7 @@ def _bucket(stack: cdk.Stack) -> list[Case]:
 
 def _network(stack: cdk.Stack) -> list[Case]:
     network = TrainingNetwork(stack, "Network", availability_zones=AZS, endpoint_only=True)
-    # EC23 is acknowledged only when the VPC's CIDR is a reference: with a literal one, any other source shows
+    # EC23 is acknowledged nowhere: the group admits the VPC's literal CIDR, so any other source shows
     network.endpoint_security_group.add_ingress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "too wide")
     return [Case("network", "AwsSolutions-EC23", "Network/EndpointSecurityGroup/Resource")]
 
@@ -174,12 +209,39 @@ def _eks(stack: cdk.Stack) -> list[Case]:
         role.add_managed_policy(iam.ManagedPolicy.from_aws_managed_policy_name("AmazonS3ReadOnlyAccess"))
     # Resource::* covers fsx:DescribeFileSystems: a new wildcard action shows (a wider resource would not)
     fsx.role.add_to_policy(iam.PolicyStatement(actions=["fsx:*"], resources=["*"]))
+    hyperpod = HyperPodEksCluster(
+        stack,
+        "HyperPod",
+        cluster_name="ml-cluster",
+        eks_cluster=cluster,
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[EksInstanceGroup(name="g5", instance_type="ml.g5.8xlarge", volume_gib=500)],
+        kueue=False,
+        kubeflow_trainer=False,
+    )
+    # Resource::* covers ecr:GetAuthorizationToken and the image pulls: a new wildcard action shows
+    node_policy = hyperpod.node.find_child("NodePolicy")
+    assert isinstance(node_policy, iam.Policy)
+    node_policy.add_statements(iam.PolicyStatement(actions=["ecr:*"], resources=["*"]))
+    # Resource::* covers the handler's VPC interface actions: a new wildcard action shows
+    mpi_operator = hyperpod.dependencies.mpi_operator
+    assert mpi_operator is not None
+    mpi_operator.handler.add_to_role_policy(
+        iam.PolicyStatement(actions=["eks:*"], resources=[cluster.cluster.cluster_arn])
+    )
     s3_read_only = "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/AmazonS3ReadOnlyAccess]"
     return [
         Case("eks", s3_read_only, "Eks/NodeRole/Resource"),
         Case("eks", s3_read_only, "Eks/VpcCniRole/Resource"),
         Case("eks", s3_read_only, "Ebs/Role/Resource"),
         Case("eks", "AwsSolutions-IAM5[Action::fsx:*]", "FsxCsi/Role/DefaultPolicy/Resource"),
+        Case("eks", "AwsSolutions-IAM5[Action::ecr:*]", "HyperPod/NodePolicy/Resource"),
+        Case(
+            "eks",
+            "AwsSolutions-IAM5[Action::eks:*]",
+            "HyperPod/Dependencies/MpiOperator/HandlerRole/DefaultPolicy/Resource",
+        ),
     ]
 
 
@@ -213,7 +275,7 @@ def _synthesized(family: str) -> tuple[list[Case], Findings, dict[str, set[str]]
 
 def _cases() -> list[tuple[str, int]]:
     """(family, index) of every case; the families are built lazily, in the test that needs them."""
-    counts = {"hyperpod": 4, "accounting": 3, "bucket": 1, "network": 1, "eks": 4}
+    counts = {"hyperpod": 6, "accounting": 3, "bucket": 1, "network": 1, "eks": 6}
     return [(family, index) for family, count in counts.items() for index in range(count)]
 
 
@@ -234,19 +296,36 @@ def _managed(name: str) -> str:
     return f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{name}]"
 
 
+def _lifecycle_read(bucket: str, cluster_name: str) -> set[str]:
+    """grant_read's wildcards on a cluster's lifecycle prefix (``bucket``: the bucket's logical id)."""
+    return {
+        f"AwsSolutions-IAM5[Resource::<{bucket}.Arn>/lifecycle/{cluster_name}/*]",
+        "AwsSolutions-IAM5[Action::s3:GetBucket*]",
+        "AwsSolutions-IAM5[Action::s3:GetObject*]",
+        "AwsSolutions-IAM5[Action::s3:List*]",
+    }
+
+
+def _execution_role(bucket: str) -> set[str]:
+    """The wildcards of the execution role a cluster named ml-cluster makes (``bucket``: its lifecycle bucket)."""
+    return {
+        f"AwsSolutions-IAM5[Resource::{_LOGS}]",
+        f"AwsSolutions-IAM5[Resource::{_LOGS}:log-stream:*]",
+        "AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:<AWS::AccountId>:network-interface/*]",
+        "AwsSolutions-IAM5[Resource::*]",
+        *_lifecycle_read(bucket, "ml-cluster"),
+    }
+
+
 ACKNOWLEDGED: dict[str, dict[str, set[str]]] = {
     "hyperpod": {
         "HyperPod/LifecycleBucket/AccessLogs": {"AwsSolutions-S1"},
-        "HyperPod/ExecutionRole/DefaultPolicy/Resource": {
-            f"AwsSolutions-IAM5[Resource::{_LOGS}]",
-            f"AwsSolutions-IAM5[Resource::{_LOGS}:log-stream:*]",
-            "AwsSolutions-IAM5[Resource::arn:aws:ec2:us-east-1:<AWS::AccountId>:network-interface/*]",
-            "AwsSolutions-IAM5[Resource::*]",
-            "AwsSolutions-IAM5[Resource::<HyperPodLifecycleBucket266C8849.Arn>/lifecycle/ml-cluster/*]",
-            "AwsSolutions-IAM5[Action::s3:GetBucket*]",
-            "AwsSolutions-IAM5[Action::s3:GetObject*]",
-            "AwsSolutions-IAM5[Action::s3:List*]",
-        },
+        "HyperPod/ExecutionRole/DefaultPolicy/Resource": _execution_role("HyperPodLifecycleBucket266C8849"),
+        # a passed role: the lifecycle read's wildcards only, in the cluster's own policy (no key: no Decrypt)
+        "PassedRoleHyperPod/LifecycleBucket/AccessLogs": {"AwsSolutions-S1"},
+        "PassedRoleHyperPod/LifecycleRead/Resource": _lifecycle_read(
+            "PassedRoleHyperPodLifecycleBucket69E770FE", "passed-role"
+        ),
     },
     "accounting": {
         # rotating slurmdbd's secret: SMG4 on the master user's secret only; deletion protection on (no RDS10)
@@ -263,7 +342,7 @@ ACKNOWLEDGED: dict[str, dict[str, set[str]]] = {
         },
     },
     "bucket": {"Data/AccessLogs": {"AwsSolutions-S1"}},
-    "network": {},  # a literal CIDR: nothing on the endpoints' group
+    "network": {},  # the endpoints' group admits the VPC's literal CIDR: EC23 reads it, nothing to acknowledge
     "eks": {
         "Eks/NodeRole": {
             _managed("AmazonEC2ContainerRegistryReadOnly"),
@@ -273,6 +352,23 @@ ACKNOWLEDGED: dict[str, dict[str, set[str]]] = {
         "Eks/Resource/Role/Resource": {_managed("AmazonEKSClusterPolicy")},
         "Ebs/Role/Resource": {_managed("AmazonEBSCSIDriverPolicy")},
         "FsxCsi/Role/DefaultPolicy": {"AwsSolutions-IAM5[Resource::*]"},
+        # HyperPod on this EKS cluster: the execution role as a Slurm cluster's, the nodes' image pulls and
+        # Pod Identity, the MPI Operator's release-manifest handler (and aws-cdk-lib's Provider framework)
+        "HyperPod/Resource/LifecycleBucket/AccessLogs": {"AwsSolutions-S1"},
+        "HyperPod/Resource/ExecutionRole/DefaultPolicy/Resource": _execution_role(
+            "HyperPodLifecycleBucketA7C83E82"
+        ),
+        "HyperPod/NodePolicy": {"AwsSolutions-IAM5[Resource::*]"},
+        "HyperPod/Dependencies/MpiOperator/HandlerRole/DefaultPolicy/Resource": {
+            "AwsSolutions-IAM5[Resource::*]"
+        },
+        "HyperPod/Dependencies/MpiOperator/Provider/framework-onEvent/Resource": {"AwsSolutions-L1"},
+        "HyperPod/Dependencies/MpiOperator/Provider/framework-onEvent/ServiceRole/Resource": {
+            _managed("service-role/AWSLambdaBasicExecutionRole")
+        },
+        "HyperPod/Dependencies/MpiOperator/Provider/framework-onEvent/ServiceRole/DefaultPolicy/Resource": {
+            "AwsSolutions-IAM5[Resource::<HyperPodDependenciesMpiOperatorHandlerB9E526C2.Arn>:*]"
+        },
         # aws-cdk-lib's kubectl provider (acknowledge_cdk_made)
         "Eks/Resource/KubectlProvider/Handler/Resource": {"AwsSolutions-L1"},
         "Eks/Resource/KubectlProvider/Handler/ServiceRole/Resource": {

@@ -154,6 +154,27 @@ def test_existing_vpc_with_shaping_props_is_a_clear_error(stack: cdk.Stack) -> N
     )
 
 
+def test_an_adopted_vpc_cannot_be_endpoint_only_so_the_endpoints_group_admits_a_literal_cidr(
+    stack: cdk.Stack,
+) -> None:
+    """The interface endpoints exist only in a VPC made here, whose range is a literal that cdk-nag's EC23 reads:
+    an adopted VPC's range (a reference EC23 cannot read) never reaches the endpoints' group, which therefore
+    carries no acknowledgement (``tests/test_acknowledgement_negatives.py``)."""
+    vpc = ec2.Vpc.from_vpc_attributes(
+        stack,
+        "Adopted",
+        vpc_id="vpc-0123456789abcdef0",
+        availability_zones=AZS,
+        private_subnet_ids=SUBNET_IDS,
+        vpc_cidr_block=cdk.Fn.import_value("AdoptedVpcCidr"),
+    )
+    with pytest.raises(ConfigurationError) as error:
+        TrainingNetwork(stack, "Network", vpc=vpc, endpoint_only=True)
+    assert str(error.value) == (
+        "Test/Network: vpc is an existing VPC, so endpoint_only cannot also be given (they shape a new VPC)"
+    )
+
+
 def test_unknown_placement_az_lookup_is_a_clear_error(stack: cdk.Stack) -> None:
     network = TrainingNetwork(stack, "Network", availability_zones=AZS)
     with pytest.raises(ConfigurationError, match="availability_zone 'us-east-1f' has no private subnet"):

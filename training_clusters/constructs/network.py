@@ -22,7 +22,6 @@ from training_clusters.compliance import (
     accept_handler_findings,
     accept_inline_policy,
     accept_log_group_without_key,
-    acknowledge,
     acknowledge_nist,
 )
 from training_clusters.rules.network import (
@@ -135,12 +134,10 @@ class TrainingNetwork(Construct):
         self.endpoint_only = endpoint_only
         self._adopted = vpc is not None
         self._placement_az = placement_availability_zone
-        self._literal_cidr: str | None = None
+        resolved_cidr = cidr or "10.0.0.0/16"
 
         if vpc is None:
             nat_count = nat_gateways if nat_gateways is not None else (0 if endpoint_only else 1)
-            resolved_cidr = cidr or "10.0.0.0/16"
-            self._literal_cidr = resolved_cidr
             self._check_cidr(resolved_cidr, private_subnet_mask, availability_zones, max_azs)
             self._check_nat_gateways_fit_azs(nat_count, availability_zones, max_azs)
             self.vpc: ec2.IVpc = self._create_vpc(
@@ -152,8 +149,8 @@ class TrainingNetwork(Construct):
             self.vpc = vpc
         if gateway_endpoints if gateway_endpoints is not None else vpc is None:
             self._add_s3_gateway_endpoint(adopted=vpc is not None)
-        if endpoint_only:
-            self._add_interface_endpoints()
+        if endpoint_only:  # refused with an adopted VPC: always the VPC made here, its CIDR a literal
+            self._add_interface_endpoints(resolved_cidr)
 
         self.efa_security_group: ec2.ISecurityGroup = self._create_efa_security_group()
         self._connections = ClientSideConnections(self.efa_security_group)
@@ -380,7 +377,10 @@ class TrainingNetwork(Construct):
                 "S3Endpoint", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=subnets
             )
 
-    def _add_interface_endpoints(self) -> None:
+    def _add_interface_endpoints(self, cidr: str) -> None:
+        """The interface endpoints of an endpoint-only VPC, their group admitting HTTPS from ``cidr`` (the VPC's
+        literal range: cdk-nag's EC23 reads it, so the group needs no acknowledgement and any wider source
+        added to it is a finding)."""
         endpoint_sg = ec2.SecurityGroup(
             self,
             "EndpointSecurityGroup",
@@ -389,17 +389,10 @@ class TrainingNetwork(Construct):
             allow_all_outbound=False,
         )
         endpoint_sg.add_ingress_rule(
-            ec2.Peer.ipv4(self._literal_cidr or self.vpc.vpc_cidr_block),
+            ec2.Peer.ipv4(cidr),
             ec2.Port.tcp(443),
             "HTTPS from the VPC",
         )
-        if self._literal_cidr is None:
-            acknowledge(
-                endpoint_sg,
-                "AwsSolutions-EC23",
-                "The only ingress is HTTPS from the adopted VPC's own CIDR, which cdk-nag cannot evaluate "
-                "because it is a CloudFormation reference; nothing outside the VPC is admitted.",
-            )
         self.endpoint_security_group = endpoint_sg
         # DynamoDB is a gateway endpoint: ParallelCluster's head node keeps its cluster state there.
         self.vpc.add_gateway_endpoint(
