@@ -30,6 +30,8 @@ from training_clusters.catalog import (
 )
 from training_clusters.errors import ConfigurationError
 
+from .conftest import _await_up_front_synths
+
 KNOWN = ", ".join(sorted(CATALOG))
 HP_KNOWN = ", ".join(sorted(f"ml.{name}" for name, it in CATALOG.items() if it.hyperpod_name))
 REGISTER_HINT = "A type newer than this release can be added"
@@ -543,10 +545,17 @@ NEW_TYPE = {
 
 @pytest.fixture
 def restored_catalogue() -> Iterator[None]:
+    """The catalogue as it was, after a test that registers types. This module runs beside the suite's
+    up-front synths (a thread that looks types up), so it waits for them before changing the catalogue, and
+    puts back only what changed: the shipped entries are never missing, not even for an instant."""
+    _await_up_front_synths()
     saved = dict(catalog_module._TYPES)
     yield
-    catalog_module._TYPES.clear()
-    catalog_module._TYPES.update(saved)
+    for name in set(catalog_module._TYPES) - set(saved):
+        del catalog_module._TYPES[name]
+    for name, entry in saved.items():
+        if catalog_module._TYPES.get(name) is not entry:
+            catalog_module._TYPES[name] = entry
 
 
 def test_a_registered_type_is_accepted_everywhere_a_catalogued_one_is(restored_catalogue: None) -> None:
