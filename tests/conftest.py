@@ -108,6 +108,7 @@ WITHOUT_JSII = (
     "tests/test_options_mutants.py",
     "tests/test_config_exact.py",
     "tests/test_intent_exact.py",
+    "tests/test_intent_exact_groups.py",
     "tests/test_catalog_exact.py",
 )
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
