@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pytest
 
@@ -197,3 +197,41 @@ def test_the_shipped_file_is_read_in_its_order_whole(tmp_path: Path) -> None:
     assert str(raised.value) == (
         f"{catalog.DATA_FILE_NAME}: instance type {rows[0]['name']!r}: vcpus must be a positive whole number, got -1"
     )
+
+
+def test_lookup_starts_its_message_with_instance_type_unless_told_the_field() -> None:
+    known = ", ".join(catalog.CATALOG)
+    not_catalogued = (
+        f"'p0.nano' is not in the catalogue; known types: {known}. A type newer than this release can be added "
+        "from your app with training_clusters.catalog.register_instance_type(...)"
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        catalog.lookup("p0.nano")
+    assert str(raised.value) == f"instance_type: {not_catalogued}"
+    with pytest.raises(ConfigurationError) as raised:
+        catalog.lookup(5)  # type: ignore[arg-type]
+    assert str(raised.value) == "instance_type: expected an instance type name such as 'p5.48xlarge', got 5"
+    with pytest.raises(ConfigurationError) as raised:
+        catalog.lookup("p0.nano", field="queues[0].instance_type")
+    assert str(raised.value) == f"queues[0].instance_type: {not_catalogued}"
+
+
+class _FileWhereTheDefaultIsCp1252:
+    """A data file on a machine whose default text encoding is cp1252 (Windows' in Western Europe and the
+    Americas): opened without naming an encoding, its bytes are decoded as cp1252."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.name = path.name
+
+    def open(self, mode: str = "r", *, encoding: str | None = None) -> IO[str]:
+        return self.path.open(mode, encoding=encoding or "cp1252")
+
+
+def test_the_data_file_is_read_as_utf_8_whatever_the_machines_default_encoding(tmp_path: Path) -> None:
+    """A row's source may name its page in any language; the file is UTF-8 wherever it is read."""
+    source = "Guide de l'utilisateur Amazon EC2 : types d'instances \u00e0 calcul acc\u00e9l\u00e9r\u00e9"
+    data = tmp_path / catalog.DATA_FILE_NAME
+    data.write_text(json.dumps([{**ROW, "source": source}], ensure_ascii=False), encoding="utf-8")
+    (read,) = catalog.read_catalog(_FileWhereTheDefaultIsCp1252(data))  # type: ignore[arg-type]
+    assert read.source == source

@@ -19,6 +19,7 @@ from training_clusters.errors import ConfigurationError
 from training_clusters.options import (
     ALL_CHOICES,
     CapacityKind,
+    DeepHealthCheck,
     EfaInterfaceType,
     LustreDeploymentType,
     MigLayout,
@@ -66,6 +67,19 @@ def test_a_choice_is_parsed_from_its_member_value_or_name(given: Any, member: An
             "must be one of rack, host, got NodeRecovery.NONE (an option of another kind)",
         ),
         (SpreadLevel, "", "must be one of rack, host, got ''"),
+        # any case of the same letters, but not a look-alike letter: a dotless i, a sharp s for "ss"
+        pytest.param(
+            NodeRecovery,
+            "Automat\u0131c",
+            "must be one of Automatic, None, got 'Automat\u0131c'",
+            id="dotless-i",
+        ),
+        pytest.param(
+            DeepHealthCheck,
+            "InstanceStre\u00df",
+            "must be one of InstanceStress, InstanceConnectivity, got 'InstanceStre\u00df'",
+            id="sharp-s",
+        ),
     ],
 )
 def test_a_choice_refuses_anything_else_naming_every_value(choice: Any, given: Any, message: str) -> None:

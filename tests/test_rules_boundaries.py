@@ -180,6 +180,19 @@ def test_nodes_fit_their_subnets_up_to_the_last_address(
             24,
             "'10.0.0.0/23' (512 addresses) cannot hold 2 private /24 and 2 public /24 subnets; use a larger range or a longer private_subnet_mask",
         ),
+        ("10.0.0.0/22", 2, 24, None),  # exactly full: two private /24s, two public /24s
+        (
+            "10.0.0.0/22",
+            3,
+            24,
+            "'10.0.0.0/22' (1024 addresses) cannot hold 3 private /24 and 3 public /24 subnets; use a larger range or a longer private_subnet_mask",
+        ),
+        (  # a public subnet is a /24 (256 addresses) whatever the private mask: it alone fills a /24 range
+            "10.0.0.0/24",
+            1,
+            28,
+            "'10.0.0.0/24' (256 addresses) cannot hold 1 private /28 and 1 public /24 subnets; use a larger range or a longer private_subnet_mask",
+        ),
         ("10.0.0.0/24", 0, 18, None),  # the longest prefix a VPC takes
         ("10.0.0.0/25", 0, 18, "prefix must be between /16 and /24 (VPC limits), got '10.0.0.0/25'"),
         ("10.0.0.0/15", 0, 18, "prefix must be between /16 and /24 (VPC limits), got '10.0.0.0/15'"),

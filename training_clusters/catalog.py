@@ -432,7 +432,8 @@ def _from_row_checked(row: object, label: Callable[[object], str]) -> InstanceTy
     try:
         return from_row(row)  # type: ignore[arg-type]
     except (ValueError, KeyError, TypeError) as error:
-        raise ConfigurationError(f"{label(row.get('name', '?'))}: {error}") from None
+        # every fact is present (checked above), the name among them
+        raise ConfigurationError(f"{label(row['name'])}: {error}") from None
 
 
 def _facts_problem(it: InstanceType) -> str | None:
