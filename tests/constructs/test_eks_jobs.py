@@ -235,6 +235,27 @@ def _manifests(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
     }
 
 
+def _applied_namespaces(template: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """The manifest holding the team namespaces: its logical id and objects."""
+    ((logical_id, resource),) = [
+        (i, r)
+        for i, r in _manifests(template).items()
+        if any(o["kind"] == "Namespace" for o in json.loads(r["Properties"]["Manifest"]))
+    ]
+    return logical_id, json.loads(resource["Properties"]["Manifest"])
+
+
+def test_a_team_namespace_that_leaves_the_list_is_not_deleted(built: _Built) -> None:
+    """Deleting a namespace deletes all in it: the namespaces are applied without kubectl's --prune."""
+    namespaces_id, namespaces = _applied_namespaces(built.template)
+    resource = built.template["Resources"][namespaces_id]
+    assert "PruneLabel" not in resource["Properties"]
+    assert [set(n["metadata"]["labels"]) for n in namespaces] == [{KUEUE_MANAGED_LABEL}] * 2  # no prune label
+    queues_id, _ = _applied_queue_objects(built.template)
+    queues = built.template["Resources"][queues_id]
+    assert queues["Properties"]["PruneLabel"].startswith("aws.cdk.eks/prune-")  # a LocalQueue let go goes
+
+
 def _applied_queue_objects(template: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
     """The manifest holding the ClusterQueue: its logical id and objects (without CDK's prune label)."""
     for logical_id, resource in _manifests(template).items():
@@ -252,7 +273,7 @@ def _applied_queue_objects(template: dict[str, Any]) -> tuple[str, list[dict[str
 
 def test_queues_cover_the_gpu_nodegroups_with_what_their_nodes_advertise(built: _Built) -> None:
     _, objects = _applied_queue_objects(built.template)
-    assert objects == built.queues.manifests
+    assert objects == [m for m in built.queues.manifests if m["kind"] != "Namespace"]
     assert set(built.queues.capacities) == {"p5", "g5"}  # Trainium has no nvidia.com/gpu to queue for
     (queue,) = [o for o in objects if o["kind"] == "ClusterQueue"]
     flavors = {
@@ -276,12 +297,19 @@ def test_queues_cover_the_gpu_nodegroups_with_what_their_nodes_advertise(built: 
 
 
 def test_the_team_namespaces_the_queues_make_are_opted_in_to_kueue(built: _Built) -> None:
-    _, objects = _applied_queue_objects(built.template)
-    namespaces = {o["metadata"]["name"]: o["metadata"]["labels"] for o in objects if o["kind"] == "Namespace"}
-    assert namespaces == {
-        "vision": {KUEUE_MANAGED_LABEL: "true"},
-        "speech": {KUEUE_MANAGED_LABEL: "true"},
-    }
+    namespaces_id, namespaces = _applied_namespaces(built.template)
+    assert namespaces == [
+        {
+            "apiVersion": "v1",
+            "kind": "Namespace",
+            "metadata": {"name": name, "labels": {KUEUE_MANAGED_LABEL: "true"}},
+        }
+        for name in ("vision", "speech")
+    ]
+    queues_id, _ = _applied_queue_objects(built.template)
+    assert (
+        namespaces_id in built.template["Resources"][queues_id]["DependsOn"]
+    )  # a LocalQueue needs its namespace
     assert built.queues.default_namespace_label is None  # default is not one of them: left alone
     assert not [
         v for v in built.template["Resources"].values() if v["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch"
@@ -306,7 +334,8 @@ def test_the_default_namespace_is_labelled_before_its_queue_and_unlabelled_on_de
     queues_id, objects = _applied_queue_objects(template)
     assert patch_id in template["Resources"][queues_id]["DependsOn"]
     # default exists: labelled, never created (nor deleted with the stack)
-    assert [o["metadata"]["name"] for o in objects if o["kind"] == "Namespace"] == ["vision"]
+    assert [o["metadata"]["name"] for o in _applied_namespaces(template)[1]] == ["vision"]
+    assert "Namespace" not in {o["kind"] for o in objects}
 
 
 def test_queues_are_applied_once_kueues_webhook_is_ready(built: _Built) -> None:

@@ -363,7 +363,8 @@ class TrainingQueues(Construct):
 
     Attributes: ``capacities`` (:class:`~training_clusters.job_layer.FlavorCapacity` by nodegroup),
     ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``resource`` (the
-    ``KubernetesManifest``), ``default_namespace_label`` (the ``KubernetesPatch`` opting ``default`` in, or
+    ``KubernetesManifest`` of the queues), ``namespaces_resource`` (the one of the team namespaces, never
+    pruned: one the list lets go stays, or None), ``default_namespace_label`` (the ``KubernetesPatch`` opting ``default`` in, or
     None), ``local_queue_name``, ``namespaces``.
     """
 
@@ -447,11 +448,34 @@ class TrainingQueues(Construct):
             topology_aware=topology_aware,
         )
         (self.cluster_queue,) = [m for m in self.manifests if m["kind"] == "ClusterQueue"]
+        self.namespaces_resource = self._team_namespaces(cluster)
         self.resource = eks.KubernetesManifest(
-            self, "Resource", cluster=cluster.cluster, manifest=self.manifests
+            self,
+            "Resource",
+            cluster=cluster.cluster,
+            manifest=[m for m in self.manifests if m["kind"] != "Namespace"],
         )
         self.resource.node.add_dependency(kueue.chart)
+        if self.namespaces_resource is not None:
+            self.resource.node.add_dependency(self.namespaces_resource)
         self.default_namespace_label = self._label_default(cluster) if "default" in namespaces else None
+
+    def _team_namespaces(self, cluster: GpuEksCluster) -> eks.KubernetesManifest | None:
+        """The team namespaces (all but ``default``), applied on their own and not pruned: one that leaves
+        ``namespaces`` stays, with all in it (deleting a namespace deletes everything in it, volumes claimed
+        with a ``Delete`` reclaim policy included); only its LocalQueue goes. It keeps its Kueue label, and jobs
+        there that name no queue are not Kueue's (``manageJobsWithoutQueueName: false``). They are deleted with
+        the stack, as the cluster is."""
+        namespaces = [m for m in self.manifests if m["kind"] == "Namespace"]
+        if not namespaces:
+            return None
+        return eks.KubernetesManifest(
+            self,
+            "TeamNamespaces",
+            cluster=cluster.cluster,
+            manifest=namespaces,
+            prune=False,
+        )
 
     def _label_default(self, cluster: GpuEksCluster) -> eks.KubernetesPatch:
         """Opt the existing ``default`` namespace in to Kueue, and out again on delete (the label's value turns
