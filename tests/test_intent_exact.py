@@ -340,10 +340,87 @@ def test_eks_node_groups_are_checked_at_their_own_field() -> None:
     )
 
 
+def _uncatalogued(field: str) -> str:
+    return (
+        f"{field}: 'g9.huge' is not in the catalogue; known types: {_KNOWN}. A type newer than this release can be "
+        "added from your app with training_clusters.catalog.register_instance_type(...)"
+    )
+
+
 @pytest.mark.parametrize("where", ["controller", "login"])
 def test_parallelcluster_head_and_login_types_are_checked_at_their_own_field(where: str) -> None:
     document = _as("parallelcluster")
     document["compute"][where]["instance_type"] = "g9.huge"
     with pytest.raises(ConfigurationError) as raised:
         expand_intent(document)
-    assert str(raised.value).startswith(f"compute.{where}.instance_type: 'g9.huge' is not in the catalogue; ")
+    assert str(raised.value) == _uncatalogued(f"compute.{where}.instance_type")
+
+
+def test_the_pcs_login_type_is_checked_at_its_own_field() -> None:
+    document = _as("pcs")
+    document["compute"]["login"]["instance_type"] = "g9.huge"
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value) == _uncatalogued("compute.login.instance_type")
+
+
+def _problem(orchestrator: str, change: Any, section: dict[str, Any] | None = None) -> str:
+    """The message of ``training-any.yaml`` under ``orchestrator``, its compute changed and its own section given."""
+    document = _as(orchestrator)
+    change(document["compute"])
+    if section is not None:
+        document[orchestrator] = section
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    return str(raised.value)
+
+
+_TRAINING_PLAN = {
+    "type": "training-plan",
+    "training_plan_arn": "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p",
+}
+
+
+def test_parallelcluster_node_groups_are_checked_at_their_own_field() -> None:
+    """A queue's size and capacity are checked as ParallelCluster's, and named at the node group they come from."""
+    assert _problem("parallelcluster", lambda c: c["node_groups"][0].update(max_count=3)) == (
+        "compute.node_groups[0]: count (2) and max_count both size the group; give count (a fixed size) or "
+        "min_count and max_count (scaling)"
+    )
+    assert _problem("parallelcluster", lambda c: c["node_groups"][0].update(capacity=_TRAINING_PLAN)) == (
+        "compute.node_groups[0].capacity: training-plan is not supported by AWS ParallelCluster; use on-demand or "
+        "spot or reservation or capacity-block"
+    )
+
+
+def test_parallelcluster_sections_that_restate_compute_name_the_compute_field() -> None:
+    """parallelcluster.queues and .login_nodes given beside compute: the message names node_groups and login."""
+    assert _problem("parallelcluster", lambda c: None, {"queues": []}) == (
+        "compute.node_groups (1 item(s)) and parallelcluster.queues (0 item(s)) both state this; keep one of them "
+        "(compute for what every orchestrator has, parallelcluster for what only parallelcluster has)"
+    )
+    assert _problem("parallelcluster", lambda c: None, {"login_nodes": []}) == (
+        "compute.login (1 item(s)) and parallelcluster.login_nodes (0 item(s)) both state this; keep one of them "
+        "(compute for what every orchestrator has, parallelcluster for what only parallelcluster has)"
+    )
+
+
+def test_pcs_node_groups_given_beside_compute_name_the_compute_field() -> None:
+    assert _problem("pcs", lambda c: None, {"compute_node_groups": []}) == (
+        "compute.node_groups (1 item(s)) and pcs.compute_node_groups (0 item(s)) both state this; keep one of them "
+        "(compute for what every orchestrator has, pcs for what only pcs has)"
+    )
+
+
+def test_a_pcs_section_without_an_ami_gets_the_default_ami_parameter() -> None:
+    """Only an AMI the file names (ami_id or ami_ssm_parameter) replaces the default parameter; other PCS
+    settings do not."""
+    for given, ami in (
+        ({"size": "MEDIUM"}, {"ami_ssm_parameter": DEFAULT_PCS_AMI_SSM_PARAMETER}),
+        ({"ami_ssm_parameter": "/own/ami"}, {"ami_ssm_parameter": "/own/ami"}),
+        ({"ami_id": "ami-0123456789abcdef0"}, {"ami_id": "ami-0123456789abcdef0"}),
+    ):
+        document = _as("pcs")
+        document["pcs"] = given
+        pcs = expand_intent(document)["pcs"]
+        assert {key: pcs[key] for key in ("ami_id", "ami_ssm_parameter") if key in pcs} == ami
