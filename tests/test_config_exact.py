@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from training_clusters import config
+from training_clusters import config, yaml_file
 from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.config import (
@@ -20,15 +20,18 @@ from training_clusters.config import (
     LustreConfig,
     NetworkConfig,
     PclusterComputeResourceConfig,
+    PclusterQueueConfig,
     PcsComputeNodeGroupConfig,
     UserConfig,
     environment_name,
+    load_environment,
     parse_environment,
 )
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import NodeRecovery, PcsPurchaseOption
 
 CR = "cr-0123456789abcdef0"
+GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
 MINIMAL: dict[str, Any] = {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"]}
 
 
@@ -200,3 +203,198 @@ def test_every_custom_ami_of_parallelcluster_is_an_ami_id(where: str, build: Any
         ("custom_ami",),
         "Value error, must be an AMI id such as ami-0123456789abcdef0, got 'ami-123'",
     )
+
+
+def problems(document: Any, **where: Any) -> str:
+    """The whole report of validating ``document``."""
+    with pytest.raises(ConfigurationError) as raised:
+        parse_environment(document, **where)
+    return str(raised.value)
+
+
+def test_a_document_that_is_not_a_mapping_is_named_by_its_source_or_as_the_environment() -> None:
+    assert problems(None) == (
+        "<environment>: is empty; an environment needs at least region and availability_zones"
+    )
+    assert problems(["region", "us-east-1"]) == "<environment>: must be a mapping of sections, got list"
+    assert problems("us-east-1", source="env.yaml") == "env.yaml: must be a mapping of sections, got str"
+
+
+def test_a_section_written_as_a_value_says_what_it_got_and_only_null_gets_the_empty_section_hint() -> None:
+    assert problems({**MINIMAL, "network": 5}) == (
+        "<environment>: 1 problem(s)\n  network: must be a section of key: value settings, got 5"
+    )
+    assert problems({**MINIMAL, "network": None}) == (
+        "<environment>: 1 problem(s)\n  network: must be a section of key: value settings, got None; an "
+        "empty section reads as null: fill it in or delete it"
+    )
+
+
+@pytest.mark.parametrize(
+    ("sections", "message"),
+    [
+        ({"network": {"nat_gateways": True}}, "network.nat_gateways: must be a number, got true"),
+        ({"network": {"nat_gateways": False}}, "network.nat_gateways: must be a number, got false"),
+        (
+            {"network": {"nat_gateways": float("nan")}},
+            "network.nat_gateways: must be a finite number, got nan",
+        ),
+        (
+            {"network": {"placement_group": {"partitions": True}}},
+            "network.placement_group.partitions: must be a number, got true",
+        ),
+        (
+            {"storage": {"lustre": {"per_unit_storage_throughput_mbps": True}}},
+            "storage.lustre.per_unit_storage_throughput_mbps: must be a number, got true",
+        ),
+    ],
+    ids=["true", "false", "nan", "partitions", "throughput"],
+)
+def test_an_optional_number_refuses_true_false_and_nan(sections: dict[str, Any], message: str) -> None:
+    """Optional numbers (``int | None``, with or without bounds) are numbers too: YAML's true is not 1."""
+    assert problems({**MINIMAL, **sections}) == f"<environment>: 1 problem(s)\n  {message}"
+    assert parse_environment({**MINIMAL, "network": {"nat_gateways": 1}}).network.nat_gateways == 1
+
+
+def test_ten_problems_are_listed_and_more_are_counted() -> None:
+    unknown = "unknown key (got value {i}); check the spelling against environments/schema.json"
+    ten = {f"k{i}": i for i in range(10)}
+    listed = [f"  k{i}: {unknown.format(i=i)}" for i in range(10)]
+    assert problems({**MINIMAL, **ten}).splitlines() == ["<environment>: 10 problem(s)", *listed]
+    assert problems({**MINIMAL, **ten, "k10": 10}).splitlines() == [
+        "<environment>: 11 problem(s)",
+        *listed,
+        "  ... and 1 more",
+    ]
+
+
+def test_a_field_path_is_shown_whole_up_to_120_characters_then_cut_in_the_middle() -> None:
+    unknown = ": unknown key (got value 1); check the spelling against environments/schema.json"
+    key = "k" * 120
+    assert problems({**MINIMAL, key: 1}) == f"<environment>: 1 problem(s)\n  {key}{unknown}"
+    longer = "k" * 80 + "x" * 21 + "e" * 20
+    assert problems({**MINIMAL, longer: 1}) == (
+        f"<environment>: 1 problem(s)\n  {'k' * 60} ...(41 characters cut)... {'e' * 20}{unknown}"
+    )
+
+
+def test_a_file_name_before_a_line_is_shown_whole_up_to_200_characters_then_cut(tmp_path: Path) -> None:
+    path = tmp_path / "env.yaml"
+    path.write_text("region: us-east-1\navailability_zones: [us-east-1a]\nxyzzy: 1\n")
+    document, key_lines = yaml_file.read_yaml_with_lines(path)
+    unknown = "xyzzy: unknown key (got value 1); check the spelling against environments/schema.json"
+    name = "environments/" + "a" * 182 + ".yaml"
+    assert len(name) == 200
+    assert problems(document, source=name, key_lines=key_lines).splitlines() == [
+        f"{name}: 1 problem(s)",
+        f"  {name}:3: {unknown}",
+    ]
+    longer = "environments/" + "a" * 183 + ".yaml"
+    assert problems(document, source=longer, key_lines=key_lines).splitlines() == [
+        f"{longer}: 1 problem(s)",
+        f"  environments/{'a' * 107} ...(41 characters cut)... {'a' * 35}.yaml:3: {unknown}",
+    ]
+
+
+def test_a_key_missing_from_a_section_of_the_file_is_shown_at_the_sections_line(tmp_path: Path) -> None:
+    path = tmp_path / "env.yaml"
+    path.write_text(
+        "region: us-east-1\navailability_zones: [us-east-1a]\nhyperpod:\n  instance_groups:\n"
+        "    - {name: c, instance_type: ml.c5.xlarge}\n"
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        load_environment(path)
+    assert (
+        str(raised.value) == f"{path}: 1 problem(s)\n  {path}:3: hyperpod.cluster_name: required, but missing"
+    )
+
+
+def test_a_problem_in_what_compute_wrote_has_no_line_even_beside_the_orchestrators_own_section(
+    tmp_path: Path,
+) -> None:
+    """The file's parallelcluster section adds a setting; the head node comes from compute's controller, so
+    the line of ``parallelcluster:`` would point at the wrong place."""
+    path = tmp_path / "env.yaml"
+    path.write_text(
+        "region: us-east-1\navailability_zones: [us-east-1a]\norchestrator: parallelcluster\ncompute:\n"
+        "  controller: {instance_type: t3.medium}\n  node_groups:\n    - name: gpu\n"
+        "      instance_type: c5n.9xlarge\n      max_count: 200\nparallelcluster:\n"
+        "  custom_ami: ami-0123456789abcdef0\n"
+    )
+    with pytest.raises(ConfigurationError) as raised:
+        load_environment(path)
+    assert str(raised.value) == (
+        f"{path}: 1 problem(s)\n  parallelcluster.head_node.instance_type: t3.medium has 4 GiB of memory, and "
+        "ParallelCluster refuses a head node of less than 8.6 GiB for 200 compute nodes (max_count added up: 1 "
+        "GiB per 25 nodes and 0.6 for the system, at most 16); choose a larger head node or lower max_count"
+    )
+
+
+@pytest.mark.parametrize(
+    ("section", "message"),
+    [
+        (
+            {"name": "efa", "instance_type": "p5.48xlarge", "size": 2, "capacity_type": "ON_DEMAND"},
+            "capacity replaces capacity_type; give capacity only",
+        ),
+        (
+            {
+                "name": "efa",
+                "instance_type": "p5.48xlarge",
+                "size": 2,
+                "capacity_type": "ON_DEMAND",
+                "capacity_reservation_id": CR,
+            },
+            "capacity replaces capacity_reservation_id and capacity_type; give capacity only",
+        ),
+    ],
+    ids=["one-field", "two-fields"],
+)
+def test_capacity_names_every_older_field_it_replaces(section: dict[str, Any], message: str) -> None:
+    nodegroup = {**section, "capacity": {"type": "capacity-block", "reservation_id": CR}}
+    assert problems({**MINIMAL, "eks": {"efa_nodegroups": [nodegroup]}}) == (
+        f"<environment>: 1 problem(s)\n  eks.efa_nodegroups.0: {message}"
+    )
+
+
+def test_a_pcs_node_group_names_both_older_fields_capacity_replaces() -> None:
+    with pytest.raises(ValidationError) as raised:
+        PcsComputeNodeGroupConfig(
+            name="gpu",
+            instance_type="g5.8xlarge",
+            purchase_option="ONDEMAND",
+            capacity_reservation_id=CR,
+            capacity={"type": "reservation", "reservation_id": CR},
+        )
+    (problem,) = raised.value.errors()
+    assert problem["msg"] == (
+        "Value error, capacity replaces capacity_reservation_id and purchase_option; give capacity only"
+    )
+
+
+def test_a_capacity_section_keeps_every_field_it_was_given() -> None:
+    """A resource group of reservations, and a reservation made in the environment's placement group."""
+    grouped = CapacityConfig(type="reservation", resource_group_arn=GROUP).to_capacity()
+    assert grouped == Capacity.reservation(resource_group_arn=GROUP)
+    placed = CapacityConfig(type="reservation", reservation_id=CR, in_placement_group=True).to_capacity()
+    assert placed == Capacity.reservation(CR, in_placement_group=True)
+    assert placed.keeps_placement_group() is True
+    open_ = CapacityConfig(type="reservation", reservation_id=CR, targeted=False).to_capacity()
+    assert open_ == Capacity.reservation(CR, targeted=False)
+
+
+def test_a_parallelcluster_queue_and_compute_resource_capacity() -> None:
+    """A compute resource's own capacity, else None (the queue's); a queue's capacity, else capacity_type."""
+    block = {"type": "capacity-block", "reservation_id": CR}
+    resource = {"name": "gpu", "instance_type": "g5.8xlarge"}
+    assert PclusterComputeResourceConfig(**resource).resource_capacity() is None
+    assert PclusterComputeResourceConfig(**resource, capacity=block).resource_capacity() == (
+        Capacity.capacity_block(CR)
+    )
+    assert (
+        PclusterQueueConfig(name="q", compute_resources=[resource]).queue_capacity() == Capacity.on_demand()
+    )
+    spot = PclusterQueueConfig(name="q", compute_resources=[resource], capacity_type="SPOT")
+    assert spot.queue_capacity() == Capacity.spot()
+    stated = PclusterQueueConfig(name="q", compute_resources=[resource], capacity={"type": "spot"})
+    assert stated.queue_capacity() == Capacity.spot()
