@@ -269,3 +269,17 @@ HEALTH_MONITORING_AGENT_TAG = "1.0.1892.0_1.0.424.0"
 #: The Amazon VPC CNI add-on installed: the EKS add-on version for Kubernetes 1.28 to 1.33 in "Assign IPs to
 #: Pods with the Amazon VPC CNI" (https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html).
 HYPERPOD_VPC_CNI_VERSION = "v1.20.1-eksbuild.3"
+
+
+# --------------------------------------------------------------------------------------------------
+# What the HyperPod Slurm lifecycle scripts install on the nodes
+
+#: enroot, installed from its release packages (https://github.com/NVIDIA/enroot/releases): the default of
+#: ``TC_ENROOT_VERSION`` in ``lifecycle_scripts/lib/enroot_pyxis.sh``.
+ENROOT_VERSION = "3.5.0"
+#: Pyxis, built on the node from its source tag (https://github.com/NVIDIA/pyxis/tags): the default of
+#: ``TC_PYXIS_VERSION`` in ``lifecycle_scripts/lib/enroot_pyxis.sh``.
+PYXIS_VERSION = "0.20.0"
+#: NVIDIA's DCGM exporter, run in Docker by HyperPod's opt-in observability (``enable_observability``): the
+#: default of ``TC_DCGM_EXPORTER_IMAGE`` in ``lifecycle_scripts/lib/observability.sh``.
+HYPERPOD_DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04"

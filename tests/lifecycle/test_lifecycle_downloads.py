@@ -5,11 +5,13 @@ with one line and are deleted; an unpinned download goes on with a warning sayin
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 import pytest
 
-from tests.lifecycle.sandbox import Sandbox
+from tests.lifecycle.sandbox import SCRIPTS, Sandbox
+from training_clusters.releases import ENROOT_VERSION, HYPERPOD_DCGM_EXPORTER_IMAGE, PYXIS_VERSION
 
 ENROOT = "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot_3.5.0-1_amd64.deb"
 ENROOT_CAPS = "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot+caps_3.5.0-1_amd64.deb"
@@ -100,3 +102,18 @@ def test_the_readme_names_every_download_left_unpinned(sandbox: Sandbox) -> None
 
     unverified = set(re.findall(r"(https://\S+) is not verified: no download_sha256 entry pins it", run.log))
     assert unverified == _readme_unpinned_urls() | {ENROOT_CAPS}
+
+
+@pytest.mark.parametrize(
+    ("script", "variable", "pinned"),
+    [
+        ("lib/enroot_pyxis.sh", "TC_ENROOT_VERSION", ENROOT_VERSION),
+        ("lib/enroot_pyxis.sh", "TC_PYXIS_VERSION", PYXIS_VERSION),
+        ("lib/observability.sh", "TC_DCGM_EXPORTER_IMAGE", HYPERPOD_DCGM_EXPORTER_IMAGE),
+    ],
+)
+def test_the_scripts_install_what_releases_pins(script: str, variable: str, pinned: str) -> None:
+    """One place names what the nodes install: a version changed in the script or in releases.py alone fails."""
+    text = (SCRIPTS / script).read_text()
+    (default,) = re.findall(rf'^{variable}="\$\{{{variable}:-([^}}]*)\}}"$', text, flags=re.MULTILINE)
+    assert default == pinned
