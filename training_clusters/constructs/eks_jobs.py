@@ -364,8 +364,8 @@ class TrainingQueues(Construct):
     Attributes: ``capacities`` (:class:`~training_clusters.job_layer.FlavorCapacity` by nodegroup),
     ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``resource`` (the
     ``KubernetesManifest`` of the queues), ``namespaces_resource`` (the one of the team namespaces, never
-    pruned: one the list lets go stays, or None), ``default_namespace_label`` (the ``KubernetesPatch`` opting ``default`` in, or
-    None), ``local_queue_name``, ``namespaces``.
+    pruned: one the list lets go stays; or None), ``default_namespace_label`` (the ``KubernetesPatch``
+    opting ``default`` in, or None), ``local_queue_name``, ``namespaces``.
     """
 
     def __init__(

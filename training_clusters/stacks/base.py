@@ -71,10 +71,10 @@ def kubernetes_acceptance_step(
     :param gang: Kueue's gang admission test (with Kueue, a group of whole GPUs).
     """
     tests = []
-    if mpijob or trainjob:
-        tests.append(
-            "NCCL over EFA as " + " and as ".join(["an MPIJob"] * mpijob + ["a TrainJob"] * trainjob)
-        )
+    if mpijob and trainjob:
+        tests.append("NCCL over EFA as an MPIJob and as a TrainJob")
+    elif mpijob or trainjob:
+        tests.append(f"NCCL over EFA as {'an MPIJob' if mpijob else 'a TrainJob'}")
     if dcgm:
         tests.append("GPU health with DCGM diagnostics")
     if mig:

@@ -348,10 +348,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
                 "How pods mount the shared FSx for Lustre file system",
             )
-        for name in self.nccl_jobs:
-            group = self.efa_nodegroups[name]
-            if nccl_skip_reason(group.instance_type, group.desired_size) is not None:
-                continue  # `training-clusters acceptance` writes no job for it
+        for name in self._runnable_nccl_jobs():  # `training-clusters acceptance` writes no job for the others
             self.output(
                 f"NcclTest{''.join(part.capitalize() for part in name.split('-'))}",
                 nccl_acceptance_command(
@@ -366,20 +363,26 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         self.next_steps(
             "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
             "public_access_cidrs is set), then kubectl get nodes",
-            *self._acceptance_step(),
+            *self._acceptance_step(nccl=bool(self._runnable_nccl_jobs())),
             *queue_step(self.queues, self.runtimes, fits_on=""),
             "A pod that does not start: kubectl describe and kubectl logs; the control plane's logs are in "
             "[ControlPlaneLogGroup]",
             DESTROY_STEP,
         )
 
-    def _acceptance_step(self) -> list[str]:
-        """What ``training-clusters acceptance`` writes for these nodegroups (as ``acceptance.eks.eks_plan``)."""
-        nccl = any(
-            nccl_skip_reason(self.efa_nodegroups[name].instance_type, self.efa_nodegroups[name].desired_size)
-            is None
+    def _runnable_nccl_jobs(self) -> list[str]:
+        """The nodegroups whose NCCL job ``training-clusters acceptance`` writes (large enough to run it)."""
+        return [
+            name
             for name in self.nccl_jobs
-        )
+            if nccl_skip_reason(
+                self.efa_nodegroups[name].instance_type, self.efa_nodegroups[name].desired_size
+            )
+            is None
+        ]
+
+    def _acceptance_step(self, *, nccl: bool) -> list[str]:
+        """What ``training-clusters acceptance`` writes for these nodegroups (as ``acceptance.eks.eks_plan``)."""
         whole_gpus = any(g.instance_type.is_gpu for g in self.efa_nodegroups.values()) or any(
             g.instance_type.is_gpu and name not in self._mig_configs
             for name, g in self.gpu_nodegroups.items()

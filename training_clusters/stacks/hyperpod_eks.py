@@ -5,7 +5,6 @@ from __future__ import annotations
 import aws_cdk as cdk
 from constructs import Construct
 
-from training_clusters.catalog import lookup_hyperpod
 from training_clusters.config import (
     EnvironmentConfig,
     HyperPodEksConfig,
@@ -197,11 +196,12 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     def _acceptance_step(self, spec: HyperPodEksConfig) -> list[str]:
         """What ``training-clusters acceptance`` writes for these instance groups (as
         ``acceptance.eks.hyperpod_eks_plan``)."""
-        types = [(lookup_hyperpod(g.instance_type), g.count) for g in spec.instance_groups]
+        pools = self.hyperpod.node_pools.values()
         nccl = spec.nccl_test.enabled and any(
-            t.efa_supported and nccl_skip_reason(t, count) is None for t, count in types
+            p.instance_type.efa_supported and nccl_skip_reason(p.instance_type, p.nodes) is None
+            for p in pools
         )
-        gpus = any(t.is_gpu for t, _ in types)
+        gpus = any(p.instance_type.is_gpu for p in pools)
         return kubernetes_acceptance_step(
             mpijob=nccl,
             trainjob=nccl and self.queues is not None and spec.addons.kubeflow_trainer,
