@@ -470,9 +470,13 @@ def test_a_trainium_group_gets_the_neuron_plugin_with_the_health_toleration_befo
         None,
         hyperpod_neuron_device_plugin_values(["ml.trn1.32xlarge"]),
     )
-    neuron = _chart_id(stack, "neuron-helm-chart")
-    assert neuron in depends_on(the_cluster(stack)[1])
-    values = json.loads(resources(stack, "Custom::AWSCDK-EKS-HelmChart")[neuron]["Properties"]["Values"])
+    template = Template.from_stack(stack).to_json()["Resources"]
+    (neuron,) = [
+        i for i, r in template.items() if r.get("Properties", {}).get("Chart") == "neuron-helm-chart"
+    ]
+    (sagemaker,) = [r for r in template.values() if r["Type"] == "AWS::SageMaker::Cluster"]
+    assert neuron in depends_on(sagemaker)
+    values = json.loads(template[neuron]["Properties"]["Values"])
     assert values["devicePlugin"]["tolerations"][-1] == HEALTH_TOLERATION
 
 
