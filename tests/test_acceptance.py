@@ -398,7 +398,7 @@ def test_hyperpod_eks_gets_the_job_layer_tests_through_its_queue() -> None:
         {"kueue.x-k8s.io/queue-name": "training"},
     )
     assert trainjob["spec"]["runtimeRef"] == {"name": "mpi-efa-p5"}
-    assert trainjob["spec"]["trainer"]["numNodes"] == 2
+    assert (trainjob["spec"]["trainer"]["numNodes"], trainjob["spec"]["trainer"]["numProcPerNode"]) == (2, 8)
     first, second = _yaml_documents("hyperpod-eks-p5", "gang-test-p5.yaml")
     for job in (first, second):
         assert job["spec"]["parallelism"] == 16  # every GPU of the 2 x ml.p5.48xlarge group
@@ -1071,7 +1071,8 @@ def test_the_nccl_trainjob_runs_the_mpijobs_mpirun_on_the_nodegroups_runtime_thr
     assert job["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "training"}
     assert job["spec"]["runtimeRef"] == {"name": "mpi-efa-p5"}
     trainer = job["spec"]["trainer"]
-    assert trainer["numNodes"] == 2
+    # 2 nodes, one process per GPU: the TrainJob sets the slots of each node (Trainer 2.3.0's numProcPerNode)
+    assert (trainer["numNodes"], trainer["numProcPerNode"]) == (2, 8)
     mpijob = _manifest("eks-p5-efa", "p5")
     assert (
         trainer["command"]

@@ -310,7 +310,8 @@ def _pod(runtime: dict[str, object], job: str) -> dict[str, object]:
 def test_torchrun_runtime_gives_each_node_pod_the_whole_efa_node() -> None:
     runtime = torchrun_runtime(P5, image="example/torch:1")
     assert runtime["metadata"]["name"] == "torchrun-efa-p5"
-    assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {"numProcPerNode": 8}}
+    # no processes per node in Trainer 2.3.0's runtime: torchrun's "auto" starts one per GPU the pod asks for
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 2, "torch": {}}
     (job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     assert job["template"]["metadata"]["labels"] == {
         TRAINER_STEP_LABEL: "trainer"

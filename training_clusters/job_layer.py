@@ -382,7 +382,10 @@ def torchrun_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
 
     Kubeflow Trainer's torch policy gives each pod torchrun's rendezvous (``PET_NNODES``,
     ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``, ``PET_MASTER_ADDR``/``PORT``), so a TrainJob's command is just
-    ``torchrun train.py``. libfabric uses EFA (``FI_PROVIDER=efa``), with GPUDirect RDMA
+    ``torchrun train.py``. Processes per node are the TrainJob's (``spec.trainer.numProcPerNode``): Trainer
+    2.3.0's runtime has no such field (its torch policy is empty, as in the chart's own runtimes), and without
+    one in the TrainJob, a pod that asks for GPUs gets ``PET_NPROC_PER_NODE=auto``, with which torchrun starts
+    one process per GPU (kubeflow/trainer v2.3.0 ``pkg/runtime/framework/plugins/torch``). libfabric uses EFA (``FI_PROVIDER=efa``), with GPUDirect RDMA
     (``FI_EFA_USE_DEVICE_RDMA=1``) only where the catalogue says the instance type has it. A TrainJob may
     change the image, command, node count (up to the nodegroup's) and resources.
     """
@@ -396,7 +399,7 @@ def torchrun_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
         "spec": {
             "mlPolicy": {
                 "numNodes": capacity.nodes,
-                "torch": {"numProcPerNode": capacity.instance_type.gpu_count},
+                "torch": {},
             },
             "template": {
                 "spec": {
@@ -510,7 +513,8 @@ def nccl_test_trainjob(
     queue: str | None = DEFAULT_LOCAL_QUEUE,
 ) -> dict[str, Any]:
     """A TrainJob running NCCL's ``all_reduce_perf`` over EFA across ``nodes`` nodes of ``nodegroup``, on its
-    mpirun runtime (:func:`mpi_runtime`): the launcher runs the same ``mpirun`` line as the MPIJob test.
+    mpirun runtime (:func:`mpi_runtime`): the launcher runs the same ``mpirun`` line as the MPIJob test, one
+    process per GPU (``spec.trainer.numProcPerNode``, the slots of each node in the hostfile Trainer writes).
 
     With ``queue``, the job is labelled for that LocalQueue and Kueue admits it when the whole of it fits.
     """
@@ -525,6 +529,7 @@ def nccl_test_trainjob(
             "runtimeRef": {"name": mpi_runtime_name(nodegroup)},
             "trainer": {
                 "numNodes": nodes,
+                "numProcPerNode": instance_type.gpu_count,
                 "image": image,
                 "command": mpirun_command(instance_type=instance_type, workers=nodes),
             },
