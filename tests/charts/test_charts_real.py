@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
+from training_clusters.catalog import lookup
 from training_clusters.constructs.eks_addons import (
+    device_plugin_node_labels,
     efa_device_plugin_values,
     gpu_operator_values,
     kube_prometheus_stack_values,
@@ -17,7 +19,7 @@ from training_clusters.constructs.eks_addons import (
 )
 from training_clusters.monitoring.cloudwatch import CLOUDWATCH_DATASOURCE_UID, GRAFANA_SERVICE_ACCOUNT
 from training_clusters.monitoring.dashboards import dashboard_configmaps, fsx_throughput
-from training_clusters.options import MigStrategy
+from training_clusters.options import MigStrategy, Mps
 from training_clusters.releases import (
     BUSYBOX_IMAGE,
     DCGM_IMAGE,
@@ -192,6 +194,19 @@ def test_the_device_plugin_advertises_mig_by_its_strategy_once_nodes_are_partiti
         "node.kubernetes.io/instance-type",
         "nvidia.com/mig.config.state",
     ]
+
+
+def test_the_mps_control_daemon_runs_on_the_nodes_we_label_mps_capable(tmp_path: Path) -> None:
+    """With MPS, the chart's control daemon runs where the nodegroups carry ``nvidia.com/mps.capable=true``
+    (:func:`device_plugin_node_labels`), on our instance types, and shares the plugin's MPS config."""
+    values = nvidia_device_plugin_values(instance_types=["g5.2xlarge"], mps=Mps(replicas=4))
+    rendered = render(NVIDIA_DEVICE_PLUGIN_CHART, values, tmp_path)
+    daemons = objects(rendered, "DaemonSet")
+    pod = daemons["nvidia-device-plugin-mps-control-daemon"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == device_plugin_node_labels(lookup("g5.2xlarge"), mps=Mps(replicas=4))
+    assert pod["affinity"] == daemons["nvidia-device-plugin"]["spec"]["template"]["spec"]["affinity"]
+    config = yaml.safe_load(objects(rendered, "ConfigMap")["nvidia-device-plugin-configs"]["data"]["default"])
+    assert config["sharing"] == {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}
 
 
 def test_node_exporter_runs_the_efa_sidecar_and_reads_its_directory(tmp_path: Path) -> None:
