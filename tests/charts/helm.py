@@ -124,34 +124,23 @@ def validation_problems(
 ) -> list[str]:
     """``kind/name: where: why`` for every object its schema refuses, or whose kind has no schema.
 
-    Built-in kinds are checked by ``kubernetes-validate`` against the cluster's Kubernetes version (strict:
-    unknown fields are refused), offline; custom kinds against the ``openAPIV3Schema`` of their CRD in ``crds``
-    (rendered from the chart that defines it), as the API server validates them: after dropping nulls and
-    applying the schema's defaults (:func:`as_the_api_server_stores`). CEL rules (``x-kubernetes-validations``)
-    are not evaluated.
+    As :mod:`tests.charts.schemas` judges what we apply: built-in kinds against the cluster's Kubernetes
+    OpenAPI (strict: unknown fields are refused), offline; custom kinds against the ``openAPIV3Schema`` of
+    their CRD in ``crds`` (rendered from the chart that defines it) as the API server validates a structural
+    schema, with the CRD's CEL rules.
     """
-    # the dev extra's; a virtual environment made before they were added skips, saying so
-    jsonschema = pytest.importorskip("jsonschema", reason="pip install -e '.[dev]' (jsonschema)")
-    kubernetes_validate = pytest.importorskip(
-        "kubernetes_validate", reason="pip install -e '.[dev]' (kubernetes-validate)"
-    )
+    from . import schemas  # it reads the chart folder through this module
+
+    version = schemas.kubernetes_schema_version(KUBERNETES_VERSION)
     problems = []
     for doc in rendered:
         name = f"{doc.get('kind')}/{doc.get('metadata', {}).get('name')}"
         key = (doc.get("apiVersion", ""), doc.get("kind", ""))
         if key in crds:
-            stored = as_the_api_server_stores(doc, crds[key])
-            errors = sorted(
-                jsonschema.Draft7Validator(crds[key]).iter_errors(stored), key=lambda e: list(e.path)
-            )
-            problems += [f"{name}: {'.'.join(map(str, e.path))}: {e.message}" for e in errors]
-            continue
-        try:
-            kubernetes_validate.validate(doc, f"{KUBERNETES_VERSION}.0", strict=True)
-        except kubernetes_validate.ValidationError as error:
-            problems.append(f"{name}: {'.'.join(map(str, error.path))}: {error.message}")
-        except kubernetes_validate.SchemaNotFoundError:
-            problems.append(f"{name}: no schema for {key[0]} {key[1]} in Kubernetes {KUBERNETES_VERSION}")
+            crd = schemas.CrdSchema(*key, crds[key], "the rendered chart")
+            problems += [f"{name}: {p}" for p in schemas.custom_resource_problems(doc, crd, version)]
+        else:
+            problems += schemas.builtin_problems(doc, name, version)
     return problems
 
 

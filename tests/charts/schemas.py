@@ -271,7 +271,7 @@ def _object_meta_validator(version: str) -> Any:
     return _builtin_validator(version, "meta/v1", "ObjectMeta")
 
 
-def _builtin_problems(doc: dict[str, Any], name: str, version: str) -> list[str]:
+def builtin_problems(doc: dict[str, Any], name: str, version: str) -> list[str]:
     validator = _builtin_validator(version, doc.get("apiVersion", ""), doc.get("kind", ""))
     if validator is None:
         return [f"{name}: no schema for {doc.get('apiVersion')} {doc.get('kind')} in Kubernetes {version}"]
@@ -570,6 +570,6 @@ def problems(docs: Iterable[Mapping[str, Any]], cluster_version: str) -> tuple[l
             found += [f"{name}: {p}" for p in custom_resource_problems(doc, crds[key], version)]
             judged.append(Judged(name, f"{crds[key].source} ({key[0]})"))
         else:
-            found += _builtin_problems(dict(doc), name, version)
+            found += builtin_problems(dict(doc), name, version)
             judged.append(Judged(name, f"Kubernetes {version}"))
     return found, judged
