@@ -26,6 +26,7 @@ from training_clusters.constructs.eks_addons import (
     gpu_operator_values,
     lustre_volume_manifests,
 )
+from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
 from training_clusters.constructs.hyperpod_eks import health_monitoring_agent_manifests
 from training_clusters.eks_mig import mig_config_name, mig_devices, mig_resource
 from training_clusters.environments import environment_files
@@ -234,8 +235,9 @@ def construct_objects() -> list[dict[str, Any]]:
     ]
 
 
-#: The Kubernetes versions the constructs' objects are checked for: EKS's (the default) and HyperPod's range.
-CONSTRUCT_VERSIONS = ("1.33", "1.35")
+#: The Kubernetes versions the constructs' objects are checked for: the stacks' default and the newest HyperPod on
+#: EKS documents (1.35, ``sagemaker-hyperpod-eks-prerequisites``).
+CONSTRUCT_VERSIONS = tuple(dict.fromkeys((KUBERNETES_VERSION, "1.35")))
 
 
 @pytest.mark.parametrize("version", CONSTRUCT_VERSIONS)
