@@ -200,10 +200,9 @@ def test_the_shipped_file_is_read_in_its_order_whole(tmp_path: Path) -> None:
 
 
 def test_lookup_starts_its_message_with_instance_type_unless_told_the_field() -> None:
-    known = ", ".join(catalog.CATALOG)
     not_catalogued = (
-        f"'p0.nano' is not in the catalogue; known types: {known}. A type newer than this release can be added "
-        "from your app with training_clusters.catalog.register_instance_type(...)"
+        "'p0.nano' is not in the catalogue (`training-clusters catalog` lists its types); give its facts with "
+        "training_clusters.catalog.register_instance_type(...) first"
     )
     with pytest.raises(ConfigurationError) as raised:
         catalog.lookup("p0.nano")

@@ -172,7 +172,7 @@ def test_two_orchestrator_sections_are_a_clear_error() -> None:
     with pytest.raises(ConfigurationError) as error:
         parse_environment(with_(hyperpod=hyperpod, eks=eks), source="env.yaml")
     assert (
-        "  (document): an environment has one orchestrator, got sections hyperpod, eks; keep one of "
+        "  eks: an environment has one orchestrator, got sections hyperpod, eks; keep one of "
         "hyperpod, parallelcluster, eks, pcs, hyperpod_eks (or none, for network and storage only)"
         in str(error.value).splitlines()
     )
@@ -421,7 +421,7 @@ def load_text(tmp_path: Path, text: str) -> str:
     path.write_text(text)
     with pytest.raises(ConfigurationError) as error:
         load_environment(path)
-    return str(error.value).removeprefix(f"{path}: ")
+    return str(error.value).removeprefix(f"{path}:")  # what follows is the line: "3: key 'region' ..."
 
 
 @pytest.mark.parametrize(
@@ -429,16 +429,16 @@ def load_text(tmp_path: Path, text: str) -> str:
     [
         (
             "region: us-east-1\navailability_zones: [us-east-1a]\nregion: us-west-2\n",
-            "key 'region' is given twice (lines 1 and 3)",
+            "3: key 'region' is given twice (lines 1 and 3)",
         ),
         (
             "region: us-east-1\navailability_zones: [us-east-1a]\nstorage:\n  lustre: {mount_dir: /a, "
             "mount_dir: /b}\n",
-            "storage.lustre: key 'mount_dir' is given twice (lines 4 and 4)",
+            "4: storage.lustre: key 'mount_dir' is given twice (lines 4 and 4)",
         ),
         (
             "region: us-east-1\navailability_zones: [us-east-1a]\ntags:\n  a: x\n  'a': y\n",
-            "tags: key 'a' is given twice (lines 4 and 5)",
+            "5: tags: key 'a' is given twice (lines 4 and 5)",
         ),
     ],
 )
@@ -490,14 +490,14 @@ def test_the_checks_hold_for_either_loader(
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("region: " + "1" * 5000, "line 1, column 9: not valid YAML: '1111"),
+        ("region: " + "1" * 5000, "1:9: not valid YAML: '1111"),
         (
             "region: 2024-13-45",
-            "line 1, column 9: not valid YAML: '2024-13-45' is not a valid timestamp (month",
+            "1:9: not valid YAML: '2024-13-45' is not a valid timestamp (month",
         ),
-        ("region: !!bool 'maybe'", "line 1, column 9: not valid YAML: 'maybe' is not a valid bool"),
-        ("region: !!timestamp 'x'", "line 1, column 9: not valid YAML: 'x' is not a valid timestamp"),
-        ("region: !!int abc", "line 1, column 9: not valid YAML: 'abc' is not a valid int (invalid literal"),
+        ("region: !!bool 'maybe'", "1:9: not valid YAML: 'maybe' is not a valid bool"),
+        ("region: !!timestamp 'x'", "1:9: not valid YAML: 'x' is not a valid timestamp"),
+        ("region: !!int abc", "1:9: not valid YAML: 'abc' is not a valid int (invalid literal"),
     ],
 )
 def test_a_value_python_cannot_construct_is_one_line_naming_it(
@@ -511,7 +511,7 @@ def test_a_value_python_cannot_construct_is_one_line_naming_it(
 def test_a_yaml_syntax_error_is_one_line_with_where_and_what(tmp_path: Path) -> None:
     message = load_text(tmp_path, "region: us-east-1\navailability_zones: [us-east-1a\nnetwork: {}\n")
     assert message == (
-        "line 3, column 8: not valid YAML: did not find expected ',' or ']' (while parsing a flow sequence "
+        "3:8: not valid YAML: did not find expected ',' or ']' (while parsing a flow sequence "
         "at line 2, column 21)"
     )
 

@@ -41,8 +41,20 @@ SHARED_TYPES = (
 EFA_SECURITY_GROUP = {"Fn::GetAtt": ["NetworkEfaSecurityGroup3744DDDC", "GroupId"]}
 
 
+#: What training-any states that each orchestrator cannot use: its file says to ignore it, else it is an error.
+UNUSED = {
+    "pcs": ["compute.controller"],
+    "eks": ["compute.controller", "compute.login"],
+    "hyperpod-eks": ["compute.controller", "compute.login"],
+}
+
+
 def _as(orchestrator: str, document: dict[str, Any] = DOCUMENT) -> dict[str, Any]:
-    return {**copy.deepcopy(document), "orchestrator": orchestrator}
+    """training-any under ``orchestrator``, ignoring what that orchestrator cannot use."""
+    switched = {**copy.deepcopy(document), "orchestrator": orchestrator}
+    if UNUSED.get(orchestrator):
+        switched["ignore"] = list(UNUSED[orchestrator])
+    return switched
 
 
 @pytest.fixture(scope="module")
@@ -295,7 +307,8 @@ MESSAGES = [
     (
         "another orchestrator's section",
         _changed("pcs", lambda d: d.update(eks={"addons": {}})),
-        "eks: this file builds orchestrator: pcs, so a eks section does not apply",
+        "eks: this file builds orchestrator: pcs, so a eks section does not apply; remove it, set orchestrator: "
+        "eks, or add eks to ignore",
     ),
     (
         "compute not a section",
@@ -324,8 +337,63 @@ MESSAGES = [
     ),
     (
         "not catalogued",
+        _changed("pcs", _group(instance_type="g9.48xlarge")),
+        "compute.node_groups[0].instance_type: 'g9.48xlarge' is not in the catalogue",
+    ),
+    (
+        "not a type name",
         _changed("pcs", _group(instance_type="g9.huge")),
-        "compute.node_groups[0].instance_type: 'g9.huge' is not in the catalogue",
+        "compute.node_groups[0].instance_type: must be an EC2 instance type such as 'c7i.2xlarge'",
+    ),
+    (
+        "login not a type name",
+        _changed("parallelcluster", lambda d: d["compute"]["login"].update(instance_type="m7i-xlarge")),
+        "compute.login.instance_type: must be an EC2 instance type such as 'c7i.2xlarge' (family.size)",
+    ),
+    (
+        "controller under eks",
+        _changed("eks", lambda d: d["ignore"].remove("compute.controller")),
+        "compute.controller: orchestrator: eks runs the Kubernetes control plane (managed by EKS) itself",
+    ),
+    (
+        "controller under pcs",
+        _changed("pcs", lambda d: d.pop("ignore")),
+        "compute.controller: orchestrator: pcs runs the Slurm controller (managed by AWS PCS) itself",
+    ),
+    (
+        "login under hyperpod-eks",
+        _changed("hyperpod-eks", lambda d: d["ignore"].remove("compute.login")),
+        "compute.login: orchestrator: hyperpod-eks has no login nodes",
+    ),
+    (
+        "users under eks",
+        _changed("eks", lambda d: d.update(users=[{"name": "alice", "uid": 2001}])),
+        "users: are created on the nodes of a parallelcluster or hyperpod cluster, and orchestrator: eks has none",
+    ),
+    (
+        "ignore what is used",
+        _changed("parallelcluster", lambda d: d.update(ignore=["compute.login"])),
+        "ignore[0]: compute.login is used by orchestrator: parallelcluster; remove it from ignore",
+    ),
+    (
+        "ignore what is absent",
+        _changed("eks", lambda d: d["ignore"].append("hyperpod")),
+        "ignore[2]: hyperpod is not in this file; remove it from ignore",
+    ),
+    (
+        "ignore something else",
+        _changed("eks", lambda d: d["ignore"].append("network")),
+        "ignore[2]: must be one of compute.controller, compute.login, users, hyperpod",
+    ),
+    (
+        "ignore not a list",
+        _changed("eks", lambda d: d.update(ignore="compute.login")),
+        "ignore: must be a list of compute.controller, compute.login, users",
+    ),
+    (
+        "ignore without orchestrator",
+        _changed("eks", lambda d: [d.pop("orchestrator"), d.pop("compute")]),
+        "ignore: lists what orchestrator: cannot use",
     ),
     (
         "ml. form",
@@ -459,7 +527,7 @@ MESSAGES = [
         "hyperpod_eks section under another orchestrator",
         _changed("eks", lambda d: d.update(hyperpod_eks={"cluster_name": "x"})),
         "hyperpod_eks: this file builds orchestrator: eks, so a hyperpod_eks section does not apply; remove it, "
-        "or set orchestrator: hyperpod-eks",
+        "set orchestrator: hyperpod-eks, or add hyperpod_eks to ignore",
     ),
     (
         "hyperpod-eks without a name",

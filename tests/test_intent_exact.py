@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from training_clusters.catalog import CATALOG
 from training_clusters.config import parse_environment
 from training_clusters.errors import ConfigurationError
 from training_clusters.intent import (
@@ -21,26 +20,32 @@ from training_clusters.intent import (
     expand_intent,
 )
 
-from .test_intent import MESSAGES, _as
-
-_KNOWN = ", ".join(CATALOG)
-_HYPERPOD = ", ".join(it.hyperpod_name for it in CATALOG.values() if it.hyperpod_name)
+from .test_intent import MESSAGES, UNUSED, _as
 
 WHOLE = {
     "compute without orchestrator": "orchestrator: required with compute; one of parallelcluster, hyperpod, pcs, eks, hyperpod-eks (it picks who runs the nodes)",
     "orchestrator without compute": "compute: required with orchestrator: 'eks'; it states the nodes (node_groups, and optionally controller and login); or remove orchestrator and give the orchestrator's own section",
     "unknown orchestrator": "orchestrator: must be one of parallelcluster, hyperpod, pcs, eks, hyperpod-eks, got 'slurm'",
-    "another orchestrator's section": "eks: this file builds orchestrator: pcs, so a eks section does not apply; remove it, or set orchestrator: eks",
+    "another orchestrator's section": "eks: this file builds orchestrator: pcs, so a eks section does not apply; remove it, set orchestrator: eks, or add eks to ignore",
     "compute not a section": "compute: must be a section of key: value settings (node_groups, controller, login, cluster_name), got [1]",
     "no node groups": "compute.node_groups: List should have at least 1 item after validation, not 0, got []",
     "unknown key": "compute.node_groups[0].gpus: unknown key (got value 1); allowed here: name, instance_type, count, min_count, max_count, efa, capacity",
     "count as a string": "compute.node_groups[0].count: Input should be a valid integer, got '2'",
     "count true": "compute.node_groups[0].count: Input should be a valid integer, got True",
-    "not catalogued": f"compute.node_groups[0].instance_type: 'g9.huge' is not in the catalogue; known types: {_KNOWN}. A type "
-    "newer than this release can be added from your app with training_clusters.catalog.register_instance_type(...)",
+    "not catalogued": "compute.node_groups[0].instance_type: 'g9.48xlarge' is not in the catalogue (`training-clusters catalog` lists its types); give its facts in this file under instance_types: (name, vcpus, memory_gib, accelerators, max_efa_interfaces, gpudirect_rdma, network_gbps, quota_family, source)",
+    "not a type name": "compute.node_groups[0].instance_type: must be an EC2 instance type such as 'c7i.2xlarge' (family.size), got 'g9.huge'",
+    "login not a type name": "compute.login.instance_type: must be an EC2 instance type such as 'c7i.2xlarge' (family.size), got 'm7i-xlarge'",
+    "controller under eks": "compute.controller: orchestrator: eks runs the Kubernetes control plane (managed by EKS) itself, so no instance of yours is a controller and this would not be used; remove it, or add compute.controller to ignore",
+    "controller under pcs": "compute.controller: orchestrator: pcs runs the Slurm controller (managed by AWS PCS) itself, so no instance of yours is a controller and this would not be used; remove it, or add compute.controller to ignore",
+    "login under hyperpod-eks": "compute.login: orchestrator: hyperpod-eks has no login nodes (kubectl is the way in), so this would not be used; remove it, or add compute.login to ignore",
+    "users under eks": "users: are created on the nodes of a parallelcluster or hyperpod cluster, and orchestrator: eks has none; remove users, or add users to ignore",
+    "ignore what is used": "ignore[0]: compute.login is used by orchestrator: parallelcluster; remove it from ignore",
+    "ignore what is absent": "ignore[2]: hyperpod is not in this file; remove it from ignore",
+    "ignore something else": "ignore[2]: must be one of compute.controller, compute.login, users, hyperpod, parallelcluster, eks, pcs, hyperpod_eks, got 'network'",
+    "ignore not a list": "ignore: must be a list of compute.controller, compute.login, users, hyperpod, parallelcluster, eks, pcs, hyperpod_eks, got 'compute.login'",
+    "ignore without orchestrator": "ignore: lists what orchestrator: cannot use from compute and the other sections; it needs orchestrator and compute, or remove it",
     "ml. form": "compute.node_groups[0].instance_type: give the EC2 name, got 'ml.g5.8xlarge' (did you mean 'g5.8xlarge'? HyperPod's ml. form is added when orchestrator is hyperpod)",
-    "not on hyperpod": "compute.login.instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod; HyperPod types in "
-    f"the catalogue: {_HYPERPOD} (orchestrator: hyperpod)",
+    "not on hyperpod": "compute.login.instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod (`training-clusters catalog` lists the types it offers) (orchestrator: hyperpod)",
     "count and max": "compute.node_groups[0]: count (2) and max_count both size the group; give count (a fixed size) or min_count and max_count (scaling)",
     "no size": "compute.node_groups[0]: give count (a fixed size) or max_count (with min_count, default 0)",
     "min above max": "compute.node_groups[0].min_count: must not exceed max_count (2), got 3",
@@ -63,7 +68,7 @@ WHOLE = {
     "conflicting lists": "compute.node_groups (3 item(s)) and hyperpod.instance_groups (0 item(s)) both state this; keep one of them (compute for what every orchestrator has, hyperpod for what only hyperpod has)",
     "section not a mapping": "eks: must be a section of key: value settings, got []",
     "spot on hyperpod-eks": "compute.node_groups[0].capacity: spot is not supported by SageMaker HyperPod; use on-demand or training-plan",
-    "hyperpod_eks section under another orchestrator": "hyperpod_eks: this file builds orchestrator: eks, so a hyperpod_eks section does not apply; remove it, or set orchestrator: hyperpod-eks",
+    "hyperpod_eks section under another orchestrator": "hyperpod_eks: this file builds orchestrator: eks, so a hyperpod_eks section does not apply; remove it, set orchestrator: hyperpod-eks, or add hyperpod_eks to ignore",
     "hyperpod-eks without a name": "compute.cluster_name: required with orchestrator: hyperpod-eks when the file sets no name: (a HyperPod cluster is named in the file); set compute.cluster_name, name or hyperpod_eks.cluster_name",
     "efa false on hyperpod-eks": "compute.node_groups[0].efa: HyperPod gives every ml.g5.8xlarge its EFA interfaces, so false cannot be honoured; omit efa",
 }
@@ -138,7 +143,10 @@ def test_each_orchestrator_gets_its_whole_section(orchestrator: Orchestrator) ->
     document = _as(orchestrator.value)
     expanded = expand_intent(document)
     assert expanded[orchestrator.section] == SECTIONS[orchestrator.section]
-    assert {k: v for k, v in expanded.items() if k != orchestrator.section} == document
+    kept = copy.deepcopy(document)
+    for part in UNUSED.get(orchestrator.value, []):  # what the file ignores is left out
+        del kept["compute"][part.removeprefix("compute.")]
+    assert {k: v for k, v in expanded.items() if k != orchestrator.section} == kept
 
 
 def test_the_documented_defaults() -> None:
@@ -282,8 +290,8 @@ def test_hyperpod_eks_node_groups_are_checked_at_their_own_field() -> None:
         "c5n.18xlarge, p5.48xlarge) or omit efa"
     )
     assert _hyperpod_eks_problem(lambda g: g.update(instance_type="t3.small")) == (
-        "compute.node_groups[0].instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod; HyperPod types "
-        f"in the catalogue: {_HYPERPOD} (orchestrator: hyperpod)"
+        "compute.node_groups[0].instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod "
+        "(`training-clusters catalog` lists the types it offers) (orchestrator: hyperpod)"
     )
     document = _as("hyperpod-eks")
     document["hyperpod_eks"] = {"instance_groups": []}
@@ -340,28 +348,53 @@ def test_eks_node_groups_are_checked_at_their_own_field() -> None:
     )
 
 
-def _uncatalogued(field: str) -> str:
-    return (
-        f"{field}: 'g9.huge' is not in the catalogue; known types: {_KNOWN}. A type newer than this release can be "
-        "added from your app with training_clusters.catalog.register_instance_type(...)"
-    )
+def _malformed(field: str, name: str) -> str:
+    return f"{field}: must be an EC2 instance type such as 'c7i.2xlarge' (family.size), got {name!r}"
 
 
 @pytest.mark.parametrize("where", ["controller", "login"])
-def test_parallelcluster_head_and_login_types_are_checked_at_their_own_field(where: str) -> None:
+def test_parallelcluster_head_and_login_take_any_type_spelt_as_ec2_spells_it(where: str) -> None:
+    """c7i.2xlarge and m7i.xlarge are not in the catalogue: a head or login node needs no facts, only a name."""
     document = _as("parallelcluster")
+    document["compute"][where]["instance_type"] = "c7i.2xlarge"
+    section = expand_intent(document)["parallelcluster"]
+    head, logins = section["head_node"], section["login_nodes"]
+    assert (head["instance_type"], logins[0]["instance_type"]) == (
+        ("c7i.2xlarge", "m5.xlarge") if where == "controller" else ("m5.xlarge", "c7i.2xlarge")
+    )
     document["compute"][where]["instance_type"] = "g9.huge"
     with pytest.raises(ConfigurationError) as raised:
         expand_intent(document)
-    assert str(raised.value) == _uncatalogued(f"compute.{where}.instance_type")
+    assert str(raised.value) == _malformed(f"compute.{where}.instance_type", "g9.huge")
 
 
-def test_the_pcs_login_type_is_checked_at_its_own_field() -> None:
+def test_the_pcs_login_type_is_any_type_spelt_as_ec2_spells_it() -> None:
     document = _as("pcs")
+    document["compute"]["login"]["instance_type"] = "m7i.xlarge"
+    assert expand_intent(document)["pcs"]["login_nodes"]["instance_type"] == "m7i.xlarge"
     document["compute"]["login"]["instance_type"] = "g9.huge"
     with pytest.raises(ConfigurationError) as raised:
         expand_intent(document)
-    assert str(raised.value) == _uncatalogued("compute.login.instance_type")
+    assert str(raised.value) == _malformed("compute.login.instance_type", "g9.huge")
+
+
+def test_hyperpod_controller_and_login_take_any_type_hyperpod_may_sell() -> None:
+    """Not in the catalogue: accepted in the ml. form; in it but not offered by HyperPod: refused."""
+    document = _as("hyperpod")
+    document["compute"]["controller"]["instance_type"] = "c7i.2xlarge"
+    document["compute"]["login"]["instance_type"] = "m7i.xlarge"
+    groups = expand_intent(document)["hyperpod"]["instance_groups"]
+    assert [(g["name"], g["instance_type"]) for g in groups[:2]] == [
+        ("controller", "ml.c7i.2xlarge"),
+        ("login", "ml.m7i.xlarge"),
+    ]
+    document["compute"]["controller"]["instance_type"] = "t3.small"
+    with pytest.raises(ConfigurationError) as raised:
+        expand_intent(document)
+    assert str(raised.value) == (
+        "compute.controller.instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod "
+        "(`training-clusters catalog` lists the types it offers) (orchestrator: hyperpod)"
+    )
 
 
 def _problem(orchestrator: str, change: Any, section: dict[str, Any] | None = None) -> str:

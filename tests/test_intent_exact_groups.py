@@ -10,12 +10,9 @@ from typing import Any
 
 import pytest
 
-from training_clusters.catalog import CATALOG
 from training_clusters.errors import ConfigurationError
 from training_clusters.intent import expand_intent
 
-_KNOWN = ", ".join(CATALOG)
-_HYPERPOD = ", ".join(it.hyperpod_name for it in CATALOG.values() if it.hyperpod_name)
 _EC2_NAME = "HyperPod's ml. form is added when orchestrator is hyperpod"
 
 
@@ -99,26 +96,33 @@ def test_a_hyperpod_controller_or_login_type_in_ml_form_is_refused_at_its_field(
 
 
 @pytest.mark.parametrize("where", ["controller", "login"])
-def test_a_hyperpod_controller_or_login_type_not_in_the_catalogue_is_refused_at_its_field(where: str) -> None:
+def test_a_hyperpod_controller_or_login_type_not_spelt_as_a_type_is_refused_at_its_field(where: str) -> None:
     document = _file("hyperpod", {"count": 1}, **{where: {"instance_type": "g9.huge"}})
     assert _problem(document) == (
-        f"compute.{where}.instance_type: 'g9.huge' is not in the catalogue; known types: {_KNOWN}. A type newer "
-        "than this release can be added from your app with training_clusters.catalog.register_instance_type(...)"
+        f"compute.{where}.instance_type: must be an EC2 instance type such as 'c7i.2xlarge' (family.size), got "
+        "'g9.huge'"
     )
+
+
+@pytest.mark.parametrize("where", ["controller", "login"])
+def test_a_hyperpod_controller_or_login_type_not_in_the_catalogue_is_used(where: str) -> None:
+    document = _file("hyperpod", {"count": 1}, **{where: {"instance_type": "m7i.xlarge"}})
+    groups = expand_intent(document)["hyperpod"]["instance_groups"]
+    assert {g["name"]: g["instance_type"] for g in groups}[where] == "ml.m7i.xlarge"
 
 
 def test_a_type_hyperpod_does_not_offer_is_refused_at_the_controllers_field() -> None:
     document = _file("hyperpod", {"count": 1}, controller={"instance_type": "t3.small"})
     assert _problem(document) == (
-        "compute.controller.instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod; HyperPod types in "
-        f"the catalogue: {_HYPERPOD} (orchestrator: hyperpod)"
+        "compute.controller.instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod "
+        "(`training-clusters catalog` lists the types it offers) (orchestrator: hyperpod)"
     )
 
 
 def test_a_type_hyperpod_does_not_offer_is_refused_at_the_node_groups_field() -> None:
     assert _problem(_file("hyperpod", {"instance_type": "t3.small", "count": 1})) == (
-        "compute.node_groups[0].instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod; HyperPod types "
-        f"in the catalogue: {_HYPERPOD} (orchestrator: hyperpod)"
+        "compute.node_groups[0].instance_type: 'ml.t3.small' is not offered by SageMaker HyperPod "
+        "(`training-clusters catalog` lists the types it offers) (orchestrator: hyperpod)"
     )
 
 

@@ -232,6 +232,24 @@ class Capacity:
             return None
         return f"{self.checked_kind} is not supported by {orchestrator}; use {' or '.join(allowed)}"
 
+    def place_problem(self, region: str | None, account: str | None) -> tuple[str, str] | None:
+        """(field, why) when an ARN this capacity names (``training_plan_arn``, ``resource_group_arn``) is in
+        another region or account than the stack's, or None. A training plan and a group of reservations are
+        used in their own region and account only (SageMaker ``CreateCluster`` and EC2 ``RunInstances`` look
+        them up there), so such an ARN would fail at deploy. ``region`` / ``account``: the stack's; None, or an
+        unresolved token (an environment-agnostic stack), skips that half. Reservation ids (``cr-...``, On-Demand
+        Capacity Reservations and Capacity Blocks alike) name no region or account: preflight checks them."""
+        for field, arn in (
+            ("training_plan_arn", self.training_plan_arn),
+            ("resource_group_arn", self.resource_group_arn),
+        ):
+            if arn is None or _TOKEN.search(arn):
+                continue
+            problem = arn_place_problem(arn, region, account)
+            if problem:
+                return field, problem
+        return None
+
     def check_for(self, orchestrator: Orchestrator, field: str) -> Capacity:
         """This capacity, or a ConfigurationError naming ``field`` when ``orchestrator`` cannot use it."""
         problem = self.problem_for(orchestrator)
@@ -335,6 +353,30 @@ class Capacity:
 
 # --------------------------------------------------------------------------------------------------
 # the props that came before the model: mapped onto it here, and only here
+
+
+def arn_place_problem(arn: str, region: str | None, account: str | None) -> str | None:
+    """Why ``arn`` (``arn:PARTITION:SERVICE:REGION:ACCOUNT:...``) cannot be used from a stack in ``region`` and
+    ``account``, or None; a ``region`` or ``account`` that is None or an unresolved token is not compared.
+
+    >>> arn_place_problem("arn:aws:sagemaker:us-east-1:111122223333:training-plan/p", "us-west-2", None)
+    'is in us-east-1, but the stack deploys to us-west-2; use one bought in us-west-2, or deploy to us-east-1'
+    """
+    parts = arn.split(":", 5)
+    if len(parts) < 6:
+        return None  # its shape is checked where it is given
+    arn_region, arn_account = parts[3], parts[4]
+    if region and not _TOKEN.search(region) and arn_region != region:
+        return (
+            f"is in {arn_region}, but the stack deploys to {region}; use one bought in {region}, or deploy to "
+            f"{arn_region}"
+        )
+    if account and not _TOKEN.search(account) and arn_account != account:
+        return (
+            f"belongs to account {arn_account}, but the stack deploys to account {account}; use one of "
+            f"{account}'s, or deploy to {arn_account}"
+        )
+    return None
 
 
 def from_nodegroup_capacity_type(

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -45,10 +46,12 @@ from types import MappingProxyType
 from typing import Literal, NotRequired, TypedDict
 
 from training_clusters.errors import ConfigurationError
+from training_clusters.rules.instance_types import HYPERPOD_PREFIX
 
 __all__ = [
     "CATALOG",
     "DATA_FILE_NAME",
+    "HYPERPOD_PREFIX",
     "AcceleratorKind",
     "Accelerators",
     "AcceleratorsRow",
@@ -57,17 +60,20 @@ __all__ = [
     "InstanceTypeRow",
     "QuotaFamily",
     "all_instance_types",
+    "architecture_of",
+    "declared_type_problem",
     "from_row",
+    "hyperpod_offer_problem",
+    "instance_facts_problem",
     "instance_type_problem",
     "lookup",
     "lookup_hyperpod",
+    "quota_family_of",
     "read_catalog",
     "register_instance_type",
     "to_row",
+    "use_declared_types",
 ]
-
-HYPERPOD_PREFIX = "ml."
-"""SageMaker spells instance types with this prefix: ``ml.p5.48xlarge``."""
 
 
 class Architecture(StrEnum):
@@ -403,7 +409,7 @@ def read_catalog(file: Traversable) -> tuple[InstanceType, ...]:
 def _checked(facts: object, *, label: Callable[[object], str]) -> InstanceType:
     """``facts`` (an :class:`InstanceType` or its row) once consistent; errors start with ``label(name)``."""
     instance = facts if isinstance(facts, InstanceType) else _from_row_checked(facts, label)
-    problem = _facts_problem(instance)
+    problem = instance_facts_problem(instance)
     if problem:
         raise ConfigurationError(f"{label(instance.name)}: {problem}")
     return instance
@@ -436,8 +442,9 @@ def _from_row_checked(row: object, label: Callable[[object], str]) -> InstanceTy
         raise ConfigurationError(f"{label(row['name'])}: {error}") from None
 
 
-def _facts_problem(it: InstanceType) -> str | None:
-    """The first inconsistency among an instance type's facts, or None."""
+def instance_facts_problem(it: InstanceType) -> str | None:
+    """The first inconsistency among an instance type's facts, or None: the rules every catalogue row, every
+    registered type and every type an environment file declares (``instance_types:``) follows."""
     checks: list[tuple[bool, str]] = [
         (
             isinstance(it.name, str) and bool(_NAME.fullmatch(it.name)),
@@ -490,8 +497,31 @@ _TYPES: dict[str, InstanceType] = {
         read_catalog(resources.files("training_clusters") / DATA_FILE_NAME), key=lambda it: it.name
     )
 }
-CATALOG: Mapping[str, InstanceType] = MappingProxyType(_TYPES)
-"""Every catalogued instance type by EC2 name, sorted by name, with any you registered. Read-only."""
+#: The types the environment file loaded last in this context declares (``instance_types:``): seen through
+#: :data:`CATALOG` by everything that file's stack, preflight and acceptance look up, and by nothing else (a
+#: thread or a later file starts from its own).
+_DECLARED: ContextVar[Mapping[str, InstanceType]] = ContextVar(
+    "training_clusters_declared_instance_types", default=MappingProxyType({})
+)
+
+
+class _Catalogue(Mapping[str, InstanceType]):
+    """The shipped and registered types, with the current environment file's declared ones."""
+
+    def __getitem__(self, name: str) -> InstanceType:
+        declared = _DECLARED.get()
+        return declared[name] if name in declared else _TYPES[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted({*_TYPES, *_DECLARED.get()}))
+
+    def __len__(self) -> int:
+        return len({*_TYPES, *_DECLARED.get()})
+
+
+CATALOG: Mapping[str, InstanceType] = _Catalogue()
+"""Every catalogued instance type by EC2 name, sorted by name, with any you registered and those the environment
+file loaded last declares. Read-only."""
 
 
 def all_instance_types() -> tuple[InstanceType, ...]:
@@ -520,9 +550,52 @@ def instance_type_problem(name: str) -> str | None:
 
 def _not_catalogued(name: str) -> str:
     return (
-        f"{name!r} is not in the catalogue; known types: {', '.join(CATALOG)}. A type newer than this "
-        "release can be added from your app with training_clusters.catalog.register_instance_type(...)"
+        f"{name!r} is not in the catalogue (`training-clusters catalog` lists its types); give its facts with "
+        "training_clusters.catalog.register_instance_type(...) first"
     )
+
+
+#: Who declared each type an environment file added (``instance_types:``): its file, for messages.
+_DECLARED_BY: dict[str, str] = {}
+
+
+def declared_type_problem(facts: InstanceType) -> str | None:
+    """Why an environment file cannot declare ``facts`` (its ``instance_types:``), or None: the catalogue holds
+    other facts for that type (shipped or registered ones are not overridden). The facts themselves follow
+    :func:`instance_facts_problem`, checked by the caller."""
+    known = _TYPES.get(facts.name)
+    if known is None or known == facts:
+        return None
+    return (
+        f"{facts.name!r}: the catalogue holds other facts for it (`training-clusters catalog` shows them); one set "
+        "of facts per type: remove it here to use those, or make them equal"
+    )
+
+
+def use_declared_types(types: Iterable[InstanceType]) -> None:
+    """Make ``types`` (an environment file's ``instance_types:``, each checked) the declared types
+    :data:`CATALOG` shows in this context, in place of any an earlier file declared: each file sees its own."""
+    _DECLARED.set(MappingProxyType({it.name: it for it in types}))
+
+
+#: Processor letters of EC2 family names whose processors are AWS Graviton (Arm): the ``g`` in ``c7g``,
+#: ``m7gd``, ``c6gn``, ``is4gen``, ``p6e-gb200`` ("Amazon EC2 instance type naming conventions",
+#: https://docs.aws.amazon.com/ec2/latest/instancetypes/instance-type-names.html); ``a1`` predates it.
+_ARM_FAMILY = re.compile(r"^(?:a1|[a-z]+[0-9]+[a-z]*g[a-z]*(?:-.*)?|[a-z]+[0-9]+[a-z]*-g.*)$")
+
+
+def architecture_of(name: str) -> Architecture:
+    """The CPU architecture of EC2 type ``name``: the catalogue's, else read from the family name as EC2 spells
+    it (a ``g`` among the processor letters is AWS Graviton: ``c7g``, ``m7gd``, ``t4g``; else x86_64).
+
+    >>> architecture_of("c7g.xlarge"), architecture_of("m7i.xlarge"), architecture_of("g5g.xlarge")
+    (<Architecture.ARM64: 'arm64'>, <Architecture.X86_64: 'x86_64'>, <Architecture.ARM64: 'arm64'>)
+    """
+    known = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
+    if known is not None:
+        return known.architecture
+    family = name.removeprefix(HYPERPOD_PREFIX).split(".", 1)[0]
+    return Architecture.ARM64 if _ARM_FAMILY.fullmatch(family) else Architecture.X86_64
 
 
 def lookup_hyperpod(name: str, *, field: str = "instance_type") -> InstanceType:
@@ -536,16 +609,49 @@ def lookup_hyperpod(name: str, *, field: str = "instance_type") -> InstanceType:
         raise ConfigurationError(_missing_prefix_message(name, field))
     found = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
     if found is None:
-        raise ConfigurationError(
-            f"{field}: {name!r} is not in the catalogue; known HyperPod types: {_hyperpod_names()}. "
-            "A type newer than this release can be added with training_clusters.catalog.register_instance_type"
-        )
+        raise ConfigurationError(f"{field}: {_not_catalogued(name)}")
     if found.hyperpod_name is None:
-        raise ConfigurationError(
-            f"{field}: {name!r} is not offered by SageMaker HyperPod; "
-            f"HyperPod types in the catalogue: {_hyperpod_names()}"
-        )
+        raise ConfigurationError(f"{field}: {hyperpod_offer_problem(name)}")
     return found
+
+
+def hyperpod_offer_problem(name: str) -> str | None:
+    """Why HyperPod type ``name`` (``ml.`` form) cannot be used for a controller or login group, or None: such a
+    group may be any type HyperPod sells, so only a type the catalogue knows HyperPod not to offer is refused."""
+    known = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
+    if known is None or known.hyperpod_name is not None:
+        return None
+    return f"{name!r} is not offered by SageMaker HyperPod (`training-clusters catalog` lists the types it offers)"
+
+
+#: The letters before the generation digit of the EC2 families each vCPU quota covers, as the quotas' names
+#: say ("Running On-Demand Standard (A, C, D, H, I, M, R, T, Z) instances", "... G and VT ...", "... P ...",
+#: "... Trn ..."). Other families (F, Inf, X, U, HPC, DL, Mac) have quotas of their own.
+_QUOTA_FAMILY_LETTERS: Mapping[str, QuotaFamily] = MappingProxyType(
+    {
+        **{
+            letters: QuotaFamily.STANDARD
+            for letters in ("a", "c", "d", "h", "i", "im", "is", "m", "r", "t", "z")
+        },
+        **{letters: QuotaFamily.G_AND_VT for letters in ("g", "gr", "vt")},
+        "p": QuotaFamily.P,
+        "trn": QuotaFamily.TRN,
+    }
+)
+
+
+def quota_family_of(name: str) -> QuotaFamily | None:
+    """The vCPU quota family of EC2 type ``name``: the catalogue's, else read from its family's letters
+    (``c7i`` Standard, ``g6e`` G and VT, ``p6-b300`` P, ``trn2`` Trn); None for a family with a quota of its own.
+
+    >>> quota_family_of("c7i.2xlarge"), quota_family_of("x2iedn.xlarge")
+    (<QuotaFamily.STANDARD: 'Standard'>, None)
+    """
+    known = CATALOG.get(name.removeprefix(HYPERPOD_PREFIX))
+    if known is not None:
+        return known.quota_family
+    letters = re.match(r"[a-z]*", name.removeprefix(HYPERPOD_PREFIX))
+    return _QUOTA_FAMILY_LETTERS.get(letters.group(0) if letters else "")
 
 
 def _require_string(name: object, field: str) -> None:
@@ -561,7 +667,3 @@ def _missing_prefix_message(name: str, field: str) -> str:
     if known is not None and known.hyperpod_name is not None:
         message += f" (did you mean {known.hyperpod_name!r}?)"
     return message
-
-
-def _hyperpod_names() -> str:
-    return ", ".join(it.hyperpod_name for it in CATALOG.values() if it.hyperpod_name is not None)

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, get_args
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     AfterValidator,
@@ -37,9 +37,29 @@ from training_clusters.capacity import (
     from_queue_capacity_type,
 )
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
-from training_clusters.catalog import CATALOG, instance_type_problem, lookup_hyperpod
+from training_clusters.catalog import (
+    CATALOG,
+    AcceleratorKind,
+    Accelerators,
+    Architecture,
+    InstanceType,
+    QuotaFamily,
+    declared_type_problem,
+    hyperpod_offer_problem,
+    instance_facts_problem,
+    instance_type_problem,
+    lookup_hyperpod,
+    use_declared_types,
+)
 from training_clusters.errors import ConfigurationError, bounded, exact_number_problem, excerpt
-from training_clusters.intent import ComputeIntent, IntentFieldError, Orchestrator, expand_intent
+from training_clusters.intent import (
+    ComputeIntent,
+    Ignorable,
+    IntentFieldError,
+    IntentProblems,
+    Orchestrator,
+    expand_intent,
+)
 from training_clusters.options import (
     AccessMode,
     CapacityKind,
@@ -76,7 +96,7 @@ from training_clusters.rules import hyperpod_eks as hyperpod_eks_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
 from training_clusters.rules import users as user_rules
-from training_clusters.rules.common import mount_dir_problem
+from training_clusters.rules.common import duplicates_problem, mount_dir_problem
 from training_clusters.rules.eks import (
     efa_nodegroup_problem,
     gpu_sharing_problem,
@@ -84,6 +104,12 @@ from training_clusters.rules.eks import (
     mig_layout_problem,
     mig_strategy_problem,
     public_access_cidrs_problem,
+)
+from training_clusters.rules.instance_types import (
+    efa_interfaces_problem,
+    hyperpod_instance_type_name_problem,
+    instance_type_name_problem,
+    undeclared_type_problem,
 )
 from training_clusters.rules.logs import cloudwatch_retention_problem
 from training_clusters.rules.lustre import (
@@ -175,11 +201,22 @@ def _follows(rule: Callable[[Any], str | None]) -> Callable[[Any], Any]:
 
 
 def _hyperpod_instance_type(value: str) -> str:
-    """An ``instance_type`` field validator: a HyperPod (``ml.*``) type the catalogue knows."""
+    """An ``instance_type`` field validator: a HyperPod (``ml.*``) type the catalogue knows (or the file
+    declares)."""
+    _raise_if(hyperpod_instance_type_name_problem(value))
+    if instance_type_problem(value.removeprefix("ml.")):
+        raise ValueError(_undeclared(value))
     try:
         lookup_hyperpod(value, field="instance_type")
     except ConfigurationError as error:
         raise ValueError(str(error).removeprefix("instance_type: ")) from None
+    return value
+
+
+def _hyperpod_any_type(value: str) -> str:
+    """An ``instance_type`` field validator of a HyperPod group that may be any type (a controller or login
+    group): spelt as SageMaker spells it; workers are checked against the catalogue by their section."""
+    _raise_if(hyperpod_instance_type_name_problem(value) or hyperpod_offer_problem(value))
     return value
 
 
@@ -198,6 +235,18 @@ def _older_capacity_problem(section: BaseModel, *older_fields: str) -> str | Non
     if getattr(section, "capacity", None) is None or not given:
         return None
     return f"capacity replaces {' and '.join(given)}; give capacity only"
+
+
+def _older_capacity_fields_problem(nodegroup: EksEfaNodegroupConfig) -> str | None:
+    """What is wrong with an EKS nodegroup's ``capacity_type`` + ``capacity_reservation_id`` (SPOT with a
+    reservation ...), as the nodegroup construct says it, or None."""
+    if nodegroup.capacity is not None:
+        return None
+    try:
+        from_nodegroup_capacity_type(nodegroup.capacity_type, nodegroup.capacity_reservation_id)
+    except ConfigurationError as error:
+        return str(error).removeprefix("capacity_reservation_id ")
+    return None
 
 
 def _is_number(annotation: Any) -> bool:
@@ -406,7 +455,18 @@ class HyperPodInstanceGroupConfig(_Model):
 
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
 
-    _hyperpod_type = field_validator("instance_type")(_hyperpod_instance_type)
+    _hyperpod_type = field_validator("instance_type")(_hyperpod_any_type)
+
+    @model_validator(mode="after")
+    def _workers_catalogued(self) -> HyperPodInstanceGroupConfig:
+        """Workers run the jobs: their accelerators and EFA come from the catalogue (controller and login
+        groups may be any type HyperPod sells)."""
+        if self.role is NodeRole.WORKER:
+            try:
+                _hyperpod_instance_type(self.instance_type)
+            except ValueError as error:
+                raise _FieldProblem("instance_type", str(error)) from None
+        return self
 
 
 class HyperPodConfig(_Model):
@@ -487,7 +547,20 @@ def _raise_if_crowded(counts: list[tuple[str, int]], *, subnets: int = 1) -> Non
 
 
 def _catalogued(value: str) -> str:
-    _raise_if(instance_type_problem(value))
+    """An ``instance_type`` field validator for nodes whose accelerators or EFA the library configures: a type
+    the catalogue knows, or one the file declares under ``instance_types``."""
+    _raise_if(instance_type_name_problem(value) or (instance_type_problem(value) and _undeclared(value)))
+    return value
+
+
+def _undeclared(name: str) -> str:
+    return undeclared_type_problem(name)
+
+
+def _any_type(value: str) -> str:
+    """An ``instance_type`` field validator for controller, login, head and system nodes: any type EC2 sells,
+    spelt as EC2 spells it (no facts needed)."""
+    _raise_if(instance_type_name_problem(value))
     return value
 
 
@@ -661,7 +734,7 @@ class PclusterHeadNodeConfig(_Model):
         description="Scripts the head node runs, in order, once configured (after the cluster-wide ones).",
     )
 
-    _instance_type = field_validator("instance_type")(_catalogued)
+    _instance_type = field_validator("instance_type")(_any_type)
     _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
 
     @model_validator(mode="after")
@@ -736,7 +809,7 @@ class PclusterLoginPoolConfig(_Model):
     on_node_start: list[PclusterCustomActionConfig] = Field(default_factory=list)
     on_node_configured: list[PclusterCustomActionConfig] = Field(default_factory=list)
 
-    _instance_type = field_validator("instance_type")(_catalogued)
+    _instance_type = field_validator("instance_type")(_any_type)
     _custom_ami = field_validator("custom_ami")(lambda value: _ami(value))
 
     _name_pattern = field_validator("name")(_follows(pcluster_rules.slurm_name_problem))
@@ -864,10 +937,11 @@ class ParallelClusterConfig(_Model):
     @model_validator(mode="after")
     def _head_node_memory(self) -> ParallelClusterConfig:
         compute_nodes = sum(r.max_count for q in self.queues for r in q.compute_resources)
-        head_node = CATALOG[self.head_node.instance_type]
-        _raise_at(
-            "head_node.instance_type", pcluster_rules.head_node_memory_problem(head_node, compute_nodes)
-        )
+        head_node = CATALOG.get(self.head_node.instance_type)
+        if head_node is not None:  # any type may be the head node; its memory is known for catalogued ones
+            _raise_at(
+                "head_node.instance_type", pcluster_rules.head_node_memory_problem(head_node, compute_nodes)
+            )
         return self
 
     @field_validator("queues")
@@ -893,7 +967,7 @@ class EksSystemNodegroupConfig(_Model):
     instance_type: str = "t3.large"
     size: Annotated[int, Field(ge=1)] = 2
 
-    _instance_type = field_validator("instance_type")(_catalogued)
+    _instance_type = field_validator("instance_type")(_any_type)
 
 
 class EksEfaNodegroupConfig(_Model):
@@ -935,6 +1009,10 @@ class EksEfaNodegroupConfig(_Model):
         problem = efa_nodegroup_problem(CATALOG[self.instance_type])
         if problem:
             raise ValueError(f"instance_type {problem}")
+        if self.efa_interfaces is not None:
+            _raise_at(
+                "efa_interfaces", efa_interfaces_problem(CATALOG[self.instance_type], self.efa_interfaces)
+            )
         return self
 
     @model_validator(mode="after")
@@ -944,6 +1022,11 @@ class EksEfaNodegroupConfig(_Model):
             and self.capacity_reservation_id is None
         ):
             raise ValueError("capacity_reservation_id is required with capacity_block")
+        return self
+
+    @model_validator(mode="after")
+    def _reservation_fits_capacity_type(self) -> EksEfaNodegroupConfig:
+        _raise_at("capacity_reservation_id", _older_capacity_fields_problem(self))
         return self
 
 
@@ -1500,7 +1583,7 @@ class PcsLoginNodesConfig(_Model):
     name: str = "login"
     root_volume_size_gib: int = 100
 
-    _instance_type = field_validator("instance_type")(_catalogued)
+    _instance_type = field_validator("instance_type")(_any_type)
 
     _pcs_name = field_validator("name")(_follows(pcs_rules.pcs_name_problem))
 
@@ -1653,6 +1736,120 @@ def _users_consistent(users: list[UserConfig]) -> list[UserConfig]:
     return users
 
 
+# --- instance types the file declares ---
+
+
+class AcceleratorFactsConfig(_Model):
+    """``instance_types[].accelerators``: the accelerators of a declared type, all of one model."""
+
+    kind: Literal["nvidia-gpu", "trainium"] = Field(
+        default="nvidia-gpu",
+        description="nvidia-gpu, or trainium for AWS Trainium (Neuron devices). Default: nvidia-gpu.",
+    )
+    model: str = Field(
+        min_length=1, description="As EC2 names it (GpuInfo / NeuronInfo): B200, Trainium2 ..."
+    )
+    count: int = Field(description="Devices per instance (GPUs, or Neuron devices).")
+    memory_gib_each: int = Field(description="Memory of one device in GiB.")
+    mig_capable: bool = Field(default=False, description="NVIDIA Multi-Instance GPU. Default: false.")
+    mig_profiles: list[str] = Field(
+        default_factory=list, description="MIG profiles such as 1g.23gb, as NVIDIA lists them. Default: none."
+    )
+
+
+class InstanceTypeFactsConfig(_Model):
+    """``instance_types[]``: the facts of a type the catalogue does not know, in the shape of the catalogue's
+    rows (``training-clusters catalog --output json``) and checked by the same rules; the figures are EC2
+    ``DescribeInstanceTypes``' (``aws ec2 describe-instance-types --instance-types NAME``)."""
+
+    name: str = Field(description="EC2 name, e.g. p6-b300.48xlarge.")
+    vcpus: int = Field(description="VCpuInfo.DefaultVCpus.")
+    memory_gib: float = Field(description="MemoryInfo.SizeInMiB / 1024.")
+    architecture: Literal["x86_64", "arm64"] = Field(
+        default="x86_64", description="ProcessorInfo.SupportedArchitectures. Default: x86_64."
+    )
+    accelerators: AcceleratorFactsConfig | None = Field(
+        default=None, description="GpuInfo or NeuronInfo. Default: none (a CPU type)."
+    )
+    max_efa_interfaces: int = Field(
+        default=0, description="NetworkInfo.EfaInfo.MaximumEfaInterfaces. Default: 0 (no EFA)."
+    )
+    max_network_cards: int | None = Field(
+        default=None,
+        description="NetworkInfo.MaximumNetworkCards. Default: max_efa_interfaces (at least 1).",
+    )
+    gpudirect_rdma: bool = Field(
+        default=False,
+        description="Whether FI_EFA_USE_DEVICE_RDMA=1 is safe (p4d and later, Trainium). Default: false.",
+    )
+    network_gbps: float = Field(description="NetworkInfo.NetworkPerformance in Gbit/s (the peak).")
+    quota_family: Literal["P", "G and VT", "Standard", "Trn"] = Field(
+        description="The EC2 vCPU quota it counts against: P, G and VT, Standard or Trn."
+    )
+    hyperpod_name: str | None = Field(
+        default=None, description="ml.<name> where SageMaker HyperPod offers it. Default: not offered."
+    )
+    source: str = Field(min_length=1, description="Where the figures come from (a page, or the CLI call).")
+
+    _name = field_validator("name")(_follows(instance_type_name_problem))
+
+    def facts(self) -> InstanceType:
+        """The declared type as the catalogue holds one."""
+        accelerators = self.accelerators
+        return InstanceType(
+            name=self.name,
+            vcpus=self.vcpus,
+            memory_gib=self.memory_gib,
+            architecture=Architecture(self.architecture),
+            accelerators=None
+            if accelerators is None
+            else Accelerators(
+                kind=AcceleratorKind(accelerators.kind),
+                model=accelerators.model,
+                count=accelerators.count,
+                memory_gib_each=accelerators.memory_gib_each,
+                mig_capable=accelerators.mig_capable,
+                mig_profiles=tuple(accelerators.mig_profiles),
+            ),
+            max_efa_interfaces=self.max_efa_interfaces,
+            max_network_cards=self.max_network_cards
+            if self.max_network_cards is not None
+            else max(1, self.max_efa_interfaces),
+            gpudirect_rdma=self.gpudirect_rdma,
+            network_gbps=self.network_gbps,
+            quota_family=QuotaFamily(self.quota_family),
+            hyperpod_name=self.hyperpod_name,
+            source=self.source,
+        )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> InstanceTypeFactsConfig:
+        """The catalogue's rules, reported at the fact each names first (``vcpus must be ...``)."""
+        problem = instance_facts_problem(self.facts())
+        if problem:
+            fact, _, rest = problem.partition(" ")
+            if fact.split(".")[0] in type(self).model_fields:
+                raise _FieldProblem(fact, rest)
+            raise ValueError(problem)
+        return self
+
+
+def _declared_types(value: list[InstanceTypeFactsConfig]) -> list[InstanceTypeFactsConfig]:
+    """Each declared type once, none with other facts than the catalogue holds for it."""
+    _raise_if(duplicates_problem(t.name for t in value), "names")
+    for index, declared in enumerate(value):
+        _raise_at(f"{index}", declared_type_problem(declared.facts()))
+    return value
+
+
+class _DeclaredTypes(BaseModel):
+    """The ``instance_types`` of a document alone: read before the rest, which may use them."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    instance_types: Annotated[list[InstanceTypeFactsConfig], AfterValidator(_declared_types)] = []
+
+
 class EnvironmentConfig(_Model):
     """A whole environment file."""
 
@@ -1685,6 +1882,12 @@ class EnvironmentConfig(_Model):
         "spaces and _ . : / = + - @ (what IAM, SageMaker, FSx and CloudWatch Logs accept); keys not "
         "starting with aws:.",
     )
+    instance_types: Annotated[list[InstanceTypeFactsConfig], AfterValidator(_declared_types)] = Field(
+        default_factory=list,
+        description="Instance types the catalogue does not know, for nodes with accelerators or EFA (controller, "
+        "login, head and system nodes take any type without): the facts EC2's DescribeInstanceTypes reports, "
+        "checked like the catalogue's rows. Default: none.",
+    )
     network: NetworkConfig = NetworkConfig()
     storage: StorageConfig = StorageConfig()
     hyperpod: HyperPodConfig | None = None
@@ -1701,6 +1904,14 @@ class EnvironmentConfig(_Model):
         default=None,
         description="The nodes, stated once for any orchestrator; merged with that orchestrator's section, "
         "which adds what only it has. Needs orchestrator.",
+    )
+    ignore: list[Annotated[Ignorable, _FileChoice(Ignorable)]] = Field(
+        default_factory=list,
+        description="Parts this file states that its orchestrator cannot use, left out on purpose: "
+        "compute.controller (pcs, eks and hyperpod-eks run their own), compute.login (eks and hyperpod-eks have "
+        "no login nodes), users (created on parallelcluster and hyperpod nodes only) and the sections of the "
+        "other orchestrators. Anything else such a file states is an error naming it, so nothing is dropped "
+        "silently; an entry naming a part that is used, or absent, is an error too. Default: none.",
     )
     users: Annotated[list[UserConfig], AfterValidator(_users_consistent)] = Field(
         default_factory=list,
@@ -1819,10 +2030,11 @@ class EnvironmentConfig(_Model):
     @model_validator(mode="after")
     def _one_orchestrator(self) -> EnvironmentConfig:
         given = [name for name in ORCHESTRATOR_SECTIONS if getattr(self, name) is not None]
-        if len(given) > 1:
-            raise ValueError(
+        if len(given) > 1:  # reported at the second one
+            raise _FieldProblem(
+                given[1],
                 f"an environment has one orchestrator, got sections {', '.join(given)}; keep one of "
-                f"{', '.join(ORCHESTRATOR_SECTIONS)} (or none, for network and storage only)"
+                f"{', '.join(ORCHESTRATOR_SECTIONS)} (or none, for network and storage only)",
             )
         return self
 
@@ -1835,6 +2047,45 @@ class EnvironmentConfig(_Model):
                 "those sections or remove users",
             )
         return self
+
+    @model_validator(mode="after")
+    def _capacity_in_this_region_and_account(self) -> EnvironmentConfig:
+        """A training plan or reservation group ARN of another region or account fails at deploy: refused here."""
+        for field, section in self._stated_capacities():
+            misplaced = section.to_capacity().place_problem(self.region, self.account)
+            if misplaced:
+                raise _FieldProblem(f"{field}.capacity.{misplaced[0]}", misplaced[1])
+        return self
+
+    def _stated_capacities(self) -> list[tuple[str, CapacityConfig]]:
+        """(field, section) of every ``capacity`` the file states, in file order."""
+        found: list[tuple[str, Any]] = []
+        if self.hyperpod is not None:
+            found += [
+                (f"hyperpod.instance_groups.{i}", g.capacity)
+                for i, g in enumerate(self.hyperpod.instance_groups)
+            ]
+        if self.hyperpod_eks is not None:
+            found += [
+                (f"hyperpod_eks.instance_groups.{i}", g.capacity)
+                for i, g in enumerate(self.hyperpod_eks.instance_groups)
+            ]
+        if self.parallelcluster is not None:
+            for i, queue in enumerate(self.parallelcluster.queues):
+                found.append((f"parallelcluster.queues.{i}", queue.capacity))
+                found += [
+                    (f"parallelcluster.queues.{i}.compute_resources.{j}", r.capacity)
+                    for j, r in enumerate(queue.compute_resources)
+                ]
+        if self.eks is not None:
+            found += [(f"eks.efa_nodegroups.{i}", g.capacity) for i, g in enumerate(self.eks.efa_nodegroups)]
+            found += [(f"eks.gpu_nodegroups.{i}", g.capacity) for i, g in enumerate(self.eks.gpu_nodegroups)]
+        if self.pcs is not None:
+            found += [
+                (f"pcs.compute_node_groups.{i}", g.capacity)
+                for i, g in enumerate(self.pcs.compute_node_groups)
+            ]
+        return [(field, section) for field, section in found if section is not None]
 
     def resource_tags(self, environment_name: str) -> dict[str, str]:
         """The tags every resource of the environment carries: project, environment, cost centre, ``tags``."""
@@ -1863,6 +2114,95 @@ def environment_name(config: EnvironmentConfig, path: Path | None) -> str:
     return path.stem
 
 
+#: Where in the file each top-level construct of a stack comes from (its id, or the prefix of ids such as
+#: ``EfaNodegroup-<name>``): the sections a construct's error is looked up in, most specific first.
+_CONSTRUCT_SECTIONS: dict[str, tuple[tuple[str, ...], ...]] = {
+    "Network": (("network",),),
+    "PlacementGroup": (("network", "placement_group"),),
+    "SharedStorage": (("storage", "lustre"), ("storage",)),
+    "HyperPod": (("hyperpod",), ("hyperpod_eks",)),
+    "ParallelCluster": (("parallelcluster",),),
+    "AccountingDatabase": (("parallelcluster", "slurm", "accounting"), ("parallelcluster",)),
+    "Actions": (("parallelcluster",),),
+    "Pcs": (("pcs",),),
+    "Eks": (("eks",), ("hyperpod_eks",)),
+    "EfaNodegroup-": (("eks", "efa_nodegroups"),),
+    "GpuNodegroup-": (("eks", "gpu_nodegroups"),),
+    "NvidiaDevicePlugin": (("eks", "addons", "nvidia_device_plugin"), ("eks", "addons")),
+    "EfaDevicePlugin": (("eks", "addons"),),
+    "FsxCsiDriver": (("eks", "addons"), ("hyperpod_eks", "addons")),
+    "GpuMonitoring": (("eks", "addons", "gpu_monitoring"), ("eks", "addons")),
+    "TrainingRuntimes": (("eks", "addons"), ("hyperpod_eks", "addons")),
+    "Queues": (("eks", "queues"), ("hyperpod_eks", "queues")),
+}
+
+
+def construct_error_line(document: Any, key_lines: KeyLines, message: str) -> int | None:
+    """The line of the file a construct's error (``<stack>/<construct>...: <field> <problem>``) comes from.
+
+    The constructs name their props (``instance_groups[1].threads_per_core``), which the file's sections spell
+    alike: the line is that of the field in the construct's section when the file writes it, else in the
+    storage or top-level settings the construct was given (``mount_dir``, ``tags``), else the section's own
+    line; a section ``compute`` wrote gives the line of its node group or of ``compute``.
+    """
+    construct_path, _, rest = message.partition(": ")
+    ids = construct_path.split("/")
+    top = ids[1] if len(ids) > 1 else ""
+    field = _field_parts(rest.split(" ", 1)[0])
+    named = top.split("-", 1)[1] if "-" in top else None
+    sections = next(
+        (
+            paths
+            for key, paths in _CONSTRUCT_SECTIONS.items()
+            if top == key or (key.endswith("-") and top.startswith(key))
+        ),
+        (),
+    )
+    candidates: list[tuple[str | int, ...]] = []
+    for section in sections:
+        here: tuple[str | int, ...] = section
+        if named is not None:
+            index = _index_named(document, section, named)
+            here = (*section, index) if index is not None else section
+        # the field, else the nearest part of it the file writes (the item of a missing key), within the section
+        candidates += [(*here, *field[:end]) for end in range(len(field), 0, -1)]
+    candidates += [("storage", "lustre", *field), tuple(field)]
+    for candidate in candidates:
+        if candidate and key_lines.line(document, candidate, whole=True):
+            return key_lines.line(document, candidate, whole=True)
+    for section in sections:
+        line = key_lines.line(document, section, whole=True)
+        if line:
+            return line
+    if named is not None:  # a node group compute states
+        index = _index_named(document, ("compute", "node_groups"), named)
+        if index is not None:
+            return key_lines.line(document, ("compute", "node_groups", index))
+    return key_lines.line(document, ("compute",), whole=True) or key_lines.line(
+        document, ("orchestrator",), whole=True
+    )
+
+
+def _field_parts(field: str) -> list[str | int]:
+    """``instance_groups[1].threads_per_core`` as ``["instance_groups", 1, "threads_per_core"]``."""
+    parts: list[str | int] = []
+    for part in field.replace("]", "").replace("[", ".").split("."):
+        if part:
+            parts.append(int(part) if part.isdigit() else part)
+    return parts
+
+
+def _index_named(document: Any, section: tuple[str, ...], name: str) -> int | None:
+    node: Any = document
+    for part in section:
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, list):
+        return None
+    return next(
+        (i for i, item in enumerate(node) if isinstance(item, dict) and item.get("name") == name), None
+    )
+
+
 def load_environment(path: str | Path) -> EnvironmentConfig:
     """Read and validate one environment file (bounded: see :mod:`training_clusters.yaml_file`)."""
     file = Path(path)
@@ -1878,15 +2218,35 @@ def parse_environment(
     :param key_lines: Where the document's keys are in file ``source``, to start each problem with
         ``source:LINE:``. Default: no lines.
     """
+    use_declared_types(())  # no earlier file's declared types: this one declares its own
+    first = _at(source, 1) if key_lines is not None else f"{source}: "  # a file's whole document: its line 1
     if document is None:
         raise ConfigurationError(
-            f"{source}: is empty; an environment needs at least region and availability_zones"
+            f"{first}is empty; an environment needs at least region and availability_zones"
         )
     if not isinstance(document, dict):
-        raise ConfigurationError(f"{source}: must be a mapping of sections, got {type(document).__name__}")
+        raise ConfigurationError(f"{first}must be a mapping of sections, got {type(document).__name__}")
     lines = key_lines or KeyLines()
+    try:  # the types the file declares first: compute and every section may use them
+        declared = _DeclaredTypes.model_validate(document).instance_types
+    except ValidationError as error:
+        use_declared_types(())
+        raise ConfigurationError(_describe(error, source, lambda path: lines.line(document, path))) from None
+    use_declared_types(t.facts() for t in declared)  # this file's, in place of an earlier file's
     try:
         expanded = expand_intent(document)
+    except IntentProblems as error:
+        raise ConfigurationError(
+            "\n".join(
+                [
+                    f"{source}: {len(error.problems)} problem(s)",
+                    *(
+                        f"  {_at(source, line)}{problem}"
+                        for line, problem in _in_file_order(error, document, lines)
+                    ),
+                ]
+            )
+        ) from None
     except ConfigurationError as error:
         line = lines.line(document, error.path) if isinstance(error, IntentFieldError) else None
         raise ConfigurationError(f"{source}: 1 problem(s)\n  {_at(source, line)}{error}") from None
@@ -1898,6 +2258,14 @@ def parse_environment(
         raise ConfigurationError(
             _describe(error, source, lambda path: lines.line(document, path, whole=whole))
         ) from None
+
+
+def _in_file_order(
+    error: IntentProblems, document: Any, lines: KeyLines
+) -> list[tuple[int | None, IntentFieldError]]:
+    """Each problem of ``error`` with its line, in the order of the file."""
+    found = [(lines.line(document, problem.path), problem) for problem in error.problems]
+    return sorted(found, key=lambda pair: pair[0] or 0)
 
 
 #: At most this many problems are listed, each on one line of at most this many characters (the longest

@@ -8,9 +8,15 @@ from pathlib import Path
 import aws_cdk as cdk
 
 from training_clusters.compliance import add_compliance_checks
-from training_clusters.config import EnvironmentConfig, environment_name, load_environment
+from training_clusters.config import (
+    EnvironmentConfig,
+    construct_error_line,
+    environment_name,
+    load_environment,
+)
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.base import TrainingEnvironmentStack
+from training_clusters.yaml_file import read_yaml_with_lines
 
 ENVIRONMENTS_DIR = Path("environments")
 
@@ -53,14 +59,17 @@ def stack_class(config: EnvironmentConfig) -> type[TrainingEnvironmentStack]:
 def add_environment(app: cdk.App, path: Path) -> TrainingEnvironmentStack:
     """Load one environment file and add its stack to ``app``.
 
-    Errors raised while the constructs validate their props are re-raised naming the file too.
+    Errors raised while the constructs validate their props are re-raised naming the file and the line they
+    come from (:func:`~training_clusters.config.construct_error_line`).
     """
     config = load_environment(path)
     name = environment_name(config, path)
     try:
         return add_environment_config(app, config, name)
     except ConfigurationError as error:
-        raise ConfigurationError(f"{path}: {error}") from None
+        document, key_lines = read_yaml_with_lines(path)
+        line = construct_error_line(document, key_lines, str(error))
+        raise ConfigurationError(f"{path}:{line}: {error}" if line else f"{path}: {error}") from None
 
 
 def add_environment_config(app: cdk.App, config: EnvironmentConfig, name: str) -> TrainingEnvironmentStack:

@@ -23,11 +23,17 @@ What each field becomes:
 compute                       parallelcluster     hyperpod              pcs                  eks                 hyperpod-eks
 ============================  ==================  ====================  ===================  ==================  ====================
 cluster_name                  cluster_name        cluster_name          cluster_name         cluster_name        cluster_name
-controller.instance_type      head_node           controller group      (managed)            (managed)           (managed)
-login                         login_nodes pool    login group           login_nodes          (kubectl)           (kubectl)
+controller.instance_type      head_node           controller group      (managed: error)     (managed: error)    (managed: error)
+login                         login_nodes pool    login group           login_nodes          (kubectl: error)    (kubectl: error)
 node_groups[]                 one queue each      worker group each,    compute node group   efa_nodegroups /    instance group each,
                                                   partition = name      (+ its queue)        gpu_nodegroups      500 GiB volume
 ============================  ==================  ====================  ===================  ==================  ====================
+
+Nothing is dropped silently: a part the orchestrator cannot use (the "error" cells above, ``users`` outside
+parallelcluster and hyperpod, another orchestrator's section) is an error naming it and the orchestrator, all of
+them reported together, unless ``ignore:`` lists it (:class:`Ignorable`). Controller and login nodes take any
+type spelt as EC2 spells it; node groups a type the catalogue knows, or one the file declares under
+``instance_types``.
 
 Free of CDK: :mod:`training_clusters.config` calls it before validating the document.
 """
@@ -42,12 +48,19 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
-from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, instance_type_problem, lookup_hyperpod
+from training_clusters.catalog import (
+    CATALOG,
+    HYPERPOD_PREFIX,
+    hyperpod_offer_problem,
+    instance_type_problem,
+    lookup_hyperpod,
+)
 from training_clusters.errors import ConfigurationError, excerpt
 from training_clusters.options import CapacityKind, Choice
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
+from training_clusters.rules.instance_types import instance_type_name_problem, undeclared_type_problem
 from training_clusters.unknown_keys import allowed_keys, unknown_key_problem
 
 
@@ -66,12 +79,34 @@ class Orchestrator(Choice):
         return self.value.replace("-", "_")
 
 
+class Ignorable(Choice):
+    """What ``ignore:`` may list: a part the file states that its ``orchestrator`` cannot use, left out on
+    purpose (a file switched between orchestrators keeps it for the next switch). Anything else the chosen
+    orchestrator cannot use is an error naming it, so nothing is dropped silently."""
+
+    CONTROLLER = "compute.controller"
+    LOGIN = "compute.login"
+    USERS = "users"
+    HYPERPOD = "hyperpod"
+    PARALLELCLUSTER = "parallelcluster"
+    EKS = "eks"
+    PCS = "pcs"
+    HYPERPOD_EKS = "hyperpod_eks"
+
+    @property
+    def path(self) -> tuple[str, ...]:
+        """Where the part is in the file: ``("compute", "login")``."""
+        return tuple(self.value.split("."))
+
+
 #: HyperPod's controller when ``compute.controller`` is omitted (HyperPod has no default of its own).
 DEFAULT_HYPERPOD_CONTROLLER = "m5.xlarge"
 #: The SSM parameter a PCS cluster reads its AMI from when the file names none (as environments/pcs-*.yaml).
 DEFAULT_PCS_AMI_SSM_PARAMETER = "/training-clusters/pcs/ami"
 #: HyperPod instance group names of the controller and login nodes (so node groups cannot take them).
 HYPERPOD_CONTROLLER_GROUP, HYPERPOD_LOGIN_GROUP = "controller", "login"
+#: The orchestrators that create ``users`` on their nodes (the others have no shared Slurm nodes to log in to).
+USER_ORCHESTRATORS = (Orchestrator.PARALLELCLUSTER, Orchestrator.HYPERPOD)
 _EKS_NODEGROUP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 _CAPACITY_KEYS = (
     "type",
@@ -93,15 +128,16 @@ class ControllerIntent(_Intent):
     """``compute.controller``: the Slurm controller where the orchestrator runs one on your instance."""
 
     instance_type: str = Field(
-        description="EC2 name, e.g. m5.xlarge. ParallelCluster: the head node; HyperPod: the controller group "
-        "(ml. added); PCS and EKS run a managed controller, so it is not used there."
+        description="Any EC2 type, e.g. c7i.2xlarge. ParallelCluster: the head node; HyperPod: the controller "
+        "group (ml. added); PCS, EKS and HyperPod on EKS run a managed controller: an error there unless "
+        "ignore lists compute.controller."
     )
 
 
 class LoginIntent(_Intent):
     """``compute.login``: where users log in and submit jobs."""
 
-    instance_type: str = Field(description="EC2 name, e.g. m5.xlarge.")
+    instance_type: str = Field(description="Any EC2 type, e.g. m7i.xlarge (HyperPod's ml. form is added).")
     count: Annotated[int, Field(ge=1)] = Field(default=1, description="Default: 1.")
 
 
@@ -140,7 +176,8 @@ class ComputeIntent(_Intent):
     login: LoginIntent | None = Field(
         default=None,
         description="ParallelCluster: a login node pool; HyperPod: a login instance group; PCS: login_nodes; "
-        "EKS has no login nodes (kubectl is the way in), so it is not used there. Default: the orchestrator's "
+        "EKS and HyperPod on EKS have no login nodes (kubectl is the way in): an error there unless ignore lists "
+        "compute.login. Default: the orchestrator's "
         "own (ParallelCluster and HyperPod: log in on the controller; PCS: one m5.xlarge login node).",
     )
     node_groups: Annotated[list[NodeGroupIntent], Field(min_length=1)]
@@ -155,15 +192,42 @@ def expand_intent(document: dict[str, Any]) -> dict[str, Any]:
         value received and what is allowed.
     """
     if "orchestrator" not in document and "compute" not in document:
-        return document
-    orchestrator = _orchestrator(document)
-    compute = _compute(document)
-    for other in Orchestrator:
-        if other is not orchestrator and other.section in document:
-            raise ConfigurationError(
-                f"{other.section}: this file builds orchestrator: {orchestrator.value}, so a {other.section} "
-                f"section does not apply; remove it, or set orchestrator: {other.value}"
+        if document.get("ignore"):  # an empty list (a model dumped whole) ignores nothing
+            raise IntentFieldError(
+                ("ignore",),
+                "lists what orchestrator: cannot use from compute and the other sections; it needs "
+                "orchestrator and compute, or remove it",
             )
+        return document
+    try:
+        return _expanded(document)
+    except IntentFieldError:
+        raise
+    except ConfigurationError as error:
+        raise _located(error) from None
+
+
+#: The field a problem of :func:`expand_intent` starts with: ``compute.node_groups[0].efa: ...`` or, naming
+#: two fields, ``compute.node_groups (2 item(s)) and parallelcluster.queues ...``.
+_LEADING_FIELD = re.compile(r"^([a-z_]+(?:(?:\.[a-z_]+)|\[\d+\])*)(?=: | \()")
+
+
+def _located(error: ConfigurationError) -> ConfigurationError:
+    """``error`` as a problem at the field its message starts with, so the file's line can be found."""
+    text = str(error)
+    found = _LEADING_FIELD.match(text)
+    if found is None:
+        return error
+    located = _error(found.group(1), "")
+    located.args = (text,)
+    return located
+
+
+def _expanded(document: dict[str, Any]) -> dict[str, Any]:
+    orchestrator = _orchestrator(document)
+    _compute(document)  # compute's own mistakes first, then what of it (and of the file) is not used
+    document = _without_ignored(document, orchestrator)
+    compute = _compute(document)
     generated, origins, defaults = _TRANSLATIONS[orchestrator](compute, document)
     given = document.get(orchestrator.section)
     if given is None:
@@ -205,6 +269,114 @@ class IntentFieldError(ConfigurationError):
     def __init__(self, path: tuple[str | int, ...], problem: str) -> None:
         super().__init__(f"{_path(path)}: {problem}")
         self.path = path
+        self.problem = problem
+
+
+class IntentProblems(ConfigurationError):
+    """Several problems found together (every part the orchestrator cannot use): ``problems`` lists each."""
+
+    def __init__(self, problems: list[IntentFieldError]) -> None:
+        super().__init__("\n".join(str(problem) for problem in problems))
+        self.problems = problems
+
+
+# --- parts the orchestrator cannot use: an error each, all at once, unless the file ignores them
+
+
+def _unused_parts(document: dict[str, Any], orchestrator: Orchestrator) -> dict[Ignorable, str]:
+    """Each part ``document`` states that ``orchestrator`` cannot use, with why (the error's words)."""
+    compute = document.get("compute")
+    compute = compute if isinstance(compute, dict) else {}
+    unused: dict[Ignorable, str] = {}
+    for other in Orchestrator:
+        if other is not orchestrator and other.section in document:
+            unused[Ignorable(other.section)] = (
+                f"this file builds orchestrator: {orchestrator.value}, so a {other.section} section does not "
+                f"apply; remove it, set orchestrator: {other.value}, or add {other.section} to ignore"
+            )
+    if "controller" in compute and orchestrator in _MANAGED_CONTROLLER:
+        unused[Ignorable.CONTROLLER] = (
+            f"orchestrator: {orchestrator.value} runs {_MANAGED_CONTROLLER[orchestrator]} itself, so no instance "
+            "of yours is a controller and this would not be used; remove it, or add compute.controller to ignore"
+        )
+    if "login" in compute and orchestrator in _NO_LOGIN_NODES:
+        unused[Ignorable.LOGIN] = (
+            f"orchestrator: {orchestrator.value} has no login nodes (kubectl is the way in), so this would not be "
+            "used; remove it, or add compute.login to ignore"
+        )
+    if "users" in document and orchestrator not in USER_ORCHESTRATORS:
+        unused[Ignorable.USERS] = (
+            f"are created on the nodes of a {' or '.join(o.value for o in USER_ORCHESTRATORS)} cluster, and "
+            f"orchestrator: {orchestrator.value} has none; remove users, or add users to ignore"
+        )
+    return unused
+
+
+#: What runs the controller where no instance of the file's is one.
+_MANAGED_CONTROLLER = {
+    Orchestrator.PCS: "the Slurm controller (managed by AWS PCS)",
+    Orchestrator.EKS: "the Kubernetes control plane (managed by EKS)",
+    Orchestrator.HYPERPOD_EKS: "the Kubernetes control plane (managed by EKS)",
+}
+_NO_LOGIN_NODES = (Orchestrator.EKS, Orchestrator.HYPERPOD_EKS)
+
+
+def _ignored(document: dict[str, Any]) -> list[tuple[int, Ignorable]]:
+    """(index, part) of each entry of ``ignore``."""
+    entries = document.get("ignore", [])
+    if not isinstance(entries, list):
+        raise IntentFieldError(
+            ("ignore",), f"must be a list of {Ignorable.allowed()}, got {excerpt(entries)}"
+        )
+    parsed = []
+    for index, entry in enumerate(entries):
+        try:
+            parsed.append((index, Ignorable.parse(entry)))
+        except ConfigurationError as error:
+            raise IntentFieldError(("ignore", index), str(error)) from None
+    return parsed
+
+
+def _without_ignored(document: dict[str, Any], orchestrator: Orchestrator) -> dict[str, Any]:
+    """``document`` without the parts ``ignore`` lists; every other unused part, and every ``ignore`` entry
+    that names nothing unused, is a problem, all reported together.
+
+    :raises IntentProblems: listing each problem with where it is.
+    """
+    unused = _unused_parts(document, orchestrator)
+    ignored = _ignored(document)
+    listed = {part for _, part in ignored}
+    problems = [IntentFieldError(part.path, why) for part, why in unused.items() if part not in listed]
+    for index, part in ignored:
+        if part in unused:
+            continue
+        stated = _get(document, part.path) is not None
+        problems.append(
+            IntentFieldError(
+                ("ignore", index),
+                f"{part.value} is used by orchestrator: {orchestrator.value}; remove it from ignore"
+                if stated
+                else f"{part.value} is not in this file; remove it from ignore",
+            )
+        )
+    if problems:
+        raise IntentProblems(problems)
+    if not listed:
+        return document
+    kept = {key: value for key, value in document.items() if (key,) not in {p.path for p in listed}}
+    dropped_in_compute = [p.path[1] for p in listed if len(p.path) == 2]
+    if dropped_in_compute and isinstance(kept.get("compute"), dict):
+        kept["compute"] = {k: v for k, v in kept["compute"].items() if k not in dropped_in_compute}
+    return kept
+
+
+def _get(document: dict[str, Any], path: tuple[str, ...]) -> Any:
+    node: Any = document
+    for part in path:
+        if not isinstance(node, dict) or part not in node:
+            return None
+        node = node[part]
+    return node
 
 
 def _compute(document: dict[str, Any]) -> ComputeIntent:
@@ -241,16 +413,29 @@ def _message(problem: Any) -> str:
 # --- node groups: checks every orchestrator shares
 
 
-def _checked_type(field: str, name: str) -> str:
+def _checked_type(field: str, name: str, *, any_type: bool = False) -> str:
+    """``name`` once spelt as EC2 spells a type; unless ``any_type`` (a controller or login node), the
+    catalogue (or the file's ``instance_types``) must know it too."""
     if name.startswith(HYPERPOD_PREFIX):
-        raise ConfigurationError(
-            f"{field}: give the EC2 name, got {name!r} (did you mean {name.removeprefix(HYPERPOD_PREFIX)!r}? "
-            "HyperPod's ml. form is added when orchestrator is hyperpod)"
+        raise _error(
+            field,
+            f"give the EC2 name, got {name!r} (did you mean {name.removeprefix(HYPERPOD_PREFIX)!r}? "
+            "HyperPod's ml. form is added when orchestrator is hyperpod)",
         )
-    problem = instance_type_problem(name)
+    problem = instance_type_name_problem(name)
+    if problem is None and not any_type and instance_type_problem(name):
+        problem = undeclared_type_problem(name)
     if problem:
-        raise ConfigurationError(f"{field}: {problem}")
+        raise _error(field, problem)
     return name
+
+
+def _error(field: str, problem: str) -> IntentFieldError:
+    """A problem at ``field`` (``compute.node_groups[0].efa``), located in the file by its path."""
+    parts: list[str | int] = []
+    for name in field.replace("]", "").replace("[", ".").split("."):
+        parts.append(int(name) if name.isdigit() else name)
+    return IntentFieldError(tuple(parts), problem)
 
 
 def _counts(
@@ -316,11 +501,24 @@ def _capacity(
 
 
 def _add_capacity(
-    target: dict[str, Any], field: str, group: NodeGroupIntent, orchestrator: CapacityOrchestrator
+    target: dict[str, Any],
+    field: str,
+    group: NodeGroupIntent,
+    orchestrator: CapacityOrchestrator,
+    document: dict[str, Any],
 ) -> None:
-    """Copy the group's ``capacity`` into ``target`` once it is checked for ``orchestrator``; none stated, none copied."""
-    if _capacity(field, group, orchestrator) is not None:
-        target["capacity"] = dict(group.capacity or {})
+    """Copy the group's ``capacity`` into ``target`` once it is checked for ``orchestrator`` and for the file's
+    region and account (an ARN of another is refused here, at its line); none stated, none copied."""
+    capacity = _capacity(field, group, orchestrator)
+    if capacity is None:
+        return
+    region, account = document.get("region"), document.get("account")
+    misplaced = capacity.place_problem(
+        region if isinstance(region, str) else None, account if isinstance(account, str) else None
+    )
+    if misplaced:
+        raise _error(f"{field}.capacity.{misplaced[0]}", misplaced[1])
+    target["capacity"] = dict(group.capacity or {})
 
 
 def _scaling_group(field: str, group: NodeGroupIntent, orchestrator: Orchestrator) -> dict[str, Any]:
@@ -383,12 +581,12 @@ def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Trans
     if compute.controller is not None:
         section["head_node"] = {
             "instance_type": _checked_type(
-                "compute.controller.instance_type", compute.controller.instance_type
+                "compute.controller.instance_type", compute.controller.instance_type, any_type=True
             )
         }
         origins[("head_node", "instance_type")] = "compute.controller.instance_type"
     if compute.login is not None:
-        login = _checked_type("compute.login.instance_type", compute.login.instance_type)
+        login = _checked_type("compute.login.instance_type", compute.login.instance_type, any_type=True)
         section["login_nodes"] = [{"name": "login", "instance_type": login, "count": compute.login.count}]
         origins[("login_nodes",)] = "compute.login"
     groups = _groups(compute, pcluster_rules.slurm_name_problem)
@@ -396,7 +594,7 @@ def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Trans
     for field, group in groups:
         resource = _scaling_group(field, group, Orchestrator.PARALLELCLUSTER)
         queue: dict[str, Any] = {"name": group.name, "compute_resources": [resource]}
-        _add_capacity(queue, field, group, CapacityOrchestrator.PARALLELCLUSTER)
+        _add_capacity(queue, field, group, CapacityOrchestrator.PARALLELCLUSTER, document)
         queues.append(queue)
     section["queues"] = queues
     origins[("queues",)] = "compute.node_groups"
@@ -410,7 +608,7 @@ def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
     groups: list[dict[str, Any]] = [
         {
             "name": HYPERPOD_CONTROLLER_GROUP,
-            "instance_type": _ml(field, controller),
+            "instance_type": _ml(field, controller, any_type=True),
             "count": 1,
             "role": "controller",
         }
@@ -419,7 +617,9 @@ def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
         groups.append(
             {
                 "name": HYPERPOD_LOGIN_GROUP,
-                "instance_type": _ml("compute.login.instance_type", compute.login.instance_type),
+                "instance_type": _ml(
+                    "compute.login.instance_type", compute.login.instance_type, any_type=True
+                ),
                 "count": compute.login.count,
                 "role": "login",
             }
@@ -445,7 +645,7 @@ def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
             "role": "worker",
             "partition": group.name,
         }
-        _add_capacity(worker, field, group, CapacityOrchestrator.HYPERPOD)
+        _add_capacity(worker, field, group, CapacityOrchestrator.HYPERPOD, document)
         groups.append(worker)
     section["instance_groups"] = groups
     origins[("instance_groups",)] = "compute.node_groups"
@@ -494,27 +694,35 @@ def _hyperpod_eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translat
             "count": count,
             "volume_gib": DEFAULT_HYPERPOD_EKS_VOLUME_GIB,
         }
-        _add_capacity(instance_group, field, group, CapacityOrchestrator.HYPERPOD)
+        _add_capacity(instance_group, field, group, CapacityOrchestrator.HYPERPOD, document)
         groups.append(instance_group)
     section["instance_groups"] = groups
     origins[("instance_groups",)] = "compute.node_groups"
     return section, origins, _hyperpod_cluster_name(compute, document, Orchestrator.HYPERPOD_EKS)
 
 
-def _ml(field: str, name: str) -> str:
-    """``name`` in HyperPod's ``ml.`` form, refused when HyperPod does not offer it."""
-    _checked_type(field, name)
+def _ml(field: str, name: str, *, any_type: bool = False) -> str:
+    """``name`` in HyperPod's ``ml.`` form, refused when HyperPod does not offer it (``any_type``: a controller
+    or login group, whose type is checked for its spelling only)."""
+    _checked_type(field, name, any_type=any_type)
+    if any_type:
+        problem = hyperpod_offer_problem(HYPERPOD_PREFIX + name)
+        if problem:
+            raise _error(field, f"{problem} (orchestrator: hyperpod)")
+        return HYPERPOD_PREFIX + name
     try:
         return lookup_hyperpod(HYPERPOD_PREFIX + name, field=field).hyperpod_name or ""
     except ConfigurationError as error:
-        raise ConfigurationError(f"{error} (orchestrator: hyperpod)") from None
+        raise _error(field, f"{str(error).removeprefix(field + ': ')} (orchestrator: hyperpod)") from None
 
 
 def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
     section, origins = _common(compute)
     if compute.login is not None:
         section["login_nodes"] = {
-            "instance_type": _checked_type("compute.login.instance_type", compute.login.instance_type),
+            "instance_type": _checked_type(
+                "compute.login.instance_type", compute.login.instance_type, any_type=True
+            ),
             "count": compute.login.count,
         }
         origins[("login_nodes",)] = "compute.login"
@@ -522,7 +730,7 @@ def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
     groups = []
     for field, group in nodes:
         node_group = _scaling_group(field, group, Orchestrator.PCS)
-        _add_capacity(node_group, field, group, CapacityOrchestrator.PCS)
+        _add_capacity(node_group, field, group, CapacityOrchestrator.PCS, document)
         groups.append(node_group)
     section["compute_node_groups"] = groups
     origins[("compute_node_groups",)] = "compute.node_groups"
@@ -538,7 +746,7 @@ def _eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
     for field, group in nodes:
         _, size = _counts(field, group, scales=False, orchestrator=Orchestrator.EKS)
         nodegroup: dict[str, Any] = {"name": group.name, "instance_type": group.instance_type, "size": size}
-        _add_capacity(nodegroup, field, group, CapacityOrchestrator.EKS)
+        _add_capacity(nodegroup, field, group, CapacityOrchestrator.EKS, document)
         if _efa(field, group):
             efa_groups.append(nodegroup)
         elif CATALOG[group.instance_type].is_gpu:

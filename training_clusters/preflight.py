@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
@@ -67,7 +67,7 @@ from botocore.exceptions import (
 )
 
 from training_clusters import capacity as capacity_model
-from training_clusters.catalog import HYPERPOD_PREFIX, lookup
+from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, lookup, quota_family_of
 from training_clusters.config import EnvironmentConfig, stated_capacity
 from training_clusters.options import CapacityKind, LustreDeploymentType
 
@@ -252,6 +252,9 @@ class InstanceDemand:
     capacity_reservation_id: str | None = None
     reserved: capacity_model.Capacity | None = None
     """The reservation, Capacity Block or training plan the group launches into."""
+    described_vcpus: int | None = None
+    """vCPUs of one instance as EC2 describes the type (``VCpuInfo.DefaultVCpus``): for a type the catalogue
+    does not know (a controller, login, head or system node may be any type). Default: the catalogue's."""
 
     @property
     def ec2_instance_type(self) -> str:
@@ -260,8 +263,11 @@ class InstanceDemand:
 
     @property
     def vcpus(self) -> int:
-        """vCPUs of the whole group, as EC2 vCPU quotas count them (catalogue vCPUs times count)."""
-        return lookup(self.ec2_instance_type).vcpus * self.count
+        """vCPUs of the whole group, as EC2 vCPU quotas count them (catalogue or described vCPUs times count)."""
+        each = (
+            self.described_vcpus if self.described_vcpus is not None else lookup(self.ec2_instance_type).vcpus
+        )
+        return each * self.count
 
     @property
     def description(self) -> str:
@@ -446,13 +452,15 @@ def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
 def preflight(config: EnvironmentConfig, clients: AwsClients, *, now: datetime | None = None) -> list[Check]:
     """Check ``config`` against the account behind ``clients``; the deployment is safe to try when all pass.
 
-    Calls, in this order: Service Quotas (EC2 quotas, then SageMaker, then FSx), EC2 (offerings, instance
-    types, then each capacity reservation) and SageMaker (each training plan), read-only; see
+    Calls, in this order: EC2 instance types (only for EC2 types the catalogue does not know: their vCPUs),
+    Service Quotas (EC2 quotas, then SageMaker, then FSx), EC2 (offerings, instance types, then each capacity
+    reservation) and SageMaker (each training plan), read-only; see
     :data:`REQUIRED_IAM_ACTIONS`. ``now`` (default: the current time) dates the reservations' ends.
     """
-    demands = instance_demands(config)
+    demands, described = _described(instance_demands(config), clients)
     return [
         *_region_check(config, clients),
+        *described,
         *_ec2_quota_checks(demands, clients),
         *_sagemaker_quota_checks(config, demands, clients),
         *_offering_checks(config, demands, clients),
@@ -479,22 +487,81 @@ def _region_check(config: EnvironmentConfig, clients: AwsClients) -> list[Check]
 # --- EC2 quotas
 
 
+def _described(
+    demands: tuple[InstanceDemand, ...], clients: AwsClients
+) -> tuple[tuple[InstanceDemand, ...], list[Check]]:
+    """``demands`` with the vCPUs EC2 describes for each type the catalogue does not know (a controller, login,
+    head or system node may be any type), and a failed check when EC2 could not say."""
+    unknown = list(
+        dict.fromkeys(
+            d.ec2_instance_type
+            for d in demands
+            if d.service is Service.EC2 and d.ec2_instance_type not in CATALOG
+        )
+    )
+    if not unknown:
+        return demands, []
+    try:
+        described = clients.ec2.describe_instance_types(InstanceTypes=unknown)["InstanceTypes"]
+    except (ClientError, BotoCoreError) as error:
+        failed = _failed_call("EC2 instance types", f"vCPUs of {', '.join(unknown)}", error, clients.ec2)
+        return tuple(d for d in demands if d.ec2_instance_type not in unknown), [failed]
+    vcpus = {t["InstanceType"]: t["VCpuInfo"]["DefaultVCpus"] for t in described}
+    missing = [name for name in unknown if name not in vcpus]
+    checks = [
+        Check(
+            check=f"EC2 instance type {name}",
+            needed=f"{name} ({', '.join(d.where for d in demands if d.ec2_instance_type == name)})",
+            available=f"not described by EC2 in {clients.region}",
+            passed=False,
+            remedy=f"check the spelling of {name}, or choose a type EC2 offers in {clients.region}",
+        )
+        for name in missing
+    ]
+    kept = tuple(
+        replace(d, described_vcpus=vcpus[d.ec2_instance_type]) if d.ec2_instance_type in vcpus else d
+        for d in demands
+        if d.ec2_instance_type not in missing
+    )
+    return kept, checks
+
+
 def _ec2_quota_checks(demands: Sequence[InstanceDemand], clients: AwsClients) -> list[Check]:
     groups: dict[tuple[str, str], list[InstanceDemand]] = {}
     reserved: list[Check] = []
+    unquoted: list[Check] = []
     for demand in demands:
         if demand.service is not Service.EC2:
             continue
         if demand.capacity in (Capacity.CAPACITY_BLOCK, Capacity.CAPACITY_RESERVATION):
             reserved.append(_reserved_check(demand))
             continue
-        groups.setdefault(_ec2_quota(demand), []).append(demand)
+        quota = _ec2_quota(demand)
+        if quota is None:
+            unquoted.append(_unquoted_check(demand))
+            continue
+        groups.setdefault(quota, []).append(demand)
     checks = [_ec2_quota_check(code, name, members, clients) for (code, name), members in groups.items()]
-    return checks + reserved
+    return checks + unquoted + reserved
 
 
-def _ec2_quota(demand: InstanceDemand) -> tuple[str, str]:
-    family = lookup(demand.ec2_instance_type).quota_family
+def _unquoted_check(demand: InstanceDemand) -> Check:
+    return Check(
+        check=f"EC2 quota for {demand.where}",
+        needed=f"{demand.vcpus} vCPUs ({demand.description})",
+        available=(
+            f"not verified: the {demand.ec2_instance_type.split('.')[0]} family counts against a vCPU quota of its "
+            "own (not Standard, G and VT, P or Trn)"
+        ),
+        passed=True,
+        remedy="",
+    )
+
+
+def _ec2_quota(demand: InstanceDemand) -> tuple[str, str] | None:
+    family = quota_family_of(demand.ec2_instance_type)
+    if family is None:
+        return None
     if demand.capacity is Capacity.SPOT:
         return family.spot_quota_code, family.spot_quota_name
     return family.quota_code, family.quota_name

@@ -60,7 +60,12 @@ else:
 
 
 class _Refused(Exception):
-    """A structural problem found while loading; :func:`read_yaml` adds the file name."""
+    """A structural problem found while loading, at ``where`` (``LINE`` or ``LINE:COLUMN``); :func:`read_yaml`
+    adds the file name in front, as compilers do (``environments/x.yaml:14: ...``)."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(message)
+        self.where = where
 
 
 class KeyLines:
@@ -144,8 +149,8 @@ class _BoundedLoader(_SafeLoader):
             reason = _one_line(str(error).split(";")[0])[:100]
             detail = f" ({reason})" if type(error) is ValueError else ""
             raise _Refused(
-                f"line {_line(node)}, column {node.start_mark.column + 1}: not valid YAML: "
-                f"{excerpt(node.value)} is not a valid {kind}{detail}"
+                f"{_line(node)}:{node.start_mark.column + 1}",
+                f"not valid YAML: {excerpt(node.value)} is not a valid {kind}{detail}",
             ) from None
 
 
@@ -170,14 +175,14 @@ def read_yaml_with_lines(path: Path) -> tuple[Any, KeyLines]:
         text = data.decode("utf-8")
     except UnicodeDecodeError as error:
         line = data[: error.start].count(b"\n") + 1
-        raise ConfigurationError(f"{path}: line {line} is not UTF-8 text; save the file as UTF-8") from None
+        raise ConfigurationError(f"{path}:{line}: not UTF-8 text; save the file as UTF-8") from None
     loader = _BoundedLoader(text)
     try:
         return loader.get_single_data(), loader.key_lines
     except _Refused as error:
-        raise ConfigurationError(f"{path}: {error}") from None
+        raise ConfigurationError(f"{path}:{error.where}: {error}") from None
     except yaml.MarkedYAMLError as error:
-        raise ConfigurationError(f"{path}: {_yaml_problem(error)}") from None
+        raise ConfigurationError(f"{path}:{_yaml_problem(error)}") from None
     except yaml.YAMLError as error:
         raise ConfigurationError(f"{path}: not valid YAML: {_one_line(str(error))}") from None
     except RecursionError:  # the pure-Python loader; libyaml stops at 1000 levels by itself
@@ -262,10 +267,9 @@ def _size(limit: int) -> str:
 
 
 def _yaml_problem(error: yaml.MarkedYAMLError) -> str:
-    """PyYAML's four-line report as one line: where, what, and what it was in the middle of."""
-    where = ""
-    if error.problem_mark is not None:
-        where = f"line {error.problem_mark.line + 1}, column {error.problem_mark.column + 1}: "
+    """PyYAML's four-line report as one line: where (``LINE:COLUMN: ``), what, and what it was in the middle of."""
+    mark = error.problem_mark or error.context_mark
+    where = f"{mark.line + 1}:{mark.column + 1}: " if mark is not None else "1: "
     message = f"{where}not valid YAML: {error.problem or error.context}"
     if error.context and error.problem:
         message += f" ({error.context}"
@@ -342,8 +346,9 @@ def _walk(root: Node) -> None:
                 _count(frame, shared)
             elif id(child) in entered:
                 raise _Refused(
-                    f"line {_line(child)}: {_path(frames, part) or 'the document'}: an alias refers to a "
-                    "section that contains it; an environment cannot be recursive"
+                    str(_line(child)),
+                    f"{_path(frames, part) or 'the document'}: an alias refers to a section that contains it; "
+                    "an environment cannot be recursive",
                 )
             else:
                 entered.add(id(child))
@@ -363,20 +368,21 @@ def _walk(root: Node) -> None:
 def _count(frame: _Frame, shared: bool) -> None:
     if frame.characters > MAX_EXPANDED_CHARACTERS:  # only with aliases: else at most the file's size
         raise _Refused(
-            f"line {_line(frame.node)}: aliases (*name) expand the document to more than "
-            f"{MAX_EXPANDED_CHARACTERS // 1024} KiB of text (an environment is a few KiB); write the "
-            "repeated value out, or repeat it less"
+            str(_line(frame.node)),
+            f"aliases (*name) expand the document to more than {MAX_EXPANDED_CHARACTERS // 1024} KiB of text "
+            "(an environment is a few KiB); write the repeated value out, or repeat it less",
         )
     if frame.values <= MAX_VALUES:
         return
     if shared:
         raise _Refused(
-            f"line {_line(frame.node)}: aliases (*name) expand the document to more than {MAX_VALUES} "
-            "values (an environment holds a few hundred); repeat a section by writing it out, not by "
-            "nesting aliases"
+            str(_line(frame.node)),
+            f"aliases (*name) expand the document to more than {MAX_VALUES} values (an environment holds a few "
+            "hundred); repeat a section by writing it out, not by nesting aliases",
         )
     raise _Refused(
-        f"holds more than {MAX_VALUES} values (an environment holds a few hundred); is it the right file?"
+        str(_line(frame.node)),
+        f"holds more than {MAX_VALUES} values (an environment holds a few hundred); is it the right file?",
     )
 
 
@@ -402,9 +408,10 @@ def _refuse_repeated_keys(node: Node, frames: list[_Frame]) -> None:
         if first is not key:
             path = _path(frames)
             raise _Refused(
+                str(_line(key)),
                 f"{path + ': ' if path else ''}key {excerpt(key.value)} is given twice (lines {_line(first)} "
                 f"and {_line(key)}); YAML allows a key once per mapping and the first would be ignored: "
-                "merge them into one"
+                "merge them into one",
             )
 
 

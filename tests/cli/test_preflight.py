@@ -447,6 +447,79 @@ def test_spot_queues_count_against_the_spot_quota() -> None:
     assert only(checks, f"EC2 quota {STANDARD_SPOT[0]}").needed.startswith("72 vCPUs (c5n.9xlarge")
 
 
+def _head_node(instance_type: str) -> dict[str, Any]:
+    document = environment("parallelcluster-c5n").model_dump(mode="json", exclude_none=True)
+    document["parallelcluster"]["head_node"]["instance_type"] = instance_type
+    return document
+
+
+def test_a_head_node_type_the_catalogue_does_not_know_counts_its_described_vcpus() -> None:
+    """c7i.2xlarge is not catalogued: EC2 describes its 8 vCPUs first, then it counts against Standard."""
+    account = Account()
+    account.ec2.add_response(
+        "describe_instance_types",
+        {"InstanceTypes": [{"InstanceType": "c7i.2xlarge", "VCpuInfo": {"DefaultVCpus": 8}}]},
+        {"InstanceTypes": ["c7i.2xlarge"]},
+    )
+    account.ec2_quota(STANDARD, 80)  # the head node's 8 and 2 c5n.9xlarge of 36
+    account.offerings({"c7i.2xlarge": AZS, "c5n.9xlarge": AZS})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(parse_environment(_head_node("c7i.2xlarge")))
+
+    assert failures(checks) == []
+    assert only(checks, f"EC2 quota {STANDARD[0]}").needed == (
+        "80 vCPUs (c7i.2xlarge \N{MULTIPLICATION SIGN} 1 in parallelcluster.head_node + c5n.9xlarge "
+        "\N{MULTIPLICATION SIGN} 2 in parallelcluster.queues[compute].compute_resources[c5n])"
+    )
+    assert only(checks, "EC2 offering c7i.2xlarge").passed
+
+
+def test_a_type_ec2_does_not_describe_fails_and_its_quota_is_not_guessed() -> None:
+    account = Account()
+    account.ec2.add_response(
+        "describe_instance_types", {"InstanceTypes": []}, {"InstanceTypes": ["c7x.2xlarge"]}
+    )
+    account.ec2_quota(STANDARD, 80)
+    account.offerings({"c5n.9xlarge": AZS})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(parse_environment(_head_node("c7x.2xlarge")))
+
+    assert [(c.check, c.available, c.remedy) for c in failures(checks)] == [
+        (
+            "EC2 instance type c7x.2xlarge",
+            "not described by EC2 in us-east-1",
+            "check the spelling of c7x.2xlarge, or choose a type EC2 offers in us-east-1",
+        )
+    ]
+    assert only(checks, f"EC2 quota {STANDARD[0]}").needed.startswith("72 vCPUs (c5n.9xlarge")
+
+
+def test_a_family_with_a_quota_of_its_own_is_not_verified_and_says_so() -> None:
+    account = Account()
+    account.ec2.add_response(
+        "describe_instance_types",
+        {"InstanceTypes": [{"InstanceType": "x2idn.16xlarge", "VCpuInfo": {"DefaultVCpus": 64}}]},
+        {"InstanceTypes": ["x2idn.16xlarge"]},
+    )
+    account.ec2_quota(STANDARD, 72)
+    account.offerings({"x2idn.16xlarge": AZS, "c5n.9xlarge": AZS})
+    account.efa({"c5n.9xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+
+    checks = account.run(parse_environment(_head_node("x2idn.16xlarge")))
+
+    assert failures(checks) == []
+    unquoted = only(checks, "EC2 quota for parallelcluster.head_node")
+    assert (unquoted.needed, unquoted.available) == (
+        "64 vCPUs (x2idn.16xlarge \N{MULTIPLICATION SIGN} 1 in parallelcluster.head_node)",
+        "not verified: the x2idn family counts against a vCPU quota of its own (not Standard, G and VT, P or Trn)",
+    )
+
+
 def test_capacity_blocks_skip_the_on_demand_quota_and_say_so() -> None:
     document = {
         **ONE_G5_EFA_NODE,

@@ -653,6 +653,15 @@ def test_efa_nodegroup_capacity_reaches_the_nodegroup_and_its_launch_template(
             {"capacity": "capacity-block"},
             "Test/BadCapacity3: capacity must be a Capacity (or None), got str 'capacity-block'",
         ),
+        (
+            {
+                "capacity": Capacity.reservation(
+                    resource_group_arn=RESERVATION_GROUP.replace("us-east-1", "eu-west-1")
+                )
+            },
+            "Test/BadCapacity4: capacity.resource_group_arn is in eu-west-1, but the stack deploys to us-east-1; use "
+            "one bought in us-east-1, or deploy to eu-west-1",
+        ),
     ],
 )
 def test_bad_efa_nodegroup_capacities_are_clear_errors(

@@ -42,7 +42,7 @@ from ..assertions import (
     trust,
     trust_statements,
 )
-from ..conftest import AZS, GatedStacks, gated_stack
+from ..conftest import AZS, GatedStacks, PinnedStack, gated_stack
 
 CONTROLLER = InstanceGroup(name="controller-machine", instance_type="ml.c5.xlarge", role=NodeRole.CONTROLLER)
 WORKERS = InstanceGroup(
@@ -830,6 +830,40 @@ def test_a_training_plan_becomes_the_groups_training_plan_arn(stack: cdk.Stack) 
     ]["InstanceGroups"]
     assert "TrainingPlanArn" not in groups[0]
     assert groups[1]["TrainingPlanArn"] == PLAN
+
+
+@pytest.mark.parametrize(
+    ("env", "refused"),
+    [
+        (
+            cdk.Environment(region="us-west-2"),
+            "training_plan_arn is in us-east-1, but the stack deploys to us-west-2; use one bought in us-west-2, or "
+            "deploy to us-east-1",
+        ),
+        (
+            cdk.Environment(region="us-east-1", account="444455556666"),
+            "training_plan_arn belongs to account 111122223333, but the stack deploys to account 444455556666; use "
+            "one of 444455556666's, or deploy to 111122223333",
+        ),
+        (cdk.Environment(region="us-east-1", account="111122223333"), None),
+        (None, None),  # an environment-agnostic stack: region and account are tokens, not compared
+    ],
+    ids=["other-region", "other-account", "same-place", "agnostic"],
+)
+def test_a_training_plan_of_another_region_or_account_is_refused(
+    app: cdk.App, env: cdk.Environment | None, refused: str | None
+) -> None:
+    stack = PinnedStack(app, "Test", env=env)
+    planned = InstanceGroup(
+        name="gpu", instance_type="ml.p5.48xlarge", instance_count=2, partition="gpu",
+        capacity=Capacity.training_plan(PLAN),
+    )  # fmt: skip
+    if refused is None:
+        build(stack, [CONTROLLER, planned])
+        return
+    with pytest.raises(ConfigurationError) as error:
+        build(stack, [CONTROLLER, planned])
+    assert str(error.value) == f"Test/HyperPod: instance_groups[1].capacity.{refused}"
 
 
 @pytest.mark.parametrize(

@@ -329,6 +329,42 @@ def test_custom_action_scripts_are_read_by_login_nodes_through_a_policy_of_their
     ]
 
 
+def test_head_and_login_nodes_take_any_type_spelt_as_ec2_spells_it(parts: Parts) -> None:
+    """c7i.2xlarge and m7i.xlarge are not in the catalogue: a head or login node needs no facts."""
+    config = resolved(
+        parts.cluster(
+            head_node=HeadNode(instance_type="c7i.2xlarge"),
+            login_nodes=[LoginNodePool(name="login", instance_type="m7i.xlarge")],
+        )
+    )
+    assert config["HeadNode"]["InstanceType"] == "c7i.2xlarge"
+    assert [p["InstanceType"] for p in config["LoginNodes"]["Pools"]] == ["m7i.xlarge"]
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        (
+            {"head_node": HeadNode(instance_type="c7i-2xlarge")},
+            "Test/Cluster: head_node.instance_type must be an EC2 instance type such as 'c7i.2xlarge' (family.size), "
+            "got 'c7i-2xlarge'",
+        ),
+        (
+            {"login_nodes": [LoginNodePool(name="login", instance_type="ml.m7i.xlarge")]},
+            "Test/Cluster: login_nodes[0].instance_type must be the EC2 name such as 'c7i.2xlarge', got "
+            "'ml.m7i.xlarge' (did you mean 'm7i.xlarge'?)",
+        ),
+    ],
+    ids=["head-node", "login-pool"],
+)
+def test_a_head_or_login_type_not_spelt_as_a_type_is_refused(
+    parts: Parts, props: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        parts.cluster(**props)
+    assert str(error.value) == message
+
+
 def test_key_pair_opens_ssh_to_the_vpc_or_the_given_range_only(parts: Parts) -> None:
     config = resolved(parts.cluster(head_node=HeadNode(key_name="ops", ssh_allowed_ips="10.20.0.0/16")))
     assert config["HeadNode"]["Ssh"] == {"AllowedIps": "10.20.0.0/16", "KeyName": "ops"}
@@ -543,8 +579,9 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
     (
         "unknown instance type",
         lambda p: {"queues": _queue(ComputeResource(name="x", instance_type="p9.96xlarge"))},
-        "Test/Cluster: queues[0].compute_resources[0].instance_type: 'p9.96xlarge' is not in the catalogue; "
-        "known types: ",
+        "Test/Cluster: queues[0].compute_resources[0].instance_type: 'p9.96xlarge' is not in the catalogue "
+        "(`training-clusters catalog` lists its types); give its facts with "
+        "training_clusters.catalog.register_instance_type(...) first",
     ),
     (
         "efa on t3.medium",

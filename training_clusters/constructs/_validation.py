@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import aws_cdk as cdk
 from constructs import IConstruct, Node
 
+from training_clusters.capacity import Capacity
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.errors import ConfigurationError, exact_number_problem, typed
 from training_clusters.options import Choice, RemovalPolicy
@@ -41,6 +42,15 @@ def refuse(scope: IConstruct | str, field: str, problem: str | None) -> None:
     """Raise :func:`fail` for ``field`` when a rule (a ``rules.*_problem`` function) found a ``problem``."""
     if problem:
         raise fail(_path(scope), field, problem)
+
+
+def refuse_misplaced(scope: IConstruct, field: str, capacity: Capacity) -> None:
+    """Refuse a ``capacity`` whose training plan or reservation group ARN is in another region or account
+    than the stack of ``scope`` (a token region or account, as in an environment-agnostic stack, is skipped)."""
+    stack = cdk.Stack.of(scope)
+    misplaced = capacity.place_problem(stack.region, stack.account)
+    if misplaced:
+        raise fail(_path(scope), f"{field}.{misplaced[0]}", misplaced[1])
 
 
 def refuse_alongside(

@@ -36,7 +36,7 @@ from training_clusters.capacity import (
     Orchestrator,
     from_nodegroup_capacity_type,
 )
-from training_clusters.catalog import AcceleratorKind, Architecture, InstanceType
+from training_clusters.catalog import CATALOG, AcceleratorKind, Architecture, InstanceType, architecture_of
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -44,12 +44,22 @@ from training_clusters.errors import ConfigurationError
 from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
 from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
+from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
 
 from ._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
 from ._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
 from ._launch_template import efa_network_interfaces as efa_network_interfaces
 from ._launch_template import node_launch_template as node_launch_template
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, to_removal_policy
+from ._validation import (
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_misplaced,
+    to_removal_policy,
+)
 
 #: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
 KUBERNETES_VERSION = "1.33"
@@ -161,7 +171,9 @@ class GpuEksCluster(Construct):
         self._check_admin_role_arn(admin_role_arn)
         self._check_public_access_cidrs(public_access_cidrs)
         self._check_system_node_count(system_node_count)
-        system_type = catalog_entry(self, system_instance_type, "system_instance_type")
+        # system nodes may be any type EC2 sells: the catalogue's facts where it knows the type, else its name
+        refuse(self, "system_instance_type", instance_type_name_problem(system_instance_type))
+        system_type = CATALOG.get(system_instance_type)
 
         self.secrets_key: kms.IKey = secrets_key or kms.Key(
             self,
@@ -229,9 +241,11 @@ class GpuEksCluster(Construct):
             self,
             "SystemNodegroup",
             cluster=self,
-            instance_type=system_type,
+            ami_type=ami_type_for(system_type)
+            if system_type is not None
+            else standard_ami_type(architecture_of(system_instance_type)),
             launch_template=node_launch_template(
-                self, "SystemLaunchTemplate", instance_type=system_type.name
+                self, "SystemLaunchTemplate", instance_type=system_instance_type
             ),
             subnets=self.subnets,
             desired_size=system_node_count,
@@ -348,9 +362,11 @@ class GpuEksCluster(Construct):
 def _checked_capacity(scope: Construct, capacity: Capacity) -> Capacity:
     """``capacity`` when EKS managed nodegroups support it (a training plan is HyperPod's only)."""
     try:
-        return capacity.check_for(Orchestrator.EKS, "capacity")
+        capacity.check_for(Orchestrator.EKS, "capacity")
     except ConfigurationError as error:
         raise ConfigurationError(f"{scope.node.path}: {error}") from None
+    refuse_misplaced(scope, "capacity", capacity)
+    return capacity
 
 
 def _check_imds_hop_limit(scope: Construct, hop_limit: int) -> None:
@@ -395,14 +411,17 @@ def ami_type_for(instance_type: InstanceType) -> eks.NodegroupAmiType:
     arm = instance_type.architecture is Architecture.ARM64
     accelerators = instance_type.accelerators
     if accelerators is None:
-        return (
-            eks.NodegroupAmiType.AL2023_ARM_64_STANDARD
-            if arm
-            else eks.NodegroupAmiType.AL2023_X86_64_STANDARD
-        )
+        return standard_ami_type(instance_type.architecture)
     if accelerators.kind is AcceleratorKind.TRAINIUM:
         return eks.NodegroupAmiType.AL2023_X86_64_NEURON
     return eks.NodegroupAmiType.AL2023_ARM_64_NVIDIA if arm else eks.NodegroupAmiType.AL2023_X86_64_NVIDIA
+
+
+def standard_ami_type(architecture: Architecture) -> eks.NodegroupAmiType:
+    """The EKS-optimized AL2023 AMI type of a CPU-only instance of ``architecture``."""
+    if architecture is Architecture.ARM64:
+        return eks.NodegroupAmiType.AL2023_ARM_64_STANDARD
+    return eks.NodegroupAmiType.AL2023_X86_64_STANDARD
 
 
 def accelerator_taints(instance_type: InstanceType) -> tuple[eks.TaintSpec, ...]:
@@ -419,7 +438,7 @@ def _managed_nodegroup(
     id: str,
     *,
     cluster: GpuEksCluster,
-    instance_type: InstanceType,
+    ami_type: eks.NodegroupAmiType,
     launch_template: ec2.CfnLaunchTemplate,
     subnets: Sequence[ec2.ISubnet],
     desired_size: int,
@@ -434,7 +453,7 @@ def _managed_nodegroup(
         id,
         cluster=cluster.cluster,
         node_role=cluster.node_role,
-        ami_type=ami_type_for(instance_type),
+        ami_type=ami_type,
         capacity_type=eks.CapacityType(capacity_type.value),
         launch_template_spec=eks.LaunchTemplateSpec(
             id=launch_template.ref, version=launch_template.attr_latest_version_number
@@ -512,7 +531,7 @@ class _LaunchTemplateNodegroup(Construct):
             self,
             "Resource",
             cluster=cluster,
-            instance_type=self.instance_type,
+            ami_type=ami_type_for(self.instance_type),
             launch_template=self.launch_template,
             subnets=subnets,
             desired_size=sizes.desired,
@@ -641,16 +660,9 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
         refuse(self, "instance_type", efa_nodegroup_problem(self.instance_type))
 
     def _check_efa_interfaces(self, wanted: int | None) -> int:
-        maximum = min(self.instance_type.max_efa_interfaces, self.instance_type.max_network_cards)
         if wanted is None:
-            return maximum
-        if not 1 <= wanted <= maximum:
-            raise fail(
-                self.node.path,
-                "efa_interfaces",
-                f"must be between 1 and {maximum} for {self.instance_type.name} (one per network card), "
-                f"got {wanted}",
-            )
+            return min(self.instance_type.max_efa_interfaces, self.instance_type.max_network_cards)
+        refuse(self, "efa_interfaces", efa_interfaces_problem(self.instance_type, wanted))
         return wanted
 
     def _capacity_option(

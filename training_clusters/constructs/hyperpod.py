@@ -21,7 +21,7 @@ from constructs import Construct, IConstruct
 
 from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
-from training_clusters.catalog import lookup_hyperpod
+from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, hyperpod_offer_problem
 from training_clusters.compliance import (
     accept_inline_policy,
     acknowledge_cdk_made,
@@ -46,11 +46,12 @@ from training_clusters.rules.hyperpod import (
     instance_group_name_problem,
     partition_name_problem,
 )
+from training_clusters.rules.instance_types import hyperpod_instance_type_name_problem
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
 
 from ._grants import grant_passed_role
 from ._security_groups import open_between_members
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
 from .session_manager import CHANNEL_ACTIONS
 
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
@@ -418,6 +419,7 @@ class HyperPodCluster(Construct):
         where = f"instance_groups[{index}]"
         if group.capacity is not None:
             refuse(self, f"{where}.capacity", group.capacity.problem_for(CapacityOrchestrator.HYPERPOD))
+            refuse_misplaced(self, f"{where}.capacity", group.capacity)
         checks = group.deep_health_checks
         if isinstance(checks, str):
             raise fail(
@@ -666,7 +668,15 @@ class HyperPodCluster(Construct):
             seen.add(group.name)
 
     def _check_group(self, where: str, group: InstanceGroup) -> None:
-        catalog_entry(self, group.instance_type, f"{where}.instance_type", hyperpod=True)
+        if group.role is NodeRole.WORKER or not self._orchestrator.is_slurm:
+            catalog_entry(self, group.instance_type, f"{where}.instance_type", hyperpod=True)
+        else:  # a controller or login group may be any type HyperPod sells: its name is checked
+            refuse(
+                self,
+                f"{where}.instance_type",
+                hyperpod_instance_type_name_problem(group.instance_type)
+                or hyperpod_offer_problem(group.instance_type),
+            )
         if group.instance_count < 1:
             raise fail(
                 self.node.path, f"{where}.instance_count", f"must be 1 or more, got {group.instance_count}"
@@ -1204,7 +1214,10 @@ def ssm_target_hint(cluster_id: str, group: str) -> str:
 
 
 def _is_accelerated(instance_type: str) -> bool:
-    return lookup_hyperpod(instance_type).accelerators is not None
+    """Whether the catalogue knows the type to carry accelerators (a controller or login group of a type it
+    does not know is taken as CPU-only)."""
+    known = CATALOG.get(instance_type.removeprefix(HYPERPOD_PREFIX))
+    return known is not None and known.accelerators is not None
 
 
 def _cfn(construct: IConstruct) -> Any:

@@ -74,6 +74,7 @@ from training_clusters.options import (
     QueuePlacement,
     QueueUpdateStrategy,
 )
+from training_clusters.rules.instance_types import instance_type_name_problem
 from training_clusters.rules.lustre import lustre_capacity_problem, lustre_throughput_problem
 from training_clusters.rules.parallelcluster import (
     MAX_COMPUTE_RESOURCES_PER_CLUSTER,
@@ -106,7 +107,7 @@ from training_clusters.rules.parallelcluster import (
 
 from ._boundary import applied_boundary
 from ._tags import lazy, stack_and_aspect_tags, tag_list
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
 
 #: ParallelCluster's published provider template (a SAM template: deploying it needs CAPABILITY_AUTO_EXPAND,
 #: which ``cdk deploy`` grants).
@@ -821,6 +822,7 @@ class ParallelCluster(Construct):
                 f"capacity_type {capacity_type}",
             )
         refuse(self, f"{where}.capacity", capacity.problem_for(CapacityOrchestrator.PARALLELCLUSTER))
+        refuse_misplaced(self, f"{where}.capacity", capacity)
         return capacity
 
     def _settings_options(self, settings: SlurmSettings) -> SlurmSettings:
@@ -889,8 +891,9 @@ class ParallelCluster(Construct):
             refuse(self, f"{field}.min_count", min_count_problem(resource.min_count, resource.max_count))
 
     def _check_instance_types(self) -> dict[str, InstanceType]:
-        fields = [("head_node.instance_type", self.head_node.instance_type)]
-        fields += [(f"{field}.instance_type", r.instance_type) for field, r in self._compute_resources()]
+        """The compute resources' catalogue entries; the head node may be any type (its name is checked)."""
+        refuse(self, "head_node.instance_type", instance_type_name_problem(self.head_node.instance_type))
+        fields = [(f"{field}.instance_type", r.instance_type) for field, r in self._compute_resources()]
         return {name: catalog_entry(self, name, field) for field, name in fields}
 
     def _check_efa_capable(self, instances: Mapping[str, InstanceType]) -> None:
@@ -1066,7 +1069,7 @@ class ParallelCluster(Construct):
         refuse(self, "login_nodes", duplicates_problem([p.name for p in self.login_nodes]))
         for i, pool in enumerate(self.login_nodes):
             refuse(self, f"login_nodes[{i}].name", slurm_name_problem(pool.name))
-            catalog_entry(self, pool.instance_type, f"login_nodes[{i}].instance_type")
+            refuse(self, f"login_nodes[{i}].instance_type", instance_type_name_problem(pool.instance_type))
             if not is_unresolved(pool.count) and pool.count < 1:
                 raise fail(self.node.path, f"login_nodes[{i}].count", f"must be 1 or more, got {pool.count}")
             minutes = pool.gracetime_period_minutes

@@ -56,10 +56,11 @@ from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
 from training_clusters.rules import pcs as rules
 from training_clusters.rules.common import pattern_problem
+from training_clusters.rules.instance_types import instance_type_name_problem
 
 from ._launch_template import efa_network_interfaces, node_launch_template
 from ._security_groups import open_between_members
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse
+from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
 
 #: IAM path PCS accepts for the role of a node group's instance profile (the other way: a name ``AWSPCS*``).
 INSTANCE_ROLE_PATH = "/aws-pcs/"
@@ -310,7 +311,7 @@ class PcsCluster(Construct):
                 self.efa_interfaces[spec.name] = interfaces
             self._node_group(
                 spec.name,
-                instance=instance,
+                instance_type=instance.name,
                 min_count=spec.min_count,
                 max_count=spec.max_count,
                 subnet=subnet,
@@ -325,7 +326,7 @@ class PcsCluster(Construct):
         if login_instance is not None:
             self.login_node_group = self._node_group(
                 self.login.name,
-                instance=login_instance,
+                instance_type=login_instance,
                 min_count=self.login.count,
                 max_count=self.login.count,
                 subnet=subnet,
@@ -469,11 +470,13 @@ class PcsCluster(Construct):
 
     def _checked_capacity(self, field: str, capacity: Capacity) -> Capacity:
         try:
-            return capacity.check_for(Orchestrator.PCS, "")
+            capacity.check_for(Orchestrator.PCS, "")
         except ConfigurationError as error:
             raise fail(self.node.path, field, str(error).strip()) from None
+        refuse_misplaced(self, field, capacity)
+        return capacity
 
-    def _check_login_nodes(self) -> InstanceType | None:
+    def _check_login_nodes(self) -> str | None:
         login = self.login
         if login.count < 0:
             raise fail(self.node.path, "login_nodes.count", f"must be 0 or more, got {login.count}")
@@ -483,7 +486,9 @@ class PcsCluster(Construct):
         refuse(
             self, "login_nodes.root_volume_size_gib", rules.root_volume_problem(login.root_volume_size_gib)
         )
-        return catalog_entry(self, login.instance_type, "login_nodes.instance_type")
+        # a login node may be any type PCS launches: its name is checked, no facts are needed
+        refuse(self, "login_nodes.instance_type", instance_type_name_problem(login.instance_type))
+        return login.instance_type
 
     def _check_names_unique(self, groups: Sequence[PcsComputeNodeGroup]) -> None:
         names = [g.name for g in groups] + ([self.login.name] if self.login.count else [])
@@ -689,7 +694,7 @@ class PcsCluster(Construct):
         self,
         name: str,
         *,
-        instance: InstanceType,
+        instance_type: str,
         min_count: int,
         max_count: int,
         subnet: ec2.ISubnet,
@@ -720,7 +725,7 @@ class PcsCluster(Construct):
         template = node_launch_template(
             self,
             f"{part}LaunchTemplate",
-            instance_type=instance.name,
+            instance_type=instance_type,
             root_volume_size_gib=root_volume_size_gib,
             root_device_name=self.root_device_name,
             network_interfaces=interfaces,
@@ -738,7 +743,7 @@ class PcsCluster(Construct):
             name=name,
             ami_id=self.ami_id,
             iam_instance_profile_arn=self.instance_profile.instance_profile_arn,
-            instance_configs=[pcs.CfnComputeNodeGroup.InstanceConfigProperty(instance_type=instance.name)],
+            instance_configs=[pcs.CfnComputeNodeGroup.InstanceConfigProperty(instance_type=instance_type)],
             scaling_configuration=pcs.CfnComputeNodeGroup.ScalingConfigurationProperty(
                 min_instance_count=min_count, max_instance_count=max_count
             ),

@@ -18,6 +18,7 @@ from training_clusters.catalog import InstanceType
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption
 from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, mount_dir_problem, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
+from training_clusters.rules.instance_types import efa_interfaces_problem as efa_interfaces_problem
 
 CLUSTER_NAME_MAX_LENGTH = 40
 #: Compute node group and queue names.
@@ -125,14 +126,6 @@ def efa_flag_problem(instance: InstanceType, efa: bool) -> str | None:
     if not efa or instance.efa_supported:
         return None
     return f"is true, but {instance.name} has no EFA interface; use an EFA-capable type or efa: false"
-
-
-def efa_interfaces_problem(instance: InstanceType, wanted: int) -> str | None:
-    """EFA interfaces per node: one per network card, at most the instance's maximum."""
-    maximum = min(instance.max_efa_interfaces, instance.max_network_cards)
-    if 1 <= wanted <= maximum:
-        return None
-    return f"must be between 1 and {maximum} for {instance.name} (one per network card), got {wanted}"
 
 
 def capacity_reservation_problem(
