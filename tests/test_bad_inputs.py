@@ -312,3 +312,36 @@ def test_a_symbolic_link_loop_is_named_as_one(tmp_path: Path, capsys: pytest.Cap
     assert_one_line(status, out, err, "loop.yaml': is a symbolic link that loops")
     with pytest.raises(ConfigurationError, match=r"loop.yaml: is a symbolic link that loops"):
         load_environment(loop)
+
+
+#: What the line a build-time mistake is reported at says: the field the construct names, else its item.
+BUILD_TIME_LINES = {
+    "build-eks-admin-role-arn": "admin_role_arn: arn:aws:iam::111122223333:user/alice",
+    "build-eks-gpu-nodegroup-without-gpu": "- {name: gpu, instance_type: m5.xlarge, size: 2}",
+    "build-eks-grafana-without-prometheus": "grafana: true",
+    "build-eks-mps-beyond-daemon-limit": "replicas: 100",
+    "build-hyperpod-health-checks-on-cpu": "deep_health_checks: [InstanceStress]",
+    "build-hyperpod-threads-per-core": "threads_per_core: 4",
+    "build-hyperpod-two-controllers": "instance_groups:",
+    "build-hyperpod-worker-without-partition": "- {name: worker-group-1, instance_type: ml.c5.xlarge, count: 1",
+    "build-partitions-with-cluster-strategy": "partitions: 3",
+    "build-pcluster-name-is-stack-name": "cluster_name: training-c5n",
+    "build-pcluster-reserved-mount-dir": "mount_dir: /opt/parallelcluster",
+    "build-pcluster-reserved-tag": "tags:",
+}
+
+
+@pytest.mark.parametrize("path", BUILD_TIME, ids=[p.stem for p in BUILD_TIME])
+def test_a_build_time_mistake_is_reported_at_the_line_of_the_field_it_names(
+    path: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ConfigurationError) as raised:
+        add_environment(cdk.App(outdir=str(tmp_path)), path)
+    found = re.match(rf"{re.escape(str(path))}:(\d+): ", str(raised.value))
+    assert found, str(raised.value)
+    line = path.read_text().splitlines()[int(found.group(1)) - 1]
+    assert line.strip().startswith(BUILD_TIME_LINES[path.stem]), line
+
+
+def test_every_build_time_file_says_where_its_line_is() -> None:
+    assert set(BUILD_TIME_LINES) == {p.stem for p in BUILD_TIME}

@@ -6,19 +6,22 @@ file's author reads it (not a prefix of it), and the section each orchestrator g
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from training_clusters.config import parse_environment
+from training_clusters.config import construct_error_line, load_environment, parse_environment
 from training_clusters.errors import ConfigurationError
 from training_clusters.intent import (
     DEFAULT_HYPERPOD_CONTROLLER,
     DEFAULT_HYPERPOD_EKS_VOLUME_GIB,
     DEFAULT_PCS_AMI_SSM_PARAMETER,
+    Ignorable,
     Orchestrator,
     expand_intent,
 )
+from training_clusters.yaml_file import read_yaml_with_lines
 
 from .test_intent import MESSAGES, UNUSED, _as
 
@@ -457,3 +460,71 @@ def test_a_pcs_section_without_an_ami_gets_the_default_ami_parameter() -> None:
         document["pcs"] = given
         pcs = expand_intent(document)["pcs"]
         assert {key: pcs[key] for key in ("ami_id", "ami_ssm_parameter") if key in pcs} == ami
+
+
+ALL_AT_ONCE = """\
+region: us-east-1
+availability_zones: [us-east-1a, us-east-1b]
+name: any
+orchestrator: eks
+compute:
+  controller: {instance_type: m5.xlarge}
+  login: {instance_type: m5.xlarge}
+  node_groups:
+    - {name: gpu, instance_type: g5.8xlarge, count: 2}
+hyperpod:
+  node_recovery: automatic
+users:
+  - {name: alice, uid: 2001}
+"""
+
+
+def test_every_part_the_orchestrator_cannot_use_is_reported_in_one_run_in_file_order(tmp_path: Path) -> None:
+    """A parallelcluster file switched to eks: four parts EKS cannot use, each at its line, all at once."""
+    path = tmp_path / "any.yaml"
+    path.write_text(ALL_AT_ONCE)
+    with pytest.raises(ConfigurationError) as raised:
+        load_environment(path)
+    assert str(raised.value).replace(str(path), "F").splitlines() == [
+        "F: 4 problem(s)",
+        "  F:6: compute.controller: orchestrator: eks runs the Kubernetes control plane (managed by EKS) itself, so no "
+        "instance of yours is a controller and this would not be used; remove it, or add compute.controller to ignore",
+        "  F:7: compute.login: orchestrator: eks has no login nodes (kubectl is the way in), so this would not be "
+        "used; remove it, or add compute.login to ignore",
+        "  F:10: hyperpod: this file builds orchestrator: eks, so a hyperpod section does not apply; remove it, set "
+        "orchestrator: hyperpod, or add hyperpod to ignore",
+        "  F:12: users: are created on the nodes of a parallelcluster or hyperpod cluster, and orchestrator: eks has "
+        "none; remove users, or add users to ignore",
+    ]
+
+
+def test_what_ignore_lists_is_left_out_and_the_rest_is_built(tmp_path: Path) -> None:
+    path = tmp_path / "any.yaml"
+    path.write_text(
+        ALL_AT_ONCE.replace(
+            "orchestrator: eks\n",
+            "orchestrator: eks\nignore: [compute.controller, compute.login, hyperpod, users]\n",
+        )
+    )
+    config = load_environment(path)
+    assert (config.hyperpod, config.users, config.ignore) == (
+        None,
+        [],
+        [Ignorable.CONTROLLER, Ignorable.LOGIN, Ignorable.HYPERPOD, Ignorable.USERS],
+    )
+    assert [(g.name, g.instance_type, g.size) for g in config.eks.efa_nodegroups] == [
+        ("gpu", "g5.8xlarge", 2)
+    ]
+
+
+def test_a_construct_error_of_a_section_compute_wrote_is_placed_at_its_node_group_or_at_compute() -> None:
+    document, lines = read_yaml_with_lines(
+        Path(__file__).parent.parent / "environments" / "training-any.yaml"
+    )
+    text = (Path(__file__).parent.parent / "environments" / "training-any.yaml").read_text().splitlines()
+    group = construct_error_line(document, lines, "training-any/EfaNodegroup-gpu: efa_interfaces must be ...")
+    assert group is not None and text[group - 1].strip() == "- name: gpu"
+    anywhere = construct_error_line(
+        document, lines, "training-any/HyperPod: instance_groups[2].threads_per_core ..."
+    )
+    assert anywhere is not None and text[anywhere - 1] == "compute:"

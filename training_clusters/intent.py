@@ -201,7 +201,7 @@ def expand_intent(document: dict[str, Any]) -> dict[str, Any]:
         return document
     try:
         return _expanded(document)
-    except IntentFieldError:
+    except (IntentFieldError, IntentProblems):
         raise
     except ConfigurationError as error:
         raise _located(error) from None

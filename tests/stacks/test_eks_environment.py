@@ -236,9 +236,10 @@ def test_bad_eks_sections_are_clear_errors(eks: dict[str, Any], message: str) ->
 def test_unknown_instance_type_names_the_catalogue() -> None:
     with pytest.raises(ConfigurationError) as error:
         parse_environment(
-            _document({"gpu_nodegroups": [{"name": "x", "instance_type": "g9.huge", "size": 1}]})
+            _document({"gpu_nodegroups": [{"name": "x", "instance_type": "g9.48xlarge", "size": 1}]})
         )
-    assert "eks.gpu_nodegroups.0.instance_type: 'g9.huge' is not in the catalogue" in str(error.value)
+    assert "eks.gpu_nodegroups.0.instance_type: 'g9.48xlarge' is not in the catalogue" in str(error.value)
+    assert "under instance_types:" in str(error.value)
 
 
 def test_public_endpoint_open_to_the_world_is_refused_when_the_file_loads() -> None:

@@ -160,7 +160,9 @@ BAD_FILES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "unknown instance type",
         lambda d: _compute(d).update(instance_type="c5n.99xlarge"),
-        "parallelcluster.queues.0.compute_resources.0.instance_type: 'c5n.99xlarge' is not in the catalogue; ",
+        "parallelcluster.queues.0.compute_resources.0.instance_type: 'c5n.99xlarge' is not in the catalogue "
+        "(`training-clusters catalog` lists its types); give its facts in this file under instance_types: (name, "
+        "vcpus, memory_gib, accelerators, max_efa_interfaces, gpudirect_rdma, network_gbps, quota_family, source)",
     ),
     (
         "ssh from the internet",
