@@ -446,7 +446,13 @@ def _connect(args: argparse.Namespace, out: TextIO) -> int:
         credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         clients = ConnectClients.from_session(session, region)
         found = connection(
-            config, environment=name, stack=stack, node=args.node, clients=clients, profile=args.profile
+            config,
+            environment=name,
+            stack=stack,
+            node=args.node,
+            clients=clients,
+            profile=args.profile,
+            file=str(args.file),
         )
     except (BotoCoreError, ClientError) as error:
         looked_up = f"cannot look up {stack} in {region}: "

@@ -133,13 +133,16 @@ def connection(
     node: str | None,
     clients: ConnectClients,
     profile: str | None = None,
+    file: str = "FILE",
 ) -> Connection:
-    """How to reach ``node`` of the deployed ``stack`` (default: the node the stack's ``NextSteps`` names).
+    """How to reach ``node`` of the deployed ``stack`` (default: the node the stack's ``NextSteps`` names);
+    ``file`` is how notes name the environment file.
 
     :raises ConfigurationError: the node is not one the file declares, the stack is not deployed, or no single
         running instance answers (none, or several: then the message lists them and ``--node i-...`` picks one).
     """
     finder = _Finder(config, environment=environment, stack=stack, clients=clients, profile=profile)
+    finder.file = shlex.quote(file)
     return finder.find(node)
 
 
@@ -159,6 +162,7 @@ class _Finder:
         self.region = config.region
         self.clients = clients
         self.profile = profile
+        self.file = "FILE"
         self._outputs: dict[str, str] | None = None
 
     def find(self, node: str | None) -> Connection:
@@ -373,14 +377,14 @@ class _Finder:
             )
             if hyperpod_groups:
                 notes.append(
-                    "A HyperPod node is in the VPC: training-clusters connect FILE --node "
+                    f"A HyperPod node is in the VPC: training-clusters connect {self.file} --node "
                     f"{hyperpod_groups[0]} opens a shell there (install kubectl and run this command on it)."
                 )
             else:
                 notes.append(
-                    "From your machine: an instance in the cluster's private subnets with the SSM agent and "
-                    "Session Manager permissions (aws ssm start-session --target i-...) serves; EKS nodes take no "
-                    "sessions."
+                    "For kubectl in the VPC, use an instance of your own in the cluster's private subnets with the "
+                    "SSM agent and Session Manager permissions (aws ssm start-session --target i-...): EKS nodes "
+                    "take no sessions."
                 )
         return Connection(f"the EKS cluster {name}", (*argv, *self._profile()), notes=tuple(notes))
 

@@ -400,8 +400,8 @@ def test_eks_private_endpoint_says_how_to_reach_it() -> None:
     assert found.notes == (
         "The API endpoint is private: kubectl reaches it only from inside VPC vpc-0123456789abcdef0. Run kubectl "
         "there, or set eks.public_access_cidrs to your address range and deploy again.",
-        "From your machine: an instance in the cluster's private subnets with the SSM agent and Session Manager "
-        "permissions (aws ssm start-session --target i-...) serves; EKS nodes take no sessions.",
+        "For kubectl in the VPC, use an instance of your own in the cluster's private subnets with the SSM agent "
+        "and Session Manager permissions (aws ssm start-session --target i-...): EKS nodes take no sessions.",
     )
 
 
@@ -484,9 +484,20 @@ def test_print_gives_each_orchestrators_command_exactly(monkeypatch: pytest.Monk
         "# The API endpoint is private: kubectl reaches it only from inside VPC vpc-0123456789abcdef0. Run kubectl "
         "there, or set\n"
         "# eks.public_access_cidrs to your address range and deploy again.\n"
-        "# From your machine: an instance in the cluster's private subnets with the SSM agent and Session Manager "
-        "permissions\n"
-        "# (aws ssm start-session --target i-...) serves; EKS nodes take no sessions.\n"
+        "# For kubectl in the VPC, use an instance of your own in the cluster's private subnets with the SSM agent "
+        "and Session\n"
+        "# Manager permissions (aws ssm start-session --target i-...): EKS nodes take no sessions.\n"
+    )
+    account = Account()
+    _eks(account, "training-hyperpod-eks-g5", public=None)
+    assert _run(monkeypatch, account, "environments/hyperpod-eks-g5.yaml", "--print") == (
+        "aws eks update-kubeconfig --name training-eks --region us-east-1\n"
+        "# The API endpoint is private: kubectl reaches it only from inside VPC vpc-0123456789abcdef0. Run kubectl "
+        "there, or set\n"
+        "# hyperpod_eks.public_access_cidrs to your address range and deploy again.\n"
+        "# A HyperPod node is in the VPC: training-clusters connect environments/hyperpod-eks-g5.yaml --node g5 "
+        "opens a shell\n"
+        "# there (install kubectl and run this command on it).\n"
     )
     account = Account()
     account.outputs(HYPERPOD_TEAM, ClusterArn=CLUSTER_ARN)
