@@ -25,6 +25,7 @@ drive it with botocore's Stubber against the real service models.
 
 from __future__ import annotations
 
+import re
 import shlex
 import shutil
 import subprocess
@@ -70,6 +71,8 @@ PCLUSTER_LOGIN_POOL_TAG = "parallelcluster:login-nodes-pool-name"
 PCS_NODE_GROUP_ID_TAG = "aws:pcs:compute-node-group-id"
 
 HEAD, CONTROLLER, LOGIN = "head", "controller", "login"
+#: An EC2 instance id (8 or 17 hexadecimal digits), which ``--node`` takes besides names.
+INSTANCE_ID = re.compile(r"i-(?:[0-9a-f]{8}|[0-9a-f]{17})")
 
 
 @dataclass(frozen=True)
@@ -141,8 +144,9 @@ def connection(
     :raises ConfigurationError: the node is not one the file declares, the stack is not deployed, or no single
         running instance answers (none, or several: then the message lists them and ``--node i-...`` picks one).
     """
-    finder = _Finder(config, environment=environment, stack=stack, clients=clients, profile=profile)
-    finder.file = shlex.quote(file)
+    finder = _Finder(
+        config, environment=environment, stack=stack, clients=clients, profile=profile, file=file
+    )
     return finder.find(node)
 
 
@@ -155,6 +159,7 @@ class _Finder:
         stack: str,
         clients: ConnectClients,
         profile: str | None,
+        file: str,
     ) -> None:
         self.config = config
         self.environment = environment
@@ -162,7 +167,7 @@ class _Finder:
         self.region = config.region
         self.clients = clients
         self.profile = profile
-        self.file = "FILE"
+        self.file = shlex.quote(file)
         self._outputs: dict[str, str] | None = None
 
     def find(self, node: str | None) -> Connection:
@@ -189,7 +194,7 @@ class _Finder:
         groups = [g.name for g in self.config.hyperpod.instance_groups]
         roles = {str(g.role): g.name for g in self.config.hyperpod.instance_groups if str(g.role) != "worker"}
         wanted = node or CONTROLLER
-        if wanted.startswith("i-"):
+        if _is_instance_id(wanted):
             return self._hyperpod_instance(wanted)
         if wanted in roles:
             return self._hyperpod_group(roles[wanted], f"HyperPod {wanted}", single=wanted == CONTROLLER)
@@ -202,7 +207,7 @@ class _Finder:
         groups = [g.name for g in self.config.hyperpod_eks.instance_groups]
         if node is None:
             return self._kubeconfig(hyperpod_groups=groups)
-        if node.startswith("i-"):
+        if _is_instance_id(node):
             return self._hyperpod_instance(node)
         if node in groups:
             return self._hyperpod_group(node, f"HyperPod group {node}", single=False)
@@ -273,12 +278,12 @@ class _Finder:
         elif wanted in queues:
             tags.update({PCLUSTER_NODE_TYPE_TAG: "Compute", PCLUSTER_QUEUE_NAME_TAG: wanted})
             what, single = f"ParallelCluster queue {wanted}", False
-        elif wanted.startswith("i-"):
+        elif _is_instance_id(wanted):
             what, single = f"ParallelCluster node {wanted}", True
         else:
             raise self._unknown(wanted, [HEAD, *([LOGIN] if pools else []), *pools, *queues])
         tags = {PCLUSTER_CLUSTER_NAME_TAG: self._output("ClusterName"), **tags}  # the cluster's first
-        instance_id = wanted if wanted.startswith("i-") else None
+        instance_id = wanted if _is_instance_id(wanted) else None
         return self._ec2_instance(what, tags, single=single, instance_id=instance_id)
 
     def _pcs(self, node: str | None) -> Connection:
@@ -293,13 +298,13 @@ class _Finder:
                 f"{self.environment}: this PCS cluster has no login nodes (pcs.login_nodes.count is 0); "
                 f"give --node with a compute node group: {', '.join(groups)}"
             )
-        if not wanted.startswith("i-") and (
+        if not _is_instance_id(wanted) and (
             group is None or group not in [*groups, *([login] if login else [])]
         ):
             raise self._unknown(wanted, [*([LOGIN] if login else []), *groups])
         cluster_id = self._output("ClusterId")
         ids = self._pcs_node_group_ids(cluster_id)
-        if wanted.startswith("i-"):  # one of the cluster's instances: any of its groups' ids
+        if _is_instance_id(wanted):  # one of the cluster's instances: any of its groups' ids
             tags = {PCS_NODE_GROUP_ID_TAG: sorted(ids.values())}
             return self._ec2_instance(f"PCS node {wanted}", tags, single=True, instance_id=wanted)
         assert group is not None
@@ -429,6 +434,10 @@ class _Finder:
             f"{self.environment}: --node {excerpt(wanted)} is not a node of this environment; give one of "
             f"{', '.join(dict.fromkeys(allowed))}, or an instance id (i-...)"
         )
+
+
+def _is_instance_id(text: str) -> bool:
+    return INSTANCE_ID.fullmatch(text) is not None
 
 
 def stack_outputs(cloudformation: Any, stack: str, region: str) -> dict[str, str]:

@@ -364,6 +364,33 @@ def test_pcs_instance_id_must_be_in_one_of_the_clusters_groups() -> None:
     assert _find(account, "pcs-c5n.yaml", B).target == B
 
 
+def test_pcs_without_login_nodes_asks_for_a_group() -> None:
+    config = load_environment(ENVIRONMENTS / "pcs-c5n.yaml")
+    assert config.pcs is not None
+    pcs = config.pcs.model_copy(
+        update={"login_nodes": config.pcs.login_nodes.model_copy(update={"count": 0})}
+    )
+    with pytest.raises(ConfigurationError) as caught:
+        connection(
+            config.model_copy(update={"pcs": pcs}),
+            environment="pcs-c5n",
+            stack="training-pcs-c5n",
+            node=None,
+            clients=Account().clients,
+        )
+    assert str(caught.value) == (
+        "pcs-c5n: this PCS cluster has no login nodes (pcs.login_nodes.count is 0); give --node with a compute "
+        "node group: compute"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "instance"), [(A, True), ("i-0123abcd", True), ("i-group", False), ("i-0123", False)]
+)
+def test_node_takes_an_instance_id_by_its_shape(text: str, instance: bool) -> None:
+    assert connect_module._is_instance_id(text) is instance
+
+
 def test_pcs_node_group_missing_from_the_deployed_cluster() -> None:
     account = Account()
     account.outputs("training-pcs-c5n", ClusterId="pcs_abc1234567")
