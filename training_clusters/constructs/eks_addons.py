@@ -247,6 +247,9 @@ class NvidiaDevicePlugin(Construct):
         NvidiaDevicePlugin(self, "DevicePlugin", cluster=cluster, instance_types=["g5.2xlarge"],
                            time_slicing=TimeSlicing(replicas=10))
 
+    :class:`GpuEksCluster` installs this plugin itself, without sharing, for its GPU nodegroups; creating one for
+    the cluster replaces that (as the EFA and Neuron plugins below do theirs).
+
     Time-slicing and MPS are mutually exclusive. With MPS, every node the plugin runs on must carry the
     label :func:`device_plugin_node_labels` gives (``nvidia.com/mps.capable=true``: the chart's MPS control
     daemon runs only there, and without it the node advertises no GPUs); put it on the nodegroups, as
