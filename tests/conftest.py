@@ -98,6 +98,7 @@ WITHOUT_JSII = (
     "tests/acceptance/",
     "tests/handlers/",
     "tests/cli/test_preflight.py",
+    "tests/cli/test_connect.py",
     "tests/test_acceptance.py",
     "tests/test_catalog.py",
     "tests/test_config.py",

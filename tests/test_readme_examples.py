@@ -337,6 +337,19 @@ def _own_app(run: Run) -> None:
         if g["InstanceGroupName"] == "workers"
     ]
     assert group["InstanceType"] == "ml.p5.48xlarge"
+    assert group["TrainingPlanArn"] == "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
+    # GpuEksCluster installed the device plugins its p5 EFA nodegroup needs, scheduled on p5 only
+    charts = {
+        r["Properties"]["Chart"]: json.loads(r["Properties"]["Values"])
+        for r in templates["Eks"]["Resources"].values()
+        if r["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    }
+    assert set(charts) == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"}
+    assert charts["aws-efa-k8s-device-plugin"]["supportedInstanceLabels"]["values"] == ["p5.48xlarge"]
+    (term,) = charts["nvidia-device-plugin"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == ["p5.48xlarge"]
     assert [f for f in run.findings if f.plugin.startswith("AwsSolutions")] == []
     for template in templates.values():
         for rule in (

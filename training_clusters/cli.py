@@ -8,6 +8,7 @@
     training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg|.png  [--assembly cdk.out --stack S]
     training-clusters diagram --assembly cdk.out -d pictures/   # every stack, and the whole app
     training-clusters cleanup environments/network-storage.yaml [--delete [--yes] [--backup]] [--profile P]
+    training-clusters connect environments/hyperpod-team.yaml [--node controller|login|head|NAME|i-...] [--print]
     training-clusters catalog
     training-clusters schema > environments/schema.json
 
@@ -66,6 +67,10 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
     "cleanup": (
         "training-clusters cleanup environments/network-storage.yaml",
         "training-clusters cleanup environments/network-storage.yaml --delete --backup",
+    ),
+    "connect": (
+        "training-clusters connect environments/hyperpod-team.yaml --node login",
+        "training-clusters connect environments/parallelcluster-c5n.yaml --print",
     ),
     "catalog": ("training-clusters catalog --output json",),
     "schema": ("training-clusters schema > environments/schema.json",),
@@ -420,6 +425,51 @@ def _cleanup_needs_credentials(profile: str | None, region: str) -> Configuratio
     )
 
 
+def _connect(args: argparse.Namespace, out: TextIO) -> int:
+    import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from training_clusters.connect import ConnectClients, aws_reason, connection, note_lines, open_connection
+    from training_clusters.environments import stack_id
+
+    config, name = _load(args.file)
+    region, stack = config.region, stack_id(name)
+    try:
+        session = boto3.session.Session(profile_name=args.profile, region_name=region)
+        credentials = session.get_credentials()
+        if credentials is None:
+            none = f"none for profile {excerpt(args.profile, 40)}" if args.profile else "none"
+            raise ConfigurationError(
+                f"connect needs AWS credentials in {region} and found {none}: --profile P, AWS_PROFILE or "
+                "aws configure"
+            )
+        credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
+        clients = ConnectClients.from_session(session, region)
+        found = connection(
+            config,
+            environment=name,
+            stack=stack,
+            node=args.node,
+            clients=clients,
+            profile=args.profile,
+            file=str(args.file),
+        )
+    except (BotoCoreError, ClientError) as error:
+        looked_up = f"cannot look up {stack} in {region}: "
+        raise ConfigurationError(looked_up + aws_reason(error, TABLE_WIDTH - 7 - len(looked_up))) from None
+    if args.output == "json":
+        _json(out, {"environment": name, "stack": stack, "region": region, **found.as_dict()})
+    elif args.print:
+        print("\n".join([found.shell, *note_lines(found, prefix="# ")]), file=out)
+    else:
+        return (
+            EXIT_OK
+            if open_connection(found, lambda line: print(line, file=out, flush=True)) == 0
+            else EXIT_FAILED
+        )
+    return EXIT_OK
+
+
 def _catalog(args: argparse.Namespace, out: TextIO) -> int:
     types = all_instance_types()
     if args.output == "json":
@@ -693,6 +743,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
     command.set_defaults(command=_cleanup)
+
+    command = add_command(
+        "connect", "open an SSM session on a node of a deployed environment (EKS: kubeconfig)"
+    )
+    command.add_argument("file", type=_input_file, help="environment file")
+    command.add_argument(
+        "--node",
+        help="controller, login, head, an instance group / queue / node group name, or an instance id; default: "
+        "the controller (HyperPod), head node (ParallelCluster), login node (PCS), the kubeconfig (EKS)",
+    )
+    command.add_argument(
+        "--print", action="store_true", help="print the command instead of running it (--output json too)"
+    )
+    command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
+    command.set_defaults(command=_connect)
 
     command = add_command("catalog", "the instance-type facts the library uses")
     command.set_defaults(command=_catalog)

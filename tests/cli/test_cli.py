@@ -589,6 +589,8 @@ def test_help_ends_with_examples_and_the_exit_statuses(capsys: pytest.CaptureFix
   training-clusters diagram --assembly cdk.out -d pictures/
   training-clusters cleanup environments/network-storage.yaml
   training-clusters cleanup environments/network-storage.yaml --delete --backup
+  training-clusters connect environments/hyperpod-team.yaml --node login
+  training-clusters connect environments/parallelcluster-c5n.yaml --print
   training-clusters catalog --output json
   training-clusters schema > environments/schema.json
 

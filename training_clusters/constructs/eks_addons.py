@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aws_cdk as cdk
+import jsii
 import yaml
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
@@ -35,6 +36,7 @@ from training_clusters.compliance import accept_inline_policy, acknowledge
 from training_clusters.constructs.eks_gpu import (
     GPU_TAINT_KEY,
     NEURON_TAINT_KEY,
+    DevicePluginKind,
     GpuEksCluster,
     pod_identity_principal,
 )
@@ -245,6 +247,9 @@ class NvidiaDevicePlugin(Construct):
         NvidiaDevicePlugin(self, "DevicePlugin", cluster=cluster, instance_types=["g5.2xlarge"],
                            time_slicing=TimeSlicing(replicas=10))
 
+    :class:`GpuEksCluster` installs this plugin itself, without sharing, for its GPU nodegroups; creating one for
+    the cluster replaces that (as the EFA and Neuron plugins below do theirs).
+
     Time-slicing and MPS are mutually exclusive. With MPS, every node the plugin runs on must carry the
     label :func:`device_plugin_node_labels` gives (``nvidia.com/mps.capable=true``: the chart's MPS control
     daemon runs only there, and without it the node advertises no GPUs); put it on the nodegroups, as
@@ -284,6 +289,7 @@ class NvidiaDevicePlugin(Construct):
         super().__init__(scope, id)
         mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
         types = _check_instance_types(self, instance_types, "GPU", "NVIDIA GPU", lambda entry: entry.is_gpu)
+        cluster.device_plugin_given(DevicePluginKind.NVIDIA)
         self._check_sharing(time_slicing, mps, mig_strategy)
         self._check_mps_replicas(mps)
         self._check_mig_capable(types, mig_strategy)
@@ -409,6 +415,7 @@ class EfaDevicePlugin(Construct):
         """
         super().__init__(scope, id)
         _check_instance_types(self, instance_types, "EFA", "EFA", lambda entry: entry.efa_supported)
+        cluster.device_plugin_given(DevicePluginKind.EFA)
         self.values = efa_device_plugin_values(
             instance_types=instance_types,
             image_repository=image_repository or efa_device_plugin_repository(self),
@@ -477,8 +484,60 @@ class NeuronDevicePlugin(Construct):
         _check_instance_types(
             self, instance_types, "Trainium", "Trainium (Neuron) devices", lambda entry: entry.is_trainium
         )
+        cluster.device_plugin_given(DevicePluginKind.NEURON)
         self.values = neuron_device_plugin_values(instance_types=instance_types)
         self.chart = _helm_chart(self, cluster, chart, self.values)
+
+
+# --------------------------------------------------------------------------------------------------
+# the device plugins GpuEksCluster installs itself
+
+#: Construct id and chart of each device plugin :class:`GpuEksCluster` installs (under the cluster).
+CLUSTER_DEVICE_PLUGINS: Mapping[DevicePluginKind, tuple[str, HelmChartSpec]] = {
+    DevicePluginKind.NVIDIA: ("NvidiaDevicePlugin", NVIDIA_DEVICE_PLUGIN_CHART),
+    DevicePluginKind.EFA: ("EfaDevicePlugin", EFA_DEVICE_PLUGIN_CHART),
+    DevicePluginKind.NEURON: ("NeuronDevicePlugin", NEURON_HELM_CHART),
+}
+
+
+def cluster_device_plugin(
+    cluster: GpuEksCluster, kind: DevicePluginKind, instance_types: Callable[[], list[str]]
+) -> eks.HelmChart:
+    """The ``kind`` device plugin of ``cluster`` (``device_plugins=True``), with the values
+    :class:`NvidiaDevicePlugin`, :class:`EfaDevicePlugin` or :class:`NeuronDevicePlugin` give, scheduled on
+    ``instance_types()`` as it is when the template is written, so nodegroups added later are covered (the way
+    CDK's own ``aws-auth`` ConfigMap collects roles, aws-cdk ``aws-eks/lib/aws-auth.ts``)."""
+    build: Callable[[], dict[str, Any]]
+    if kind is DevicePluginKind.NVIDIA:
+        build = lambda: nvidia_device_plugin_values(instance_types=instance_types())  # noqa: E731
+    elif kind is DevicePluginKind.EFA:
+        repository = efa_device_plugin_repository(cluster)
+        build = lambda: efa_device_plugin_values(  # noqa: E731
+            instance_types=instance_types(), image_repository=repository
+        )
+    else:
+        build = lambda: neuron_device_plugin_values(instance_types=instance_types())  # noqa: E731
+    id, spec = CLUSTER_DEVICE_PLUGINS[kind]
+    return _helm_chart(cluster, cluster, spec, _lazy_values(build), id=id)
+
+
+@jsii.implements(cdk.IStableAnyProducer)
+class _Produce:
+    def __init__(self, produce: Callable[[], Any]) -> None:
+        self._produce = produce
+
+    def produce(self) -> Any:
+        return self._produce()
+
+
+def _lazy_values(build: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Helm values whose every top-level entry is computed by ``build()`` when the template is written (the
+    chart's custom resource serializes its values with ``Stack.toJsonString``, which resolves tokens)."""
+
+    def entry(key: str) -> Callable[[], Any]:
+        return lambda: build()[key]
+
+    return {key: cdk.Lazy.any(_Produce(entry(key))) for key in build()}
 
 
 def _check_instance_types(

@@ -19,8 +19,10 @@ Example::
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 
 import aws_cdk as cdk
 import jsii
@@ -89,6 +91,21 @@ _MAX_IMDS_HOP_LIMIT = 64
 NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
 
 GPU_TAINT_KEY = "nvidia.com/gpu"
+
+
+class DevicePluginKind(StrEnum):
+    """The device plugins :class:`GpuEksCluster` installs for its nodegroups (``device_plugins``)."""
+
+    NVIDIA = "nvidia"
+    """NVIDIA's device plugin (``nvidia.com/gpu``), for NVIDIA GPU types."""
+    EFA = "efa"
+    """AWS's EFA device plugin (``vpc.amazonaws.com/efa``), for the types of EFA nodegroups."""
+    NEURON = "neuron"
+    """AWS Neuron's device plugin (``aws.amazon.com/neuron``), for Trainium types."""
+
+
+DEVICE_PLUGIN_KINDS = tuple(DevicePluginKind)
+
 #: Labels of the system nodes: where controllers (add-ons, Kueue, Kubeflow Trainer) run.
 SYSTEM_NODE_LABELS: Mapping[str, str] = {"training-clusters/role": "system"}
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
@@ -124,7 +141,15 @@ class GpuEksCluster(Construct):
     ``secrets_key``, ``kubectl_layer``, ``subnets`` (of the control plane, the system nodes and the kubectl
     provider), ``node_role`` (shared by the nodegroups), ``pod_identity_agent`` (the add-on, CDK's own),
     ``vpc_cni_role`` and ``vpc_cni_pod_identity`` (its association), ``system_nodegroup``, ``connections``
-    (the cluster security group's: allow file systems to it).
+    (the cluster security group's: allow file systems to it), ``installs_device_plugins`` and
+    ``device_plugin_charts`` (the device plugins the cluster installs for its nodegroups, by
+    :class:`DevicePluginKind`).
+
+    Device plugins: each nodegroup added gets the plugins its nodes need (NVIDIA's on NVIDIA GPU types, AWS's EFA
+    plugin on EFA nodegroups' types, AWS Neuron's on Trainium types), so pods can ask for ``nvidia.com/gpu``,
+    ``vpc.amazonaws.com/efa`` and ``aws.amazon.com/neuron`` as on a cluster eksctl made (eksctl installs NVIDIA's
+    plugin for GPU nodegroups, https://docs.aws.amazon.com/eks/latest/eksctl/gpu-support.html, and the EFA and
+    Neuron plugins likewise). ``device_plugins=False`` leaves them to you.
     """
 
     def __init__(
@@ -143,6 +168,7 @@ class GpuEksCluster(Construct):
         system_node_count: int = 2,
         removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.DESTROY,
         kubernetes_version: str = KUBERNETES_VERSION,
+        device_plugins: bool = True,
     ) -> None:
         """Create the cluster and its system nodegroup.
 
@@ -164,6 +190,14 @@ class GpuEksCluster(Construct):
             cluster holds no data of its own; storage lives in FSx).
         :param kubernetes_version: The control plane's Kubernetes version; the kubectl layer (v1.33) drives
             1.32 to 1.34. Default: :data:`KUBERNETES_VERSION`.
+        :param device_plugins: Install the device plugins the nodegroups need, as they are added: NVIDIA's for
+            NVIDIA GPU types, AWS's EFA plugin for the types of EFA nodegroups (:class:`EfaNodegroup`), AWS Neuron's for
+            Trainium types, each scheduled on exactly those instance types, with the charts and values of
+            :mod:`~training_clusters.constructs.eks_addons` (without them no pod can ask for a GPU, an EFA
+            interface or a Neuron device). A plugin you create for this cluster yourself
+            (:class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin`, ``EfaDevicePlugin``,
+            ``NeuronDevicePlugin``, e.g. for GPU sharing) replaces the cluster's of that kind. Default: True,
+            as eksctl does; False installs none.
         """
         super().__init__(scope, id)
         access_mode = option(self, "access_mode", AccessMode, access_mode)
@@ -211,6 +245,11 @@ class GpuEksCluster(Construct):
             cfn_cluster.add_property_override("AccessConfig.AuthenticationMode", str(access_mode))
         self.cluster_name: str = self.cluster.cluster_name
         self.kubernetes_version = kubernetes_version
+        self.installs_device_plugins = device_plugins
+        #: The device plugin charts the cluster installs itself, by kind (:data:`DEVICE_PLUGIN_KINDS`).
+        self.device_plugin_charts: dict[str, eks.HelmChart] = {}
+        self._device_plugin_types: dict[str, set[str]] = {kind: set() for kind in DEVICE_PLUGIN_KINDS}
+        self._given_device_plugins: set[str] = set()
         self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
         self._connections = ec2.Connections(security_groups=[self.cluster_security_group])
         if admin_role_arn is not None:
@@ -281,6 +320,41 @@ class GpuEksCluster(Construct):
             cluster_name=self.cluster_name,
             resolve_conflicts="OVERWRITE",
         )
+
+    def add_device_plugins_for(self, instance_type: InstanceType, *, efa: bool) -> None:
+        """Schedule the device plugins nodes of ``instance_type`` need on them (a nodegroup calls this).
+
+        The first nodegroup that needs a kind installs its chart; later ones add their type to the chart's node
+        affinity, read when the template is written. Nothing with ``device_plugins=False``, or for a kind whose
+        plugin was given for this cluster (:meth:`device_plugin_given`).
+        """
+        if not self.installs_device_plugins:
+            return
+        wanted = {
+            DevicePluginKind.NVIDIA: instance_type.is_gpu,
+            DevicePluginKind.EFA: efa,
+            DevicePluginKind.NEURON: instance_type.is_trainium,
+        }
+        for kind, needed in wanted.items():
+            if not needed:
+                continue
+            self._device_plugin_types[kind].add(instance_type.name)
+            if kind not in self.device_plugin_charts and kind not in self._given_device_plugins:
+                # eks_addons imports this module
+                from training_clusters.constructs.eks_addons import cluster_device_plugin
+
+                self.device_plugin_charts[kind] = cluster_device_plugin(
+                    self, kind, functools.partial(sorted, self._device_plugin_types[kind])
+                )
+
+    def device_plugin_given(self, kind: DevicePluginKind | str) -> None:
+        """A device plugin of ``kind`` is installed for this cluster by someone else (an add-on construct calls
+        this): the cluster installs none of that kind, and removes its own if it made one already."""
+        kind = DevicePluginKind(kind)
+        self._given_device_plugins.add(kind)
+        chart = self.device_plugin_charts.pop(kind, None)
+        if chart is not None:
+            self.node.try_remove_child(chart.node.id)
 
     def update_kubeconfig_command(self, region: str) -> str:
         """The ``aws eks update-kubeconfig`` command for the admin role (a string with tokens)."""
@@ -523,6 +597,7 @@ class _LaunchTemplateNodegroup(Construct):
         sizes: _Sizes,
         labels: Mapping[str, str] | None,
         taints: Sequence[eks.TaintSpec],
+        efa: bool = False,
     ) -> None:
         self.labels = dict(labels or {})
         self.taints = tuple(taints)
@@ -541,6 +616,7 @@ class _LaunchTemplateNodegroup(Construct):
             taints=taints,
             capacity_type=CapacityType.parse(self.capacity.eks_capacity_type()),
         )
+        cluster.add_device_plugins_for(self.instance_type, efa=efa)
 
 
 @checked_props
@@ -651,6 +727,7 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
             sizes=sizes,
             labels=labels,
             taints=accelerator_taints(self.instance_type),
+            efa=True,
         )
 
     # ----------------------------------------------------------------------------------------------

@@ -405,6 +405,11 @@ class HyperPodCluster(Construct):
     def controller_group(self) -> InstanceGroup | None:
         return next((g for g in self.instance_groups if g.role is NodeRole.CONTROLLER), None)
 
+    @property
+    def login_group(self) -> InstanceGroup | None:
+        """The login group (at most one), else None."""
+        return next((g for g in self.instance_groups if g.role is NodeRole.LOGIN), None)
+
     # ----------------------------------------------------------------------------------------------
     # validation, one rule per method
 

@@ -69,6 +69,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             cluster_name=settings.cluster_name,
             system_instance_type=settings.system_nodegroup.instance_type,
             system_node_count=settings.system_nodegroup.size,
+            # the file's eks.addons say which device plugins to install, and how (_add_addons)
+            device_plugins=False,
         )
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.cluster)

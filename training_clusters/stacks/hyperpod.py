@@ -89,27 +89,39 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
             self._retain_database_subnets(self.accounting_database)
         self._add_outputs(spec)
 
+    def _ssm_command(self, spec: HyperPodConfig, group: str) -> str:
+        """``aws ssm start-session`` to a node of ``group``, with the command that finds its instance id."""
+        command: str = cdk.Fn.join(
+            "",
+            [
+                "aws ssm start-session --region ",
+                self.region,
+                " --target ",
+                ssm_target_hint(self.cluster.cluster_id, group),
+                "   # instance id: aws sagemaker list-cluster-nodes --region ",
+                self.region,
+                f" --cluster-name {spec.cluster_name} --instance-group-name-contains {group}"
+                " --query 'ClusterNodeSummaries[0].InstanceId' --output text",
+            ],
+        )
+        return command
+
     def _add_outputs(self, spec: HyperPodConfig) -> None:
         controller = self.cluster.controller_group
         assert controller is not None
         self.output("ClusterArn", self.cluster.cluster_arn, "HyperPod cluster ARN")
         self.output(
             "ControllerSsmCommand",
-            cdk.Fn.join(
-                "",
-                [
-                    "aws ssm start-session --region ",
-                    self.region,
-                    " --target ",
-                    ssm_target_hint(self.cluster.cluster_id, controller.name),
-                    "   # instance id: aws sagemaker list-cluster-nodes --region ",
-                    self.region,
-                    f" --cluster-name {spec.cluster_name} --instance-group-name-contains {controller.name}"
-                    " --query 'ClusterNodeSummaries[0].InstanceId' --output text",
-                ],
-            ),
+            self._ssm_command(spec, controller.name),
             "Reach the Slurm controller through SSM (no SSH, no public IP)",
         )
+        login = self.cluster.login_group
+        if login is not None:
+            self.output(
+                "LoginNodeSsmCommand",
+                self._ssm_command(spec, login.name),
+                "Reach a login node through SSM, where the team logs in (training-clusters connect FILE --node login)",
+            )
         self.output(
             "LifecycleLogGroup",
             cdk.Fn.join("", ["/aws/sagemaker/Clusters/", spec.cluster_name, "/", self.cluster.cluster_id]),
