@@ -188,18 +188,20 @@ def test_set_gives_the_idle_user_its_password_and_exactly_the_grants(secrets: Se
     ]
 
 
-def test_set_refuses_a_user_that_still_has_a_session(secrets: Secrets) -> None:
+# slurmdbd usually holds exactly one connection: one session already refuses (none is the test above).
+@pytest.mark.parametrize("sessions", [1, 2])
+def test_set_refuses_a_user_that_still_has_a_session(secrets: Secrets, sessions: int) -> None:
     secrets.describe(ROTATING)
     secrets.value(ARN, CURRENT, VersionStage="AWSCURRENT")
     secrets.value(ARN, PENDING, VersionId=TOKEN, VersionStage="AWSPENDING")
     secrets.value(MASTER_ARN, MASTER)
-    database = Database(sessions=2)
+    database = Database(sessions=sessions)
 
     with pytest.raises(UserError) as error:
         on_rotation(step("setSecret"), None, session=secrets, connect=database.connect)
 
     assert str(error.value) == (
-        "slurmdbd_clone still has 2 session(s) open: slurmdbd has not moved to slurmdbd yet (is the controller's "
+        f"slurmdbd_clone still has {sessions} session(s) open: slurmdbd has not moved to slurmdbd yet (is the controller's "
         "training-clusters-slurmdbd-password.timer running?); its password stays, and the rotation is tried again "
         "later"
     )
