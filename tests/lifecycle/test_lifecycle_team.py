@@ -595,6 +595,26 @@ def test_pam_slurm_adopt_on_a_worker_built_from_slurms_source(sandbox: Sandbox) 
     assert not [c for c in second.calls_to("make") if "contribs/pam_slurm_adopt" in c]
 
 
+def test_a_new_worker_is_guarded_before_any_team_account_exists(sandbox: Sandbox) -> None:
+    """Issue 40, Medium 6: the homes (and authorized_keys) of the team may already be on FSx, so a user can log in
+    the moment their account exists: the metadata guard and pam_slurm_adopt come first."""
+    sandbox.write_params(users=USERS, enable_pam_slurm_adopt=True)
+    sandbox.write("etc/pam.d/sshd", SSHD_PAM)
+
+    run = sandbox.run()
+
+    assert run.returncode == 0, run.output
+    steps = re.findall(r"step '([\w-]+)' (?:started|skipped)", run.log)
+    assert steps.index("imds-guard") < steps.index("controller-access") < steps.index("pam-slurm-adopt")
+    assert steps.index("pam-slurm-adopt") + 1 == steps.index("users")
+    first_account = min(i for i, call in enumerate(run.calls) if call[0] in ("useradd", "groupadd"))
+    guard = next(
+        i for i, call in enumerate(run.calls) if call[1:] == ["restart", "training-clusters-imds.service"]
+    )
+    logind = next(i for i, call in enumerate(run.calls) if call[1:] == ["mask", "systemd-logind"])
+    assert guard < logind < first_account
+
+
 @pytest.mark.parametrize(("group", "ip"), [("worker-group-1", "10.1.1.11"), ("worker-group-2", "10.1.2.21")])
 def test_pam_slurm_adopt_covers_every_worker_group(sandbox: Sandbox, group: str, ip: str) -> None:
     """Every instance group of worker_groups is a worker, so each gets pam_slurm_adopt (not only the first)."""
@@ -666,7 +686,7 @@ def test_nodes_with_users_keep_instance_metadata_for_root(sandbox: Sandbox, role
     assert ["enable", "training-clusters-imds.service"] in run.calls_to("systemctl")
     assert ["restart", "training-clusters-imds.service"] in run.calls_to("systemctl")
     steps = re.findall(r"step '([\w-]+)' started", run.log)
-    assert steps.index("users") + 1 == steps.index("imds-guard")
+    assert steps.index("imds-guard") < steps.index("users")  # in force before any team account exists
 
 
 def test_nodes_without_users_leave_instance_metadata_alone(sandbox: Sandbox) -> None:
@@ -784,6 +804,7 @@ def test_the_controller_lets_only_administrators_log_in_over_ssh(sandbox: Sandbo
     assert passwd(sandbox)[0] == "alice:x:2001:2001::/fsx/alice:/bin/bash"  # Slurm still resolves them
     steps = re.findall(r"step '([\w-]+)' started", first.log)
     assert steps.index("imds-guard") + 1 == steps.index("controller-access")
+    assert steps.index("controller-access") < steps.index("users")
     assert sandbox.snapshot() == before
 
 

@@ -60,11 +60,11 @@ main() {
         done
     fi
 
+    # What keeps a team user in their lane is in force before any team account exists on the node: their
+    # homes (with authorized_keys) may already be on FSx, so a login works the moment the account does.
     if ((${#TC_USERS[@]} > 0)); then
-        run_step users tc_setup_users
         run_step imds-guard tc_setup_imds_guard
     else
-        skip_step users "no users in training_clusters.json"
         skip_step imds-guard "no users in training_clusters.json: only administrators log in"
     fi
     if ((${#TC_USERS[@]} == 0)); then
@@ -75,6 +75,20 @@ main() {
         skip_step controller-access "team_logins_on_controller is true: the team logs in here too"
     else
         run_step controller-access tc_keep_team_off_node
+    fi
+
+    if [[ $TC_ENABLE_PAM_SLURM_ADOPT != true ]]; then
+        skip_step pam-slurm-adopt "enable_pam_slurm_adopt is false"
+    elif [[ $TC_ROLE != worker ]]; then
+        skip_step pam-slurm-adopt "runs on workers only (the controller sets PrologFlags=Contain)"
+    else
+        run_step pam-slurm-adopt tc_setup_pam_slurm_adopt
+    fi
+
+    if ((${#TC_USERS[@]} > 0)); then
+        run_step users tc_setup_users
+    else
+        skip_step users "no users in training_clusters.json"
     fi
 
     if [[ $TC_ENABLE_ENROOT_PYXIS == true ]]; then
@@ -102,14 +116,6 @@ main() {
         skip_step accounting "runs on the controller only"
     fi
     run_step "slurm-${TC_ROLE}" tc_setup_slurm
-
-    if [[ $TC_ENABLE_PAM_SLURM_ADOPT != true ]]; then
-        skip_step pam-slurm-adopt "enable_pam_slurm_adopt is false"
-    elif [[ $TC_ROLE != worker ]]; then
-        skip_step pam-slurm-adopt "runs on workers only (the controller sets PrologFlags=Contain)"
-    else
-        run_step pam-slurm-adopt tc_setup_pam_slurm_adopt
-    fi
 
     if [[ $TC_ENABLE_OBSERVABILITY == true ]]; then
         run_step observability tc_setup_observability
