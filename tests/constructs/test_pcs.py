@@ -3,6 +3,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
+import shutil
 import stat
 import subprocess
 import textwrap
@@ -28,7 +29,9 @@ from training_clusters.constructs.pcs import (
     PcsComputeNodeGroup,
     PcsLoginNodes,
     PcsQueue,
-    lustre_mount_user_data,
+    imds_guard_boothook,
+    lustre_mount_script,
+    node_user_data,
 )
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
@@ -669,10 +672,9 @@ def test_every_node_mounts_the_file_system_from_mime_multipart_user_data(parts: 
         text = _user_data(cluster, group)
         assert text.startswith(
             f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\nMIME-Version: 1.0\n\n'
-        )
-        assert (
-            f'\n--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\n'
-            in text
+            f'--{MIME_BOUNDARY}\nContent-Type: text/cloud-boothook; charset="us-ascii"\n\n'
+            f"{imds_guard_boothook()}\n"
+            f'--{MIME_BOUNDARY}\nContent-Type: text/x-shellscript; charset="us-ascii"\n\n#!/bin/bash\n'
         )
         assert text.endswith(f"\n--{MIME_BOUNDARY}--\n")
         assert f"device='<{fsx_id}>.fsx.us-east-1.<AWS::URLSuffix>@tcp:/<{fsx_id}.LustreMountName>'" in text
@@ -680,9 +682,14 @@ def test_every_node_mounts_the_file_system_from_mime_multipart_user_data(parts: 
         assert "mount -a -t lustre" in text
 
 
-def test_without_a_file_system_there_is_no_user_data(parts: Parts) -> None:
+def test_without_a_file_system_the_user_data_is_the_metadata_guard_alone(parts: Parts) -> None:
     cluster = parts.cluster(file_system=None)
-    assert "UserData" not in _launch_template_data(cluster, "compute")
+    for group in ("compute", "login"):
+        assert _user_data(cluster, group) == (
+            f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\nMIME-Version: 1.0\n\n'
+            f'--{MIME_BOUNDARY}\nContent-Type: text/cloud-boothook; charset="us-ascii"\n\n'
+            f"{imds_guard_boothook()}\n--{MIME_BOUNDARY}--\n"
+        )
 
 
 def _run_mount_script(
@@ -691,8 +698,7 @@ def _run_mount_script(
     """Run the shell part with ``mount``/``mountpoint`` stubbed and /etc/fstab redirected into ``tmp_path``:
     the first ``mount -a`` fails and the second mounts, or with ``never_mounts`` every one fails."""
     mount_dir = tmp_path / "shared"
-    text = lustre_mount_user_data(device, str(mount_dir))
-    script = text.split('charset="us-ascii"\n\n', 1)[1].rsplit(f"\n--{MIME_BOUNDARY}--", 1)[0]
+    script = lustre_mount_script(device, str(mount_dir))
     fstab = tmp_path / "fstab"
     fstab.touch()
     bin_dir = tmp_path / "bin"
@@ -750,7 +756,7 @@ def test_mount_script_fails_the_node_when_the_file_system_never_mounts(tmp_path:
 def test_the_device_is_one_quoted_word_of_the_mount_script(tmp_path: Path) -> None:
     # Defence in depth: SharedLustre refuses such a name, and a name that slipped through stays a name.
     device = "fs-1.fsx.us-east-1.amazonaws.com';touch injected;'@tcp:/abcd"
-    text = lustre_mount_user_data(device, "/fsx")
+    text = node_user_data(device, "/fsx")
     assert "device='fs-1.fsx.us-east-1.amazonaws.com'\"'\"';touch injected;'\"'\"'@tcp:/abcd'\n" in text
     assert "mount_dir='/fsx'\n" in text
     run = _run_mount_script(tmp_path, device)
@@ -1075,3 +1081,87 @@ def test_purchase_option_members_and_spellings_build_the_same_group(parts: Parts
     _template(cluster).has_resource_properties(
         "AWS::PCS::ComputeNodeGroup", {"Name": "compute", "PurchaseOption": "SPOT"}
     )
+
+
+# -- the metadata guard (issue 40, High 3) ----------------------------------------------------------
+
+
+def test_the_boothook_carries_the_guard_hyperpod_and_parallelcluster_nodes_run_byte_for_byte() -> None:
+    hook = imds_guard_boothook()
+    body = hook.split("<<'TC_IMDS_GUARD_END'", 1)[1].split("\n", 1)[1].split("\nTC_IMDS_GUARD_END\n", 1)[0]
+    shared = (
+        Path(__file__).resolve().parents[2]
+        / "training_clusters/lifecycle_scripts/node/training-clusters-imds.sh"
+    )
+    assert body + "\n" == shared.read_text()
+    # EC2 takes at most 16 KB of user data (before base64): the guard and the mount part fit
+    assert len(node_user_data("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", "/shared").encode()) < 16 * 1024
+
+
+def _run_boothook(
+    tmp_path: Path, stubs: dict[str, str]
+) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    """The boothook with /usr/local/sbin and /dev/console moved into ``tmp_path`` and the commands in ``stubs``
+    (name: body) recording their arguments in calls.log; only the stubbed commands and bash's own tools exist."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    calls = tmp_path / "calls.log"
+    for name, body in stubs.items():
+        path = bin_dir / name
+        path.write_text(f'#!/bin/bash\necho "{name} $*" >>{calls}\n{body}\n')
+        path.chmod(0o755)
+    for tool in ("mkdir", "mktemp", "cat", "chmod", "rm", "tee", "bash", "cp"):
+        (bin_dir / tool).symlink_to(shutil.which(tool) or tool)
+    sbin = tmp_path / "sbin"
+    script = (
+        imds_guard_boothook()
+        .replace("/usr/local/sbin", str(sbin))
+        .replace("/dev/console", str(tmp_path / "console"))
+    )
+    (tmp_path / "hook").write_text(script)
+    done = subprocess.run(
+        [shutil.which("bash") or "bash", str(tmp_path / "hook")],
+        capture_output=True, text=True, env={"PATH": str(bin_dir)}, check=False, timeout=30,
+    )  # fmt: skip
+    return done, calls.read_text().splitlines() if calls.exists() else []
+
+
+def test_the_boothook_installs_iptables_with_dnf_then_the_guard_and_its_unit(tmp_path: Path) -> None:
+    installed = tmp_path / "bin" / "iptables"
+    done, calls = _run_boothook(
+        tmp_path,
+        {"dnf": f"printf '#!/bin/bash\\necho \"iptables $*\" >>{tmp_path}/calls.log\\n' >{installed}; chmod 755 {installed}",
+         "systemctl": "exit 0"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert calls == [
+        "dnf install -y iptables-nft",
+        "systemctl daemon-reload",
+        "systemctl enable training-clusters-imds.service",
+        "systemctl restart training-clusters-imds.service",
+    ]
+    assert (tmp_path / "sbin" / "training-clusters-imds").stat().st_mode & 0o777 == 0o755
+
+
+@pytest.mark.parametrize(
+    ("stubs", "reason", "tried"),
+    [
+        ({"dnf": "exit 1"}, "dnf could not install iptables-nft", ["dnf install -y iptables-nft"]),
+        ({"apt-get": "exit 100"}, "apt-get could not install iptables", ["apt-get install -y iptables"]),
+        ({}, "no iptables, and neither dnf nor apt-get to install it", []),
+        ({"iptables": "exit 0", "systemctl": '[[ $1 != restart ]]'}, "", None),
+    ],
+)  # fmt: skip
+def test_a_node_whose_guard_cannot_be_put_in_place_powers_off(
+    tmp_path: Path, stubs: dict[str, str], reason: str, tried: list[str] | None
+) -> None:
+    """cloud-init only logs a failing boothook: the node must not run open, so it powers itself off."""
+    done, calls = _run_boothook(tmp_path, {"systemctl": "exit 0", **stubs})
+    reason = reason or "training-clusters-imds --install failed"
+    assert done.returncode == 1
+    line = f"training-clusters: {reason} (the metadata guard is not in place): powering off"
+    assert done.stderr.splitlines()[-1] == line
+    assert (tmp_path / "console").read_text() == line + "\n"
+    assert calls[-1] == "systemctl poweroff --no-block"
+    if tried is not None:
+        assert calls[:-1] == tried

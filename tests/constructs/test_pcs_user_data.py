@@ -2,17 +2,20 @@
 cloud-init's own code.
 
 What this proves, for every node group of ``pcs-c5n.yaml``, ``pcs-p5.yaml`` and ``training-any.yaml`` under
-``orchestrator: pcs`` (each mounts FSx for Lustre from user data, the only user data :class:`PcsCluster`
-writes): the synthesized ``UserData`` (its CloudFormation tokens replaced by values of the right shape) goes
-through cloud-init's ``UserDataProcessor`` (what a datasource's ``get_userdata`` runs) and its default part
-handlers (``stages.Init._consume_userdata``, as on a node's first boot) into exactly one part, of type
-``text/x-shellscript``, with no part left unhandled and no warning logged; cloud-init's shell-script handler
-writes it, mode 0700, into the instance's scripts folder, from which the ``scripts_user`` module runs it once
-per instance (https://cloudinit.readthedocs.io/en/latest/reference/modules.html#scripts-user); the file is
-the mount script the construct meant, byte for byte, and passes ``bash -n`` and shellcheck. There is no
+``orchestrator: pcs`` (each mounts FSx for Lustre from user data): the synthesized ``UserData`` (its
+CloudFormation tokens replaced by values of the right shape) goes through cloud-init's ``UserDataProcessor``
+(what a datasource's ``get_userdata`` runs) and its default part handlers (``stages.Init._consume_userdata``,
+as on a node's first boot) into exactly two parts, with no part left unhandled and no warning logged:
+first a ``text/cloud-boothook``, the metadata guard, which cloud-init's boothook handler writes (mode 0700)
+and runs at once, while it consumes the user data (here the run is recorded, not made: it would change this
+machine's netfilter rules); then a ``text/x-shellscript``, which cloud-init's shell-script handler writes,
+mode 0700, into the instance's scripts folder, from which the ``scripts_user`` module runs it once per
+instance (https://cloudinit.readthedocs.io/en/latest/reference/modules.html#scripts-user). Each file is the
+script the construct meant, byte for byte, and passes ``bash -n`` and shellcheck. There is no
 ``text/cloud-config`` part, so nothing is merged into the instance's cloud-config; a cloud-config part, were
 one added, would be validated with cloud-init's own schema (``cloudinit.config.schema``, strict), as the
-control cases below show the harness does.
+control cases below show the harness does. What the guard does on a node is shown on a booted Debian node
+(``tests/integration/test_pcs_guard_real.py``).
 
 What it does not prove: how PCS merges this MIME document with its own user data (AWS's side, see
 https://docs.aws.amazon.com/pcs/latest/userguide/working-with_ec2-user-data.html), or what the script does
@@ -39,7 +42,12 @@ import pytest
 import yaml
 
 from training_clusters.config import parse_environment
-from training_clusters.constructs.pcs import MIME_BOUNDARY, lustre_mount_script, lustre_mount_user_data
+from training_clusters.constructs.pcs import (
+    MIME_BOUNDARY,
+    imds_guard_boothook,
+    lustre_mount_script,
+    node_user_data,
+)
 from training_clusters.environments import add_environment_config
 from training_clusters.stacks.pcs import PcsEnvironment
 
@@ -73,6 +81,12 @@ class Keep(logging.Handler):
 
 
 logging.getLogger("cloudinit").addHandler(Keep())
+# A boothook runs at once (cloud-init's BootHookPartHandler calls subp.subp on the file it wrote): recorded here,
+# never run on this machine.
+from cloudinit.handlers import boot_hook
+
+ran = []
+boot_hook.subp.subp = lambda command, **kwargs: ran.append(list(command))
 logging.getLogger("cloudinit").setLevel(logging.DEBUG)
 paths = helpers.Paths({"cloud_dir": work + "/cloud", "run_dir": work + "/run", "templates_dir": work + "/t"})
 cfg = {"datasource_list": ["None"], "datasource": {"None": {"userdata_raw": user_data}}}
@@ -97,6 +111,9 @@ if merged.strip():
     except schema.SchemaValidationError as error:
         schema_errors = [f"{path}: {message}" for path, message in error.schema_errors]
 names = sorted(os.listdir(scripts)) if os.path.isdir(scripts) else []
+boothooks = paths.get_ipath("boothooks")
+assert boothooks.startswith(work + "/"), boothooks
+hooks = sorted(os.listdir(boothooks)) if os.path.isdir(boothooks) else []
 print(json.dumps({
     "parts": [
         [part.get_content_type(), part.get_filename()]
@@ -105,6 +122,9 @@ print(json.dumps({
     ],
     "scripts": {name: oct(os.stat(os.path.join(scripts, name)).st_mode & 0o777) for name in names},
     "scripts_dir": scripts,
+    "boothooks": {name: oct(os.stat(os.path.join(boothooks, name)).st_mode & 0o777) for name in hooks},
+    "boothooks_dir": boothooks,
+    "ran": ran,
     "cloud_config": merged,
     "schema_errors": schema_errors,
     "warnings": warnings,
@@ -198,14 +218,30 @@ def _environment(name: str, gates: EnvironmentGates, tmp_path: Path) -> tuple[Pc
     return stack, app.synth().get_stack_by_name(stack.stack_name).template
 
 
-def _assert_one_clean_shell_part(result: dict[str, Any], expected_script: str) -> None:
-    assert result["parts"] == [["text/x-shellscript", "part-001"]]
+def _assert_clean_parts(result: dict[str, Any], expected_script: str | None) -> None:
+    """The guard's boothook first (written and run), then, when there is one, the mount script."""
+    expected_parts = [["text/cloud-boothook", "part-001"]]
+    if expected_script is not None:
+        expected_parts.append(["text/x-shellscript", "part-002"])
+    assert result["parts"] == expected_parts
     assert result["warnings"] == []
-    assert result["scripts"] == {"part-001": "0o700"}
     assert result["cloud_config"] == ""  # no cloud-config part: nothing merged, nothing to validate
     assert result["schema_errors"] == []
-    script = Path(result["scripts_dir"]) / "part-001"
+    hook = Path(result["boothooks_dir"]) / "part-001"
+    assert result["boothooks"] == {"part-001": "0o700"}
+    assert result["ran"] == [[str(hook)]]  # run at once, while cloud-init consumes the user data
+    assert hook.read_text() == imds_guard_boothook()
+    _assert_shell(hook)
+    if expected_script is None:
+        assert result["scripts"] == {}
+        return
+    assert result["scripts"] == {"part-002": "0o700"}
+    script = Path(result["scripts_dir"]) / "part-002"
     assert script.read_text() == expected_script
+    _assert_shell(script)
+
+
+def _assert_shell(script: Path) -> None:
     syntax = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True, check=False)
     assert syntax.returncode == 0, syntax.stderr
     lint = subprocess.run(
@@ -215,6 +251,13 @@ def _assert_one_clean_shell_part(result: dict[str, Any], expected_script: str) -
         check=False,
     )
     assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def _one_part(content_type: str, body: str) -> str:
+    return (
+        f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\nMIME-Version: 1.0\n\n'
+        f'--{MIME_BOUNDARY}\nContent-Type: {content_type}; charset="us-ascii"\n\n{body}\n--{MIME_BOUNDARY}--\n'
+    )
 
 
 @pytest.mark.parametrize("name", [*SHIPPED, "training-any.yaml as pcs"])
@@ -234,7 +277,7 @@ def test_every_node_groups_user_data_is_one_shell_script_cloud_init_writes_as_me
         ]
         user_data = _rendered(data["UserData"], tokens)
         result = _consume(cloud_init, user_data, tmp_path / group)
-        _assert_one_clean_shell_part(result, expected_script)
+        _assert_clean_parts(result, expected_script)
 
 
 def test_a_mount_target_and_folder_of_any_allowed_shape_stay_one_clean_script(
@@ -242,8 +285,13 @@ def test_a_mount_target_and_folder_of_any_allowed_shape_stay_one_clean_script(
 ) -> None:
     device = "fs-0fedcba9876543210.fsx.eu-west-1.amazonaws.com@tcp:/zyxwvuts"
     mount_dir = "/scratch/team-a"
-    result = _consume(cloud_init, lustre_mount_user_data(device, mount_dir), tmp_path / "work")
-    _assert_one_clean_shell_part(result, lustre_mount_script(device, mount_dir))
+    result = _consume(cloud_init, node_user_data(device, mount_dir), tmp_path / "work")
+    _assert_clean_parts(result, lustre_mount_script(device, mount_dir))
+
+
+def test_without_a_file_system_the_guard_is_the_only_part(cloud_init: str, tmp_path: Path) -> None:
+    result = _consume(cloud_init, node_user_data(None, "/fsx"), tmp_path / "work")
+    _assert_clean_parts(result, None)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -251,9 +299,8 @@ def test_a_mount_target_and_folder_of_any_allowed_shape_stay_one_clean_script(
 
 
 def test_a_part_of_a_type_cloud_init_does_not_know_is_reported(cloud_init: str, tmp_path: Path) -> None:
-    user_data = lustre_mount_user_data("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", "/fsx").replace(
-        "text/x-shellscript", "text/x-shell-script"
-    )
+    script = lustre_mount_script("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", "/fsx")
+    user_data = _one_part("text/x-shell-script", script)
     result = _consume(cloud_init, user_data, tmp_path / "work")
     assert result["parts"] == [["text/x-shell-script", "part-001"]]
     assert result["scripts"] == {}
@@ -263,9 +310,8 @@ def test_a_part_of_a_type_cloud_init_does_not_know_is_reported(cloud_init: str, 
 
 
 def test_user_data_without_a_mime_version_is_one_unhandled_blob(cloud_init: str, tmp_path: Path) -> None:
-    user_data = lustre_mount_user_data("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", "/fsx").replace(
-        "MIME-Version: 1.0\n", ""
-    )
+    script = lustre_mount_script("fs-1.fsx.us-east-1.amazonaws.com@tcp:/abcd", "/fsx")
+    user_data = _one_part("text/x-shellscript", script).replace("MIME-Version: 1.0\n", "")
     result = _consume(cloud_init, user_data, tmp_path / "work")
     assert result["parts"] == [["text/x-not-multipart", "part-001"]]
     assert result["scripts"] == {}

@@ -11,7 +11,7 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters.config import load_environment, parse_environment
-from training_clusters.constructs.pcs import ROOT_DEVICE_LOOKUP_TYPE, lustre_mount_user_data
+from training_clusters.constructs.pcs import ROOT_DEVICE_LOOKUP_TYPE, node_user_data
 from training_clusters.environments import add_environment_config, stack_class
 from training_clusters.errors import ConfigurationError
 from training_clusters.stacks.pcs import PcsEnvironment
@@ -106,9 +106,9 @@ def test_pcs_environment_says_how_to_connect_and_mounts_storage_on_every_node(
     mount_target = stack.shared_storage.mount_target()
     for group in stack.cluster.launch_templates.values():
         data = template["Resources"][stack.get_logical_id(group)]["Properties"]["LaunchTemplateData"]
-        # exactly the mount part, for this stack's file system at its mount folder
+        # exactly the metadata guard and the mount part, for this stack's file system at its mount folder
         assert text(data["UserData"]) == text(
-            stack.resolve(lustre_mount_user_data(mount_target, stack.mount_dir or "/fsx"))
+            stack.resolve(node_user_data(mount_target, stack.mount_dir or "/fsx"))
         )
     # the nodes are the file system's clients (Lustre port from the node security group)
     nodes = stack.resolve(stack.cluster.node_security_group.security_group_id)

@@ -4,7 +4,8 @@ AWS PCS runs the Slurm controller (and, with accounting, slurmdbd) in an account
 nodes through an interface it creates in ``subnet``. The nodes are EC2 instances PCS launches from compute
 node groups, each over our own launch template: one EFA interface per network card (the same layout as
 :func:`~training_clusters.constructs.eks_gpu.efa_network_interfaces`), the placement group, IMDSv2 required
-and the shared FSx for Lustre file system mounted by user data. Queues map Slurm partitions to node groups;
+and user data that lets only root reach the instance metadata service and mounts the shared FSx for Lustre
+file system (:func:`node_user_data`). Queues map Slurm partitions to node groups;
 a static group of login nodes is where users run ``sbatch``.
 
 Closed by default: nodes live in private subnets and never get a public IP, there is no key pair (SSM
@@ -36,6 +37,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import aws_cdk as cdk
 import jsii
@@ -297,9 +299,7 @@ class PcsCluster(Construct):
         self.root_device_name: str = (
             root_device_name if root_device_name is not None else self._root_device_lookup(self.ami_id)
         )
-        user_data = (
-            lustre_mount_user_data(file_system.mount_target(), mount_dir) if file_system is not None else None
-        )
+        user_data = node_user_data(file_system.mount_target() if file_system is not None else None, mount_dir)
 
         self.node_groups: dict[str, pcs.CfnComputeNodeGroup] = {}
         self.launch_templates: dict[str, ec2.CfnLaunchTemplate] = {}
@@ -703,7 +703,7 @@ class PcsCluster(Construct):
         efa_security_group: ec2.ISecurityGroup | None,
         placement_group: TrainingPlacementGroup | None,
         root_volume_size_gib: int,
-        user_data: str | None,
+        user_data: str,
     ) -> pcs.CfnComputeNodeGroup:
         part = _id_part(name)
         node_group_id = self.node_security_group.security_group_id
@@ -734,8 +734,7 @@ class PcsCluster(Construct):
         )
         # PCS launches the node group's instance_configs type; the template keeps the rest.
         template.add_property_deletion_override("LaunchTemplateData.InstanceType")
-        if user_data is not None:
-            template.add_property_override("LaunchTemplateData.UserData", cdk.Fn.base64(user_data))
+        template.add_property_override("LaunchTemplateData.UserData", cdk.Fn.base64(user_data))
         group = pcs.CfnComputeNodeGroup(
             self,
             f"{part}NodeGroup",
@@ -760,28 +759,88 @@ class PcsCluster(Construct):
         return group
 
 
-def lustre_mount_user_data(mount_target: str, mount_dir: str) -> str:
-    """MIME multi-part user data whose shell part mounts FSx for Lustre at ``mount_dir``, idempotently.
+def node_user_data(mount_target: str | None, mount_dir: str) -> str:
+    """MIME multi-part user data of every PCS node: the instance metadata guard and, with a file system, the
+    mount of FSx for Lustre at ``mount_dir``.
 
-    PCS merges it with its own user data, so it must be MIME multi-part; a ``text/x-shellscript`` part runs
-    after the node registers with PCS and before slurmd starts, so jobs always find the file system. The
-    fstab line is written once (a rerun finds it), the mount is retried while the network and the file
-    system settle, and the node fails to start (rather than run jobs without storage) when it never mounts.
+    PCS merges it with its own user data, so it must be MIME multi-part. The first part, a
+    ``text/cloud-boothook``, is :func:`imds_guard_boothook`: cloud-init runs boothooks (its
+    ``BootHookPartHandler``, every boot) while it consumes user data in its network stage, whose unit
+    (``cloud-init.service`` in cloud-init 22.4) is ordered ``Before=sshd.service`` and
+    ``Before=systemd-user-sessions.service``, so only root reaches the metadata service before anyone can
+    log in. The second, a ``text/x-shellscript`` (:func:`lustre_mount_script`), runs once
+    per instance after the node registers with PCS and before slurmd starts, so jobs always find the file
+    system: the fstab line is written once (a rerun finds it), the mount is retried while the network and the
+    file system settle, and the node fails to start (rather than run jobs without storage) when it never
+    mounts.
     """
-    return (
-        f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\n'
-        "MIME-Version: 1.0\n"
-        "\n"
-        f"--{MIME_BOUNDARY}\n"
-        'Content-Type: text/x-shellscript; charset="us-ascii"\n'
-        "\n"
-        f"{lustre_mount_script(mount_target, mount_dir)}\n"
-        f"--{MIME_BOUNDARY}--\n"
-    )
+    parts = [("text/cloud-boothook", imds_guard_boothook())]
+    if mount_target is not None:
+        parts.append(("text/x-shellscript", lustre_mount_script(mount_target, mount_dir)))
+    text = f'Content-Type: multipart/mixed; boundary="{MIME_BOUNDARY}"\nMIME-Version: 1.0\n\n'
+    for content_type, body in parts:
+        text += f'--{MIME_BOUNDARY}\nContent-Type: {content_type}; charset="us-ascii"\n\n{body}\n'
+    return text + f"--{MIME_BOUNDARY}--\n"
+
+
+#: The metadata guard HyperPod's lifecycle scripts and ParallelCluster's compute nodes run, one script.
+IMDS_GUARD_SCRIPT = (
+    Path(__file__).resolve().parents[1] / "lifecycle_scripts" / "node" / "training-clusters-imds.sh"
+)
+#: The heredoc delimiter the boothook writes the guard with (a line the guard never holds).
+_GUARD_END = "TC_IMDS_GUARD_END"
+
+
+def imds_guard_boothook() -> str:
+    """The boothook of :func:`node_user_data`: only root reaches the instance metadata service on a PCS node.
+
+    Any local user who reads IMDS gets the node role's credentials, and that role may call
+    ``pcs:RegisterComputeNodeGroupInstance``, whose answer holds the cluster's Slurm (Munge) key
+    (``sharedSecret`` in botocore's PCS model): a forged credential for uid 0 on every node. So the boothook
+    installs the same owner-matched netfilter guard as HyperPod's and ParallelCluster's nodes
+    (``training-clusters-imds --install``: the rules now and a unit that applies them at every boot), with
+    ``iptables`` installed first if the AMI lacks it (``iptables-nft`` with dnf on Amazon Linux 2023, PCS's
+    sample AMIs; ``iptables`` with apt-get on Ubuntu). Root's daemons (PCS's agent, slurmd, the SSM agent)
+    keep their access. If the guard cannot be put in place, the instance powers off rather than run open:
+    cloud-init only logs a boothook that fails.
+    """
+    guard = IMDS_GUARD_SCRIPT.read_text()
+    if any(
+        line == _GUARD_END for line in guard.splitlines()
+    ):  # pragma: no cover - a fact of the shipped file
+        raise AssertionError(f"{IMDS_GUARD_SCRIPT} holds the line {_GUARD_END}")
+    return _BOOTHOOK.replace("@GUARD@", guard.rstrip("\n")).replace("@END@", _GUARD_END)
+
+
+_BOOTHOOK = """#!/bin/bash
+# Only root reaches the instance metadata service on this node (cdk-training-clusters); runs at every boot.
+set -uo pipefail
+fail() {
+  echo "training-clusters: $* (the metadata guard is not in place): powering off" | tee /dev/console >&2
+  systemctl poweroff --no-block
+  exit 1
+}
+if ! command -v iptables >/dev/null 2>&1; then
+  if command -v dnf >/dev/null 2>&1; then
+    dnf install -y iptables-nft || fail "dnf could not install iptables-nft"
+  elif command -v apt-get >/dev/null 2>&1; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y iptables || fail "apt-get could not install iptables"
+  else
+    fail "no iptables, and neither dnf nor apt-get to install it"
+  fi
+fi
+# the guard installs itself as /usr/local/sbin/training-clusters-imds, with its unit
+staged="$(mktemp)" || fail "could not create a temporary file"
+cat >"$staged" <<'@END@' || fail "could not write $staged"
+@GUARD@
+@END@
+bash "$staged" --install || fail "training-clusters-imds --install failed"
+rm -f "$staged"
+"""
 
 
 def lustre_mount_script(mount_target: str, mount_dir: str) -> str:
-    """The shell part of :func:`lustre_mount_user_data`: what cloud-init writes to the instance's scripts
+    """The shell part of :func:`node_user_data`: what cloud-init writes to the instance's scripts
     folder and runs once per instance (its ``scripts_user`` module)."""
     return _MOUNT_SCRIPT.replace("@DEVICE@", _shell_word(mount_target)).replace(
         "@MOUNT_DIR@", _shell_word(mount_dir)
