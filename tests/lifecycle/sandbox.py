@@ -44,7 +44,7 @@ STUBBED_COMMANDS = (
 REAL_TOOLS = (
     "awk", "basename", "bzip2", "cat", "chmod", "cksum", "cmp", "cp", "cut", "date", "dirname", "find",
     "flock", "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "openssl", "readlink", "rm", "sed", "sort",
-    "tail", "tar", "tee", "touch", "tr", "uname", "wc",
+    "stat", "tail", "tar", "tee", "touch", "tr", "uname", "wc",
 )  # fmt: skip
 
 #: Slurm's daemons on the three roles (workers, login nodes, the controller and its accounting).

@@ -86,7 +86,9 @@ def test_a_gpu_worker_without_nvidia_container_cli_gets_it_from_nvidias_reposito
     assert install[-2:] == NVIDIA_PACKAGES and set(source) <= set(install)
     # The source never joins sources.list.d: it cannot break a later apt-get update.
     assert list(sandbox.path("etc/apt/sources.list.d").iterdir()) == []
-    assert run.log.index("nvidia-container-cli") < run.log.index("wrote " + str(sandbox.path(ENROOT_CONF)))
+    assert run.log.index("nvidia-container-cli") < run.log.index(
+        "training-clusters-enroot: wrote /etc/enroot/enroot.conf"
+    )
 
 
 def test_a_second_run_finds_nvidia_container_cli_and_installs_nothing(sandbox: Sandbox) -> None:

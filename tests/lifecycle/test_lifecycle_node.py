@@ -22,7 +22,7 @@ def test_enroot_waits_for_dlami_nvme_before_choosing_scratch(sandbox: Sandbox) -
     assert "dlami-nvme.service is active: local NVMe disks are mounted" in run.log
     conf = sandbox.path(ENROOT_CONF).read_text()
     assert "ENROOT_DATA_PATH       /opt/dlami/nvme/enroot/data/user-$(id -u)" in conf
-    assert "ENROOT_TEMP_PATH       /opt/dlami/nvme/enroot/tmp" in conf
+    assert "ENROOT_TEMP_PATH       /opt/dlami/nvme/enroot/tmp/user-$(id -u)" in conf
 
 
 def test_enroot_wait_is_bounded_and_says_where_scratch_went(sandbox: Sandbox) -> None:
@@ -31,7 +31,10 @@ def test_enroot_wait_is_bounded_and_says_where_scratch_went(sandbox: Sandbox) ->
     assert run.returncode == 0, run.output
     assert run.log.count("waiting for dlami-nvme.service") == 3  # TC_NVME_WAIT_ATTEMPTS=3
     assert "dlami-nvme.service not active after 15s (ActiveState=activating)" in run.log
-    assert "ENROOT_DATA_PATH       /tmp/enroot/data" in sandbox.path(ENROOT_CONF).read_text()
+    # the root disk, in a folder of root's (not /tmp, which every user may write)
+    assert (
+        "ENROOT_DATA_PATH       /var/lib/enroot/data/user-$(id -u)" in sandbox.path(ENROOT_CONF).read_text()
+    )
 
 
 def test_enroot_does_not_wait_for_a_failed_or_missing_dlami_nvme(sandbox: Sandbox) -> None:

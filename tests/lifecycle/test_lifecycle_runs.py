@@ -154,7 +154,10 @@ def test_without_fsx_the_fsx_steps_are_skipped(sandbox: Sandbox) -> None:
     assert run.returncode == 0, run.output
     assert run.calls_to("mount") == [] and run.calls_to("usermod") == []
     assert "step 'mount-fsx' skipped" in run.log
-    assert "ENROOT_CACHE_PATH      /tmp/enroot/cache" in sandbox.path("etc/enroot/enroot.conf").read_text()
+    assert (
+        "ENROOT_CACHE_PATH      /var/lib/enroot/cache/user-$(id -u)"
+        in sandbox.path("etc/enroot/enroot.conf").read_text()
+    )
 
 
 def test_enroot_and_pyxis_can_be_turned_off(sandbox: Sandbox) -> None:
@@ -177,7 +180,8 @@ def test_enroot_uses_local_nvme_when_mounted(sandbox: Sandbox) -> None:
     assert run.returncode == 0, run.output
     conf = sandbox.path("etc/enroot/enroot.conf").read_text()
     assert "ENROOT_RUNTIME_PATH    /opt/dlami/nvme/enroot/runtime/user-$(id -u)" in conf
-    assert "ENROOT_CACHE_PATH      /fsx/enroot/cache" in conf
+    # the image cache is each user's own on the local disk, never on FSx (shared by every user)
+    assert "ENROOT_CACHE_PATH      /opt/dlami/nvme/enroot/cache/user-$(id -u)" in conf
 
 
 PARAMS, SETTINGS = "provisioning_parameters.json", "training_clusters.json"

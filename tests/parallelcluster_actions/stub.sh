@@ -1,6 +1,6 @@
 #!/bin/bash
 # A fake of the account and Slurm commands the ParallelCluster custom actions run, on a fake root ($TC_ROOT):
-# getent, groupadd, useradd and usermod read and write $TC_ROOT/etc/{passwd,group}; every call is recorded
+# getent, id, groupadd, useradd and usermod read and write $TC_ROOT/etc/{passwd,group}; every call is recorded
 # in $TC_ROOT/calls.log, prefixed with the user it ran as ("[alice] mkdir ...") when runuser ran it; chown
 # only checks its operands exist (the sandbox cannot change owners); the file tools that write (chmod, cp,
 # mkdir, mv, tee) are recorded and then run for real, from $TC_TOOLS. scontrol (linked only into the fake root's
@@ -52,7 +52,14 @@ case $tool in
         ;;
     chown)
         shift
-        for path in "$@"; do [[ -e $path ]] || exit 1; done
+        for path in "$@"; do [[ $path == -- || -e $path ]] || exit 1; done
+        ;;
+    id)
+        # id -u|-g [--] NAME: from the fake root's /etc/passwd
+        field=3
+        [[ $1 == -g ]] && field=4
+        awk -F: -v k="${*: -1}" -v f="$field" '$1 == k { print $f; found = 1; exit } END { exit !found }' \
+            "$passwd" || { echo "id: '${*: -1}': no such user" >&2; exit 1; }
         ;;
     runuser)
         # runuser -u NAME -- COMMAND...: the sandbox cannot switch users, so COMMAND runs as the test, marked

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from tests.lifecycle.sandbox import shellcheck_path
-from training_clusters.parallelcluster_actions import ACTIONS_DIR
+from training_clusters.parallelcluster_actions import ACTIONS_DIR, ENROOT_FOLDERS
+from training_clusters.stacks.parallelcluster import enroot_args
 
 STUB = Path(__file__).resolve().parent / "stub.sh"
 #: The PATH of every ParallelCluster custom action (OnNodeStart, OnNodeConfigured, OnNodeUpdated): the node's user
@@ -33,7 +34,7 @@ PARALLELCLUSTER_PATH = "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr
 #: github.com/aws/aws-parallelcluster-cookbook cookbooks/aws-parallelcluster-environment/attributes/environment.rb).
 SLURM_BIN = "opt/slurm/bin"
 SLURM_COMMANDS = ("scontrol",)
-STUBBED = ("getent", "groupadd", "useradd", "usermod", "chown", "ssh-keygen", "runuser")
+STUBBED = ("getent", "id", "groupadd", "useradd", "usermod", "chown", "ssh-keygen", "runuser")
 RECORDED = ("chmod", "cp", "mkdir", "mv", "tee")  # recorded by the stub, then run from TC_TOOLS
 REAL = (
     "awk",
@@ -47,6 +48,7 @@ REAL = (
     "realpath",
     "rm",
     "sed",
+    "stat",
     "test",
     "tr",
 )
@@ -113,6 +115,19 @@ class Node:
         return subprocess.run(
             [bash, str(ACTIONS_DIR / script), *args], env=env, capture_output=True, text=True, check=False
         )
+
+    def run_enroot_action(self, *names: str) -> subprocess.CompletedProcess[str]:
+        """training-clusters-enroot.sh (shared with the lifecycle scripts) with the stack's arguments."""
+        env = {
+            "PATH": str(self.bin),
+            "TC_ROOT": str(self.root),
+            "TC_TOOLS": str(self.tools),
+            "HOME": str(self.root),
+        }
+        return subprocess.run(
+            [shutil.which("bash") or "bash", str(ENROOT_FOLDERS), *enroot_args(list(names))],
+            env=env, capture_output=True, text=True, check=False,
+        )  # fmt: skip
 
     def calls(self, *tools: str) -> list[str]:
         """The recorded calls, in order; only those of `tools` when given."""
@@ -419,9 +434,9 @@ def test_the_head_node_enables_pyxis_in_the_shared_slurm_configuration_once(head
     assert (etc / "plugstack.conf").read_text() == EXAMPLES["spank/plugstack.conf"]
     assert sorted(p.name for p in (etc / "plugstack.conf.d").iterdir()) == ["pyxis.conf"]
     assert not [p for p in etc.iterdir() if p.name.startswith("tmp.")]  # nothing staged is left behind
-    assert (head.root / "etc" / "enroot" / "enroot.conf").read_text() == EXAMPLES["enroot/enroot.conf"]
-    for runtime in ("run/enroot", "var/enroot", "run/pyxis"):
-        assert oct((head.root / runtime).stat().st_mode & 0o7777) == "0o1777", runtime
+    # enroot's configuration and folders are the next action's (training-clusters-enroot.sh): none made 1777 here
+    for left in ("etc/enroot", "run/enroot", "var/enroot", "run/pyxis"):
+        assert not (head.root / left).exists(), left
     assert head.calls("scontrol") == ["scontrol reconfigure"]
     before = head.snapshot()
     second = head.run_as_parallelcluster("pyxis.sh")
@@ -477,31 +492,64 @@ def test_a_head_node_without_slurm_where_parallelcluster_installs_it_fails_clear
     ]
 
 
-def test_compute_nodes_configure_enroot_and_never_touch_the_shared_slurm_directory(compute: Node) -> None:
+def test_compute_nodes_never_touch_the_shared_slurm_directory(compute: Node) -> None:
     _with_examples(compute)
     result = compute.run_as_parallelcluster("pyxis.sh")
     assert result.returncode == 0, result.stderr
     assert list((compute.root / "opt" / "slurm" / "etc").iterdir()) == []  # the race of issue #6459
-    assert (compute.root / "etc" / "enroot" / "enroot.conf").exists()
     assert compute.calls() == []
+
+
+def test_the_enroot_action_gives_each_user_their_own_folders_and_no_shared_ones(compute: Node) -> None:
+    """Issue 40, High 2 on ParallelCluster: the example's config path (/var/enroot/config/user-<uid>, under a
+    1777 folder in ParallelCluster's tutorial: a user could pre-create another's hooks.d) and its cache per group
+    are gone; the config is enroot's default in the user's home, everything else one folder per user, 0700."""
+    _with_examples(compute)
+    assert compute.run("users.sh", *TEAM).returncode == 0
+    result = compute.run_enroot_action("ec2-user", "alice")
+    assert result.returncode == 0, result.stderr
+    conf = (compute.root / "etc" / "enroot" / "enroot.conf").read_text().splitlines()
+    assert [line for line in conf if line.startswith("ENROOT_") and "_PATH" in line.split()[0]] == [
+        "ENROOT_RUNTIME_PATH    /run/enroot/runtime/user-$(id -u)",
+        "ENROOT_DATA_PATH       /run/enroot/data/user-$(id -u)",
+        "ENROOT_CACHE_PATH      /var/enroot/cache/user-$(id -u)",
+        "ENROOT_TEMP_PATH       /var/enroot/tmp/user-$(id -u)",
+    ]
+    for folder in ("run/enroot", "var/enroot", "run/enroot/runtime", "var/enroot/cache", "run/pyxis"):
+        assert oct((compute.root / folder).stat().st_mode & 0o7777) == "0o755", folder
+    for folder in ("run/enroot/runtime", "run/enroot/data", "var/enroot/cache", "var/enroot/tmp"):
+        assert sorted(p.name for p in (compute.root / folder).iterdir()) == ["user-1000", "user-2001"]
+        assert oct((compute.root / folder / "user-2001").stat().st_mode & 0o7777) == "0o700"
+        assert f"chown 2001:2001 -- {compute.root / folder / 'user-2001'}" in compute.calls("chown")
+    tmpfiles = (
+        (compute.root / "etc" / "tmpfiles.d" / "training-clusters-enroot.conf").read_text().splitlines()
+    )
+    assert "d /var/enroot/cache/user-2001 0700 2001 2001 -" in tmpfiles
+    assert f"d /run/pyxis 0755 {os.geteuid()} 0 -" in tmpfiles
 
 
 def test_enroot_keeps_the_hosts_devices_as_parallelclusters_example_sets_it(compute: Node) -> None:
     """Issue 27 item 2, checked for ParallelCluster: `ENROOT_RESTRICT_DEV` would give containers a minimal /dev
     without EFA's /dev/infiniband/uverbs* (github.com/NVIDIA/enroot conf/hooks/10-devices.sh). The action copies
     ParallelCluster's example, which has always said `no` (enroot.conf.erb, and enroot.template.conf before
-    3.11), so containers keep the host's devices: this guards that the copy stays verbatim."""
+    3.11), so containers keep the host's devices: this guards that the copy keeps every line but the paths."""
     _with_examples(compute)
     assert compute.run_as_parallelcluster("pyxis.sh").returncode == 0
+    assert compute.run_enroot_action("ec2-user").returncode == 0
     lines = (compute.root / "etc" / "enroot" / "enroot.conf").read_text().splitlines()
     restrict = [line.split() for line in lines if "ENROOT_RESTRICT_DEV" in line]
     assert restrict == [["ENROOT_RESTRICT_DEV", "no"]]
 
 
-def test_an_image_without_the_examples_fails_clearly(head: Node) -> None:
+def test_an_image_without_the_examples_fails_clearly(head: Node, compute: Node) -> None:
     result = head.run_as_parallelcluster("pyxis.sh")
     assert result.returncode == 1
-    assert "/opt/parallelcluster/examples/enroot/enroot.conf is missing" in result.stderr
+    assert "/opt/parallelcluster/examples/spank/plugstack.conf is missing" in result.stderr
+    enroot = compute.run_enroot_action("ec2-user")
+    assert enroot.returncode == 2
+    assert enroot.stderr == (
+        "training-clusters-enroot: error: /opt/parallelcluster/examples/enroot/enroot.conf is missing\n"
+    )
 
 
 #: Slurm's client commands (slurm.schedmd.com/man_index.html), none of them on ParallelCluster's PATH.

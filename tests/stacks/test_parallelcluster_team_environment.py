@@ -56,10 +56,20 @@ def test_every_node_first_creates_the_users_then_enables_pyxis_and_compute_nodes
     }  # fmt: skip
     (queue,) = config["Scheduling"]["SlurmQueues"]
     (pool,) = config["LoginNodes"]["Pools"]
+    enroot_args = [
+        "--template", "/opt/parallelcluster/examples/enroot/enroot.conf", "--conf", "/etc/enroot/enroot.conf",
+        "--runtime", "/run/enroot/runtime", "--data", "/run/enroot/data", "--cache", "/var/enroot/cache",
+        "--temp", "/var/enroot/tmp", "--pyxis-runtime", "/run/pyxis", "--user", "ec2-user,alice,bob",
+    ]  # fmt: skip
     for node in (config["HeadNode"], queue, pool):
-        first, second, *rest = node["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        first, second, third, *rest = node["CustomActions"]["OnNodeConfigured"]["Sequence"]
         assert first["Script"].endswith(f"/{ACTIONS_PREFIX}/users.sh") and first["Args"] == users["Args"]
         assert second == {"Script": first["Script"].replace("users.sh", "pyxis.sh")}
+        # enroot's folders, one per user (the OS's default user, alinux2023's ec2-user, and the team)
+        assert third == {
+            "Script": first["Script"].replace("users.sh", "training-clusters-enroot.sh"),
+            "Args": enroot_args,
+        }
         if node is queue:
             assert rest == [
                 {
@@ -72,7 +82,8 @@ def test_every_node_first_creates_the_users_then_enables_pyxis_and_compute_nodes
     assert config["HeadNode"]["Imds"] == {"Secured": True}
     keys = [entry["KeyName"] for entry in queue["Iam"]["S3Access"]]
     assert keys == [
-        f"{ACTIONS_PREFIX}/{name}" for name in ("users.sh", "pyxis.sh", "training-clusters-imds.sh")
+        f"{ACTIONS_PREFIX}/{name}"
+        for name in ("users.sh", "pyxis.sh", "training-clusters-enroot.sh", "training-clusters-imds.sh")
     ]
     assert queue["JobExclusiveAllocation"] is True
 
@@ -81,7 +92,7 @@ def test_the_guard_uploaded_is_the_lifecycle_scripts_own(
     team: tuple[ParallelClusterEnvironment, Template],
 ) -> None:
     """One script for both services: the deployment's second source is the folder of HyperPod's node scripts,
-    filtered to the guard."""
+    filtered to the guard and enroot's folders."""
     stack, _ = team
     assert IMDS_GUARD.read_text().startswith("#!/usr/bin/env bash\n#\n# training-clusters-imds:")
     assert (

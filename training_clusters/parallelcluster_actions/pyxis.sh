@@ -6,7 +6,10 @@
 # from the examples ParallelCluster installs under /opt/parallelcluster/examples, without the race of
 # aws-parallelcluster issue #6459: /opt/slurm/etc is the head node's, shared with every other node, and nodes
 # that edited files there at the same time left temporary files in plugstack.conf.d that broke every job. So
-# - every node writes only its own disk: Enroot's configuration and runtime directories;
+# - enroot's configuration and every folder enroot and Pyxis read from are the next custom action's,
+#   training-clusters-enroot.sh (the one implementation HyperPod's lifecycle scripts use too): one folder per
+#   user, made by root, none that every user may write (ParallelCluster's tutorial makes /run/enroot,
+#   /var/enroot and /run/pyxis 1777, where one user can plant what another's containers run);
 # - the head node alone writes the shared SPANK configuration, each file staged outside plugstack.conf.d and
 #   renamed into place, and reconfigures Slurm when something changed (or when the last run's reconfigure failed).
 # Slurm's commands are called by their full path: ParallelCluster runs custom actions with the PATH its user data
@@ -53,24 +56,10 @@ place() {
     log "wrote ${target#"$ROOT"}"
 }
 
-shared_dir() {
-    local dir=$1
-    if [[ ! -d $dir ]]; then
-        mkdir -p "$dir"
-    fi
-    chmod 1777 "$dir"
-}
-
 main() {
     local type changed=0
     type="$(node_type)"
     log "node type ${type}"
-    # Enroot keeps its runtime and container data on tmpfs (/run) and its layer cache on local disk.
-    shared_dir "${ROOT}/run/enroot"
-    shared_dir "${ROOT}/var/enroot"
-    shared_dir "${ROOT}/run/pyxis"
-    mkdir -p "${ROOT}/etc/enroot"
-    place "${EXAMPLES}/enroot/enroot.conf" "${ROOT}/etc/enroot/enroot.conf" 0644 "${ROOT}/etc/enroot" || true
     if [[ $type != HeadNode ]]; then
         log "the SPANK configuration is the head node's (shared ${SLURM_ETC#"$ROOT"}): left alone here"
         return 0

@@ -35,9 +35,10 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
-from training_clusters.options import RemovalPolicy
+from training_clusters.options import OperatingSystem, RemovalPolicy
 from training_clusters.parallelcluster_actions import (
     ACTIONS_DIR,
+    ENROOT_SCRIPT,
     IMDS_GUARD,
     IMDS_SCRIPT,
     PYXIS_SCRIPT,
@@ -61,6 +62,17 @@ PCLUSTER_ADMIN_USER = "pcluster-admin"
 #: ParallelCluster's admin user reach IMDS, as the cookbook's own lockdown of head and login nodes allows
 #: (head_node_imds_allowed_users, cookbooks/aws-parallelcluster-environment/attributes/environment.rb).
 IMDS_GUARD_ARGS = ("--install", "--allow", PCLUSTER_ADMIN_USER)
+#: The default user of each operating system ParallelCluster supports (its ``cfn_cluster_user``: the cookbook's
+#: ``default['cluster']['cluster_user']`` per platform, github.com/aws/aws-parallelcluster-cookbook).
+DEFAULT_USERS = {
+    OperatingSystem.ALINUX2023: "ec2-user",
+    OperatingSystem.UBUNTU2204: "ubuntu",
+    OperatingSystem.UBUNTU2404: "ubuntu",
+    OperatingSystem.RHEL8: "ec2-user",
+    OperatingSystem.RHEL9: "ec2-user",
+    OperatingSystem.ROCKY8: "rocky",
+    OperatingSystem.ROCKY9: "rocky",
+}
 
 
 class ParallelClusterEnvironment(TrainingEnvironmentStack):
@@ -71,8 +83,9 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
     ``AccountingDatabaseEndpoint`` and ``AccountingDatabaseSecretArn``.
 
     A team's cluster: ``users`` (the file's top-level list) become a custom action every node runs first
-    (``users.sh``: the same ids everywhere, homes under ``<mount_dir>/home``), then ``pyxis.sh`` when
-    ``pyxis`` is on; both are uploaded with the stack to a :class:`SecureBucket`. ``accounting`` makes a
+    (``users.sh``: the same ids everywhere, homes under ``<mount_dir>/home``), then ``pyxis.sh`` and
+    ``training-clusters-enroot.sh`` (one folder per user for enroot and Pyxis) when ``pyxis`` is on; all are
+    uploaded with the stack to a :class:`SecureBucket`. ``accounting`` makes a
     :class:`SlurmAccountingDatabase` that only the head node may reach.
     """
 
@@ -243,7 +256,9 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             destination_key_prefix=ACTIONS_PREFIX,
             sources=[
                 s3deploy.Source.asset(str(ACTIONS_DIR), exclude=["*.py", "__pycache__"]),
-                s3deploy.Source.asset(str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}"]),
+                s3deploy.Source.asset(
+                    str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}", f"!{ENROOT_SCRIPT}"]
+                ),
             ],
             prune=True,
             retain_on_delete=True,
@@ -262,6 +277,13 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             )
         if spec.pyxis:
             actions.append(CustomActionScript(bucket=bucket, key=f"{ACTIONS_PREFIX}/{PYXIS_SCRIPT}"))
+            actions.append(
+                CustomActionScript(
+                    bucket=bucket,
+                    key=f"{ACTIONS_PREFIX}/{ENROOT_SCRIPT}",
+                    args=enroot_args([DEFAULT_USERS[spec.os], *(user.name for user in users)]),
+                )
+            )
         return actions
 
     def _add_outputs(self, spec: ParallelClusterConfig) -> None:
@@ -328,6 +350,18 @@ def users_args(
         for key in user.ssh_public_keys:
             args += ["--key", f"{user.name}:{key}"]
     return args
+
+
+def enroot_args(names: Sequence[str]) -> list[str]:
+    """training-clusters-enroot.sh's arguments on ParallelCluster: the example enroot.conf ParallelCluster 3.11+
+    installs as the template, its folders (runtime and data on tmpfs, the cache on local disk: the cookbook's
+    temporary_dir /run/enroot and persistent_dir /var/enroot), Pyxis' runtime_path of the example pyxis.conf,
+    and the users who get a folder of each kind (the OS's default user and the team)."""
+    return [
+        "--template", "/opt/parallelcluster/examples/enroot/enroot.conf", "--conf", "/etc/enroot/enroot.conf",
+        "--runtime", "/run/enroot/runtime", "--data", "/run/enroot/data", "--cache", "/var/enroot/cache",
+        "--temp", "/var/enroot/tmp", "--pyxis-runtime", "/run/pyxis", "--user", ",".join(names),
+    ]  # fmt: skip
 
 
 def _one(action: PclusterCustomActionConfig | None) -> list[PclusterCustomActionConfig]:

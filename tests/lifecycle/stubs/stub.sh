@@ -608,7 +608,7 @@ case $name in
         ;;
     id)
         if entry="$(db_lookup passwd "${*: -1}")"; then
-            cut -d: -f3 <<<"$entry"
+            if [[ $1 == -g ]]; then cut -d: -f4 <<<"$entry"; else cut -d: -f3 <<<"$entry"; fi
             exit 0
         fi
         if [[ ${STUB_NO_USER:-} && ! -f "${state}/home.${*: -1}" ]]; then

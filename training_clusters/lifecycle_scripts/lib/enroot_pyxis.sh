@@ -115,15 +115,19 @@ tc__install_nvidia_container_cli() {
     fi
 }
 
-# enroot.conf: per-user runtime and data on the fastest local disk, the image cache on FSx when
-# there is one (shared by all nodes, so an image is pulled once per cluster). ENROOT_RESTRICT_DEV is
-# off, as in AWS's HyperPod reference (utils/enroot.conf) and ParallelCluster's cookbook
-# (templates/enroot/enroot.conf.erb): when set, enroot's 10-devices.sh hook gives the container a
-# minimal /dev, and the later hooks add back only NVIDIA's and Mellanox's devices (98-nvidia.sh,
-# 99-mellanox.sh), never EFA's /dev/infiniband/uverbs*, so NCCL in a Pyxis container would lose EFA
-# and fall back to sockets.
+# enroot.conf and every folder enroot and Pyxis read from, through the one implementation HyperPod and
+# ParallelCluster share (node/training-clusters-enroot.sh, whose header says why): runtime, data, image cache
+# and temporary files in one folder per user on the fastest local disk, made by root, 0700, the user's (the
+# cluster user and each of `users`); the user's enroot configuration (hooks, credentials) in their own home,
+# enroot's default. No folder is shared between users, so no user reads a layer another wrote: each user's
+# cache is their own on each node (an image is pulled once per user and node). ENROOT_RESTRICT_DEV is off,
+# as in AWS's HyperPod reference (utils/enroot.conf) and ParallelCluster's cookbook
+# (templates/enroot/enroot.conf.erb): when set, enroot's 10-devices.sh hook gives the container a minimal
+# /dev, and the later hooks add back only NVIDIA's and Mellanox's devices (98-nvidia.sh, 99-mellanox.sh),
+# never EFA's /dev/infiniband/uverbs*, so NCCL in a Pyxis container would lose EFA and fall back to sockets.
 tc_configure_enroot() {
-    local scratch="/tmp" cache candidate
+    local scratch="/var/lib" candidate entry
+    local -a names=()
     tc_wait_for_local_nvme
     for candidate in /opt/dlami/nvme /opt/sagemaker; do
         if mountpoint -q -- "${TC_ROOT}${candidate}"; then
@@ -131,24 +135,22 @@ tc_configure_enroot() {
             break
         fi
     done
-    cache="${scratch}/enroot/cache"
-    if [[ -n $TC_FSX_DNS_NAME ]]; then
-        cache="${TC_FSX_MOUNT_DIR}/enroot/cache"
+    if id -u -- "$TC_CLUSTER_USER" >/dev/null 2>&1; then
+        names+=("$TC_CLUSTER_USER")
     fi
-    log "enroot scratch space: ${scratch}; image cache: ${cache}"
-    tc_mkdir "${TC_ROOT}${scratch}/enroot/runtime" "${TC_ROOT}${scratch}/enroot/data" \
-        "${TC_ROOT}${scratch}/enroot/tmp" "${TC_ROOT}${cache}"
-    chmod 1777 "${TC_ROOT}${scratch}/enroot/runtime" "${TC_ROOT}${scratch}/enroot/data" \
-        "${TC_ROOT}${scratch}/enroot/tmp" "${TC_ROOT}${cache}"
-    # enroot sources this file in a shell: $(id -u) must reach it unexpanded.
-    # shellcheck disable=SC2016
-    local user_suffix='user-$(id -u)'
-    tc_write_file "${TC_ROOT}/etc/enroot/enroot.conf" 0644 <<EOF
+    for entry in "${TC_USERS[@]}"; do
+        names+=("${entry%%:*}")
+    done
+    log "enroot folders: one per user under ${scratch}/enroot, for ${names[*]:-nobody}"
+    local -a user_args=()
+    if ((${#names[@]} > 0)); then
+        user_args=(--user "$(IFS=,; echo "${names[*]}")")
+    fi
+    TC_ROOT="$TC_ROOT" "$BASH" "${TC_HOME}/node/training-clusters-enroot.sh" --template - \
+        --conf /etc/enroot/enroot.conf --runtime "${scratch}/enroot/runtime" --data "${scratch}/enroot/data" \
+        --cache "${scratch}/enroot/cache" --temp "${scratch}/enroot/tmp" --pyxis-runtime /run/pyxis \
+        "${user_args[@]}" <<'EOF'
 # Written by the training-clusters lifecycle scripts (on_create.sh).
-ENROOT_RUNTIME_PATH    ${scratch}/enroot/runtime/${user_suffix}
-ENROOT_DATA_PATH       ${scratch}/enroot/data/${user_suffix}
-ENROOT_TEMP_PATH       ${scratch}/enroot/tmp
-ENROOT_CACHE_PATH      ${cache}
 ENROOT_SQUASH_OPTIONS  -noI -noD -noF -noX -no-duplicates
 ENROOT_MOUNT_HOME      y
 ENROOT_RESTRICT_DEV    no
