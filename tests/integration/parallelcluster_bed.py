@@ -83,6 +83,8 @@ from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
 from training_clusters.config import load_environment
 from training_clusters.parallelcluster_actions import (
     ACTIONS_DIR,
+    ENROOT_FOLDERS,
+    ENROOT_SCRIPT,
     IMDS_GUARD,
     IMDS_SCRIPT,
     PYXIS_SCRIPT,
@@ -90,8 +92,10 @@ from training_clusters.parallelcluster_actions import (
 )
 from training_clusters.stacks.parallelcluster import (
     ACTIONS_PREFIX,
+    DEFAULT_USERS,
     IMDS_GUARD_ARGS,
     PCLUSTER_ADMIN_USER,
+    enroot_args,
     head_node_for_admins,
     users_args,
 )
@@ -441,13 +445,17 @@ def action_url(script: str) -> str:
 
 
 #: The stack's OnNodeConfigured actions for parallelcluster-team, in its order: users.sh (with the args it
-#: gives: the head node for administrators, as the file has login nodes) then pyxis.sh (none)...
+#: gives: the head node for administrators, as the file has login nodes), pyxis.sh (none) and enroot's folders...
 ON_NODE_CONFIGURED = (
     (
         USERS_SCRIPT,
         tuple(users_args(ENVIRONMENT.users, HOME_ROOT, admins_only_on_head_node=head_node_for_admins(_SPEC))),
     ),
     (PYXIS_SCRIPT, ()),
+    (
+        ENROOT_SCRIPT,
+        tuple(enroot_args([DEFAULT_USERS[_SPEC.os], *(user.name for user in ENVIRONMENT.users)])),
+    ),
 )
 #: ... and, on compute nodes (the queue's own actions), the instance metadata guard.
 QUEUE_ON_NODE_CONFIGURED = ((IMDS_SCRIPT, IMDS_GUARD_ARGS),)
@@ -456,6 +464,7 @@ SCRIPT_FILES = {
     USERS_SCRIPT: ACTIONS_DIR / USERS_SCRIPT,
     PYXIS_SCRIPT: ACTIONS_DIR / PYXIS_SCRIPT,
     IMDS_SCRIPT: IMDS_GUARD,
+    ENROOT_SCRIPT: ENROOT_FOLDERS,
 }
 #: The users ParallelCluster's AMI has: its admin user (the cookbook's cluster_admin_user, a system user its
 #: daemons run as) and the OS's default user (cfn_cluster_user), here alinux2023's.

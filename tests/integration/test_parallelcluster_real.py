@@ -52,7 +52,7 @@ from tests.integration.parallelcluster_bed import (
 from tests.integration.slurm_bed import REPO, Node, node_name, slurm_root, wait_until
 from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
 from training_clusters.acceptance.slurm import slurm_plan
-from training_clusters.parallelcluster_actions import IMDS_SCRIPT, PYXIS_SCRIPT, USERS_SCRIPT
+from training_clusters.parallelcluster_actions import ENROOT_SCRIPT, IMDS_SCRIPT, PYXIS_SCRIPT, USERS_SCRIPT
 from training_clusters.stacks.parallelcluster import PCLUSTER_ADMIN_USER
 
 pytestmark = pytest.mark.integration
@@ -152,7 +152,7 @@ def test_no_slurm_command_is_on_parallelclusters_path_on_either_node(scenario: S
 
 
 def test_the_head_nodes_actions_exit_0_with_parallelclusters_path(scenario: Scenario) -> None:
-    assert list(scenario.head_runs) == [USERS_SCRIPT, PYXIS_SCRIPT]
+    assert list(scenario.head_runs) == [USERS_SCRIPT, PYXIS_SCRIPT, ENROOT_SCRIPT]
     for action in scenario.head_runs.values():
         assert action.returncode == 0, action
         assert "command not found" not in action.stderr, action
@@ -187,7 +187,7 @@ def test_the_spank_configuration_is_in_place_and_is_what_slurm_loads(scenario: S
 def test_the_compute_node_leaves_the_shared_spank_configuration_alone(scenario: Scenario) -> None:
     """aws-parallelcluster issue #6459: nodes writing the shared plugstack.conf.d at once broke every job."""
     compute = scenario.compute
-    assert list(scenario.compute_runs) == [USERS_SCRIPT, PYXIS_SCRIPT, IMDS_SCRIPT]
+    assert list(scenario.compute_runs) == [USERS_SCRIPT, PYXIS_SCRIPT, ENROOT_SCRIPT, IMDS_SCRIPT]
     for action in scenario.compute_runs.values():
         assert action.returncode == 0, action
     pyxis = scenario.compute_runs[PYXIS_SCRIPT]
@@ -198,9 +198,19 @@ def test_the_compute_node_leaves_the_shared_spank_configuration_alone(scenario: 
         compute.sh("cat /opt/slurm/etc/plugstack.conf").stdout == EXAMPLES["spank/plugstack.conf"]
     )  # shared
     assert reconfigure_requests(scenario.compute_ctld_log) == 0
-    assert compute.read("/etc/enroot/enroot.conf") == EXAMPLES["enroot/enroot.conf"]
-    modes = compute.sh("stat -c '%n %a' /run/enroot /var/enroot /run/pyxis").stdout.splitlines()
-    assert modes == ["/run/enroot 1777", "/var/enroot 1777", "/run/pyxis 1777"]
+    # enroot's folders: root's, 0755, one per user inside (training-clusters-enroot.sh), none world-writable
+    modes = compute.sh("stat -c '%n %U %a' /run/enroot /var/enroot /run/pyxis /var/enroot/cache/*").stdout
+    assert modes.splitlines() == [
+        "/run/enroot root 755",
+        "/var/enroot root 755",
+        "/run/pyxis root 755",
+        "/var/enroot/cache/user-1000 ec2-user 700",
+        "/var/enroot/cache/user-2001 alice 700",
+        "/var/enroot/cache/user-2002 bob 700",
+    ]
+    conf = compute.read("/etc/enroot/enroot.conf")
+    assert "ENROOT_CONFIG_PATH" not in conf.replace("# ENROOT_CONFIG_PATH is enroot's default", "")
+    assert "ENROOT_CACHE_PATH      /var/enroot/cache/user-$(id -u)" in conf.splitlines()
 
 
 def test_the_team_users_have_the_same_ids_on_both_nodes(scenario: Scenario) -> None:

@@ -94,15 +94,17 @@ folder() {
     tmpfiles+=("d ${path} ${mode} ${uid} ${gid} -")
 }
 
-# write_if_changed TARGET MODE: stdin to TARGET (through a file beside it, renamed) unless it is the same.
+# write_if_changed TARGET MODE: stdin to TARGET (through a file beside it, renamed) unless it is the same; an
+# unchanged file leaves its folder untouched too.
 write_if_changed() {
-    local target=$1 mode=$2 staged
-    staged="$(mktemp -p "${target%/*}")"
-    cat >"$staged"
-    if [[ -f $target ]] && cmp -s "$staged" "$target"; then
-        rm -f -- "$staged"
+    local target=$1 mode=$2 content staged
+    content="$(cat && printf x)"
+    content=${content%x}
+    if [[ -f $target ]] && cmp -s "$target" <(printf '%s' "$content"); then
         return 0
     fi
+    staged="$(mktemp -p "${target%/*}")"
+    printf '%s' "$content" >"$staged"
     chmod "$mode" "$staged"
     mv -f -- "$staged" "$target"
     say "wrote ${target#"$ROOT"}"
@@ -156,9 +158,7 @@ main() {
             # shellcheck disable=SC2016  # expanded by enroot (config::load), per user
             printf '%-22s %s/user-$(id -u)\n' "$key" "${dirs[$kind]}"
         done
-    } >"${ROOT}${conf}.training-clusters"
-    write_if_changed "${ROOT}${conf}" 0644 <"${ROOT}${conf}.training-clusters"
-    rm -f -- "${ROOT}${conf}.training-clusters"
+    } | write_if_changed "${ROOT}${conf}" 0644
 
     # the folders: checked first, then made, then listed for systemd-tmpfiles
     for kind in runtime data cache temp; do
