@@ -2,7 +2,8 @@
 
 Each claim is quoted from README.md (the test fails when the sentence changes) and checked where it shows in
 what `cdk deploy` would create; what it means on the nodes (sshd refusing, netfilter resetting) is shown on
-the real-Slurm beds by tests/integration/test_slurm_real.py and test_parallelcluster_real.py.
+the real-Slurm beds by tests/integration/test_slurm_real.py, test_parallelcluster_real.py and
+test_tenant_nodes_real.py.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from typing import Any
 
 import pytest
 
+from training_clusters.constructs.pcs import imds_guard_boothook
 from training_clusters.stacks.hyperpod import HyperPodEnvironment
 from training_clusters.stacks.parallelcluster import IMDS_GUARD_ARGS, ParallelClusterEnvironment
+from training_clusters.stacks.pcs import PcsEnvironment
 
 from .assertions import aws_managed, text
 from .conftest import ROOT, EnvironmentGates
@@ -94,7 +97,8 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
 
 def test_no_team_user_reaches_a_nodes_credentials(environment_gates: EnvironmentGates) -> None:
     claimed("on ParallelCluster the head and login nodes have its own lockdown and compute nodes ours (root and "
-            "`pcluster-admin` only).")  # fmt: skip
+            "`pcluster-admin` only); on PCS every login and compute node, from user data that runs before sshd "
+            "starts")  # fmt: skip
     claimed("On HyperPod every node with `users:` lets only root reach instance metadata;")
     hyperpod, _ = environment_gates.get(ENVIRONMENTS / "hyperpod-team.yaml")
     assert isinstance(hyperpod, HyperPodEnvironment)
@@ -107,6 +111,39 @@ def test_no_team_user_reaches_a_nodes_credentials(environment_gates: Environment
         *_, guard = queue["CustomActions"]["OnNodeConfigured"]["Sequence"]
         assert guard["Script"].endswith("/training-clusters-imds.sh")
         assert guard["Args"] == list(IMDS_GUARD_ARGS) == ["--install", "--allow", "pcluster-admin"]
+    for name in ("pcs-c5n.yaml", "pcs-p5.yaml"):
+        pcs, _ = environment_gates.get(ENVIRONMENTS / name)
+        assert isinstance(pcs, PcsEnvironment)
+        template = environment_gates.template(ENVIRONMENTS / name)
+        assert set(pcs.cluster.launch_templates) >= {"login"}
+        for launch_template in pcs.cluster.launch_templates.values():
+            data = template["Resources"][pcs.get_logical_id(launch_template)]["Properties"][
+                "LaunchTemplateData"
+            ]
+            user_data = text(data["UserData"]["Fn::Base64"])
+            assert (
+                f'Content-Type: text/cloud-boothook; charset="us-ascii"\n\n{imds_guard_boothook()}\n'
+                in user_data
+            )
+
+
+def test_no_team_user_reads_what_anothers_containers_run(environment_gates: EnvironmentGates) -> None:
+    claimed("enroot and Pyxis read nothing another user can write: runtime, data, image cache and temporary "
+            "files in one folder per user and node")  # fmt: skip
+    pcluster, _ = environment_gates.get(ENVIRONMENTS / "parallelcluster-team.yaml")
+    assert isinstance(pcluster, ParallelClusterEnvironment)
+    config = pcluster.cluster.concrete_configuration()
+    nodes = [config["HeadNode"], *config["Scheduling"]["SlurmQueues"], *config["LoginNodes"]["Pools"]]
+    for node in nodes:
+        scripts = [
+            a["Script"].rsplit("/", 1)[-1] for a in node["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        ]
+        assert scripts.index("pyxis.sh") + 1 == scripts.index("training-clusters-enroot.sh")
+    hyperpod, _ = environment_gates.get(ENVIRONMENTS / "hyperpod-team.yaml")
+    assert isinstance(hyperpod, HyperPodEnvironment)
+    assert hyperpod.cluster.lifecycle_settings.get(
+        "enable_enroot_pyxis", True
+    )  # the step runs the same script
 
 
 def test_the_team_stays_off_the_controller_and_the_head_node(environment_gates: EnvironmentGates) -> None:
