@@ -212,6 +212,7 @@ def _environment(name: str, gates: EnvironmentGates, tmp_path: Path) -> tuple[Pc
         return stack, gates.template(path)
     document = yaml.safe_load((ROOT / "environments" / "training-any.yaml").read_text())
     document["orchestrator"] = "pcs"
+    document["ignore"] = ["compute.controller"]  # PCS runs the controller itself (the file's own advice)
     app = cdk.App(outdir=str(tmp_path / "cdk.out"), context=dict(CDK_CONTEXT))
     stack = add_environment_config(app, parse_environment(document), "training-any-pcs")
     assert isinstance(stack, PcsEnvironment)
