@@ -64,14 +64,23 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
         "training-clusters diagram --assembly cdk.out -d pictures/",
     ),
     "cleanup": (
+        "training-clusters cleanup environments/network-storage.yaml --dry-run",
         "training-clusters cleanup environments/network-storage.yaml",
         "training-clusters cleanup environments/network-storage.yaml --delete --backup",
     ),
+    "deploy": (
+        "training-clusters deploy environments/parallelcluster-c5n.yaml",
+        "training-clusters deploy environments/parallelcluster-c5n.yaml --require-approval never --profile dev",
+    ),
+    "diff": ("training-clusters diff environments/parallelcluster-c5n.yaml",),
+    "destroy": ("training-clusters destroy environments/parallelcluster-c5n.yaml",),
     "catalog": ("training-clusters catalog --output json",),
     "schema": ("training-clusters schema > environments/schema.json",),
 }
-_CONVENTIONS = """Every command takes --output json, before or after its name. Exit status: 0 ok, 1 a check failed,
-2 a bad file, path or command line, or no AWS credentials (one line on standard error)."""
+_CONVENTIONS = """Every command takes --output json, before or after its name (deploy, diff and destroy pass what follows
+the file to the CDK CLI, whose --output is the assembly's folder). Exit status: 0 ok, 1 a check failed,
+2 a bad file, path or command line, or no AWS credentials (one line on standard error); deploy, diff and
+destroy exit with the CDK CLI's status."""
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
@@ -112,7 +121,8 @@ def _preflight(args: argparse.Namespace, out: TextIO) -> int:
         session = boto3.session.Session(profile_name=args.profile, region_name=region)
         credentials = session.get_credentials()
         if credentials is None:
-            raise _no_credentials(args.profile, region, region_given=bool(args.region))
+            _preflight_offline(args, config, region, out)
+            raise _no_credentials("preflight", args.profile)
         credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         checks = preflight(config, AwsClients.from_session(session, region))
     except BotoCoreError as error:  # unknown profile, credentials that cannot be loaded, no network
@@ -148,17 +158,57 @@ def _preflight_table(checks: Sequence[Check]) -> str:
     return f"{table}\n\nto fix:\n{numbered_notes(fixes)}" if fixes else table
 
 
-def _no_credentials(profile: str | None, region: str, *, region_given: bool) -> ConfigurationError:
-    """One line saying what preflight needs: a profile or credentials, the region, the actions it calls."""
-    from training_clusters.preflight import REQUIRED_IAM_ACTIONS
-
-    found = f"found none for profile {excerpt(profile)}" if profile else "found none"
-    where = "--region" if region_given else "the file's region; --region R for another"
+def _no_credentials(command: str, profile: str | None) -> ConfigurationError:
+    """The one line a command that asks AWS says without credentials (what it can say offline is printed
+    before it, on standard output)."""
+    found = f" for profile {excerpt(profile, limit=24)}" if profile else ""
     return ConfigurationError(
-        f"preflight needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) or "
-        "credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed the read-only "
-        f"actions {', '.join(REQUIRED_IAM_ACTIONS)} in {region} ({where})"
+        f"{command} found no AWS credentials{found}: give --profile P, set AWS_PROFILE, or run aws configure"
     )
+
+
+def _preflight_offline(args: argparse.Namespace, config: EnvironmentConfig, region: str, out: TextIO) -> None:
+    """What preflight can say without credentials: the instances it would check, and the actions it calls."""
+    from training_clusters.catalog import lookup
+    from training_clusters.preflight import REQUIRED_IAM_ACTIONS, instance_demands
+
+    demands = instance_demands(config)
+    if args.output == "json":
+        rows = [
+            {
+                "where": d.where,
+                "instance_type": d.instance_type,
+                "count": d.count,
+                "vcpus": d.vcpus,
+                "quota": lookup(d.ec2_instance_type).quota_family.quota_code,
+                "bought": d.capacity.value,
+                "efa": d.efa,
+            }
+            for d in demands
+        ]
+        document = {"file": str(args.file), "region": region, "credentials": False, "demands": rows}
+        _json(out, {**document, "iam_actions": list(REQUIRED_IAM_ACTIONS)})
+        return
+    table = text_table(
+        ("group", "instances", "vCPUs", "EC2 quota", "bought", "EFA"),
+        [
+            (
+                d.where,
+                f"{d.instance_type} x {d.count}",
+                str(d.vcpus),
+                lookup(d.ec2_instance_type).quota_family.quota_code,
+                d.capacity.value,
+                "yes" if d.efa else "no",
+            )
+            for d in demands
+        ],
+    )
+    head = (
+        f"offline, from {args.file}: with credentials preflight checks these groups against the quotas, "
+        f"offerings and EFA support of {region} (--region R for another), and the file system's quota"
+    )
+    calls = f"it calls, read-only: {', '.join(REQUIRED_IAM_ACTIONS)}"
+    print(f"{_paragraph(head)}\n\n{table}\n\n{_paragraph(calls)}", file=out)
 
 
 def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
@@ -275,12 +325,20 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
     config, name = _load(args.file)
     if args.yes and not args.delete:
         raise ConfigurationError("training-clusters cleanup: --yes confirms --delete; give --delete too")
+    if args.dry_run and (args.delete or args.backup or args.disable_deletion_protection):
+        raise ConfigurationError(
+            "training-clusters cleanup: --dry-run asks AWS nothing; it takes no --delete"
+        )
     region, stack = config.region, stack_id(name)
+    if args.dry_run:
+        _kept_report(args, name, region, out, credentials=None)
+        return EXIT_OK
     try:
         session = boto3.session.Session(profile_name=args.profile, region_name=region)
         credentials = session.get_credentials()
         if credentials is None:
-            raise _cleanup_needs_credentials(args.profile, region)
+            _kept_report(args, name, region, out, credentials=False)
+            raise _no_credentials("cleanup", args.profile)
         credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         clients = cleanup.CleanupClients.from_session(session, region)
         inventory = cleanup.find_leftovers(name, stack, region, clients)
@@ -402,22 +460,71 @@ def _confirmed(name: str, count: int) -> bool:
     return answer.strip() == name
 
 
-def _cleanup_needs_credentials(profile: str | None, region: str) -> ConfigurationError:
-    """One line saying what cleanup needs: a profile or credentials, the region, the actions it calls."""
+def _kept_report(
+    args: argparse.Namespace, name: str, region: str, out: TextIO, *, credentials: bool | None
+) -> None:
+    """What ``cdk destroy`` leaves, offline from the synthesized template, with its monthly cost (the dry run;
+    also what cleanup says without credentials, with the actions a listing would call)."""
     from training_clusters.cleanup import (
         BACKUP_IAM_ACTIONS,
         DELETE_IAM_ACTIONS,
         LIST_IAM_ACTIONS,
         PROTECTION_IAM_ACTIONS,
     )
+    from training_clusters.diagram.sources import synthesize_environments
+    from training_clusters.environments import stack_id
+    from training_clusters.kept import kept_after_destroy, monthly_total, summary
 
-    found = f"found none for profile {excerpt(profile)}" if profile else "found none"
-    return ConfigurationError(
-        f"cleanup needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) or credentials "
-        f"(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed {', '.join(LIST_IAM_ACTIONS)} "
-        f"in {region} (the file's region); for --delete also {', '.join(DELETE_IAM_ACTIONS)}, for --backup "
-        f"{', '.join(BACKUP_IAM_ACTIONS)}, for --disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}"
+    (source,) = synthesize_environments([args.file])
+    kept = kept_after_destroy(source.template, region)
+    needs = (
+        f"listing what is really there calls {', '.join(LIST_IAM_ACTIONS)} in {region}; --delete also "
+        f"{', '.join(DELETE_IAM_ACTIONS)}; --backup {', '.join(BACKUP_IAM_ACTIONS)}; "
+        f"--disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}"
     )
+    if args.output == "json":
+        document: dict[str, Any] = {
+            "environment": name,
+            "stack": stack_id(name),
+            "region": region,
+            "offline": True,
+            "kept": [k.as_dict() for k in kept],
+            "monthly_usd_known": monthly_total(kept),
+            "notes": summary(kept, region),
+        }
+        if credentials is False:
+            document["iam_actions"] = {
+                "list": list(LIST_IAM_ACTIONS),
+                "delete": list(DELETE_IAM_ACTIONS),
+                "backup": list(BACKUP_IAM_ACTIONS),
+                "disable_deletion_protection": list(PROTECTION_IAM_ACTIONS),
+            }
+        _json(out, document)
+        return
+    head = (
+        f"{stack_id(name)} in {region}, offline from its synthesized template: what cdk destroy leaves, "
+        f"{len(kept)} resource(s)"
+    )
+    rows = [(k.resource + (f": {k.detail}" if k.detail else ""), k.logical_id, k.cost) for k in kept]
+    table = text_table(("resource", "logical id", "a month"), rows, whole=(1,))
+    lines = "\n".join(_paragraph(f"- {line}", indent="  ") for line in summary(kept, region))
+    tail = (
+        _paragraph(needs)
+        if credentials is False
+        else _paragraph(
+            f"with credentials, cleanup {args.file} lists what is really there, and --delete deletes it"
+        )
+    )
+    print(f"{_paragraph(head)}\n\n{table}\n\n{lines}\n\n{tail}", file=out)
+
+
+def _cdk(args: argparse.Namespace, out: TextIO) -> int:
+    """deploy, diff, destroy: the file checked here first (one line, exit 2), then the CDK CLI runs it."""
+    from training_clusters.cdk_cli import run
+
+    _load(args.file)
+    out.flush()
+    return run(args.cdk_action, args.file, args.cdk_args)
 
 
 def _catalog(args: argparse.Namespace, out: TextIO) -> int:
@@ -609,9 +716,9 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("--output", choices=OUTPUTS, default=argparse.SUPPRESS, help="default: table")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    def add_command(name: str, summary: str) -> argparse.ArgumentParser:
+    def add_command(name: str, summary: str, *, takes_output: bool = True) -> argparse.ArgumentParser:
         added: argparse.ArgumentParser = commands.add_parser(
-            name, help=summary, parents=[output], epilog=_examples(name)
+            name, help=summary, parents=[output] if takes_output else [], epilog=_examples(name)
         )
         return added
 
@@ -681,6 +788,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--yes", action="store_true", help="with --delete: do not ask (for scripts)")
     command.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="offline: what cdk destroy leaves, read from the synthesized template, and its monthly cost",
+    )
+    command.add_argument(
         "--backup",
         action="store_true",
         help="back each file system up first and wait for it (SCRATCH ones cannot be: they are kept), and take "
@@ -693,6 +805,21 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
     command.set_defaults(command=_cleanup)
+
+    for action, summary in (
+        ("deploy", "cdk deploy one environment file (synth, the gates, then CloudFormation)"),
+        ("diff", "cdk diff: what deploying the file would change in its deployed stack"),
+        ("destroy", "cdk destroy the file's stack; what it keeps: cleanup FILE --dry-run"),
+    ):
+        command = add_command(action, summary, takes_output=False)
+        command.add_argument("file", type=_input_file, help="environment file")
+        command.add_argument(
+            "cdk_args",
+            nargs=argparse.REMAINDER,
+            metavar="CDK_OPTION",
+            help="passed to the CDK CLI as given (--profile P, --require-approval never, --force)",
+        )
+        command.set_defaults(command=_cdk, cdk_action=action)
 
     command = add_command("catalog", "the instance-type facts the library uses")
     command.set_defaults(command=_catalog)
