@@ -1,4 +1,4 @@
-"""``training-clusters deploy|diff|destroy FILE``: the CDK CLI, run with this package's interpreter and Node.
+"""``training-clusters bootstrap|deploy|diff|destroy FILE``: the CDK CLI, run with this package's interpreter and Node.
 
 Why a command of ours rather than ``npx cdk deploy -c environment=FILE``: ``cdk.json`` says ``python3 app.py``,
 and the CDK CLI runs that with whichever ``python3`` is first on PATH. Unless the user has activated the
@@ -27,8 +27,9 @@ from pathlib import Path
 
 from training_clusters.errors import ConfigurationError
 
-#: The CDK CLI commands this wraps, each taking one environment file.
-CDK_ACTIONS = ("deploy", "diff", "destroy")
+#: The CDK CLI commands this wraps, each taking one environment file (bootstrap: the account and region of its
+#: stack, once; the CDK CLI runs the app for it too).
+CDK_ACTIONS = ("bootstrap", "deploy", "diff", "destroy")
 #: Where the project's pinned CDK CLI lives (package.json's aws-cdk), relative to the project directory.
 CDK_CLI = Path("node_modules", "aws-cdk", "bin", "cdk")
 #: Interpreter names in cdk.json's ``app`` that mean "the project's Python".
@@ -91,8 +92,8 @@ def _app(project: Path, python: str) -> str:
     settings = project / "cdk.json"
     if not settings.is_file():
         raise ConfigurationError(
-            f"no cdk.json in {project}: run training-clusters deploy, diff or destroy from the project's "
-            "directory (the one with cdk.json and app.py)"
+            f"no cdk.json in {project}: run training-clusters bootstrap, deploy, diff or destroy from the "
+            "project's directory (the one with cdk.json and app.py)"
         )
     try:
         app = json.loads(settings.read_text(encoding="utf-8")).get("app")

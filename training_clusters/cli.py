@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -68,6 +69,7 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
         "training-clusters cleanup environments/network-storage.yaml",
         "training-clusters cleanup environments/network-storage.yaml --delete --backup",
     ),
+    "bootstrap": ("training-clusters bootstrap environments/parallelcluster-c5n.yaml --profile dev",),
     "deploy": (
         "training-clusters deploy environments/parallelcluster-c5n.yaml",
         "training-clusters deploy environments/parallelcluster-c5n.yaml --require-approval never --profile dev",
@@ -77,10 +79,10 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
     "catalog": ("training-clusters catalog --output json",),
     "schema": ("training-clusters schema > environments/schema.json",),
 }
-_CONVENTIONS = """Every command takes --output json, before or after its name (deploy, diff and destroy pass what follows
-the file to the CDK CLI, whose --output is the assembly's folder). Exit status: 0 ok, 1 a check failed,
-2 a bad file, path or command line, or no AWS credentials (one line on standard error); deploy, diff and
-destroy exit with the CDK CLI's status."""
+_CONVENTIONS = """Every command takes --output json, before or after its name (bootstrap, deploy, diff and destroy pass what
+follows the file to the CDK CLI, whose --output is the assembly's folder). Exit status: 0 ok, 1 a check
+failed, 2 a bad file, path or command line, or no AWS credentials (one line on standard error); bootstrap,
+deploy, diff and destroy exit with the CDK CLI's status."""
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
@@ -90,7 +92,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         args = _parser().parse_args(argv)
         status: int = args.command(args, out)
     except ConfigurationError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(_fitted(f"error: {error}"), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # the reader left (| head): console() ends quietly
         raise
@@ -289,16 +291,63 @@ def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_OK
     if plan.reason:
-        print(f"{name}: {plan.reason}", file=out)
+        print(_paragraph(f"{name}: {plan.reason}", indent="  "), file=out)
         return EXIT_OK
     rows = [(str(path), job.expected) for path, job in zip(paths, plan.jobs, strict=True)]
     print(text_table(("job", "a healthy cluster gives"), rows), file=out)
     print("", file=out)
     for job in plan.jobs:
-        print(f"- {job.filename}: {job.description}", file=out)
+        print(_job_lines(job.filename, job.description), file=out)
     for skipped in plan.skipped:
-        print(f"- skipped: {skipped}", file=out)
+        print(_paragraph(f"- skipped: {skipped}", indent="  "), file=out)
     return EXIT_OK
+
+
+#: Where a job's description turns from what it is to the commands that run it.
+_COMMANDS_START = re.compile(r": (?=(?:kubectl|sbatch|srun|bash) )")
+#: A note after the last command, in brackets (not a shell construct).
+_TRAILING_NOTE = re.compile(r" \(([^()|&;]*)\)$")
+
+
+def _job_lines(filename: str, description: str) -> str:
+    """A job's description as prose wrapped to the table width, then each command it says to run whole, alone
+    on its own indented line (copy-pasteable however long)."""
+    prose, *rest = _COMMANDS_START.split(description, maxsplit=1)
+    commands = rest[0] if rest else ""
+    if not commands:
+        return _paragraph(f"- {filename}: {prose}", indent="  ")
+    note = _TRAILING_NOTE.search(commands)
+    if note is not None:
+        commands = commands[: note.start()]
+        prose = f"{prose} ({note.group(1)})"
+    steps = commands.split("; then ")
+    lead = "run:" if len(steps) == 1 else "run, then check:" if "check.sh" in steps[-1] else "run in turn:"
+    lines = [_paragraph(f"- {filename}: {prose}; {lead}", indent="  ")]
+    lines.extend(f"    {step}" for step in steps)
+    return "\n".join(lines)
+
+
+def _fitted(text: str) -> str:
+    """``text`` with each line longer than the table width wrapped at spaces, continuation lines indented four
+    more than their line; a word longer than the width (a path) stays whole."""
+    import textwrap
+
+    fitted: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= TABLE_WIDTH:
+            fitted.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        fitted.extend(
+            textwrap.wrap(
+                line,
+                TABLE_WIDTH,
+                subsequent_indent=lead + "    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(fitted)
 
 
 def _diagram(args: argparse.Namespace, out: TextIO) -> int:
@@ -388,7 +437,9 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
             clients,
             environment=name,
             tags=config.resource_tags(name),
-            say=(lambda line: None) if as_json else (lambda line: print(line, file=out, flush=True)),
+            say=(lambda line: None)
+            if as_json
+            else (lambda line: print(_paragraph(line, indent="    "), file=out, flush=True)),
             now=now,
         )
         if not as_json:
@@ -399,7 +450,7 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
         except (cleanup.CleanupStopped, BotoCoreError) as error:
             deleter.done.append(f"stopped: {_aws_problem(error)}")
             if not as_json:
-                print(f"stopped: {_aws_problem(error)}", file=out)
+                print(_paragraph(f"stopped: {_aws_problem(error)}", indent="    "), file=out)
             status = EXIT_FAILED
         document["steps"] = deleter.done
     if as_json:
@@ -519,7 +570,7 @@ def _kept_report(
 
 
 def _cdk(args: argparse.Namespace, out: TextIO) -> int:
-    """deploy, diff, destroy: the file checked here first (one line, exit 2), then the CDK CLI runs it."""
+    """bootstrap, deploy, diff, destroy: the file checked here first (one line, exit 2), then the CDK CLI runs it."""
     from training_clusters.cdk_cli import run
 
     _load(args.file)
@@ -807,6 +858,10 @@ def _parser() -> argparse.ArgumentParser:
     command.set_defaults(command=_cleanup)
 
     for action, summary in (
+        (
+            "bootstrap",
+            "cdk bootstrap the account and region of the file's stack (once per account and region)",
+        ),
         ("deploy", "cdk deploy one environment file (synth, the gates, then CloudFormation)"),
         ("diff", "cdk diff: what deploying the file would change in its deployed stack"),
         ("destroy", "cdk destroy the file's stack; what it keeps: cleanup FILE --dry-run"),

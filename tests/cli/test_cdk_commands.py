@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.text_tables import unwrapped
 from training_clusters import cdk_cli, cli
 from training_clusters.cdk_cli import CDK_ACTIONS, cdk_command, cdk_environment
 from training_clusters.errors import ConfigurationError
@@ -87,8 +88,8 @@ def test_the_node_beside_the_python_is_used_when_there_is_one(tmp_path: Path) ->
     [
         (
             "no cdk.json",
-            "no cdk.json in {p}: run training-clusters deploy, diff or destroy from the project's directory (the "
-            "one with cdk.json and app.py)",
+            "no cdk.json in {p}: run training-clusters bootstrap, deploy, diff or destroy from the project's "
+            "directory (the one with cdk.json and app.py)",
         ),
         (
             "no CDK CLI",
@@ -169,7 +170,7 @@ def test_a_bad_environment_file_is_refused_before_the_cdk_cli_starts(
     monkeypatch.setattr(subprocess, "run", never)
     monkeypatch.chdir(project(tmp_path / "p"))
     assert cli.main(["deploy", str(bad)]) == 2
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert err == (
         f"error: {bad}: 1 problem(s)\n  {bad}:3: network.nat_gatways: unknown key (got value 1); did you mean "
         "nat_gateways?\n"

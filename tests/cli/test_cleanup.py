@@ -25,6 +25,7 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
+from tests.text_tables import unwrapped
 from training_clusters import cleanup, cli
 from training_clusters.cleanup import (
     BACKUP_IAM_ACTIONS,
@@ -40,6 +41,7 @@ from training_clusters.cleanup import (
 
 from ..conftest import ROOT
 from .test_cli import aws_config  # noqa: F401  (the fixture: no credentials anywhere)
+from .test_widths import assert_fits
 
 ENVIRONMENTS = ROOT / "environments"
 REGION = "us-east-1"
@@ -266,6 +268,8 @@ class Account:
                 stub.deactivate()
         for stub in self.stubs.values():
             stub.assert_no_pending_responses()
+        if "json" not in options:  # a document for scripts, not prose
+            assert_fits(out.getvalue())
         return status, out.getvalue()
 
 
@@ -477,7 +481,7 @@ def test_when_the_stack_cannot_be_asked_for_nothing_is_listed_or_deleted(
     status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
 
     assert (status, text) == (2, "")
-    assert capsys.readouterr().err.startswith(
+    assert unwrapped(capsys.readouterr().err).startswith(
         f"error: cannot list what training-network-storage left in us-east-1: An error occurred ({code})"
     )
     assert account.calls == ["DescribeStacks training-network-storage"]
@@ -500,7 +504,7 @@ def test_when_the_listing_fails_after_the_stack_is_known_nothing_is_deleted(
 
     assert (status, text) == (2, "")
     assert account.calls == ["DescribeStacks training-network-storage", "GetResources"]
-    assert "AccessDeniedException" in capsys.readouterr().err
+    assert "AccessDeniedException" in unwrapped(capsys.readouterr().err)
 
 
 def test_a_region_without_prices_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -584,7 +588,8 @@ def test_delete_asks_for_the_environment_name_then_deletes_in_order_the_vpc_last
 
     assert status == 0
     assert (
-        capsys.readouterr().err == "type the environment's name (network-storage) to delete 5 resource(s): "
+        unwrapped(capsys.readouterr().err)
+        == "type the environment's name (network-storage) to delete 5 resource(s): "
     )
     assert account.calls == [*LISTED, *NETWORK_STORAGE_DELETED]
     assert text.endswith(
@@ -619,7 +624,7 @@ def test_yes_deletes_without_asking_and_json_lists_the_steps(
     status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes", "--output", "json")
 
     document = json.loads(text)
-    assert (status, capsys.readouterr().err) == (0, "")
+    assert (status, unwrapped(capsys.readouterr().err)) == (0, "")
     assert document["deleted"] is True
     assert document["steps"] == [
         f"deleted file system {FS} (gone after 0 s)",
@@ -636,7 +641,7 @@ def test_yes_without_delete_is_a_usage_error(capsys: pytest.CaptureFixture[str])
         cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--yes"], stdout=io.StringIO()) == 2
     )
     assert (
-        capsys.readouterr().err
+        unwrapped(capsys.readouterr().err)
         == "error: training-clusters cleanup: --yes confirms --delete; give --delete too\n"
     )
 
@@ -973,7 +978,7 @@ def test_backup_then_delete_everything_in_order_the_database_after_turning_its_p
         f"DeleteSubnet {SUBNET_2}",
         f"DeleteVpc {VPC}",
     ]
-    steps = text.split("\n\n")[-1]
+    steps = unwrapped(text.split("\n\n")[-1])
     assert steps.splitlines()[:7] == [
         f"backed up file system {TEAM_FS} as {BACKUP} (available after 0 s; it stays, billed per GB-month: aws fsx "
         "delete-backup deletes it)",
@@ -1097,7 +1102,7 @@ def test_a_refused_deletion_stops_the_run_in_one_line_and_exits_1(monkeypatch: p
     status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
 
     assert status == 1
-    assert text.endswith(
+    assert unwrapped(text).endswith(
         f"deleted file system {FS} (gone after 0 s)\n"
         f"stopped: log group {FLOW_LOGS}: AccessDeniedException: not authorized to perform: logs:DeleteLogGroup; "
         "nothing after it was deleted: run cleanup again when it is fixed\n"
@@ -1120,7 +1125,7 @@ def test_a_refused_listing_is_one_line_and_exit_2(
     status, text = account.run(monkeypatch, "network-storage")
 
     assert (status, text) == (2, "")
-    assert capsys.readouterr().err == (
+    assert unwrapped(capsys.readouterr().err) == (
         "error: cannot list what training-network-storage left in us-east-1: An error occurred (AccessDenied) when "
         "calling the DescribeStacks operation: User is not authorized to perform: cloudformation:DescribeStacks\n"
     )
@@ -1216,7 +1221,7 @@ def test_the_offline_dry_run_takes_no_deletion_option(
 ) -> None:
     status = cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--dry-run", option])
     assert status == 2
-    assert capsys.readouterr().err == (
+    assert unwrapped(capsys.readouterr().err) == (
         "error: training-clusters cleanup: --dry-run asks AWS nothing; it takes no --delete\n"
     )
 
@@ -1229,7 +1234,7 @@ def test_without_credentials_cleanup_says_so_in_one_line_and_what_it_can_say_off
     status = cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--profile", "dev"], stdout=out)
 
     assert status == 2
-    assert capsys.readouterr().err == (
+    assert unwrapped(capsys.readouterr().err) == (
         "error: cleanup found no AWS credentials for profile 'dev': give --profile P, set AWS_PROFILE, or run aws "
         "configure\n"
     )

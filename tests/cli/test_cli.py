@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.text_tables import unwrapped
 from training_clusters import cli, preflight
 from training_clusters.catalog import all_instance_types
 from training_clusters.cdk_cli import CDK_ACTIONS
@@ -171,7 +172,7 @@ def test_render_pcluster_without_a_parallelcluster_section_is_a_clear_error(
     status, _ = run("render-pcluster", str(ENVIRONMENTS / "eks-g5-efa.yaml"))
     assert status == 2
     assert "eks-g5-efa.yaml: parallelcluster: render-pcluster needs a parallelcluster section" in (
-        capsys.readouterr().err
+        unwrapped(capsys.readouterr().err)
     )
 
 
@@ -181,7 +182,7 @@ def test_a_bad_file_exits_2_with_our_message_and_no_traceback(
     bad = tmp_path / "bad.yaml"
     bad.write_text("region: us-east-1\navailability_zones: [us-east-1a]\nnetwork: {nat_gatways: 1}\n")
     status, _ = run("acceptance", str(bad))
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert status == 2
     assert "network.nat_gatways: unknown key" in err
     assert "Traceback" not in err
@@ -303,7 +304,7 @@ def test_preflight_without_credentials_says_so_in_one_line_and_what_it_would_che
 ) -> None:
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), *options)
 
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert status == 2
     assert err == (
         f"error: preflight found no AWS credentials{found}: give --profile P, set AWS_PROFILE, or run aws configure\n"
@@ -335,7 +336,7 @@ def test_preflight_without_credentials_as_json_gives_the_groups_and_the_actions(
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--output", "json")
 
     assert status == 2
-    assert capsys.readouterr().err.count("\n") == 1
+    assert unwrapped(capsys.readouterr().err).count("\n") == 1
     document = json.loads(out)
     assert document["credentials"] is False
     assert [
@@ -361,7 +362,7 @@ def test_preflight_with_credentials_that_cannot_be_loaded_says_so_in_one_line_an
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--profile", "sso")
 
     assert (status, out) == (2, "")
-    assert capsys.readouterr().err == (
+    assert unwrapped(capsys.readouterr().err) == (
         "error: cannot reach AWS in us-east-1: Error loading SSO Token: Token for "
         "https://example.awsapps.com/start does not exist\n"
     )
@@ -510,7 +511,7 @@ def test_a_bad_path_is_one_line_and_exit_2(
     (tmp_path / "adir.svg").mkdir()
     bad, named = bad.format(unwritable=unwritable), named.format(unwritable=unwritable)
     status, out = run(*_argv(name, action, kind, bad))
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, ""), err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert named in err and "Traceback" not in err
@@ -543,7 +544,7 @@ def test_preflight_refuses_a_region_that_is_not_one_in_one_short_line(
     region: str, fragment: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--region", region)
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, "")
     assert err.startswith("error: ") and err.count("\n") == 1 and "--region" in err, err[:2000]
     assert fragment in err and len(err) < 1024 and "\x1b" not in err
@@ -556,7 +557,7 @@ def test_preflight_quotes_an_unknown_profile_bounded_and_escaped(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     profile = "\x1b[31m" + "p" * 100_000 + "\nsecond line"
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--profile", profile)
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, "")
     assert err.startswith("error: cannot reach AWS in us-east-1") and err.count("\n") == 1, err[:2000]
     assert len(err) < 1024 and "\x1b" not in err and "\\x1b[31mppp" in err
@@ -569,7 +570,7 @@ def test_preflight_checks_the_file_name_as_every_command_does(
     badly_named = tmp_path / "1 g5.yaml"
     badly_named.write_text((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
     status, out = run("preflight", str(badly_named))
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, "")
     assert "the file name '1 g5' names the environment and its stack" in err and err.count("\n") == 1
 
@@ -626,6 +627,7 @@ def test_help_ends_with_examples_and_the_exit_statuses(capsys: pytest.CaptureFix
   training-clusters cleanup environments/network-storage.yaml --dry-run
   training-clusters cleanup environments/network-storage.yaml
   training-clusters cleanup environments/network-storage.yaml --delete --backup
+  training-clusters bootstrap environments/parallelcluster-c5n.yaml --profile dev
   training-clusters deploy environments/parallelcluster-c5n.yaml
   training-clusters deploy environments/parallelcluster-c5n.yaml --require-approval never --profile dev
   training-clusters diff environments/parallelcluster-c5n.yaml
@@ -633,10 +635,10 @@ def test_help_ends_with_examples_and_the_exit_statuses(capsys: pytest.CaptureFix
   training-clusters catalog --output json
   training-clusters schema > environments/schema.json
 
-Every command takes --output json, before or after its name (deploy, diff and destroy pass what follows
-the file to the CDK CLI, whose --output is the assembly's folder). Exit status: 0 ok, 1 a check failed,
-2 a bad file, path or command line, or no AWS credentials (one line on standard error); deploy, diff and
-destroy exit with the CDK CLI's status.
+Every command takes --output json, before or after its name (bootstrap, deploy, diff and destroy pass what
+follows the file to the CDK CLI, whose --output is the assembly's folder). Exit status: 0 ok, 1 a check
+failed, 2 a bad file, path or command line, or no AWS credentials (one line on standard error); bootstrap,
+deploy, diff and destroy exit with the CDK CLI's status.
 """
     )
 
