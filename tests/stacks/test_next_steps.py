@@ -67,7 +67,9 @@ def test_the_walkthrough_names_outputs_the_templates_have(environment_gates: Env
     for output, environment in README_OUTPUTS.items():
         template = environment_gates.template(ROOT / "environments" / f"{environment}.yaml")
         assert output in template["Outputs"], (output, environment)
-    assert "cdk bootstrap aws://ACCOUNT/REGION" in section
+    assert (
+        "`.venv/bin/training-clusters bootstrap FILE`" in section
+    )  # the CDK CLI run with the project's Python
 
 
 #: What the Kubernetes acceptance step says it writes, by the file name each test gets from ``acceptance``.
