@@ -6,7 +6,13 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import aws_cdk as cdk
+try:
+    import aws_cdk as cdk
+except ModuleNotFoundError as missing:  # `npx cdk` ran cdk.json's "python3 app.py" with a Python without it
+    sys.exit(
+        f"error: {sys.executable} has no {missing.name}: use .venv/bin/training-clusters deploy|diff|destroy FILE,"
+        "\nwhich runs the CDK CLI with the project's Python and Node (or activate .venv first)"
+    )
 
 from training_clusters.environments import build_app, environment_files
 from training_clusters.errors import ConfigurationError

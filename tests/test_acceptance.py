@@ -1204,3 +1204,28 @@ def test_the_gang_gate_reads_the_columns_its_usage_asks_kubectl_for() -> None:
         'ADMITTED:.status.conditions[?(@.type=="Admitted")].status,'
         'PODS_READY:.status.conditions[?(@.type=="PodsReady")].status\' | bash gang-test-p5-check.sh\n'
     ) in check
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "basis"),
+    [
+        (
+            "p5.48xlarge",
+            "one EFA device's line rate, 100 Gbit/s (3,200 Gbit/s = 32 EFA devices x 100 Gbit/s)",
+        ),
+        (
+            "p5en.48xlarge",
+            "one EFA device's line rate, 200 Gbit/s (3,200 Gbit/s = 16 EFA devices x 200 Gbit/s)",
+        ),
+        ("p4d.24xlarge", "one EFA device's line rate, 100 Gbit/s (400 Gbit/s = 4 EFA devices x 100 Gbit/s)"),
+        ("c5n.9xlarge", "one EFA device's line rate, 50 Gbit/s (the instance's one network card)"),
+    ],
+)
+def test_the_osu_bw_note_says_one_devices_rate_and_how_the_instances_splits_into_devices(
+    instance_type: str, basis: str
+) -> None:
+    """Issue 39: p5's note called 3,200 Gbit/s, the instance's total, one EFA device's line rate."""
+    from training_clusters.acceptance.expectations import Transport, osu_bw_expectation
+    from training_clusters.catalog import lookup
+
+    assert osu_bw_expectation(lookup(instance_type), Transport.EFA, placement_group=True).basis == basis

@@ -44,3 +44,24 @@ def test_a_bad_file_exits_2_with_our_message(tmp_path: Path, capsys: pytest.Capt
     err = capsys.readouterr().err
     assert err.startswith(f"error: {bad}: 1 problem(s)")
     assert "storage.lustre" in err and "1000" in err
+
+
+def test_run_by_a_python_without_the_cdk_it_says_what_to_type_instead_in_two_lines() -> None:
+    """What ``npx cdk deploy`` gives when cdk.json's ``python3`` is not the project's (``-I -S``: a Python that
+    sees no site-packages): a pointer to the command that finds the right one, not a traceback."""
+    import subprocess
+    import sys
+
+    result = subprocess.run(
+        [sys.executable, "-I", "-S", "app.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (result.returncode, result.stdout) == (1, "")
+    assert result.stderr == (
+        f"error: {sys.executable} has no aws_cdk: use .venv/bin/training-clusters deploy|diff|destroy FILE,\n"
+        "which runs the CDK CLI with the project's Python and Node (or activate .venv first)\n"
+    )

@@ -26,6 +26,7 @@ from pathlib import Path
 import aws_cdk as cdk
 import pytest
 
+from tests.text_tables import unwrapped
 from training_clusters import cli
 from training_clusters.config import environment_name, load_environment
 from training_clusters.environments import add_environment
@@ -127,7 +128,7 @@ def run_cli(path: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, str, s
     """``training-clusters acceptance FILE`` in this process: status, standard output, standard error."""
     status = cli.main(["acceptance", str(path), "-d", str(path.parent / "jobs")])
     captured = capsys.readouterr()
-    return status, captured.out, captured.err
+    return status, captured.out, unwrapped(captured.err)
 
 
 def assert_one_line(status: int, out: str, err: str, *fragments: str) -> None:
@@ -242,7 +243,7 @@ def test_an_alias_bomb_is_refused_within_a_memory_bound(bomb: str, message: str,
         "cli.main(['acceptance', sys.argv[2], '-d', sys.argv[3]])", str(path), str(tmp_path / "jobs")
     )
     assert result.returncode == 2 and result.stdout == "", result.stderr[-2000:]
-    error, peak = result.stderr.splitlines()
+    error, peak = unwrapped(result.stderr).splitlines()
     assert re.match(rf"error: {re.escape(str(path))}:\d+: ", error) and message in error
     assert int(peak.split()[1]) < 200
 

@@ -20,3 +20,9 @@ def assert_fits(table: str) -> None:
     assert too_wide == [], f"{len(too_wide)} line(s) wider than {TABLE_WIDTH}: {too_wide[0]!r}"
     headers = column_headers(table)
     assert "" not in headers, f"a column without a header: {headers}"
+
+
+def unwrapped(printed: str) -> str:
+    """What the CLI printed with its wrapping undone: a line indented four spaces or more continues the line
+    before it (the CLI wraps each line wider than 120 columns so, keeping every word whole)."""
+    return re.sub(r"\n {4,}", " ", printed)

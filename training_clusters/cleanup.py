@@ -269,8 +269,8 @@ def find_leftovers(environment: str, stack: str, region: str, clients: CleanupCl
     for arn, tags in _tagged(environment, stack, clients.tagging):
         if not _ours(tags, environment, stack):
             continue
-        if live_id is not None and tags.get(STACK_ID_TAG, live_id) == live_id:
-            in_live_stack += 1  # in use by the deployed stack (or not provably of an earlier one)
+        if live_status is not None and _in_use(tags, live_id):
+            in_live_stack += 1
             continue
         leftover = _leftover(arn, tags, region)
         if leftover is not None:
@@ -286,20 +286,33 @@ def find_leftovers(environment: str, stack: str, region: str, clients: CleanupCl
     )
 
 
+def _in_use(tags: dict[str, str], live_id: str | None) -> bool:
+    """Whether a resource may belong to the stack that exists: it names that stack's id, or names none (a
+    missing or empty ``aws:cloudformation:stack-id`` proves no earlier deployment), or the live stack's id is
+    not known. Only a resource that names another, earlier stack id is left behind."""
+    named = tags.get(STACK_ID_TAG, "").strip()
+    return not named or not live_id or named == live_id
+
+
 def _live_stack(stack: str, cloudformation: Any) -> tuple[str | None, str | None]:
-    """(id, status) of the stack named ``stack`` when it exists (CloudFormation names only live stacks)."""
+    """(id, status) of the stack named ``stack`` when it exists (CloudFormation names only live stacks);
+    (None, None) only when CloudFormation says it does not exist. Any other answer (refused, throttled, another
+    validation error) is raised: without knowing, nothing may be listed for deletion."""
     from botocore.exceptions import ClientError
 
     try:
         answer = cloudformation.describe_stacks(StackName=stack)
     except ClientError as error:
-        if error.response.get("Error", {}).get("Code") == "ValidationError":  # "does not exist"
+        detail = error.response.get("Error", {})
+        if detail.get("Code") == "ValidationError" and "does not exist" in str(detail.get("Message", "")):
             return None, None
         raise
     stacks = answer.get("Stacks", [])
-    if not stacks:
-        return None, None
-    return str(stacks[0].get("StackId", "")), str(stacks[0].get("StackStatus", ""))
+    if not stacks:  # not how CloudFormation answers for a missing stack (that is the error above): unknown
+        return None, "UNKNOWN"
+    return str(stacks[0].get("StackId", "")).strip() or None, str(
+        stacks[0].get("StackStatus", "")
+    ) or "UNKNOWN"
 
 
 def _tagged(environment: str, stack: str, tagging: Any) -> Iterator[tuple[str, dict[str, str]]]:

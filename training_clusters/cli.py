@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -65,6 +66,7 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
         "training-clusters diagram --assembly cdk.out -d pictures/",
     ),
     "cleanup": (
+        "training-clusters cleanup environments/network-storage.yaml --dry-run",
         "training-clusters cleanup environments/network-storage.yaml",
         "training-clusters cleanup environments/network-storage.yaml --delete --backup",
     ),
@@ -72,11 +74,20 @@ EXAMPLES: Mapping[str, tuple[str, ...]] = {
         "training-clusters connect environments/hyperpod-team.yaml --node login",
         "training-clusters connect environments/parallelcluster-c5n.yaml --print",
     ),
+    "bootstrap": ("training-clusters bootstrap environments/parallelcluster-c5n.yaml --profile dev",),
+    "deploy": (
+        "training-clusters deploy environments/parallelcluster-c5n.yaml",
+        "training-clusters deploy environments/parallelcluster-c5n.yaml --require-approval never --profile dev",
+    ),
+    "diff": ("training-clusters diff environments/parallelcluster-c5n.yaml",),
+    "destroy": ("training-clusters destroy environments/parallelcluster-c5n.yaml",),
     "catalog": ("training-clusters catalog --output json",),
     "schema": ("training-clusters schema > environments/schema.json",),
 }
-_CONVENTIONS = """Every command takes --output json, before or after its name. Exit status: 0 ok, 1 a check failed,
-2 a bad file, path or command line, or no AWS credentials (one line on standard error)."""
+_CONVENTIONS = """Every command takes --output json, before or after its name (bootstrap, deploy, diff and destroy pass what
+follows the file to the CDK CLI, whose --output is the assembly's folder). Exit status: 0 ok, 1 a check
+failed, 2 a bad file, path or command line, or no AWS credentials (one line on standard error); bootstrap,
+deploy, diff and destroy exit with the CDK CLI's status."""
 
 
 def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int:
@@ -86,7 +97,7 @@ def main(argv: Sequence[str] | None = None, stdout: TextIO | None = None) -> int
         args = _parser().parse_args(argv)
         status: int = args.command(args, out)
     except ConfigurationError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(_fitted(f"error: {error}"), file=sys.stderr)
         return EXIT_USAGE
     except BrokenPipeError:  # the reader left (| head): console() ends quietly
         raise
@@ -117,7 +128,8 @@ def _preflight(args: argparse.Namespace, out: TextIO) -> int:
         session = boto3.session.Session(profile_name=args.profile, region_name=region)
         credentials = session.get_credentials()
         if credentials is None:
-            raise _no_credentials(args.profile, region, region_given=bool(args.region))
+            _preflight_offline(args, config, region, out)
+            raise _no_credentials("preflight", args.profile)
         credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         checks = preflight(config, AwsClients.from_session(session, region))
     except BotoCoreError as error:  # unknown profile, credentials that cannot be loaded, no network
@@ -153,17 +165,57 @@ def _preflight_table(checks: Sequence[Check]) -> str:
     return f"{table}\n\nto fix:\n{numbered_notes(fixes)}" if fixes else table
 
 
-def _no_credentials(profile: str | None, region: str, *, region_given: bool) -> ConfigurationError:
-    """One line saying what preflight needs: a profile or credentials, the region, the actions it calls."""
-    from training_clusters.preflight import REQUIRED_IAM_ACTIONS
-
-    found = f"found none for profile {excerpt(profile)}" if profile else "found none"
-    where = "--region" if region_given else "the file's region; --region R for another"
+def _no_credentials(command: str, profile: str | None) -> ConfigurationError:
+    """The one line a command that asks AWS says without credentials (what it can say offline is printed
+    before it, on standard output)."""
+    found = f" for profile {excerpt(profile, limit=24)}" if profile else ""
     return ConfigurationError(
-        f"preflight needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) or "
-        "credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed the read-only "
-        f"actions {', '.join(REQUIRED_IAM_ACTIONS)} in {region} ({where})"
+        f"{command} found no AWS credentials{found}: give --profile P, set AWS_PROFILE, or run aws configure"
     )
+
+
+def _preflight_offline(args: argparse.Namespace, config: EnvironmentConfig, region: str, out: TextIO) -> None:
+    """What preflight can say without credentials: the instances it would check, and the actions it calls."""
+    from training_clusters.catalog import lookup
+    from training_clusters.preflight import REQUIRED_IAM_ACTIONS, instance_demands
+
+    demands = instance_demands(config)
+    if args.output == "json":
+        rows = [
+            {
+                "where": d.where,
+                "instance_type": d.instance_type,
+                "count": d.count,
+                "vcpus": d.vcpus,
+                "quota": lookup(d.ec2_instance_type).quota_family.quota_code,
+                "bought": d.capacity.value,
+                "efa": d.efa,
+            }
+            for d in demands
+        ]
+        document = {"file": str(args.file), "region": region, "credentials": False, "demands": rows}
+        _json(out, {**document, "iam_actions": list(REQUIRED_IAM_ACTIONS)})
+        return
+    table = text_table(
+        ("group", "instances", "vCPUs", "EC2 quota", "bought", "EFA"),
+        [
+            (
+                d.where,
+                f"{d.instance_type} x {d.count}",
+                str(d.vcpus),
+                lookup(d.ec2_instance_type).quota_family.quota_code,
+                d.capacity.value,
+                "yes" if d.efa else "no",
+            )
+            for d in demands
+        ],
+    )
+    head = (
+        f"offline, from {args.file}: with credentials preflight checks these groups against the quotas, "
+        f"offerings and EFA support of {region} (--region R for another), and the file system's quota"
+    )
+    calls = f"it calls, read-only: {', '.join(REQUIRED_IAM_ACTIONS)}"
+    print(f"{_paragraph(head)}\n\n{table}\n\n{_paragraph(calls)}", file=out)
 
 
 def _render_pcluster(args: argparse.Namespace, out: TextIO) -> int:
@@ -244,16 +296,63 @@ def _acceptance(args: argparse.Namespace, out: TextIO) -> int:
         )
         return EXIT_OK
     if plan.reason:
-        print(f"{name}: {plan.reason}", file=out)
+        print(_paragraph(f"{name}: {plan.reason}", indent="  "), file=out)
         return EXIT_OK
     rows = [(str(path), job.expected) for path, job in zip(paths, plan.jobs, strict=True)]
     print(text_table(("job", "a healthy cluster gives"), rows), file=out)
     print("", file=out)
     for job in plan.jobs:
-        print(f"- {job.filename}: {job.description}", file=out)
+        print(_job_lines(job.filename, job.description), file=out)
     for skipped in plan.skipped:
-        print(f"- skipped: {skipped}", file=out)
+        print(_paragraph(f"- skipped: {skipped}", indent="  "), file=out)
     return EXIT_OK
+
+
+#: Where a job's description turns from what it is to the commands that run it.
+_COMMANDS_START = re.compile(r": (?=(?:kubectl|sbatch|srun|bash) )")
+#: A note after the last command, in brackets (not a shell construct).
+_TRAILING_NOTE = re.compile(r" \(([^()|&;]*)\)$")
+
+
+def _job_lines(filename: str, description: str) -> str:
+    """A job's description as prose wrapped to the table width, then each command it says to run whole, alone
+    on its own indented line (copy-pasteable however long)."""
+    prose, *rest = _COMMANDS_START.split(description, maxsplit=1)
+    commands = rest[0] if rest else ""
+    if not commands:
+        return _paragraph(f"- {filename}: {prose}", indent="  ")
+    note = _TRAILING_NOTE.search(commands)
+    if note is not None:
+        commands = commands[: note.start()]
+        prose = f"{prose} ({note.group(1)})"
+    steps = commands.split("; then ")
+    lead = "run:" if len(steps) == 1 else "run, then check:" if "check.sh" in steps[-1] else "run in turn:"
+    lines = [_paragraph(f"- {filename}: {prose}; {lead}", indent="  ")]
+    lines.extend(f"    {step}" for step in steps)
+    return "\n".join(lines)
+
+
+def _fitted(text: str) -> str:
+    """``text`` with each line longer than the table width wrapped at spaces, continuation lines indented four
+    more than their line; a word longer than the width (a path) stays whole."""
+    import textwrap
+
+    fitted: list[str] = []
+    for line in text.splitlines():
+        if len(line) <= TABLE_WIDTH:
+            fitted.append(line)
+            continue
+        lead = line[: len(line) - len(line.lstrip())]
+        fitted.extend(
+            textwrap.wrap(
+                line,
+                TABLE_WIDTH,
+                subsequent_indent=lead + "    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(fitted)
 
 
 def _diagram(args: argparse.Namespace, out: TextIO) -> int:
@@ -280,12 +379,20 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
     config, name = _load(args.file)
     if args.yes and not args.delete:
         raise ConfigurationError("training-clusters cleanup: --yes confirms --delete; give --delete too")
+    if args.dry_run and (args.delete or args.backup or args.disable_deletion_protection):
+        raise ConfigurationError(
+            "training-clusters cleanup: --dry-run asks AWS nothing; it takes no --delete"
+        )
     region, stack = config.region, stack_id(name)
+    if args.dry_run:
+        _kept_report(args, name, region, out, credentials=None)
+        return EXIT_OK
     try:
         session = boto3.session.Session(profile_name=args.profile, region_name=region)
         credentials = session.get_credentials()
         if credentials is None:
-            raise _cleanup_needs_credentials(args.profile, region)
+            _kept_report(args, name, region, out, credentials=False)
+            raise _no_credentials("cleanup", args.profile)
         credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         clients = cleanup.CleanupClients.from_session(session, region)
         inventory = cleanup.find_leftovers(name, stack, region, clients)
@@ -335,7 +442,9 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
             clients,
             environment=name,
             tags=config.resource_tags(name),
-            say=(lambda line: None) if as_json else (lambda line: print(line, file=out, flush=True)),
+            say=(lambda line: None)
+            if as_json
+            else (lambda line: print(_paragraph(line, indent="    "), file=out, flush=True)),
             now=now,
         )
         if not as_json:
@@ -346,7 +455,7 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
         except (cleanup.CleanupStopped, BotoCoreError) as error:
             deleter.done.append(f"stopped: {_aws_problem(error)}")
             if not as_json:
-                print(f"stopped: {_aws_problem(error)}", file=out)
+                print(_paragraph(f"stopped: {_aws_problem(error)}", indent="    "), file=out)
             status = EXIT_FAILED
         document["steps"] = deleter.done
     if as_json:
@@ -407,22 +516,71 @@ def _confirmed(name: str, count: int) -> bool:
     return answer.strip() == name
 
 
-def _cleanup_needs_credentials(profile: str | None, region: str) -> ConfigurationError:
-    """One line saying what cleanup needs: a profile or credentials, the region, the actions it calls."""
+def _kept_report(
+    args: argparse.Namespace, name: str, region: str, out: TextIO, *, credentials: bool | None
+) -> None:
+    """What ``cdk destroy`` leaves, offline from the synthesized template, with its monthly cost (the dry run;
+    also what cleanup says without credentials, with the actions a listing would call)."""
     from training_clusters.cleanup import (
         BACKUP_IAM_ACTIONS,
         DELETE_IAM_ACTIONS,
         LIST_IAM_ACTIONS,
         PROTECTION_IAM_ACTIONS,
     )
+    from training_clusters.diagram.sources import synthesize_environments
+    from training_clusters.environments import stack_id
+    from training_clusters.kept import kept_after_destroy, monthly_total, summary
 
-    found = f"found none for profile {excerpt(profile)}" if profile else "found none"
-    return ConfigurationError(
-        f"cleanup needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) or credentials "
-        f"(AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed {', '.join(LIST_IAM_ACTIONS)} "
-        f"in {region} (the file's region); for --delete also {', '.join(DELETE_IAM_ACTIONS)}, for --backup "
-        f"{', '.join(BACKUP_IAM_ACTIONS)}, for --disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}"
+    (source,) = synthesize_environments([args.file])
+    kept = kept_after_destroy(source.template, region)
+    needs = (
+        f"listing what is really there calls {', '.join(LIST_IAM_ACTIONS)} in {region}; --delete also "
+        f"{', '.join(DELETE_IAM_ACTIONS)}; --backup {', '.join(BACKUP_IAM_ACTIONS)}; "
+        f"--disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}"
     )
+    if args.output == "json":
+        document: dict[str, Any] = {
+            "environment": name,
+            "stack": stack_id(name),
+            "region": region,
+            "offline": True,
+            "kept": [k.as_dict() for k in kept],
+            "monthly_usd_known": monthly_total(kept),
+            "notes": summary(kept, region),
+        }
+        if credentials is False:
+            document["iam_actions"] = {
+                "list": list(LIST_IAM_ACTIONS),
+                "delete": list(DELETE_IAM_ACTIONS),
+                "backup": list(BACKUP_IAM_ACTIONS),
+                "disable_deletion_protection": list(PROTECTION_IAM_ACTIONS),
+            }
+        _json(out, document)
+        return
+    head = (
+        f"{stack_id(name)} in {region}, offline from its synthesized template: what cdk destroy leaves, "
+        f"{len(kept)} resource(s)"
+    )
+    rows = [(k.resource + (f": {k.detail}" if k.detail else ""), k.logical_id, k.cost) for k in kept]
+    table = text_table(("resource", "logical id", "a month"), rows, whole=(1,))
+    lines = "\n".join(_paragraph(f"- {line}", indent="  ") for line in summary(kept, region))
+    tail = (
+        _paragraph(needs)
+        if credentials is False
+        else _paragraph(
+            f"with credentials, cleanup {args.file} lists what is really there, and --delete deletes it"
+        )
+    )
+    print(f"{_paragraph(head)}\n\n{table}\n\n{lines}\n\n{tail}", file=out)
+
+
+def _cdk(args: argparse.Namespace, out: TextIO) -> int:
+    """bootstrap, deploy, diff, destroy: the file checked here first (one line, exit 2), then the CDK CLI runs it."""
+    from training_clusters.cdk_cli import run
+
+    _load(args.file)
+    out.flush()
+    return run(args.cdk_action, args.file, args.cdk_args)
 
 
 def _connect(args: argparse.Namespace, out: TextIO) -> int:
@@ -438,11 +596,7 @@ def _connect(args: argparse.Namespace, out: TextIO) -> int:
         session = boto3.session.Session(profile_name=args.profile, region_name=region)
         credentials = session.get_credentials()
         if credentials is None:
-            none = f"none for profile {excerpt(args.profile, 40)}" if args.profile else "none"
-            raise ConfigurationError(
-                f"connect needs AWS credentials in {region} and found {none}: --profile P, AWS_PROFILE or "
-                "aws configure"
-            )
+            raise _no_credentials("connect", args.profile)
         credentials.get_frozen_credentials()  # an expired SSO token or a role that cannot be assumed: here
         clients = ConnectClients.from_session(session, region)
         found = connection(
@@ -659,9 +813,9 @@ def _parser() -> argparse.ArgumentParser:
     output.add_argument("--output", choices=OUTPUTS, default=argparse.SUPPRESS, help="default: table")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
-    def add_command(name: str, summary: str) -> argparse.ArgumentParser:
+    def add_command(name: str, summary: str, *, takes_output: bool = True) -> argparse.ArgumentParser:
         added: argparse.ArgumentParser = commands.add_parser(
-            name, help=summary, parents=[output], epilog=_examples(name)
+            name, help=summary, parents=[output] if takes_output else [], epilog=_examples(name)
         )
         return added
 
@@ -731,6 +885,11 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--yes", action="store_true", help="with --delete: do not ask (for scripts)")
     command.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="offline: what cdk destroy leaves, read from the synthesized template, and its monthly cost",
+    )
+    command.add_argument(
         "--backup",
         action="store_true",
         help="back each file system up first and wait for it (SCRATCH ones cannot be: they are kept), and take "
@@ -758,6 +917,24 @@ def _parser() -> argparse.ArgumentParser:
     )
     command.add_argument("--profile", help="AWS profile; default: the standard credential chain")
     command.set_defaults(command=_connect)
+    for action, summary in (
+        (
+            "bootstrap",
+            "cdk bootstrap the account and region of the file's stack (once per account and region)",
+        ),
+        ("deploy", "cdk deploy one environment file (synth, the gates, then CloudFormation)"),
+        ("diff", "cdk diff: what deploying the file would change in its deployed stack"),
+        ("destroy", "cdk destroy the file's stack; what it keeps: cleanup FILE --dry-run"),
+    ):
+        command = add_command(action, summary, takes_output=False)
+        command.add_argument("file", type=_input_file, help="environment file")
+        command.add_argument(
+            "cdk_args",
+            nargs=argparse.REMAINDER,
+            metavar="CDK_OPTION",
+            help="passed to the CDK CLI as given (--profile P, --require-approval never, --force)",
+        )
+        command.set_defaults(command=_cdk, cdk_action=action)
 
     command = add_command("catalog", "the instance-type facts the library uses")
     command.set_defaults(command=_catalog)

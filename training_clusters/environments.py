@@ -65,16 +65,30 @@ def add_environment(app: cdk.App, path: Path) -> TrainingEnvironmentStack:
     config = load_environment(path)
     name = environment_name(config, path)
     try:
-        return add_environment_config(app, config, name)
+        return add_environment_config(app, config, name, environment_file=shown_path(path))
     except ConfigurationError as error:
         document, key_lines = read_yaml_with_lines(path)
         line = construct_error_line(document, key_lines, str(error))
         raise ConfigurationError(f"{path}:{line}: {error}" if line else f"{path}: {error}") from None
 
 
-def add_environment_config(app: cdk.App, config: EnvironmentConfig, name: str) -> TrainingEnvironmentStack:
-    """Add the stack for an already-loaded environment."""
-    return stack_class(config)(app, stack_id(name), config=config, environment_name=name)
+def add_environment_config(
+    app: cdk.App, config: EnvironmentConfig, name: str, *, environment_file: str | None = None
+) -> TrainingEnvironmentStack:
+    """Add the stack for an already-loaded environment (``environment_file``: the file its commands name)."""
+    return stack_class(config)(
+        app, stack_id(name), config=config, environment_name=name, environment_file=environment_file
+    )
+
+
+def shown_path(path: Path) -> str:
+    """``path`` as a user in the current directory types it: relative when it is under that directory."""
+    if path.is_absolute():
+        try:
+            return path.relative_to(Path.cwd()).as_posix()
+        except ValueError:
+            return path.as_posix()
+    return path.as_posix()
 
 
 def build_app(app: cdk.App, files: Iterable[Path]) -> list[TrainingEnvironmentStack]:

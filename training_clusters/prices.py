@@ -8,12 +8,14 @@ pages, as of :data:`PRICES_AS_OF`):
 * Aurora Serverless v2 capacity: https://aws.amazon.com/rds/aurora/pricing/ (Aurora Standard, per ACU-hour;
   storage and I/O are billed on top by use);
 * KMS customer managed keys: https://aws.amazon.com/kms/pricing/ (per key-month);
-* Secrets Manager secrets: https://aws.amazon.com/secrets-manager/pricing/ (per secret-month).
+* Secrets Manager secrets: https://aws.amazon.com/secrets-manager/pricing/ (per secret-month);
+* EBS gp3 volumes: https://aws.amazon.com/ebs/pricing/ (per GB-month of provisioned storage, with the
+  included 3,000 IOPS and 125 MB/s).
 
 How they were checked: the AWS pages could not be fetched where this table was written (no network), so
 the Lustre figures SCRATCH_2 $0.140 and PERSISTENT_2 125 MB/s/TiB $0.145 were checked against pages quoting
 AWS's (and the issue's "1.2 TiB SCRATCH_2, about $170 a month": 1200 x 0.140 = $168); the other tiers and the
-Aurora, KMS and Secrets Manager figures are AWS's list prices as published then, not re-read here. Prices
+Aurora, KMS, Secrets Manager and EBS gp3 figures are AWS's list prices as published then, not re-read here. Prices
 move: check the pages before quoting a figure as a bill.
 
 Only us-east-1 is here: elsewhere each function returns None (not known), and the caller says so. Build-side
@@ -49,6 +51,17 @@ AURORA_SERVERLESS_V2_USD_PER_ACU_HOUR = 0.12
 KMS_KEY_USD_PER_MONTH = 1.00
 #: A Secrets Manager secret, USD a month.
 SECRET_USD_PER_MONTH = 0.40
+#: An EBS gp3 volume's storage, USD per GB-month (its baseline IOPS and throughput included).
+EBS_GP3_USD_PER_GB_MONTH = 0.08
+
+#: Where each price above is published (what ``training-clusters cleanup`` cites under its total).
+PRICE_SOURCES = {
+    "fsx": "FSx for Lustre https://aws.amazon.com/fsx/lustre/pricing/",
+    "aurora": "Aurora Serverless v2 https://aws.amazon.com/rds/aurora/pricing/",
+    "kms": "KMS keys https://aws.amazon.com/kms/pricing/",
+    "secrets": "Secrets Manager https://aws.amazon.com/secrets-manager/pricing/",
+    "ebs": "EBS gp3 https://aws.amazon.com/ebs/pricing/",
+}
 
 
 def lustre_monthly_usd(

@@ -14,6 +14,7 @@ import json
 import re
 import subprocess
 import sys
+import textwrap
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -24,6 +25,7 @@ import pytest
 import yaml
 from botocore.stub import Stubber
 
+from tests.text_tables import unwrapped
 from training_clusters import cleanup, cli
 from training_clusters.cleanup import (
     BACKUP_IAM_ACTIONS,
@@ -39,6 +41,7 @@ from training_clusters.cleanup import (
 
 from ..conftest import ROOT
 from .test_cli import aws_config  # noqa: F401  (the fixture: no credentials anywhere)
+from .test_widths import assert_fits
 
 ENVIRONMENTS = ROOT / "environments"
 REGION = "us-east-1"
@@ -265,6 +268,8 @@ class Account:
                 stub.deactivate()
         for stub in self.stubs.values():
             stub.assert_no_pending_responses()
+        if "json" not in options:  # a document for scripts, not prose
+            assert_fits(out.getvalue())
         return status, out.getvalue()
 
 
@@ -363,6 +368,145 @@ def test_resources_of_the_deployed_stack_are_in_use_not_left_behind(monkeypatch:
     assert text.startswith("training-network-storage in us-east-1: 5 resource(s) left behind\n")
 
 
+def without_stack_id(entry: dict[str, Any], value: str | None = None) -> dict[str, Any]:
+    """A listing entry whose aws:cloudformation:stack-id tag is missing (or, with ``value``, says that)."""
+    tags = [t for t in entry["Tags"] if t["Key"] != "aws:cloudformation:stack-id"]
+    if value is not None:
+        tags.append({"Key": "aws:cloudformation:stack-id", "Value": value})
+    return {**entry, "Tags": tags}
+
+
+UNTAGGED_FS = "fs-0ccccccccccccccc1"
+
+
+@pytest.mark.parametrize("stack_id_tag", [None, "", "  "], ids=["missing", "empty", "blank"])
+def test_while_the_stack_exists_a_resource_without_its_stack_id_is_never_listed_or_deleted(
+    stack_id_tag: str | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 39: a resource of the environment's stack whose stack-id tag is missing could be the live stack's
+    own; with --delete --yes it is neither described nor deleted (the Stubber refuses any call not queued),
+    while the earlier deployment's resources are."""
+    live = LIVE_STACK_ID.format(stack="training-network-storage")
+    unproven = without_stack_id(
+        tagged(
+            arn("fsx", f"file-system/{UNTAGGED_FS}"), "SharedStorageA8297BFB", environment="network-storage"
+        ),
+        stack_id_tag,
+    )
+    account = Account()
+    account.listing("network-storage", [unproven, *network_storage_listing()], stack_id=live)
+    account.file_system(FS, "SCRATCH_2", 1200)
+    queue_network_storage_deletion(account)
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
+
+    assert status == 0
+    assert UNTAGGED_FS not in text and UNTAGGED_FS not in " ".join(account.calls)
+    assert "its 1 resource(s) are in use and not listed" in text
+
+
+def test_without_a_stack_a_resource_without_a_stack_id_is_left_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The other side of the boundary: no stack of the environment exists, so nothing can be using it."""
+    unproven = without_stack_id(
+        tagged(
+            arn("fsx", f"file-system/{UNTAGGED_FS}"), "SharedStorageA8297BFB", environment="network-storage"
+        )
+    )
+    account = Account()
+    account.listing("network-storage", [unproven, *network_storage_listing()])
+    account.file_system(FS, "SCRATCH_2", 1200)  # described in id order
+    account.file_system(UNTAGGED_FS, "SCRATCH_2", 1200)
+
+    status, text = account.run(monkeypatch, "network-storage")
+
+    assert status == 0
+    assert text.startswith("training-network-storage in us-east-1: 6 resource(s) left behind\n")
+    assert f"{UNTAGGED_FS}  " in text
+
+
+@pytest.mark.parametrize(
+    "stacks",
+    [
+        [
+            {
+                "StackName": "training-network-storage",
+                "CreationTime": NOW,
+                "StackStatus": "UPDATE_ROLLBACK_FAILED",
+            }
+        ],
+        [],
+    ],
+    ids=["stack without an id", "empty answer"],
+)
+def test_a_stack_whose_id_is_not_known_holds_every_resource(
+    stacks: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Even the earlier deployment's resources stay out: which are the live stack's cannot be told."""
+    account = Account()
+    account.answer(
+        "cloudformation", "describe_stacks", {"Stacks": stacks}, {"StackName": "training-network-storage"}
+    )
+    account.stubs["tagging"].add_response(
+        "get_resources", {"ResourceTagMappingList": network_storage_listing(), "PaginationToken": ""}
+    )
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
+
+    assert status == 0
+    assert text.startswith("training-network-storage in us-east-1: nothing left behind\n")
+    assert "its 5 resource(s) are in use and not listed" in text
+    assert account.calls == ["DescribeStacks training-network-storage", "GetResources"]
+
+
+@pytest.mark.parametrize(
+    ("code", "message"),
+    [
+        ("Throttling", "Rate exceeded"),
+        ("ValidationError", "1 validation error detected: Value at 'stackName' failed to satisfy constraint"),
+        ("InternalFailure", "internal error"),
+    ],
+)
+def test_when_the_stack_cannot_be_asked_for_nothing_is_listed_or_deleted(
+    code: str, message: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stub failing: only CloudFormation's "does not exist" means no stack; any other error stops the run
+    before the listing (GetResources is never called, nothing is deleted)."""
+    account = Account()
+    account.error(
+        "cloudformation", "describe_stacks", code, message, {"StackName": "training-network-storage"}
+    )
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
+
+    assert (status, text) == (2, "")
+    assert unwrapped(capsys.readouterr().err).startswith(
+        f"error: cannot list what training-network-storage left in us-east-1: An error occurred ({code})"
+    )
+    assert account.calls == ["DescribeStacks training-network-storage"]
+
+
+def test_when_the_listing_fails_after_the_stack_is_known_nothing_is_deleted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    account = Account()
+    account.error(
+        "cloudformation",
+        "describe_stacks",
+        "ValidationError",
+        "Stack with id training-network-storage does not exist",
+        {"StackName": "training-network-storage"},
+    )
+    account.stubs["tagging"].add_client_error("get_resources", "AccessDeniedException", "not authorized")
+
+    status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
+
+    assert (status, text) == (2, "")
+    assert account.calls == ["DescribeStacks training-network-storage", "GetResources"]
+    assert "AccessDeniedException" in unwrapped(capsys.readouterr().err)
+
+
 def test_a_region_without_prices_says_so(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     document = yaml.safe_load((ENVIRONMENTS / "network-storage.yaml").read_text())
     document.update(region="eu-west-1", availability_zones=["eu-west-1a", "eu-west-1b"])
@@ -444,7 +588,8 @@ def test_delete_asks_for_the_environment_name_then_deletes_in_order_the_vpc_last
 
     assert status == 0
     assert (
-        capsys.readouterr().err == "type the environment's name (network-storage) to delete 5 resource(s): "
+        unwrapped(capsys.readouterr().err)
+        == "type the environment's name (network-storage) to delete 5 resource(s): "
     )
     assert account.calls == [*LISTED, *NETWORK_STORAGE_DELETED]
     assert text.endswith(
@@ -479,7 +624,7 @@ def test_yes_deletes_without_asking_and_json_lists_the_steps(
     status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes", "--output", "json")
 
     document = json.loads(text)
-    assert (status, capsys.readouterr().err) == (0, "")
+    assert (status, unwrapped(capsys.readouterr().err)) == (0, "")
     assert document["deleted"] is True
     assert document["steps"] == [
         f"deleted file system {FS} (gone after 0 s)",
@@ -496,7 +641,7 @@ def test_yes_without_delete_is_a_usage_error(capsys: pytest.CaptureFixture[str])
         cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--yes"], stdout=io.StringIO()) == 2
     )
     assert (
-        capsys.readouterr().err
+        unwrapped(capsys.readouterr().err)
         == "error: training-clusters cleanup: --yes confirms --delete; give --delete too\n"
     )
 
@@ -833,7 +978,7 @@ def test_backup_then_delete_everything_in_order_the_database_after_turning_its_p
         f"DeleteSubnet {SUBNET_2}",
         f"DeleteVpc {VPC}",
     ]
-    steps = text.split("\n\n")[-1]
+    steps = unwrapped(text.split("\n\n")[-1])
     assert steps.splitlines()[:7] == [
         f"backed up file system {TEAM_FS} as {BACKUP} (available after 0 s; it stays, billed per GB-month: aws fsx "
         "delete-backup deletes it)",
@@ -957,7 +1102,7 @@ def test_a_refused_deletion_stops_the_run_in_one_line_and_exits_1(monkeypatch: p
     status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
 
     assert status == 1
-    assert text.endswith(
+    assert unwrapped(text).endswith(
         f"deleted file system {FS} (gone after 0 s)\n"
         f"stopped: log group {FLOW_LOGS}: AccessDeniedException: not authorized to perform: logs:DeleteLogGroup; "
         "nothing after it was deleted: run cleanup again when it is fixed\n"
@@ -980,27 +1125,125 @@ def test_a_refused_listing_is_one_line_and_exit_2(
     status, text = account.run(monkeypatch, "network-storage")
 
     assert (status, text) == (2, "")
-    assert capsys.readouterr().err == (
+    assert unwrapped(capsys.readouterr().err) == (
         "error: cannot list what training-network-storage left in us-east-1: An error occurred (AccessDenied) when "
         "calling the DescribeStacks operation: User is not authorized to perform: cloudformation:DescribeStacks\n"
     )
 
 
-def test_without_credentials_cleanup_says_what_it_needs_in_one_line_and_exits_2(
+NETWORK_STORAGE_KEPT = (
+    "training-network-storage in us-east-1, offline from its synthesized template: what cdk destroy leaves, 5 "
+    "resource(s)\n"
+    "\n"
+    "resource                                         logical id                           a month\n"
+    "-----------------------------------------------  -----------------------------------  -------\n"
+    "VPC                                              Network6E62CE96                      free\n"
+    "subnet                                           NetworkPrivateSubnet1Subnet80FBBF93  free\n"
+    "log group: kept 365 days                         NetworkFlowLogs2BEC3212              by use\n"
+    "security group                                   SharedStorageSecurityGroup8BDD17A1   free\n"
+    "FSx for Lustre file system: SCRATCH_2, 1200 GiB  SharedStorageA8297BFB                $168.00\n"
+    "\n"
+    "- about $168.00 a month (us-east-1 list prices of 2026-12), plus what is billed by use\n"
+    "- price source: FSx for Lustre https://aws.amazon.com/fsx/lustre/pricing/\n"
+    "\n"
+)
+
+
+def no_aws(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Any boto3 session fails the test: the dry run asks AWS nothing."""
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the dry run made a boto3 session")
+
+    monkeypatch.setattr(boto3.session, "Session", refused)
+
+
+def test_the_offline_dry_run_lists_what_cdk_destroy_leaves_from_the_template_with_its_cost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the template retains is what a listing finds after cdk destroy (the same logical ids as the
+    fake account's network-storage leftovers above), priced the same, without asking AWS."""
+    no_aws(monkeypatch)
+    out = io.StringIO()
+    path = ENVIRONMENTS / "network-storage.yaml"
+
+    status = cli.main(["cleanup", str(path), "--dry-run"], stdout=out)
+
+    assert status == 0
+    assert (
+        out.getvalue()
+        == NETWORK_STORAGE_KEPT
+        + textwrap.fill(
+            f"with credentials, cleanup {path} lists what is really there, and --delete deletes it",
+            120,
+            break_on_hyphens=False,
+        )
+        + "\n"
+    )
+    listed = {
+        tag["Value"]
+        for entry in network_storage_listing()
+        for tag in entry["Tags"]
+        if tag["Key"] == "aws:cloudformation:logical-id"
+        and {"Key": "environment", "Value": "network-storage"} in entry["Tags"]
+        and {"Key": "aws:cloudformation:stack-name", "Value": "training-network-storage"} in entry["Tags"]
+        and {"Key": "project", "Value": "cdk-training-clusters"} in entry["Tags"]
+    }
+    assert listed == set(re.findall(r"  (\w+[0-9A-F]{8})  ", out.getvalue()))
+
+
+def test_the_offline_dry_run_as_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    no_aws(monkeypatch)
+    out = io.StringIO()
+    assert (
+        cli.main(
+            ["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--dry-run", "--output", "json"], out
+        )
+        == 0
+    )
+    document = json.loads(out.getvalue())
+    assert (document["stack"], document["offline"], document["monthly_usd_known"]) == (
+        "training-network-storage",
+        True,
+        168.0,
+    )
+    assert [(k["resource"], k["logical_id"], k["cost"]) for k in document["kept"]][-1] == (
+        "FSx for Lustre file system",
+        "SharedStorageA8297BFB",
+        "$168.00",
+    )
+    assert "iam_actions" not in document
+
+
+@pytest.mark.parametrize("option", ["--delete", "--backup", "--disable-deletion-protection"])
+def test_the_offline_dry_run_takes_no_deletion_option(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status = cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--dry-run", option])
+    assert status == 2
+    assert unwrapped(capsys.readouterr().err) == (
+        "error: training-clusters cleanup: --dry-run asks AWS nothing; it takes no --delete\n"
+    )
+
+
+def test_without_credentials_cleanup_says_so_in_one_line_and_what_it_can_say_offline_and_exits_2(
     aws_config: Path,  # noqa: F811
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     out = io.StringIO()
     status = cli.main(["cleanup", str(ENVIRONMENTS / "network-storage.yaml"), "--profile", "dev"], stdout=out)
 
-    assert (status, out.getvalue()) == (2, "")
-    assert capsys.readouterr().err == (
-        "error: cleanup needs AWS credentials and found none for profile 'dev': give a profile (--profile P or "
-        "AWS_PROFILE) or credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed "
-        f"{', '.join(LIST_IAM_ACTIONS)} in us-east-1 (the file's region); for --delete also "
-        f"{', '.join(DELETE_IAM_ACTIONS)}, for --backup {', '.join(BACKUP_IAM_ACTIONS)}, for "
-        f"--disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}\n"
+    assert status == 2
+    assert unwrapped(capsys.readouterr().err) == (
+        "error: cleanup found no AWS credentials for profile 'dev': give --profile P, set AWS_PROFILE, or run aws "
+        "configure\n"
     )
+    needs = (
+        f"listing what is really there calls {', '.join(LIST_IAM_ACTIONS)} in us-east-1; --delete also "
+        f"{', '.join(DELETE_IAM_ACTIONS)}; --backup {', '.join(BACKUP_IAM_ACTIONS)}; "
+        f"--disable-deletion-protection {', '.join(PROTECTION_IAM_ACTIONS)}"
+    )
+    assert out.getvalue() == NETWORK_STORAGE_KEPT + textwrap.fill(needs, 120, break_on_hyphens=False) + "\n"
 
 
 def test_the_iam_actions_named_are_the_operations_cleanup_calls() -> None:

@@ -14,6 +14,7 @@ import re
 import shlex
 import subprocess
 import sys
+import textwrap
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,8 +23,10 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.text_tables import unwrapped
 from training_clusters import cli, preflight
 from training_clusters.catalog import all_instance_types
+from training_clusters.cdk_cli import CDK_ACTIONS
 
 from ..conftest import ROOT
 
@@ -169,7 +172,7 @@ def test_render_pcluster_without_a_parallelcluster_section_is_a_clear_error(
     status, _ = run("render-pcluster", str(ENVIRONMENTS / "eks-g5-efa.yaml"))
     assert status == 2
     assert "eks-g5-efa.yaml: parallelcluster: render-pcluster needs a parallelcluster section" in (
-        capsys.readouterr().err
+        unwrapped(capsys.readouterr().err)
     )
 
 
@@ -179,7 +182,7 @@ def test_a_bad_file_exits_2_with_our_message_and_no_traceback(
     bad = tmp_path / "bad.yaml"
     bad.write_text("region: us-east-1\navailability_zones: [us-east-1a]\nnetwork: {nat_gatways: 1}\n")
     status, _ = run("acceptance", str(bad))
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert status == 2
     assert "network.nat_gatways: unknown key" in err
     assert "Traceback" not in err
@@ -293,22 +296,56 @@ def aws_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.mark.parametrize(
     ("options", "found"),
-    [([], "found none"), (["--profile", "dev"], "found none for profile 'dev'")],
+    [([], ""), (["--profile", "dev"], " for profile 'dev'")],
     ids=["default chain", "profile without credentials"],
 )
-def test_preflight_without_credentials_says_what_it_needs_in_one_line_and_exits_2(
+def test_preflight_without_credentials_says_so_in_one_line_and_what_it_would_check_and_exits_2(
     options: list[str], found: str, aws_config: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), *options)
 
-    err = capsys.readouterr().err
-    assert (status, out) == (2, "")
+    err = unwrapped(capsys.readouterr().err)
+    assert status == 2
     assert err == (
-        f"error: preflight needs AWS credentials and {found}: give a profile (--profile P or AWS_PROFILE) "
-        "or credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or aws configure) allowed the "
-        f"read-only actions {', '.join(preflight.REQUIRED_IAM_ACTIONS)} in us-east-1 (the file's region; "
-        "--region R for another)\n"
+        f"error: preflight found no AWS credentials{found}: give --profile P, set AWS_PROFILE, or run aws configure\n"
     )
+    assert out == (
+        textwrap.fill(
+            f"offline, from {ENVIRONMENTS / 'eks-g5-efa.yaml'}: with credentials preflight checks these groups "
+            "against the quotas, offerings and EFA support of us-east-1 (--region R for another), and the file "
+            "system's quota",
+            120,
+            break_on_hyphens=False,
+        )
+        + "\n\n"
+        "group                   instances       vCPUs  EC2 quota   bought     EFA\n"
+        "----------------------  --------------  -----  ----------  ---------  ---\n"
+        "eks.system_nodegroup    t3.large x 2    4      L-1216C47A  on-demand  no\n"
+        "eks.efa_nodegroups[g5]  g5.8xlarge x 2  64     L-DB2E81BA  on-demand  yes\n"
+        "\n"
+        + textwrap.fill(
+            f"it calls, read-only: {', '.join(preflight.REQUIRED_IAM_ACTIONS)}", 120, break_on_hyphens=False
+        )
+        + "\n"
+    )
+
+
+def test_preflight_without_credentials_as_json_gives_the_groups_and_the_actions(
+    aws_config: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--output", "json")
+
+    assert status == 2
+    assert unwrapped(capsys.readouterr().err).count("\n") == 1
+    document = json.loads(out)
+    assert document["credentials"] is False
+    assert [
+        (d["where"], d["instance_type"], d["count"], d["vcpus"], d["efa"]) for d in document["demands"]
+    ] == [
+        ("eks.system_nodegroup", "t3.large", 2, 4, False),
+        ("eks.efa_nodegroups[g5]", "g5.8xlarge", 2, 64, True),
+    ]
+    assert document["iam_actions"] == list(preflight.REQUIRED_IAM_ACTIONS)
 
 
 def test_preflight_with_credentials_that_cannot_be_loaded_says_so_in_one_line_and_exits_2(
@@ -325,7 +362,7 @@ def test_preflight_with_credentials_that_cannot_be_loaded_says_so_in_one_line_an
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--profile", "sso")
 
     assert (status, out) == (2, "")
-    assert capsys.readouterr().err == (
+    assert unwrapped(capsys.readouterr().err) == (
         "error: cannot reach AWS in us-east-1: Error loading SSO Token: Token for "
         "https://example.awsapps.com/start does not exist\n"
     )
@@ -474,7 +511,7 @@ def test_a_bad_path_is_one_line_and_exit_2(
     (tmp_path / "adir.svg").mkdir()
     bad, named = bad.format(unwritable=unwritable), named.format(unwritable=unwritable)
     status, out = run(*_argv(name, action, kind, bad))
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, ""), err
     assert err.startswith("error: ") and err.count("\n") == 1, err
     assert named in err and "Traceback" not in err
@@ -507,7 +544,7 @@ def test_preflight_refuses_a_region_that_is_not_one_in_one_short_line(
     region: str, fragment: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--region", region)
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, "")
     assert err.startswith("error: ") and err.count("\n") == 1 and "--region" in err, err[:2000]
     assert fragment in err and len(err) < 1024 and "\x1b" not in err
@@ -520,7 +557,7 @@ def test_preflight_quotes_an_unknown_profile_bounded_and_escaped(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "credentials"))
     profile = "\x1b[31m" + "p" * 100_000 + "\nsecond line"
     status, out = run("preflight", str(ENVIRONMENTS / "eks-g5-efa.yaml"), "--profile", profile)
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, "")
     assert err.startswith("error: cannot reach AWS in us-east-1") and err.count("\n") == 1, err[:2000]
     assert len(err) < 1024 and "\x1b" not in err and "\\x1b[31mppp" in err
@@ -533,7 +570,7 @@ def test_preflight_checks_the_file_name_as_every_command_does(
     badly_named = tmp_path / "1 g5.yaml"
     badly_named.write_text((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
     status, out = run("preflight", str(badly_named))
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, out) == (2, "")
     assert "the file name '1 g5' names the environment and its stack" in err and err.count("\n") == 1
 
@@ -587,15 +624,23 @@ def test_help_ends_with_examples_and_the_exit_statuses(capsys: pytest.CaptureFix
   training-clusters diagram environments/eks-p5-efa.yaml -o eks-p5-efa.svg
   training-clusters diagram --assembly cdk.out --stack training-eks-p5-efa -o eks-p5-efa.png
   training-clusters diagram --assembly cdk.out -d pictures/
+  training-clusters cleanup environments/network-storage.yaml --dry-run
   training-clusters cleanup environments/network-storage.yaml
   training-clusters cleanup environments/network-storage.yaml --delete --backup
   training-clusters connect environments/hyperpod-team.yaml --node login
   training-clusters connect environments/parallelcluster-c5n.yaml --print
+  training-clusters bootstrap environments/parallelcluster-c5n.yaml --profile dev
+  training-clusters deploy environments/parallelcluster-c5n.yaml
+  training-clusters deploy environments/parallelcluster-c5n.yaml --require-approval never --profile dev
+  training-clusters diff environments/parallelcluster-c5n.yaml
+  training-clusters destroy environments/parallelcluster-c5n.yaml
   training-clusters catalog --output json
   training-clusters schema > environments/schema.json
 
-Every command takes --output json, before or after its name. Exit status: 0 ok, 1 a check failed,
-2 a bad file, path or command line, or no AWS credentials (one line on standard error).
+Every command takes --output json, before or after its name (bootstrap, deploy, diff and destroy pass what
+follows the file to the CDK CLI, whose --output is the assembly's folder). Exit status: 0 ok, 1 a check
+failed, 2 a bad file, path or command line, or no AWS credentials (one line on standard error); bootstrap,
+deploy, diff and destroy exit with the CDK CLI's status.
 """
     )
 
@@ -623,7 +668,7 @@ def test_every_example_is_a_valid_command_line(tmp_path: Path, monkeypatch: pyte
             assert (program, args.command) == ("training-clusters", _commands()[name].get_default("command"))
 
 
-@pytest.mark.parametrize("name", sorted(_commands()))
+@pytest.mark.parametrize("name", sorted(set(_commands()) - set(CDK_ACTIONS)))
 def test_output_is_taken_before_or_after_the_command(name: str) -> None:
     required = [
         str(VALID_ENVIRONMENT)
@@ -638,6 +683,19 @@ def test_output_is_taken_before_or_after_the_command(name: str) -> None:
         parse([*argv, "--output", "json"]),
     ]
     assert [chosen[0], chosen[1], chosen[2].output] == ["table", "json", "json"]
+
+
+@pytest.mark.parametrize("name", CDK_ACTIONS)
+def test_what_follows_the_file_of_a_cdk_command_goes_to_the_cdk_cli(name: str) -> None:
+    """deploy, diff and destroy take no --output of ours: the CDK CLI's --output names the assembly's folder."""
+    args = cli._parser().parse_args(
+        [name, str(VALID_ENVIRONMENT), "--output", "out", "--profile", "dev", "--require-approval", "never"]
+    )
+    assert (args.cdk_action, args.cdk_args) == (
+        name,
+        ["--output", "out", "--profile", "dev", "--require-approval", "never"],
+    )
+    assert args.output == "table"  # the default of the option before the command's name
 
 
 def test_catalog_gives_the_same_json_with_output_after_the_command() -> None:

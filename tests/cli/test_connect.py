@@ -623,7 +623,7 @@ def test_without_credentials_one_line_and_status_2(
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
     assert cli.main(["connect", str(ENVIRONMENTS / "hyperpod-team.yaml")]) == cli.EXIT_USAGE
     assert capsys.readouterr().err == (
-        "error: connect needs AWS credentials in us-east-1 and found none: --profile P, AWS_PROFILE or aws configure\n"
+        "error: connect found no AWS credentials: give --profile P, set AWS_PROFILE, or run aws configure\n"
     )
 
 

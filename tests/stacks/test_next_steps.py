@@ -11,6 +11,7 @@ import pytest
 
 from training_clusters.acceptance import acceptance_plan
 from training_clusters.config import load_environment
+from training_clusters.environments import shown_path
 from training_clusters.stacks.base import TrainingEnvironmentStack, kubernetes_acceptance_step
 
 from ..conftest import ROOT, EnvironmentGates
@@ -27,7 +28,14 @@ def test_next_steps_name_outputs_the_stack_has(environment_gates: EnvironmentGat
     assert named, "no output named: the first step says how to connect or mount"
     assert [name for name in named if name not in outputs] == []
     *_, last = re.split(r" \d\) ", steps)
-    assert last.startswith("Done: npx cdk destroy -c environment=<environment file>;")
+    file = shown_path(path)  # environments/x.yaml, as typed in the project's directory
+    assert last == (
+        f"Done: `.venv/bin/training-clusters destroy {file}`; what is kept (file system, database, buckets) keeps "
+        f"costing until you delete it: `.venv/bin/training-clusters cleanup {file} --dry-run` lists it with its "
+        "monthly cost"
+    )
+    acceptance = [c for c in re.findall(r"`([^`]+)`", steps) if " acceptance " in c]
+    assert acceptance in ([], [f".venv/bin/training-clusters acceptance {file} -d acceptance/"])
 
 
 def test_a_step_naming_a_missing_output_is_refused() -> None:
@@ -59,7 +67,9 @@ def test_the_walkthrough_names_outputs_the_templates_have(environment_gates: Env
     for output, environment in README_OUTPUTS.items():
         template = environment_gates.template(ROOT / "environments" / f"{environment}.yaml")
         assert output in template["Outputs"], (output, environment)
-    assert "cdk bootstrap aws://ACCOUNT/REGION" in section
+    assert (
+        "`.venv/bin/training-clusters bootstrap FILE`" in section
+    )  # the CDK CLI run with the project's Python
 
 
 #: What the Kubernetes acceptance step says it writes, by the file name each test gets from ``acceptance``.
@@ -108,7 +118,8 @@ def test_the_kubernetes_acceptance_step_names_exactly_the_tests_acceptance_write
 def test_the_acceptance_step_lists_the_kinds_of_test_in_order(kinds: set[str], tests: str) -> None:
     flags = {kind: kind in kinds for kind in ("mpijob", "trainjob", "dcgm", "mig", "gang")}
     assert kubernetes_acceptance_step(**flags) == [
-        "Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes this environment's "
+        "Acceptance: `.venv/bin/training-clusters acceptance <environment file> -d acceptance/` writes this "
+        "environment's "
         f"tests ({tests}), each with a -check.sh, and prints how to run each: apply it, pipe its log into its "
         "check, whose RESULT line says PASS or FAIL"
     ]

@@ -98,6 +98,15 @@ def per_card_gbps(instance_type: InstanceType) -> float:
     return instance_type.network_gbps / max(instance_type.max_network_cards, 1)
 
 
+def _devices(instance_type: InstanceType, per_card: float) -> str:
+    """How the instance's bandwidth splits into devices: `` (3,200 Gbit/s = 32 EFA devices x 100 Gbit/s)``."""
+    cards = instance_type.max_network_cards
+    if cards <= 1:
+        return " (the instance's one network card)"
+    what = "EFA devices" if instance_type.max_efa_interfaces == cards else "network cards"
+    return f" ({human_number(instance_type.network_gbps)} Gbit/s = {cards} {what} x {human_number(per_card)} Gbit/s)"
+
+
 def single_flow_gbps(instance_type: InstanceType, *, placement_group: bool) -> float:
     """What one TCP flow may reach: EC2's single-flow limit, capped at one card's line rate."""
     limit = SINGLE_FLOW_GBPS_IN_PLACEMENT_GROUP if placement_group else SINGLE_FLOW_GBPS
@@ -110,10 +119,7 @@ def osu_bw_expectation(
     """Peak ``osu_bw`` between two nodes of ``instance_type``, one rank each."""
     if transport is Transport.EFA:
         gbps = per_card_gbps(instance_type)
-        basis = (
-            f"one EFA device's line rate: {human_number(instance_type.network_gbps)} Gbit/s over "
-            f"{instance_type.max_network_cards} network card(s)"
-        )
+        basis = f"one EFA device's line rate, {human_number(gbps)} Gbit/s{_devices(instance_type, gbps)}"
     else:
         gbps = single_flow_gbps(instance_type, placement_group=placement_group)
         where = "inside" if placement_group else "outside"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import shlex
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
@@ -23,7 +24,7 @@ if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database, EKS 
 
 #: The steps of NextSteps that every Slurm environment shares (TrainingEnvironmentStack.next_steps).
 SLURM_ACCEPTANCE_STEP = (
-    "On your machine: training-clusters acceptance <environment file> -d acceptance/ writes the jobs; copy "
+    "On your machine: `.venv/bin/training-clusters acceptance <environment file> -d acceptance/` writes the jobs; copy "
     "them into your home on the cluster (paste each file into the session, or scp through an SSM port "
     "forward to port 22 with a key)"
 )
@@ -32,9 +33,12 @@ SLURM_RUN_STEP = (
     "or FAIL against the figures acceptance printed"
 )
 DESTROY_STEP = (
-    "Done: npx cdk destroy -c environment=<environment file>; what is kept (file system, database, "
-    "buckets) keeps costing until you delete it"
+    "Done: `.venv/bin/training-clusters destroy <environment file>`; what is kept (file system, database, "
+    "buckets) keeps costing until you delete it: `.venv/bin/training-clusters cleanup <environment file> "
+    "--dry-run` lists it with its monthly cost"
 )
+#: What a step says for the environment file when the stack was not built from one (in code).
+ENVIRONMENT_FILE = "<environment file>"
 
 
 def queue_step(
@@ -84,7 +88,7 @@ def kubernetes_acceptance_step(
     if not tests:
         return []
     return [
-        f"Acceptance: training-clusters acceptance <environment file> -d acceptance/ writes this environment's "
+        f"Acceptance: `.venv/bin/training-clusters acceptance {ENVIRONMENT_FILE} -d acceptance/` writes this environment's "
         f"tests ({', '.join(tests)}), each with a -check.sh, and prints how to run each: apply it, pipe its log "
         "into its check, whose RESULT line says PASS or FAIL"
     ]
@@ -105,15 +109,24 @@ class TrainingEnvironmentStack(cdk.Stack):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        environment_name: str,
+        environment_file: str | None = None,
     ) -> None:
         """Build the shared layer.
 
         :param config: The loaded environment file.
         :param environment_name: Names the stack's description and the ``environment`` tag.
+        :param environment_file: The file as the user names it (``environments/x.yaml``), written into the
+            commands ``NextSteps`` prints. Default: ``<environment file>`` there.
         """
         self.config = config
         self.environment_name = environment_name
+        self.environment_file = environment_file
         super().__init__(
             scope,
             id,
@@ -152,12 +165,16 @@ class TrainingEnvironmentStack(cdk.Stack):
 
     def next_steps(self, *steps: str) -> cdk.CfnOutput:
         """The ``NextSteps`` output, which `cdk deploy` prints last: what to do once deployed, in order. A step
-        names another output in brackets (``[HeadNodeSsmCommand]``); each must exist, so add this last."""
+        names another output in brackets (``[HeadNodeSsmCommand]``); each must exist, so add this last. A
+        command to type on your own machine is in backquotes, with the environment file filled in
+        (``tests/readme/test_commands_verbatim.py`` runs each as printed)."""
         for step in steps:
             for name in re.findall(r"\[(\w+)\]", step):
                 if not isinstance(self.node.try_find_child(name), cdk.CfnOutput):
                     raise AssertionError(f"NextSteps names the output {name}, which this stack does not have")
         text = " ".join(f"{number}) {step}" for number, step in enumerate(steps, start=1))
+        if self.environment_file is not None:  # commands in backquotes, runnable as printed
+            text = text.replace(ENVIRONMENT_FILE, shlex.quote(self.environment_file))
         return self.output("NextSteps", text, "What to do now, in order (the outputs named in brackets)")
 
     @property

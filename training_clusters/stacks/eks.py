@@ -52,9 +52,17 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        environment_name: str,
+        environment_file: str | None = None,
     ) -> None:
-        super().__init__(scope, id, config=config, environment_name=environment_name)
+        super().__init__(
+            scope, id, config=config, environment_name=environment_name, environment_file=environment_file
+        )
         if config.eks is None:
             raise ConfigurationError(f"{environment_name}: eks: required for an EKS environment")
         settings = config.eks

@@ -38,9 +38,17 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
     """A HyperPod cluster in the placement subnet, in the EFA group, mounting the shared FSx."""
 
     def __init__(
-        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        environment_name: str,
+        environment_file: str | None = None,
     ) -> None:
-        super().__init__(scope, id, config=config, environment_name=environment_name)
+        super().__init__(
+            scope, id, config=config, environment_name=environment_name, environment_file=environment_file
+        )
         assert config.hyperpod is not None
         spec = config.hyperpod
         lustre = None

@@ -41,9 +41,17 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        environment_name: str,
+        environment_file: str | None = None,
     ) -> None:
-        super().__init__(scope, id, config=config, environment_name=environment_name)
+        super().__init__(
+            scope, id, config=config, environment_name=environment_name, environment_file=environment_file
+        )
         if config.hyperpod_eks is None:
             raise ConfigurationError(
                 f"{environment_name}: hyperpod_eks: required for a HyperPod EKS environment"

@@ -90,9 +90,17 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
     """
 
     def __init__(
-        self, scope: Construct, id: str, *, config: EnvironmentConfig, environment_name: str
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        environment_name: str,
+        environment_file: str | None = None,
     ) -> None:
-        super().__init__(scope, id, config=config, environment_name=environment_name)
+        super().__init__(
+            scope, id, config=config, environment_name=environment_name, environment_file=environment_file
+        )
         assert config.parallelcluster is not None
         spec = config.parallelcluster
         self._adopted_buckets: dict[str, s3.IBucket] = {}
