@@ -36,6 +36,7 @@ from training_clusters.stacks.base import (
     TrainingEnvironmentStack,
     kubernetes_acceptance_step,
     queue_step,
+    team_roles,
 )
 
 
@@ -289,6 +290,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 time_slicing=plugin.sharing_time_slicing if plugin.enabled else None,
                 mps=plugin.sharing_mps if plugin.enabled else None,
                 mig_devices=self._queue_mig_devices(plugin.mig_strategy),
+                pod_security=queues.pod_security,
+                team_roles=team_roles(self, queues),
             )
 
     def _queue_mig_devices(self, strategy: MigStrategy) -> dict[str, dict[str, int]]:
