@@ -350,7 +350,7 @@ ACKNOWLEDGED: dict[str, dict[str, set[str]]] = {
         },
         "Eks/VpcCniRole/Resource": {_managed("AmazonEKS_CNI_Policy")},
         "Eks/Resource/Role/Resource": {_managed("AmazonEKSClusterPolicy")},
-        "Ebs/Role/Resource": {_managed("AmazonEBSCSIDriverPolicy")},
+        "Ebs/Role/Resource": {_managed("AmazonEBSCSIDriverPolicyV2")},
         "FsxCsi/Role/DefaultPolicy": {"AwsSolutions-IAM5[Resource::*]"},
         # HyperPod on this EKS cluster: the execution role as a Slurm cluster's, the nodes' image pulls and
         # Pod Identity, the MPI Operator's release-manifest handler (and aws-cdk-lib's Provider framework)

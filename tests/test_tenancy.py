@@ -26,6 +26,7 @@ from training_clusters.options import PodSecurityLevel
 from training_clusters.pod_security import CONTROLS, controls, pod_templates, violations
 from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, PYTORCH_EFA_IMAGE
 from training_clusters.tenancy import (
+    monitoring_ingress,
     pod_security_labels,
     same_namespace_ingress,
     team_group,
@@ -462,7 +463,7 @@ def test_the_team_namespace_objects_are_valid_for_the_pinned_kubernetes_version(
         "RoleBinding",
         "NetworkPolicy",
     ]
-    for obj in objects:
+    for obj in [*objects, monitoring_ingress("monitoring")]:
         kubernetes_validate.validate(obj, f"{KUBERNETES_VERSION}.0", strict=True)
     with pytest.raises(kubernetes_validate.ValidationError):  # the validator does refuse: a field misspelt
         kubernetes_validate.validate(

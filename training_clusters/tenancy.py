@@ -102,3 +102,32 @@ def team_namespace_objects(
             }
         )
     return [*objects, team_role_binding(namespace), same_namespace_ingress(namespace)]
+
+
+#: The pods of kube-prometheus-stack that serve what a tenant must not reach: Prometheus and Alertmanager (made
+#: by the Prometheus Operator, labelled with their ``app.kubernetes.io/name``) and Grafana (the chart's).
+MONITORING_SERVERS = ("alertmanager", "grafana", "prometheus")
+MONITORING_NETWORK_POLICY = "training-clusters-monitoring-same-namespace-ingress"
+
+
+def monitoring_ingress(namespace: str) -> dict[str, Any]:
+    """Prometheus, Alertmanager and Grafana accept connections from their own namespace only (Grafana reads
+    Prometheus, Prometheus sends to Alertmanager): no team pod queries metrics, silences alerts or reaches
+    Grafana's login. The node's own address stays allowed (the VPC CNI's agent lets kubelet probes in), and
+    ``kubectl port-forward`` enters the pod's own network namespace, so an admin still reaches Grafana that
+    way. The stack's other pods (the operator's admission webhook, which the API server calls; the exporters)
+    are not selected."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": MONITORING_NETWORK_POLICY, "namespace": namespace},
+        "spec": {
+            "podSelector": {
+                "matchExpressions": [
+                    {"key": "app.kubernetes.io/name", "operator": "In", "values": list(MONITORING_SERVERS)}
+                ]
+            },
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+        },
+    }

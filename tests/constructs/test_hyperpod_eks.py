@@ -254,6 +254,8 @@ def test_the_vpc_cni_add_on_is_pinned_at_a_version_hyperpod_supports(stack: cdk.
     }
     assert addons["vpc-cni"]["AddonVersion"] == HYPERPOD_VPC_CNI_VERSION == "v1.20.1-eksbuild.3"
     assert addons["vpc-cni"]["ResolveConflicts"] == "OVERWRITE"
+    # its network policy agent enforces the team namespaces' and the monitoring stack's NetworkPolicies
+    assert json.loads(addons["vpc-cni"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -85,6 +86,10 @@ NODE_MANAGED_POLICIES = (
 VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
 VPC_CNI_NAMESPACE = "kube-system"
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+#: The ``vpc-cni`` add-on's configuration: its network policy agent enforces Kubernetes NetworkPolicy (off by
+#: default; "Limit Pod traffic with Kubernetes network policies" in the EKS user guide,
+#: https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
+VPC_CNI_CONFIGURATION: Mapping[str, str] = {"enableNetworkPolicy": "true"}
 _MAX_IMDS_HOP_LIMIT = 64
 
 #: The EKS add-on that reports GPU (XID, DCGM), kernel and network problems as node conditions.
@@ -276,6 +281,7 @@ class GpuEksCluster(Construct):
             service_account=VPC_CNI_SERVICE_ACCOUNT,
             role_arn=self.vpc_cni_role.role_arn,
         )
+        self.vpc_cni: eks.CfnAddon | None = None
         self.system_nodegroup = _managed_nodegroup(
             self,
             "SystemNodegroup",
@@ -355,6 +361,39 @@ class GpuEksCluster(Construct):
         chart = self.device_plugin_charts.pop(kind, None)
         if chart is not None:
             self.node.try_remove_child(chart.node.id)
+
+    def add_vpc_cni(
+        self, *, addon_version: str | None = None, scope: Construct | None = None
+    ) -> eks.CfnAddon:
+        """The ``vpc-cni`` EKS add-on, configured to enforce NetworkPolicy (:data:`VPC_CNI_CONFIGURATION`); once:
+        later calls return the same add-on.
+
+        EKS installs the VPC CNI unmanaged with every cluster; the add-on takes it over (``OVERWRITE``) so its
+        configuration is ours. Its ``aws-node`` pods keep their role through :attr:`vpc_cni_pod_identity`.
+
+        :param addon_version: Pin the add-on. Default: EKS's default for the cluster's Kubernetes version.
+        :param scope: Where the add-on's construct lives (its logical id). Default: this cluster.
+        """
+        if self.vpc_cni is not None:
+            if addon_version is not None and addon_version != self.vpc_cni.addon_version:
+                raise fail(
+                    self.node.path,
+                    "add_vpc_cni.addon_version",
+                    f"must be the version the add-on was made with ({self.vpc_cni.addon_version or 'EKS default'}), "
+                    f"got {addon_version!r}",
+                )
+            return self.vpc_cni
+        self.vpc_cni = eks.CfnAddon(
+            scope or self,
+            "VpcCni",
+            addon_name="vpc-cni",
+            addon_version=addon_version,
+            cluster_name=self.cluster_name,
+            resolve_conflicts="OVERWRITE",
+            configuration_values=json.dumps(dict(VPC_CNI_CONFIGURATION)),
+        )
+        self.vpc_cni.node.add_dependency(self.vpc_cni_pod_identity)
+        return self.vpc_cni
 
     def update_kubeconfig_command(self, region: str) -> str:
         """The ``aws eks update-kubeconfig`` command for the admin role (a string with tokens)."""

@@ -382,14 +382,8 @@ class HyperPodEksDependencies(Construct):
         gpu = sorted({t.hyperpod_name or "" for t in types if t.is_gpu})
         neuron = sorted({t.hyperpod_name or "" for t in types if t.is_trainium})
         efa = sorted({t.hyperpod_name or "" for t in types if t.efa_supported})
-        self.vpc_cni = eks.CfnAddon(
-            self,
-            "VpcCni",
-            addon_name="vpc-cni",
-            addon_version=vpc_cni_version,
-            cluster_name=cluster.cluster_name,
-            resolve_conflicts="OVERWRITE",
-        )
+        # enforcing NetworkPolicy (the team namespaces' and the monitoring stack's)
+        self.vpc_cni = cluster.add_vpc_cni(addon_version=vpc_cni_version, scope=self)
         self.agent_manifests = health_monitoring_agent_manifests(
             image=image, gpu_types=gpu, neuron_types=neuron
         )

@@ -73,6 +73,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             # the file's eks.addons say which device plugins to install, and how (_add_addons)
             device_plugins=False,
         )
+        self.cluster.add_vpc_cni()  # enforcing NetworkPolicy: the team namespaces' and the monitoring stack's
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.cluster)
         self._mig_configs = self._mig_layouts(settings)
