@@ -53,6 +53,7 @@ from ._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
 from ._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
 from ._launch_template import efa_network_interfaces as efa_network_interfaces
 from ._launch_template import node_launch_template as node_launch_template
+from ._security_groups import SameEnvironmentConnections
 from ._validation import (
     catalog_entry,
     checked_props,
@@ -256,7 +257,9 @@ class GpuEksCluster(Construct):
         self._device_plugin_types: dict[str, set[str]] = {kind: set() for kind in DEVICE_PLUGIN_KINDS}
         self._given_device_plugins: set[str] = set()
         self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
-        self._connections = ec2.Connections(security_groups=[self.cluster_security_group])
+        self._connections = SameEnvironmentConnections(
+            owner=self, security_groups=[self.cluster_security_group]
+        )
         if admin_role_arn is not None:
             self.cluster.grant_access(
                 "AdminAccess",

@@ -153,7 +153,7 @@ class TrainingNetwork(Construct):
             self._add_interface_endpoints(resolved_cidr)
 
         self.efa_security_group: ec2.ISecurityGroup = self._create_efa_security_group()
-        self._connections = ClientSideConnections(self.efa_security_group)
+        self._connections = ClientSideConnections(self.efa_security_group, owner=self)
         if placement_availability_zone is not None:
             self._check_placement_az(placement_availability_zone)
 
