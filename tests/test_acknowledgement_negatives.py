@@ -358,7 +358,11 @@ ACKNOWLEDGED: dict[str, dict[str, set[str]]] = {
         "HyperPod/Resource/ExecutionRole/DefaultPolicy/Resource": _execution_role(
             "HyperPodLifecycleBucketA7C83E82"
         ),
-        "HyperPod/NodePolicy": {"AwsSolutions-IAM5[Resource::*]"},
+        "HyperPod/NodePolicy": {
+            "AwsSolutions-IAM5[Resource::*]",  # ecr:GetAuthorizationToken
+            "AwsSolutions-IAM5[Resource::arn:aws:ecr:us-east-1:602401143452:repository/*]",  # EKS's add-ons
+            "AwsSolutions-IAM5[Resource::arn:aws:ecr:*:<AWS::AccountId>:repository/*]",  # the account's own
+        },
         "HyperPod/Dependencies/MpiOperator/HandlerRole/DefaultPolicy/Resource": {
             "AwsSolutions-IAM5[Resource::*]"
         },
