@@ -350,7 +350,7 @@ ACKNOWLEDGED: dict[str, dict[str, set[str]]] = {
         },
         "Eks/VpcCniRole/Resource": {_managed("AmazonEKS_CNI_Policy")},
         "Eks/Resource/Role/Resource": {_managed("AmazonEKSClusterPolicy")},
-        "Ebs/Role/Resource": {_managed("AmazonEBSCSIDriverPolicy")},
+        "Ebs/Role/Resource": {_managed("AmazonEBSCSIDriverPolicyV2")},
         "FsxCsi/Role/DefaultPolicy": {"AwsSolutions-IAM5[Resource::*]"},
         # HyperPod on this EKS cluster: the execution role as a Slurm cluster's, the nodes' image pulls and
         # Pod Identity, the MPI Operator's release-manifest handler (and aws-cdk-lib's Provider framework)
@@ -358,7 +358,11 @@ ACKNOWLEDGED: dict[str, dict[str, set[str]]] = {
         "HyperPod/Resource/ExecutionRole/DefaultPolicy/Resource": _execution_role(
             "HyperPodLifecycleBucketA7C83E82"
         ),
-        "HyperPod/NodePolicy": {"AwsSolutions-IAM5[Resource::*]"},
+        "HyperPod/NodePolicy": {
+            "AwsSolutions-IAM5[Resource::*]",  # ecr:GetAuthorizationToken
+            "AwsSolutions-IAM5[Resource::arn:aws:ecr:us-east-1:602401143452:repository/*]",  # EKS's add-ons
+            "AwsSolutions-IAM5[Resource::arn:aws:ecr:*:<AWS::AccountId>:repository/*]",  # the account's own
+        },
         "HyperPod/Dependencies/MpiOperator/HandlerRole/DefaultPolicy/Resource": {
             "AwsSolutions-IAM5[Resource::*]"
         },

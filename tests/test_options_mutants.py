@@ -26,6 +26,7 @@ from training_clusters.options import (
     NodegroupCapacityType,
     NodeRecovery,
     PcsPurchaseOption,
+    PodSecurityLevel,
     QueueCapacityType,
     QueuePreemption,
     SpreadLevel,
@@ -96,8 +97,10 @@ def test_allowed_and_spellings() -> None:
 
 
 def test_every_option_is_listed_once() -> None:
-    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 24
-    assert {QueuePreemption, CapacityKind, NodegroupCapacityType, PcsPurchaseOption} <= set(ALL_CHOICES)
+    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 25
+    assert {QueuePreemption, CapacityKind, NodegroupCapacityType, PcsPurchaseOption, PodSecurityLevel} <= set(
+        ALL_CHOICES
+    )
 
 
 # --------------------------------------------------------------------------------------------------

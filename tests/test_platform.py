@@ -521,3 +521,136 @@ def test_the_passed_roles_policies_leave_no_cdk_nag_finding() -> None:
     paths = ("Cluster/HyperPod/LifecycleRead", "Cluster/HyperPod/AccountingSecretRead")
     assert [str(f) for f in findings if f.construct_path.startswith(paths)] == []
     assert cluster.node.try_find_child("LifecycleRead") is not None
+
+
+# --------------------------------------------------------------------------------------------------
+# every path that couples two constructs refuses another environment, naming both
+
+
+def _storage_and_cluster(
+    storage_env: cdk.Environment | None, cluster_env: cdk.Environment | None
+) -> tuple[cdk.App, SharedLustre, cdk.Stack, TrainingNetwork]:
+    """A file system in stack Storage and a network in stack Cluster (each with its own VPC)."""
+    app = cdk.App(context=dict(CDK_CONTEXT))
+    storage = ZonedStack(app, "Storage", env=storage_env)
+    fs = SharedLustre(
+        storage,
+        "Fsx",
+        vpc=(home := TrainingNetwork(storage, "Network", availability_zones=AZS)).vpc,
+        subnet=home.placement_subnet(),
+    )
+    cluster = ZonedStack(app, "Cluster", env=cluster_env)
+    return app, fs, cluster, TrainingNetwork(cluster, "Network", availability_zones=AZS)
+
+
+def _hyperpod(stack: cdk.Stack, network: TrainingNetwork, **props: Any) -> HyperPodCluster:
+    return HyperPodCluster(
+        stack,
+        "HyperPod",
+        cluster_name="coupled",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=GROUPS,
+        **props,
+    )
+
+
+def _tail(other: cdk.Environment, difference: str) -> str:
+    return (
+        f"(account {ACCOUNT_A}, region us-east-1), but this construct's stack Cluster is in account "
+        f"{other.account}, region {other.region}: a stack cannot use a resource of another {difference}; build it "
+        "in this stack's environment, or import it there (e.g. ec2.Vpc.from_lookup in this stack)"
+    )
+
+
+@pytest.mark.parametrize("difference", ["account", "region"])
+def test_a_file_system_refuses_clients_of_another_environment(difference: str) -> None:
+    _, fs, cluster_stack, network = _storage_and_cluster(NETWORK_ENV, ELSEWHERE[difference])
+    cluster = _hyperpod(cluster_stack, network)
+    before = {c.node.path for c in [*cdk.Stack.of(fs).node.find_all(), *cluster_stack.node.find_all()]}
+    with pytest.raises(ConfigurationError) as raised:
+        fs.allow_clients_from(cluster)
+    other = ELSEWHERE[difference]
+    assert str(raised.value) == (
+        f"Storage/Fsx: allow_clients_from.clients is in stack Cluster (account {other.account}, region "
+        f"{other.region}), but this construct's stack Storage is in account {ACCOUNT_A}, region us-east-1: a stack "
+        f"cannot use a resource of another {difference}; build it in this stack's environment, or import it there "
+        "(e.g. ec2.Vpc.from_lookup in this stack)"
+    )
+    after = {c.node.path for c in [*cdk.Stack.of(fs).node.find_all(), *cluster_stack.node.find_all()]}
+    assert after == before  # refused before any rule was written, on either side
+
+
+@pytest.mark.parametrize("difference", ["account", "region"])
+def test_a_mount_built_from_another_environment_s_file_system_is_refused(difference: str) -> None:
+    """``LustreMount(dns_name=fs.dns_name, ...)``: the values carry the file system's attributes."""
+    from training_clusters.constructs import LustreMount
+
+    _, fs, cluster_stack, network = _storage_and_cluster(NETWORK_ENV, ELSEWHERE[difference])
+    with pytest.raises(ConfigurationError) as raised:
+        _hyperpod(cluster_stack, network, lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name))
+    assert str(raised.value) == (
+        "Cluster/HyperPod: lustre.dns_name takes a value of Storage/Fsx/Resource/Resource, which is in stack Storage "
+        + _tail(ELSEWHERE[difference], difference)
+    )
+
+
+def test_a_value_of_another_environment_inside_a_function_or_a_string_is_found_too() -> None:
+    from training_clusters.constructs import LustreMount
+
+    _, fs, cluster_stack, network = _storage_and_cluster(NETWORK_ENV, ELSEWHERE["account"])
+    joined = cdk.Fn.join(
+        "", [cdk.Fn.select(0, cdk.Fn.split(".", fs.dns_name)), ".fsx.us-east-1.amazonaws.com"]
+    )
+    for dns_name in (joined, f"{fs.file_system_id}.fsx.us-east-1.amazonaws.com"):
+        with pytest.raises(
+            ConfigurationError, match=r"lustre\.dns_name takes a value of Storage/Fsx/Resource/Resource, "
+        ):
+            _hyperpod(cluster_stack, network, lustre=LustreMount(dns_name=dns_name, mount_name="abcdefgh"))
+
+
+@pytest.mark.parametrize("difference", ["account", "region"])
+def test_connections_refuse_a_peer_of_another_environment_from_either_side(difference: str) -> None:
+    """Ours and theirs: the file system's (rules in the clients' stack), a cluster's (CDK's placement)."""
+    _, fs, cluster_stack, network = _storage_and_cluster(NETWORK_ENV, ELSEWHERE[difference])
+    cluster = _hyperpod(cluster_stack, network)
+    calls: list[tuple[str, Callable[[], None]]] = [
+        ("Storage/Fsx", lambda: fs.connections.allow_default_port_from(cluster)),
+        ("Storage/Fsx", lambda: fs.connections.allow_to(cluster, ec2.Port.tcp(988))),
+        ("Cluster/HyperPod", lambda: cluster.connections.allow_from(fs, ec2.Port.tcp(988))),
+        ("Cluster/HyperPod", lambda: cluster.connections.allow_default_port_to(fs)),
+    ]
+    for owner, call in calls:
+        with pytest.raises(ConfigurationError) as raised:
+            call()
+        assert str(raised.value).startswith(f"{owner}: connections is in stack ")
+        assert str(raised.value).endswith(
+            f"a stack cannot use a resource of another {difference}; build it in this "
+            "stack's environment, or import it there (e.g. ec2.Vpc.from_lookup in this stack)"
+        )
+
+
+@pytest.mark.parametrize(
+    ("storage_env", "cluster_env"),
+    [
+        (NETWORK_ENV, NETWORK_ENV),  # the same environment, two stacks
+        (None, None),  # both environment-agnostic: deployed together, into the credentials' environment
+        (cdk.Environment(region="us-east-1"), cdk.Environment(region="us-east-1")),  # account-agnostic
+    ],
+)
+def test_every_coupling_path_accepts_the_same_or_an_agnostic_environment(
+    storage_env: cdk.Environment | None, cluster_env: cdk.Environment | None
+) -> None:
+    from training_clusters.constructs import LustreMount
+
+    app, fs, cluster_stack, network = _storage_and_cluster(storage_env, cluster_env)
+    cluster = _hyperpod(
+        cluster_stack, network, lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name)
+    )
+    fs.allow_clients_from(cluster)
+    cluster.connections.allow_to(fs, ec2.Port.tcp(988))
+    app.synth()
+    rules = _resources(
+        cdk.assertions.Template.from_stack(cluster_stack).to_json(), "AWS::EC2::SecurityGroupIngress"
+    )
+    assert {r["Properties"].get("FromPort") for r in rules.values()} >= {988, 1018}  # in the clients' stack

@@ -80,6 +80,7 @@ from training_clusters.options import (
     PcsClusterSize,
     PcsPurchaseOption,
     PlacementStrategy,
+    PodSecurityLevel,
     QueueCapacityType,
     QueuePlacement,
     QueuePreemption,
@@ -1206,6 +1207,17 @@ class EksQueuesConfig(_Model):
     pods_ready_timeout_minutes: int = Field(
         default=10, description="Evict and requeue an admitted job whose pods are not all running by then."
     )
+    pod_security: Annotated[PodSecurityLevel, _FileChoice(PodSecurityLevel)] = Field(
+        default=PodSecurityLevel.BASELINE,
+        description="Pod Security Standards level each team namespace enforces: baseline (no privileged, "
+        "hostPath or hostNetwork pods) or restricted (also non-root, no capabilities); warn and audit are "
+        "at restricted.",
+    )
+    team_roles: dict[str, str] = Field(
+        default_factory=dict,
+        description="An IAM role ARN per team namespace: its sessions get an EKS access entry in the group "
+        "training-clusters:team:<namespace>, which holds edit in that namespace only.",
+    )
 
     _names = field_validator("cluster_queue", "local_queue")(_follows(queue_rules.kubernetes_name_problem))
     _cohort = field_validator("cohort")(_follows(queue_rules.cohort_name_problem))
@@ -1236,6 +1248,14 @@ class EksQueuesConfig(_Model):
         )
         if problem:
             raise _FieldProblem("borrow_within_cohort", problem)
+        return self
+
+    @model_validator(mode="after")
+    def _team_roles_of_team_namespaces(self) -> EksQueuesConfig:
+        for namespace, role_arn in self.team_roles.items():
+            problem = queue_rules.team_role_problem(namespace, role_arn, self.namespaces)
+            if problem:
+                raise _FieldProblem(*problem)
         return self
 
     @model_validator(mode="after")

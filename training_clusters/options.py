@@ -424,3 +424,19 @@ class QueuePreemption(Choice):
 
 
 ALL_CHOICES = (*ALL_CHOICES, QueuePreemption)
+
+
+class PodSecurityLevel(Choice):
+    """The Pod Security Standards level a team namespace enforces (its ``pod-security.kubernetes.io/enforce``
+    label; https://kubernetes.io/docs/concepts/security/pod-security-standards/)."""
+
+    BASELINE = "baseline"
+    """No privileged containers, host namespaces, hostPath volumes, host ports or added capabilities beyond
+    the default set: what a pod needs to reach its node. Our acceptance jobs and runtimes run under it."""
+    RESTRICTED = "restricted"
+    """Baseline, and every container non-root with ALL capabilities dropped, no privilege escalation, a
+    seccomp profile and only ephemeral or claimed volumes. Images that run as root (the NCCL tests image, the
+    MPI launcher's sshd) are refused."""
+
+
+ALL_CHOICES = (*ALL_CHOICES, PodSecurityLevel)

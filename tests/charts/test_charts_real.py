@@ -29,6 +29,7 @@ from training_clusters.releases import (
     KUBE_PROMETHEUS_STACK_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
 )
+from training_clusters.tenancy import monitoring_ingress
 
 from .helm import chart_dir, objects, render
 
@@ -291,3 +292,34 @@ def test_grafana_runs_as_the_pod_identity_service_account_with_our_cloudwatch_da
     plain = render(KUBE_PROMETHEUS_STACK_CHART, kube_prometheus_stack_values(grafana=True), tmp_path)
     (text,) = objects(plain, "ConfigMap")["kube-prometheus-stack-grafana-datasource"]["data"].values()
     assert [d["type"] for d in yaml.safe_load(text)["datasources"]] == ["prometheus", "alertmanager"]
+
+
+def test_the_monitoring_policy_selects_prometheus_alertmanager_and_grafana_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """The pods behind the chart's Prometheus, Alertmanager and Grafana Services (the operator labels its
+    StatefulSets' pods as the Services select them) accept their own namespace only; the operator (whose
+    admission webhook the API server calls), kube-state-metrics and node-exporter are left alone."""
+    rendered = render(KUBE_PROMETHEUS_STACK_CHART, kube_prometheus_stack_values(grafana=True), tmp_path)
+    policy = monitoring_ingress(KUBE_PROMETHEUS_STACK_CHART.namespace)
+    (expression,) = policy["spec"]["podSelector"]["matchExpressions"]
+    assert (expression["key"], expression["operator"]) == ("app.kubernetes.io/name", "In")
+
+    def selected(labels: dict[str, str]) -> bool:
+        return labels.get(expression["key"]) in expression["values"]
+
+    services = objects(rendered, "Service")
+    served = {name for name, service in services.items() if selected(service["spec"]["selector"])}
+    assert served == {
+        "kube-prometheus-stack-prometheus",
+        "kube-prometheus-stack-alertmanager",
+        "kube-prometheus-stack-grafana",
+    }
+    pods = {
+        name: workload["spec"]["template"]["metadata"]["labels"]
+        for kind in ("Deployment", "DaemonSet", "Job")
+        for name, workload in objects(rendered, kind).items()
+    }
+    assert {name for name, labels in pods.items() if selected(labels)} == {"kube-prometheus-stack-grafana"}
+    assert policy["metadata"]["namespace"] == "monitoring"
+    assert policy["spec"]["ingress"] == [{"from": [{"podSelector": {}}]}]  # this namespace's pods only

@@ -46,13 +46,14 @@ from training_clusters.job_layer import (
 )
 from training_clusters.monitoring.dashboards import dashboard_configmaps
 from training_clusters.nccl_job import nccl_test_mpijob
-from training_clusters.options import MigLayout, MigStrategy, QueuePreemption
+from training_clusters.options import MigLayout, MigStrategy, PodSecurityLevel, QueuePreemption
 from training_clusters.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     GPU_OPERATOR_CHART,
     PYTORCH_EFA_IMAGE,
     mpi_operator_manifest_url,
 )
+from training_clusters.tenancy import monitoring_ingress, team_namespace_objects
 
 from ..assertions import manifest_objects
 from ..conftest import ROOT, EnvironmentGates
@@ -216,6 +217,13 @@ def construct_objects() -> list[dict[str, Any]]:
             [P5, G5, HYPERPOD], torchrun_image=PYTORCH_EFA_IMAGE.reference, mpi_image=DEFAULT_NCCL_TESTS_IMAGE
         ),
         namespace_manifest("vision"),
+        *(
+            obj
+            for level in PodSecurityLevel
+            for namespace in ("default", "vision")
+            for obj in team_namespace_objects(namespace, kubernetes_version=KUBERNETES_VERSION, level=level)
+        ),
+        monitoring_ingress("monitoring"),
         gp3_storage_class_manifest(),
         gp3_storage_class_manifest(name="gp3-scratch", reclaim_policy="Delete"),
         *lustre_volume_manifests(
@@ -248,7 +256,8 @@ def test_every_object_a_construct_can_emit_is_valid(version: str) -> None:
     assert {obj["kind"] for obj in objects} >= {
         "ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology", "ClusterTrainingRuntime", "TrainJob",
         "MPIJob", "Job", "Namespace", "StorageClass", "PersistentVolume", "PersistentVolumeClaim",
-        "ConfigMap", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding",
+        "ConfigMap", "DaemonSet", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding",
+        "NetworkPolicy",
     }  # fmt: skip
     assert len(judged) == len(objects)
 

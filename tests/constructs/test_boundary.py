@@ -426,6 +426,11 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         package.QueuePreemption.LOWER_PRIORITY,
         "LOWER_PRIORITY",
     ),
+    "TrainingQueues.pod_security": (
+        lambda s, v: _queues(s, pod_security=v),
+        package.PodSecurityLevel.RESTRICTED,
+        "Restricted",
+    ),
     "EbsCsiDriver.removal_policy": (
         lambda s, v: EbsCsiDriver(s, "Ebs", cluster=_eks(s), removal_policy=v),
         cdk.RemovalPolicy.DESTROY,

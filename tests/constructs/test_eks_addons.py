@@ -56,6 +56,7 @@ from training_clusters.releases import (
     NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
 )
+from training_clusters.tenancy import monitoring_ingress
 
 from ..assertions import manifest_objects
 from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, GatedStacks, PinnedStack, gated_stack
@@ -446,7 +447,10 @@ def test_ebs_csi_controller_gets_its_own_role_through_pod_identity(
     role = _role_of(template, association["RoleArn"])
     assert _trusts_pod_identity_only(role, template, "ebs-csi-controller-sa")
     (policy,) = role["ManagedPolicyArns"]
-    assert policy["Fn::Join"][1][-1] == ":iam::aws:policy/AmazonEBSCSIDriverPolicy"
+    # the scoped V2 (no service-role/ path): volumes tagged ebs.csi.aws.com/cluster only, not the account's
+    assert policy == {
+        "Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":iam::aws:policy/AmazonEBSCSIDriverPolicyV2"]]
+    }
     agent = stack.get_logical_id(cluster.pod_identity_agent.node.default_child)
     system_nodegroup = stack.get_logical_id(cluster.system_nodegroup.node.default_child)
     assert {agent, system_nodegroup} <= set(addon["DependsOn"])
@@ -506,6 +510,27 @@ def test_grafana_gets_our_dashboards_once_the_chart_is_in(
     # CDK adds its prune label beside ours
     assert [m["metadata"]["labels"]["grafana_dashboard"] for m in manifest] == ["1"] * 3
     assert {m["metadata"]["namespace"] for m in manifest} == {"monitoring"}
+
+
+def test_prometheus_alertmanager_and_grafana_accept_their_own_namespace_only_once_the_chart_is_in(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    stack, _, template = addons
+    (policy_id,) = [
+        i for i in _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource") if "NetworkPolicy" in i
+    ]
+    resource = template["Resources"][policy_id]
+    (policy,) = json.loads(stack.resolve(resource["Properties"]["Manifest"]))
+    policy["metadata"].pop("labels")  # CDK's prune label
+    assert policy == monitoring_ingress("monitoring")
+    (prometheus_id,) = [i for i in _of_type(template, "Custom::AWSCDK-EKS-HelmChart") if "Prometheus" in i]
+    assert prometheus_id in resource["DependsOn"]  # the chart makes the namespace
+
+
+def test_without_prometheus_there_is_no_monitoring_policy(stack: cdk.Stack) -> None:
+    cluster = GpuEksCluster(stack, "Eks", vpc=TrainingNetwork(stack, "Network", availability_zones=AZS).vpc)
+    monitoring = GpuMonitoring(stack, "DcgmOnly", cluster=cluster, prometheus=False, grafana=False)
+    assert monitoring.network_policy is None
 
 
 def test_without_grafana_no_dashboards(stack: cdk.Stack) -> None:

@@ -706,3 +706,30 @@ def test_the_node_monitoring_agent_is_added_once(
     assert cluster.add_node_monitoring_agent() is agent
     assert stack.resolve(agent.addon_name) == "eks-node-monitoring-agent"
     assert stack.resolve(agent.cluster_name) == stack.resolve(cluster.cluster_name)
+
+
+def test_the_vpc_cni_add_on_enforces_network_policy_once_after_its_pod_identity(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    assert cluster.vpc_cni is None  # made on request: HyperPod's dependencies make it with their own id
+    addon = cluster.add_vpc_cni()
+    assert cluster.add_vpc_cni() is addon
+    template = cdk.assertions.Template.from_stack(stack).to_json()
+    (properties,) = [
+        r
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::EKS::Addon" and r["Properties"]["AddonName"] == "vpc-cni"
+    ]
+    assert json.loads(properties["Properties"].pop("ConfigurationValues")) == {"enableNetworkPolicy": "true"}
+    assert properties["Properties"] == {
+        "AddonName": "vpc-cni",
+        "ClusterName": {"Ref": stack.get_logical_id(cluster.cluster.node.default_child)},
+        "ResolveConflicts": "OVERWRITE",
+    }
+    assert stack.get_logical_id(cluster.vpc_cni_pod_identity) in properties["DependsOn"]
+    with pytest.raises(ConfigurationError) as error:
+        cluster.add_vpc_cni(addon_version="v1.20.1-eksbuild.3")
+    assert str(error.value) == (
+        "Test/Eks: add_vpc_cni.addon_version must be the version the add-on was made with (EKS default), got "
+        "'v1.20.1-eksbuild.3'"
+    )

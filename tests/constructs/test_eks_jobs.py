@@ -9,6 +9,7 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 import yaml
+from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from training_clusters.acceptance import acceptance_plan
@@ -36,11 +37,13 @@ from training_clusters.job_layer import (
     KUEUE_QUEUE_LABEL,
     NODEGROUP_LABEL,
 )
+from training_clusters.options import PodSecurityLevel
 from training_clusters.releases import (
     KUBEFLOW_TRAINER_CHART,
     KUEUE_CHART,
 )
 from training_clusters.rules.eks_queues import pods_ready_timeout_problem
+from training_clusters.tenancy import pod_security_labels, same_namespace_ingress, team_role_binding
 
 from ..assertions import numbered_steps
 from ..conftest import AZS, ROOT, EnvironmentGates, PinnedStack
@@ -250,7 +253,9 @@ def test_a_team_namespace_that_leaves_the_list_is_not_deleted(built: _Built) -> 
     namespaces_id, namespaces = _applied_namespaces(built.template)
     resource = built.template["Resources"][namespaces_id]
     assert "PruneLabel" not in resource["Properties"]
-    assert [set(n["metadata"]["labels"]) for n in namespaces] == [{KUEUE_MANAGED_LABEL}] * 2  # no prune label
+    assert [set(n["metadata"]["labels"]) for n in namespaces] == [  # no prune label
+        {KUEUE_MANAGED_LABEL, *pod_security_labels("baseline", "1.33")}
+    ] * 2
     queues_id, _ = _applied_queue_objects(built.template)
     queues = built.template["Resources"][queues_id]
     assert queues["Properties"]["PruneLabel"].startswith("aws.cdk.eks/prune-")  # a LocalQueue let go goes
@@ -302,7 +307,18 @@ def test_the_team_namespaces_the_queues_make_are_opted_in_to_kueue(built: _Built
         {
             "apiVersion": "v1",
             "kind": "Namespace",
-            "metadata": {"name": name, "labels": {KUEUE_MANAGED_LABEL: "true"}},
+            "metadata": {
+                "name": name,
+                "labels": {
+                    KUEUE_MANAGED_LABEL: "true",
+                    "pod-security.kubernetes.io/enforce": "baseline",
+                    "pod-security.kubernetes.io/enforce-version": "v1.33",
+                    "pod-security.kubernetes.io/warn": "restricted",
+                    "pod-security.kubernetes.io/warn-version": "v1.33",
+                    "pod-security.kubernetes.io/audit": "restricted",
+                    "pod-security.kubernetes.io/audit-version": "v1.33",
+                },
+            },
         }
         for name in ("vision", "speech")
     ]
@@ -329,8 +345,24 @@ def test_the_default_namespace_is_labelled_before_its_queue_and_unlabelled_on_de
     }
     ((patch_id, patch),) = patches.items()
     assert (patch["ResourceName"], patch["PatchType"]) == ("namespace/default", "strategic")
-    assert json.loads(patch["ApplyPatchJson"]) == {"metadata": {"labels": {KUEUE_MANAGED_LABEL: "true"}}}
-    assert json.loads(patch["RestorePatchJson"]) == {"metadata": {"labels": {KUEUE_MANAGED_LABEL: "false"}}}
+    security = pod_security_labels("baseline", "1.33")
+    assert json.loads(patch["ApplyPatchJson"]) == {
+        "metadata": {"labels": {KUEUE_MANAGED_LABEL: "true", **security}}
+    }
+    # deleted: back to what a namespace without the labels admits (Pod Security's privileged, latest)
+    assert json.loads(patch["RestorePatchJson"]) == {
+        "metadata": {
+            "labels": {
+                KUEUE_MANAGED_LABEL: "false",
+                "pod-security.kubernetes.io/enforce": "privileged",
+                "pod-security.kubernetes.io/enforce-version": "latest",
+                "pod-security.kubernetes.io/warn": "privileged",
+                "pod-security.kubernetes.io/warn-version": "latest",
+                "pod-security.kubernetes.io/audit": "privileged",
+                "pod-security.kubernetes.io/audit-version": "latest",
+            }
+        }
+    }
     queues_id, objects = _applied_queue_objects(template)
     assert patch_id in template["Resources"][queues_id]["DependsOn"]
     # default exists: labelled, never created (nor deleted with the stack)
@@ -663,3 +695,80 @@ def test_hyperpods_next_steps_say_how_to_queue_a_job_on_its_instance_groups(
         "of it fits on the instance groups (kubectl get workloads shows what waits); TrainJobs use the runtimes "
         "torchrun-efa-g5, mpi-efa-g5"
     ) in numbered_steps(steps)
+
+
+# --------------------------------------------------------------------------------------------------
+# tenancy: each team namespace a boundary
+
+
+def test_each_team_namespace_gets_its_role_binding_and_network_policy_after_it_exists(
+    stack: cdk.Stack,
+) -> None:
+    queues = _queues(stack, namespaces=["default", "vision"])
+    template = Template.from_stack(stack).to_json()
+    (access_id,) = [i for i in template["Resources"] if i.startswith("QueuesTeamAccess")]
+    access = template["Resources"][access_id]
+    objects = json.loads(access["Properties"]["Manifest"])
+    for obj in objects:
+        obj["metadata"].pop("labels")  # CDK's prune label
+    assert objects == [
+        team_role_binding("default"),
+        same_namespace_ingress("default"),
+        team_role_binding("vision"),
+        same_namespace_ingress("vision"),
+    ]
+    assert objects == queues.team_manifests
+    namespaces_id, _ = _applied_namespaces(template)
+    (patch_id,) = [
+        i for i, r in template["Resources"].items() if r["Type"] == "Custom::AWSCDK-EKS-KubernetesPatch"
+    ]
+    assert {namespaces_id, patch_id} <= set(
+        access["DependsOn"]
+    )  # the namespaces exist and default is labelled
+
+
+def test_a_team_role_gets_an_access_entry_in_its_team_s_group_and_nothing_else(stack: cdk.Stack) -> None:
+    role = iam.Role.from_role_arn(
+        stack, "Vision", "arn:aws:iam::111122223333:role/teams/Vision", mutable=False
+    )
+    queues = _queues(
+        stack, namespaces=["vision", "speech"], team_roles={"vision": role}, pod_security="restricted"
+    )
+    assert queues.pod_security is PodSecurityLevel.RESTRICTED
+    template = Template.from_stack(stack)
+    entries = template.find_resources("AWS::EKS::AccessEntry")
+    team = {i: r for i, r in entries.items() if i.startswith("QueuesTeamAccessEntry")}
+    (entry,) = team.values()
+    assert entry["Properties"] == {
+        "ClusterName": {
+            "Ref": next(
+                i for i, r in template.to_json()["Resources"].items() if r["Type"] == "AWS::EKS::Cluster"
+            )
+        },
+        "PrincipalArn": "arn:aws:iam::111122223333:role/teams/Vision",
+        "KubernetesGroups": ["training-clusters:team:vision"],
+        "Type": "STANDARD",
+    }
+    assert "AccessPolicies" not in entry["Properties"]  # what the group may do is the namespace's RoleBinding
+    assert set(queues.team_access_entries) == {"vision"}
+    _, namespaces = _applied_namespaces(template.to_json())
+    assert {n["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] for n in namespaces} == {
+        "restricted"
+    }
+
+
+def test_a_team_role_for_a_namespace_without_queues_is_refused(stack: cdk.Stack) -> None:
+    role = iam.Role.from_role_arn(stack, "Speech", "arn:aws:iam::111122223333:role/Speech", mutable=False)
+    with pytest.raises(ConfigurationError) as error:
+        _queues(stack, namespaces=["vision"], team_roles={"speech": role})
+    assert str(error.value) == (
+        "Test/Queues: team_roles['speech'] must name one of the team namespaces (vision), got 'speech'"
+    )
+
+
+def test_a_pod_security_level_that_is_not_one_is_refused(stack: cdk.Stack) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        _queues(stack, pod_security="privileged")
+    assert str(error.value) == (
+        "Test/Queues: pod_security must be one of baseline, restricted, got 'privileged'"
+    )

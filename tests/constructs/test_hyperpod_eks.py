@@ -254,6 +254,8 @@ def test_the_vpc_cni_add_on_is_pinned_at_a_version_hyperpod_supports(stack: cdk.
     }
     assert addons["vpc-cni"]["AddonVersion"] == HYPERPOD_VPC_CNI_VERSION == "v1.20.1-eksbuild.3"
     assert addons["vpc-cni"]["ResolveConflicts"] == "OVERWRITE"
+    # its network policy agent enforces the team namespaces' and the monitoring stack's NetworkPolicies
+    assert json.loads(addons["vpc-cni"]["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -335,13 +337,24 @@ def test_the_node_role_pulls_images_and_assumes_pod_identity_on_this_cluster_onl
     cluster = build(stack)
     policy = stack.resolve(cluster.node.find_child("NodePolicy").node.default_child.policy_document)  # type: ignore[union-attr]
     statements = {
-        s["Sid"]: (frozenset(_list(s["Action"])), _list(s["Resource"])) for s in policy["Statement"]
+        s["Sid"]: (frozenset(_list(s["Action"])), sorted(_list(s["Resource"]), key=str))
+        for s in policy["Statement"]
     }
     assert statements == {
         "EcrAuth": (frozenset({"ecr:GetAuthorizationToken"}), ["*"]),
+        # EKS's add-on registry of the region, HyperPod's agent, the PyTorch DLC, this account's own images
         "ImagePulls": (
             frozenset({"ecr:BatchCheckLayerAvailability", "ecr:BatchGetImage", "ecr:GetDownloadUrlForLayer"}),
-            ["*"],
+            sorted(
+                [
+                    "arn:aws:ecr:us-east-1:602401143452:repository/*",
+                    f"arn:aws:ecr:us-east-1:{HEALTH_MONITORING_AGENT_REGISTRIES['us-east-1']}:repository/"
+                    "hyperpod-health-monitoring-agent",
+                    "arn:aws:ecr:us-east-1:763104351884:repository/pytorch-training",
+                    {"Fn::Join": ["", ["arn:aws:ecr:*:", {"Ref": "AWS::AccountId"}, ":repository/*"]]},
+                ],
+                key=str,
+            ),
         ),
         "PodIdentity": (
             frozenset({"eks-auth:AssumeRoleForPodIdentity"}),

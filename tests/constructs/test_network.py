@@ -279,3 +279,34 @@ def test_rules_between_the_network_and_a_cluster_stack_land_in_the_cluster_stack
     for kind in ("AWS::EC2::SecurityGroupIngress", "AWS::EC2::SecurityGroupEgress"):
         Template.from_stack(layout.cluster).resource_count_is(kind, 1)
     layout.app.synth()  # no dependency cycle: the network's stack depends on no cluster
+
+
+def test_only_this_account_s_flow_logs_may_assume_the_delivery_role(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    template = Template.from_stack(stack).to_json()
+    roles = {k: v for k, v in template["Resources"].items() if v["Type"] == "AWS::IAM::Role"}
+    (document,) = [
+        r["Properties"]["AssumeRolePolicyDocument"]
+        for r in roles.values()
+        if r["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"]
+        == {"Service": "vpc-flow-logs.amazonaws.com"}
+    ]
+    assert document["Statement"] == [
+        {
+            "Action": "sts:AssumeRole",
+            "Effect": "Allow",
+            "Principal": {"Service": "vpc-flow-logs.amazonaws.com"},
+            "Condition": {
+                "StringEquals": {"aws:SourceAccount": {"Ref": "AWS::AccountId"}},
+                "ArnLike": {
+                    "aws:SourceArn": {
+                        "Fn::Join": [
+                            "",
+                            ["arn:aws:ec2:us-east-1:", {"Ref": "AWS::AccountId"}, ":vpc-flow-log/*"],
+                        ]
+                    }
+                },
+            },
+        }
+    ]
+    assert network.flow_log_group is not None

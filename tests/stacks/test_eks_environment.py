@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shlex
 from pathlib import Path
 from typing import Any
@@ -365,11 +366,15 @@ def test_eks_environment_keeps_node_credentials_on_the_node(
         v["Properties"]["AddonName"] for v in resources.values() if v["Type"] == "AWS::EKS::Addon"
     )
     # every add-on that calls AWS has a Pod Identity association; the agent is installed once; the node
-    # monitoring agent only reads node logs and writes node conditions (the Kubernetes API)
-    assert addons.count("eks-pod-identity-agent") == 1
+    # monitoring agent only reads node logs and writes node conditions (the Kubernetes API); the VPC CNI's
+    # association is the one above, made before any node (its add-on only configures it: network policy)
+    assert addons.count("eks-pod-identity-agent") == addons.count("vpc-cni") == 1
     for addon in (v["Properties"] for v in resources.values() if v["Type"] == "AWS::EKS::Addon"):
-        if addon["AddonName"] not in ("eks-pod-identity-agent", "eks-node-monitoring-agent"):
+        if addon["AddonName"] not in ("eks-pod-identity-agent", "eks-node-monitoring-agent", "vpc-cni"):
             assert addon["PodIdentityAssociations"], addon["AddonName"]
+        if addon["AddonName"] == "vpc-cni":
+            assert "PodIdentityAssociations" not in addon
+            assert json.loads(addon["ConfigurationValues"]) == {"enableNetworkPolicy": "true"}
 
 
 def test_monitoring_environment_keeps_metrics_on_gp3_volumes(environment_gates: EnvironmentGates) -> None:

@@ -70,6 +70,7 @@ _EXPORTS = {
     "TrainingQueues": "eks_jobs",
     "TrainingRuntimes": "eks_jobs",
     "QueuePreemption": "training_clusters.options",
+    "PodSecurityLevel": "training_clusters.options",
     "QueueCapacityType": "training_clusters.options",
     "QueuePlacement": "training_clusters.options",
     "QueueUpdateStrategy": "training_clusters.options",

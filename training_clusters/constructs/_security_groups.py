@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from constructs import IConstruct, Node
 
 from training_clusters.compliance import accept_all_traffic_between_members
+
+from ._validation import refuse_other_environment
 
 
 def open_between_members(
@@ -26,7 +29,50 @@ def open_between_members(
     accept_all_traffic_between_members(group, reason)
 
 
-class ClientSideConnections(ec2.Connections):
+class SameEnvironmentConnections(ec2.Connections):
+    """The connections of one of our constructs: a peer (or a security group of it) in a stack of another
+    account or region is refused, naming both environments, before any rule is written. CDK would otherwise
+    write the rules through ``Fn::GetStackOutput`` or an export reader into a group no instance of the peer can
+    be in. Every ``allow_*`` of CDK's ``Connections`` ends in :meth:`allow_from` or :meth:`allow_to`."""
+
+    def __init__(
+        self,
+        *,
+        owner: IConstruct,
+        security_groups: list[ec2.ISecurityGroup],
+        default_port: ec2.Port | None = None,
+    ) -> None:
+        super().__init__(security_groups=security_groups, default_port=default_port)
+        self._owner = owner
+
+    def allow_from(
+        self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None
+    ) -> None:
+        self.check_peer(other)
+        super().allow_from(other, port_range, description)
+
+    def allow_to(self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None) -> None:
+        self.check_peer(other)
+        super().allow_to(other, port_range, description)
+
+    def allow_default_port_from(self, other: ec2.IConnectable, description: str | None = None) -> None:
+        self.check_peer(other)  # here too: raised from Python, not from inside CDK's call of allow_from
+        super().allow_default_port_from(other, description)
+
+    def allow_default_port_to(self, other: ec2.IConnectable, description: str | None = None) -> None:
+        self.check_peer(other)
+        super().allow_default_port_to(other, description)
+
+    def check_peer(self, other: ec2.IConnectable, field: str = "connections") -> None:
+        """Raise when ``other`` or one of its security groups is of another account or region."""
+        own = cdk.Stack.of(self._owner)
+        peers: list[IConstruct] = [other] if isinstance(getattr(other, "node", None), Node) else []
+        peers += other.connections.security_groups
+        for peer in peers:
+            refuse_other_environment(own, self._owner.node.path, field, peer)
+
+
+class ClientSideConnections(SameEnvironmentConnections):
     """Connections of a shared resource whose rules land in the stack that uses the other.
 
     CDK places a rule between two stacks in the stack of the group it is called on: called on a shared
@@ -43,20 +89,27 @@ class ClientSideConnections(ec2.Connections):
     """
 
     def __init__(
-        self, group: ec2.ISecurityGroup, port: ec2.Port | None = None, *, home: ec2.IVpc | None = None
+        self,
+        group: ec2.ISecurityGroup,
+        port: ec2.Port | None = None,
+        *,
+        home: ec2.IVpc | None = None,
+        owner: IConstruct | None = None,
     ) -> None:
-        super().__init__(security_groups=[group], default_port=port)
+        super().__init__(owner=owner or group, security_groups=[group], default_port=port)
         self._home = home
 
     def allow_from(
         self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None
     ) -> None:
+        self.check_peer(other)
         if not self._pair_rules(other, port_range, description, inbound=True):
-            super().allow_from(other, port_range, description)
+            ec2.Connections.allow_from(self, other, port_range, description)
 
     def allow_to(self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None = None) -> None:
+        self.check_peer(other)
         if not self._pair_rules(other, port_range, description, inbound=False):
-            super().allow_to(other, port_range, description)
+            ec2.Connections.allow_to(self, other, port_range, description)
 
     def _pair_rules(
         self, other: ec2.IConnectable, port_range: ec2.Port, description: str | None, *, inbound: bool

@@ -149,34 +149,46 @@ def check_value(path: str, field: str, value: Any, hint: Any) -> None:
 
 
 def check_environment(scope: IConstruct, path: str, field: str, value: Any) -> None:
-    """Refuse a construct in ``value`` (itself, or inside a list, mapping or props dataclass) whose stack is in
-    another account or region than ``scope``'s stack: CloudFormation references another stack's resource only
-    in its own account and region (CDK would wire a cross-region export reader to a VPC or file system no
-    resource here could use). An environment-agnostic side (a token account or region) is not compared."""
+    """Refuse a construct in ``value`` (itself, or inside a list, mapping or props dataclass), or a value taken
+    from one (an attribute token such as ``fs.dns_name``, also inside ``Fn::`` functions or an f-string), whose
+    stack is in another account or region than ``scope``'s stack: CloudFormation references another stack's
+    resource only in its own account and region (CDK would wire a cross-region export reader to a VPC or file
+    system no resource here could use). An environment-agnostic side (a token account or region) is not
+    compared: CDK resolves it when deploying, into the deploying credentials' environment, the same for every
+    stack of a ``cdk deploy``."""
     own = _stack_of(scope)
     if own is None:
         return
-    for where, construct in _constructs_in(field, value):
-        other = _stack_of(construct)
-        if other is None or other is own:
-            continue
-        differs = [
-            name
-            for name, mine, theirs in (
-                ("account", own.account, other.account),
-                ("region", own.region, other.region),
-            )
-            if not (is_unresolved(mine) or is_unresolved(theirs)) and mine != theirs
-        ]
-        if differs:
-            raise fail(
-                path,
-                where,
-                f"is in stack {other.node.path} ({_environment(other)}), but this construct's stack "
-                f"{own.node.path} is in {_environment(own)}: a stack cannot use a resource of another "
-                f"{' or '.join(differs)}; build it in this stack's environment, or import it there "
-                "(e.g. ec2.Vpc.from_lookup in this stack)",
-            )
+    for where, construct, taken in _constructs_in(field, value, own):
+        refuse_other_environment(own, path, where, construct, taken=taken)
+
+
+def refuse_other_environment(
+    own: cdk.Stack, path: str, where: str, construct: IConstruct, *, taken: bool = False
+) -> None:
+    """Raise when ``construct`` (or, ``taken``, the resource a value of ``where`` came from) lives in a stack of
+    another account or region than ``own``: both environments named."""
+    other = _stack_of(construct)
+    if other is None or other is own:
+        return
+    differs = [
+        name
+        for name, mine, theirs in (
+            ("account", own.account, other.account),
+            ("region", own.region, other.region),
+        )
+        if not (is_unresolved(mine) or is_unresolved(theirs)) and mine != theirs
+    ]
+    if differs:
+        what = f"takes a value of {construct.node.path}, which is" if taken else "is"
+        raise fail(
+            path,
+            where,
+            f"{what} in stack {other.node.path} ({_environment(other)}), but this construct's stack "
+            f"{own.node.path} is in {_environment(own)}: a stack cannot use a resource of another "
+            f"{' or '.join(differs)}; build it in this stack's environment, or import it there "
+            "(e.g. ec2.Vpc.from_lookup in this stack)",
+        )
 
 
 def _environment(stack: cdk.Stack) -> str:
@@ -192,22 +204,56 @@ def _stack_of(construct: IConstruct) -> cdk.Stack | None:
         return None
 
 
-def _constructs_in(field: str, value: Any) -> collections.abc.Iterator[tuple[str, IConstruct]]:
-    """``(field path, construct)`` for each construct ``value`` holds: itself, list items, mapping values and
-    the fields of a props dataclass, recursively."""
+def _constructs_in(
+    field: str, value: Any, own: cdk.Stack
+) -> collections.abc.Iterator[tuple[str, IConstruct, bool]]:
+    """``(field path, construct, taken)`` for each construct ``value`` holds (``taken`` False: itself, list
+    items, mapping values and the fields of a props dataclass, recursively) or whose attribute a token of it
+    carries (``taken`` True)."""
+    if isinstance(value, str | int | float) and not isinstance(value, bool) and is_unresolved(value):
+        for target in referenced_resources(value, own):
+            yield field, target, True
+        return
     if value is None or isinstance(value, str | bytes | int | float | bool):
         return
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         for item in dataclasses.fields(value):
-            yield from _constructs_in(f"{field}.{item.name}", getattr(value, item.name))
+            yield from _constructs_in(f"{field}.{item.name}", getattr(value, item.name), own)
     elif isinstance(value, list | tuple):
         for index, element in enumerate(value):
-            yield from _constructs_in(f"{field}[{index}]", element)
+            yield from _constructs_in(f"{field}[{index}]", element, own)
     elif isinstance(value, collections.abc.Mapping):
         for key, element in value.items():
-            yield from _constructs_in(f"{field}[{key!r}]", element)
+            yield from _constructs_in(f"{field}[{key!r}]", element, own)
     elif isinstance(getattr(value, "node", None), Node):
-        yield field, value
+        yield field, value, False
+
+
+class _ReferenceRecorder(cdk.DefaultTokenResolver):
+    """Resolves a value only to list the resources it references: each ``Reference`` (``Ref``, ``GetAtt``, a
+    physical name) is recorded, not resolved; ``Fn::`` functions are walked into; anything else (a ``Lazy``,
+    which may cache what it produces) is left unresolved."""
+
+    def __init__(self) -> None:
+        super().__init__(cdk.StringConcat())
+        self.found: list[IConstruct] = []
+
+    def resolve_token(
+        self, t: cdk.IResolvable, context: cdk.IResolveContext, post_processor: cdk.IPostProcessor
+    ) -> Any:
+        if isinstance(t, cdk.Reference):
+            self.found.append(t.target)
+            return ""
+        if isinstance(t, cdk.Intrinsic) or "Token[Fn::" in t.to_string():
+            return super().resolve_token(t, context, post_processor)
+        return ""
+
+
+def referenced_resources(value: Any, scope: IConstruct) -> list[IConstruct]:
+    """The constructs whose attributes ``value`` carries (a token, or a string or list with tokens in it)."""
+    recorder = _ReferenceRecorder()
+    cdk.Tokenization.resolve(value, scope=scope, resolver=recorder)
+    return recorder.found
 
 
 def _mismatch(field: str, value: Any, hint: Any) -> tuple[str, str] | None:

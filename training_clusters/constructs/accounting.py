@@ -317,7 +317,9 @@ class SlurmAccountingDatabase(Construct):
         self.endpoint: str = self.cluster.cluster_endpoint.hostname
         self.port: int = 3306
         self.uri: str = f"{self.endpoint}:{self.port}"
-        self._connections = ClientSideConnections(self.security_group, ec2.Port.tcp(self.port), home=vpc)
+        self._connections = ClientSideConnections(
+            self.security_group, ec2.Port.tcp(self.port), home=vpc, owner=self
+        )
         self._password_secret: secretsmanager.Secret | None = None
         self._slurmdbd_password_secret: secretsmanager.Secret | None = None
         self.slurmdbd_secret: secretsmanager.ISecret = self._slurmdbd_user(vpc)

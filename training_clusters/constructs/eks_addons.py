@@ -75,6 +75,7 @@ from training_clusters.rules.eks import (
     mig_problem,
     mps_replicas_problem,
 )
+from training_clusters.tenancy import monitoring_ingress
 
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, to_removal_policy
 
@@ -122,7 +123,11 @@ EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 #: Where EKS add-ons run their controllers (and so their service accounts).
 ADDON_NAMESPACE = "kube-system"
 EBS_CSI_PROVISIONER = "ebs.csi.aws.com"
-EBS_CSI_POLICY = "AmazonEBSCSIDriverPolicy"
+#: AWS's scoped policy (2026-04): the driver creates, attaches, snapshots and deletes only volumes and snapshots
+#: tagged ``ebs.csi.aws.com/cluster: "true"`` (which it tags itself), not every volume of the account as
+#: ``service-role/AmazonEBSCSIDriverPolicy`` allows (https://docs.aws.amazon.com/aws-managed-policy/latest/
+#: reference/AmazonEBSCSIDriverPolicyV2.html).
+EBS_CSI_POLICY = "AmazonEBSCSIDriverPolicyV2"
 #: Node label that chart 0.19.0's MPS control daemon DaemonSet selects (its ``nodeSelector``,
 #: ``templates/daemonset-mps-control-daemon.yml``). Only GPU Feature Discovery sets it by itself; we turn
 #: GFD off and put the label on the nodegroups instead (:func:`device_plugin_node_labels`).
@@ -746,8 +751,8 @@ class EbsCsiDriver(Construct):
         ebs = EbsCsiDriver(self, "EbsCsi", cluster=cluster)
         # claims name it: storageClassName: gp3
 
-    The controller's role carries ``AmazonEBSCSIDriverPolicy`` (it creates, attaches and deletes volumes
-    for claims). Volumes are encrypted with the account's default EBS key. With the nodes' metadata hop
+    The controller's role carries ``AmazonEBSCSIDriverPolicyV2`` (it creates, attaches and deletes volumes
+    for claims, and only those tagged ``ebs.csi.aws.com/cluster: "true"``, as it tags the ones it makes). Volumes are encrypted with the account's default EBS key. With the nodes' metadata hop
     limit of 1 the driver's pods read instance facts from the Kubernetes API instead, which does not count
     the ENIs attached: on instances with many EFA interfaces the attachment limit it reports can be too high,
     so keep EBS-backed pods on the system nodes (GPU nodes are tainted, so they land there by default).
@@ -789,8 +794,8 @@ class EbsCsiDriver(Construct):
         acknowledge(
             role_resource,
             f"AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/{EBS_CSI_POLICY}]",
-            f"{EBS_CSI_POLICY} is the AWS-managed policy AWS documents for the EBS CSI driver (volume creation "
-            "and deletion conditioned on the driver's own tags) and keeps current with it; only the driver's "
+            f"{EBS_CSI_POLICY} is AWS's scoped policy for the EBS CSI driver (every volume and snapshot action "
+            "conditioned on the driver's own ebs.csi.aws.com/cluster tag) and keeps current with it; only the driver's "
             "controller can assume this role",
         )
         self.addon = _pod_identity_addon(
@@ -995,7 +1000,9 @@ class GpuMonitoring(Construct):
     Attributes: ``gpu_operator`` (chart), ``prometheus`` (chart or None), ``gpu_operator_values``,
     ``prometheus_values`` (or None), ``dashboards`` (manifest or None), ``ebs_csi_driver`` (or None when
     nothing persists), ``grafana_role`` and ``grafana_pod_identity`` (the association; both None without
-    ``lustre``).
+    ``lustre``), ``network_policy`` (the manifest admitting connections to Prometheus, Alertmanager and
+    Grafana from their own namespace only; None without Prometheus: reach Grafana with ``kubectl
+    port-forward``).
     """
 
     def __init__(
@@ -1054,6 +1061,7 @@ class GpuMonitoring(Construct):
         self.prometheus_values: dict[str, Any] | None = None
         self.grafana_role: iam.Role | None = None
         self.grafana_pod_identity: eks.CfnPodIdentityAssociation | None = None
+        self.network_policy: eks.KubernetesManifest | None = None
         if prometheus:
             self.prometheus_values = kube_prometheus_stack_values(
                 grafana=grafana,
@@ -1068,6 +1076,14 @@ class GpuMonitoring(Construct):
             if self.ebs_csi_driver is not None:
                 # The claims bind once the driver runs and its StorageClass exists.
                 self.prometheus.node.add_dependency(self.ebs_csi_driver.storage_class)
+            # Prometheus, Alertmanager and Grafana: reachable from their own namespace only
+            self.network_policy = eks.KubernetesManifest(
+                self,
+                "NetworkPolicy",
+                cluster=cluster.cluster,
+                manifest=[monitoring_ingress(prometheus_chart.namespace)],
+            )
+            self.network_policy.node.add_dependency(self.prometheus)
             if lustre is not None:
                 self._grant_grafana_cloudwatch(cluster, prometheus_chart.namespace)
             if grafana:

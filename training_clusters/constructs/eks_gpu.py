@@ -20,6 +20,7 @@ Example::
 from __future__ import annotations
 
 import functools
+import json
 import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
@@ -52,6 +53,7 @@ from ._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
 from ._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
 from ._launch_template import efa_network_interfaces as efa_network_interfaces
 from ._launch_template import node_launch_template as node_launch_template
+from ._security_groups import SameEnvironmentConnections
 from ._validation import (
     catalog_entry,
     checked_props,
@@ -85,6 +87,10 @@ NODE_MANAGED_POLICIES = (
 VPC_CNI_POLICY = "AmazonEKS_CNI_Policy"
 VPC_CNI_NAMESPACE = "kube-system"
 VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+#: The ``vpc-cni`` add-on's configuration: its network policy agent enforces Kubernetes NetworkPolicy (off by
+#: default; "Limit Pod traffic with Kubernetes network policies" in the EKS user guide,
+#: https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
+VPC_CNI_CONFIGURATION: Mapping[str, str] = {"enableNetworkPolicy": "true"}
 _MAX_IMDS_HOP_LIMIT = 64
 
 #: The EKS add-on that reports GPU (XID, DCGM), kernel and network problems as node conditions.
@@ -251,7 +257,9 @@ class GpuEksCluster(Construct):
         self._device_plugin_types: dict[str, set[str]] = {kind: set() for kind in DEVICE_PLUGIN_KINDS}
         self._given_device_plugins: set[str] = set()
         self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
-        self._connections = ec2.Connections(security_groups=[self.cluster_security_group])
+        self._connections = SameEnvironmentConnections(
+            owner=self, security_groups=[self.cluster_security_group]
+        )
         if admin_role_arn is not None:
             self.cluster.grant_access(
                 "AdminAccess",
@@ -276,6 +284,7 @@ class GpuEksCluster(Construct):
             service_account=VPC_CNI_SERVICE_ACCOUNT,
             role_arn=self.vpc_cni_role.role_arn,
         )
+        self.vpc_cni: eks.CfnAddon | None = None
         self.system_nodegroup = _managed_nodegroup(
             self,
             "SystemNodegroup",
@@ -355,6 +364,39 @@ class GpuEksCluster(Construct):
         chart = self.device_plugin_charts.pop(kind, None)
         if chart is not None:
             self.node.try_remove_child(chart.node.id)
+
+    def add_vpc_cni(
+        self, *, addon_version: str | None = None, scope: Construct | None = None
+    ) -> eks.CfnAddon:
+        """The ``vpc-cni`` EKS add-on, configured to enforce NetworkPolicy (:data:`VPC_CNI_CONFIGURATION`); once:
+        later calls return the same add-on.
+
+        EKS installs the VPC CNI unmanaged with every cluster; the add-on takes it over (``OVERWRITE``) so its
+        configuration is ours. Its ``aws-node`` pods keep their role through :attr:`vpc_cni_pod_identity`.
+
+        :param addon_version: Pin the add-on. Default: EKS's default for the cluster's Kubernetes version.
+        :param scope: Where the add-on's construct lives (its logical id). Default: this cluster.
+        """
+        if self.vpc_cni is not None:
+            if addon_version is not None and addon_version != self.vpc_cni.addon_version:
+                raise fail(
+                    self.node.path,
+                    "add_vpc_cni.addon_version",
+                    f"must be the version the add-on was made with ({self.vpc_cni.addon_version or 'EKS default'}), "
+                    f"got {addon_version!r}",
+                )
+            return self.vpc_cni
+        self.vpc_cni = eks.CfnAddon(
+            scope or self,
+            "VpcCni",
+            addon_name="vpc-cni",
+            addon_version=addon_version,
+            cluster_name=self.cluster_name,
+            resolve_conflicts="OVERWRITE",
+            configuration_values=json.dumps(dict(VPC_CNI_CONFIGURATION)),
+        )
+        self.vpc_cni.node.add_dependency(self.vpc_cni_pod_identity)
+        return self.vpc_cni
 
     def update_kubeconfig_command(self, region: str) -> str:
         """The ``aws eks update-kubeconfig`` command for the admin role (a string with tokens)."""

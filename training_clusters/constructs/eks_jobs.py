@@ -31,6 +31,7 @@ from typing import Any
 import aws_cdk as cdk
 import yaml
 from aws_cdk import aws_eks_v2 as eks
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS, EfaNodegroup, GpuEksCluster, GpuNodegroup
@@ -52,7 +53,7 @@ from training_clusters.job_layer import (
     runtime_manifests,
     torchrun_runtime_name,
 )
-from training_clusters.options import Mps, QueuePreemption, TimeSlicing
+from training_clusters.options import Mps, PodSecurityLevel, QueuePreemption, TimeSlicing
 from training_clusters.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     JOBSET_IMAGE,
@@ -76,6 +77,7 @@ from training_clusters.rules.eks_queues import (
     team_namespace_problem,
     unique_names_problem,
 )
+from training_clusters.tenancy import pod_security_labels, team_group, team_namespace_objects
 
 from ._validation import checked_props, fail, is_unresolved, option, refuse
 
@@ -361,11 +363,19 @@ class TrainingQueues(Construct):
     ``topology.k8s.aws/network-node-layer-*`` labels, so Kueue packs a job's pods under the fewest network
     nodes it can. Applied once Kueue's webhook answers (after :attr:`Kueue.chart`).
 
+    Each team namespace is also a tenant's boundary (:mod:`training_clusters.tenancy`): Pod Security admission
+    enforces ``pod_security`` there (``baseline``: no privileged, hostPath, hostNetwork pod; warn and audit at
+    ``restricted``), the team's Kubernetes group (``training-clusters:team:<namespace>``) holds ``edit`` in it
+    and nothing outside, its pods accept connections from their own namespace only, and each IAM role of
+    ``team_roles`` gets an EKS access entry in that group.
+
     Attributes: ``capacities`` (:class:`~training_clusters.job_layer.FlavorCapacity` by nodegroup),
     ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``resource`` (the
     ``KubernetesManifest`` of the queues), ``namespaces_resource`` (the one of the team namespaces, never
     pruned: one the list lets go stays; or None), ``default_namespace_label`` (the ``KubernetesPatch``
-    opting ``default`` in, or None), ``local_queue_name``, ``namespaces``.
+    opting ``default`` in, or None), ``team_manifests`` (each namespace's RoleBinding and NetworkPolicy),
+    ``team_resource`` (their ``KubernetesManifest``), ``team_access_entries`` (``CfnAccessEntry`` by
+    namespace), ``local_queue_name``, ``namespaces``, ``pod_security``.
     """
 
     def __init__(
@@ -389,6 +399,8 @@ class TrainingQueues(Construct):
         time_slicing: TimeSlicing | None = None,
         mps: Mps | None = None,
         mig_devices: Mapping[str, Mapping[str, int]] | None = None,
+        pod_security: PodSecurityLevel | str = PodSecurityLevel.BASELINE,
+        team_roles: Mapping[str, iam.IRole] | None = None,
     ) -> None:
         """Apply the queues.
 
@@ -419,8 +431,15 @@ class TrainingQueues(Construct):
         :param mps: The device plugin's MPS sharing: quota counts its replicas. Default: whole GPUs.
         :param mig_devices: For MIG-partitioned nodegroups, by name: what the device plugin advertises per GPU,
             ``{resource: instances}`` (``nvidia.com/mig-1g.10gb: 7``). Default: none partitioned.
+        :param pod_security: The Pod Security Standards level each team namespace enforces: BASELINE or
+            RESTRICTED (warn and audit are always at restricted). Default: BASELINE.
+        :param team_roles: An IAM role per team namespace whose sessions act as that team (an EKS access entry
+            in the group ``training-clusters:team:<namespace>``, bound to ``edit`` in the namespace only; a STANDARD
+            entry, which may name a role of another account: "Create access entries" in the EKS user guide).
+            Default: none (map users to the group yourself).
         """
         super().__init__(scope, id)
+        self.pod_security = option(self, "pod_security", PodSecurityLevel, pod_security)
         within = option(self, "within_cluster_queue", QueuePreemption, within_cluster_queue)
         reclaim = option(self, "reclaim_within_cohort", QueuePreemption, reclaim_within_cohort)
         borrow = option(self, "borrow_within_cohort", QueuePreemption, borrow_within_cohort)
@@ -448,6 +467,18 @@ class TrainingQueues(Construct):
             topology_aware=topology_aware,
         )
         (self.cluster_queue,) = [m for m in self.manifests if m["kind"] == "ClusterQueue"]
+        tenancy = [
+            team_namespace_objects(
+                namespace,
+                kubernetes_version=cluster.kubernetes_version,
+                level=self.pod_security,
+                labels={KUEUE_MANAGED_LABEL: KUEUE_MANAGED_VALUE},
+            )
+            for namespace in self.namespaces
+        ]
+        namespace_objects = iter(o for objects in tenancy for o in objects if o["kind"] == "Namespace")
+        self.manifests = [next(namespace_objects) if m["kind"] == "Namespace" else m for m in self.manifests]
+        self.team_manifests = [o for objects in tenancy for o in objects if o["kind"] != "Namespace"]
         self.namespaces_resource = self._team_namespaces(cluster)
         self.resource = eks.KubernetesManifest(
             self,
@@ -459,6 +490,13 @@ class TrainingQueues(Construct):
         if self.namespaces_resource is not None:
             self.resource.node.add_dependency(self.namespaces_resource)
         self.default_namespace_label = self._label_default(cluster) if "default" in namespaces else None
+        self.team_resource = eks.KubernetesManifest(
+            self, "TeamAccess", cluster=cluster.cluster, manifest=self.team_manifests
+        )
+        for scope_resource in (self.namespaces_resource, self.default_namespace_label):
+            if scope_resource is not None:
+                self.team_resource.node.add_dependency(scope_resource)
+        self.team_access_entries = self._team_access_entries(cluster, team_roles or {})
 
     def _team_namespaces(self, cluster: GpuEksCluster) -> eks.KubernetesManifest | None:
         """The team namespaces (all but ``default``), applied on their own and not pruned: one that leaves
@@ -482,16 +520,44 @@ class TrainingQueues(Construct):
         ``"false"``: CDK's patch drops a null, which would remove it; the namespace stays, as Kubernetes never
         deletes it). The queues are applied after it, so what waits for them finds Kueue managing the
         namespace."""
+        security = pod_security_labels(self.pod_security, cluster.kubernetes_version)
+        # on delete the namespace goes back to what an unlabelled namespace admits (privileged)
+        unlabelled = {key: "privileged" if not key.endswith("-version") else "latest" for key in security}
         patch = eks.KubernetesPatch(
             self,
             "DefaultNamespaceLabel",
             cluster=cluster.cluster,
             resource_name="namespace/default",
-            apply_patch={"metadata": {"labels": {KUEUE_MANAGED_LABEL: KUEUE_MANAGED_VALUE}}},
-            restore_patch={"metadata": {"labels": {KUEUE_MANAGED_LABEL: "false"}}},
+            apply_patch={"metadata": {"labels": {KUEUE_MANAGED_LABEL: KUEUE_MANAGED_VALUE, **security}}},
+            restore_patch={"metadata": {"labels": {KUEUE_MANAGED_LABEL: "false", **unlabelled}}},
         )
         self.resource.node.add_dependency(patch)
         return patch
+
+    def _team_access_entries(
+        self, cluster: GpuEksCluster, roles: Mapping[str, iam.IRole]
+    ) -> dict[str, eks.CfnAccessEntry]:
+        """An access entry per team role: its sessions are the team's Kubernetes group, nothing more (no
+        access policy: what the group may do is the namespace's RoleBinding)."""
+        entries = {}
+        for namespace, role in roles.items():
+            if namespace not in self.namespaces:
+                raise fail(
+                    self.node.path,
+                    f"team_roles[{namespace!r}]",
+                    f"must name one of the team namespaces ({', '.join(self.namespaces)}), got {namespace!r}",
+                )
+            entry = eks.CfnAccessEntry(
+                self,
+                f"TeamAccessEntry-{namespace}",
+                cluster_name=cluster.cluster_name,
+                principal_arn=role.role_arn,
+                kubernetes_groups=[team_group(namespace)],
+                type="STANDARD",
+            )
+            entry.node.add_dependency(cluster.cluster)
+            entries[namespace] = entry
+        return entries
 
     def _capacities(
         self,

@@ -50,7 +50,7 @@ from training_clusters.rules.instance_types import hyperpod_instance_type_name_p
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
 
 from ._grants import grant_passed_role
-from ._security_groups import open_between_members
+from ._security_groups import SameEnvironmentConnections, open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
 from .session_manager import CHANNEL_ACTIONS
 
@@ -355,7 +355,7 @@ class HyperPodCluster(Construct):
         self.security_group = self._create_security_group(vpc)
         #: Every group the nodes' interfaces carry: the cluster's own and ``additional_security_groups``.
         self.security_groups: list[ec2.ISecurityGroup] = [self.security_group, *additional_security_groups]
-        self._connections = ec2.Connections(security_groups=[self.security_group])
+        self._connections = SameEnvironmentConnections(owner=self, security_groups=[self.security_group])
         #: With an accounting database, a group only the controller's interface carries (beside
         #: ``security_groups``): the database admits it alone. Else None.
         self.controller_security_group: ec2.SecurityGroup | None = (
@@ -399,7 +399,7 @@ class HyperPodCluster(Construct):
                 "exist only with an accounting database (accounting=SlurmAccountingDatabase), got accounting "
                 f"{self._accounting.name}",
             )
-        return ec2.Connections(security_groups=[self.controller_security_group])
+        return SameEnvironmentConnections(owner=self, security_groups=[self.controller_security_group])
 
     @property
     def controller_group(self) -> InstanceGroup | None:

@@ -79,6 +79,8 @@ from training_clusters.releases import (
     HYPERPOD_VPC_CNI_VERSION,
     NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
+    PYTORCH_EFA_IMAGE,
+    eks_registry,
 )
 from training_clusters.rules.eks import kubernetes_labels
 from training_clusters.rules.hyperpod_eks import (
@@ -116,6 +118,34 @@ IMAGE_PULL_ACTIONS = (
     "ecr:BatchGetImage",
     "ecr:GetDownloadUrlForLayer",
 )
+
+
+def ecr_repository_arn(registry_path: str, partition: str = "aws") -> str:
+    """``<account>.dkr.ecr.<region>.amazonaws.com/<repository>`` (``*`` allowed) as a repository ARN."""
+    host, repository = registry_path.split("/", 1)
+    account, _, _, region = host.split(".")[:4]
+    return f"arn:{partition}:ecr:{region}:{account}:repository/{repository}"
+
+
+def node_image_repositories(region: str, partition: str, account: str) -> list[str]:
+    """The ECR repositories a HyperPod EKS node pulls from: EKS's add-on registry of ``region`` (VPC CNI, Pod
+    Identity agent, EFA device plugin), HyperPod's health-monitoring agent, the PyTorch Deep Learning Container
+    of the training runtimes, and the account's own repositories (the teams' images); not every registry of
+    every account, as ``*`` would."""
+    repositories = []
+    registry = eks_registry(region)
+    if registry is not None:
+        repositories.append(ecr_repository_arn(f"{registry}/*", partition))
+    agent = HEALTH_MONITORING_AGENT_REGISTRIES.get(region)
+    if agent is not None:
+        repositories.append(
+            ecr_repository_arn(
+                f"{agent}.dkr.ecr.{region}.amazonaws.com/{HEALTH_MONITORING_AGENT_REPOSITORY}", partition
+            )
+        )
+    repositories.append(ecr_repository_arn(PYTORCH_EFA_IMAGE.repository, partition))
+    repositories.append(f"arn:{partition}:ecr:*:{account}:repository/*")
+    return repositories
 
 
 def health_monitoring_agent_image(region: str) -> str:
@@ -382,14 +412,8 @@ class HyperPodEksDependencies(Construct):
         gpu = sorted({t.hyperpod_name or "" for t in types if t.is_gpu})
         neuron = sorted({t.hyperpod_name or "" for t in types if t.is_trainium})
         efa = sorted({t.hyperpod_name or "" for t in types if t.efa_supported})
-        self.vpc_cni = eks.CfnAddon(
-            self,
-            "VpcCni",
-            addon_name="vpc-cni",
-            addon_version=vpc_cni_version,
-            cluster_name=cluster.cluster_name,
-            resolve_conflicts="OVERWRITE",
-        )
+        # enforcing NetworkPolicy (the team namespaces' and the monitoring stack's)
+        self.vpc_cni = cluster.add_vpc_cni(addon_version=vpc_cni_version, scope=self)
         self.agent_manifests = health_monitoring_agent_manifests(
             image=image, gpu_types=gpu, neuron_types=neuron
         )
@@ -628,13 +652,17 @@ class HyperPodEksCluster(Construct):
     def _grant_node_permissions(self, eks_cluster: GpuEksCluster) -> None:
         """What a HyperPod node of an EKS cluster does with its execution role beyond a Slurm node: pull
         images (the kubelet) and exchange credentials for pods' roles (the EKS Pod Identity agent)."""
+        stack = cdk.Stack.of(self)
+        repositories = node_image_repositories(stack.region, stack.partition, stack.account)
         policy = iam.Policy(
             self,
             "NodePolicy",
             roles=[self.role],
             statements=[
                 iam.PolicyStatement(sid="EcrAuth", actions=["ecr:GetAuthorizationToken"], resources=["*"]),
-                iam.PolicyStatement(sid="ImagePulls", actions=list(IMAGE_PULL_ACTIONS), resources=["*"]),
+                iam.PolicyStatement(
+                    sid="ImagePulls", actions=list(IMAGE_PULL_ACTIONS), resources=list(repositories)
+                ),
                 iam.PolicyStatement(
                     sid="PodIdentity",
                     actions=["eks-auth:AssumeRoleForPodIdentity"],
@@ -646,11 +674,27 @@ class HyperPodEksCluster(Construct):
         acknowledge(
             policy,
             "AwsSolutions-IAM5[Resource::*]",
-            "ecr:GetAuthorizationToken takes no resource; the image pulls read the images of EKS's add-ons and "
-            "of HyperPod's health-monitoring agent, which live in AWS-owned registries whose accounts differ "
-            "by region (read-only, as AmazonEC2ContainerRegistryReadOnly on every EKS node)",
+            "ecr:GetAuthorizationToken takes no resource (ECR's service authorization reference): it only "
+            "returns a login token; what may be pulled is the ImagePulls statement's repositories",
         )
+        for repository in repositories:
+            if repository.endswith("/*"):
+                acknowledge(
+                    policy,
+                    f"AwsSolutions-IAM5[Resource::{_nag_text(stack, repository)}]",
+                    "read-only image pulls from one registry's repositories: EKS's add-on images of this "
+                    "region, or this account's own (the teams' images); never another account's",
+                )
         self.cluster.node.add_dependency(policy)
+
+
+def _nag_text(stack: cdk.Stack, value: str) -> str:
+    """``value`` as cdk-nag spells it in a finding: a pseudo parameter as ``<AWS::AccountId>``."""
+    resolved = stack.resolve(value)
+    if isinstance(resolved, str):
+        return resolved
+    parts = resolved["Fn::Join"][1]
+    return "".join(p if isinstance(p, str) else f"<{p['Ref']}>" for p in parts)
 
 
 def node_labels(group: EksInstanceGroup) -> dict[str, str]:

@@ -184,7 +184,7 @@ class SharedLustre(Construct):
             if data_repository is not None:
                 self.data_repository_association = self._associate(data_repository)
         self._connections = ClientSideConnections(
-            self.security_group, LUSTRE_PORT, home=vpc if existing is None else None
+            self.security_group, LUSTRE_PORT, home=vpc if existing is None else None, owner=self
         )
 
     @property
@@ -205,8 +205,11 @@ class SharedLustre(Construct):
         The rules are made through :attr:`connections`, so between two stacks they land in the one that
         uses the other: a cluster stack's clients get them in their own stack (the file system may live in a
         shared storage stack every cluster stack uses), the network's EFA group gets them in the file
-        system's stack. In one stack the rules are the same as ever.
+        system's stack. In one stack the rules are the same as ever. Clients in a stack of another account or
+        region are refused (:class:`ConfigurationError` naming both environments): a file system is mounted
+        within its own account and region here.
         """
+        self._connections.check_peer(clients, "allow_clients_from.clients")
         for port, what in ((LUSTRE_PORT, "server port"), (LUSTRE_CLIENT_PORTS, "client ports")):
             self.connections.allow_from(clients, port, f"Lustre {what} from clients")
             # Lustre servers also open connections back to clients; ParallelCluster checks for it.

@@ -153,7 +153,7 @@ class TrainingNetwork(Construct):
             self._add_interface_endpoints(resolved_cidr)
 
         self.efa_security_group: ec2.ISecurityGroup = self._create_efa_security_group()
-        self._connections = ClientSideConnections(self.efa_security_group)
+        self._connections = ClientSideConnections(self.efa_security_group, owner=self)
         if placement_availability_zone is not None:
             self._check_placement_az(placement_availability_zone)
 
@@ -340,6 +340,25 @@ class TrainingNetwork(Construct):
         for policy in flow_log.node.find_all():
             if isinstance(policy, iam.CfnPolicy):
                 accept_inline_policy(policy, "the flow logs' delivery role, made by aws-cdk-lib")
+        self._confine_flow_log_role(flow_log)
+
+    def _confine_flow_log_role(self, flow_log: ec2.FlowLog) -> None:
+        """Only this account's flow logs may have the delivery role assumed for them: the confused-deputy
+        conditions of "IAM role for publishing flow logs to CloudWatch Logs" (VPC user guide,
+        https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html). The flow log's own id is
+        made with it, so ``aws:SourceArn`` names this account's and region's flow logs."""
+        role = flow_log.node.find_child("IAMRole").node.default_child
+        assert isinstance(role, iam.CfnRole)
+        stack = cdk.Stack.of(self)
+        role.add_property_override(
+            "AssumeRolePolicyDocument.Statement.0.Condition",
+            {
+                "StringEquals": {"aws:SourceAccount": stack.account},
+                "ArnLike": {
+                    "aws:SourceArn": f"arn:{stack.partition}:ec2:{stack.region}:{stack.account}:vpc-flow-log/*"
+                },
+            },
+        )
 
     def _explain_cdk_made(self, vpc: ec2.Vpc) -> None:
         """Explain the findings on what aws-cdk-lib adds to a new VPC, on each resource that causes them."""

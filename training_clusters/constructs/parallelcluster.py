@@ -106,6 +106,7 @@ from training_clusters.rules.parallelcluster import (
 )
 
 from ._boundary import applied_boundary
+from ._security_groups import SameEnvironmentConnections
 from ._tags import lazy, stack_and_aspect_tags, tag_list
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
 
@@ -528,7 +529,7 @@ class ParallelCluster(Construct):
             description=f"ParallelCluster {cluster_name}: every node, as a client of shared storage",
             allow_all_outbound=False,
         )
-        self._connections = ec2.Connections(security_groups=[self.security_group])
+        self._connections = SameEnvironmentConnections(owner=self, security_groups=[self.security_group])
         # The head node alone runs slurmdbd: the accounting database is opened to a group only it carries.
         self.head_node_security_group: ec2.SecurityGroup | None = None
         if self.slurm_settings.database is not None:
@@ -668,7 +669,7 @@ class ParallelCluster(Construct):
                 f"{self.node.path}: head_node_connections exists only with slurm_settings.database (the head "
                 "node's own group is made for the accounting database)"
             )
-        return ec2.Connections(security_groups=[self.head_node_security_group])
+        return SameEnvironmentConnections(owner=self, security_groups=[self.head_node_security_group])
 
     def ssm_command(self) -> str:
         """``aws ssm start-session --target <head node> --region <region>`` (a token until deploy)."""

@@ -61,7 +61,7 @@ from training_clusters.rules.common import pattern_problem
 from training_clusters.rules.instance_types import instance_type_name_problem
 
 from ._launch_template import efa_network_interfaces, node_launch_template
-from ._security_groups import open_between_members
+from ._security_groups import SameEnvironmentConnections, open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
 
 #: IAM path PCS accepts for the role of a node group's instance profile (the other way: a name ``AWSPCS*``).
@@ -272,7 +272,7 @@ class PcsCluster(Construct):
 
         self.mount_dir = mount_dir
         self.security_group, self.node_security_group = self._security_groups(vpc, accounting)
-        self._connections = ec2.Connections(security_groups=[self.node_security_group])
+        self._connections = SameEnvironmentConnections(owner=self, security_groups=[self.node_security_group])
         self.cluster = pcs.CfnCluster(
             self,
             "Resource",
@@ -596,7 +596,7 @@ class PcsCluster(Construct):
             ec2.Port.tcp(443),
             "HTTPS to AWS APIs (PCS registration, SSM, S3) and package repositories, through the NAT gateway",
         )
-        node_connections = ec2.Connections(security_groups=[nodes])
+        node_connections = SameEnvironmentConnections(owner=self, security_groups=[nodes])
         node_connections.allow_to(controller, ec2.Port.tcp(SLURMCTLD_PORT), "slurmctld from the nodes")
         node_connections.allow_from(controller, ec2.Port.tcp(SLURMD_PORT), "slurmd from slurmctld")
         node_connections.allow_from(

@@ -136,3 +136,23 @@ def team_namespace_problem(namespace: str) -> str | None:
         f"must not be {', '.join(UNMANAGED_NAMESPACES)} (the cluster's own and Kueue's: their jobs must never "
         f"wait on Kueue), got {namespace!r}"
     )
+
+
+#: An IAM role's ARN (a path allowed), as an EKS access entry names its principal.
+IAM_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}$")
+
+
+def team_role_problem(namespace: str, role_arn: str, namespaces: list[str]) -> tuple[str, str] | None:
+    """``(field, why)`` when ``role_arn`` cannot be the team role of ``namespace``, or None."""
+    if namespace not in namespaces:
+        return (
+            f"team_roles.{namespace}",
+            f"must name one of the team namespaces ({', '.join(namespaces)}), got {namespace!r}",
+        )
+    if not IAM_ROLE_ARN.fullmatch(role_arn):
+        return (
+            f"team_roles.{namespace}",
+            "must be an IAM role ARN such as arn:aws:iam::111122223333:role/VisionTeam (the role whose "
+            f"sessions act as the team), got {excerpt(role_arn)}",
+        )
+    return None

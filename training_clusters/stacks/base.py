@@ -7,6 +7,7 @@ import shlex
 from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
@@ -19,6 +20,7 @@ from training_clusters.options import RemovalPolicy
 from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
 if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database, EKS only by the EKS stacks
+    from training_clusters.config import EksQueuesConfig
     from training_clusters.constructs.accounting import SlurmAccountingDatabase
     from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntimes
 
@@ -59,6 +61,14 @@ def queue_step(
             f"; TrainJobs use the runtimes {', '.join(n for pair in runtimes.names.values() for n in pair)}"
         )
     return [step]
+
+
+def team_roles(scope: Construct, queues: EksQueuesConfig) -> dict[str, iam.IRole]:
+    """The file's team roles (``queues.team_roles``), imported by ARN under ``scope``, by namespace."""
+    return {
+        namespace: iam.Role.from_role_arn(scope, f"TeamRole-{namespace}", arn, mutable=False)
+        for namespace, arn in queues.team_roles.items()
+    }
 
 
 def kubernetes_acceptance_step(

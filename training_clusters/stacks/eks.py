@@ -36,6 +36,7 @@ from training_clusters.stacks.base import (
     TrainingEnvironmentStack,
     kubernetes_acceptance_step,
     queue_step,
+    team_roles,
 )
 
 
@@ -80,6 +81,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
             # the file's eks.addons say which device plugins to install, and how (_add_addons)
             device_plugins=False,
         )
+        self.cluster.add_vpc_cni()  # enforcing NetworkPolicy: the team namespaces' and the monitoring stack's
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.cluster)
         self._mig_configs = self._mig_layouts(settings)
@@ -297,6 +299,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 time_slicing=plugin.sharing_time_slicing if plugin.enabled else None,
                 mps=plugin.sharing_mps if plugin.enabled else None,
                 mig_devices=self._queue_mig_devices(plugin.mig_strategy),
+                pod_security=queues.pod_security,
+                team_roles=team_roles(self, queues),
             )
 
     def _queue_mig_devices(self, strategy: MigStrategy) -> dict[str, dict[str, int]]:

@@ -23,6 +23,7 @@ from training_clusters.stacks.base import (
     TrainingEnvironmentStack,
     kubernetes_acceptance_step,
     queue_step,
+    team_roles,
 )
 
 
@@ -126,6 +127,8 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             lending_limit_percent=queues.lending_limit_percent,
             borrowing_limit_percent=queues.borrowing_limit_percent,
             topology_aware=queues.topology_aware,
+            pod_security=queues.pod_security,
+            team_roles=team_roles(self, queues),
         )
 
     def _runtimes(self, spec: HyperPodEksConfig) -> TrainingRuntimes | None:

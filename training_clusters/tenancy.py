@@ -1,0 +1,133 @@
+"""What keeps a team inside its namespace on EKS, as plain Kubernetes objects (build side, free of CDK).
+
+A team namespace (one ``eks.queues.namespaces`` or ``hyperpod_eks.queues.namespaces`` names) gets:
+
+- Pod Security admission labels (https://kubernetes.io/docs/concepts/security/pod-security-admission/):
+  ``enforce`` at the namespace's level (``baseline`` unless ``restricted`` is chosen), ``warn`` and ``audit`` at
+  ``restricted``, each pinned to the cluster's Kubernetes version, so a privileged, hostPath or hostNetwork
+  pod (the way to the node's role and every Pod Identity token on the node) is refused at creation;
+- a ``RoleBinding`` of the ``edit`` ClusterRole to the team's Kubernetes group (:func:`team_group`) in the
+  namespace only: pods, jobs, services, secrets of their namespace, no cluster-scoped rights, no RBAC or
+  namespace changes (``edit`` grants neither; https://kubernetes.io/docs/reference/access-authn-authz/rbac/
+  "User-facing roles"). The group reaches the cluster through an EKS access entry of the team's IAM role;
+- a ``NetworkPolicy`` admitting ingress from the namespace's own pods only: other teams' pods cannot connect
+  (enforced by the VPC CNI's network policy agent, which the stacks turn on).
+
+>>> [o["kind"] for o in team_namespace_objects("vision", kubernetes_version="1.33")]
+['Namespace', 'RoleBinding', 'NetworkPolicy']
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from training_clusters.options import PodSecurityLevel
+
+#: Pod Security admission's namespace labels (``pod-security.kubernetes.io/<mode>`` and ``<mode>-version``).
+POD_SECURITY_LABEL = "pod-security.kubernetes.io"
+#: The ClusterRole every cluster ships for namespace-scoped read/write (RBAC "User-facing roles").
+EDIT_CLUSTER_ROLE = "edit"
+#: The names of the objects made in each team namespace.
+TEAM_ROLE_BINDING = "training-clusters-team-edit"
+TEAM_NETWORK_POLICY = "training-clusters-same-namespace-ingress"
+
+
+def team_group(namespace: str) -> str:
+    """The Kubernetes group of a team namespace's users: what its access entries map the team's IAM roles to."""
+    return f"training-clusters:team:{namespace}"
+
+
+def pod_security_labels(level: PodSecurityLevel | str, kubernetes_version: str) -> dict[str, str]:
+    """``enforce`` at ``level``; ``warn`` and ``audit`` at restricted; all pinned to ``v<kubernetes_version>``
+    (a later control-plane upgrade does not change what is admitted until the labels are moved on)."""
+    enforce = PodSecurityLevel.parse(level)
+    version = f"v{kubernetes_version}"
+    labels: dict[str, str] = {}
+    for mode, mode_level in (
+        ("enforce", enforce),
+        ("warn", PodSecurityLevel.RESTRICTED),
+        ("audit", PodSecurityLevel.RESTRICTED),
+    ):
+        labels[f"{POD_SECURITY_LABEL}/{mode}"] = mode_level.value
+        labels[f"{POD_SECURITY_LABEL}/{mode}-version"] = version
+    return labels
+
+
+def team_role_binding(namespace: str) -> dict[str, Any]:
+    """``edit`` for :func:`team_group` in ``namespace`` (a RoleBinding: nothing outside the namespace)."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {"name": TEAM_ROLE_BINDING, "namespace": namespace},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": EDIT_CLUSTER_ROLE,
+        },
+        "subjects": [
+            {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": team_group(namespace)}
+        ],
+    }
+
+
+def same_namespace_ingress(namespace: str, name: str = TEAM_NETWORK_POLICY) -> dict[str, Any]:
+    """Every pod of ``namespace`` accepts connections from pods of ``namespace`` only."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"podSelector": {}, "policyTypes": ["Ingress"], "ingress": [{"from": [{"podSelector": {}}]}]},
+    }
+
+
+def team_namespace_objects(
+    namespace: str,
+    *,
+    kubernetes_version: str,
+    level: PodSecurityLevel | str = PodSecurityLevel.BASELINE,
+    labels: dict[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """The namespace (unless ``default``, which exists: label it with :func:`pod_security_labels` instead) with
+    ``labels`` and its Pod Security labels, then its RoleBinding and NetworkPolicy."""
+    objects: list[dict[str, Any]] = []
+    if namespace != "default":
+        objects.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": namespace,
+                    "labels": {**(labels or {}), **pod_security_labels(level, kubernetes_version)},
+                },
+            }
+        )
+    return [*objects, team_role_binding(namespace), same_namespace_ingress(namespace)]
+
+
+#: The pods of kube-prometheus-stack that serve what a tenant must not reach: Prometheus and Alertmanager (made
+#: by the Prometheus Operator, labelled with their ``app.kubernetes.io/name``) and Grafana (the chart's).
+MONITORING_SERVERS = ("alertmanager", "grafana", "prometheus")
+MONITORING_NETWORK_POLICY = "training-clusters-monitoring-same-namespace-ingress"
+
+
+def monitoring_ingress(namespace: str) -> dict[str, Any]:
+    """Prometheus, Alertmanager and Grafana accept connections from their own namespace only (Grafana reads
+    Prometheus, Prometheus sends to Alertmanager): no team pod queries metrics, silences alerts or reaches
+    Grafana's login. The node's own address stays allowed (the VPC CNI's agent lets kubelet probes in), and
+    ``kubectl port-forward`` enters the pod's own network namespace, so an admin still reaches Grafana that
+    way. The stack's other pods (the operator's admission webhook, which the API server calls; the exporters)
+    are not selected."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": MONITORING_NETWORK_POLICY, "namespace": namespace},
+        "spec": {
+            "podSelector": {
+                "matchExpressions": [
+                    {"key": "app.kubernetes.io/name", "operator": "In", "values": list(MONITORING_SERVERS)}
+                ]
+            },
+            "policyTypes": ["Ingress"],
+            "ingress": [{"from": [{"podSelector": {}}]}],
+        },
+    }
