@@ -168,7 +168,15 @@ def _charts(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def test_charts_come_pinned_from_their_oci_registries_and_wait_for_ready(job_layer: dict[str, Any]) -> None:
     charts = _charts(job_layer)
-    assert set(charts) == {"kueue", "kubeflow-trainer"}
+    # the cluster's own device plugins (GpuEksCluster installs them for its GPU, EFA and Neuron nodegroups)
+    # beside the job layer's two charts
+    assert set(charts) == {
+        "kueue",
+        "kubeflow-trainer",
+        "nvidia-device-plugin",
+        "aws-efa-k8s-device-plugin",
+        "neuron-helm-chart",
+    }
     for spec in (KUEUE_CHART, KUBEFLOW_TRAINER_CHART):
         props = charts[spec.chart]["Properties"]
         assert (props["Repository"], props["Version"], props["Namespace"], props["Release"]) == (
