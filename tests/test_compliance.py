@@ -307,3 +307,45 @@ def test_a_handlers_nist_acknowledgements_go_on_a_lambda_cfn_function_only() -> 
 
     assert nist_rules(raw) == []
     assert len(nist_rules(function)) == 2  # concurrency and dead-letter queue
+
+
+def test_accepting_traffic_between_members_acknowledges_only_the_groups_own_rule(tmp_path: Path) -> None:
+    """A group's children also hold another group's rule whose peer it is (CDK puts a rule between two stacks
+    in its peer's stack): here ``Peers/Group``'s all-traffic ingress rule from ``Members/Group`` lands under the
+    members' group, with the same logical ids in both stacks. Only the members' own rule is acknowledged; the
+    peers' rule keeps its EC2RestrictedCommonPorts finding."""
+    from aws_cdk import aws_ec2 as ec2
+
+    from training_clusters.constructs._security_groups import open_between_members
+
+    app = cdk.App(outdir=str(tmp_path / "cdk.out"))
+    env = cdk.Environment(account="111111111111", region="us-east-1")
+    network = cdk.Stack(app, "Network", env=env)
+    vpc = ec2.Vpc(network, "Vpc", max_azs=1, nat_gateways=0, subnet_configuration=[])
+    peers = ec2.SecurityGroup(cdk.Stack(app, "Peers", env=env), "Group", vpc=vpc)
+    members = ec2.SecurityGroup(cdk.Stack(app, "Members", env=env), "Group", vpc=vpc)
+    members.connections.allow_to(peers, ec2.Port.all_traffic(), "all traffic to the peers")
+    open_between_members(
+        members, inbound="from members", outbound=None, reason="members exchange all traffic"
+    )
+    rules = {
+        child.node.path: (child.group_id, child.source_security_group_id)
+        for child in members.node.children
+        if isinstance(child, ec2.CfnSecurityGroupIngress)
+    }
+    assert rules == {
+        "Members/Group/from MembersGroupAC709B91:ALL TRAFFIC": (
+            members.security_group_id,
+            members.security_group_id,
+        ),
+        "Members/Group/PeersGroupF554E4C6:ALL TRAFFIC to": (
+            peers.security_group_id,
+            members.security_group_id,
+        ),
+    }
+    add_compliance_checks(app)
+    _, findings = synth_with_checks(app)
+    restricted = sorted(
+        f.construct_path for f in findings if f.rule == "NIST.800.53.R5-EC2RestrictedCommonPorts"
+    )
+    assert restricted == ["Members/Group/PeersGroupF554E4C6:ALL TRAFFIC to"]

@@ -208,16 +208,18 @@ def accept_log_group_without_key(log_group: IConstruct, reason: str) -> None:
 def accept_all_traffic_between_members(group: ec2.SecurityGroup, reason: str) -> None:
     """Explain NIST's EC2RestrictedCommonPorts on ``group``'s rule admitting all traffic from itself.
 
-    Only the self-referencing all-traffic ingress rule is acknowledged (found among the group's own
-    rules), so a rule opening a port to anything else still shows.
+    Only the group's own all-traffic ingress rule from itself is acknowledged, so a rule opening a port to
+    anything else still shows. The group's children also hold other groups' rules whose peer it is (CDK puts
+    a rule between two stacks in its peer's stack): another group's all-traffic rule from this one keeps its
+    finding. Ids are compared as tokens, so groups with the same logical id in two stacks stay apart.
     """
-    stack = cdk.Stack.of(group)
-    own_id = stack.resolve(group.security_group_id)
+    own_id = group.security_group_id
     for child in group.node.children:
         if (
             isinstance(child, ec2.CfnSecurityGroupIngress)
             and child.ip_protocol == "-1"
-            and stack.resolve(child.source_security_group_id) == own_id
+            and child.group_id == own_id
+            and child.source_security_group_id == own_id
         ):
             acknowledge_nist(child, "NIST.800.53.R5-EC2RestrictedCommonPorts", reason)
 

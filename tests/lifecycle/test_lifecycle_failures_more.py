@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import shutil
 
+import pytest
+
 from tests.lifecycle.sandbox import Sandbox
 from tests.lifecycle.test_lifecycle_failures import assert_failed_step
 from tests.lifecycle.test_lifecycle_team import USERS
@@ -38,6 +40,66 @@ def test_a_user_useradd_cannot_add_fails_the_users_step(sandbox: Sandbox) -> Non
     assert "useradd: cannot lock /etc/passwd; try again later." in run.output
     assert "created user bob" not in run.log
     assert (sandbox.state / "passwd").read_text() == "alice:x:2001:2001::/fsx/alice:/bin/bash\n"
+
+
+#: Each account tool the users step runs, made to fail for one name (the stub's switches), with the
+#: exit status and message the step must pass on, and the last change that must not have happened.
+ACCOUNT_TOOL_FAILURES = {
+    "groupadd-user-group": (
+        {"STUB_GROUPADD_FAIL": "bob"},
+        10,
+        "groupadd: cannot lock /etc/group; try again later.",
+        "created group bob",
+    ),
+    "groupadd-supplementary-group": (
+        {"STUB_GROUPADD_FAIL": "ml-team"},
+        10,
+        "groupadd: cannot lock /etc/group; try again later.",
+        "created group ml-team",
+    ),
+    "usermod-append-group": (
+        {"STUB_USERMOD_FAIL": "bob"},
+        8,
+        "usermod: user bob is currently used by process 2411",
+        "added bob to group ml-team",
+    ),
+    "ssh-keygen": (
+        {"STUB_SSH_KEYGEN_FAIL": "bob"},
+        1,
+        "failed: No space left on device",
+        "generated the SSH key pair of bob",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", ACCOUNT_TOOL_FAILURES)
+def test_each_account_tool_that_fails_fails_the_users_step(sandbox: Sandbox, case: str) -> None:
+    """``groupadd ... || true`` (or the same after usermod, ssh-keygen) would leave a node with part of its
+    team and a SUCCESS; each tool's failure ends the users step with its status and message instead."""
+    switch, code, message, not_done = ACCOUNT_TOOL_FAILURES[case]
+    sandbox.write_params(users=USERS)
+
+    run = sandbox.run(**switch)
+
+    assert_failed_step(run, "users", code)
+    assert message in run.output
+    assert not_done not in run.log
+    assert "created user alice" in run.log  # alice came first and is in place
+
+
+def test_a_user_whose_group_or_home_cannot_be_repaired_fails_the_users_step(sandbox: Sandbox) -> None:
+    """alice exists with her uid but another primary group and home: usermod repairs them; when usermod
+    fails, so does the step (not a node where alice's files land in the wrong group)."""
+    sandbox.write_params(users=USERS)
+    (sandbox.state / "group").write_text("alice:x:2001:\n")
+    (sandbox.state / "passwd").write_text("alice:x:2001:100::/home/alice:/bin/bash\n")
+
+    run = sandbox.run(STUB_USERMOD_FAIL="alice")
+
+    assert_failed_step(run, "users", 8)
+    assert run.calls_to("usermod")[-1] == ["--gid", "2001", "--home", "/fsx/alice", "alice"]
+    assert "usermod: user alice is currently used by process 2411" in run.output
+    assert "user alice: primary group" not in run.log
 
 
 def test_a_file_system_that_never_shows_as_mounted_fails_the_mount_step(sandbox: Sandbox) -> None:

@@ -5,10 +5,19 @@
 # only checks its operands exist (the sandbox cannot change owners); the file tools that write (chmod, cp,
 # mkdir, mv, tee) are recorded and then run for real, from $TC_TOOLS. scontrol (linked only into the fake root's
 # /opt/slurm/bin, where ParallelCluster installs it) answers as with slurmctld down while $TC_ROOT/scontrol.fails
-# exists.
+# exists. Failure switches, each naming the user or group whose call fails (as when another tool holds the lock
+# on /etc/passwd or /etc/group, or the user runs a process): STUB_GROUPADD_FAIL=GROUP, STUB_USERADD_FAIL=USER,
+# STUB_USERMOD_FAIL=USER, STUB_SSH_KEYGEN_FAIL=USER (the key pair commented USER@...).
 set -euo pipefail
 tool=$(basename "$0")
 echo "${TC_AS_USER:+[${TC_AS_USER}] }${tool} $*" >>"${TC_ROOT}/calls.log"
+# fail_for SWITCH NAME EXIT MESSAGE: exit with EXIT and MESSAGE when the switch names NAME.
+fail_for() {
+    if [[ -n ${1} && $1 == "$2" ]]; then
+        echo "$4" >&2
+        exit "$3"
+    fi
+}
 passwd="${TC_ROOT}/etc/passwd"
 group="${TC_ROOT}/etc/group"
 case $tool in
@@ -19,6 +28,7 @@ case $tool in
         ;;
     groupadd)
         [[ $1 == --gid ]] || exit 2
+        fail_for "${STUB_GROUPADD_FAIL:-}" "$3" 10 "groupadd: cannot lock /etc/group; try again later."
         echo "$3:x:$2:" >>"$group"
         ;;
     useradd)
@@ -33,20 +43,24 @@ case $tool in
                 *) exit 2 ;;
             esac
         done
+        fail_for "${STUB_USERADD_FAIL:-}" "$1" 1 "useradd: cannot lock /etc/passwd; try again later."
         echo "$1:x:${uid}:${gid}::${home}:/bin/bash" >>"$passwd"
         ;;
     usermod)
         [[ $1 == --append && $2 == --groups ]] || exit 2
+        fail_for "${STUB_USERMOD_FAIL:-}" "$4" 8 "usermod: user $4 is currently used by process 2411"
         awk -F: -v OFS=: -v g="$3" -v u="$4" '$1 == g { $4 = ($4 == "" ? u : $4 "," u) } { print }' \
             "$group" >"${group}.new"
         "${TC_TOOLS}/mv" "${group}.new" "$group"
         ;;
     ssh-keygen)
-        file=""
+        file="" comment=""
         while (($#)); do
             if [[ $1 == -f ]]; then file=$2; fi
+            if [[ $1 == -C ]]; then comment=$2; fi
             shift
         done
+        fail_for "${STUB_SSH_KEYGEN_FAIL:-}" "${comment%%@*}" 1 "Saving key \"${file}\" failed: No space left on device"
         echo "PRIVATE" >"$file"
         echo "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIClusterKey generated" >"${file}.pub"
         ;;

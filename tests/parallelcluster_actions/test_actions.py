@@ -93,9 +93,10 @@ class Node:
             (self.tools if name in RECORDED else self.bin).joinpath(name).symlink_to(found)
         self.homes = root / "shared" / "home"
 
-    def run(self, script: str, *args: str) -> subprocess.CompletedProcess[str]:
-        """Run an action with the stubs first on PATH (for users.sh, whose account tools must be faked)."""
-        return self._run(script, args, path=str(self.bin))
+    def run(self, script: str, *args: str, **switches: str) -> subprocess.CompletedProcess[str]:
+        """Run an action with the stubs first on PATH (for users.sh, whose account tools must be faked);
+        ``switches`` are the stub's failure switches (``STUB_USERADD_FAIL="bob"``: see stub.sh)."""
+        return self._run(script, args, path=str(self.bin), switches=switches)
 
     def run_as_parallelcluster(self, script: str, *args: str) -> subprocess.CompletedProcess[str]:
         """Run an action with exactly ParallelCluster's PATH; Slurm's commands only in the fake /opt/slurm/bin."""
@@ -103,12 +104,15 @@ class Node:
         assert not on_path, f"{on_path} on ParallelCluster's PATH here: the test would prove nothing"
         return self._run(script, args, path=PARALLELCLUSTER_PATH)
 
-    def _run(self, script: str, args: tuple[str, ...], *, path: str) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, script: str, args: tuple[str, ...], *, path: str, switches: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
         env = {
             "PATH": path,
             "TC_ROOT": str(self.root),
             "TC_TOOLS": str(self.tools),
             "HOME": str(self.root),
+            **(switches or {}),
         }
         bash = shutil.which("bash")
         assert bash
@@ -306,22 +310,55 @@ def test_ids_taken_differently_on_the_node_fail_the_bootstrap(
     assert message in result.stderr
 
 
-LOCKED = "useradd: cannot lock /etc/passwd; try again later."
+#: Each account tool users.sh runs, made to fail for one name (the stub's switches): the exit status and message
+#: the bootstrap must end with, and the account calls made, in order, the failed one last: none after it.
+ACCOUNT_TOOLS = ("groupadd", "useradd", "usermod")
+ACCOUNT_TOOL_FAILURES = {
+    "groupadd-user-group": (
+        {"STUB_GROUPADD_FAIL": "alice"}, 10, "groupadd: cannot lock /etc/group; try again later.",
+        ["groupadd --gid 2001 alice"],
+    ),
+    "groupadd-supplementary-group": (
+        {"STUB_GROUPADD_FAIL": "ops"}, 10, "groupadd: cannot lock /etc/group; try again later.",
+        ["groupadd --gid 2001 alice", "groupadd --gid 3000 ml", "groupadd --gid 3001 ops"],
+    ),
+    "useradd": (
+        {"STUB_USERADD_FAIL": "bob"}, 1, "useradd: cannot lock /etc/passwd; try again later.",
+        ["groupadd --gid 2001 alice", "groupadd --gid 3000 ml", "groupadd --gid 3001 ops", "useradd", "usermod",
+         "usermod", "groupadd --gid 2100 bob", "useradd"],
+    ),
+    "usermod-append-group": (
+        {"STUB_USERMOD_FAIL": "alice"}, 8, "usermod: user alice is currently used by process 2411",
+        ["groupadd --gid 2001 alice", "groupadd --gid 3000 ml", "groupadd --gid 3001 ops", "useradd", "usermod"],
+    ),
+}  # fmt: skip
 
 
-def test_an_account_tool_that_fails_fails_the_bootstrap_where_it_failed(head: Node) -> None:
-    """useradd refused (another tool holds /etc/passwd's lock): the action stops there with useradd's exit status
-    and its message, before any home is written; a node with half its team would bootstrap "successfully"."""
-    useradd = head.bin / "useradd"
-    useradd.unlink()
-    useradd.write_text(f"#!/bin/bash\necho '{LOCKED}' >&2\nexit 10\n")
-    useradd.chmod(0o755)
-    result = head.run("users.sh", *TEAM)
-    assert result.returncode == 10
-    assert result.stderr.splitlines() == [LOCKED]
-    assert "created user" not in result.stdout
-    assert list(head.homes.iterdir()) == []
-    assert {_tool(c) for c in head.changes()} == {"groupadd"}
+@pytest.mark.parametrize("case", ACCOUNT_TOOL_FAILURES)
+def test_each_account_tool_that_fails_fails_the_bootstrap_where_it_failed(head: Node, case: str) -> None:
+    """A tool refused (another holds /etc/passwd's or /etc/group's lock, the user runs a process): the action
+    stops there with the tool's exit status and its message alone, and nothing after it happens; a
+    ``groupadd ... || true`` would bootstrap a node with half its team "successfully"."""
+    switch, code, message, changed = ACCOUNT_TOOL_FAILURES[case]
+    result = head.run("users.sh", *TEAM, **switch)
+    assert result.returncode == code
+    assert result.stderr.splitlines() == [message]
+    made = [c if c.startswith("groupadd") else _tool(c) for c in head.changes() if _tool(c) in ACCOUNT_TOOLS]
+    assert made == changed
+    assert list(head.homes.iterdir()) == ([head.homes / "alice"] if case == "useradd" else [])
+
+
+def test_a_key_pair_that_cannot_be_generated_fails_the_bootstrap_before_any_key_is_authorised(
+    head: Node,
+) -> None:
+    result = head.run("users.sh", *TEAM, STUB_SSH_KEYGEN_FAIL="alice")
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == (
+        "users.sh: error: could not generate the cluster key pair of alice in /shared/home/alice/.ssh as alice"
+    )
+    assert "failed: No space left on device" in result.stderr
+    assert not (head.homes / "alice" / ".ssh" / "authorized_keys").exists()
+    assert not (head.homes / "bob").exists()
 
 
 @pytest.mark.parametrize(

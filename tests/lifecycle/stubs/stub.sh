@@ -632,6 +632,11 @@ case $name in
         echo "${user}:x:1000:1000::${home}:/bin/bash"
         ;;
     groupadd)
+        # STUB_GROUPADD_FAIL: that one group cannot be added (as when /etc/group stays locked).
+        if [[ -n ${STUB_GROUPADD_FAIL:-} && ${*: -1} == "$STUB_GROUPADD_FAIL" ]]; then
+            echo "groupadd: cannot lock /etc/group; try again later." >&2
+            exit 10
+        fi
         db_add group "${*: -1}:x:$(arg_of --gid "$@"):"
         ;;
     useradd)
@@ -647,6 +652,12 @@ case $name in
         arg_of --home-dir "$@" >"${state}/home.${*: -1}"
         ;;
     usermod)
+        # STUB_USERMOD_FAIL: 1 (every change) or a user's name (changes to that user) fail, as while the user
+        # runs a process; STUB_USERMOD_MOVE_FAIL: only --move-home fails.
+        if [[ -n ${STUB_USERMOD_FAIL:-} ]] && [[ $STUB_USERMOD_FAIL == 1 || ${*: -1} == "$STUB_USERMOD_FAIL" ]]; then
+            echo "usermod: user ${*: -1} is currently used by process 2411" >&2
+            exit 8
+        fi
         if [[ ${1:-} == --append && ${2:-} == --groups ]]; then
             [[ -f "${state}/group" ]] || exit 6
             awk -F: -v OFS=: -v group="$3" -v user="$4" \
@@ -654,8 +665,7 @@ case $name in
             mv "${state}/group.new" "${state}/group"
             exit 0
         fi
-        if [[ $name == usermod && -n ${STUB_USERMOD_FAIL:-} ]] ||
-            [[ $name == usermod && -n ${STUB_USERMOD_MOVE_FAIL:-} && " $* " == *" --move-home "* ]]; then
+        if [[ -n ${STUB_USERMOD_MOVE_FAIL:-} && " $* " == *" --move-home "* ]]; then
             echo "usermod: user ${*: -1} is currently used by process 2411" >&2
             exit 8
         fi
@@ -680,6 +690,11 @@ case $name in
             [[ $1 == -C ]] && comment=$2
             shift
         done
+        # STUB_SSH_KEYGEN_FAIL: the key pair commented NAME@... cannot be written (a full disk, say).
+        if [[ -n ${STUB_SSH_KEYGEN_FAIL:-} && ${comment%%@*} == "$STUB_SSH_KEYGEN_FAIL" ]]; then
+            echo "Saving key \"${key}\" failed: No space left on device" >&2
+            exit 1
+        fi
         echo "PRIVATE KEY $(bump keys)" >"$key"
         echo "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIStub$(<"${state}/count.keys") ${comment}" >"${key}.pub"
         ;;
