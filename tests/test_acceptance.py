@@ -262,8 +262,9 @@ def _shellcheck_every_script() -> tuple[list[Path], subprocess.CompletedProcess[
     return files, result
 
 
-def test_shellcheck_clean() -> None:
+def test_shellcheck_clean(shellcheck: str) -> None:
     files, result = _SHELLCHECK.result()
+    assert result.args[0] == shellcheck
     # every script each environment gets (the MPIJob YAML is not shell): none left out, none unexpected
     scripts = [
         name for names in EXPECTED_FILES.values() for name in names if name.endswith((".sbatch", ".sh"))

@@ -57,8 +57,9 @@ def _shellcheck_fragments() -> subprocess.CompletedProcess[str]:
 _SHELLCHECK = background.start(_shellcheck_fragments)
 
 
-def test_shellcheck_clean_as_files() -> None:
+def test_shellcheck_clean_as_files(shellcheck: str) -> None:
     result = _SHELLCHECK.result()
+    assert result.args[0] == shellcheck
     assert result.returncode == 0, result.stdout + result.stderr
 
 

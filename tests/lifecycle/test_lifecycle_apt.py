@@ -15,7 +15,6 @@ from tests.lifecycle.sandbox import (
     REPO,
     Run,
     Sandbox,
-    shellcheck_path,
 )
 
 BACKUPS = "var/backups/training-clusters/apt"
@@ -313,7 +312,7 @@ def test_missing_repository_is_not_retried_by_the_wrapper(sandbox: Sandbox) -> N
     assert "failed (exit 100) with an error that retrying will not fix" in run.log
 
 
-def test_apt_test_scripts_are_shellcheck_clean(tmp_path: Path) -> None:
+def test_apt_test_scripts_are_shellcheck_clean(tmp_path: Path, shellcheck: str) -> None:
     """The fake apt-get and the real-apt integration scripts, like the lifecycle scripts themselves."""
     fake = tmp_path / "apt-get"
     fake.write_text(FAKE_APT_GET.replace("__STUB__", "/nonexistent/stub"))
@@ -325,7 +324,7 @@ def test_apt_test_scripts_are_shellcheck_clean(tmp_path: Path) -> None:
         "host_mirror.sh",
     ]
     result = subprocess.run(
-        [shellcheck_path(), "--severity=style", "--format=gcc", str(fake), *map(str, integration)],
+        [shellcheck, "--severity=style", "--format=gcc", str(fake), *map(str, integration)],
         capture_output=True,
         text=True,
         check=False,

@@ -32,8 +32,9 @@ def _shellcheck_all() -> subprocess.CompletedProcess[str]:
 _SHELLCHECK = background.start(_shellcheck_all)
 
 
-def test_shellcheck_clean() -> None:
+def test_shellcheck_clean(shellcheck: str) -> None:
     result = _SHELLCHECK.result()
+    assert result.args[0] == shellcheck
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -6,7 +6,6 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.lifecycle.sandbox import shellcheck_path
 from training_clusters.monitoring.efa import EFA_COUNTERS_SCRIPT, EFA_METRICS, node_exporter_values
 
 
@@ -48,11 +47,11 @@ def test_a_node_without_efa_writes_no_samples(tmp_path: Path) -> None:
     assert [line for line in text.splitlines() if not line.startswith("#")] == []
 
 
-def test_the_script_is_shellcheck_clean_as_posix_sh(tmp_path: Path) -> None:
+def test_the_script_is_shellcheck_clean_as_posix_sh(tmp_path: Path, shellcheck: str) -> None:
     script = tmp_path / "efa.sh"
     script.write_text("#!/bin/sh\n" + EFA_COUNTERS_SCRIPT)
     done = subprocess.run(
-        [shellcheck_path(), "--severity=style", str(script)], capture_output=True, text=True, check=False
+        [shellcheck, "--severity=style", str(script)], capture_output=True, text=True, check=False
     )
     assert done.returncode == 0, done.stdout
 

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.lifecycle.sandbox import shellcheck_path
 from training_clusters.parallelcluster_actions import ACTIONS_DIR, ENROOT_FOLDERS
 from training_clusters.stacks.parallelcluster import enroot_args
 
@@ -610,11 +609,11 @@ def test_no_action_runs_a_slurm_command_by_its_bare_name(script: str) -> None:
     assert [line for line in code if _BARE_SLURM.search(line.split(" #")[0])] == []
 
 
-def test_the_actions_are_shellcheck_clean() -> None:
+def test_the_actions_are_shellcheck_clean(shellcheck: str) -> None:
     scripts = sorted(ACTIONS_DIR.glob("*.sh"))
     assert {p.name for p in scripts} == {"users.sh", "pyxis.sh"}
     result = subprocess.run(
-        [shellcheck_path(), "-x", "--severity=style", *map(str, scripts), str(STUB)],
+        [shellcheck, "-x", "--severity=style", *map(str, scripts), str(STUB)],
         capture_output=True,
         text=True,
         check=False,
