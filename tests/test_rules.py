@@ -27,6 +27,22 @@ RESERVED = "is reserved by the operating system or Slurm; use e.g. /fsx or /shar
         ("/etc/ssh", f"'/etc/ssh' {RESERVED}"),
         ("/home", f"'/home' {RESERVED}"),
         ("/opt/slurm", f"'/opt/slurm' {RESERVED}"),
+        ("/var", f"'/var' {RESERVED}"),
+        ("/var/lib", f"'/var/lib' {RESERVED}"),  # the packages' state, Docker's images
+        ("/var/lib/docker", f"'/var/lib/docker' {RESERVED}"),
+        ("/variable", None),  # a tree's name as a prefix of another folder's is not inside it
+        ("/opt/dlami/nvme", f"'/opt/dlami/nvme' {RESERVED}"),
+        ("/opt/amazon/efa", f"'/opt/amazon/efa' {RESERVED}"),
+        ("/opt/parallelcluster", None),  # ParallelCluster's own rule refuses it, when the stack is built
+        ("/snap/bin", f"'/snap/bin' {RESERVED}"),
+        ("/sys/fs/cgroup", f"'/sys/fs/cgroup' {RESERVED}"),
+        ("/proc/self", f"'/proc/self' {RESERVED}"),
+        ("/boot/efi", f"'/boot/efi' {RESERVED}"),
+        ("/dev/shm", f"'/dev/shm' {RESERVED}"),
+        ("/root/data", f"'/root/data' {RESERVED}"),
+        ("/run/user", f"'/run/user' {RESERVED}"),
+        ("/bin/x", f"'/bin/x' {RESERVED}"),
+        ("/usr/local", f"'/usr/local' {RESERVED}"),
     ],
 )
 def test_a_mount_dir_is_an_absolute_directory_the_system_does_not_own(

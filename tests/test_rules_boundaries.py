@@ -302,13 +302,31 @@ _LINUX_NAME = "must be a Linux name: a lower-case letter or '_', then lower-case
     ("name", "problem"),
     [
         ("a" * 32, None),
-        ("_svc-1", None),
+        ("svc_1-a", None),
         ("a" * 33, f"{_LINUX_NAME}, got '{'a' * 33}'"),
         ("1abc", f"{_LINUX_NAME}, got '1abc'"),
         (
             "slurm",
-            "'slurm' is already used by the images or Slurm; reserved are root, ec2-user, ubuntu, rocky, slurm, "
-            "munge, nobody, pcluster-admin, dcv",
+            "'slurm' is already a user or group on the nodes (ParallelCluster and Slurm); pick another name",
+        ),
+        (
+            "_svc-1",
+            "'_svc-1' starts with '_', kept for the distributions' system users (_apt, _chrony); pick another name",
+        ),
+        ("systemd", None),  # only the prefix with its dash is systemd's
+        (
+            "systemd-x",
+            "'systemd-x' starts with 'systemd-', kept for systemd's own users and groups; pick another name",
+        ),
+        (
+            "docker",
+            "'docker' confers rights on the nodes: members of docker drive the Docker daemon, which runs as root "
+            "(docs.docker.com/engine/security/#docker-daemon-attack-surface); pick another name",
+        ),
+        ("dockers", None),
+        (
+            "enroot",
+            "'enroot' is already a user or group on the nodes (this library's node scripts and add-ons); pick another name",
         ),
     ],
 )
@@ -872,11 +890,29 @@ def test_kubernetes_labels(labels: dict[str, str], problem: str | None) -> None:
     ("cidrs", "problem"),
     [
         (["203.0.113.0/24"], None),
-        (["0.0.0.0/1", "128.0.0.0/1"], None),
+        (["10.0.0.0/8"], None),  # the widest one range may be
+        ([f"{first}.0.0.0/8" for first in range(1, 17)], None),  # one sixteenth of the addresses, not more
+        (
+            [f"{first}.0.0.0/8" for first in range(1, 17)] + ["17.0.0.0/32"],
+            "must not open the API endpoint to the whole internet, got ranges covering 268,435,457 addresses "
+            "together, more than one sixteenth of IPv4's (268,435,456); list your own ranges",
+        ),
+        (["1.0.0.0/8", "1.0.0.0/8"], None),  # a range twice covers it once
+        (
+            ["0.0.0.0/1", "128.0.0.0/1"],
+            "must not open the API endpoint to the whole internet, got '0.0.0.0/1', wider than a /8; "
+            "list your own ranges",
+        ),
+        (
+            ["10.0.0.0/7"],
+            "must not open the API endpoint to the whole internet, got '10.0.0.0/7', wider than a /8; "
+            "list your own ranges",
+        ),
         ([], "must list at least one IPv4 range when given; omit it for a private endpoint"),
         (
             ["203.0.113.0/24", "0.0.0.0/0"],
-            "must not open the API endpoint to the whole internet, got '0.0.0.0/0'; list your own ranges",
+            "must not open the API endpoint to the whole internet, got '0.0.0.0/0', wider than a /8; "
+            "list your own ranges",
         ),
         (
             ["2001:db8:0:0:0:0:0:0/32"],
@@ -1376,10 +1412,21 @@ def test_pcluster_efa_and_gpudirect_rdma_list_the_capable_types() -> None:
         ("pl-0123abcd", None),
         ("10.0.0.0/16", None),
         ("10.0.0.1/16", None),  # host bits are allowed, as ParallelCluster allows them
-        ("0.0.0.0/1", None),
+        ("10.0.0.1/8", None),
+        (
+            "10.0.0.1/7",
+            "must not open SSH to the whole internet, got '10.0.0.1/7', wider than a /8; give the VPC CIDR or a "
+            "prefix list",
+        ),
+        (
+            "0.0.0.0/1",
+            "must not open SSH to the whole internet, got '0.0.0.0/1', wider than a /8; give the VPC CIDR or a "
+            "prefix list",
+        ),
         (
             "0.0.0.0/0",
-            "must not open SSH to the whole internet, got '0.0.0.0/0'; give the VPC CIDR or a prefix list",
+            "must not open SSH to the whole internet, got '0.0.0.0/0', wider than a /8; give the VPC CIDR or a "
+            "prefix list",
         ),
         ("pl-", "must be an IPv4 CIDR such as 10.0.0.0/16 or a prefix list id (pl-...), got 'pl-'"),
         # IPv6 written out in full: a test id with "::" is not one pytest can be given back on its command line

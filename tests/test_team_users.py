@@ -52,8 +52,19 @@ def test_no_users_is_the_default() -> None:
         ),
         (
             [{"name": "ubuntu", "uid": 2001}],
-            "users.0.name: 'ubuntu' is already used by the images or Slurm; reserved are root, "
-            "ec2-user, ubuntu, rocky, slurm, munge, nobody, pcluster-admin, dcv",
+            "users.0.name: 'ubuntu' is already a user or group on the nodes (Ubuntu's cloud image and "
+            "HyperPod's DLAMI); pick another name",
+        ),
+        (
+            [{"name": "alice", "uid": 2001, "groups": [{"name": "docker", "gid": 3000}]}],
+            "users.0.groups.0.name: 'docker' confers rights on the nodes: members of docker drive the Docker "
+            "daemon, which runs as root (docs.docker.com/engine/security/#docker-daemon-attack-surface); pick "
+            "another name",
+        ),
+        (
+            [{"name": "alice", "uid": 2001, "ssh_public_keys": ["ssh-ed25519 AAAAC3Nz alice\x00@laptop"]}],
+            "users.0.ssh_public_keys: [0] must have a comment without control characters, got the comment "
+            "'alice\\x00@laptop'",
         ),
         (
             [{"name": "alice", "uid": 1000}],

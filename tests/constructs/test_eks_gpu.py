@@ -466,7 +466,7 @@ def test_bad_gpu_nodegroups_are_clear_errors(
         (
             {"public_access_cidrs": ["0.0.0.0/0"]},
             "Test/Cluster0: public_access_cidrs must not open the API endpoint to the whole internet, got "
-            "'0.0.0.0/0'; list your own ranges",
+            "'0.0.0.0/0', wider than a /8; list your own ranges",
         ),
         (
             {"public_access_cidrs": ["office"]},
@@ -483,6 +483,17 @@ def test_bad_gpu_nodegroups_are_clear_errors(
             "got 'Admin'",
         ),
         ({"system_node_count": 0}, "Test/Cluster4: system_node_count must be 1 or more, got 0"),
+        (
+            {"public_access_cidrs": ["0.0.0.0/1", "128.0.0.0/1"]},
+            "Test/Cluster5: public_access_cidrs must not open the API endpoint to the whole internet, got "
+            "'0.0.0.0/1', wider than a /8; list your own ranges",
+        ),
+        (
+            {"public_access_cidrs": [f"{first}.0.0.0/8" for first in range(1, 18)]},
+            "Test/Cluster6: public_access_cidrs must not open the API endpoint to the whole internet, got ranges "
+            "covering 285,212,672 addresses together, more than one sixteenth of IPv4's (268,435,456); list your "
+            "own ranges",
+        ),
     ],
 )
 def test_bad_clusters_are_clear_errors(

@@ -251,7 +251,18 @@ def test_pam_slurm_adopt_reaches_every_worker_group(stack: cdk.Stack) -> None:
     [
         (
             [TeamUser(name="ubuntu", uid=2001)],
-            "users[0].name 'ubuntu' is already used by the images or Slurm",
+            "users[0].name 'ubuntu' is already a user or group on the nodes (Ubuntu's cloud image and HyperPod's "
+            "DLAMI); pick another name",
+        ),
+        (
+            [TeamUser(name="alice", uid=2001, groups={"wheel": 3000})],
+            "users[0].groups['wheel'] 'wheel' confers rights on the nodes: members of wheel run any command as root (%wheel "
+            "in Amazon Linux's and Rocky's /etc/sudoers); pick another name",
+        ),
+        (
+            [TeamUser(name="alice", uid=2001, ssh_public_keys=["ssh-ed25519 AAAAC3Nz alice\x07"])],
+            "users[0].ssh_public_keys[0] must have a comment without control characters, got the comment "
+            "'alice\\x07'",
         ),
         ([TeamUser(name="alice", uid=1000)], "users[0].uid must be 2000 to 59999"),
         ([ALICE, TeamUser(name="bob", uid=2001)], "users[1].uid 2001 is already given to another user"),

@@ -639,8 +639,14 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
     (
         "ssh from the internet",
         lambda p: {"head_node": HeadNode(key_name="ops", ssh_allowed_ips="0.0.0.0/0")},
-        "Test/Cluster: head_node.ssh_allowed_ips must not open SSH to the whole internet, got '0.0.0.0/0'; give "
+        "Test/Cluster: head_node.ssh_allowed_ips must not open SSH to the whole internet, got '0.0.0.0/0', wider than a /8; give "
         "the VPC CIDR or a prefix list",
+    ),
+    (
+        "ssh from half the internet",
+        lambda p: {"head_node": HeadNode(key_name="ops", ssh_allowed_ips="128.0.0.0/1")},
+        "Test/Cluster: head_node.ssh_allowed_ips must not open SSH to the whole internet, got '128.0.0.0/1', wider "
+        "than a /8; give the VPC CIDR or a prefix list",
     ),
     (
         "ssh range that is not a cidr",

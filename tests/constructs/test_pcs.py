@@ -1013,6 +1013,12 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         "/fsx or /shared",
     ),
     (
+        "mount dir in a system tree",
+        lambda p: {"mount_dir": "/var/lib"},
+        "Test/Pcs: mount_dir '/var/lib' belongs to the operating system, Slurm or the PCS agent; use e.g. "
+        "/fsx or /shared",
+    ),
+    (
         "relative mount dir",
         lambda p: {"mount_dir": "shared"},
         "Test/Pcs: mount_dir must be an absolute directory such as /fsx, got 'shared'",

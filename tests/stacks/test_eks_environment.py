@@ -248,7 +248,7 @@ def test_public_endpoint_open_to_the_world_is_refused_when_the_file_loads() -> N
         parse_environment(_document({**GPU, "public_access_cidrs": ["0.0.0.0/0"]}))
     assert str(error.value).splitlines()[1] == (
         "  eks.public_access_cidrs: must not open the API endpoint to the whole internet, got "
-        "'0.0.0.0/0'; list your own ranges"
+        "'0.0.0.0/0', wider than a /8; list your own ranges"
     )
 
 
@@ -265,7 +265,7 @@ def test_public_endpoint_open_to_the_world_is_refused_by_the_construct_too(app: 
         )
     assert str(error.value) == (
         "training-x/Eks: public_access_cidrs must not open the API endpoint to the whole internet, got "
-        "'0.0.0.0/0'; list your own ranges"
+        "'0.0.0.0/0', wider than a /8; list your own ranges"
     )
 
 

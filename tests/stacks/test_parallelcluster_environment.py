@@ -167,7 +167,7 @@ BAD_FILES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "ssh from the internet",
         lambda d: d["parallelcluster"]["head_node"].update(key_name="ops", ssh_allowed_ips="0.0.0.0/0"),
-        "parallelcluster.head_node: ssh_allowed_ips must not open SSH to the whole internet, got '0.0.0.0/0'; "
+        "parallelcluster.head_node: ssh_allowed_ips must not open SSH to the whole internet, got '0.0.0.0/0', wider than a /8; "
         "give the VPC CIDR or a prefix list",
     ),
     (

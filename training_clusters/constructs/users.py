@@ -19,7 +19,9 @@ class TeamUser:
     """A team member with the same name, uid and gid on every node and a home on the shared file system.
 
     :param name: Linux user name: a lower-case letter or ``_``, then lower-case letters, digits, ``_`` or
-        ``-``, at most 32; not one the images or Slurm use (``ubuntu``, ``slurm`` ...).
+        ``-``, at most 32; not one that confers rights on the nodes (``docker``, ``sudo``, ``wheel`` ...) or
+        that the images, Slurm or the node scripts use (``ubuntu``, ``slurm``, ``enroot`` ...): see
+        :mod:`training_clusters.rules.users`. The same holds for ``groups``' names.
     :param uid: 2000-59999, the same on every node.
     :param gid: Of the user's primary group, named like the user. Default: the uid.
     :param groups: Supplementary groups, name to gid. Default: none.

@@ -36,11 +36,16 @@ def duplicates_problem(names: Iterable[str]) -> str | None:
 #: keys, ``/opt/slurm`` Slurm itself).
 SYSTEM_MOUNT_DIRS = frozenset(
     ("/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib64", "/opt", "/opt/slurm", "/proc", "/root",
-     "/run", "/sbin", "/sys", "/tmp", "/usr", "/var")
+     "/run", "/sbin", "/snap", "/sys", "/tmp", "/usr", "/var")
 )  # fmt: skip
-#: System folders whose every subfolder is the system's too (``/etc/ssh``, ``/usr/local``, ``/opt/slurm/etc``).
-SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt/slurm", "/proc", "/root", "/run",
-                "/sbin", "/sys", "/usr")  # fmt: skip
+#: System folders whose every subfolder is the system's too (``/etc/ssh``, ``/usr/local``; ``/var/lib``: the
+#: packages' state, Docker's and containerd's images; ``/snap``: Ubuntu's snaps), and the vendors' folders under
+#: ``/opt`` on the node images (Slurm; EFA's ``/opt/amazon``; ``/opt/aws``; the DLAMI's ``/opt/dlami/nvme``;
+#: NVIDIA's). ParallelCluster's own ``/opt/parallelcluster`` is its rule's. Another folder under ``/opt``
+#: (``/opt/data``) is a user's to choose.
+SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib64", "/opt/amazon", "/opt/aws", "/opt/dlami",
+                "/opt/nvidia", "/opt/slurm", "/proc", "/root", "/run", "/sbin", "/snap", "/sys", "/usr",
+                "/var")  # fmt: skip
 _MOUNT_DIR = re.compile(r"^/[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")
 
 
@@ -61,7 +66,9 @@ def mount_dir_problem(
         return f"must be an absolute directory such as {example}, got {excerpt(mount_dir)}"
     if any(part in (".", "..") for part in mount_dir.split("/")):
         return f"must not contain '.' or '..' segments, got {excerpt(mount_dir)}"
-    if mount_dir in reserved or any(mount_dir.startswith(f"{tree}/") for tree in SYSTEM_TREES):
+    if mount_dir in reserved or any(
+        mount_dir == tree or mount_dir.startswith(f"{tree}/") for tree in SYSTEM_TREES
+    ):
         other = next(choice for choice in ("/fsx", "/shared") if choice != example)
         return f"{excerpt(mount_dir)} {reserved_by}; use e.g. {example} or {other}"
     return None

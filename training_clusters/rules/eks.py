@@ -14,6 +14,7 @@ from training_clusters.catalog import InstanceType
 from training_clusters.eks_mig import COMPUTE_SLICES, MEMORY_SLICES, layout_fits, profile_slices
 from training_clusters.errors import excerpt
 from training_clusters.options import MigLayout, MigStrategy, Mps, TimeSlicing
+from training_clusters.rules.network import internet_wide_problem
 
 MIN_SHARING_REPLICAS = 2
 
@@ -158,15 +159,16 @@ def kubernetes_labels(labels: dict[str, str]) -> dict[str, str]:
 
 
 def public_access_cidrs_problem(cidrs: list[str]) -> str | None:
-    """Ranges allowed to reach the cluster's public API endpoint: at least one, each IPv4 and narrower than
-    the internet (ranges that are deploy-time tokens are the caller's to skip)."""
+    """Ranges allowed to reach the cluster's public API endpoint: at least one, each IPv4, together narrower
+    than the internet (:func:`~training_clusters.rules.network.internet_wide_problem`; ranges that are
+    deploy-time tokens are the caller's to skip)."""
     if not cidrs:
         return "must list at least one IPv4 range when given; omit it for a private endpoint"
     for cidr in cidrs:
         try:
-            network = ipaddress.IPv4Network(cidr)
+            ipaddress.IPv4Network(cidr)
         except ValueError:
             return f"must hold IPv4 ranges such as 203.0.113.0/24, got {excerpt(cidr)}"
-        if network.prefixlen == 0:
-            return f"must not open the API endpoint to the whole internet, got {excerpt(cidr)}; list your own ranges"
+    if wide := internet_wide_problem(cidrs):
+        return f"must not open the API endpoint to the whole internet, {wide}; list your own ranges"
     return None

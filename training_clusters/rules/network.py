@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Iterable
+from fractions import Fraction
 
 from training_clusters.errors import excerpt
 
@@ -14,6 +16,12 @@ MAX_NAT_GATEWAYS_PER_AZ = 1
 #: CIDR block" (Amazon VPC User Guide, "Subnet CIDR blocks":
 #: https://docs.aws.amazon.com/vpc/latest/userguide/subnet-sizing.html).
 RESERVED_SUBNET_ADDRESSES = 5
+#: Ranges let in from outside the VPC (SSH to a head node, the Kubernetes API) are "the whole internet" when one
+#: is wider than a /8 (16.8 million addresses, as wide as a single organisation's allocation gets) or when they
+#: cover more than one sixteenth of the IPv4 addresses together (a /4's worth, 268 million): a list of ranges
+#: is judged by what it covers, so ``[0.0.0.0/1, 128.0.0.0/1]`` is the internet as ``0.0.0.0/0`` is.
+WIDEST_OPEN_PREFIX = 8
+MAX_OPEN_SHARE = Fraction(1, 16)
 
 
 def usable_addresses(mask: int = PRIVATE_SUBNET_MASK) -> int:
@@ -84,4 +92,21 @@ def nat_gateways_problem(nat_gateways: int | None, endpoint_only: bool) -> str |
         )
     if nat_gateways > 0 and endpoint_only:
         return f"must be 0 (or omitted) when endpoint_only is enabled, got {nat_gateways}"
+    return None
+
+
+def internet_wide_problem(ranges: Iterable[str]) -> str | None:
+    """``None`` when the IPv4 ``ranges`` (valid CIDRs, host bits allowed) are narrower than the whole internet
+    (:data:`WIDEST_OPEN_PREFIX`, :data:`MAX_OPEN_SHARE`), else the end of a "must not open ... to the whole
+    internet" sentence: ``"got '0.0.0.0/1', wider than a /8"``. The caller words the start and the advice."""
+    networks = []
+    for cidr in ranges:
+        network = ipaddress.IPv4Network(cidr, strict=False)
+        if network.prefixlen < WIDEST_OPEN_PREFIX:
+            return f"got {excerpt(cidr)}, wider than a /{WIDEST_OPEN_PREFIX}"
+        networks.append(network)
+    covered = sum(network.num_addresses for network in ipaddress.collapse_addresses(networks))
+    most = int((1 << 32) * MAX_OPEN_SHARE)
+    if covered > most:
+        return f"got ranges covering {covered:,} addresses together, more than one sixteenth of IPv4's ({most:,})"
     return None

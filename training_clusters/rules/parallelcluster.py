@@ -19,6 +19,7 @@ from training_clusters.options import CapacityKind
 from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
 from training_clusters.rules.common import mount_dir_problem as common_mount_dir_problem
+from training_clusters.rules.network import internet_wide_problem
 from training_clusters.rules.tags import tag_key_problem, tag_value_problem
 
 #: The ParallelCluster release whose CloudFormation provider and schema this library targets.
@@ -157,11 +158,11 @@ def ssh_allowed_ips_problem(allowed: str) -> str | None:
     if _PREFIX_LIST.fullmatch(allowed):
         return None
     try:
-        network = ipaddress.IPv4Network(allowed, strict=False)
+        ipaddress.IPv4Network(allowed, strict=False)
     except ValueError:
         return f"must be an IPv4 CIDR such as 10.0.0.0/16 or a prefix list id (pl-...), got '{allowed}'"
-    if network.prefixlen == 0:
-        return f"must not open SSH to the whole internet, got '{allowed}'; give the VPC CIDR or a prefix list"
+    if wide := internet_wide_problem([allowed]):
+        return f"must not open SSH to the whole internet, {wide}; give the VPC CIDR or a prefix list"
     return None
 
 
