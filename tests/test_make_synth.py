@@ -39,6 +39,15 @@ REFUSED = {
 WRITTEN = ("cdk.out", "cdk.out.log")
 #: make's own variables: a make running this suite (``make test``) must not change how the inner one reports.
 MAKE_VARIABLES = ("MAKEFLAGS", "MAKELEVEL", "MFLAGS")
+#: The bootstrap's stamps, never remade here (``make --old-file``): the suite runs after the bootstrap, and a
+#: recipe that bootstrapped (after an edit to pyproject.toml) would run pip and npm ci from this copy into the
+#: repository's own .venv and node_modules (links here), which other checkouts may share.
+STAMPS = (
+    ".venv/.installed",
+    "node_modules/.installed",
+    ".venv-pcluster/.installed",
+    ".venv-checkov/.installed",
+)
 
 
 def _make_synth(environment_file: str) -> subprocess.CompletedProcess[str]:
@@ -50,7 +59,7 @@ def _make_synth(environment_file: str) -> subprocess.CompletedProcess[str]:
                 (workdir / entry.name).symlink_to(entry)
         env = {name: value for name, value in os.environ.items() if name not in MAKE_VARIABLES}
         return subprocess.run(
-            ["make", "synth", f"ENV={environment_file}"],
+            ["make", *(f"--old-file={stamp}" for stamp in STAMPS), "synth", f"ENV={environment_file}"],
             cwd=workdir,
             env=env,
             capture_output=True,
@@ -63,8 +72,7 @@ def _make_synth(environment_file: str) -> subprocess.CompletedProcess[str]:
 
 
 def _make_synth_each() -> dict[str, subprocess.CompletedProcess[str]]:
-    """One after the other: a recipe that bootstraps (after an edit to pyproject.toml) runs npm ci and pip
-    in the repository's own node_modules and .venv, which two at once would break."""
+    """One after the other: two cdk synths at once would only compete for the two cores."""
     return {file: _make_synth(file) for file in REFUSED}
 
 
