@@ -132,7 +132,7 @@ _AWAITING_FIXTURES = {"gated_stacks", "environment_gates", "checkov_run"}
 #:    unless the test is parametrized with :data:`FAST_ENVIRONMENT` alone: that one environment goes through
 #:    the gates in ``make test``.
 #: 3. by path (:data:`TIER_BY_PATH`, the first prefix that matches).
-#: 4. everything else -> ``fast``: lint-free unit tests of the CDK-free modules, construct and stack templates.
+#: 4. everything else -> ``fast``: unit tests of the CDK-free modules, construct and stack templates.
 TIERS = ("fast", "sandbox", "gates", "extended", "freshness")
 #: The one shipped environment ``make test`` puts through the gates (a HyperPod Slurm cluster: lifecycle
 #: scripts, FSx, the most-used orchestrator); the others are ``gates``.
