@@ -158,6 +158,7 @@ TIER_BY_PATH = (
     ("tests/test_docs.py", "extended"),  # builds the API reference with pdoc
     ("tests/constructs/test_boundary.py", "extended"),  # every option as a string and as its member
     ("tests/test_platform.py", "extended"),  # the platform example composed of every construct
+    ("tests/test_example_app.py", "extended"),  # the CDK CLI synthesizes examples/constructs/
 )
 
 
