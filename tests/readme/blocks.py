@@ -32,7 +32,8 @@ NOT_COMMANDS = {
 #: Commands of the pages that the verbatim run does not type, and why (each must still be on a page).
 RUN_ELSEWHERE = {
     "make synth": (
-        "synthesizes all 20 environments with every gate (minutes): .ci/run runs it, as typed, after make test"
+        "synthesizes all 20 environments with every gate (minutes): .ci/run runs it, as typed, after make test "
+        "and make check-slow"
     ),
     "make test": "is the suite itself: running it from a test would recurse",
     "pip install /path/to/cdk-training-clusters": (
