@@ -112,7 +112,9 @@ def test_a_series_without_any_fixed_release_is_advised_against(version: str) -> 
     )
 
 
-@pytest.mark.parametrize("version", ["25.05", "25.11", "26.05", "26.11", "26.11.0", "not-a-version"])
+@pytest.mark.parametrize(
+    "version", ["25.05", "25.11", "26.05", "26.11", "26.11.0", "25", "", "not-a-version"]
+)
 def test_a_series_whose_patch_the_service_chooses_or_a_later_one_gets_no_advice(version: str) -> None:
     """PCS takes a series and applies the patch releases itself: only a series with no fixed release is known
     to be affected."""
