@@ -22,6 +22,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+from tests.text_tables import unwrapped
 from training_clusters import cli
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment
@@ -1184,7 +1185,7 @@ def test_path_and_usage_errors_are_one_line_and_exit_2(
     (tmp_path / "folder.png").mkdir()
     argv = [a.format(tmp=tmp_path, assembly=assembly) for a in arguments]
     status, text = run("diagram", *argv)
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert status == 2 and text == ""
     assert err.startswith("error: ") and message in err and len(err.strip().splitlines()) == 1, err
 
@@ -1272,7 +1273,7 @@ def test_a_broken_assembly_is_one_line_naming_the_file(
     status, text = run(
         "diagram", "--assembly", str(assembly), "--stack", "other", "-o", str(tmp_path / "x.svg")
     )
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, text) == (2, "")
     assert err.startswith("error: ") and err.count("\n") == 1 and len(err) < 1024, err[:2000]
     assert message in err

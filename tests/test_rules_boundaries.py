@@ -614,14 +614,14 @@ def test_hyperpod_image_ids(image_id: str, ok: bool) -> None:
 
 
 def test_kubernetes_versions_both_hyperpod_and_the_kubectl_layer_take() -> None:
-    assert hyperpod_eks.supported_kubernetes_versions() == ("1.32", "1.33")
-    assert hyperpod_eks.kubernetes_version_problem("1.32") is None
-    assert hyperpod_eks.kubernetes_version_problem("1.33") is None
-    assert hyperpod_eks.kubernetes_version_problem("1.31") == (
-        "must be one of 1.32, 1.33 (the kubectl layer (v1.33) drives 1.32, 1.33, 1.34), got '1.31'"
+    assert hyperpod_eks.supported_kubernetes_versions() == ("1.34", "1.35")
+    assert hyperpod_eks.kubernetes_version_problem("1.34") is None
+    assert hyperpod_eks.kubernetes_version_problem("1.35") is None
+    assert hyperpod_eks.kubernetes_version_problem("1.33") == (
+        "must be one of 1.34, 1.35 (the kubectl layer (v1.35) drives 1.34, 1.35, 1.36), got '1.33'"
     )
-    assert hyperpod_eks.kubernetes_version_problem("1.34") == (
-        "must be one of 1.32, 1.33 (SageMaker HyperPod supports 1.28, 1.29, 1.30, 1.31, 1.32, 1.33), got '1.34'"
+    assert hyperpod_eks.kubernetes_version_problem("1.36") == (
+        "must be one of 1.34, 1.35 (SageMaker HyperPod supports 1.30, 1.31, 1.32, 1.33, 1.34, 1.35), got '1.36'"
     )
 
 

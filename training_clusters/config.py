@@ -90,7 +90,12 @@ from training_clusters.options import (
     SlurmVersion,
     TimeSlicing,
 )
-from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, HYPERPOD_VPC_CNI_VERSION
+from training_clusters.releases import (
+    DEFAULT_NCCL_TESTS_IMAGE,
+    HYPERPOD_EKS_KUBERNETES_VERSION,
+    HYPERPOD_VPC_CNI_VERSION,
+    PCS_SLURM_VERSION,
+)
 from training_clusters.rules import eks_queues as queue_rules
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import hyperpod_eks as hyperpod_eks_rules
@@ -1459,7 +1464,10 @@ class HyperPodEksConfig(_Model):
         default=None, pattern=r"^[a-zA-Z][a-zA-Z0-9_-]{0,99}$", description="Default: generated."
     )
     kubernetes_version: str = Field(
-        default="1.33", description="One HyperPod supports that the kubectl layer drives: 1.32 or 1.33."
+        default=HYPERPOD_EKS_KUBERNETES_VERSION,
+        description="One HyperPod supports that the kubectl layer drives: "
+        f"{' or '.join(hyperpod_eks_rules.supported_kubernetes_versions())}. A version past EKS standard support "
+        "is a synth warning.",
     )
     admin_role_arn: str | None = Field(default=None, description="Role made cluster admin (access entry).")
     admin_role_name: str | None = Field(
@@ -1622,7 +1630,7 @@ class PcsQueueConfig(_Model):
 class PcsSlurmConfig(_Model):
     """``pcs.slurm``: the cluster's Slurm settings."""
 
-    version: Annotated[SlurmVersion, _FileChoice(SlurmVersion)] = SlurmVersion.V25_11
+    version: Annotated[SlurmVersion, _FileChoice(SlurmVersion)] = SlurmVersion(PCS_SLURM_VERSION)
     accounting: Annotated[SlurmAccounting, _FileChoice(SlurmAccounting)] = SlurmAccounting.NONE
     scale_down_idle_time_seconds: int = 600
     custom_settings: dict[str, str] = Field(

@@ -34,6 +34,9 @@ What is checked:
   instances (``AvailableInstanceCount``) for the group's nodes; when it ends (a warning within 24 hours, a
   failure once ended); a training plan serves HyperPod clusters. A resource group of reservations is
   reported as not verified.
+- **Versions** (no AWS call): the advice the synth gives as warnings, repeated: a Kubernetes version past EKS
+  standard support (the extended-support price), a Slurm or ParallelCluster below the fixes for the 2026
+  Slurm CVEs (:mod:`training_clusters.rules.versions`).
 
 A quota compares what the file needs with the quota's value: capacity already in use in the account
 (running instances, other clusters, other file systems) is not subtracted, so a pass means "enough if
@@ -50,7 +53,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -70,6 +73,12 @@ from training_clusters import capacity as capacity_model
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, lookup, quota_family_of
 from training_clusters.config import EnvironmentConfig, stated_capacity
 from training_clusters.options import CapacityKind, LustreDeploymentType
+from training_clusters.releases import EKS_KUBERNETES_VERSION, PARALLELCLUSTER_VERSION
+from training_clusters.rules.versions import (
+    kubernetes_support_advice,
+    parallelcluster_cve_advice,
+    slurm_cve_advice,
+)
 
 __all__ = [
     "LUSTRE_STORAGE_QUOTAS",
@@ -81,6 +90,7 @@ __all__ = [
     "Service",
     "instance_demands",
     "preflight",
+    "version_checks",
 ]
 
 LUSTRE_STORAGE_QUOTAS: Mapping[LustreDeploymentType, tuple[str, tuple[str, ...]]] = MappingProxyType(
@@ -455,9 +465,11 @@ def preflight(config: EnvironmentConfig, clients: AwsClients, *, now: datetime |
     Calls, in this order: EC2 instance types (only for EC2 types the catalogue does not know: their vCPUs),
     Service Quotas (EC2 quotas, then SageMaker, then FSx), EC2 (offerings, instance types, then each capacity
     reservation) and SageMaker (each training plan), read-only; see
-    :data:`REQUIRED_IAM_ACTIONS`. ``now`` (default: the current time) dates the reservations' ends.
+    :data:`REQUIRED_IAM_ACTIONS`. ``now`` (default: the current time) dates the reservations' ends and the
+    version advice (:func:`version_checks`).
     """
     demands, described = _described(instance_demands(config), clients)
+    moment = now or datetime.now(UTC)
     return [
         *_region_check(config, clients),
         *described,
@@ -466,8 +478,45 @@ def preflight(config: EnvironmentConfig, clients: AwsClients, *, now: datetime |
         *_offering_checks(config, demands, clients),
         *_efa_checks(demands, clients),
         *_lustre_quota_checks(config, clients),
-        *_reserved_capacity_checks(demands, clients, now or datetime.now(UTC)),
+        *_reserved_capacity_checks(demands, clients, moment),
+        *version_checks(config, moment.date()),
     ]
+
+
+def version_checks(config: EnvironmentConfig, today: date) -> list[Check]:
+    """The synth's version advice, repeated (no AWS call): a Kubernetes version past EKS standard support on
+    ``today``, a Slurm or ParallelCluster below the fixes for the 2026 Slurm CVEs. A warning row each; none when
+    every version is fine."""
+    chosen: list[tuple[str, str, str | None]] = []
+    if config.eks is not None:
+        advice = kubernetes_support_advice(EKS_KUBERNETES_VERSION, today)
+        chosen.append(("eks", f"Kubernetes {EKS_KUBERNETES_VERSION}", advice))
+    if config.hyperpod_eks is not None:
+        version = config.hyperpod_eks.kubernetes_version
+        advice = kubernetes_support_advice(version, today)
+        chosen.append(("hyperpod_eks.kubernetes_version", f"Kubernetes {version}", advice))
+    if config.pcs is not None:
+        series = config.pcs.slurm.version.value
+        chosen.append(("pcs.slurm.version", f"Slurm {series}", slurm_cve_advice(series)))
+    if config.parallelcluster is not None:
+        advice = parallelcluster_cve_advice(PARALLELCLUSTER_VERSION)
+        chosen.append(("parallelcluster", f"AWS ParallelCluster {PARALLELCLUSTER_VERSION}", advice))
+    checks = []
+    for field, version, advice in chosen:
+        if advice is None:
+            continue
+        problem, _, fix = advice.partition(" Fix: ")
+        checks.append(
+            Check(
+                check=f"version of {field}",
+                needed="a version in standard support, without known CVEs",
+                available=f"{version}: {problem}",
+                passed=True,
+                remedy=fix,
+                warning=True,
+            )
+        )
+    return checks
 
 
 def _region_check(config: EnvironmentConfig, clients: AwsClients) -> list[Check]:

@@ -1,7 +1,11 @@
-"""What the stacks install, pinned: charts, images, release manifests and their digests (build side, free of CDK).
+"""What the stacks install, pinned: versions, charts, images, release manifests and their digests (build side,
+free of CDK).
 
-One home for every version the EKS add-ons pin, so a bump is one edit here; the constructs take these as
+One home for every version the library defaults to, so a bump is one edit here; the constructs take these as
 defaults and the operate side (acceptance, preflight) imports them, never the reverse.
+:data:`VERSION_DEFAULTS` lists each version-bearing default with its source and, where the vendor publishes
+one, the end of its standard support; :mod:`training_clusters.rules.versions` turns the calendars below into
+the advice a synth and ``training-clusters preflight`` give.
 
 A tag is not a pin: a release's files can be replaced under the same tag. Every manifest the stacks apply
 is named here with the SHA-256 of its bytes, which the applying handler checks before anything reaches the
@@ -12,6 +16,64 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import date
+
+# --------------------------------------------------------------------------------------------------
+# Kubernetes on Amazon EKS
+
+#: The end of standard support of each Kubernetes version on Amazon EKS ("Understand the Kubernetes version
+#: lifecycle on EKS", https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html). After it a
+#: cluster runs in extended support for 12 more months, at the extended-support price.
+EKS_STANDARD_SUPPORT_ENDS: Mapping[str, date] = {
+    "1.29": date(2025, 3, 23),
+    "1.30": date(2025, 7, 23),
+    "1.31": date(2025, 11, 26),
+    "1.32": date(2026, 3, 23),
+    "1.33": date(2026, 7, 29),
+    "1.34": date(2026, 12, 2),
+    "1.35": date(2027, 3, 27),
+    "1.36": date(2027, 8, 2),
+}
+#: What an EKS cluster costs an hour in standard support and in extended support, USD ("Amazon EKS pricing",
+#: https://aws.amazon.com/eks/pricing/).
+EKS_STANDARD_SUPPORT_USD_PER_CLUSTER_HOUR = 0.10
+EKS_EXTENDED_SUPPORT_USD_PER_CLUSTER_HOUR = 0.60
+#: The Kubernetes version new EKS clusters get: the newest one the kubectl layer below drives, every pinned
+#: chart admits (no ``kubeVersion`` of theirs excludes it) and SageMaker HyperPod supports.
+EKS_KUBERNETES_VERSION = "1.35"
+#: The kubectl Lambda layer that applies manifests and charts (PyPI ``aws-cdk.lambda-layer-kubectl-v35``
+#: 2.2.2: kubectl 1.35.2 and helm 4.1.4). kubectl drives one minor version either side of its own
+#: (https://kubernetes.io/releases/version-skew-policy/#kubectl).
+KUBECTL_LAYER_VERSION = "1.35"
+#: The Kubernetes versions SageMaker HyperPod supports as its EKS orchestrator ("Getting started with Amazon EKS
+#: support in SageMaker HyperPod",
+#: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html).
+HYPERPOD_KUBERNETES_VERSIONS = ("1.30", "1.31", "1.32", "1.33", "1.34", "1.35")
+#: HyperPod on EKS: the newest version HyperPod documents.
+HYPERPOD_EKS_KUBERNETES_VERSION = "1.35"
+
+# --------------------------------------------------------------------------------------------------
+# Slurm
+
+#: The first release of each Slurm series with the fixes for the 2026 Slurm CVEs (CVE-2026-65107 and seven
+#: more): every Slurm before 25.05.9, 25.11.8 and 26.05.4 is affected, and series before 25.05 got no fix
+#: (https://github.com/aws/aws-parallelcluster/issues/7601).
+SLURM_CVE_2026_FIXED: Mapping[str, str] = {"25.05": "25.05.9", "25.11": "25.11.8", "26.05": "26.05.4"}
+#: The ParallelCluster release whose CloudFormation provider and schema the library targets. 3.16.1 ships
+#: Slurm 25.11.8 (aws/aws-parallelcluster#7601: "All ParallelCluster versions <=3.16.0 ... are impacted").
+PARALLELCLUSTER_VERSION = "3.16.1"
+#: The Slurm :data:`PARALLELCLUSTER_VERSION` installs.
+PARALLELCLUSTER_SLURM = "25.11.8"
+#: The first ParallelCluster release whose Slurm has the 2026 CVE fixes.
+PARALLELCLUSTER_CVE_2026_FIXED = "3.16.1"
+#: The Slurm series new PCS clusters get ("Slurm versions in AWS PCS",
+#: https://docs.aws.amazon.com/pcs/latest/userguide/slurm-versions.html). PCS picks the patch release itself.
+PCS_SLURM_VERSION = "25.11"
+#: The Slurm HyperPod's Slurm AMIs ship: 24.11.0 in the AMI of January 2026 (the oldest AMI HyperPod's API-driven
+#: Slurm configuration accepts), 25.11 on clusters since July 2026 ("SageMaker HyperPod AMI releases",
+#: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-release-ami.html). HyperPod chooses
+#: the AMI, not this library; update a cluster's AMI with ``UpdateClusterSoftware``.
+HYPERPOD_SLURM_AMI_SLURM = "24.11.0"
 
 # --------------------------------------------------------------------------------------------------
 # Helm charts
@@ -268,6 +330,9 @@ HEALTH_MONITORING_AGENT_REPOSITORY = "hyperpod-health-monitoring-agent"
 HEALTH_MONITORING_AGENT_TAG = "1.0.1892.0_1.0.424.0"
 #: The Amazon VPC CNI add-on installed: the EKS add-on version for Kubernetes 1.28 to 1.33 in "Assign IPs to
 #: Pods with the Amazon VPC CNI" (https://docs.aws.amazon.com/eks/latest/userguide/managing-vpc-cni.html).
+#: That page, as read for this pin, lists no version for 1.34 or 1.35: check ``aws eks describe-addon-versions
+#: --addon-name vpc-cni --kubernetes-version 1.35`` before relying on it there (botocore's ``eks`` model
+#: describes the API, not the versions).
 HYPERPOD_VPC_CNI_VERSION = "v1.20.1-eksbuild.3"
 
 
@@ -283,3 +348,76 @@ PYXIS_VERSION = "0.20.0"
 #: NVIDIA's DCGM exporter, run in Docker by HyperPod's opt-in observability (``enable_observability``): the
 #: default of ``TC_DCGM_EXPORTER_IMAGE`` in ``lifecycle_scripts/lib/observability.sh``.
 HYPERPOD_DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04"
+
+
+# --------------------------------------------------------------------------------------------------
+# Every version-bearing default, in one table
+
+
+@dataclass(frozen=True)
+class VersionDefault:
+    """A version the library chooses when the user does not: what it is, where it comes from and, where the
+    vendor publishes one, when its standard support ends."""
+
+    what: str
+    version: str
+    source: str
+    standard_support_ends: date | None = None
+
+
+_EKS_VERSIONS = "https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html"
+
+#: Every version-bearing default: Kubernetes (EKS and HyperPod on EKS), the kubectl layer, ParallelCluster, PCS's
+#: Slurm, the Slurm in HyperPod's AMI, and each chart. No standard-support date where the vendor publishes none
+#: (charts; ParallelCluster and PCS publish theirs per release on pages not read here).
+VERSION_DEFAULTS: tuple[VersionDefault, ...] = (
+    VersionDefault(
+        "Kubernetes on Amazon EKS",
+        EKS_KUBERNETES_VERSION,
+        _EKS_VERSIONS,
+        EKS_STANDARD_SUPPORT_ENDS[EKS_KUBERNETES_VERSION],
+    ),
+    VersionDefault(
+        "Kubernetes of SageMaker HyperPod on EKS",
+        HYPERPOD_EKS_KUBERNETES_VERSION,
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html",
+        EKS_STANDARD_SUPPORT_ENDS[HYPERPOD_EKS_KUBERNETES_VERSION],
+    ),
+    VersionDefault(
+        "kubectl Lambda layer (aws-cdk.lambda-layer-kubectl-v35)",
+        KUBECTL_LAYER_VERSION,
+        "https://pypi.org/project/aws-cdk.lambda-layer-kubectl-v35/",
+    ),
+    VersionDefault(
+        "AWS ParallelCluster",
+        PARALLELCLUSTER_VERSION,
+        "https://github.com/aws/aws-parallelcluster/issues/7601",
+    ),
+    VersionDefault(
+        "Slurm of AWS PCS clusters",
+        PCS_SLURM_VERSION,
+        "https://docs.aws.amazon.com/pcs/latest/userguide/slurm-versions.html",
+    ),
+    VersionDefault(
+        "Slurm in SageMaker HyperPod's Slurm AMI",
+        HYPERPOD_SLURM_AMI_SLURM,
+        "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-release-ami.html",
+    ),
+    *(
+        VersionDefault(f"Helm chart {spec.chart}", spec.version, spec.repository)
+        for spec in (
+            NVIDIA_DEVICE_PLUGIN_CHART,
+            EFA_DEVICE_PLUGIN_CHART,
+            NEURON_HELM_CHART,
+            GPU_OPERATOR_CHART,
+            KUBE_PROMETHEUS_STACK_CHART,
+            KUEUE_CHART,
+            KUBEFLOW_TRAINER_CHART,
+        )
+    ),
+    VersionDefault(
+        "MPI Operator release manifest",
+        MPI_OPERATOR_VERSION,
+        "https://github.com/kubeflow/mpi-operator/releases",
+    ),
+)

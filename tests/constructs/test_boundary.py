@@ -145,7 +145,7 @@ def _hyperpod_eks(stack: cdk.Stack, **props: Any) -> Construct:
             vpc=network.vpc,
             admin_role_arn=ADMIN,
             access_mode="API_AND_CONFIG_MAP",
-            kubernetes_version="1.33",
+            kubernetes_version="1.35",
         ),
         vpc=network.vpc,
         subnet=network.placement_subnet(),

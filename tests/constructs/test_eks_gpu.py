@@ -272,7 +272,7 @@ def test_cluster_is_private_encrypted_logged_and_uses_access_entries(
 ) -> None:
     template = synthesized[0]
     (cluster,) = _resources(template, "AWS::EKS::Cluster").values()
-    assert cluster["Version"] == "1.33"
+    assert cluster["Version"] == "1.35"
     assert cluster["ResourcesVpcConfig"]["EndpointPublicAccess"] is False
     assert cluster["ResourcesVpcConfig"]["EndpointPrivateAccess"] is True
     assert cluster["AccessConfig"]["AuthenticationMode"] == "API"

@@ -35,7 +35,7 @@ HEAVY = (
     "aws_cdk.aws_rds",
     "aws_cdk.aws_sagemaker",
     "aws_cdk.aws_pcs",
-    "aws_cdk.lambda_layer_kubectl_v33",
+    "aws_cdk.lambda_layer_kubectl_v35",
     "aws_cdk.aws_lambda",
     "aws_cdk.aws_stepfunctions",
     "cdk_nag",

@@ -52,7 +52,7 @@ def build(
     stack: cdk.Stack,
     groups: list[EksInstanceGroup] | None = None,
     *,
-    kubernetes_version: str = "1.33",
+    kubernetes_version: str = "1.35",
     **props: Any,
 ) -> HyperPodEksCluster:
     network = TrainingNetwork(stack, "Network", availability_zones=AZS)
@@ -572,10 +572,10 @@ def test_bad_groups_are_refused(stack: cdk.Stack, groups: list[EksInstanceGroup]
     ("version", "message"),
     [
         (
-            "1.34",
-            "must be one of 1.32, 1.33 (SageMaker HyperPod supports 1.28, 1.29, 1.30, 1.31, 1.32, 1.33), got '1.34'",
+            "1.36",
+            "must be one of 1.34, 1.35 (SageMaker HyperPod supports 1.30, 1.31, 1.32, 1.33, 1.34, 1.35), got '1.36'",
         ),
-        ("1.31", "must be one of 1.32, 1.33 (the kubectl layer (v1.33) drives 1.32, 1.33, 1.34), got '1.31'"),
+        ("1.33", "must be one of 1.34, 1.35 (the kubectl layer (v1.35) drives 1.34, 1.35, 1.36), got '1.33'"),
     ],
 )
 def test_a_kubernetes_version_hyperpod_does_not_support_is_refused(
@@ -586,7 +586,7 @@ def test_a_kubernetes_version_hyperpod_does_not_support_is_refused(
     assert f"Test/HyperPod: eks_cluster.kubernetes_version {message}" in str(error.value)
 
 
-@pytest.mark.parametrize("version", ["1.32", "1.33"])
+@pytest.mark.parametrize("version", ["1.34", "1.35"])
 def test_the_supported_versions_are_accepted(stack: cdk.Stack, version: str) -> None:
     build(stack, kubernetes_version=version)
     (eks,) = resources(stack, "AWS::EKS::Cluster").values()

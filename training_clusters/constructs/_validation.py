@@ -10,6 +10,7 @@ import math
 import pathlib
 import types
 import typing
+from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 
 import aws_cdk as cdk
@@ -19,6 +20,7 @@ from training_clusters.capacity import Capacity
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.errors import ConfigurationError, exact_number_problem, typed
 from training_clusters.options import Choice, RemovalPolicy
+from training_clusters.rules.versions import TODAY_CONTEXT
 
 C = TypeVar("C", bound=Choice)
 T = TypeVar("T")
@@ -30,6 +32,19 @@ def is_unresolved(value: Any) -> bool:
     if isinstance(value, float) and not math.isfinite(value):
         return False
     return isinstance(value, str | int | float) and cdk.Token.is_unresolved(value)
+
+
+def advise(scope: IConstruct, warning_id: str, advice: str | None) -> None:
+    """A synth warning ``training-clusters:<warning_id>`` (acknowledgeable) with ``advice``, when there is any."""
+    if advice is not None:
+        cdk.Annotations.of(scope).add_warning_v2(f"training-clusters:{warning_id}", advice)
+
+
+def advice_day(scope: IConstruct) -> date:
+    """The day version advice is given for: the context value ``training-clusters:today`` (``YYYY-MM-DD``)
+    when set, else today (UTC)."""
+    chosen = scope.node.try_get_context(TODAY_CONTEXT)
+    return date.fromisoformat(chosen) if chosen else datetime.now(UTC).date()
 
 
 def fail(construct_path: str, field: str, message: str) -> ConfigurationError:

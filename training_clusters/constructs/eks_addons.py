@@ -932,8 +932,9 @@ def kube_prometheus_stack_values(
     ``prometheus_volume_gib`` volume (``retentionSize`` at 90% of it, so 15 days never overfill it) and
     Grafana its database on a ``grafana_volume_gib`` one, replaced by ``Recreate`` (a ReadWriteOnce volume
     cannot be mounted by the old and the new pod at once). Without it both keep data in the pod: lost on
-    every restart. Grafana runs as :data:`~training_clusters.monitoring.cloudwatch.GRAFANA_SERVICE_ACCOUNT`,
-    named here (it is the chart's default too) because a Pod Identity association names it. With
+    every restart. Grafana runs as the chart's own service account,
+    :data:`~training_clusters.monitoring.cloudwatch.GRAFANA_SERVICE_ACCOUNT`, which a Pod Identity association
+    names (setting ``grafana.serviceAccount.name`` to it would change no rendered object). With
     ``cloudwatch_region`` Grafana also gets the CloudWatch data source in that region
     (:func:`~training_clusters.monitoring.cloudwatch.cloudwatch_datasource`, AWS SDK default credentials).
     """
@@ -944,9 +945,7 @@ def kube_prometheus_stack_values(
     }
     values: dict[str, Any] = {
         "prometheus": {"prometheusSpec": spec},
-        "grafana": {"enabled": grafana, "serviceAccount": {"name": GRAFANA_SERVICE_ACCOUNT}}
-        if grafana
-        else {"enabled": False},
+        "grafana": {"enabled": grafana},
         **{component: {"enabled": False} for component in (*EKS_MANAGED_CONTROL_PLANE, *EKS_LOOPBACK_ONLY)},
         "prometheus-node-exporter": node_exporter_values(),
     }

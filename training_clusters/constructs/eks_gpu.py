@@ -31,7 +31,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
+from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from training_clusters.capacity import (
@@ -46,8 +46,10 @@ from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
 from training_clusters.options import NodegroupCapacityType as CapacityType
+from training_clusters.releases import EKS_KUBERNETES_VERSION
 from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
 from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
+from training_clusters.rules.versions import KUBERNETES_EXTENDED_SUPPORT, kubernetes_support_advice
 
 from ._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
 from ._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
@@ -55,6 +57,8 @@ from ._launch_template import efa_network_interfaces as efa_network_interfaces
 from ._launch_template import node_launch_template as node_launch_template
 from ._security_groups import SameEnvironmentConnections
 from ._validation import (
+    advice_day,
+    advise,
     catalog_entry,
     checked_props,
     fail,
@@ -65,8 +69,9 @@ from ._validation import (
     to_removal_policy,
 )
 
-#: The Kubernetes version, matched by the kubectl layer ``aws-cdk.lambda-layer-kubectl-v33``.
-KUBERNETES_VERSION = "1.33"
+#: The Kubernetes version (:data:`~training_clusters.releases.EKS_KUBERNETES_VERSION`), matched by the kubectl
+#: layer ``aws-cdk.lambda-layer-kubectl-v35``.
+KUBERNETES_VERSION = EKS_KUBERNETES_VERSION
 
 #: Every control-plane log type: EKS sends them to CloudWatch Logs ``/aws/eks/<cluster>/cluster``.
 CONTROL_PLANE_LOGS: tuple[eks.ClusterLoggingTypes, ...] = (
@@ -204,6 +209,10 @@ class GpuEksCluster(Construct):
             (:class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin`, ``EfaDevicePlugin``,
             ``NeuronDevicePlugin``, e.g. for GPU sharing) replaces the cluster's of that kind. Default: True,
             as eksctl does; False installs none.
+        :param kubernetes_version: The control plane's Kubernetes version; the kubectl layer (v1.35) drives
+            1.34 to 1.36. A version past EKS standard support is a synth warning
+            (:func:`~training_clusters.rules.versions.kubernetes_support_advice`). Default:
+            :data:`KUBERNETES_VERSION`.
         """
         super().__init__(scope, id)
         access_mode = option(self, "access_mode", AccessMode, access_mode)
@@ -223,7 +232,7 @@ class GpuEksCluster(Construct):
             # follows the cluster: it encrypts only the cluster's secrets, so a key kept after them is pure cost
             removal_policy=removal_policy,
         )
-        self.kubectl_layer = KubectlV33Layer(self, "KubectlLayer")
+        self.kubectl_layer = KubectlV35Layer(self, "KubectlLayer")
         self.subnets: list[ec2.ISubnet] = list(subnets) if subnets else _private_subnets(vpc)
         self.cluster = eks.Cluster(
             self,
@@ -256,6 +265,12 @@ class GpuEksCluster(Construct):
         self.device_plugin_charts: dict[str, eks.HelmChart] = {}
         self._device_plugin_types: dict[str, set[str]] = {kind: set() for kind in DEVICE_PLUGIN_KINDS}
         self._given_device_plugins: set[str] = set()
+        if not is_unresolved(kubernetes_version):
+            advise(
+                self,
+                KUBERNETES_EXTENDED_SUPPORT,
+                kubernetes_support_advice(kubernetes_version, advice_day(self)),
+            )
         self.cluster_security_group: ec2.ISecurityGroup = self.cluster.cluster_security_group
         self._connections = SameEnvironmentConnections(
             owner=self, security_groups=[self.cluster_security_group]

@@ -104,11 +104,21 @@ from training_clusters.rules.parallelcluster import (
     slurm_name_problem,
     ssh_allowed_ips_problem,
 )
+from training_clusters.rules.versions import PARALLELCLUSTER_CVE_2026, parallelcluster_cve_advice
 
 from ._boundary import applied_boundary
 from ._security_groups import SameEnvironmentConnections
 from ._tags import lazy, stack_and_aspect_tags, tag_list
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
+from ._validation import (
+    advise,
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_misplaced,
+)
 
 #: ParallelCluster's published provider template (a SAM template: deploying it needs CAPABILITY_AUTO_EXPAND,
 #: which ``cdk deploy`` grants).
@@ -478,6 +488,7 @@ class ParallelCluster(Construct):
         it creates a new cluster and deletes the old one. ``tests/test_replacement.py`` pins it.
         """
         super().__init__(scope, id)
+        advise(self, PARALLELCLUSTER_CVE_2026, parallelcluster_cve_advice(PCLUSTER_VERSION))
         self.cluster_name = cluster_name
         self.head_node = head_node or HeadNode()
         self.slurm_settings = self._settings_options(slurm_settings or SlurmSettings())

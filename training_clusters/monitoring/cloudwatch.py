@@ -31,8 +31,9 @@ from typing import Any
 
 #: The data source's uid: the FSx dashboard's panels name it.
 CLOUDWATCH_DATASOURCE_UID = "training-clusters-cloudwatch"
-#: Grafana's service account, set in kube-prometheus-stack's values (``grafana.serviceAccount.name``) so the
-#: Pod Identity association names exactly what the chart renders (the chart's own default is the same name).
+#: Grafana's service account: the name kube-prometheus-stack 82.6.0's Grafana chart gives it (its
+#: ``grafana.serviceAccountName``: the release's full name, ``kube-prometheus-stack-grafana``), which the Pod
+#: Identity association names. The chart render test checks the chart still renders this name.
 GRAFANA_SERVICE_ACCOUNT = "kube-prometheus-stack-grafana"
 #: What the data source calls for metrics: ``GetMetricData`` answers every panel query (metric math included);
 #: ``ListMetrics`` lists metrics and dimensions for the query editor and the data source's health check.

@@ -12,12 +12,18 @@ from __future__ import annotations
 import re
 
 from training_clusters.errors import excerpt
+from training_clusters.releases import HYPERPOD_KUBERNETES_VERSIONS as HYPERPOD_KUBERNETES_VERSIONS
+from training_clusters.releases import KUBECTL_LAYER_VERSION
 
-#: The Kubernetes versions SageMaker HyperPod supports as its EKS orchestrator (its prerequisites page).
-HYPERPOD_KUBERNETES_VERSIONS = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33")
-#: The versions CDK's kubectl layer ``aws-cdk.lambda-layer-kubectl-v33`` drives (kubectl 1.33 supports
-#: one minor version either side of it, https://kubernetes.io/releases/version-skew-policy/#kubectl).
-KUBECTL_LAYER_KUBERNETES_VERSIONS = ("1.32", "1.33", "1.34")
+
+def _minor_neighbours(version: str) -> tuple[str, ...]:
+    major, minor = (int(part) for part in version.split("."))
+    return tuple(f"{major}.{minor + step}" for step in (-1, 0, 1))
+
+
+#: The versions CDK's kubectl layer (:data:`~training_clusters.releases.KUBECTL_LAYER_VERSION`) drives: kubectl
+#: supports one minor version either side of its own (https://kubernetes.io/releases/version-skew-policy/#kubectl).
+KUBECTL_LAYER_KUBERNETES_VERSIONS = _minor_neighbours(KUBECTL_LAYER_VERSION)
 #: The oldest Amazon VPC CNI HyperPod supports.
 MIN_VPC_CNI_VERSION = (1, 18, 3)
 #: The taint HyperPod puts on a node its health checks found faulty, and the label it keeps on every node
@@ -52,7 +58,7 @@ def kubernetes_version_problem(version: str) -> str | None:
     if version not in HYPERPOD_KUBERNETES_VERSIONS:
         why = f"SageMaker HyperPod supports {', '.join(HYPERPOD_KUBERNETES_VERSIONS)}"
     else:
-        why = f"the kubectl layer (v1.33) drives {', '.join(KUBECTL_LAYER_KUBERNETES_VERSIONS)}"
+        why = f"the kubectl layer (v{KUBECTL_LAYER_VERSION}) drives {', '.join(KUBECTL_LAYER_KUBERNETES_VERSIONS)}"
     return f"must be one of {', '.join(supported_kubernetes_versions())} ({why}), got {excerpt(version)}"
 
 

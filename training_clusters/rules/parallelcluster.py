@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, InstanceType
 from training_clusters.options import CapacityKind
+from training_clusters.releases import PARALLELCLUSTER_VERSION
 from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
 from training_clusters.rules.common import mount_dir_problem as common_mount_dir_problem
@@ -23,7 +24,7 @@ from training_clusters.rules.network import internet_wide_problem
 from training_clusters.rules.tags import tag_key_problem, tag_value_problem
 
 #: The ParallelCluster release whose CloudFormation provider and schema this library targets.
-PCLUSTER_VERSION = "3.16.1"
+PCLUSTER_VERSION = PARALLELCLUSTER_VERSION
 
 #: ``Image.Os`` values ParallelCluster 3.16 accepts.
 SUPPORTED_OSES = ("alinux2023", "ubuntu2204", "ubuntu2404", "rhel8", "rhel9", "rocky8", "rocky9")
