@@ -62,6 +62,10 @@ def _panel(
                 "expr": expr,
                 "legendFormat": legend,
                 "datasource": dict(_DATASOURCE),
+                # a stat or a table shows each series' value now: over a range, bottomk(1, ...) would return
+                # every node that was lowest at some step, one stat each
+                "instant": kind != "timeseries",
+                "range": kind == "timeseries",
             }
             for i, (expr, legend) in enumerate(exprs)
         ],
@@ -231,16 +235,18 @@ def gpu_stragglers() -> dict[str, Any]:
                 "Throttled by power or heat (share of time)",
                 [
                     (
-                        f"sum by (node) (rate(DCGM_FI_DEV_POWER_VIOLATION{{{_NODE}}}[5m])) / 1e6",
+                        f"avg by (node) (rate(DCGM_FI_DEV_POWER_VIOLATION{{{_NODE}}}[5m])) / 1e6",
                         "{{node}} power",
                     ),
                     (
-                        f"sum by (node) (rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{_NODE}}}[5m])) / 1e6",
+                        f"avg by (node) (rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{_NODE}}}[5m])) / 1e6",
                         "{{node}} thermal",
                     ),
                 ],
                 unit="percentunit",
                 width=24,
+                description="Microseconds of throttling per second (DCGM's violation counters) / 1e6, averaged over "
+                "the node's GPUs: 1 is every GPU throttled all the time.",
             ),
         ],
     )
