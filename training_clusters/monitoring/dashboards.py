@@ -15,6 +15,11 @@ labelled ``node``) and the EFA counters (:mod:`training_clusters.monitoring.efa`
   file system, its data and metadata operations and its free capacity, from CloudWatch (``AWS/FSx``, where FSx
   publishes them) through the CloudWatch data source (:mod:`training_clusters.monitoring.cloudwatch`).
 
+Every Prometheus query is evaluated by a real Prometheus on a synthetic cluster with a slow node in ``make
+integration`` (``tests/integration/test_dashboards_prometheus.py``): each returns data, rates read counters, the
+legend's labels survive the aggregation, ratios stay ratios, and the straggler panels name the slow node. A stat
+or a table asks for an instant query (the value now), a time series for the range.
+
 The dashboards are EKS-only, and why: they rely on what kube-prometheus-stack brings there, a Prometheus that
 discovers every exporter, a Grafana whose sidecar loads the ConfigMaps, and the ``node`` label taken from
 Kubernetes service discovery. Slurm clusters have none of it. HyperPod's opt-in lifecycle step
