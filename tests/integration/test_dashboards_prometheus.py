@@ -26,11 +26,11 @@ import json
 import re
 import statistics
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests.conftest import ROOT
 from tests.integration import prometheus_bed as bed
 from training_clusters.monitoring.dashboards import dashboards
 from training_clusters.monitoring.dcgm import collected_metrics
@@ -333,15 +333,13 @@ def test_dcgm_series_carry_the_exporters_labels(series_text: str) -> None:
     assert labels["Hostname"] == labels["node"] == labels["instance"] == bed.NODES[0]
 
 
-def test_the_checked_in_results_are_what_prometheus_answers(
-    prometheus: bed.Prometheus, tmp_path: Path
-) -> None:
+def test_the_checked_in_results_are_what_prometheus_answers(prometheus: bed.Prometheus) -> None:
     """The dashboard pictures are drawn from this file (no Prometheus needed to draw them); a change of query or
     of the synthetic cluster must rewrite it."""
     fresh = bed.evaluate(prometheus, bed.shipped_targets())
     checked_in = json.loads(PANEL_RESULTS.read_text())
     assert checked_in["results"] == fresh["results"], (
-        f"stale: run python -m tests.integration.prometheus_bed {PANEL_RESULTS.relative_to(Path.cwd())}"
+        f"stale: run python -m tests.integration.prometheus_bed {PANEL_RESULTS.relative_to(ROOT)}"
     )
     assert checked_in["slow_node"] == bed.SLOW_NODE
     assert (checked_in["start"], checked_in["step"], checked_in["points"]) == (
