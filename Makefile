@@ -112,8 +112,8 @@ mutation: $(VENV)/.installed
 integration: $(VENV)/.installed
 	bash tests/integration/build_root.sh .cache/debian-root
 	bash tests/integration/build_slurm_root.sh .cache/slurm-root
-	command -v cloud-init >/dev/null || { apt-get update -qq && \
-		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-init; }
+	command -v cloud-init >/dev/null && command -v promtool >/dev/null || { apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends cloud-init prometheus; }
 	$(BIN)/python -m pytest -m integration tests/integration
 	$(BIN)/python -m pytest -m integration tests/charts
 	$(BIN)/python -m pytest tests/constructs/test_pcs_user_data.py

@@ -69,6 +69,10 @@ def test_dashboard_is_a_grafana_json_model(name: str) -> None:
             if target["datasource"]["type"] == "prometheus":
                 assert target["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
                 _balanced(target["expr"])
+                # a stat or table shows the value now (an instant query), a time series the range
+                assert (target["instant"], target["range"]) == (
+                    (False, True) if panel["type"] == "timeseries" else (True, False)
+                )
             else:
                 assert target["datasource"] == {"type": "cloudwatch", "uid": CLOUDWATCH_DATASOURCE_UID}
                 _balanced(target.get("expression", ""))

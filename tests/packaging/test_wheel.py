@@ -216,6 +216,7 @@ def test_wheel_carries_the_package_data(downstream: Downstream) -> None:
         ("diagram", "*.mjs"),
         ("diagram", "*.js"),
         ("diagram", "*.json"),
+        ("monitoring", "*.json"),
     ):
         shipped = {
             f"training_clusters/{folder}/{p.name}"

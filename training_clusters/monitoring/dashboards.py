@@ -15,6 +15,11 @@ labelled ``node``) and the EFA counters (:mod:`training_clusters.monitoring.efa`
   file system, its data and metadata operations and its free capacity, from CloudWatch (``AWS/FSx``, where FSx
   publishes them) through the CloudWatch data source (:mod:`training_clusters.monitoring.cloudwatch`).
 
+Every Prometheus query is evaluated by a real Prometheus on a synthetic cluster with a slow node in ``make
+integration`` (``tests/integration/test_dashboards_prometheus.py``): each returns data, rates read counters, the
+legend's labels survive the aggregation, ratios stay ratios, and the straggler panels name the slow node. A stat
+or a table asks for an instant query (the value now), a time series for the range.
+
 The dashboards are EKS-only, and why: they rely on what kube-prometheus-stack brings there, a Prometheus that
 discovers every exporter, a Grafana whose sidecar loads the ConfigMaps, and the ``node`` label taken from
 Kubernetes service discovery. Slurm clusters have none of it. HyperPod's opt-in lifecycle step
@@ -62,6 +67,10 @@ def _panel(
                 "expr": expr,
                 "legendFormat": legend,
                 "datasource": dict(_DATASOURCE),
+                # a stat or a table shows each series' value now: over a range, bottomk(1, ...) would return
+                # every node that was lowest at some step, one stat each
+                "instant": kind != "timeseries",
+                "range": kind == "timeseries",
             }
             for i, (expr, legend) in enumerate(exprs)
         ],
@@ -231,16 +240,18 @@ def gpu_stragglers() -> dict[str, Any]:
                 "Throttled by power or heat (share of time)",
                 [
                     (
-                        f"sum by (node) (rate(DCGM_FI_DEV_POWER_VIOLATION{{{_NODE}}}[5m])) / 1e6",
+                        f"avg by (node) (rate(DCGM_FI_DEV_POWER_VIOLATION{{{_NODE}}}[5m])) / 1e6",
                         "{{node}} power",
                     ),
                     (
-                        f"sum by (node) (rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{_NODE}}}[5m])) / 1e6",
+                        f"avg by (node) (rate(DCGM_FI_DEV_THERMAL_VIOLATION{{{_NODE}}}[5m])) / 1e6",
                         "{{node}} thermal",
                     ),
                 ],
                 unit="percentunit",
                 width=24,
+                description="Microseconds of throttling per second (DCGM's violation counters) / 1e6, averaged over "
+                "the node's GPUs: 1 is every GPU throttled all the time.",
             ),
         ],
     )
