@@ -346,3 +346,58 @@ def test_a_build_time_mistake_is_reported_at_the_line_of_the_field_it_names(
 
 def test_every_build_time_file_says_where_its_line_is() -> None:
     assert set(BUILD_TIME_LINES) == {p.stem for p in BUILD_TIME}
+
+
+@pytest.mark.parametrize(
+    ("section", "key_line", "line"),
+    [
+        (
+            "parallelcluster:\n  queues:\n    - name: cpu\n      compute_resources:\n"
+            "        - {name: c5, instance_type: c5.xlarge}\n      capacity_type: SPOT\n",
+            15,
+            "parallelcluster.queues.0.capacity_type: was replaced by capacity; write capacity: {type: spot} instead",
+        ),
+        (
+            "eks:\n  efa_nodegroups:\n    - name: p5\n      instance_type: p5.48xlarge\n      size: 2\n"
+            "      capacity_type: capacity_block\n",
+            15,
+            "eks.efa_nodegroups.0.capacity_type: was replaced by capacity; write capacity: {type: capacity-block, "
+            "reservation_id: cr-...} instead",
+        ),
+        (
+            "eks:\n  efa_nodegroups:\n    - name: p5\n      instance_type: p5.48xlarge\n      size: 2\n"
+            "      capacity_reservation_id: cr-0123456789abcdef0\n",
+            15,
+            "eks.efa_nodegroups.0.capacity_reservation_id: was replaced by capacity; write capacity: {type: "
+            "reservation, reservation_id: cr-0123456789abcdef0} ({type: capacity-block, ...} for a Capacity Block) "
+            "instead",
+        ),
+        (
+            "pcs:\n  cluster_name: p5-training\n  ami_ssm_parameter: /training-clusters/pcs/gpu-ami\n"
+            "  compute_node_groups:\n    - name: gpu\n      instance_type: p5.48xlarge\n"
+            "      purchase_option: ONDEMAND\n",
+            16,
+            "pcs.compute_node_groups.0.purchase_option: was replaced by capacity; write capacity: {type: on-demand} "
+            "instead",
+        ),
+    ],
+    ids=["queue-capacity-type", "nodegroup-capacity-block", "nodegroup-reservation", "pcs-purchase-option"],
+)
+def test_a_key_of_the_older_capacity_form_says_what_to_write_instead(
+    section: str,
+    key_line: int,
+    line: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """capacity_type, capacity_reservation_id and purchase_option were removed in favour of ``capacity``: a
+    file that still has one exits 2 with its one problem at FILE:LINE, naming the key and its replacement."""
+    monkeypatch.chdir(tmp_path)
+    path = Path("env.yaml")
+    path.write_text(REALISTIC + section)
+    key = line.split(":")[0].rsplit(".", 1)[1]
+    assert path.read_text().splitlines()[key_line - 1].strip().startswith(f"{key}:")
+    status, out, err = run_cli(path, capsys)
+    assert (status, out) == (2, "")
+    assert err == f"error: env.yaml: 1 problem(s)\n  env.yaml:{key_line}: {line}\n"

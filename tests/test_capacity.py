@@ -7,20 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from training_clusters.capacity import (
-    Capacity,
-    Orchestrator,
-    from_nodegroup_capacity_type,
-    from_pcs_purchase_option,
-    from_queue_capacity_type,
-)
+from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.errors import ConfigurationError
-from training_clusters.options import (
-    CapacityKind,
-    NodegroupCapacityType,
-    PcsPurchaseOption,
-    QueueCapacityType,
-)
+from training_clusters.options import CapacityKind
 
 CR = "cr-0123456789abcdef0"
 GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
@@ -200,41 +189,6 @@ def test_renderings(
 )
 def test_which_capacities_keep_the_placement_group(capacity: Capacity, keeps: bool) -> None:
     assert capacity.keeps_placement_group() is keeps
-
-
-@pytest.mark.parametrize(
-    ("capacity_type", "reservation_id", "expected"),
-    [
-        (NodegroupCapacityType.ON_DEMAND, None, Capacity.on_demand()),
-        (NodegroupCapacityType.SPOT, None, Capacity.spot()),
-        (NodegroupCapacityType.ON_DEMAND, CR, Capacity.reservation(CR)),
-        (NodegroupCapacityType.CAPACITY_BLOCK, CR, Capacity.capacity_block(CR)),
-    ],
-)
-def test_the_older_nodegroup_props_map_onto_the_model(
-    capacity_type: NodegroupCapacityType, reservation_id: str | None, expected: Capacity
-) -> None:
-    assert from_nodegroup_capacity_type(capacity_type, reservation_id) == expected
-
-
-def test_a_capacity_block_without_its_id_or_spot_with_one_is_refused() -> None:
-    with pytest.raises(ConfigurationError, match="capacity_reservation_id is required with CAPACITY_BLOCK"):
-        from_nodegroup_capacity_type(NodegroupCapacityType.CAPACITY_BLOCK, None)
-    with pytest.raises(ConfigurationError, match=f"got '{CR}' with SPOT"):
-        from_nodegroup_capacity_type(NodegroupCapacityType.SPOT, CR)
-
-
-def test_the_older_pcs_props_map_onto_the_model() -> None:
-    assert from_pcs_purchase_option(PcsPurchaseOption.ONDEMAND, None) == Capacity.on_demand()
-    assert from_pcs_purchase_option(PcsPurchaseOption.SPOT, None) == Capacity.spot()
-    assert from_pcs_purchase_option(PcsPurchaseOption.ONDEMAND, CR) == Capacity.reservation(CR)
-    with pytest.raises(ConfigurationError, match=f"got '{CR}' with SPOT"):
-        from_pcs_purchase_option(PcsPurchaseOption.SPOT, CR)
-
-
-def test_the_older_queue_capacity_type_maps_onto_the_model() -> None:
-    assert from_queue_capacity_type(QueueCapacityType.SPOT) == Capacity.spot()
-    assert from_queue_capacity_type(QueueCapacityType.ONDEMAND) == Capacity.on_demand()
 
 
 def test_described() -> None:

@@ -621,6 +621,17 @@ def problem_line(tmp_path: Path, text: str) -> str:
             "  node_groups:\n    - name: gpu\n      instance_type: g5.8xlarge\n      max_cont: 3\n",
             "env.yaml:8: compute.node_groups[0].max_cont: unknown key (got value 3); did you mean max_count?",
         ),
+        (  # a key of the older capacity form in an intent's node group: what to write instead
+            "region: us-east-1\navailability_zones: [us-east-1a]\norchestrator: eks\ncompute:\n"
+            "  node_groups:\n    - name: gpu\n      instance_type: p5.48xlarge\n      capacity_type: spot\n",
+            "env.yaml:8: compute.node_groups[0].capacity_type: was replaced by capacity; write capacity: {{type: "
+            "spot}} instead",  # doubled braces: the expected line goes through str.format
+        ),
+        (  # where no capacity is taken, an older capacity key is just unknown
+            "region: us-east-1\navailability_zones: [us-east-1a]\nnetwork:\n  capacity_type: spot\n",
+            "env.yaml:4: network.capacity_type: unknown key (got value 'spot'); allowed here: cidr, nat_gateways, "
+            "endpoint_only, placement_availability_zone, flow_logs_retention_days, placement_group",
+        ),
         (  # a section an intent wrote is not in the file: no line
             "region: us-east-1\navailability_zones: [us-east-1a]\norchestrator: parallelcluster\ncompute:\n"
             "  controller: {instance_type: t3.medium}\n  node_groups:\n    - name: gpu\n"
@@ -640,6 +651,8 @@ def problem_line(tmp_path: Path, text: str) -> str:
         "list-item",
         "merged-anchor",
         "intent-compute",
+        "intent-older-capacity-key",
+        "older-capacity-key-elsewhere",
         "intent-written-section",
     ],
 )
@@ -825,8 +838,6 @@ def _hyperpod(capacity: dict[str, Any]) -> dict[str, Any]:
 def test_capacity_sections_become_the_capacity_model() -> None:
     eks = parse_environment(_eks(capacity={"type": "capacity_block", "reservation_id": BLOCK})).eks
     assert eks is not None and eks.efa_nodegroups[0].node_capacity() == Capacity.capacity_block(BLOCK)
-    older = parse_environment(_eks(capacity_type="capacity_block", capacity_reservation_id=BLOCK)).eks
-    assert older is not None and older.efa_nodegroups[0].node_capacity() == Capacity.capacity_block(BLOCK)
     queue = {"capacity": {"type": "reservation", "reservation_id": BLOCK, "targeted": False}}
     pcluster = parse_environment(_pcluster(queue)).parallelcluster
     assert pcluster is not None
@@ -846,7 +857,7 @@ def test_capacity_sections_become_the_capacity_model() -> None:
         ),
         (
             _eks(capacity_type="spot", capacity={"type": "spot"}),
-            "  eks.efa_nodegroups.0: capacity replaces capacity_type; give capacity only",
+            "  eks.efa_nodegroups.0.capacity_type: was replaced by capacity; write capacity: {type: spot} instead",
         ),
         (
             _eks(capacity={"type": "capacity-block"}),
@@ -873,7 +884,8 @@ def test_capacity_sections_become_the_capacity_model() -> None:
         ),
         (
             _pcluster({"capacity": {"type": "spot"}, "capacity_type": "SPOT"}),
-            "  parallelcluster.queues.0: capacity replaces capacity_type; give capacity only",
+            "  parallelcluster.queues.0.capacity_type: was replaced by capacity; write capacity: {type: spot} "
+            "instead",
         ),
         (
             with_(

@@ -27,8 +27,9 @@ from training_clusters.config import (
     load_environment,
     parse_environment,
 )
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import NodeRecovery, PcsPurchaseOption
+from training_clusters.errors import ConfigurationError, excerpt
+from training_clusters.options import NodeRecovery
+from training_clusters.unknown_keys import retired_capacity_key_problem, unknown_key_problem
 
 CR = "cr-0123456789abcdef0"
 GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"
@@ -99,27 +100,23 @@ def test_resource_tags() -> None:
     ("fields", "capacity"),
     [
         ({}, Capacity.on_demand()),
-        ({"purchase_option": "SPOT"}, Capacity.spot()),
-        ({"capacity_reservation_id": CR}, Capacity.reservation(CR)),
+        ({"capacity": {"type": "spot"}}, Capacity.spot()),
+        ({"capacity": {"type": "reservation", "reservation_id": CR}}, Capacity.reservation(CR)),
         ({"capacity": {"type": "capacity-block", "reservation_id": CR}}, Capacity.capacity_block(CR)),
     ],
 )
 def test_a_pcs_node_groups_capacity(fields: dict[str, Any], capacity: Capacity) -> None:
     group = PcsComputeNodeGroupConfig(name="gpu", instance_type="g5.8xlarge", **fields)
     assert group.node_capacity() == capacity
-    assert (
-        PcsComputeNodeGroupConfig(name="gpu", instance_type="g5.8xlarge").purchase_option
-        is PcsPurchaseOption.ONDEMAND
-    )
 
 
 @pytest.mark.parametrize(
     ("fields", "capacity"),
     [
         ({}, Capacity.on_demand()),
-        ({"capacity_type": "SPOT"}, Capacity.spot()),
-        ({"capacity_reservation_id": CR}, Capacity.reservation(CR)),
-        ({"capacity_type": "CAPACITY_BLOCK", "capacity_reservation_id": CR}, Capacity.capacity_block(CR)),
+        ({"capacity": {"type": "spot"}}, Capacity.spot()),
+        ({"capacity": {"type": "reservation", "reservation_id": CR}}, Capacity.reservation(CR)),
+        ({"capacity": {"type": "capacity-block", "reservation_id": CR}}, Capacity.capacity_block(CR)),
         (
             {"capacity": {"type": "reservation", "reservation_id": CR, "targeted": False}},
             Capacity.reservation(CR, targeted=False),
@@ -330,45 +327,20 @@ def test_a_problem_in_what_compute_wrote_has_no_line_even_beside_the_orchestrato
     )
 
 
-@pytest.mark.parametrize(
-    ("section", "message"),
-    [
-        (
-            {"name": "efa", "instance_type": "p5.48xlarge", "size": 2, "capacity_type": "ON_DEMAND"},
-            "capacity replaces capacity_type; give capacity only",
-        ),
-        (
-            {
-                "name": "efa",
-                "instance_type": "p5.48xlarge",
-                "size": 2,
-                "capacity_type": "ON_DEMAND",
-                "capacity_reservation_id": CR,
-            },
-            "capacity replaces capacity_reservation_id and capacity_type; give capacity only",
-        ),
-    ],
-    ids=["one-field", "two-fields"],
-)
-def test_capacity_names_every_older_field_it_replaces(section: dict[str, Any], message: str) -> None:
-    nodegroup = {**section, "capacity": {"type": "capacity-block", "reservation_id": CR}}
+def test_each_field_of_the_older_capacity_form_says_what_replaces_it() -> None:
+    nodegroup = {
+        "name": "efa",
+        "instance_type": "p5.48xlarge",
+        "size": 2,
+        "capacity_type": "CAPACITY_BLOCK",
+        "capacity_reservation_id": CR,
+    }
     assert problems({**MINIMAL, "eks": {"efa_nodegroups": [nodegroup]}}) == (
-        f"<environment>: 1 problem(s)\n  eks.efa_nodegroups.0: {message}"
-    )
-
-
-def test_a_pcs_node_group_names_both_older_fields_capacity_replaces() -> None:
-    with pytest.raises(ValidationError) as raised:
-        PcsComputeNodeGroupConfig(
-            name="gpu",
-            instance_type="g5.8xlarge",
-            purchase_option="ONDEMAND",
-            capacity_reservation_id=CR,
-            capacity={"type": "reservation", "reservation_id": CR},
-        )
-    (problem,) = raised.value.errors()
-    assert problem["msg"] == (
-        "Value error, capacity replaces capacity_reservation_id and purchase_option; give capacity only"
+        "<environment>: 2 problem(s)\n"
+        "  eks.efa_nodegroups.0.capacity_type: was replaced by capacity; write capacity: {type: capacity-block, "
+        "reservation_id: cr-...} instead\n"
+        "  eks.efa_nodegroups.0.capacity_reservation_id: was replaced by capacity; write capacity: {type: "
+        f"reservation, reservation_id: {CR}}} ({{type: capacity-block, ...}} for a Capacity Block) instead"
     )
 
 
@@ -384,7 +356,7 @@ def test_a_capacity_section_keeps_every_field_it_was_given() -> None:
 
 
 def test_a_parallelcluster_queue_and_compute_resource_capacity() -> None:
-    """A compute resource's own capacity, else None (the queue's); a queue's capacity, else capacity_type."""
+    """A compute resource's own capacity, else None (the queue's); a queue's capacity, else On-Demand."""
     block = {"type": "capacity-block", "reservation_id": CR}
     resource = {"name": "gpu", "instance_type": "g5.8xlarge"}
     assert PclusterComputeResourceConfig(**resource).resource_capacity() is None
@@ -394,7 +366,52 @@ def test_a_parallelcluster_queue_and_compute_resource_capacity() -> None:
     assert (
         PclusterQueueConfig(name="q", compute_resources=[resource]).queue_capacity() == Capacity.on_demand()
     )
-    spot = PclusterQueueConfig(name="q", compute_resources=[resource], capacity_type="SPOT")
-    assert spot.queue_capacity() == Capacity.spot()
     stated = PclusterQueueConfig(name="q", compute_resources=[resource], capacity={"type": "spot"})
     assert stated.queue_capacity() == Capacity.spot()
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("capacity_type", "ON_DEMAND", "was replaced by capacity; write capacity: {type: on-demand} instead"),
+        (
+            "purchase_option",
+            "ONDEMAND",
+            "was replaced by capacity; write capacity: {type: on-demand} instead",
+        ),
+        ("purchase_option", "spot", "was replaced by capacity; write capacity: {type: spot} instead"),
+        (
+            "capacity_type",
+            "capacity_block",
+            "was replaced by capacity; write capacity: {type: capacity-block, reservation_id: cr-...} instead",
+        ),
+        (
+            "capacity_type",
+            "reserved",
+            "was replaced by capacity; write capacity: {type: on-demand | spot | reservation | capacity-block, "
+            "...} instead",
+        ),
+        (
+            "capacity_reservation_id",
+            CR,
+            f"was replaced by capacity; write capacity: {{type: reservation, reservation_id: {CR}}} ({{type: "
+            "capacity-block, ...} for a Capacity Block) instead",
+        ),
+        (
+            "capacity_reservation_id",
+            "cr-1\nrm -rf /",
+            "was replaced by capacity; write capacity: {type: reservation, reservation_id: cr-...} ({type: "
+            "capacity-block, ...} for a Capacity Block) instead",
+        ),
+        ("capacity", "spot", None),
+        ("instance_type", "spot", None),
+    ],
+)
+def test_what_replaces_each_key_of_the_older_capacity_form(
+    key: str, value: object, message: str | None
+) -> None:
+    """The replacement is said where the section takes ``capacity``; elsewhere the key is just unknown."""
+    assert retired_capacity_key_problem(key, value) == message
+    if message is not None:
+        assert unknown_key_problem(key, value, ["name", "capacity"]) == message
+    assert unknown_key_problem(key, value, ["name"]).startswith(f"unknown key (got value {excerpt(value)})")

@@ -8,13 +8,7 @@ from typing import Any
 
 import pytest
 
-from training_clusters.capacity import (
-    Capacity,
-    Orchestrator,
-    from_nodegroup_capacity_type,
-    from_pcs_purchase_option,
-    from_queue_capacity_type,
-)
+from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import (
     ALL_CHOICES,
@@ -23,11 +17,8 @@ from training_clusters.options import (
     EfaInterfaceType,
     LustreDeploymentType,
     MigLayout,
-    NodegroupCapacityType,
     NodeRecovery,
-    PcsPurchaseOption,
     PodSecurityLevel,
-    QueueCapacityType,
     QueuePreemption,
     SpreadLevel,
 )
@@ -97,10 +88,8 @@ def test_allowed_and_spellings() -> None:
 
 
 def test_every_option_is_listed_once() -> None:
-    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 25
-    assert {QueuePreemption, CapacityKind, NodegroupCapacityType, PcsPurchaseOption, PodSecurityLevel} <= set(
-        ALL_CHOICES
-    )
+    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 22
+    assert {QueuePreemption, CapacityKind, PodSecurityLevel} <= set(ALL_CHOICES)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -370,36 +359,6 @@ def test_what_each_orchestrator_takes(orchestrator: Orchestrator, allowed: str) 
             with pytest.raises(ConfigurationError) as raised:
                 capacity.check_for(orchestrator, "queues[0].capacity")
             assert str(raised.value) == f"queues[0].capacity {message}"
-
-
-def test_the_props_before_the_model_map_onto_it() -> None:
-    assert from_nodegroup_capacity_type(NodegroupCapacityType.ON_DEMAND, None) == Capacity.on_demand()
-    assert from_nodegroup_capacity_type(NodegroupCapacityType.ON_DEMAND, CR) == Capacity.reservation(CR)
-    assert from_nodegroup_capacity_type(NodegroupCapacityType.SPOT, None) == Capacity.spot()
-    assert from_nodegroup_capacity_type(NodegroupCapacityType.CAPACITY_BLOCK, CR) == Capacity.capacity_block(
-        CR
-    )
-    with pytest.raises(ConfigurationError) as raised:
-        from_nodegroup_capacity_type(NodegroupCapacityType.SPOT, CR)
-    assert str(raised.value) == (
-        f"capacity_reservation_id applies to ON_DEMAND and CAPACITY_BLOCK only, got '{CR}' with SPOT"
-    )
-    with pytest.raises(ConfigurationError) as raised:
-        from_nodegroup_capacity_type(NodegroupCapacityType.CAPACITY_BLOCK, None)
-    assert str(raised.value) == "capacity_reservation_id is required with CAPACITY_BLOCK"
-
-    assert from_queue_capacity_type(QueueCapacityType.SPOT) == Capacity.spot()
-    assert from_queue_capacity_type(QueueCapacityType.ONDEMAND) == Capacity.on_demand()
-
-    assert from_pcs_purchase_option(PcsPurchaseOption.SPOT, None) == Capacity.spot()
-    assert from_pcs_purchase_option(PcsPurchaseOption.ONDEMAND, None) == Capacity.on_demand()
-    assert from_pcs_purchase_option(PcsPurchaseOption.ONDEMAND, CR) == Capacity.reservation(CR)
-    with pytest.raises(ConfigurationError) as raised:
-        from_pcs_purchase_option(PcsPurchaseOption.SPOT, CR)
-    assert (
-        str(raised.value)
-        == f"capacity_reservation_id applies to ONDEMAND node groups only, got '{CR}' with SPOT"
-    )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -31,7 +31,6 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
-from training_clusters.options import QueueCapacityType
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
 from .conftest import CDK_CONTEXT, ROOT, EnvironmentGates, PinnedStack
@@ -122,7 +121,7 @@ EMITTED: dict[str, Callable[[EnvironmentGates], dict[str, Any]]] = {
     "gpu and cpu queues": _variant(
         queues=[
             SlurmQueue(name="gpu", compute_resources=[P5]),
-            SlurmQueue(name="cpu", compute_resources=[T3], capacity_type=QueueCapacityType.SPOT),
+            SlurmQueue(name="cpu", compute_resources=[T3], capacity=Capacity.spot()),
         ]
     ),
     "key pair and prefix list": _variant(head_node=HeadNode(key_name="ops", ssh_allowed_ips="pl-0123abcd")),

@@ -15,7 +15,6 @@ from training_clusters.options import (
     MigStrategy,
     Mps,
     PcsClusterSize,
-    PcsPurchaseOption,
     QueuePreemption,
     TimeSlicing,
 )
@@ -1216,29 +1215,6 @@ def test_pcs_efa_interfaces_are_bounded_by_network_cards_too() -> None:
     assert pcs.efa_interfaces_problem(fewer_cards, 5) == (
         "must be between 1 and 4 for p5.48xlarge (one per network card), got 5"
     )
-
-
-@pytest.mark.parametrize(
-    ("option", "reservation", "problem"),
-    [
-        (PcsPurchaseOption.SPOT, None, None),
-        (PcsPurchaseOption.ONDEMAND, "cr-0123456789abcdef0", None),
-        (
-            PcsPurchaseOption.ONDEMAND,
-            "cr-0123456789abcdef",
-            "must be a capacity reservation id such as cr-0123456789abcdef0, got 'cr-0123456789abcdef'",
-        ),
-        (
-            PcsPurchaseOption.SPOT,
-            "cr-0123456789abcdef0",
-            "applies to ONDEMAND node groups only, got 'cr-0123456789abcdef0' with SPOT",
-        ),
-    ],
-)
-def test_pcs_capacity_reservations(
-    option: PcsPurchaseOption, reservation: str | None, problem: str | None
-) -> None:
-    assert pcs.capacity_reservation_problem(option, reservation) == problem
 
 
 @pytest.mark.parametrize(("size", "ok"), [(7, False), (8, True), (16_384, True), (16_385, False)])

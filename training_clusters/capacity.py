@@ -32,12 +32,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from training_clusters.errors import ConfigurationError, excerpt
-from training_clusters.options import (
-    CapacityKind,
-    NodegroupCapacityType,
-    PcsPurchaseOption,
-    QueueCapacityType,
-)
+from training_clusters.options import CapacityKind
 
 #: An EC2 capacity reservation id: On-Demand Capacity Reservations and Capacity Blocks alike.
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")
@@ -351,10 +346,6 @@ class Capacity:
             raise ConfigurationError(f"{field} must look like {example}, got {excerpt(value)}")
 
 
-# --------------------------------------------------------------------------------------------------
-# the props that came before the model: mapped onto it here, and only here
-
-
 def arn_place_problem(arn: str, region: str | None, account: str | None) -> str | None:
     """Why ``arn`` (``arn:PARTITION:SERVICE:REGION:ACCOUNT:...``) cannot be used from a stack in ``region`` and
     ``account``, or None; a ``region`` or ``account`` that is None or an unresolved token is not compared.
@@ -377,43 +368,3 @@ def arn_place_problem(arn: str, region: str | None, account: str | None) -> str 
             f"{account}'s, or deploy to {arn_account}"
         )
     return None
-
-
-def from_nodegroup_capacity_type(
-    capacity_type: NodegroupCapacityType, reservation_id: str | None
-) -> Capacity:
-    """An EKS nodegroup's ``capacity_type`` + ``capacity_reservation_id`` (the props before :class:`Capacity`).
-
-    ON_DEMAND with an id is a targeted reservation, CAPACITY_BLOCK a block (its id required), SPOT no id.
-    """
-    if capacity_type is NodegroupCapacityType.SPOT:
-        if reservation_id is not None:
-            raise ConfigurationError(
-                f"capacity_reservation_id applies to ON_DEMAND and CAPACITY_BLOCK only, got '{reservation_id}' "
-                "with SPOT"
-            )
-        return Capacity.spot()
-    if capacity_type is NodegroupCapacityType.CAPACITY_BLOCK:
-        if reservation_id is None:
-            raise ConfigurationError("capacity_reservation_id is required with CAPACITY_BLOCK")
-        return Capacity.capacity_block(reservation_id)
-    return Capacity.on_demand() if reservation_id is None else Capacity.reservation(reservation_id)
-
-
-def from_queue_capacity_type(capacity_type: QueueCapacityType) -> Capacity:
-    """A ParallelCluster queue's ``capacity_type`` (the prop before :class:`Capacity`)."""
-    return Capacity.spot() if capacity_type is QueueCapacityType.SPOT else Capacity.on_demand()
-
-
-def from_pcs_purchase_option(purchase_option: PcsPurchaseOption, reservation_id: str | None) -> Capacity:
-    """A PCS node group's ``purchase_option`` + ``capacity_reservation_id`` (the props before :class:`Capacity`).
-
-    ONDEMAND with an id is a targeted reservation; SPOT takes no id.
-    """
-    if reservation_id is None:
-        return Capacity.spot() if purchase_option is PcsPurchaseOption.SPOT else Capacity.on_demand()
-    if purchase_option is PcsPurchaseOption.SPOT:
-        raise ConfigurationError(
-            f"capacity_reservation_id applies to ONDEMAND node groups only, got '{reservation_id}' with SPOT"
-        )
-    return Capacity.reservation(reservation_id)

@@ -30,12 +30,7 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from training_clusters.capacity import (
-    Capacity,
-    from_nodegroup_capacity_type,
-    from_pcs_purchase_option,
-    from_queue_capacity_type,
-)
+from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import (
     CATALOG,
@@ -72,16 +67,13 @@ from training_clusters.options import (
     MigLayout,
     MigStrategy,
     Mps,
-    NodegroupCapacityType,
     NodeProvisioningMode,
     NodeRecovery,
     NodeRole,
     OperatingSystem,
     PcsClusterSize,
-    PcsPurchaseOption,
     PlacementStrategy,
     PodSecurityLevel,
-    QueueCapacityType,
     QueuePlacement,
     QueuePreemption,
     QueueUpdateStrategy,
@@ -233,26 +225,6 @@ def _capacity_for(orchestrator: CapacityOrchestrator) -> Callable[[Any], Any]:
         return None if value is None else value.checked_for(orchestrator)
 
     return check
-
-
-def _older_capacity_problem(section: BaseModel, *older_fields: str) -> str | None:
-    """``capacity`` given together with the older fields it replaces (``capacity_type`` ...), or None."""
-    given = sorted(set(older_fields) & section.model_fields_set)
-    if getattr(section, "capacity", None) is None or not given:
-        return None
-    return f"capacity replaces {' and '.join(given)}; give capacity only"
-
-
-def _older_capacity_fields_problem(nodegroup: EksEfaNodegroupConfig) -> str | None:
-    """What is wrong with an EKS nodegroup's ``capacity_type`` + ``capacity_reservation_id`` (SPOT with a
-    reservation ...), as the nodegroup construct says it, or None."""
-    if nodegroup.capacity is not None:
-        return None
-    try:
-        from_nodegroup_capacity_type(nodegroup.capacity_type, nodegroup.capacity_reservation_id)
-    except ConfigurationError as error:
-        return str(error).removeprefix("capacity_reservation_id ")
-    return None
 
 
 def _is_number(annotation: Any) -> bool:
@@ -645,11 +617,10 @@ class PclusterQueueConfig(_Model):
 
     name: str
     compute_resources: list[PclusterComputeResourceConfig]
-    capacity_type: Annotated[QueueCapacityType, _FileChoice(QueueCapacityType)] = QueueCapacityType.ONDEMAND
     capacity: CapacityConfig | None = Field(
         default=None,
-        description="Where the queue's instances come from (replaces capacity_type): on-demand, spot, a "
-        "reservation or a capacity-block. Default: capacity_type.",
+        description="Where the queue's instances come from: on-demand, spot, a reservation or a "
+        "capacity-block. Default: on-demand.",
     )
     placement: Annotated[QueuePlacement, _FileChoice(QueuePlacement)] | None = Field(
         default=None,
@@ -686,11 +657,6 @@ class PclusterQueueConfig(_Model):
     _pcluster_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.PARALLELCLUSTER))
 
     @model_validator(mode="after")
-    def _capacity_or_capacity_type(self) -> PclusterQueueConfig:
-        _raise_if(_older_capacity_problem(self, "capacity_type"))
-        return self
-
-    @model_validator(mode="after")
     def _capacities_fit_the_queue(self) -> PclusterQueueConfig:
         problem = pcluster_rules.queue_capacity_problem(
             self.queue_capacity(),
@@ -700,10 +666,8 @@ class PclusterQueueConfig(_Model):
         return self
 
     def queue_capacity(self) -> Capacity:
-        """``capacity``, or ``capacity_type`` on the model."""
-        if self.capacity is not None:
-            return self.capacity.to_capacity()
-        return from_queue_capacity_type(self.capacity_type)
+        """``capacity`` on the model: On-Demand when not given."""
+        return Capacity.on_demand() if self.capacity is None else self.capacity.to_capacity()
 
     @model_validator(mode="after")
     def _efa_needs_placement(self) -> PclusterQueueConfig:
@@ -984,14 +948,10 @@ class EksEfaNodegroupConfig(_Model):
     size: Annotated[int, Field(ge=1)]
     efa_interfaces: int | None = Field(default=None, description="Default: the instance's maximum.")
     efa_interface_type: Annotated[EfaInterfaceType, _FileChoice(EfaInterfaceType)] = EfaInterfaceType.EFA
-    capacity_type: Annotated[NodegroupCapacityType, _FileChoice(NodegroupCapacityType)] = (
-        NodegroupCapacityType.ON_DEMAND
-    )
-    capacity_reservation_id: str | None = Field(default=None, pattern=r"^cr-[0-9a-f]{8,17}$")
     capacity: CapacityConfig | None = Field(
         default=None,
-        description="Where the nodes come from (replaces capacity_type and capacity_reservation_id): "
-        "on-demand, spot, a reservation or a capacity-block. Default: capacity_type.",
+        description="Where the nodes come from: on-demand, spot, a reservation or a capacity-block. "
+        "Default: on-demand.",
     )
     labels: Annotated[dict[str, str], AfterValidator(kubernetes_labels)] = Field(default_factory=dict)
 
@@ -999,16 +959,9 @@ class EksEfaNodegroupConfig(_Model):
 
     _eks_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.EKS))
 
-    @model_validator(mode="after")
-    def _capacity_or_capacity_type(self) -> EksEfaNodegroupConfig:
-        _raise_if(_older_capacity_problem(self, "capacity_type", "capacity_reservation_id"))
-        return self
-
     def node_capacity(self) -> Capacity:
-        """``capacity``, or ``capacity_type`` + ``capacity_reservation_id`` on the model."""
-        if self.capacity is not None:
-            return self.capacity.to_capacity()
-        return from_nodegroup_capacity_type(self.capacity_type, self.capacity_reservation_id)
+        """``capacity`` on the model: On-Demand when not given."""
+        return Capacity.on_demand() if self.capacity is None else self.capacity.to_capacity()
 
     @model_validator(mode="after")
     def _has_efa(self) -> EksEfaNodegroupConfig:
@@ -1019,20 +972,6 @@ class EksEfaNodegroupConfig(_Model):
             _raise_at(
                 "efa_interfaces", efa_interfaces_problem(CATALOG[self.instance_type], self.efa_interfaces)
             )
-        return self
-
-    @model_validator(mode="after")
-    def _capacity_block_needs_reservation(self) -> EksEfaNodegroupConfig:
-        if (
-            self.capacity_type is NodegroupCapacityType.CAPACITY_BLOCK
-            and self.capacity_reservation_id is None
-        ):
-            raise ValueError("capacity_reservation_id is required with capacity_block")
-        return self
-
-    @model_validator(mode="after")
-    def _reservation_fits_capacity_type(self) -> EksEfaNodegroupConfig:
-        _raise_at("capacity_reservation_id", _older_capacity_fields_problem(self))
         return self
 
 
@@ -1546,19 +1485,15 @@ class PcsComputeNodeGroupConfig(_Model):
     instance_type: str
     min_count: Annotated[int, Field(ge=0)] = 0
     max_count: Annotated[int, Field(ge=1)] = 2
-    purchase_option: Annotated[PcsPurchaseOption, _FileChoice(PcsPurchaseOption)] = PcsPurchaseOption.ONDEMAND
     efa: bool | None = Field(default=None, description="Default: enabled where the instance type has EFA.")
     efa_interfaces: int | None = Field(
         default=None,
         description="EFA interfaces per node, one per network card. Default: the type's maximum.",
     )
-    capacity_reservation_id: str | None = Field(
-        default=None, description="On-Demand Capacity Reservation (cr-...) to launch into; ONDEMAND only."
-    )
     capacity: CapacityConfig | None = Field(
         default=None,
-        description="Where the nodes come from (replaces purchase_option and capacity_reservation_id): "
-        "on-demand, spot, a reservation or a capacity-block. Default: purchase_option.",
+        description="Where the nodes come from: on-demand, spot, a reservation or a capacity-block. "
+        "Default: on-demand.",
     )
     root_volume_size_gib: int = 200
 
@@ -1570,16 +1505,9 @@ class PcsComputeNodeGroupConfig(_Model):
 
     _pcs_capacity = field_validator("capacity")(_capacity_for(CapacityOrchestrator.PCS))
 
-    @model_validator(mode="after")
-    def _capacity_or_purchase_option(self) -> PcsComputeNodeGroupConfig:
-        _raise_if(_older_capacity_problem(self, "purchase_option", "capacity_reservation_id"))
-        return self
-
     def node_capacity(self) -> Capacity:
-        """``capacity``, or ``purchase_option`` + ``capacity_reservation_id`` on the model."""
-        if self.capacity is not None:
-            return self.capacity.to_capacity()
-        return from_pcs_purchase_option(self.purchase_option, self.capacity_reservation_id)
+        """``capacity`` on the model: On-Demand when not given."""
+        return Capacity.on_demand() if self.capacity is None else self.capacity.to_capacity()
 
     @model_validator(mode="after")
     def _pcs_group(self) -> PcsComputeNodeGroupConfig:
@@ -1591,10 +1519,6 @@ class PcsComputeNodeGroupConfig(_Model):
             if not self.efa_enabled:
                 raise ValueError(f"efa_interfaces applies only with EFA, which is off for {instance.name}")
             _raise_if(pcs_rules.efa_interfaces_problem(instance, self.efa_interfaces), "efa_interfaces")
-        _raise_if(
-            pcs_rules.capacity_reservation_problem(self.purchase_option, self.capacity_reservation_id),
-            "capacity_reservation_id",
-        )
         return self
 
     @property

@@ -190,13 +190,6 @@ class QueueUpdateStrategy(Choice):
     """Nodes are replaced at once; their jobs are requeued."""
 
 
-class QueueCapacityType(Choice):
-    """How a ParallelCluster queue buys its instances (``CapacityType``)."""
-
-    ONDEMAND = "ONDEMAND"
-    SPOT = "SPOT"
-
-
 class QueuePlacement(Choice):
     """The placement group of a ParallelCluster queue's compute nodes."""
 
@@ -225,16 +218,6 @@ class AccessMode(Choice):
     """Access entries only (the EKS API); the ``aws-auth`` ConfigMap is ignored."""
     API_AND_CONFIG_MAP = "API_AND_CONFIG_MAP"
     """Access entries and the legacy ``aws-auth`` ConfigMap."""
-
-
-class NodegroupCapacityType(Choice):
-    """How an EKS managed nodegroup's instances are bought (``CapacityType``)."""
-
-    ON_DEMAND = "ON_DEMAND"
-    SPOT = "SPOT"
-    """Interruptible; poor for multi-node training, fine for experiments."""
-    CAPACITY_BLOCK = "CAPACITY_BLOCK"
-    """An EC2 Capacity Block for ML; needs ``capacity_reservation_id``."""
 
 
 class EfaInterfaceType(Choice):
@@ -346,11 +329,9 @@ ALL_CHOICES: tuple[type[Choice], ...] = (
     NodeRecovery,
     OperatingSystem,
     QueueUpdateStrategy,
-    QueueCapacityType,
     QueuePlacement,
     DeletionPolicy,
     AccessMode,
-    NodegroupCapacityType,
     EfaInterfaceType,
     MigStrategy,
     CapacityKind,
@@ -392,16 +373,7 @@ class SlurmAccounting(Choice):
     """PCS runs slurmdbd for the cluster (``sacct``, fair share); PCS bills it by the hour."""
 
 
-class PcsPurchaseOption(Choice):
-    """How a PCS compute node group buys its instances (``PurchaseOption``)."""
-
-    ONDEMAND = "ONDEMAND"
-    """On-Demand, or an On-Demand Capacity Reservation given as ``capacity_reservation_id``."""
-    SPOT = "SPOT"
-    """Interruptible; poor for multi-node training, fine for experiments."""
-
-
-ALL_CHOICES = (*ALL_CHOICES, SlurmVersion, PcsClusterSize, SlurmAccounting, PcsPurchaseOption)
+ALL_CHOICES = (*ALL_CHOICES, SlurmVersion, PcsClusterSize, SlurmAccounting)
 ALL_CHOICES = (*ALL_CHOICES, NodeProvisioningMode, HyperPodAccounting)
 
 

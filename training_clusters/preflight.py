@@ -27,8 +27,8 @@ What is checked:
 - **EFA**: EC2 reports ``EfaSupported`` for every type the file asks EFA of.
 - **FSx for Lustre**: ``storage.lustre.storage_capacity_gib`` against the account-wide storage quota of
   its deployment type.
-- **Reserved capacity**: every capacity reservation and Capacity Block a file names (``capacity`` or
-  ``capacity_reservation_id``; EC2 ``DescribeCapacityReservations`` covers both) and every SageMaker
+- **Reserved capacity**: every capacity reservation and Capacity Block a file names (``capacity``'s
+  ``reservation_id``; EC2 ``DescribeCapacityReservations`` covers both) and every SageMaker
   training plan (``DescribeTrainingPlan``): it exists; its state (active, or scheduled: the start is
   shown); its instance type and AZ are those of the group (the placement subnet's AZ); it has enough free
   instances (``AvailableInstanceCount``) for the group's nodes; when it ends (a warning within 24 hours, a

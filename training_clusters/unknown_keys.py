@@ -10,6 +10,7 @@ the same way::
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator, Sequence
 from typing import Any, get_args
 
@@ -41,13 +42,49 @@ def allowed_keys(model: type[BaseModel], path: Sequence[str | int]) -> list[str]
     return list(section.model_fields)
 
 
+#: A value shown as it is in a suggested replacement (a reservation id); anything else is shown as ``cr-...``.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9-]{1,40}")
+
+#: Keys of the capacity form before ``capacity`` (removed in 0.x), in the sections that now take ``capacity``.
+RETIRED_CAPACITY_KEYS = ("capacity_type", "purchase_option", "capacity_reservation_id")
+
+
+def retired_capacity_key_problem(key: object, value: object) -> str | None:
+    """What to write instead of a key of the older capacity form (said after the key's path), or None for
+    any other key.
+
+    >>> retired_capacity_key_problem("capacity_type", "spot")
+    'was replaced by capacity; write capacity: {type: spot} instead'
+    """
+    if key not in RETIRED_CAPACITY_KEYS:
+        return None
+    if key == "capacity_reservation_id":
+        reservation = value if isinstance(value, str) and _PLAIN_ID.fullmatch(value) else "cr-..."
+        replacement = (
+            f"{{type: reservation, reservation_id: {reservation}}} "
+            "({type: capacity-block, ...} for a Capacity Block)"
+        )
+    else:
+        kind = str(value).strip().lower().replace("_", "-").replace("ondemand", "on-demand")
+        replacement = {
+            "on-demand": "{type: on-demand}",
+            "spot": "{type: spot}",
+            "capacity-block": "{type: capacity-block, reservation_id: cr-...}",
+        }.get(kind, "{type: on-demand | spot | reservation | capacity-block, ...}")
+    return f"was replaced by capacity; write capacity: {replacement} instead"
+
+
 def unknown_key_problem(key: object, value: object, allowed: Sequence[str]) -> str:
     """What to say about ``key: value`` in a section that allows only ``allowed``.
 
-    The closest allowed key when one is close (difflib's ratio of 0.6 or more, as
+    A key of the older capacity form, where the section takes ``capacity``, gets what to write instead
+    (:func:`retired_capacity_key_problem`). Otherwise the closest allowed key when one is close (difflib's ratio of 0.6 or more, as
     :func:`difflib.get_close_matches` has it), else the keys the section allows when they fit
     :data:`LONGEST_LISTING` characters, else the schema that lists them.
     """
+    retired = retired_capacity_key_problem(key, value) if "capacity" in allowed else None
+    if retired:
+        return retired
     problem = f"unknown key (got value {excerpt(value)})"
     close = []
     if isinstance(key, str) and len(key) <= LONGEST_KEY_COMPARED:

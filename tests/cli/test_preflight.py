@@ -278,16 +278,19 @@ def test_hyperpod_demands_count_against_sagemaker() -> None:
 @pytest.mark.parametrize(
     ("group", "capacity"),
     [
-        ({"capacity_type": "spot"}, Capacity.SPOT),
+        ({"capacity": {"type": "spot"}}, Capacity.SPOT),
         (
-            {"capacity_type": "capacity_block", "capacity_reservation_id": "cr-0123456789abcdef0"},
+            {"capacity": {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"}},
             Capacity.CAPACITY_BLOCK,
         ),
-        ({"capacity_reservation_id": "cr-0123456789abcdef0"}, Capacity.CAPACITY_RESERVATION),
+        (
+            {"capacity": {"type": "reservation", "reservation_id": "cr-0123456789abcdef0"}},
+            Capacity.CAPACITY_RESERVATION,
+        ),
         ({}, Capacity.ON_DEMAND),
     ],
 )
-def test_eks_capacity_types(group: dict[str, str], capacity: Capacity) -> None:
+def test_eks_capacity_types(group: dict[str, Any], capacity: Capacity) -> None:
     document = {
         **ONE_G5_EFA_NODE,
         "eks": {"efa_nodegroups": [{"name": "p5", "instance_type": "p5.48xlarge", "size": 2, **group}]},
@@ -299,9 +302,12 @@ def test_eks_capacity_types(group: dict[str, str], capacity: Capacity) -> None:
 @pytest.mark.parametrize(
     ("group", "capacity", "reserved"),
     [
-        ({"purchase_option": "SPOT"}, Capacity.SPOT, None),
-        ({"capacity_reservation_id": "cr-0123456789abcdef0"}, Capacity.CAPACITY_RESERVATION, "reservation"),
         ({"capacity": {"type": "spot"}}, Capacity.SPOT, None),
+        (
+            {"capacity": {"type": "reservation", "reservation_id": "cr-0123456789abcdef0"}},
+            Capacity.CAPACITY_RESERVATION,
+            "reservation",
+        ),
         (
             {
                 "capacity": {
@@ -434,7 +440,7 @@ def test_hyperpod_environment_passes_reading_sagemaker_quotas_page_by_page() -> 
 
 def test_spot_queues_count_against_the_spot_quota() -> None:
     document = environment("parallelcluster-c5n").model_dump(mode="json", exclude_none=True)
-    document["parallelcluster"]["queues"][0]["capacity_type"] = "SPOT"
+    document["parallelcluster"]["queues"][0]["capacity"] = {"type": "spot"}
     account = Account()
     account.ec2_quota(STANDARD, 8)  # the head node
     account.ec2_quota(STANDARD_SPOT, 72)  # 2 c5n.9xlarge of 36 vCPUs
@@ -530,8 +536,7 @@ def test_capacity_blocks_skip_the_on_demand_quota_and_say_so() -> None:
                     "name": "p5",
                     "instance_type": "p5.48xlarge",
                     "size": 2,
-                    "capacity_type": "capacity_block",
-                    "capacity_reservation_id": "cr-0123456789abcdef0",
+                    "capacity": {"type": "capacity-block", "reservation_id": "cr-0123456789abcdef0"},
                 }
             ]
         },
@@ -1018,7 +1023,6 @@ def test_a_block_ending_within_a_day_passes_with_a_warning() -> None:
 def test_a_parallelcluster_reservation_is_checked_for_the_queues_max_count() -> None:
     document = environment("parallelcluster-c5n").model_dump(mode="json", exclude_none=True)
     queue = document["parallelcluster"]["queues"][0]
-    del queue["capacity_type"]  # capacity replaces it
     queue["capacity"] = {"type": "reservation", "reservation_id": BLOCK}
     account = Account()
     account.ec2_quota(STANDARD, 640)  # the head node only: the reserved queue needs no quota
@@ -1108,12 +1112,15 @@ def test_pcs_demands_count_login_nodes_and_each_node_group_at_max_count_in_the_p
 @pytest.mark.parametrize(
     ("group", "capacity"),
     [
-        ({"purchase_option": "spot"}, Capacity.SPOT),
-        ({"capacity_reservation_id": "cr-0123456789abcdef0"}, Capacity.CAPACITY_RESERVATION),
+        ({"capacity": {"type": "spot"}}, Capacity.SPOT),
+        (
+            {"capacity": {"type": "reservation", "reservation_id": "cr-0123456789abcdef0"}},
+            Capacity.CAPACITY_RESERVATION,
+        ),
         ({}, Capacity.ON_DEMAND),
     ],
 )
-def test_pcs_purchase_options(group: dict[str, str], capacity: Capacity) -> None:
+def test_pcs_purchase_options(group: dict[str, Any], capacity: Capacity) -> None:
     document = {
         "region": REGION,
         "availability_zones": ["us-east-1a", "us-east-1b"],

@@ -72,7 +72,7 @@ def _choices_in(hint: Any) -> bool:
 
 
 def _option_paths(prefix: str, hint: Any, seen: frozenset[type] = frozenset()) -> Iterator[str]:
-    """Prop paths (``queues[].capacity_type``) whose type is an option, through lists and dataclasses."""
+    """Prop paths (``queues[].placement``) whose type is an option, through lists and dataclasses."""
     if _choices_in(hint):
         yield prefix
         return
@@ -264,11 +264,6 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         package.DeletionPolicy.RETAIN,
         "retain",
     ),
-    "ParallelCluster.queues[].capacity_type": (
-        lambda s, v: _pcluster(s, queues=[SlurmQueue(name="q", compute_resources=[T3], capacity_type=v)]),
-        package.QueueCapacityType.SPOT,
-        "spot",
-    ),
     "ParallelCluster.queues[].capacity.kind": (
         lambda s, v: _pcluster(
             s,
@@ -357,18 +352,6 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         package.EfaInterfaceType.EFA_ONLY,
         "EFA_ONLY",
     ),
-    "EfaNodegroup.capacity_type": (
-        lambda s, v: _efa_nodegroup(s, capacity_type=v),
-        package.NodegroupCapacityType.SPOT,
-        "spot",
-    ),
-    "GpuNodegroup.capacity_type": (
-        lambda s, v: GpuNodegroup(
-            s, "Gpu", cluster=_eks(s), instance_type="g5.2xlarge", desired_size=1, capacity_type=v
-        ),
-        package.NodegroupCapacityType.SPOT,
-        "Spot",
-    ),
     "NvidiaDevicePlugin.mig_strategy": (
         lambda s, v: NvidiaDevicePlugin(
             s, "Nvidia", cluster=_eks(s), instance_types=["g5.2xlarge"], mig_strategy=v
@@ -446,16 +429,6 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         lambda s, v: _pcs(s, accounting=v),
         package.SlurmAccounting.STANDARD,
         "Standard",
-    ),
-    "PcsCluster.compute_node_groups[].purchase_option": (
-        lambda s, v: _pcs(
-            s,
-            compute_node_groups=[
-                package.PcsComputeNodeGroup(name="cpu", instance_type="m5.xlarge", purchase_option=v)
-            ],
-        ),
-        package.PcsPurchaseOption.SPOT,
-        "spot",
     ),
     "PcsCluster.compute_node_groups[].capacity.kind": (
         lambda s, v: _pcs(

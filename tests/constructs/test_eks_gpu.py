@@ -12,7 +12,6 @@ from training_clusters.catalog import AcceleratorKind, all_instance_types
 from training_clusters.constructs.eks_gpu import (
     CONTROL_PLANE_LOGS,
     AccessMode,
-    CapacityType,
     EfaInterfaceType,
     EfaNodegroup,
     GpuEksCluster,
@@ -373,28 +372,18 @@ def validation_scope(tmp_path_factory: pytest.TempPathFactory) -> tuple[cdk.Stac
             "Test/Bad2: efa_interfaces must be between 1 and 32 for p5.48xlarge (one per network card), got 33",
         ),
         (
-            {"capacity_type": CapacityType.CAPACITY_BLOCK},
-            "Test/Bad3: capacity_reservation_id is required with CAPACITY_BLOCK (the cr-... id of the purchased "
-            "Capacity Block)",
-        ),
-        (
-            {"capacity_type": CapacityType.SPOT, "capacity_reservation_id": "cr-0123456789abcdef0"},
-            "Test/Bad4: capacity_reservation_id applies to ON_DEMAND and CAPACITY_BLOCK only, got "
-            "'cr-0123456789abcdef0' with SPOT",
-        ),
-        (
             {"root_volume_size_gib": 10},
-            "Test/Bad5: root_volume_size_gib must be at least 20 (the EKS AMI's own size), got 10",
+            "Test/Bad3: root_volume_size_gib must be at least 20 (the EKS AMI's own size), got 10",
         ),
         (
             {"desired_size": 3, "max_size": 2},
-            "Test/Bad6: desired_size must lie between min_size and max_size (3..2), got 3",
+            "Test/Bad4: desired_size must lie between min_size and max_size (3..2), got 3",
         ),
-        ({"desired_size": -1}, "Test/Bad7: desired_size must be 0 or more, got -1"),
+        ({"desired_size": -1}, "Test/Bad5: desired_size must be 0 or more, got -1"),
         ({"instance_type": "p9.mega"}, None),
         (
             {"imds_hop_limit": 0},
-            "Test/Bad9: imds_hop_limit must be between 1 and 64 (1 keeps pods away from the node's "
+            "Test/Bad7: imds_hop_limit must be between 1 and 64 (1 keeps pods away from the node's "
             "credentials), got 0",
         ),
     ],
@@ -434,13 +423,8 @@ def test_bad_efa_nodegroups_are_clear_errors(
             "Test/Gpu0: instance_type 't3.large' has no GPU or Trainium accelerator; use a type such as g5.2xlarge",
         ),
         (
-            {"capacity_type": CapacityType.CAPACITY_BLOCK},
-            "Test/Gpu1: capacity_type CAPACITY_BLOCK needs the block's reservation id, which capacity_type "
-            "cannot carry; pass capacity=Capacity.capacity_block('cr-...') (with subnets of one subnet in its AZ)",
-        ),
-        (
             {"imds_hop_limit": 65},
-            "Test/Gpu2: imds_hop_limit must be between 1 and 64 (1 keeps pods away from the node's "
+            "Test/Gpu1: imds_hop_limit must be between 1 and 64 (1 keeps pods away from the node's "
             "credentials), got 65",
         ),
     ],
@@ -522,8 +506,7 @@ def test_capacity_block_goes_into_the_launch_template(
         subnet=network.placement_subnet(),
         placement_group=placement,
         efa_security_group=network.efa_security_group,
-        capacity_type=CapacityType.CAPACITY_BLOCK,
-        capacity_reservation_id="cr-0123456789abcdef0",
+        capacity=Capacity.capacity_block("cr-0123456789abcdef0"),
     )
     data = stack.resolve(group.launch_template.launch_template_data)
     assert data["instanceMarketOptions"] == {"marketType": "capacity-block"}
@@ -532,6 +515,24 @@ def test_capacity_block_goes_into_the_launch_template(
     }
     assert stack.resolve(group.nodegroup.node.default_child.capacity_type) == "CAPACITY_BLOCK"  # type: ignore[union-attr]
     assert group.efa_interfaces == 16
+
+
+@pytest.mark.parametrize("removed", ["capacity_type", "capacity_reservation_id"])
+def test_the_removed_capacity_props_are_a_type_error(
+    validation_scope: tuple[cdk.Stack, GpuEksCluster, Any, Any], removed: str
+) -> None:
+    stack, cluster, network, placement = validation_scope
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{removed}'"):
+        EfaNodegroup(
+            stack, f"Removed-{removed}", cluster=cluster, instance_type="p5.48xlarge", desired_size=2,
+            subnet=network.placement_subnet(), placement_group=placement,
+            efa_security_group=network.efa_security_group, **{removed: "SPOT"},
+        )  # fmt: skip
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{removed}'"):
+        GpuNodegroup(
+            stack, f"RemovedGpu-{removed}", cluster=cluster, instance_type="g5.2xlarge", desired_size=1,
+            **{removed: "SPOT"},
+        )  # fmt: skip
 
 
 def test_a_wider_metadata_hop_limit_is_a_deliberate_choice(
@@ -651,18 +652,8 @@ def test_efa_nodegroup_capacity_reaches_the_nodegroup_and_its_launch_template(
             "or spot or reservation or capacity-block",
         ),
         (
-            {"capacity": Capacity.capacity_block(BLOCK), "capacity_type": "SPOT"},
-            "Test/BadCapacity1: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
-            f"capacity Capacity Block {BLOCK} with capacity_type SPOT",
-        ),
-        (
-            {"capacity": Capacity.on_demand(), "capacity_reservation_id": BLOCK},
-            "Test/BadCapacity2: capacity replaces capacity_type and capacity_reservation_id; give capacity only, got "
-            f"capacity on-demand with capacity_type ON_DEMAND and capacity_reservation_id '{BLOCK}'",
-        ),
-        (
             {"capacity": "capacity-block"},
-            "Test/BadCapacity3: capacity must be a Capacity (or None), got str 'capacity-block'",
+            "Test/BadCapacity1: capacity must be a Capacity (or None), got str 'capacity-block'",
         ),
         (
             {
@@ -670,7 +661,7 @@ def test_efa_nodegroup_capacity_reaches_the_nodegroup_and_its_launch_template(
                     resource_group_arn=RESERVATION_GROUP.replace("us-east-1", "eu-west-1")
                 )
             },
-            "Test/BadCapacity4: capacity.resource_group_arn is in eu-west-1, but the stack deploys to us-east-1; use "
+            "Test/BadCapacity2: capacity.resource_group_arn is in eu-west-1, but the stack deploys to us-east-1; use "
             "one bought in us-east-1, or deploy to eu-west-1",
         ),
     ],

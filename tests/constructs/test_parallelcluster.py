@@ -888,9 +888,11 @@ def test_a_placement_group_forced_onto_a_block_is_kept_with_a_warning(parts: Par
     assert any("training-clusters:capacity-placement" in str(w.entry.data) for w in warnings)
 
 
-def test_the_older_capacity_type_still_works(parts: Parts) -> None:
-    queue = _only_queue(parts, SlurmQueue(name="compute", compute_resources=[C5N], capacity_type="spot"))
+def test_a_spot_queue_is_capacity_spot_and_the_removed_capacity_type_is_a_type_error(parts: Parts) -> None:
+    queue = _only_queue(parts, SlurmQueue(name="compute", compute_resources=[C5N], capacity=Capacity.spot()))
     assert queue["CapacityType"] == "SPOT"
+    with pytest.raises(TypeError, match="unexpected keyword argument 'capacity_type'"):
+        SlurmQueue(name="compute", compute_resources=[C5N], capacity_type="spot")  # type: ignore[call-arg]
 
 
 def test_gpu_health_checks_are_on_for_gpus_unless_turned_off(parts: Parts) -> None:
@@ -913,12 +915,6 @@ CAPACITY_BAD_PROPS: list[tuple[str, dict[str, Any], str]] = [
         },
         "Test/Cluster: queues[0].capacity training-plan is not supported by AWS ParallelCluster; use on-demand or "
         "spot or reservation or capacity-block",
-    ),
-    (
-        "capacity and capacity_type",
-        {"queues": _queue(P5, capacity=Capacity.reservation(BLOCK), capacity_type="SPOT")},
-        f"Test/Cluster: queues[0].capacity replaces capacity_type; give capacity only, got capacity capacity "
-        f"reservation {BLOCK} with capacity_type SPOT",
     ),
     (
         "spot on a compute resource",

@@ -34,7 +34,7 @@ from training_clusters.constructs.pcs import (
     node_user_data,
 )
 from training_clusters.errors import ConfigurationError
-from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
+from training_clusters.options import PcsClusterSize, SlurmAccounting, SlurmVersion
 
 from ..assertions import (
     Rule,
@@ -49,7 +49,7 @@ from ..assertions import (
     text,
     values_of,
 )
-from ..conftest import CDK_CONTEXT, REGION, GatedStacks, PinnedStack, gated_stack
+from ..conftest import GatedStacks, gated_stack
 from .parts import SharedLayer
 from .test_session_manager import EVERYTHING_FINDING as SESSION_CHANNELS_FINDING
 from .test_session_manager import EXPECTED as SESSION_MANAGER_STATEMENTS
@@ -187,7 +187,7 @@ def _gated_pcs(stack: cdk.Stack) -> None:
     groups = [
         PcsComputeNodeGroup(name=_group_name(t.name), instance_type=t.name, max_count=2) for t in EFA_TYPES
     ]
-    groups.append(PcsComputeNodeGroup(name="cpu-spot", instance_type="m5.xlarge", purchase_option="SPOT"))
+    groups.append(PcsComputeNodeGroup(name="cpu-spot", instance_type="m5.xlarge", capacity=Capacity.spot()))
     cluster = parts.cluster(
         compute_node_groups=groups,
         size=PcsClusterSize.MEDIUM,
@@ -311,7 +311,7 @@ def test_node_groups_scale_buy_and_launch_as_asked(gated: dict[str, Any]) -> Non
 
 def test_capacity_reservation_goes_into_the_launch_template(parts: Parts) -> None:
     group = PcsComputeNodeGroup(
-        name="gpu", instance_type="p5.48xlarge", capacity_reservation_id="cr-0123456789abcdef0"
+        name="gpu", instance_type="p5.48xlarge", capacity=Capacity.reservation("cr-0123456789abcdef0")
     )
     cluster = parts.cluster(compute_node_groups=[group])
     data = _launch_template_data(cluster, "gpu")
@@ -374,25 +374,10 @@ def test_each_capacity_form_sets_the_purchase_option_and_the_launch_template(par
     assert _resolve(cluster, cluster.login_node_group.purchase_option) == "ONDEMAND"  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize(
-    ("older", "capacity"),
-    [
-        ({}, Capacity.on_demand()),
-        ({"purchase_option": "SPOT"}, Capacity.spot()),
-        ({"capacity_reservation_id": RESERVATION_ID}, Capacity.reservation(RESERVATION_ID)),
-    ],
-    ids=["on-demand", "spot", "reservation"],
-)
-def test_purchase_option_and_capacity_reservation_id_build_what_capacity_builds(
-    older: dict[str, Any], capacity: Capacity
-) -> None:
-    def built(**props: Any) -> str:
-        stack = PinnedStack(cdk.App(context=dict(CDK_CONTEXT)), "Test", env=cdk.Environment(region=REGION))
-        group = PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", **props)
-        Parts(stack).cluster(compute_node_groups=[group])
-        return json.dumps(Template.from_stack(stack).to_json(), sort_keys=True)
-
-    assert built(**older) == built(capacity=capacity)
+@pytest.mark.parametrize("removed", ["purchase_option", "capacity_reservation_id"])
+def test_the_removed_capacity_props_are_a_type_error(removed: str) -> None:
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{removed}'"):
+        PcsComputeNodeGroup(name="gpu", instance_type="p5.48xlarge", **{removed: "SPOT"})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -888,22 +873,6 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         "all traffic between its members (e.g. network.efa_security_group)",
     ),
     (
-        "reservation with spot",
-        lambda p: {
-            "compute_node_groups": _group(
-                purchase_option="SPOT", capacity_reservation_id="cr-0123456789abcdef0"
-            )
-        },
-        "Test/Pcs: compute_node_groups[0].capacity_reservation_id applies to ONDEMAND node groups only, got "
-        "'cr-0123456789abcdef0' with SPOT",
-    ),
-    (
-        "malformed reservation",
-        lambda p: {"compute_node_groups": _group(capacity_reservation_id="cr-123")},
-        "Test/Pcs: compute_node_groups[0].capacity_reservation_id must be a capacity reservation id such as "
-        "cr-0123456789abcdef0, got 'cr-123'",
-    ),
-    (
         "negative login count",
         lambda p: {"login_nodes": PcsLoginNodes(count=-1)},
         "Test/Pcs: login_nodes.count must be 0 or more, got -1",
@@ -1039,33 +1008,10 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         "spot or reservation or capacity-block",
     ),
     (
-        "capacity with capacity_reservation_id",
-        lambda p: {
-            "compute_node_groups": _group(
-                capacity=Capacity.capacity_block("cr-0123456789abcdef0"),
-                capacity_reservation_id="cr-0123456789abcdef0",
-            )
-        },
-        "Test/Pcs: compute_node_groups[0].capacity replaces purchase_option and capacity_reservation_id; give "
-        "capacity only, got capacity Capacity Block cr-0123456789abcdef0 with capacity_reservation_id "
-        "'cr-0123456789abcdef0'",
-    ),
-    (
-        "capacity with purchase_option",
-        lambda p: {"compute_node_groups": _group(capacity=Capacity.spot(), purchase_option="SPOT")},
-        "Test/Pcs: compute_node_groups[0].capacity replaces purchase_option and capacity_reservation_id; give "
-        "capacity only, got capacity spot with purchase_option SPOT",
-    ),
-    (
         "wrong capacity kind",
         lambda p: {"compute_node_groups": _group(capacity=Capacity("reserved"))},  # type: ignore[arg-type]
         "Test/Pcs: compute_node_groups[0].capacity.kind must be one of on-demand, spot, reservation, "
         "capacity-block, training-plan, got 'reserved'",
-    ),
-    (
-        "wrong purchase option",
-        lambda p: {"compute_node_groups": _group(purchase_option="capacity-block")},
-        "Test/Pcs: compute_node_groups[0].purchase_option must be one of ONDEMAND, SPOT, got 'capacity-block'",
     ),
 ]
 
@@ -1080,13 +1026,6 @@ def test_bad_props_are_clear_errors(
         assert str(error.value).startswith(message)
     else:
         assert str(error.value) == message
-
-
-def test_purchase_option_members_and_spellings_build_the_same_group(parts: Parts) -> None:
-    cluster = parts.cluster(compute_node_groups=_group(purchase_option=PcsPurchaseOption.SPOT))
-    _template(cluster).has_resource_properties(
-        "AWS::PCS::ComputeNodeGroup", {"Name": "compute", "PurchaseOption": "SPOT"}
-    )
 
 
 # -- the metadata guard (issue 40, High 3) ----------------------------------------------------------

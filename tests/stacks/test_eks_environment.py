@@ -210,11 +210,11 @@ GPU = {"gpu_nodegroups": [{"name": "gpu", "instance_type": "g5.2xlarge", "size":
                         "name": "p5",
                         "instance_type": "p5.48xlarge",
                         "size": 2,
-                        "capacity_type": "capacity_block",
+                        "capacity": {"type": "capacity-block"},
                     }
                 ]
             },
-            "eks.efa_nodegroups.0: capacity_reservation_id is required with capacity_block",
+            "eks.efa_nodegroups.0.capacity: capacity-block capacity needs reservation_id",
         ),
         (
             {"admin_role_arn": "arn:aws:iam::111122223333:role/A", "admin_role_name": "A"},

@@ -194,9 +194,10 @@ PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/plan"
         ),
         (
             lambda pcs: pcs["compute_node_groups"][0].update(
-                purchase_option="spot", capacity_reservation_id="cr-0123456789abcdef0"
+                capacity={"type": "spot", "reservation_id": "cr-0123456789abcdef0"}
             ),
-            "capacity_reservation_id applies to ONDEMAND node groups only",
+            "pcs.compute_node_groups.0.capacity: reservation_id does not apply to spot capacity, got "
+            "'cr-0123456789abcdef0'",
         ),
         (
             lambda pcs: pcs["compute_node_groups"][0].update(
@@ -209,14 +210,17 @@ PLAN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/plan"
             lambda pcs: pcs["compute_node_groups"][0].update(
                 purchase_option="spot", capacity={"type": "spot"}
             ),
-            "capacity replaces purchase_option; give capacity only",
+            "pcs.compute_node_groups.0.purchase_option: was replaced by capacity; write capacity: {type: spot} "
+            "instead",
         ),
         (
             lambda pcs: pcs["compute_node_groups"][0].update(
                 capacity_reservation_id=BLOCK_ID,
                 capacity={"type": "capacity-block", "reservation_id": BLOCK_ID},
             ),
-            "capacity replaces capacity_reservation_id; give capacity only",
+            "pcs.compute_node_groups.0.capacity_reservation_id: was replaced by capacity; write capacity: {type: "
+            f"reservation, reservation_id: {BLOCK_ID}}} ({{type: capacity-block, ...}} for a Capacity Block) "
+            "instead",
         ),
         (
             lambda pcs: pcs["compute_node_groups"][0].update(capacity={"type": "capacity-block"}),

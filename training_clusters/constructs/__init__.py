@@ -2,7 +2,7 @@
 
 Names load on first use (PEP 562), so importing the package does not start jsii; the environment-file
 model and the console script import pure-data modules such as :mod:`training_clusters.options` without paying for CDK.
-Options (``LustreDeploymentType``, ``NodeRole``, ``QueueCapacityType`` ...) live in
+Options (``LustreDeploymentType``, ``NodeRole``, ``QueuePlacement`` ...) live in
 :mod:`training_clusters.options`, importable from here too; every construct also takes an option's value as a
 string (``deployment_type="PERSISTENT_2"``).
 """
@@ -71,11 +71,9 @@ _EXPORTS = {
     "TrainingRuntimes": "eks_jobs",
     "QueuePreemption": "training_clusters.options",
     "PodSecurityLevel": "training_clusters.options",
-    "QueueCapacityType": "training_clusters.options",
     "QueuePlacement": "training_clusters.options",
     "QueueUpdateStrategy": "training_clusters.options",
     "DeletionPolicy": "training_clusters.options",
-    "NodegroupCapacityType": "training_clusters.options",
     "Capacity": "training_clusters.capacity",
     "CapacityKind": "training_clusters.options",
     "SessionManagerPolicy": "session_manager",
@@ -86,7 +84,6 @@ _EXPORTS = {
     "SlurmVersion": "training_clusters.options",
     "PcsClusterSize": "training_clusters.options",
     "SlurmAccounting": "training_clusters.options",
-    "PcsPurchaseOption": "training_clusters.options",
 }
 
 __all__ = sorted(_EXPORTS)

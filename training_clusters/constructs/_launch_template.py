@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.capacity import Capacity, from_nodegroup_capacity_type
+from training_clusters.capacity import Capacity
 from training_clusters.options import CapacityKind, EfaInterfaceType
-from training_clusters.options import NodegroupCapacityType as CapacityType
 
 from ._tags import launch_template_tags
 
@@ -33,8 +32,6 @@ def node_launch_template(
     network_interfaces: Sequence[ec2.CfnLaunchTemplate.NetworkInterfaceProperty] | None = None,
     placement_group_name: str | None = None,
     capacity: Capacity | None = None,
-    capacity_reservation_id: str | None = None,
-    capacity_block: bool = False,
     imds_hop_limit: int = IMDS_HOP_LIMIT,
 ) -> ec2.CfnLaunchTemplate:
     """A launch template for an EKS managed nodegroup: instance type, IMDSv2, encrypted gp3 root volume.
@@ -50,13 +47,9 @@ def node_launch_template(
     EKS sets Spot from the nodegroup's capacity type) and ``CapacityReservationSpecification`` (the
     reservation, block or resource group targeted, or ``open``). ``placement_group_name`` is left out when
     the capacity does not keep the placement group (:meth:`Capacity.keeps_placement_group`).
-    ``capacity_reservation_id`` (with ``capacity_block``) is the older form of ``capacity``, mapped onto it.
     ``root_device_name`` must be the AMI's own root device (a mapping of any other name leaves the root at the
     AMI's size and attaches an extra, empty volume); the default fits Amazon Linux, which EKS's AL2023 AMIs are.
     """
-    if capacity is None and capacity_reservation_id is not None:
-        older = CapacityType.CAPACITY_BLOCK if capacity_block else CapacityType.ON_DEMAND
-        capacity = from_nodegroup_capacity_type(older, capacity_reservation_id)
     if capacity is not None and not capacity.keeps_placement_group():
         placement_group_name = None
     data = ec2.CfnLaunchTemplate.LaunchTemplateDataProperty(

@@ -34,18 +34,13 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
-from training_clusters.capacity import (
-    Capacity,
-    Orchestrator,
-    from_nodegroup_capacity_type,
-)
+from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import CATALOG, AcceleratorKind, Architecture, InstanceType, architecture_of
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
 from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
-from training_clusters.options import NodegroupCapacityType as CapacityType
 from training_clusters.releases import EKS_KUBERNETES_VERSION
 from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
 from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
@@ -316,7 +311,7 @@ class GpuEksCluster(Construct):
             max_size=system_node_count,
             labels=SYSTEM_NODE_LABELS,
             taints=(),
-            capacity_type=CapacityType.ON_DEMAND,
+            capacity_type=eks.CapacityType.ON_DEMAND,
         )
         # CDK's own resources all live under the aws_eks_v2 cluster; ours acknowledge where they are made.
         acknowledge_eks_made(self.cluster)
@@ -577,7 +572,7 @@ def _managed_nodegroup(
     max_size: int,
     labels: Mapping[str, str],
     taints: Sequence[eks.TaintSpec],
-    capacity_type: CapacityType,
+    capacity_type: eks.CapacityType,
 ) -> eks.Nodegroup:
     nodegroup = eks.Nodegroup(
         scope,
@@ -585,7 +580,7 @@ def _managed_nodegroup(
         cluster=cluster.cluster,
         node_role=cluster.node_role,
         ami_type=ami_type,
-        capacity_type=eks.CapacityType(capacity_type.value),
+        capacity_type=capacity_type,
         launch_template_spec=eks.LaunchTemplateSpec(
             id=launch_template.ref, version=launch_template.attr_latest_version_number
         ),
@@ -671,7 +666,7 @@ class _LaunchTemplateNodegroup(Construct):
             max_size=sizes.max,
             labels=self.labels,
             taints=taints,
-            capacity_type=CapacityType.parse(self.capacity.eks_capacity_type()),
+            capacity_type=eks.CapacityType(self.capacity.eks_capacity_type()),
         )
         cluster.add_device_plugins_for(self.instance_type, efa=efa)
 
@@ -711,8 +706,6 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
         efa_interfaces: int | None = None,
         efa_interface_type: EfaInterfaceType | str = EfaInterfaceType.EFA,
         capacity: Capacity | None = None,
-        capacity_type: CapacityType | str = CapacityType.ON_DEMAND,
-        capacity_reservation_id: str | None = None,
         labels: Mapping[str, str] | None = None,
         root_volume_size_gib: int = 200,
         imds_hop_limit: int = IMDS_HOP_LIMIT,
@@ -733,12 +726,7 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
             ``.reservation(id=... | resource_group_arn=..., targeted=...)`` or ``.capacity_block(id)``; a
             training plan is refused (HyperPod only). With a Capacity Block, or a reservation not made in
             ``placement_group`` (``in_placement_group``), the launch template leaves the placement group out
-            (see :meth:`Capacity.keeps_placement_group`). Default: from ``capacity_type`` and
-            ``capacity_reservation_id``, i.e. On-Demand.
-        :param capacity_type: The older form of ``capacity``, kept working: ON_DEMAND, SPOT or CAPACITY_BLOCK.
-            Default: ON_DEMAND. Not together with ``capacity``.
-        :param capacity_reservation_id: With ``capacity_type``: the reservation (``cr-...``) to launch into;
-            required for CAPACITY_BLOCK, not allowed with SPOT. Default: none. Not together with ``capacity``.
+            (see :meth:`Capacity.keeps_placement_group`). Default: On-Demand.
         :param labels: Kubernetes node labels. Default: none beyond what EKS sets.
         :param root_volume_size_gib: Encrypted gp3 root volume (container images are large). Default: 200.
         :param imds_hop_limit: IMDSv2 PUT response hop limit. Default: 1, so pods outside the host network
@@ -746,11 +734,10 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
         """
         super().__init__(scope, id)
         efa_interface_type = option(self, "efa_interface_type", EfaInterfaceType, efa_interface_type)
-        capacity_type = option(self, "capacity_type", CapacityType, capacity_type)
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_efa_supported()
         self.efa_interfaces = self._check_efa_interfaces(efa_interfaces)
-        self.capacity = self._capacity_option(capacity, capacity_type, capacity_reservation_id)
+        self.capacity = _checked_capacity(self, capacity or Capacity.on_demand())
         sizes = self._check_nodes(
             root_volume_size_gib=root_volume_size_gib,
             imds_hop_limit=imds_hop_limit,
@@ -799,37 +786,6 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
         refuse(self, "efa_interfaces", efa_interfaces_problem(self.instance_type, wanted))
         return wanted
 
-    def _capacity_option(
-        self, capacity: Capacity | None, capacity_type: CapacityType, reservation_id: str | None
-    ) -> Capacity:
-        """``capacity``, or the older ``capacity_type`` + ``capacity_reservation_id`` mapped onto it."""
-        if capacity is None:
-            self._check_capacity_reservation(capacity_type, reservation_id)
-            capacity = from_nodegroup_capacity_type(capacity_type, reservation_id)
-        elif capacity_type is not CapacityType.ON_DEMAND or reservation_id is not None:
-            raise fail(
-                self.node.path,
-                "capacity",
-                "replaces capacity_type and capacity_reservation_id; give capacity only, got capacity "
-                f"{capacity.described} with capacity_type {capacity_type}"
-                + (f" and capacity_reservation_id '{reservation_id}'" if reservation_id else ""),
-            )
-        return _checked_capacity(self, capacity)
-
-    def _check_capacity_reservation(self, capacity_type: CapacityType, reservation_id: str | None) -> None:
-        if capacity_type is CapacityType.CAPACITY_BLOCK and reservation_id is None:
-            raise fail(
-                self.node.path,
-                "capacity_reservation_id",
-                "is required with CAPACITY_BLOCK (the cr-... id of the purchased Capacity Block)",
-            )
-        if capacity_type is CapacityType.SPOT and reservation_id is not None:
-            raise fail(
-                self.node.path,
-                "capacity_reservation_id",
-                f"applies to ON_DEMAND and CAPACITY_BLOCK only, got '{reservation_id}' with SPOT",
-            )
-
 
 @checked_props
 class GpuNodegroup(_LaunchTemplateNodegroup):
@@ -860,7 +816,6 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
         labels: Mapping[str, str] | None = None,
         gpu_taint: bool = True,
         capacity: Capacity | None = None,
-        capacity_type: CapacityType | str = CapacityType.ON_DEMAND,
         root_volume_size_gib: int = 100,
         imds_hop_limit: int = IMDS_HOP_LIMIT,
     ) -> None:
@@ -877,18 +832,15 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
             Default: True.
         :param capacity: Where the instances come from: ``Capacity.on_demand()``, ``.spot()``,
             ``.reservation(...)`` or ``.capacity_block(id)``. Reserved capacity lives in one AZ, so it needs
-            ``subnets`` of exactly one subnet in that AZ. Default: from ``capacity_type``, i.e. On-Demand.
-        :param capacity_type: The older form of ``capacity``: ON_DEMAND or SPOT. Default: ON_DEMAND. Not
-            together with ``capacity``.
+            ``subnets`` of exactly one subnet in that AZ. Default: On-Demand.
         :param root_volume_size_gib: Encrypted gp3 root volume. Default: 100.
         :param imds_hop_limit: IMDSv2 PUT response hop limit. Default: 1, so pods outside the host network
             cannot read the node role's credentials; 2 lets every pod reach instance metadata.
         """
         super().__init__(scope, id)
-        capacity_type = option(self, "capacity_type", CapacityType, capacity_type)
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_accelerated()
-        self.capacity = self._capacity_option(capacity, capacity_type)
+        self.capacity = _checked_capacity(self, capacity or Capacity.on_demand())
         self._check_reserved_in_one_subnet(subnets)
         sizes = self._check_nodes(
             root_volume_size_gib=root_volume_size_gib,
@@ -921,20 +873,6 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
                 f"'{self.instance_type.name}' has no GPU or Trainium accelerator; use a type such as g5.2xlarge",
             )
 
-    def _capacity_option(self, capacity: Capacity | None, capacity_type: CapacityType) -> Capacity:
-        """``capacity``, or the older ``capacity_type`` mapped onto it."""
-        if capacity is None:
-            self._check_capacity_type(capacity_type)
-            capacity = from_nodegroup_capacity_type(capacity_type, None)
-        elif capacity_type is not CapacityType.ON_DEMAND:
-            raise fail(
-                self.node.path,
-                "capacity",
-                f"replaces capacity_type; give capacity only, got capacity {capacity.described} with "
-                f"capacity_type {capacity_type}",
-            )
-        return _checked_capacity(self, capacity)
-
     def _check_reserved_in_one_subnet(self, subnets: Sequence[ec2.ISubnet] | None) -> None:
         if not self.capacity.is_reserved or (subnets is not None and len(subnets) == 1):
             return
@@ -945,15 +883,6 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
             f"must be one subnet in the AZ of {self.capacity.described} (reserved capacity lives in one AZ), "
             f"got {got}",
         )
-
-    def _check_capacity_type(self, capacity_type: CapacityType) -> None:
-        if capacity_type is CapacityType.CAPACITY_BLOCK:
-            raise fail(
-                self.node.path,
-                "capacity_type",
-                "CAPACITY_BLOCK needs the block's reservation id, which capacity_type cannot carry; pass "
-                "capacity=Capacity.capacity_block('cr-...') (with subnets of one subnet in its AZ)",
-            )
 
 
 def pod_identity_principal(cluster_arn: str, namespace: str, service_account: str) -> iam.IPrincipal:

@@ -57,7 +57,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IValidation
 
-from training_clusters.capacity import Capacity, from_queue_capacity_type
+from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import InstanceType
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
@@ -70,7 +70,6 @@ from training_clusters.options import (
     DeletionPolicy,
     LustreDeploymentType,
     OperatingSystem,
-    QueueCapacityType,
     QueuePlacement,
     QueueUpdateStrategy,
 )
@@ -238,9 +237,7 @@ class SlurmQueue:
     :param capacity: Where the queue's instances come from: ``Capacity.on_demand()``, ``.spot()``,
         ``.reservation(id=... | resource_group_arn=..., targeted=...)`` (``CapacityType: ONDEMAND`` with a
         ``CapacityReservationTarget`` unless open) or ``.capacity_block(id)`` (``CAPACITY_BLOCK``); a
-        training plan is refused (HyperPod only). Default: from ``capacity_type``.
-    :param capacity_type: The older form of ``capacity``: ONDEMAND or SPOT. Default: ONDEMAND. Not together
-        with ``capacity``.
+        training plan is refused (HyperPod only). Default: On-Demand.
     :param placement: Default: NONE when the capacity asks to leave the placement group out (a Capacity
         Block, or a reservation not made in the cluster's placement group: see
         :meth:`Capacity.keeps_placement_group`), else SHARED when a compute resource uses EFA and the cluster
@@ -256,7 +253,6 @@ class SlurmQueue:
 
     name: str
     compute_resources: Sequence[ComputeResource]
-    capacity_type: QueueCapacityType | str = QueueCapacityType.ONDEMAND
     placement: QueuePlacement | str | None = None
     capacity: Capacity | None = None
     custom_ami: str | None = None
@@ -810,29 +806,16 @@ class ParallelCluster(Construct):
     def _queue_options(self, index: int, queue: SlurmQueue) -> SlurmQueue:
         where = f"queues[{index}]"
         placement = queue.placement
-        capacity_type = option(self, f"{where}.capacity_type", QueueCapacityType, queue.capacity_type)
         return replace(
             queue,
-            capacity_type=capacity_type,
-            capacity=self._queue_capacity(where, queue.capacity, capacity_type),
+            capacity=self._queue_capacity(where, queue.capacity or Capacity.on_demand()),
             placement=None
             if placement is None
             else option(self, f"{where}.placement", QueuePlacement, placement),
         )
 
-    def _queue_capacity(
-        self, where: str, capacity: Capacity | None, capacity_type: QueueCapacityType
-    ) -> Capacity:
-        """``capacity``, or the older ``capacity_type`` mapped onto it, when ParallelCluster supports it."""
-        if capacity is None:
-            return from_queue_capacity_type(capacity_type)
-        if capacity_type is not QueueCapacityType.ONDEMAND:
-            raise fail(
-                self.node.path,
-                f"{where}.capacity",
-                f"replaces capacity_type; give capacity only, got capacity {capacity.described} with "
-                f"capacity_type {capacity_type}",
-            )
+    def _queue_capacity(self, where: str, capacity: Capacity) -> Capacity:
+        """``capacity``, when ParallelCluster supports it."""
         refuse(self, f"{where}.capacity", capacity.problem_for(CapacityOrchestrator.PARALLELCLUSTER))
         refuse_misplaced(self, f"{where}.capacity", capacity)
         return capacity
@@ -1163,7 +1146,7 @@ def _gdr_enabled(resource: ComputeResource, instance: InstanceType) -> bool:
 
 def _capacity(queue: SlurmQueue) -> Capacity:
     """The queue's capacity (``_queue_options`` always sets it)."""
-    return queue.capacity or from_queue_capacity_type(QueueCapacityType.parse(queue.capacity_type))
+    return queue.capacity or Capacity.on_demand()
 
 
 def _reserved_without_placement(queue: SlurmQueue) -> bool:

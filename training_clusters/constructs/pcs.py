@@ -48,14 +48,14 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.capacity import Capacity, Orchestrator, from_pcs_purchase_option
+from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge_cdk_made
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.constructs.session_manager import SessionManagerPolicy
 from training_clusters.errors import ConfigurationError
-from training_clusters.options import PcsClusterSize, PcsPurchaseOption, SlurmAccounting, SlurmVersion
+from training_clusters.options import PcsClusterSize, SlurmAccounting, SlurmVersion
 from training_clusters.releases import PCS_SLURM_VERSION
 from training_clusters.rules import pcs as rules
 from training_clusters.rules.common import pattern_problem
@@ -106,15 +106,11 @@ class PcsComputeNodeGroup:
         the node group's ``PurchaseOption`` (ONDEMAND, SPOT, CAPACITY_BLOCK) and its launch template's
         ``CapacityReservationSpecification`` / ``InstanceMarketOptions``. A Capacity Block, or a reservation
         not created in the placement group, leaves the placement group out (see
-        :meth:`Capacity.keeps_placement_group`). A training plan is refused (HyperPod only). Default: from
-        ``purchase_option`` and ``capacity_reservation_id``, i.e. On-Demand.
-    :param purchase_option: The older form of ``capacity``, kept working: ONDEMAND or SPOT. Default: ONDEMAND.
-        Not together with ``capacity``.
+        :meth:`Capacity.keeps_placement_group`). A training plan is refused (HyperPod only). Default:
+        On-Demand.
     :param efa: One EFA interface per network card, in the cluster's placement group. Default: enabled where
         the catalogue says the type has EFA.
     :param efa_interfaces: EFA interfaces per node. Default: the instance's maximum (p5.48xlarge 32).
-    :param capacity_reservation_id: With ``purchase_option``: an On-Demand Capacity Reservation (``cr-...``)
-        to launch into; ONDEMAND only. Default: none. Not together with ``capacity``.
     :param root_volume_size_gib: Encrypted gp3 root volume, on the AMI's root device (see
         :class:`PcsCluster`'s ``root_device_name``). Default: 200.
     """
@@ -123,10 +119,8 @@ class PcsComputeNodeGroup:
     instance_type: str
     min_count: int = 0
     max_count: int = 2
-    purchase_option: PcsPurchaseOption | str = PcsPurchaseOption.ONDEMAND
     efa: bool | None = None
     efa_interfaces: int | None = None
-    capacity_reservation_id: str | None = None
     root_volume_size_gib: int = 200
     capacity: Capacity | None = None
 
@@ -253,10 +247,6 @@ class PcsCluster(Construct):
         slurm_version = option(self, "slurm_version", SlurmVersion, slurm_version)
         advise(self, SLURM_CVE_2026, slurm_cve_advice(slurm_version.value))
         accounting = option(self, "accounting", SlurmAccounting, accounting)
-        purchase_options = [
-            option(self, f"compute_node_groups[{i}].purchase_option", PcsPurchaseOption, g.purchase_option)
-            for i, g in enumerate(compute_node_groups)
-        ]
         self.login = login_nodes if login_nodes is not None else PcsLoginNodes()
 
         self._check_cluster_name(cluster_name)
@@ -271,7 +261,7 @@ class PcsCluster(Construct):
             for i, (g, inst, uses) in enumerate(zip(compute_node_groups, instances, efa, strict=True))
         ]
         self._check_efa_needs(efa, placement_group, efa_security_group, subnet)
-        capacities = self._capacities(compute_node_groups, purchase_options)
+        capacities = self._capacities(compute_node_groups)
         login_instance = self._check_login_nodes()
         self._check_names_unique(compute_node_groups)
         self.queue_specs = self._queues(queues, compute_node_groups)
@@ -442,44 +432,14 @@ class PcsCluster(Construct):
             )
         placement_group.check_subnets([subnet], field="subnet")
 
-    def _capacities(
-        self, groups: Sequence[PcsComputeNodeGroup], purchase_options: Sequence[PcsPurchaseOption]
-    ) -> list[Capacity]:
-        """Each group's ``capacity``, or its older ``purchase_option`` + ``capacity_reservation_id`` mapped
-        onto the model (here, and only here), checked for PCS."""
-        capacities = []
-        for index, (group, purchase) in enumerate(zip(groups, purchase_options, strict=True)):
-            field = f"compute_node_groups[{index}]"
-            older = [
-                f"purchase_option {purchase}" if purchase is not PcsPurchaseOption.ONDEMAND else "",
-                f"capacity_reservation_id '{group.capacity_reservation_id}'"
-                if group.capacity_reservation_id is not None
-                else "",
-            ]
-            capacity = group.capacity
-            if capacity is None:
-                self._check_capacity_reservation(field, purchase, group.capacity_reservation_id)
-                capacity = from_pcs_purchase_option(purchase, group.capacity_reservation_id)
-            elif any(older):
-                raise fail(
-                    self.node.path,
-                    f"{field}.capacity",
-                    "replaces purchase_option and capacity_reservation_id; give capacity only, got capacity "
-                    f"{capacity.described} with {' and '.join(o for o in older if o)}",
-                )
-            capacities.append(self._checked_capacity(f"{field}.capacity", capacity))
-        return capacities
-
-    def _check_capacity_reservation(
-        self, field: str, purchase: PcsPurchaseOption, reservation: str | None
-    ) -> None:
-        if reservation is not None and is_unresolved(reservation):
-            return
-        refuse(
-            self,
-            f"{field}.capacity_reservation_id",
-            rules.capacity_reservation_problem(purchase, reservation),
-        )
+    def _capacities(self, groups: Sequence[PcsComputeNodeGroup]) -> list[Capacity]:
+        """Each group's ``capacity`` (On-Demand when not given), checked for PCS."""
+        return [
+            self._checked_capacity(
+                f"compute_node_groups[{index}].capacity", group.capacity or Capacity.on_demand()
+            )
+            for index, group in enumerate(groups)
+        ]
 
     def _checked_capacity(self, field: str, capacity: Capacity) -> Capacity:
         try:

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from training_clusters.catalog import InstanceType
-from training_clusters.options import PcsClusterSize, PcsPurchaseOption
+from training_clusters.options import PcsClusterSize
 from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, mount_dir_problem, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
 from training_clusters.rules.instance_types import efa_interfaces_problem as efa_interfaces_problem
@@ -37,7 +37,6 @@ _AMI_ID = re.compile(r"^ami-([0-9a-f]{8}|[0-9a-f]{17})$")
 _SSM_PARAMETER = re.compile(r"^(/[A-Za-z0-9_.-]+)+$|^[A-Za-z0-9_.-]+$")
 _SSM_PARAMETER_MAX_LENGTH = 2048
 _SLURM_PARAMETER = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
-_CAPACITY_RESERVATION = re.compile(r"^cr-[0-9a-f]{17}$")
 #: gp3 volume sizes EBS accepts.
 MIN_ROOT_VOLUME_GIB, MAX_ROOT_VOLUME_GIB = 8, 16_384
 
@@ -126,21 +125,6 @@ def efa_flag_problem(instance: InstanceType, efa: bool) -> str | None:
     if not efa or instance.efa_supported:
         return None
     return f"is true, but {instance.name} has no EFA interface; use an EFA-capable type or efa: false"
-
-
-def capacity_reservation_problem(
-    purchase_option: PcsPurchaseOption, reservation_id: str | None
-) -> str | None:
-    """An On-Demand Capacity Reservation applies to ONDEMAND node groups only, and has the ``cr-`` shape."""
-    if reservation_id is None:
-        return None
-    if purchase_option is not PcsPurchaseOption.ONDEMAND:
-        return f"applies to ONDEMAND node groups only, got '{reservation_id}' with {purchase_option.value}"
-    return pattern_problem(
-        reservation_id,
-        _CAPACITY_RESERVATION,
-        "must be a capacity reservation id such as cr-0123456789abcdef0",
-    )
 
 
 def root_volume_problem(size_gib: int) -> str | None:

@@ -124,10 +124,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 desired_size=group.size,
                 efa_interfaces=group.efa_interfaces,
                 efa_interface_type=group.efa_interface_type,
-                # the older props go through the construct, which checks them with its own messages
                 capacity=stated_capacity(group.capacity),
-                capacity_type=group.capacity_type,
-                capacity_reservation_id=group.capacity_reservation_id,
                 labels=self._node_labels(settings, group.name, group.labels, group.instance_type),
             )
             for group in settings.efa_nodegroups

@@ -187,7 +187,6 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         return SlurmQueue(
             name=spec.name,
             compute_resources=[_compute_resource(r) for r in spec.compute_resources],
-            capacity_type=spec.capacity_type,
             capacity=stated_capacity(spec.capacity),
             placement=spec.placement,
             custom_ami=spec.custom_ami,
