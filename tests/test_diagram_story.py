@@ -353,3 +353,15 @@ def test_dot_draws_a_kept_on_delete_note_red_on_every_line_it_wraps_onto() -> No
     table = label_table(node)
     for part in parts:
         assert f'<FONT COLOR="#b0084d">{part.replace("&", "&amp;")}</FONT>' in table
+
+
+@pytest.mark.parametrize("name, shown", [("pcs-p5", False), ("eks-mig", True)])
+def test_the_legend_names_the_managed_by_line_only_where_one_is_drawn(
+    shipped: Any, name: str, shown: bool
+) -> None:
+    """PCS draws its groups in its box (no line); EKS joins its nodegroups to the control plane by a line."""
+    _, graph = shipped(name)
+    dot = to_dot(graph)
+    legend = dot.split('"legend"')[1].split("];")[0]
+    drawn = [line for line in dot.splitlines() if 'style="dotted"' in line and " -> " in line]
+    assert ("managed by its cluster" in legend) is shown and bool(drawn) is shown

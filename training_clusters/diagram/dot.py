@@ -301,7 +301,7 @@ def _legend(graph: EnvironmentGraph) -> list[str]:
             f'<TR><TD BGCOLOR="{RETAINED_COLOUR}"><FONT COLOR="white" POINT-SIZE="{BADGE_SIZE}"><B>KEPT</B>'
             '</FONT></TD><TD ALIGN="LEFT">outlives cdk destroy (DeletionPolicy Retain)</TD></TR>'
         )
-    edges = {e.kind for e in graph.edges}
+    edges = {e.kind for e in graph.edges if not graph.shown_by_its_box(e)}
     for edge_kind, meaning in _LEGEND_EDGES:
         if edge_kind in edges:
             _, colour, _ = _EDGE_STYLE[edge_kind]
