@@ -365,3 +365,15 @@ def test_the_legend_names_the_managed_by_line_only_where_one_is_drawn(
     legend = dot.split('"legend"')[1].split("];")[0]
     drawn = [line for line in dot.splitlines() if 'style="dotted"' in line and " -> " in line]
     assert ("managed by its cluster" in legend) is shown and bool(drawn) is shown
+
+
+def test_the_gpu_sharing_line_follows_the_gpus_and_comes_before_the_capacity(shipped: Any) -> None:
+    _, graph = shipped("eks-mig")
+    [node] = [g for g in graph.of_kind(NodeKind.NODE_GROUP) if g.gpu_sharing]
+    assert node.details == (
+        "p4d.24xlarge \N{MULTIPLICATION SIGN} 1",
+        "8 \N{MULTIPLICATION SIGN} A100",
+        node.gpu_sharing,
+        "capacity: on-demand",
+        "also in us-east-1b",
+    )

@@ -567,7 +567,11 @@ def _mig(name: str, layout: Any, gpus: int) -> tuple[str, int | None]:
 
 
 def _sliced(node: Node, line: str, slices: int | None) -> Node:
-    return replace(node, details=(*node.details, line), gpu_sharing=line, gpu_slices=slices)
+    """``node`` with its GPU sharing ``line`` before its capacity line (after its GPUs and EFA)."""
+    details = list(node.details)
+    at = next((i for i, d in enumerate(details) if d.startswith("capacity: ")), len(details))
+    details.insert(at, line)
+    return replace(node, details=tuple(details), gpu_sharing=line, gpu_slices=slices)
 
 
 # --------------------------------------------------------------------------------------------------
