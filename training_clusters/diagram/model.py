@@ -152,8 +152,8 @@ class Node:
 
     ``logical_id`` is the template resource it comes from (``None`` for availability zones, which are not
     resources, and for parts of one resource such as a queue of a ParallelCluster). ``parent`` is where it is
-    drawn: a node group, file system or database in (the first of) its subnets, a cluster's service in the
-    region. ``retained`` says the resource outlives the stack; ``retained_by`` says which policy keeps it;
+    drawn: a node group, file system or database in (the first of) its subnets, or in its ParallelCluster,
+    HyperPod or PCS cluster's box, which is in that subnet; EKS in the region. ``retained`` says the resource outlives the stack; ``retained_by`` says which policy keeps it;
     ``kept_with`` names the retained resources that belong to it and are not drawn on their own (its security
     group, log groups, keys), as (logical id, what it is).
     """
@@ -953,8 +953,8 @@ class _GraphBuilder:
 
     def settle(self) -> None:
         """A placement group in the availability zone of the groups placed in it (one no group is placed in is
-        a line of its VPC's box, not a box joined to nothing); HyperPod and PCS clusters drawn around the
-        groups they manage; what has no place in the VPC in the region."""
+        a line of its VPC's box, not a box joined to nothing); ParallelCluster, HyperPod and PCS clusters drawn
+        around the groups they manage; what has no place in the VPC in the region."""
         for group_id in [n.id for n in self.nodes.values() if n.kind is NodeKind.PLACEMENT_GROUP]:
             placed = [e.source for e in self.edges if e.target == group_id and e.kind is EdgeKind.PLACED_IN]
             zones = {self.zone_of(p) for p in placed}
