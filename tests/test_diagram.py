@@ -52,7 +52,7 @@ from training_clusters.diagram.scheduling import (
     scopes_in,
 )
 from training_clusters.diagram.sources import StackSource, source_of
-from training_clusters.diagram.text import MAX_LINE_PT, fit, width_pt
+from training_clusters.diagram.text import MAX_LINE_PT, width_pt, wrap
 from training_clusters.environments import environment_files
 from training_clusters.errors import ConfigurationError
 
@@ -125,6 +125,10 @@ def test_the_drawing_has_a_node_for_each_thing_the_template_builds(shipped: Any,
         len(r["Properties"]["InstanceGroups"]) for r in resources if r["Type"] == "AWS::SageMaker::Cluster"
     )
     zones = {r["Properties"]["AvailabilityZone"] for r in resources if r["Type"] == "AWS::EC2::Subnet"}
+    login_pools = sum(len(c["ClusterConfiguration"].get("LoginNodes", {}).get("Pools", [])) for c in clusters)
+    unplaced = sum(
+        1 for n in graph.nodes for d in n.details if d.endswith("): no node group is placed in it")
+    )  # a placement group nothing launches into is a line of the VPC's box
     access_log_buckets = len(
         {
             json.dumps(r["Properties"]["LoggingConfiguration"]["DestinationBucketName"])
@@ -139,7 +143,7 @@ def test_the_drawing_has_a_node_for_each_thing_the_template_builds(shipped: Any,
         NodeKind.INTERNET_GATEWAY: types["AWS::EC2::InternetGateway"],
         NodeKind.NAT_GATEWAY: types["AWS::EC2::NatGateway"],
         NodeKind.VPC_ENDPOINT: types["AWS::EC2::VPCEndpoint"],
-        NodeKind.PLACEMENT_GROUP: types["AWS::EC2::PlacementGroup"],
+        NodeKind.PLACEMENT_GROUP: types["AWS::EC2::PlacementGroup"] - unplaced,
         NodeKind.FILE_SYSTEM: types["AWS::FSx::FileSystem"],
         NodeKind.REGION: 1,
         NodeKind.DATABASE: types["AWS::RDS::DBCluster"],
@@ -151,6 +155,7 @@ def test_the_drawing_has_a_node_for_each_thing_the_template_builds(shipped: Any,
         NodeKind.CONTROL_PLANE: types["AWS::EKS::Cluster"] + types["AWS::PCS::Cluster"],
         NodeKind.NODE_GROUP: types["AWS::EKS::Nodegroup"]
         + len(clusters)
+        + login_pools
         + compute
         + hyperpod_groups
         + types["AWS::PCS::ComputeNodeGroup"],
@@ -373,21 +378,35 @@ AT_THE_EDGE = (NodeKind.CLUSTER, NodeKind.BUCKET, NodeKind.RETAINED_RESOURCE)
 @pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
 def test_every_resource_is_drawn_inside_the_subnet_it_lives_in(shipped: Any, path: Path) -> None:
     """Region, VPC, availability zone, subnet: each node group, file system, database and NAT gateway in (the
-    first of) its subnets as the template says; clusters' services, buckets and log groups outside the VPC."""
+    first of) its subnets as the template says (a ParallelCluster, HyperPod or PCS group in its cluster's box,
+    in that subnet); EKS, buckets and log groups outside the VPC."""
     template, graph = shipped(path)
     resources = template["Resources"]
+    in_the_vpc = {n.id for n in graph.of_kind(NodeKind.CLUSTER) if not n.title.startswith("Amazon EKS")}
     for node in graph.nodes:
         if node.kind in IN_A_SUBNET:
             subnets = graph.subnets_of(node.id)
-            assert node.parent in subnets, f"{node.title} is drawn in {node.parent}, runs in {subnets}"
+            boxed = node.parent in in_the_vpc
+            home = graph.node(node.parent).parent if boxed else node.parent
+            assert home in subnets, f"{node.title} is drawn in {node.parent}, runs in {subnets}"
             kinds = [graph.node(a).kind for a in graph.ancestors(node.id)]
-            assert kinds == [NodeKind.SUBNET, NodeKind.AVAILABILITY_ZONE, NodeKind.VPC, NodeKind.REGION]
-        if node.kind in AT_THE_EDGE:
+            around = [NodeKind.CLUSTER] if boxed else []
+            assert kinds == [
+                *around,
+                NodeKind.SUBNET,
+                NodeKind.AVAILABILITY_ZONE,
+                NodeKind.VPC,
+                NodeKind.REGION,
+            ]
+        if node.kind in AT_THE_EDGE and node.id not in in_the_vpc:
             assert node.parent == "region", node
+        if node.id in in_the_vpc:  # around the groups it manages, in their subnet
+            assert graph.node(node.parent).kind is NodeKind.SUBNET, node
         if node.kind is NodeKind.CONTROL_PLANE or node.kind is NodeKind.ADDON_SET:
-            assert (
-                graph.node(node.parent).kind is NodeKind.CLUSTER
-                and graph.node(node.parent).parent == "region"
+            cluster = graph.node(node.parent)
+            assert cluster.kind is NodeKind.CLUSTER
+            assert cluster.parent == "region" or (
+                cluster.id in in_the_vpc and node.title == "managed Slurm controller"
             )
         if node.kind is NodeKind.ADDON:  # in the box of the node groups it runs on, in its cluster's box
             assert graph.node(node.parent).kind is NodeKind.ADDON_SET, node
@@ -454,9 +473,7 @@ def test_no_label_is_wider_than_its_box_in_the_font_the_png_is_drawn_with(
             )
 
 
-def test_the_width_table_is_the_fonts_and_a_long_line_is_shortened_with_its_full_text_in_the_tooltip() -> (
-    None
-):
+def test_the_width_table_is_the_fonts_and_a_long_line_is_wrapped_whole_inside_its_box() -> None:
     regular = Path("/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf")
     if not regular.is_file():
         pytest.skip("DejaVu Sans is not installed (fonts-dejavu-core): the table cannot be compared")
@@ -470,17 +487,21 @@ def test_the_width_table_is_the_fonts_and_a_long_line_is_shortened_with_its_full
     assert width_pt("W", 10) == pytest.approx(9.888) and width_pt("i", 10) < width_pt("W", 10)
     assert width_pt("a", 10, bold=True) > width_pt("a", 10)
     long = "deep health checks: " + ", ".join(["InstanceStress", "InstanceConnectivity"] * 4)
-    shortened = fit(long, 10)
-    assert shortened.endswith("\N{HORIZONTAL ELLIPSIS}") and width_pt(shortened, 10) <= MAX_LINE_PT
-    assert fit(shortened[:-1][:20], 10) == shortened[:-1][:20]  # what fits is left as it is
+    wrapped = wrap(long, 10)
+    assert len(wrapped) == 5 and " ".join(wrapped) == long
+    assert all(width_pt(line, 10) <= MAX_LINE_PT for line in wrapped)
+    assert wrap(long[:20], 10) == [long[:20]]  # what fits is left as it is
     graph = _graph(
         {"Hp": {"Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": long, "VpcConfig": {"Subnets": [{"Ref": "Private"}]}, "InstanceGroups": []}}}
     )  # fmt: skip
     dot = to_dot(graph)
     assert f"SageMaker HyperPod {long}" in dot  # in the tooltip, whole
-    assert fit(f"SageMaker HyperPod {long}", 10, bold=True) in dot  # in the box, shortened
+    title = wrap(f"SageMaker HyperPod {long}", 10, bold=True)
+    assert len(title) > 1 and all(f"<B>{line}</B>" in dot for line in title)  # in the box, wrapped
     svg = to_svg(dot)
     assert f'xlink:title="SageMaker HyperPod {long}&#10;orchestrator Slurm' in svg
+    drawn = [text for _, _, texts in _boxes_and_texts(svg) for text, _, _, _ in texts]
+    assert [line for line in drawn if line in title] == title
     for title, (left, right), texts in _boxes_and_texts(svg):
         for text, x, size, bold in texts:
             assert left <= x and x + width_pt(text, size, bold=bold) <= right, (title, text)
@@ -587,7 +608,10 @@ def test_subnets_take_their_tier_from_their_default_route_and_their_zone_from_th
     assert ("Private", "Nat", EdgeKind.ROUTES_THROUGH) in edges
     assert ("Public", "Igw", EdgeKind.ROUTES_THROUGH) in edges
     assert ("S3", "Private", EdgeKind.SERVES) in edges and ("S3", "Public", EdgeKind.SERVES) not in edges
-    assert graph.node("S3").title == "s3 endpoint" and graph.node("Vpc").details == ("10.1.0.0/16",)
+    assert graph.node("S3").title == "s3 endpoint" and graph.node("Vpc").details == (
+        "10.1.0.0/16",
+        "placement group (strategy cluster): no node group is placed in it",  # no group launches into Pg
+    )
     assert graph.node("Fs").parent == "Private"  # drawn inside the subnet it lives in
     assert graph.ancestors("Private") == ["Vpc/AZ #1", "Vpc", "region"]
     assert graph.node("Nat").parent == "Public" and graph.node("Igw").parent == "Vpc"
@@ -679,7 +703,7 @@ def test_an_eks_nodegroup_shows_type_count_and_the_efa_interfaces_of_its_launch_
     assert (group.instance_type, group.count, group.efa_interfaces) == ("p5.48xlarge", "2 (1-4)", 4)
     assert group.title == "nodegroup p5" and group.role is NodeRole.WORKER
     assert (group.parent, group.cluster) == ("Private", "Eks")  # drawn in its subnet, a member of its cluster
-    assert "4 EFA interfaces per node" in group.details and "capacity block" in group.details
+    assert "4 EFA interfaces per node" in group.details and "capacity: Capacity Block" in group.details
     edges = {(e.source, e.target, e.kind, e.label) for e in graph.edges}
     assert ("Ng", "Pg", EdgeKind.PLACED_IN, "") in edges
     assert ("Ng", "Fs", EdgeKind.MOUNTS, "PVC ml/fsx") in edges  # the pods on the nodes mount the claim
@@ -892,7 +916,7 @@ def test_a_parallelcluster_shows_its_head_node_queues_and_the_file_system_it_mak
         0,
     )
     assert "GPUDirect RDMA" in a.details and "placement group made by ParallelCluster" in a.details
-    assert "spot" in a.details
+    assert "capacity: spot" in a.details and a.capacity == "spot"
     head = graph.node("Pc/head-node")
     assert head.role is NodeRole.HEAD and head.count == "1"
     storage = graph.node("Pc/storage/0")
@@ -954,7 +978,10 @@ def test_hyperpod_instance_groups_take_roles_and_the_mount_from_the_uploaded_par
         ("lifecycle scripts",),
         "region",
     )
-    assert (ctl.parent, graph.node("Hp").parent) == ("Private", "region")
+    assert (ctl.parent, graph.node("Hp").parent) == (
+        "Hp",
+        "Private",
+    )  # drawn around its groups, in their subnet
     unknown = graph_from_template({"Resources": {**NETWORK, **HYPERPOD}}, title="t")
     assert (
         unknown.node("Hp/group/ctl").role is None

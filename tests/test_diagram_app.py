@@ -162,13 +162,15 @@ def test_a_stacks_own_picture_draws_what_it_imports_where_it_lives(assembly: Pat
     [file_system] = _of_type(storage, "AWS::FSx::FileSystem")
     groups = cluster.of_kind(NodeKind.NODE_GROUP)
     assert len(groups) == 2
-    for group in groups:
-        subnet = cluster.node(group.parent)
+    for group in groups:  # in the HyperPod box, which is in the subnet
+        box = cluster.node(group.parent)
+        assert box.kind is NodeKind.CLUSTER and box.title.startswith("SageMaker HyperPod")
+        subnet = cluster.node(box.parent)
         assert subnet.kind is NodeKind.SUBNET and subnet.id.startswith("Team-Storage/")
         assert subnet.title == "subnet" and subnet.details[-1] == "from stack Team-Storage"
         assert subnet.logical_id.removeprefix("Team-Storage/") in _of_type(storage, "AWS::EC2::Subnet")
         assert [cluster.node(a).kind for a in cluster.ancestors(group.id)] == [
-            NodeKind.SUBNET, NodeKind.AVAILABILITY_ZONE, NodeKind.VPC, NodeKind.REGION,
+            NodeKind.CLUSTER, NodeKind.SUBNET, NodeKind.AVAILABILITY_ZONE, NodeKind.VPC, NodeKind.REGION,
         ]  # fmt: skip
         mounted = {e.target for e in cluster.edges if e.source == group.id and e.kind is EdgeKind.MOUNTS}
         assert mounted == {f"Team-Storage/{file_system}"}

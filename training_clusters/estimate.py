@@ -56,7 +56,8 @@ def hourly_estimate(template: Mapping[str, Any], region: str = PRICES_REGION) ->
         if price is None:
             unpriced.append(node.instance_type)
         elif count:
-            parts.append((f"{node.instance_type} x {count}", price * count))
+            login = " (login)" if node.title.startswith("login pool ") else ""  # a ParallelCluster login pool
+            parts.append((f"{node.instance_type} x {count}{login}", price * count))
     resources = template.get("Resources", {})
     for resource in resources.values():
         kind = resource.get("Type")
@@ -65,22 +66,6 @@ def hourly_estimate(template: Mapping[str, Any], region: str = PRICES_REGION) ->
             parts.append(("NAT gateway", NAT_GATEWAY_USD_PER_HOUR))
         elif kind == "AWS::EKS::Cluster":
             parts.append(("EKS control plane", EKS_CLUSTER_USD_PER_HOUR))
-        elif (
-            kind == "Custom::PclusterCluster"
-        ):  # login pools (the head node and queues are node groups above)
-            configuration = properties.get("ClusterConfiguration", {})
-            pools = (
-                configuration.get("LoginNodes", {}).get("Pools", [])
-                if isinstance(configuration, dict)
-                else []
-            )
-            for pool in pools:
-                price = INSTANCE_USD_PER_HOUR.get(str(pool.get("InstanceType")))
-                count = pool.get("Count", 0)
-                if price is None:
-                    unpriced.append(str(pool.get("InstanceType")))
-                elif isinstance(count, int) and count:
-                    parts.append((f"{pool['InstanceType']} x {count} (login)", price * count))
         elif kind == "AWS::PCS::Cluster":
             unpriced.append("AWS PCS cluster")
         elif kind == "AWS::FSx::FileSystem":

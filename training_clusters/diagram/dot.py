@@ -26,7 +26,7 @@ from itertools import pairwise
 from pathlib import Path
 
 from training_clusters.diagram.model import Edge, EdgeKind, EnvironmentGraph, Node, NodeKind
-from training_clusters.diagram.text import fit, width_pt
+from training_clusters.diagram.text import width_pt, wrap
 from training_clusters.errors import ConfigurationError
 
 __all__ = ["GRAPHVIZ_SCRIPT", "PNG_WIDTH_PX", "to_dot", "to_png", "to_svg", "to_svgs"]
@@ -237,16 +237,16 @@ def _container_style(node: Node) -> tuple[str, str, str]:
 
 
 def label_lines(node: Node, *, box: bool = False) -> list[tuple[str, float, bool]]:
-    """The lines of ``node``'s label as drawn: (text, font size, bold); long lines shortened (:func:`.fit`).
-    A box's (``box``) title is a point larger."""
+    """The lines of ``node``'s label as drawn: (text, font size, bold); a long line wrapped onto the next
+    (:func:`.wrap`), never cut. A box's (``box``) title is a point larger."""
     title_size = float(BOX_TITLE_SIZE if box else FONT_SIZE)
-    drawn = [(fit(node.title, title_size, bold=True), title_size, True)]
-    drawn += [(fit(line, FONT_SIZE), float(FONT_SIZE), False) for line in node.details]
+    drawn = [(part, title_size, True) for part in wrap(node.title, title_size, bold=True)]
+    drawn += [(part, float(FONT_SIZE), False) for line in node.details for part in wrap(line, FONT_SIZE)]
     for badge in node.badges:
         if badge == "kept on delete":
             drawn.append((BADGE, float(BADGE_SIZE), True))
         else:
-            drawn.append((fit(badge, FONT_SIZE), float(FONT_SIZE), False))
+            drawn += [(part, float(FONT_SIZE), False) for part in wrap(badge, FONT_SIZE)]
     return drawn
 
 
@@ -261,6 +261,7 @@ def label_table(node: Node, *, box: bool = False) -> str:
     """An HTML-like label: the title in bold, details below, the retention badge in white on red; each line
     in a cell :func:`label_width_pt` wide, left-aligned."""
     width = label_width_pt(node, box=box)
+    kept = {part for badge in node.badges if badge != "kept on delete" for part in wrap(badge, FONT_SIZE)}
     rows = []
     for text, size, bold in label_lines(node, box=box):
         content = f"<B>{escape(text)}</B>" if bold else escape(text)
@@ -268,7 +269,7 @@ def label_table(node: Node, *, box: bool = False) -> str:
         if text == BADGE:
             content = f'<FONT COLOR="white" POINT-SIZE="{size:g}">{content}</FONT>'
             cell += f' BGCOLOR="{RETAINED_COLOUR}"'
-        elif text.startswith(("also kept", "kept on delete")):
+        elif text in kept:
             content = f'<FONT COLOR="{RETAINED_COLOUR}">{content}</FONT>'
         elif size != FONT_SIZE:
             content = f'<FONT POINT-SIZE="{size:g}">{content}</FONT>'
@@ -300,7 +301,7 @@ def _legend(graph: EnvironmentGraph) -> list[str]:
             f'<TR><TD BGCOLOR="{RETAINED_COLOUR}"><FONT COLOR="white" POINT-SIZE="{BADGE_SIZE}"><B>KEPT</B>'
             '</FONT></TD><TD ALIGN="LEFT">outlives cdk destroy (DeletionPolicy Retain)</TD></TR>'
         )
-    edges = {e.kind for e in graph.edges}
+    edges = {e.kind for e in graph.edges if not graph.shown_by_its_box(e)}
     for edge_kind, meaning in _LEGEND_EDGES:
         if edge_kind in edges:
             _, colour, _ = _EDGE_STYLE[edge_kind]
@@ -345,6 +346,8 @@ def _edge(graph: EnvironmentGraph, edge: Edge) -> str | None:
     source, tail = _anchor(graph, edge.source)
     target, head = _anchor(graph, edge.target)
     if source == target and edge.kind is not EdgeKind.EFA:
+        return None
+    if graph.shown_by_its_box(edge):
         return None
     text = " ".join(part for part in (edge.kind.value if named else "", edge.label) if part)
     attributes = [f'style="{style}"', f'color="{colour}"']

@@ -58,6 +58,8 @@ def to_mermaid(graph: EnvironmentGraph) -> str:
     for edge in graph.edges:
         if edge.kind not in _ARROWS:
             continue
+        if graph.shown_by_its_box(edge):
+            continue
         named = edge.kind not in (
             EdgeKind.MANAGED_BY,
             EdgeKind.SERVES,

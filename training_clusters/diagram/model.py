@@ -10,7 +10,9 @@ deploys.
 >>> template = {"Resources": {"Pg": {"Type": "AWS::EC2::PlacementGroup", "Properties": {"Strategy": "cluster"}}}}
 >>> graph = graph_from_template(template, title="example")
 >>> [(n.kind.value, n.title, n.details) for n in graph.nodes]
-[('placement-group', 'placement group', ('strategy cluster',))]
+[('region', 'AWS Region', ('placement group (strategy cluster): no node group is placed in it',))]
+
+(A placement group no node group launches into is a line of its VPC's box, not a box joined to nothing.)
 
 Values that are only known at deploy time (``Ref``, ``Fn::GetAtt`` ...) are shown as such, never guessed.
 """
@@ -23,6 +25,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
+
+import yaml
 
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX
 from training_clusters.diagram.scheduling import (
@@ -69,8 +73,9 @@ class NodeKind(StrEnum):
     BUCKET = "bucket"
     """An S3 bucket the stack makes (outside the VPC)."""
     CLUSTER = "cluster"
-    """EKS, ParallelCluster, HyperPod or AWS PCS: the service that runs the cluster, outside the VPC (EKS and
-    PCS draw a box around their control plane, and EKS its add-ons); its node groups sit in their subnets."""
+    """EKS, ParallelCluster, HyperPod or AWS PCS. EKS is a box in the region around its control plane and
+    add-ons (its nodegroups sit in their subnets); ParallelCluster, HyperPod and PCS are boxes around the node
+    groups they manage (and PCS's controller), in the innermost subnet, zone or VPC box that holds them all."""
     CONTROL_PLANE = "control-plane"
     NODE_GROUP = "node-group"
     """Instances of one type: an EKS nodegroup, a Slurm head node or queue, a HyperPod instance group."""
@@ -147,8 +152,8 @@ class Node:
 
     ``logical_id`` is the template resource it comes from (``None`` for availability zones, which are not
     resources, and for parts of one resource such as a queue of a ParallelCluster). ``parent`` is where it is
-    drawn: a node group, file system or database in (the first of) its subnets, a cluster's service in the
-    region. ``retained`` says the resource outlives the stack; ``retained_by`` says which policy keeps it;
+    drawn: a node group, file system or database in (the first of) its subnets, or in its ParallelCluster,
+    HyperPod or PCS cluster's box, which is in that subnet; EKS in the region. ``retained`` says the resource outlives the stack; ``retained_by`` says which policy keeps it;
     ``kept_with`` names the retained resources that belong to it and are not drawn on their own (its security
     group, log groups, keys), as (logical id, what it is).
     """
@@ -168,6 +173,13 @@ class Node:
     in the catalogue."""
     cluster: str | None = None
     """The cluster a node group belongs to (its id), wherever the group is drawn."""
+    capacity: str | None = None
+    """How a node group gets its instances: ``on-demand``, ``spot``, ``Capacity Block cr-...``, ``On-Demand
+    Capacity Reservation cr-...``, ``training plan NAME`` (also one of its detail lines)."""
+    gpu_sharing: str | None = None
+    """How its GPUs are sliced or shared (a MIG layout, time-slicing or MPS replicas), also a detail line."""
+    gpu_slices: int | None = None
+    """What the GPUs of one node offer the scheduler once sliced (MIG devices, or replicas)."""
     kept_with: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -245,6 +257,17 @@ class EnvironmentGraph:
     def subnets_of(self, node_id: str) -> list[str]:
         """The subnets ``node_id`` runs in (its ``runs in`` edges), in the template's order of them."""
         return [e.target for e in self.edges if e.source == node_id and e.kind is EdgeKind.RUNS_IN]
+
+    def shown_by_its_box(self, edge: Edge) -> bool:
+        """Whether ``edge`` is a ``managed by`` edge its source's box already shows (the group is drawn in its
+        cluster's box, which holds the control plane it points at): renderers leave it out."""
+        if edge.kind is not EdgeKind.MANAGED_BY:
+            return False
+        ancestors = self.ancestors(edge.source)
+        target = self.node(edge.target)
+        return target.id in ancestors or (
+            target.kind is NodeKind.CONTROL_PLANE and target.parent in ancestors
+        )
 
     def ancestors(self, node_id: str) -> list[str]:
         """The boxes ``node_id`` is drawn in, innermost first."""
@@ -459,10 +482,96 @@ def _set_order(key: tuple[str, tuple[str, ...] | None]) -> tuple[str, int, tuple
     return cluster, 0 if runs_on else 1 if runs_on is not None else 2, runs_on or ()
 
 
-def _bought(value: Any, on_demand: str) -> list[str]:
-    """How a group buys its instances (``spot``, ``capacity block``), unless it is ``on_demand``."""
-    bought = _literal(value)
-    return [bought.lower().replace("_", " ")] if bought and bought != on_demand else []
+ON_DEMAND = "on-demand"
+
+
+def _capacity(market: Any, reservation: str | None = None) -> str:
+    """How a group buys its instances, from its market (EKS ``CapacityType``, ParallelCluster ``CapacityType``,
+    PCS ``PurchaseOption``) and the capacity reservation it targets: ``on-demand``, ``spot``, ``Capacity Block
+    cr-...``, ``On-Demand Capacity Reservation cr-...``."""
+    bought = (_literal(market) or "ONDEMAND").upper().replace("_", "").replace("-", "")
+    if bought == "CAPACITYBLOCK":
+        return f"Capacity Block {reservation}" if reservation else "Capacity Block"
+    if bought == "SPOT":
+        return "spot"
+    if reservation:
+        return f"On-Demand Capacity Reservation {reservation}"
+    if bought == "ONDEMAND":
+        return ON_DEMAND
+    return bought.lower()
+
+
+def _reservation(target: Any) -> str | None:
+    """The reservation a ``CapacityReservationTarget`` names: its id, or its resource group's name."""
+    target = _dict(target)
+    if "CapacityReservationId" in target:
+        return _text(target["CapacityReservationId"])
+    if "CapacityReservationResourceGroupArn" in target:
+        return "group " + _text(target["CapacityReservationResourceGroupArn"]).rsplit("/", 1)[-1]
+    return None
+
+
+def _launch_template_capacity(data: Mapping[str, Any], market: Any) -> str:
+    """The capacity of a group launched from ``data`` (a launch template's data) in ``market``; a launch
+    template's ``capacity-block`` market type makes a Capacity Block whatever ``market`` says."""
+    reservation = _reservation(
+        _dict(data.get("CapacityReservationSpecification")).get("CapacityReservationTarget")
+    )
+    if _dict(data.get("InstanceMarketOptions")).get("MarketType") == "capacity-block":
+        market = "CAPACITY_BLOCK"
+    return _capacity(market, reservation)
+
+
+def _training_plan(arn: Any) -> str:
+    """``training plan p5-plan, runs in the plan's reserved window`` (the window is the plan's, not the
+    template's)."""
+    name = _text(arn).rsplit("/", 1)[-1]
+    return f"training plan {name}, runs in the plan's reserved window"
+
+
+def _yaml(text: Any) -> dict[str, Any]:
+    """A YAML document the template holds as text (a mig-parted or device-plugin configuration); ``{}`` when
+    it is not one."""
+    if not isinstance(text, str):
+        return {}
+    try:
+        return _dict(yaml.safe_load(text))
+    except yaml.YAMLError:
+        return {}
+
+
+def _gpu_count(instance_type: str | None) -> int:
+    found = CATALOG.get((instance_type or "").removeprefix(HYPERPOD_PREFIX))
+    return found.accelerators.count if found is not None and found.accelerators is not None else 0
+
+
+def _mig(name: str, layout: Any, gpus: int) -> tuple[str, int | None]:
+    """The MIG line of a group whose GPUs take the mig-parted layout ``name`` (``layout``: its entries, as
+    the GPU operator's configuration writes them) and the slices one node yields."""
+    if not isinstance(layout, list):
+        return f"MIG {name} (the GPU operator's own layout)", None
+    profiles: dict[str, int] = {}
+    slices = 0
+    for entry in layout:
+        entry = _dict(entry)
+        if entry.get("mig-enabled") is not True:
+            continue
+        devices = entry.get("devices")
+        count = gpus if devices == "all" else len(devices) if isinstance(devices, list) else 0
+        for profile, per_gpu in _dict(entry.get("mig-devices")).items():
+            if isinstance(per_gpu, int):
+                profiles[str(profile)] = profiles.get(str(profile), 0) + per_gpu
+                slices += count * per_gpu
+    per_gpu_text = " + ".join(f"{n} {TIMES} {profile}" for profile, n in profiles.items())
+    return f"MIG {name}: {per_gpu_text} per GPU, {slices} slices per node", slices
+
+
+def _sliced(node: Node, line: str, slices: int | None) -> Node:
+    """``node`` with its GPU sharing ``line`` before its capacity line (after its GPUs and EFA)."""
+    details = list(node.details)
+    at = next((i for i, d in enumerate(details) if d.startswith("capacity: ")), len(details))
+    details.insert(at, line)
+    return replace(node, details=tuple(details), gpu_sharing=line, gpu_slices=slices)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -486,6 +595,8 @@ class _GraphBuilder:
     """The labels and taints of each Kubernetes node group (EKS nodegroups, HyperPod instance groups on EKS)."""
     addon_scopes: dict[str, list[PodScope] | None] = field(default_factory=dict)
     """How each add-on places its pods (``None``: its template sets nothing, so its own defaults do)."""
+    around: list[str] = field(default_factory=list)
+    """The clusters drawn as a box around their node groups, in the VPC (ParallelCluster, HyperPod, AWS PCS)."""
 
     def __post_init__(self) -> None:
         self.resources = _resources(self.template)
@@ -527,6 +638,7 @@ class _GraphBuilder:
         logical_id: str | None = None,
         subnets: list[str] = [],  # noqa: B006 (read, never changed)
         placement: str | None = None,
+        capacity: str | None = None,
     ) -> None:
         """Add a node group in (the first of) its subnets, linked to its cluster, the subnets it runs in and the
         placement group it is placed in."""
@@ -536,7 +648,7 @@ class _GraphBuilder:
                 node_id,
                 NodeKind.NODE_GROUP,
                 title,
-                (*details, *self.other_zones(subnets)),
+                (*details, *([f"capacity: {capacity}"] if capacity else []), *self.other_zones(subnets)),
                 parent=self.home(subnets),
                 logical_id=logical_id,
                 role=role,
@@ -544,6 +656,7 @@ class _GraphBuilder:
                 count=count,
                 efa_interfaces=efa,
                 cluster=cluster,
+                capacity=capacity,
             )
         )
         self.link(node_id, subnets, EdgeKind.RUNS_IN)
@@ -597,6 +710,7 @@ class _GraphBuilder:
         self.hyperpod_clusters()
         self.pcs_clusters()
         self.schedule_addons()
+        self.gpu_sharing()
         self.claimed_mounts()
         self.mount_hints()
         self.retained_resources()
@@ -838,13 +952,18 @@ class _GraphBuilder:
                 self.link(member, [file_system], EdgeKind.MOUNTS, label)
 
     def settle(self) -> None:
-        """A placement group in the availability zone of the groups placed in it; what has no place in the
-        VPC in the region."""
+        """A placement group in the availability zone of the groups placed in it (one no group is placed in is
+        a line of its VPC's box, not a box joined to nothing); ParallelCluster, HyperPod and PCS clusters drawn
+        around the groups they manage; what has no place in the VPC in the region."""
         for group_id in [n.id for n in self.nodes.values() if n.kind is NodeKind.PLACEMENT_GROUP]:
             placed = [e.source for e in self.edges if e.target == group_id and e.kind is EdgeKind.PLACED_IN]
             zones = {self.zone_of(p) for p in placed}
-            if len(zones) == 1 and None not in zones:
+            if not placed:
+                self.unplaced(self.nodes.pop(group_id))
+            elif len(zones) == 1 and None not in zones:
                 self.nodes[group_id] = replace(self.nodes[group_id], parent=zones.pop())
+        for cluster_id in self.around:
+            self.enclose(cluster_id)
         for bucket in [n for n in self.nodes.values() if n.kind is NodeKind.BUCKET]:
             uses = sorted(
                 {e.label for e in self.edges if e.target == bucket.id and e.kind is EdgeKind.FETCHES}
@@ -853,6 +972,45 @@ class _GraphBuilder:
         for node_id, node in list(self.nodes.items()):
             if node.parent is None and node.kind is not NodeKind.REGION:
                 self.nodes[node_id] = replace(node, parent=REGION_ID)
+
+    def unplaced(self, group: Node) -> None:
+        """Note a placement group no node group launches into on the VPC (the region when none is drawn)."""
+        vpcs = [n for n in self.nodes.values() if n.kind is NodeKind.VPC]
+        holder = vpcs[0] if len(vpcs) == 1 else self.nodes[REGION_ID]
+        line = f"placement group ({', '.join(group.details)}): no node group is placed in it"
+        self.nodes[holder.id] = replace(holder, details=(*holder.details, line))
+
+    def enclose(self, cluster_id: str) -> None:
+        """Draw a ParallelCluster, HyperPod or PCS cluster as a box around the node groups it manages, in the innermost box
+        (subnet, zone, VPC) that holds all of them; a group then names its subnet unless it is the box's."""
+        groups = [n for n in self.nodes.values() if n.kind is NodeKind.NODE_GROUP and n.cluster == cluster_id]
+        homes = [g.parent for g in groups]
+        if not groups or None in homes:
+            return
+        common = self.common_box([h for h in homes if h is not None])
+        if common is None:
+            return
+        self.nodes[cluster_id] = replace(self.nodes[cluster_id], parent=common)
+        for group in groups:
+            details = group.details
+            if group.parent != common and group.parent is not None:
+                subnet = self.nodes[group.parent]
+                zone = self.nodes[subnet.parent].title if subnet.parent in self.nodes else ""
+                details = (*details, f"in {subnet.title} {' '.join(subnet.details)} ({zone})")
+            self.nodes[group.id] = replace(group, parent=cluster_id, details=details)
+
+    def common_box(self, homes: list[str]) -> str | None:
+        """The innermost box that holds every one of ``homes`` (or is it)."""
+
+        def chain(node_id: str) -> list[str]:
+            found = [node_id]
+            while (parent := self.nodes[found[-1]].parent) is not None:
+                found.append(parent)
+            return found
+
+        chains = [chain(h) for h in homes]
+        shared = [c for c in chains[0] if all(c in other for other in chains[1:])]
+        return shared[0] if shared else None
 
     def zone_of(self, node_id: str) -> str | None:
         parent = self.nodes[node_id].parent
@@ -911,7 +1069,7 @@ class _GraphBuilder:
             self.add_node_group(
                 group_id,
                 f"nodegroup {name}" if name else "system nodegroup" if system else "nodegroup",
-                _group_details(instance_type, count, efa) + _bought(props.get("CapacityType"), "ON_DEMAND"),
+                _group_details(instance_type, count, efa),
                 cluster=cluster,
                 logical_id=group_id,
                 role=NodeRole.SYSTEM if system else NodeRole.WORKER,
@@ -920,6 +1078,7 @@ class _GraphBuilder:
                 efa=efa,
                 subnets=self.subnet_targets(props.get("Subnets")),
                 placement=_target(_dict(data.get("Placement")).get("GroupName")),
+                capacity=_launch_template_capacity(data, props.get("CapacityType")),
             )
 
     def eks_addons(self) -> None:
@@ -984,6 +1143,43 @@ class _GraphBuilder:
                 self.nodes[addon_id] = replace(self.nodes[addon_id], parent=set_id)
             self.link(set_id, runs_on or (), EdgeKind.RUNS_ON)
 
+    def gpu_sharing(self) -> None:
+        """How each Kubernetes GPU group's GPUs are offered: the MIG layout its ``nvidia.com/mig.config`` label
+        names (read from the GPU operator's mig-parted configuration in the template) and the slices it yields,
+        or the time-slicing or MPS replicas of the NVIDIA device plugin that runs on it."""
+        layouts: dict[str, Any] = {}
+        sharing: list[tuple[str, str, int]] = []
+        for chart_id, props in self.of_type("Custom::AWSCDK-EKS-HelmChart"):
+            values = _dict(_json_values(props.get("Values")))
+            for text in _dict(_dict(_dict(values.get("migManager")).get("config")).get("data")).values():
+                layouts.update(_dict(_yaml(text).get("mig-configs")))
+            config = _dict(values.get("config"))
+            chosen = _yaml(_dict(config.get("map")).get(_text(config.get("default"), "default")))
+            for mode, name in (("timeSlicing", "time-slicing"), ("mps", "MPS")):
+                for resource in _list(_dict(_dict(chosen.get("sharing")).get(mode)).get("resources")):
+                    replicas = _dict(resource).get("replicas")
+                    if isinstance(replicas, int) and chart_id in self.nodes:
+                        sharing.append((chart_id, name, replicas))
+        for group_id, labels in self.scheduling.items():
+            node = self.nodes[group_id]
+            gpus = _gpu_count(node.instance_type)
+            layout = labels.labels.get("nvidia.com/mig.config", ("",))[0]
+            if layout and gpus:
+                self.nodes[group_id] = _sliced(node, *_mig(layout, layouts.get(layout), gpus))
+                continue
+            for chart_id, name, replicas in sharing:
+                if gpus and self.runs_on(chart_id, group_id):
+                    line = f"{name}: {replicas} replicas per GPU, {gpus * replicas} nvidia.com/gpu per node"
+                    self.nodes[group_id] = _sliced(node, line, gpus * replicas)
+
+    def runs_on(self, addon_id: str, group_id: str) -> bool:
+        """Whether the add-on's pods may run on the group (its set's ``runs on`` edges; a set placed by the
+        add-on's own defaults may run on any group of its cluster)."""
+        addon_set = self.nodes[addon_id].parent or ""
+        if addon_set.endswith("/add-ons/defaults"):
+            return group_id in self.members.get(self.nodes[addon_set].parent or "", [])
+        return Edge(addon_set, group_id, EdgeKind.RUNS_ON) in self.edges
+
     def addon_set_lines(
         self, groups: list[str], runs_on: tuple[str, ...] | None
     ) -> tuple[str, tuple[str, ...]]:
@@ -1040,8 +1236,11 @@ class _GraphBuilder:
                     retained_by=retained_by,
                 )
             )
+            self.around.append(cluster_id)
             head = _dict(config.get("HeadNode"))
-            clients = [self.head_node(cluster_id, head)]
+            pools = [_dict(p) for p in _list(_dict(config.get("LoginNodes")).get("Pools"))]
+            clients = [self.head_node(cluster_id, head, login=not pools)]
+            logins = [self.login_pool(cluster_id, pool) for pool in pools]
             database = _dict(_dict(scheduling.get("SlurmSettings")).get("Database"))
             self.link(
                 clients[0], self.of_kind_in(database, "AWS::RDS::DBCluster"), EdgeKind.DATABASE, "slurmdbd"
@@ -1058,22 +1257,57 @@ class _GraphBuilder:
                 for group in groups:
                     self.link(group, buckets, EdgeKind.FETCHES, "custom actions")
                 clients += groups
+            for pool, login in zip(pools, logins, strict=True):
+                self.link(
+                    login,
+                    self.of_kind_in(pool.get("CustomActions"), "AWS::S3::Bucket"),
+                    EdgeKind.FETCHES,
+                    "custom actions",
+                )
+            clients += logins
             for index, storage in enumerate(_list(config.get("SharedStorage"))):
                 self.shared_storage(cluster_id, index, _dict(storage), clients)
 
-    def head_node(self, cluster_id: str, head: Mapping[str, Any]) -> str:
+    def head_node(self, cluster_id: str, head: Mapping[str, Any], *, login: bool) -> str:
+        """The head node: the Slurm controller, and where users log in unless the cluster has login pools."""
         node_id = f"{cluster_id}/head-node"
         instance_type = _literal(head.get("InstanceType"))
         self.add_node_group(
             node_id,
             "head node",
-            [f"{instance_type or _DEPLOY_TIME} {TIMES} 1", "Slurm controller and login"],
+            [
+                f"{instance_type or _DEPLOY_TIME} {TIMES} 1",
+                "Slurm controller and login"
+                if login
+                else "Slurm controller (users log in on the login pool)",
+            ],
             cluster=cluster_id,
             role=NodeRole.HEAD,
             instance_type=instance_type,
             count="1",
             efa=0,
             subnets=self.subnet_targets(_dict(head.get("Networking")).get("SubnetId")),
+            capacity=ON_DEMAND,
+        )
+        return node_id
+
+    def login_pool(self, cluster_id: str, pool: Mapping[str, Any]) -> str:
+        """A pool of ParallelCluster login nodes (``LoginNodes`` ``Pools``): where users log in and submit."""
+        name = _text(pool.get("Name"))
+        node_id = f"{cluster_id}/login/{name}"
+        instance_type = _literal(pool.get("InstanceType"))
+        count = _count(pool.get("Count"), None, None)
+        self.add_node_group(
+            node_id,
+            f"login pool {name}",
+            [f"{instance_type or _DEPLOY_TIME} {TIMES} {count}", "Slurm login: users log in and submit here"],
+            cluster=cluster_id,
+            role=NodeRole.LOGIN,
+            instance_type=instance_type,
+            count=count,
+            efa=0,
+            subnets=self.subnet_targets(_dict(pool.get("Networking")).get("SubnetIds")),
+            capacity=ON_DEMAND,
         )
         return node_id
 
@@ -1096,7 +1330,6 @@ class _GraphBuilder:
                 details.append("GPUDirect RDMA")
             if managed_placement:
                 details.append("placement group made by ParallelCluster")
-            details += _bought(queue.get("CapacityType"), "ONDEMAND")
             self.add_node_group(
                 node_id,
                 f"queue {name} / {_text(resource.get('Name'))}",
@@ -1108,6 +1341,11 @@ class _GraphBuilder:
                 efa=efa,
                 subnets=self.subnet_targets(networking.get("SubnetIds")),
                 placement=placement_target if placement.get("Enabled", True) is not False else None,
+                capacity=_capacity(
+                    queue.get("CapacityType"),
+                    _reservation(resource.get("CapacityReservationTarget"))
+                    or _reservation(queue.get("CapacityReservationTarget")),
+                ),
             )
             added.append(node_id)
         return added
@@ -1158,6 +1396,7 @@ class _GraphBuilder:
                     logical_id=cluster_id,
                 )
             )
+            self.around.append(cluster_id)
             parameters, deployment = self.lifecycle_parameters(props)
             roles = _hyperpod_roles(parameters, orchestrator)
             subnets = self.subnet_targets(_dict(props.get("VpcConfig")).get("Subnets"))
@@ -1233,6 +1472,7 @@ class _GraphBuilder:
             count=count,
             efa=efa,
             subnets=subnets,
+            capacity=_training_plan(group["TrainingPlanArn"]) if "TrainingPlanArn" in group else ON_DEMAND,
         )
         return node_id
 
@@ -1286,6 +1526,7 @@ class _GraphBuilder:
                     logical_id=cluster_id,
                 )
             )
+            self.around.append(cluster_id)
             plane = f"{cluster_id}/control-plane"
             self.add(
                 Node(
@@ -1312,7 +1553,7 @@ class _GraphBuilder:
         scaling = _dict(props.get("ScalingConfiguration"))
         count = _count(None, scaling.get("MinInstanceCount"), scaling.get("MaxInstanceCount"))
         name = _text(props.get("Name"))
-        details = _group_details(instance_type, count, efa) + _bought(props.get("PurchaseOption"), "ONDEMAND")
+        details = _group_details(instance_type, count, efa)
         details.append(f"queue {', '.join(queues)}" if queues else "login (in no queue)")
         self.add_node_group(
             group_id,
@@ -1326,6 +1567,7 @@ class _GraphBuilder:
             efa=efa,
             subnets=self.subnet_targets(props.get("SubnetIds")),
             placement=_target(_dict(data.get("Placement")).get("GroupName")),
+            capacity=_launch_template_capacity(data, props.get("PurchaseOption")),
         )
         user_data = data.get("UserData")
         mount = re.search(r"mount_dir='([^']*)'", _text(_dict(user_data).get("Fn::Base64", user_data), ""))
