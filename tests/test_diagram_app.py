@@ -18,6 +18,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ssm as ssm
 
+from tests.text_tables import unwrapped
 from training_clusters.constructs import (
     HyperPodCluster,
     InstanceGroup,
@@ -273,7 +274,7 @@ def test_output_dir_usage_errors_are_one_line(
     arguments: list[str], message: str, assembly: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     status, text = run("diagram", *[a.format(tmp=tmp_path, assembly=assembly) for a in arguments])
-    err = capsys.readouterr().err
+    err = unwrapped(capsys.readouterr().err)
     assert (status, text) == (2, "") and message in err and err.count("\n") == 1, err
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())  # nothing drawn
 

@@ -39,6 +39,7 @@ from training_clusters.job_layer import (
 )
 from training_clusters.options import PodSecurityLevel
 from training_clusters.releases import (
+    EKS_KUBERNETES_VERSION,
     KUBEFLOW_TRAINER_CHART,
     KUEUE_CHART,
 )
@@ -262,7 +263,7 @@ def test_a_team_namespace_that_leaves_the_list_is_not_deleted(built: _Built) -> 
     resource = built.template["Resources"][namespaces_id]
     assert "PruneLabel" not in resource["Properties"]
     assert [set(n["metadata"]["labels"]) for n in namespaces] == [  # no prune label
-        {KUEUE_MANAGED_LABEL, *pod_security_labels("baseline", "1.33")}
+        {KUEUE_MANAGED_LABEL, *pod_security_labels("baseline", EKS_KUBERNETES_VERSION)}
     ] * 2
     queues_id, _ = _applied_queue_objects(built.template)
     queues = built.template["Resources"][queues_id]
@@ -320,11 +321,11 @@ def test_the_team_namespaces_the_queues_make_are_opted_in_to_kueue(built: _Built
                 "labels": {
                     KUEUE_MANAGED_LABEL: "true",
                     "pod-security.kubernetes.io/enforce": "baseline",
-                    "pod-security.kubernetes.io/enforce-version": "v1.33",
+                    "pod-security.kubernetes.io/enforce-version": f"v{EKS_KUBERNETES_VERSION}",
                     "pod-security.kubernetes.io/warn": "restricted",
-                    "pod-security.kubernetes.io/warn-version": "v1.33",
+                    "pod-security.kubernetes.io/warn-version": f"v{EKS_KUBERNETES_VERSION}",
                     "pod-security.kubernetes.io/audit": "restricted",
-                    "pod-security.kubernetes.io/audit-version": "v1.33",
+                    "pod-security.kubernetes.io/audit-version": f"v{EKS_KUBERNETES_VERSION}",
                 },
             },
         }
@@ -353,7 +354,7 @@ def test_the_default_namespace_is_labelled_before_its_queue_and_unlabelled_on_de
     }
     ((patch_id, patch),) = patches.items()
     assert (patch["ResourceName"], patch["PatchType"]) == ("namespace/default", "strategic")
-    security = pod_security_labels("baseline", "1.33")
+    security = pod_security_labels("baseline", EKS_KUBERNETES_VERSION)
     assert json.loads(patch["ApplyPatchJson"]) == {
         "metadata": {"labels": {KUEUE_MANAGED_LABEL: "true", **security}}
     }
