@@ -24,8 +24,9 @@ import pytest
 
 from tests.text_tables import unwrapped
 from training_clusters import cli
-from training_clusters.catalog import lookup
+from training_clusters.catalog import CATALOG, lookup
 from training_clusters.config import load_environment
+from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY
 from training_clusters.diagram import (
     PNG_WIDTH_PX,
     EdgeKind,
@@ -297,6 +298,15 @@ def _placement_in_values(values: Any) -> tuple[set[str], set[str]]:
     return roles, types
 
 
+def _tolerates_gpu_taint(values: Any) -> bool:
+    """Whether some toleration in a chart's values names the NVIDIA GPU nodes' taint key."""
+    if isinstance(values, dict):
+        if values.get("key") == GPU_TAINT_KEY and "operator" in values:
+            return True
+        return any(_tolerates_gpu_taint(v) for v in values.values())
+    return isinstance(values, list) and any(_tolerates_gpu_taint(v) for v in values)
+
+
 @pytest.mark.parametrize("path", [p for p in ENVIRONMENTS if "eks" in p.stem], ids=lambda p: p.stem)
 def test_every_helm_chart_is_drawn_over_the_node_groups_its_values_schedule_it_on(
     shipped: Any, path: Path
@@ -317,10 +327,16 @@ def test_every_helm_chart_is_drawn_over_the_node_groups_its_values_schedule_it_o
     for logical_id, resource in template["Resources"].items():
         if resource["Type"] != "Custom::AWSCDK-EKS-HelmChart":
             continue
-        roles, types = _placement_in_values(json.loads(resource["Properties"]["Values"]))
+        values = json.loads(resource["Properties"]["Values"])
+        roles, types = _placement_in_values(values)
         drawn_on = runs_on[graph.node(logical_id).parent]
-        if roles == {"system"}:
+        if roles == {"system"} and not _tolerates_gpu_taint(values):
             assert drawn_on == system, resource["Properties"]["Chart"]
+            checked += 1
+        elif roles == {"system"}:
+            # controllers on the system nodes, operand DaemonSets (the GPU Operator's) on the GPU nodes
+            gpu = {g for g in groups if (t := CATALOG.get(groups[g].instance_type or "")) and t.is_gpu}
+            assert drawn_on == system | gpu and gpu, resource["Properties"]["Chart"]
             checked += 1
         elif types:
             assert drawn_on == {g for g in groups if groups[g].instance_type in types} != set()

@@ -13,12 +13,24 @@ A team namespace (one ``eks.queues.namespaces`` or ``hyperpod_eks.queues.namespa
 - a ``NetworkPolicy`` admitting ingress from the namespace's own pods only: other teams' pods cannot connect
   (enforced by the VPC CNI's network policy agent, which the stacks turn on).
 
+The system nodes, where the add-ons run with their EKS Pod Identity tokens, carry :data:`SYSTEM_NODE_TAINT`
+(``CriticalAddonsOnly=true:NoSchedule``, the key Kubernetes' own add-ons tolerate: CoreDNS's Deployment does,
+kubernetes/kubernetes ``cluster/addons/dns/coredns/coredns.yaml.base``):
+a pod that does not tolerate it is never scheduled there. Every add-on meant for those nodes gets
+:func:`system_placement` (the system nodes' labels and :data:`SYSTEM_TOLERATION`); a team's pods get
+neither, and so run only on the accelerator nodes their jobs ask for. The EKS add-ons need nothing from us:
+the EBS and FSx CSI controllers tolerate ``CriticalAddonsOnly`` by default and their node DaemonSets every taint
+(``controller.tolerations``, ``node.tolerateAllTaints`` in kubernetes-sigs/aws-ebs-csi-driver and
+aws-fsx-csi-driver ``charts/*/values.yaml``), and the Pod Identity agent and the VPC CNI's ``aws-node`` tolerate
+every taint (aws/eks-charts ``stable/eks-pod-identity-agent``, ``stable/aws-vpc-cni``: ``operator: Exists``).
+
 >>> [o["kind"] for o in team_namespace_objects("vision", kubernetes_version="1.33")]
 ['Namespace', 'RoleBinding', 'NetworkPolicy']
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from training_clusters.options import PodSecurityLevel
@@ -30,6 +42,39 @@ EDIT_CLUSTER_ROLE = "edit"
 #: The names of the objects made in each team namespace.
 TEAM_ROLE_BINDING = "training-clusters-team-edit"
 TEAM_NETWORK_POLICY = "training-clusters-same-namespace-ingress"
+
+#: Labels of the system nodes: where controllers (add-ons, Kueue, Kubeflow Trainer) run.
+SYSTEM_NODE_LABELS: Mapping[str, str] = {"training-clusters/role": "system"}
+#: The system nodes' taint, as Kubernetes writes a node's taint (key, value, effect).
+SYSTEM_NODE_TAINT: Mapping[str, str] = {"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}
+#: What an add-on carries to run on the system nodes: the key with ``Exists``, any value and effect (as CoreDNS's
+#: Deployment and the EBS and FSx CSI controllers tolerate it).
+SYSTEM_TOLERATION: Mapping[str, str] = {"key": SYSTEM_NODE_TAINT["key"], "operator": "Exists"}
+
+
+def system_placement() -> dict[str, Any]:
+    """``nodeSelector`` and ``tolerations`` (fresh copies) that put a controller's pods on the system nodes."""
+    return {"nodeSelector": dict(SYSTEM_NODE_LABELS), "tolerations": [dict(SYSTEM_TOLERATION)]}
+
+
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, str]) -> bool:
+    """Whether one toleration matches one taint, by the rules of
+    https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/: the effects match, or the
+    toleration names none (it then matches every effect); and with ``operator: Exists`` the keys match, or the
+    toleration names no key (it matches every taint); with ``Equal`` (the default) key and value both match.
+
+    >>> tolerates(SYSTEM_TOLERATION, SYSTEM_NODE_TAINT)
+    True
+    >>> tolerates({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}, SYSTEM_NODE_TAINT)
+    False
+    """
+    effect = toleration.get("effect") or ""
+    if effect and effect != taint["effect"]:
+        return False
+    key = toleration.get("key") or ""
+    if (toleration.get("operator") or "Equal") == "Exists":
+        return not key or key == taint["key"]
+    return key == taint["key"] and str(toleration.get("value") or "") == taint.get("value", "")
 
 
 def team_group(namespace: str) -> str:

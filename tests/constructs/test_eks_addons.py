@@ -240,8 +240,12 @@ def test_prometheus_scrapes_every_service_monitor_and_grafana_gets_a_generated_p
     assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelectorNilUsesHelmValues"] is False
     # chart 82.6.0 has no adminPassword default: the Grafana chart generates one into its secret
     # no adminPassword; no service account name: the chart's own is the one the Pod Identity association names
-    # (tests/charts/test_charts_real.py renders it)
-    assert values["grafana"] == {"enabled": True}
+    # (tests/charts/test_charts_real.py renders it); on the system nodes
+    assert values["grafana"] == {
+        "enabled": True,
+        "nodeSelector": {"training-clusters/role": "system"},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+    }
     assert kube_prometheus_stack_values(grafana=False)["grafana"] == {"enabled": False}
 
 
@@ -698,6 +702,23 @@ def test_mpi_operator_applies_the_pinned_release_manifest(
     # the handler refuses any other bytes (tests/handlers/test_release_manifest.py)
     assert props["Sha256"] == "507d5dc8e12bcef43be5b9c89bc93c450581fedb316c62282d7831720ef7b5c4"
     assert props["WaitForCrds"] == "true"
+    # its controller onto the system nodes: their label and their taint's toleration, patched after the manifest
+    assert json.loads(props["DeploymentPatches"]) == [
+        {
+            "namespace": "mpi-operator",
+            "name": "mpi-operator",
+            "patch": {
+                "spec": {
+                    "template": {
+                        "spec": {
+                            "nodeSelector": {"training-clusters/role": "system"},
+                            "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+                        }
+                    }
+                }
+            },
+        }
+    ]
     assert props["ClusterName"] == {"Ref": _logical_id(template, "AWS::EKS::Cluster")}
     # applied only once the handler can reach and authenticate to the cluster
     depends = set(resource["DependsOn"])

@@ -259,11 +259,15 @@ def test_every_nodegroup_waits_for_the_vpc_cni_association_and_one_agent_runs(
     assert addons == ["eks-pod-identity-agent"]
 
 
-def test_system_nodegroup_is_two_t3_large(synthesized: tuple[dict[str, Any], GateResult]) -> None:
+def test_system_nodegroup_is_two_t3_large_tainted_for_add_ons_only(
+    synthesized: tuple[dict[str, Any], GateResult],
+) -> None:
+    """CriticalAddonsOnly=true:NoSchedule (EKS's API spells the effect NO_SCHEDULE): no team pod lands there."""
     nodegroup = _nodegroup_of(synthesized[0], "t3.large")
     assert nodegroup["AmiType"] == "AL2023_x86_64_STANDARD"
     assert nodegroup["ScalingConfig"] == {"DesiredSize": 2, "MaxSize": 2, "MinSize": 2}
-    assert "Taints" not in nodegroup
+    assert nodegroup["Taints"] == [{"Key": "CriticalAddonsOnly", "Value": "true", "Effect": "NO_SCHEDULE"}]
+    assert nodegroup["Labels"] == {"training-clusters/role": "system"}
 
 
 def test_cluster_is_private_encrypted_logged_and_uses_access_entries(

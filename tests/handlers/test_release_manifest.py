@@ -119,6 +119,53 @@ def test_create_applies_server_side_and_waits_for_the_crds(
     )
 
 
+PATCH = {
+    "spec": {"template": {"spec": {"tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]}}}
+}
+
+
+@pytest.mark.parametrize("request_type", ["Create", "Update"])
+def test_deployment_patches_follow_the_manifest_on_create_and_update(
+    session: FakeSession, kubectl: Path, served: list[str], request_type: str
+) -> None:
+    """Each patch, strategic-merge, on its Deployment right after the server-side apply (which owns none of
+    the patched fields, so it never takes them back)."""
+    session.stub.add_response("describe_cluster", CLUSTER_DESCRIPTION, {"name": CLUSTER})
+    patches = json.dumps([{"namespace": "mpi-operator", "name": "mpi-operator", "patch": PATCH}])
+    index.on_event(_event(request_type, DeploymentPatches=patches), None, session=session)
+    apply, patch, get, _wait = _calls(kubectl)
+    assert apply.startswith("apply --server-side --force-conflicts -f ")
+    assert patch == (
+        "patch deployment mpi-operator --namespace mpi-operator --type=strategic --patch "
+        + json.dumps(PATCH, sort_keys=True)
+    )
+    assert get.startswith("get -f ")
+
+
+def test_no_deployment_patches_no_patch_call(session: FakeSession, kubectl: Path, served: list[str]) -> None:
+    session.stub.add_response("describe_cluster", CLUSTER_DESCRIPTION, {"name": CLUSTER})
+    index.on_event(_event("Create"), None, session=session)
+    assert not [c for c in _calls(kubectl) if c.startswith("patch")]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"namespace": "a", "name": "b", "patch": {}}',
+        '[{"name": "b", "patch": {}}]',
+        '[{"namespace": "a", "patch": {}}]',
+        '[{"namespace": "a", "name": "b", "patch": "tolerations"}]',
+        '[{"namespace": "a", "name": 1, "patch": {}}]',
+    ],
+)
+def test_malformed_deployment_patches_are_refused_before_anything_is_applied(text: str) -> None:
+    with pytest.raises(index.ManifestError) as caught:
+        index.deployment_patches(text)
+    assert str(caught.value) == (
+        f'DeploymentPatches must be a JSON list of {{"namespace", "name", "patch"}} objects, got {text!r}'
+    )
+
+
 def test_kubeconfig_points_at_the_cluster_with_a_signed_token(
     session: FakeSession, kubectl: Path, served: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

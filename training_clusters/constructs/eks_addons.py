@@ -75,7 +75,7 @@ from training_clusters.rules.eks import (
     mig_problem,
     mps_replicas_problem,
 )
-from training_clusters.tenancy import monitoring_ingress
+from training_clusters.tenancy import monitoring_ingress, system_placement
 
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, to_removal_policy
 
@@ -904,6 +904,10 @@ def gpu_operator_values(
             },
         },
         "daemonsets": {"tolerations": list(_ACCELERATOR_TOLERATIONS[:1])},
+        # the operator (and its CRD upgrade hook) and Node Feature Discovery's master and garbage collector on
+        # the system nodes; NFD's worker DaemonSet keeps the chart's GPU toleration
+        "operator": system_placement(),
+        "node-feature-discovery": {"master": system_placement(), "gc": system_placement()},
     }
     if mig_layouts:
         values["mig"] = {"strategy": mig_strategy.value}
@@ -937,15 +941,22 @@ def kube_prometheus_stack_values(
     names (setting ``grafana.serviceAccount.name`` to it would change no rendered object). With
     ``cloudwatch_region`` Grafana also gets the CloudWatch data source in that region
     (:func:`~training_clusters.monitoring.cloudwatch.cloudwatch_datasource`, AWS SDK default credentials).
+    The operator (and its admission-webhook certificate Jobs), Prometheus, Alertmanager, Grafana and
+    kube-state-metrics run on the system nodes (:func:`~training_clusters.tenancy.system_placement`);
+    node-exporter keeps the chart's toleration of every ``NoSchedule`` taint, so it runs on every node.
     """
     spec: dict[str, Any] = {
         "serviceMonitorSelectorNilUsesHelmValues": False,
         "podMonitorSelectorNilUsesHelmValues": False,
         "retention": "15d",
+        **system_placement(),
     }
     values: dict[str, Any] = {
         "prometheus": {"prometheusSpec": spec},
-        "grafana": {"enabled": grafana},
+        "alertmanager": {"alertmanagerSpec": system_placement()},
+        "prometheusOperator": {**system_placement(), "admissionWebhooks": {"patch": system_placement()}},
+        "kube-state-metrics": system_placement(),
+        "grafana": {"enabled": grafana, **(system_placement() if grafana else {})},
         **{component: {"enabled": False} for component in (*EKS_MANAGED_CONTROL_PLANE, *EKS_LOOPBACK_ONLY)},
         "prometheus-node-exporter": node_exporter_values(),
     }

@@ -45,6 +45,8 @@ from training_clusters.releases import EKS_KUBERNETES_VERSION
 from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
 from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
 from training_clusters.rules.versions import KUBERNETES_EXTENDED_SUPPORT, kubernetes_support_advice
+from training_clusters.tenancy import SYSTEM_NODE_LABELS as SYSTEM_NODE_LABELS
+from training_clusters.tenancy import SYSTEM_NODE_TAINT
 
 from ._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
 from ._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
@@ -112,8 +114,12 @@ class DevicePluginKind(StrEnum):
 
 DEVICE_PLUGIN_KINDS = tuple(DevicePluginKind)
 
-#: Labels of the system nodes: where controllers (add-ons, Kueue, Kubeflow Trainer) run.
-SYSTEM_NODE_LABELS: Mapping[str, str] = {"training-clusters/role": "system"}
+#: The system nodes' taint (:data:`training_clusters.tenancy.SYSTEM_NODE_TAINT`): only the add-ons tolerate it.
+SYSTEM_NODE_TAINTS = (
+    eks.TaintSpec(
+        key=SYSTEM_NODE_TAINT["key"], value=SYSTEM_NODE_TAINT["value"], effect=eks.TaintEffect.NO_SCHEDULE
+    ),
+)
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
 _ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
 _MIN_ROOT_VOLUME_GIB = 20
@@ -310,7 +316,9 @@ class GpuEksCluster(Construct):
             min_size=system_node_count,
             max_size=system_node_count,
             labels=SYSTEM_NODE_LABELS,
-            taints=(),
+            # no team pod tolerates it: a pod from a team namespace never shares a node with the add-ons'
+            # Pod Identity tokens
+            taints=SYSTEM_NODE_TAINTS,
             capacity_type=eks.CapacityType.ON_DEMAND,
         )
         # CDK's own resources all live under the aws_eks_v2 cluster; ours acknowledge where they are made.

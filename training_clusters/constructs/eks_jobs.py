@@ -77,7 +77,12 @@ from training_clusters.rules.eks_queues import (
     team_namespace_problem,
     unique_names_problem,
 )
-from training_clusters.tenancy import pod_security_labels, team_group, team_namespace_objects
+from training_clusters.tenancy import (
+    SYSTEM_TOLERATION,
+    pod_security_labels,
+    team_group,
+    team_namespace_objects,
+)
 
 from ._validation import checked_props, fail, is_unresolved, option, refuse
 
@@ -160,13 +165,15 @@ def kueue_values(
     node_selector: Mapping[str, str] = SYSTEM_NODE_LABELS,
 ) -> dict[str, Any]:
     """Helm values of the Kueue chart: our configuration, the released image, the controller on the system
-    nodes. Its webhook certificates are Kueue's own (no cert-manager)."""
+    nodes (their labels and taint, :data:`~training_clusters.tenancy.SYSTEM_TOLERATION`). Its webhook
+    certificates are Kueue's own (no cert-manager)."""
     return {
         "controllerManager": {
             "manager": {
                 "image": {"repository": image.repository, "tag": image.tag, "pullPolicy": "IfNotPresent"}
             },
             "nodeSelector": dict(node_selector),
+            "tolerations": [dict(SYSTEM_TOLERATION)],
         },
         "managerConfig": {
             "controllerManagerConfigYaml": yaml.safe_dump(
@@ -183,11 +190,11 @@ def kubeflow_trainer_values(
     node_selector: Mapping[str, str] = SYSTEM_NODE_LABELS,
 ) -> dict[str, Any]:
     """Helm values of the Kubeflow Trainer chart: its controller and JobSet's (its dependency) on the system
-    nodes, both images stated. The chart's example runtimes stay off."""
+    nodes (their labels and taint), both images stated. The chart's example runtimes stay off."""
     registry, _, repository = image.repository.partition("/")
     return {
         "image": {"registry": registry, "repository": repository, "tag": image.tag},
-        "manager": {"nodeSelector": dict(node_selector)},
+        "manager": {"nodeSelector": dict(node_selector), "tolerations": [dict(SYSTEM_TOLERATION)]},
         "jobset": {
             "install": True,
             "image": {
@@ -195,7 +202,7 @@ def kubeflow_trainer_values(
                 "tag": jobset_image.tag,
                 "pullPolicy": "IfNotPresent",
             },
-            "controller": {"nodeSelector": dict(node_selector)},
+            "controller": {"nodeSelector": dict(node_selector), "tolerations": [dict(SYSTEM_TOLERATION)]},
         },
     }
 

@@ -14,8 +14,12 @@ Example::
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
@@ -37,10 +41,11 @@ from training_clusters.compliance import (
 from training_clusters.constructs._handlers import vpc_interface_statement
 from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.releases import MPI_OPERATOR_SHA256, MPI_OPERATOR_VERSION, mpi_operator_manifest_url
+from training_clusters.tenancy import system_placement
 
 from ._validation import checked_props, fail
 
-__all__ = ["MpiOperator", "ReleaseManifest"]
+__all__ = ["DeploymentPatch", "MpiOperator", "ReleaseManifest", "mpi_operator_placement"]
 
 HANDLER_DIR = Path(__file__).resolve().parent.parent / "handlers" / "release_manifest"
 #: Moving references: a manifest behind one of these could change under a deployed stack.
@@ -54,6 +59,29 @@ _PROVIDER_REASON = (
     "aws-cdk-lib's custom-resource Provider framework (its design): it invokes our release-manifest handler "
     "and reports back to CloudFormation"
 )
+
+
+@dataclass(frozen=True)
+class DeploymentPatch:
+    """A strategic-merge ``patch`` for the Deployment ``namespace/name`` of a release manifest."""
+
+    namespace: str
+    name: str
+    patch: Mapping[str, Any]
+
+    def as_property(self) -> dict[str, Any]:
+        return {"namespace": self.namespace, "name": self.name, "patch": dict(self.patch)}
+
+
+#: The MPI Operator's controller in its release manifest (``deploy/v2beta1/mpi-operator.yaml``).
+MPI_OPERATOR_DEPLOYMENT = ("mpi-operator", "mpi-operator")
+
+
+def mpi_operator_placement() -> DeploymentPatch:
+    """The MPI Operator's controller on the system nodes: their labels and their taint's toleration
+    (:func:`~training_clusters.tenancy.system_placement`); the release manifest sets neither."""
+    namespace, name = MPI_OPERATOR_DEPLOYMENT
+    return DeploymentPatch(namespace, name, {"spec": {"template": {"spec": system_placement()}}})
 
 
 @checked_props
@@ -77,6 +105,7 @@ class ReleaseManifest(Construct):
         url: str,
         sha256: str,
         wait_for_crds: bool = True,
+        deployment_patches: Sequence[DeploymentPatch] = (),
     ) -> None:
         """Create the handler and the custom resource.
 
@@ -86,6 +115,9 @@ class ReleaseManifest(Construct):
             bytes, on create, update and delete (a tag is not a pin: release files can be replaced).
         :param wait_for_crds: Wait until the manifest's CRDs are established, so objects of their kinds can
             be applied next. Default: True.
+        :param deployment_patches: Strategic-merge patches the handler applies to Deployments of the manifest
+            right after it (``kubectl patch deployment --type=strategic``), on create and update: how a
+            publisher's manifest gets the placement this cluster needs. Default: none.
         """
         super().__init__(scope, id)
         self._check_url(url)
@@ -147,6 +179,15 @@ class ReleaseManifest(Construct):
                 "ManifestUrl": url,
                 "Sha256": sha256,
                 "WaitForCrds": "true" if wait_for_crds else "false",
+                **(
+                    {
+                        "DeploymentPatches": json.dumps(
+                            [p.as_property() for p in deployment_patches], sort_keys=True
+                        )
+                    }
+                    if deployment_patches
+                    else {}
+                ),
             },
         )
         # The access entry must outlive every apply/delete the handler makes (its role and policy already do:
@@ -192,7 +233,8 @@ class ReleaseManifest(Construct):
 
 @checked_props
 class MpiOperator(ReleaseManifest):
-    """Kubeflow's MPI Operator (``MPIJob`` v2beta1), from its release manifest at ``version``.
+    """Kubeflow's MPI Operator (``MPIJob`` v2beta1), from its release manifest at ``version``, its controller
+    patched onto the system nodes (:func:`mpi_operator_placement`).
 
     Example::
 
@@ -233,5 +275,6 @@ class MpiOperator(ReleaseManifest):
             cluster=cluster,
             url=mpi_operator_manifest_url(version),
             sha256=digest,
+            deployment_patches=[mpi_operator_placement()],
         )
         self.version = version

@@ -29,6 +29,8 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from training_clusters.tenancy import tolerates
+
 __all__ = [
     "INSTANCE_TYPE_LABEL",
     "NodeGroupLabels",
@@ -172,11 +174,4 @@ def _tolerated(taint: Taint, tolerations: Collection[Mapping[str, Any]]) -> bool
 
 
 def _tolerates(toleration: Mapping[str, Any], taint: Taint) -> bool:
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.effect:
-        return False
-    key = toleration.get("key") or ""
-    operator = toleration.get("operator") or "Equal"
-    if operator == "Exists":
-        return not key or key == taint.key
-    return key == taint.key and str(toleration.get("value") or "") == taint.value
+    return tolerates(toleration, {"key": taint.key, "value": taint.value, "effect": taint.effect})

@@ -10,7 +10,10 @@ Runs in the Lambda Python runtime: standard library and boto3 only. Invoked by C
 
 Resource properties: ``ClusterName``, ``ManifestUrl`` (https only), ``Sha256`` (optional: checked when set),
 ``WaitForCrds`` ("true"/"false": wait until the manifest's CRDs are established, so objects of those kinds
-can be applied right after).
+can be applied right after), ``DeploymentPatches`` (optional: a JSON list of ``{"namespace", "name", "patch"}``,
+each a strategic-merge patch applied to that Deployment of the manifest right after the manifest, e.g. the
+tolerations that place its pods; the manifest's own server-side apply owns none of those fields, so a later
+apply of the same or a new release leaves them in place, and the handler patches again after it).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import os
 import subprocess
 import tempfile
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -60,15 +63,58 @@ def on_event(event: dict[str, Any], context: Any, session: Any = None) -> dict[s
     if request == "Delete":
         _delete(session, cluster_name, url, props.get("Sha256"))
     else:
-        _apply(session, cluster_name, url, props.get("Sha256"), props.get("WaitForCrds", "true") == "true")
+        _apply(
+            session,
+            cluster_name,
+            url,
+            props.get("Sha256"),
+            props.get("WaitForCrds", "true") == "true",
+            deployment_patches(props.get("DeploymentPatches")),
+        )
     return {"PhysicalResourceId": physical_id}
 
 
-def _apply(session: Any, cluster_name: str, url: str, sha256: str | None, wait_for_crds: bool) -> None:
+def deployment_patches(text: str | None) -> list[dict[str, Any]]:
+    """The ``DeploymentPatches`` property: a JSON list of ``{"namespace", "name", "patch"}`` (none when absent)."""
+    if not text:
+        return []
+    patches = json.loads(text)
+    if not isinstance(patches, list) or not all(
+        isinstance(p, dict)
+        and isinstance(p.get("namespace"), str)
+        and isinstance(p.get("name"), str)
+        and isinstance(p.get("patch"), dict)
+        for p in patches
+    ):
+        raise ManifestError(
+            f'DeploymentPatches must be a JSON list of {{"namespace", "name", "patch"}} objects, got {text!r}'
+        )
+    return patches
+
+
+def _apply(
+    session: Any,
+    cluster_name: str,
+    url: str,
+    sha256: str | None,
+    wait_for_crds: bool,
+    patches: Sequence[dict[str, Any]] = (),
+) -> None:
     manifest = download(url, sha256)
     with _kubeconfig(session, cluster_name) as kubectl:
         path = kubectl.write("manifest.yaml", manifest)
         kubectl.run("apply", "--server-side", "--force-conflicts", "-f", path)
+        for patch in patches:
+            kubectl.run(
+                "patch",
+                "deployment",
+                patch["name"],
+                "--namespace",
+                patch["namespace"],
+                "--type=strategic",
+                "--patch",
+                json.dumps(patch["patch"], sort_keys=True),
+            )
         if wait_for_crds:
             crds = [
                 name
