@@ -436,7 +436,10 @@ def torchrun_runtime(
 
     Where the type reports EC2 network topology, the node pods' template carries Kueue's pod-set annotation
     for ``topology`` (:meth:`FlavorCapacity.topology_annotations`): Trainer builds the TrainJob's JobSet from
-    this template, so every TrainJob on the runtime asks for it.
+    this template, and Kueue takes a TrainJob's pod sets from that JobSet's replicated jobs (kueue v0.19.2
+    ``pkg/controller/jobs/trainjob/trainjob_controller.go``), so every TrainJob on the runtime asks for it. A
+    TrainJob may add its own through ``spec.runtimePatches`` (Trainer 2.3.0's CRD: a replicated job's pod template
+    metadata, labels and annotations only).
     """
     return {
         "apiVersion": TRAINER_API,

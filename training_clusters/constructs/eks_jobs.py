@@ -363,6 +363,11 @@ class TrainingQueues(Construct):
     nodegroup's instance type reports EC2 network topology, its flavor names a ``Topology`` of EKS's
     ``topology.k8s.aws/network-node-layer-*`` labels, so Kueue packs a job's pods under the fewest network
     nodes it can (``topology``: the runtimes and acceptance jobs ask for it by Kueue's pod-set annotation).
+    A job of your own on such a nodegroup asks the same way (``kueue.x-k8s.io/podset-preferred-topology:
+    topology.k8s.aws/network-node-layer-3`` on its pod template): when the ClusterQueue also has flavors without
+    a Topology, Kueue admits a pod set that asks for none only to those (kueue v0.19.2
+    ``pkg/scheduler/flavorassigner/tas_flavorassigner.go``: "supports only TopologyAwareScheduling"); when all
+    its flavors have one, Kueue places every job by topology unasked.
     Applied once Kueue's webhook answers (after :attr:`Kueue.chart`).
 
     Each team namespace is also a tenant's boundary (:mod:`training_clusters.tenancy`): Pod Security admission
