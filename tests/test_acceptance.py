@@ -35,6 +35,8 @@ from training_clusters.acceptance import (
 )
 from training_clusters.catalog import all_instance_types, lookup
 from training_clusters.config import EnvironmentConfig, load_environment, parse_environment
+from training_clusters.job_layer import FlavorCapacity, mpi_runtime
+from training_clusters.nccl_job import MPIRUN
 
 REPO = Path(__file__).resolve().parents[1]
 ENVIRONMENTS = REPO / "environments"
@@ -406,6 +408,7 @@ def test_hyperpod_eks_gets_the_job_layer_tests_through_its_queue() -> None:
         assert job["spec"]["template"]["spec"]["nodeSelector"] == {"training-clusters/nodegroup": "p5"}
     document = yaml.safe_load((ENVIRONMENTS / "hyperpod-eks-p5.yaml").read_text())
     document["hyperpod_eks"].setdefault("addons", {})["kueue"] = False
+    del document["hyperpod_eks"]["queues"]  # no queues without Kueue
     plan = acceptance_plan(parse_environment(document), "x")
     assert not [job for job in plan.jobs if job.filename.startswith(("gang-", "nccl-trainjob-"))]
     assert (
@@ -1088,6 +1091,53 @@ def test_the_nccl_trainjob_runs_the_mpijobs_mpirun_on_the_nodegroups_runtime_thr
     assert "readonly EXPECTED_RANKS=16\n" in check
 
 
+PREFERRED_NETWORK_NODE = {"kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}
+REQUIRED_NETWORK_NODE = {"kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"}
+
+
+@pytest.mark.parametrize(("stem", "group"), [("eks-p5-efa", "p5"), ("hyperpod-eks-p5", "p5")])
+def test_p5_acceptance_pods_holding_gpus_ask_to_share_a_network_node(stem: str, group: str) -> None:
+    specs = _manifest(stem, group)["spec"]["mpiReplicaSpecs"]
+    assert specs["Worker"]["template"]["metadata"] == {"annotations": PREFERRED_NETWORK_NODE}
+    assert "metadata" not in specs["Launcher"]["template"]  # the launcher holds no GPU
+    for job in _yaml_documents(stem, f"gang-test-{group}.yaml"):
+        assert job["spec"]["template"]["metadata"] == {"annotations": PREFERRED_NETWORK_NODE}
+
+
+@pytest.mark.parametrize(("stem", "group"), [("eks-g5-efa", "g5"), ("hyperpod-eks-g5", "g5")])
+def test_g5_acceptance_pods_ask_for_no_topology(stem: str, group: str) -> None:
+    # g5 is not among the types EC2 instance topology describes: its flavor names no Topology
+    plan = _plan(stem)
+    for job in plan.jobs:
+        if job.filename.endswith(".yaml"):
+            assert "podset-" not in job.content, job.filename
+
+
+def _eks_p5(queues: dict[str, Any]) -> AcceptancePlan:
+    document = yaml.safe_load((ENVIRONMENTS / "eks-p5-efa.yaml").read_text())
+    document["eks"]["queues"] = queues
+    return acceptance_plan(parse_environment(document), "x")
+
+
+def test_required_topology_is_asked_of_the_mpijob_and_the_gang_test_keeps_a_preference() -> None:
+    plan = _eks_p5({"topology": "required"})
+    mpijob = yaml.safe_load(_plan_job(plan, "nccl-tests-p5.yaml").content)
+    assert mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["metadata"] == {
+        "annotations": REQUIRED_NETWORK_NODE
+    }
+    gang = [d for d in yaml.safe_load_all(_plan_job(plan, "gang-test-p5.yaml").content) if d]
+    assert [j["spec"]["template"]["metadata"] for j in gang] == [{"annotations": PREFERRED_NETWORK_NODE}] * 2
+
+
+def test_topology_off_asks_nothing_and_an_unqueued_mpijob_asks_nothing() -> None:
+    plan = _eks_p5({"topology": "off"})
+    assert not [job.filename for job in plan.jobs if "podset-" in job.content]
+    # the MPIJob outside any LocalQueue (default has none): Kueue does not admit it, so it asks for nothing
+    plan = _eks_p5({"namespaces": ["vision"]})
+    mpijob = yaml.safe_load(_plan_job(plan, "nccl-tests-p5.yaml").content)
+    assert "metadata" not in mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+
+
 def test_the_job_layer_jobs_run_in_the_first_team_namespace_without_default() -> None:
     document = yaml.safe_load((ENVIRONMENTS / "eks-g5-efa.yaml").read_text())
     document["eks"]["queues"] = {"namespaces": ["vision", "speech"], "local_queue": "gpus"}
@@ -1230,3 +1280,212 @@ def test_the_osu_bw_note_says_one_devices_rate_and_how_the_instances_splits_into
     from training_clusters.catalog import lookup
 
     assert osu_bw_expectation(lookup(instance_type), Transport.EFA, placement_group=True).basis == basis
+
+
+# --- EKS NCCL jobs: where the nodes sat in the network, next to the bandwidth -------------------------
+
+#: Open MPI as the launcher meets it: ``-np N`` ranks; for the node-naming step (``/bin/sh -c SCRIPT``) each rank
+#: runs SCRIPT the way sshd starts it in a worker container: in its own PID and mount namespaces whose first
+#: process has the pod's environment (``NODE_NAME`` from the downward API) while the rank's own environment is
+#: clean, and ``/etc/hostname`` holds the pod's name. The test step prints ``STUB_OUTPUT``. Output is tagged.
+FAKE_OPEN_MPI = """#!/bin/bash
+set -euo pipefail
+np=0
+while (($#)); do
+    case $1 in
+        -np) np=$2; shift 2 ;;
+        /bin/sh) script=$3; break ;;
+        /opt/nccl-tests/build/all_reduce_perf) sed 's/^/[1,0]<stdout>:/' "${STUB_OUTPUT}"; exit 0 ;;
+        *) shift ;;
+    esac
+done
+read -r -a nodes <<<"${STUB_NODES}"
+for ((rank = 0; rank < np; rank++)); do
+    printf 'nccl-tests-p5-worker-%s\\n' "${rank}" >"${STUB_DIR}/hostname-${rank}"
+    unshare -Urpfm --mount-proc env -i NODE_NAME="${nodes[rank]}" PATH=/usr/bin:/bin /bin/sh -c \\
+        'mount --bind "$1" /etc/hostname && env -i PATH=/usr/bin:/bin /bin/sh -c "$2"' \\
+        sh "${STUB_DIR}/hostname-${rank}" "${script}" | sed "s/^/[1,${rank}]<stdout>:/"
+done
+"""
+
+#: ``kubectl get nodes`` as the caller's kubectl answers: its arguments recorded, ``STUB_TABLE`` printed.
+FAKE_KUBECTL = """#!/bin/bash
+printf '%s\\n' "$@" >"${STUB_DIR}/kubectl-args"
+cat "${STUB_TABLE}"
+exit "${STUB_STATUS:-0}"
+"""
+
+LEVEL_COLUMNS = (
+    "NODE:.metadata.name,"
+    "network-node-layer-1:.metadata.labels.topology\\.k8s\\.aws/network-node-layer-1,"
+    "network-node-layer-2:.metadata.labels.topology\\.k8s\\.aws/network-node-layer-2,"
+    "network-node-layer-3:.metadata.labels.topology\\.k8s\\.aws/network-node-layer-3"
+)
+
+
+def _launcher_log(
+    bash: Bash, stem: str, manifest: str, nodes: tuple[str, ...], *, peak: float = 355.1
+) -> str:
+    """What the launcher of ``manifest`` prints: its own command run by ``/bin/sh`` with Open MPI faked."""
+    (job,) = _yaml_documents(stem, manifest)
+    if job["kind"] == "MPIJob":
+        command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
+    else:
+        command = job["spec"]["trainer"]["command"]
+    assert command[:2] == ["/bin/sh", "-c"]
+    fake = bash.text("mpirun", FAKE_OPEN_MPI)
+    fake.chmod(0o755)
+    assert command[2].count(MPIRUN) == 2
+    result = subprocess.run(
+        ["/bin/sh", "-c", command[2].replace(MPIRUN, str(fake))],
+        env={
+            "PATH": "/usr/bin:/bin",
+            "STUB_NODES": " ".join(nodes),
+            "STUB_DIR": str(bash.tmp),
+            "STUB_OUTPUT": str(bash.text("nccl.txt", nccl_output(peak=peak, ranks=16))),
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _kubectl(bash: Bash, table: str) -> Path:
+    kubectl = bash.bin / "kubectl"
+    kubectl.write_text(FAKE_KUBECTL)
+    kubectl.chmod(0o755)
+    return bash.text("table.txt", table)
+
+
+def test_each_p5_node_names_itself_from_the_downward_api_before_the_test(bash: Bash) -> None:
+    log = _launcher_log(bash, "eks-p5-efa", "nccl-tests-p5.yaml", ("ip-10-1-0-5", "ip-10-1-0-9"))
+    assert log.splitlines()[:2] == [
+        "[1,0]<stdout>:training-clusters-node nccl-tests-p5-worker-0 ip-10-1-0-5",
+        "[1,1]<stdout>:training-clusters-node nccl-tests-p5-worker-1 ip-10-1-0-9",
+    ]
+    # the workers have the name: the downward API's spec.nodeName
+    (job,) = _yaml_documents("eks-p5-efa", "nccl-tests-p5.yaml")
+    worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]
+    assert worker["env"][-1] == {
+        "name": "NODE_NAME",
+        "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+    }
+
+
+@pytest.mark.parametrize(
+    ("table", "verdict"),
+    [
+        (
+            "ip-10-1-0-5   nn-aaa   nn-bbb   nn-ccc\nip-10-1-0-9   nn-aaa   nn-bbb   nn-ccc\n",
+            [
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): node ip-10-1-0-5: nn-aaa > nn-bbb > nn-ccc",
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): node ip-10-1-0-9: nn-aaa > nn-bbb > nn-ccc",
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): all 2 nodes under one last-layer "
+                "network node (nn-ccc)",
+            ],
+        ),
+        (
+            "ip-10-1-0-5   nn-aaa   nn-bbb   nn-ccc\nip-10-1-0-9   nn-aaa   nn-bbd   nn-ccd\n",
+            [
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): node ip-10-1-0-5: nn-aaa > nn-bbb > nn-ccc",
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): node ip-10-1-0-9: nn-aaa > nn-bbd > nn-ccd",
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): SCATTERED, 2 nodes under 2 "
+                "last-layer network nodes (nn-ccc, nn-ccd): a low bandwidth may be the placement",
+            ],
+        ),
+        (
+            "ip-10-1-0-5   <none>   <none>   <none>\nip-10-1-0-9   <none>   <none>   <none>\n",
+            [
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): node ip-10-1-0-5: <none> > <none> > <none>",
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): node ip-10-1-0-9: <none> > <none> > <none>",
+                "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): 2 of 2 nodes carry no network-node "
+                "labels (EC2 instance topology does not describe their type)",
+            ],
+        ),
+    ],
+    ids=["shared", "scattered", "unlabelled"],
+)
+def test_the_eks_nccl_check_prints_each_nodes_network_path_after_the_bandwidth(
+    bash: Bash, table: str, verdict: list[str]
+) -> None:
+    log = _launcher_log(bash, "eks-p5-efa", "nccl-tests-p5.yaml", ("ip-10-1-0-5", "ip-10-1-0-9"))
+    stub = _kubectl(bash, table)
+    check = bash.script("eks-p5-efa", "nccl-tests-p5-check.sh")
+    result = bash.run(check, stdin=log, STUB_DIR=str(bash.tmp), STUB_TABLE=str(stub))
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("RESULT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5): PASS")
+    assert lines[1:] == verdict
+    # the caller's kubectl reads the nodes the log named, and only their network-node labels
+    assert (bash.tmp / "kubectl-args").read_text().splitlines() == [
+        "get",
+        "nodes",
+        "ip-10-1-0-5",
+        "ip-10-1-0-9",
+        "--no-headers",
+        "-o",
+        f"custom-columns={LEVEL_COLUMNS}",
+    ]
+
+
+def test_the_placement_never_changes_the_verdict(bash: Bash) -> None:
+    log = _launcher_log(bash, "eks-p5-efa", "nccl-tests-p5.yaml", ("ip-10-1-0-5", "ip-10-1-0-9"))
+    check = bash.script("eks-p5-efa", "nccl-tests-p5-check.sh")
+    label = "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, nodegroup p5)"
+    # no kubectl on PATH
+    result = bash.run(check, stdin=log)
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[1:] == [
+        f"{label}: nodes ip-10-1-0-5 ip-10-1-0-9; network nodes not read (no kubectl on PATH)"
+    ]
+    # kubectl refuses (no permission to get nodes)
+    stub = _kubectl(bash, 'Error from server (Forbidden): nodes "ip-10-1-0-5" is forbidden\n')
+    result = bash.run(check, stdin=log, STUB_DIR=str(bash.tmp), STUB_TABLE=str(stub), STUB_STATUS="1")
+    assert result.returncode == 0
+    assert result.stdout.splitlines()[1:] == [
+        f"{label}: nodes ip-10-1-0-5 ip-10-1-0-9; network nodes not read (kubectl get nodes: Error from "
+        'server (Forbidden): nodes "ip-10-1-0-5" is forbidden)'
+    ]
+    # a failing bandwidth stays a failure, with the placement after it
+    slow = _launcher_log(bash, "eks-p5-efa", "nccl-tests-p5.yaml", ("ip-10-1-0-5", "ip-10-1-0-9"), peak=100.0)
+    stub = _kubectl(bash, "ip-10-1-0-5   nn-aaa   nn-bbb   nn-ccc\nip-10-1-0-9   nn-aaa   nn-bbd   nn-ccd\n")
+    result = bash.run(check, stdin=slow, STUB_DIR=str(bash.tmp), STUB_TABLE=str(stub))
+    assert result.returncode == 1, result.stdout
+    assert "FAIL" in result.stdout.splitlines()[0]
+    assert result.stdout.splitlines()[-1].startswith(f"{label}: SCATTERED, 2 nodes under 2 last-layer")
+    # a log without the node lines (an older job) says so
+    result = bash.run(check, stdin=nccl_output(peak=355.1, ranks=16))
+    assert result.stdout.splitlines()[1:] == [
+        f"{label}: unknown, the log names no node (no 'training-clusters-node' line)"
+    ]
+
+
+def test_the_nccl_trainjob_names_its_nodes_as_the_mpijob_does(bash: Bash) -> None:
+    log = _launcher_log(bash, "eks-p5-efa", "nccl-trainjob-p5.yaml", ("ip-10-1-0-5", "ip-10-1-0-9"))
+    assert "[1,1]<stdout>:training-clusters-node nccl-tests-p5-worker-1 ip-10-1-0-9\n" in log
+    check = _job("eks-p5-efa", "nccl-trainjob-p5-check.sh").content
+    assert "readonly NODE_LINE_MARK=training-clusters-node\n" in check
+    # the runtime's node pods have their node's name
+    runtime = mpi_runtime(
+        FlavorCapacity(name="p5", instance_type=lookup("p5.48xlarge"), nodes=2, efa_interfaces=32), image="x"
+    )
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    assert node["containers"][0]["env"][-1]["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+
+
+def test_the_placement_asks_for_no_permission_in_the_cluster() -> None:
+    """The caller's kubectl reads the nodes: no acceptance file makes a ServiceAccount, a Role or a binding."""
+    for stem in ("eks-p5-efa", "eks-p5-capacity-block", "hyperpod-eks-p5", "eks-g5-efa"):
+        for job in _plan(stem).jobs:
+            if job.filename.endswith(".yaml"):
+                kinds = {doc["kind"] for doc in yaml.safe_load_all(job.content) if doc}
+                assert not kinds & {
+                    "ServiceAccount",
+                    "Role",
+                    "ClusterRole",
+                    "RoleBinding",
+                    "ClusterRoleBinding",
+                }

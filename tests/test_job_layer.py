@@ -18,14 +18,16 @@ from training_clusters.job_layer import (
     QueuePolicy,
     Taint,
     cluster_queue,
+    gang_job,
     managed_namespace_selector,
     mpi_runtime,
+    pod_set_topology,
     queue_manifests,
     resource_flavor,
     runtime_manifests,
     torchrun_runtime,
 )
-from training_clusters.options import QueuePreemption
+from training_clusters.options import QueuePreemption, TopologyPlacement
 from training_clusters.rules.eks_queues import (
     borrow_needs_reclaim_problem,
     cohort_name_problem,
@@ -34,6 +36,7 @@ from training_clusters.rules.eks_queues import (
     kubernetes_name_problem,
     limit_percent_problem,
     preemption_problem,
+    required_topology_problem,
     team_namespace_problem,
     unique_names_problem,
 )
@@ -161,7 +164,7 @@ def test_topology_only_where_the_instance_type_reports_it() -> None:
     flavors = {o["metadata"]["name"]: o["spec"] for o in objects if o["kind"] == "ResourceFlavor"}
     assert flavors["p5"]["topologyName"] == "aws-network" and "topologyName" not in flavors["g5"]
     # off: no Topology, no flavor names one
-    plain = queue_manifests([P5], namespaces=["default"], topology_aware=False)
+    plain = queue_manifests([P5], namespaces=["default"], topology=TopologyPlacement.OFF)
     assert [o["kind"] for o in plain] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
     assert "topologyName" not in plain[0]["spec"]
 
@@ -361,3 +364,76 @@ def test_mpi_runtime_runs_sshd_on_the_nodes_and_the_command_on_a_launcher() -> N
 def test_runtimes_only_for_efa_nodegroups() -> None:
     names = [m["metadata"]["name"] for m in runtime_manifests([P5, G5], torchrun_image="a", mpi_image="b")]
     assert names == ["torchrun-efa-p5", "mpi-efa-p5"]
+
+
+# --------------------------------------------------------------------------------------------------
+# topology-aware placement: what the pods ask Kueue for
+
+PREFERRED = {"kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}
+REQUIRED = {"kueue.x-k8s.io/podset-required-topology": "topology.k8s.aws/network-node-layer-3"}
+
+
+def test_the_pod_set_annotation_names_the_instances_own_network_node() -> None:
+    p5, g5 = lookup("p5.48xlarge"), lookup("g5.48xlarge")
+    assert pod_set_topology(TopologyPlacement.PREFERRED, p5) == PREFERRED
+    assert pod_set_topology(TopologyPlacement.REQUIRED, p5) == REQUIRED
+    assert pod_set_topology(TopologyPlacement.OFF, p5) == {}
+    # g5 is not among the types EC2 instance topology describes: its nodes carry no network-node labels
+    assert (
+        pod_set_topology(TopologyPlacement.PREFERRED, g5)
+        == pod_set_topology(TopologyPlacement.REQUIRED, g5)
+        == {}
+    )
+    # the level is one of the Topology's, the one above the node itself
+    assert TOPOLOGY_LEVELS[-2:] == ("topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname")
+
+
+def _template(runtime: dict[str, object], job: str) -> dict[str, object]:
+    jobs = {j["name"]: j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"]}  # type: ignore[index]
+    return jobs[job]["template"]["spec"]["template"]  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    ("placement", "annotations"),
+    [(TopologyPlacement.PREFERRED, PREFERRED), (TopologyPlacement.REQUIRED, REQUIRED)],
+)
+def test_runtime_node_pods_ask_for_the_network_node_and_the_launcher_does_not(
+    placement: TopologyPlacement, annotations: dict[str, str]
+) -> None:
+    torchrun = torchrun_runtime(P5, image="x", topology=placement)
+    assert _template(torchrun, "node")["metadata"] == {"annotations": annotations}
+    mpi = mpi_runtime(P5, image="x", topology=placement)
+    assert _template(mpi, "node")["metadata"] == {"annotations": annotations}
+    assert "metadata" not in _template(mpi, "launcher")  # no GPU, no place to keep close
+    # the default asks for it as a preference
+    assert _template(torchrun_runtime(P5, image="x"), "node")["metadata"] == {"annotations": PREFERRED}
+
+
+def test_no_topology_asked_when_off_or_where_the_type_reports_none() -> None:
+    g5 = FlavorCapacity(name="g5", instance_type=lookup("g5.48xlarge"), nodes=2, efa_interfaces=1)
+    # g5's flavor names no Topology: Kueue would refuse a pod set asking for one there
+    for runtime in (torchrun_runtime(g5, image="x"), mpi_runtime(g5, image="x")):
+        assert "metadata" not in _template(runtime, "node")
+    for runtime in runtime_manifests([P5], torchrun_image="a", mpi_image="b", topology=TopologyPlacement.OFF):
+        assert "metadata" not in _template(runtime, "node")
+    assert "metadata" not in gang_job(name="g", capacity=G5, image="x")["spec"]["template"]
+
+
+def test_gang_job_pods_ask_for_the_network_node_on_a_reporting_type() -> None:
+    template = gang_job(name="g", capacity=P5, image="x")["spec"]["template"]
+    assert template["metadata"] == {"annotations": PREFERRED}
+    required = gang_job(name="g", capacity=P5, image="x", topology=TopologyPlacement.REQUIRED)
+    assert required["spec"]["template"]["metadata"] == {"annotations": REQUIRED}
+    off = gang_job(name="g", capacity=P5, image="x", topology=TopologyPlacement.OFF)
+    assert "metadata" not in off["spec"]["template"]
+
+
+def test_required_topology_needs_a_type_that_reports_it() -> None:
+    message = (
+        "must be preferred or off when no GPU node group's instance type reports EC2 network topology "
+        "(p5, p5e, p5en, p6, trn2 and the like do; see DescribeInstanceTopology's supported types), got required"
+    )
+    assert required_topology_problem(TopologyPlacement.REQUIRED, []) == message
+    assert required_topology_problem(TopologyPlacement.REQUIRED, ["p5.48xlarge"]) is None
+    assert required_topology_problem(TopologyPlacement.PREFERRED, []) is None
+    assert required_topology_problem(TopologyPlacement.OFF, []) is None

@@ -21,6 +21,7 @@ from training_clusters.options import (
     PodSecurityLevel,
     QueuePreemption,
     SpreadLevel,
+    TopologyPlacement,
 )
 
 # --------------------------------------------------------------------------------------------------
@@ -80,6 +81,12 @@ def test_a_choice_refuses_anything_else_naming_every_value(choice: Any, given: A
     assert str(raised.value) == message
 
 
+def test_topology_placement_spellings() -> None:
+    assert TopologyPlacement.allowed() == "preferred, required, off"
+    assert TopologyPlacement.parse("Required") is TopologyPlacement.REQUIRED
+    assert TopologyPlacement.spellings() == ["preferred", "required", "off"]
+
+
 def test_allowed_and_spellings() -> None:
     assert NodeRecovery.allowed() == "Automatic, None"
     assert NodeRecovery.spellings() == ["Automatic", "automatic", "None", "none"]
@@ -88,8 +95,8 @@ def test_allowed_and_spellings() -> None:
 
 
 def test_every_option_is_listed_once() -> None:
-    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 22
-    assert {QueuePreemption, CapacityKind, PodSecurityLevel} <= set(ALL_CHOICES)
+    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 23
+    assert {QueuePreemption, CapacityKind, PodSecurityLevel, TopologyPlacement} <= set(ALL_CHOICES)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -81,6 +81,7 @@ from training_clusters.options import (
     SlurmAccounting,
     SlurmVersion,
     TimeSlicing,
+    TopologyPlacement,
 )
 from training_clusters.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
@@ -1145,8 +1146,11 @@ class EksQueuesConfig(_Model):
     borrowing_limit_percent: int | None = Field(
         default=None, description="Borrow at most this share of each quota on top. Default: no limit."
     )
-    topology_aware: bool = Field(
-        default=True, description="Place pods by EC2 network topology where the instance type reports it."
+    topology: Annotated[TopologyPlacement, _FileChoice(TopologyPlacement)] = Field(
+        default=TopologyPlacement.PREFERRED,
+        description="Place a job's GPU pods under one EC2 network node (network-node-layer-3) where the "
+        "instance type reports topology: preferred (else as close as they fit), required (else the job "
+        "waits), or off.",
     )
     pods_ready_timeout_minutes: int = Field(
         default=10, description="Evict and requeue an admitted job whose pods are not all running by then."
@@ -1253,6 +1257,15 @@ class EksConfig(_Model):
             )
         if not self.queue_nodegroups:
             raise _FieldProblem("queues", "needs a GPU nodegroup to queue for; the eks section has none")
+        return self
+
+    @model_validator(mode="after")
+    def _required_topology_is_reachable(self) -> EksConfig:
+        types = [(g.name, g.instance_type) for g in self.efa_nodegroups]
+        types += [(g.name, g.instance_type) for g in self.gpu_nodegroups]
+        queued = self.queue_nodegroups
+        reporting = [t for name, t in types if name in queued and CATALOG[t].network_node_layers]
+        _raise_at("queues.topology", queue_rules.required_topology_problem(self.queues.topology, reporting))
         return self
 
     @property
@@ -1456,6 +1469,16 @@ class HyperPodEksConfig(_Model):
             raise _FieldProblem(
                 "queues", "needs a GPU instance group to queue for; the hyperpod_eks section has none"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _required_topology_is_reachable(self) -> HyperPodEksConfig:
+        reporting = [
+            g.instance_type
+            for g in self.instance_groups
+            if g.name in self.queue_groups and lookup_hyperpod(g.instance_type).network_node_layers
+        ]
+        _raise_at("queues.topology", queue_rules.required_topology_problem(self.queues.topology, reporting))
         return self
 
     @property

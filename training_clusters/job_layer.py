@@ -22,12 +22,13 @@ from typing import Any
 
 from training_clusters.catalog import InstanceType
 from training_clusters.nccl_job import (
+    NODE_NAME_ENV,
     efa_node_hugepages_mib,
     efa_pod_hugepages,
-    mpirun_command,
+    launcher_command,
     nccl_environment,
 )
-from training_clusters.options import QueuePreemption
+from training_clusters.options import QueuePreemption, TopologyPlacement
 
 #: The label a job carries to be queued: its value names a LocalQueue of the job's namespace.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
@@ -45,7 +46,9 @@ HUGEPAGES_RESOURCE = "hugepages-2Mi"
 DEFAULT_CLUSTER_QUEUE = "training"
 DEFAULT_LOCAL_QUEUE = "training"
 #: The Topology object of the EKS stacks, and its levels: EKS's labels of EC2 instance topology, farthest
-#: network node first, then the node itself.
+#: network node first, then the node itself. Kueue's docs name ``kubernetes.io/hostname`` as the node level, only
+#: ever the lowest (https://kueue.sigs.k8s.io/docs/concepts/topology/), and with it TAS assigns pods to nodes and
+#: can replace a failed node (node hot swap, https://kueue.sigs.k8s.io/docs/concepts/topology_aware_scheduling/).
 NETWORK_TOPOLOGY = "aws-network"
 TOPOLOGY_LEVELS = (
     "topology.k8s.aws/network-node-layer-1",
@@ -53,6 +56,18 @@ TOPOLOGY_LEVELS = (
     "topology.k8s.aws/network-node-layer-3",
     "kubernetes.io/hostname",
 )
+#: The levels that are EC2's network nodes (all but the node itself).
+NETWORK_NODE_LEVELS = TOPOLOGY_LEVELS[:-1]
+#: The level a job's pods ask for: the instance's own network node, the nearest EC2 describes.
+INSTANCE_NETWORK_NODE = "topology.k8s.aws/network-node-layer-3"
+#: Kueue's pod-set annotations of topology-aware scheduling, set on a pod template's ``metadata.annotations``
+#: (https://kueue.sigs.k8s.io/docs/tasks/run/topology_aware_scheduling/): Kueue reads them from each pod set,
+#: a Job's ``spec.template``, an MPIJob's ``mpiReplicaSpecs.<role>.template``, a JobSet's (and a TrainJob's
+#: runtime's) ``replicatedJobs[].template.spec.template``.
+TOPOLOGY_ANNOTATIONS = {
+    TopologyPlacement.PREFERRED: "kueue.x-k8s.io/podset-preferred-topology",
+    TopologyPlacement.REQUIRED: "kueue.x-k8s.io/podset-required-topology",
+}
 #: The label that opts a namespace in to Kueue: Kueue's controller and its job webhooks act only in namespaces
 #: carrying it (Kueue's ``managedJobsNamespaceSelector``, which the chart also makes each job webhook's
 #: ``namespaceSelector``). Those webhooks fail closed, so elsewhere a Job (another chart's hook, a CronJob's)
@@ -150,6 +165,27 @@ class FlavorCapacity:
     def reports_topology(self) -> bool:
         """Whether EKS labels the nodes with their network nodes (EC2 instance topology)."""
         return self.instance_type.network_node_layers > 0
+
+    def topology_annotations(self, placement: TopologyPlacement) -> dict[str, str]:
+        """What a pod template of a job on this nodegroup carries to be placed by network topology
+        (:func:`pod_set_topology`)."""
+        return pod_set_topology(placement, self.instance_type)
+
+
+def pod_set_topology(placement: TopologyPlacement, instance_type: InstanceType) -> dict[str, str]:
+    """The pod-set annotation asking Kueue to place the pods of a pod set on ``instance_type`` nodes under one
+    layer-3 network node (:data:`INSTANCE_NETWORK_NODE`), as a preference or a requirement; none when
+    ``placement`` is off or the type reports no EC2 network topology.
+
+    None on such a type (g5, for one): Kueue admits a pod set asking for topology only to a flavor naming a
+    ``Topology`` (elsewhere "Flavor ... does not support TopologyAwareScheduling", kueue v0.19.2
+    ``pkg/scheduler/flavorassigner/tas_flavorassigner.go``), and :func:`queue_manifests` names one only for the
+    types that report it, whose nodes carry the labels.
+    """
+    annotation = TOPOLOGY_ANNOTATIONS.get(placement)
+    if annotation is None or not instance_type.network_node_layers:
+        return {}
+    return {annotation: INSTANCE_NETWORK_NODE}
 
 
 @dataclass(frozen=True)
@@ -305,11 +341,13 @@ def queue_manifests(
     cluster_queue_name: str = DEFAULT_CLUSTER_QUEUE,
     local_queue_name: str = DEFAULT_LOCAL_QUEUE,
     policy: QueuePolicy = QueuePolicy(),
-    topology_aware: bool = True,
+    topology: TopologyPlacement = TopologyPlacement.PREFERRED,
 ) -> list[dict[str, Any]]:
     """Every object of the queues, in the order they can be created: team namespaces, opted in to Kueue
     (``default`` exists: label it with :data:`KUEUE_MANAGED_LABEL` yourself), the Topology (when a flavor uses
+    it: unless ``topology`` is off, the flavor of each nodegroup whose type reports EC2 network topology names
     it), the flavors, the ClusterQueue, the LocalQueues."""
+    topology_aware = topology is not TopologyPlacement.OFF
     with_topology = topology_aware and any(c.reports_topology for c in capacities)
     objects = [namespace_manifest(ns) for ns in namespaces if ns != "default"]
     if with_topology:
@@ -376,7 +414,14 @@ def _node_pod(capacity: FlavorCapacity, container: dict[str, Any]) -> dict[str, 
     return pod
 
 
-def torchrun_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
+def _pod_template(spec: dict[str, Any], annotations: Mapping[str, str]) -> dict[str, Any]:
+    """A pod template of ``spec``, with ``annotations`` when there are any."""
+    return {"metadata": {"annotations": dict(annotations)}, "spec": spec} if annotations else {"spec": spec}
+
+
+def torchrun_runtime(
+    capacity: FlavorCapacity, *, image: str, topology: TopologyPlacement = TopologyPlacement.PREFERRED
+) -> dict[str, Any]:
     """``ClusterTrainingRuntime`` for torchrun over EFA on ``capacity``'s nodegroup: one pod per node with
     every GPU and EFA interface, one process per GPU.
 
@@ -388,6 +433,13 @@ def torchrun_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
     one process per GPU (kubeflow/trainer v2.3.0 ``pkg/runtime/framework/plugins/torch``). libfabric uses EFA (``FI_PROVIDER=efa``), with GPUDirect RDMA
     (``FI_EFA_USE_DEVICE_RDMA=1``) only where the catalogue says the instance type has it. A TrainJob may
     change the image, command, node count (up to the nodegroup's) and resources.
+
+    Where the type reports EC2 network topology, the node pods' template carries Kueue's pod-set annotation
+    for ``topology`` (:meth:`FlavorCapacity.topology_annotations`): Trainer builds the TrainJob's JobSet from
+    this template, and Kueue takes a TrainJob's pod sets from that JobSet's replicated jobs (kueue v0.19.2
+    ``pkg/controller/jobs/trainjob/trainjob_controller.go``), so every TrainJob on the runtime asks for it. A
+    TrainJob may add its own through ``spec.runtimePatches`` (Trainer 2.3.0's CRD: a replicated job's pod template
+    metadata, labels and annotations only).
     """
     return {
         "apiVersion": TRAINER_API,
@@ -409,9 +461,10 @@ def torchrun_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
                             "template": {
                                 "metadata": {"labels": {TRAINER_STEP_LABEL: "trainer"}},
                                 "spec": {
-                                    "template": {
-                                        "spec": _node_pod(capacity, {"name": "node", "image": image})
-                                    }
+                                    "template": _pod_template(
+                                        _node_pod(capacity, {"name": "node", "image": image}),
+                                        capacity.topology_annotations(topology),
+                                    )
                                 },
                             },
                         }
@@ -422,13 +475,17 @@ def torchrun_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
     }
 
 
-def mpi_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
+def mpi_runtime(
+    capacity: FlavorCapacity, *, image: str, topology: TopologyPlacement = TopologyPlacement.PREFERRED
+) -> dict[str, Any]:
     """``ClusterTrainingRuntime`` for mpirun over EFA on ``capacity``'s nodegroup (OpenMPI): a launcher, which
     runs the TrainJob's command, and one pod per node running sshd, with every GPU and EFA interface.
 
     Kubeflow Trainer writes the hostfile (``OMPI_MCA_orte_default_hostfile``, one slot per GPU) and the SSH
     keys; the launcher starts once every node's sshd answers. The image must run ``/usr/sbin/sshd`` as root
-    (the NCCL tests image does).
+    (the NCCL tests image does). The node pods ask for ``topology`` as :func:`torchrun_runtime`'s do; the
+    launcher, which holds no GPU, asks for nothing. Each node pod has its node's name as ``NODE_NAME`` (what the
+    NCCL acceptance TrainJob's launcher prints, :func:`~training_clusters.nccl_job.launcher_command`).
     """
     gpus = capacity.instance_type.gpu_count
     node = _node_pod(
@@ -440,6 +497,7 @@ def mpi_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
             "readinessProbe": {"tcpSocket": {"port": 22}, "initialDelaySeconds": 5},
         },
     )
+    node["containers"][0]["env"].append(NODE_NAME_ENV)
     launcher = {
         "containers": [
             {
@@ -471,7 +529,14 @@ def mpi_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
                     "network": {"publishNotReadyAddresses": True},
                     "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
                     "replicatedJobs": [
-                        {"name": "node", "template": {"spec": {"template": {"spec": node}}}},
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": _pod_template(node, capacity.topology_annotations(topology))
+                                }
+                            },
+                        },
                         {
                             "name": "launcher",
                             "dependsOn": [{"name": "node", "status": "Ready"}],
@@ -488,13 +553,18 @@ def mpi_runtime(capacity: FlavorCapacity, *, image: str) -> dict[str, Any]:
 
 
 def runtime_manifests(
-    capacities: Sequence[FlavorCapacity], *, torchrun_image: str, mpi_image: str
+    capacities: Sequence[FlavorCapacity],
+    *,
+    torchrun_image: str,
+    mpi_image: str,
+    topology: TopologyPlacement = TopologyPlacement.PREFERRED,
 ) -> list[dict[str, Any]]:
-    """The torchrun and mpirun runtimes of every EFA nodegroup among ``capacities``."""
+    """The torchrun and mpirun runtimes of every EFA nodegroup among ``capacities``, their node pods asking
+    for ``topology`` where the type reports it."""
     efa = [c for c in capacities if c.efa_interfaces]
     return [
-        *(torchrun_runtime(c, image=torchrun_image) for c in efa),
-        *(mpi_runtime(c, image=mpi_image) for c in efa),
+        *(torchrun_runtime(c, image=torchrun_image, topology=topology) for c in efa),
+        *(mpi_runtime(c, image=mpi_image, topology=topology) for c in efa),
     ]
 
 
@@ -513,7 +583,8 @@ def nccl_test_trainjob(
     queue: str | None = DEFAULT_LOCAL_QUEUE,
 ) -> dict[str, Any]:
     """A TrainJob running NCCL's ``all_reduce_perf`` over EFA across ``nodes`` nodes of ``nodegroup``, on its
-    mpirun runtime (:func:`mpi_runtime`): the launcher runs the same ``mpirun`` line as the MPIJob test, one
+    mpirun runtime (:func:`mpi_runtime`): the launcher runs the same command as the MPIJob test (each node's
+    name, then ``mpirun``), one
     process per GPU (``spec.trainer.numProcPerNode``, the slots of each node in the hostfile Trainer writes).
 
     With ``queue``, the job is labelled for that LocalQueue and Kueue admits it when the whole of it fits.
@@ -531,10 +602,30 @@ def nccl_test_trainjob(
                 "numNodes": nodes,
                 "numProcPerNode": instance_type.gpu_count,
                 "image": image,
-                "command": mpirun_command(instance_type=instance_type, workers=nodes),
+                "command": launcher_command(instance_type=instance_type, workers=nodes),
             },
         },
     }
+
+
+def queue_mpijob(
+    job: dict[str, Any],
+    *,
+    local_queue: str,
+    instance_type: InstanceType,
+    topology: TopologyPlacement = TopologyPlacement.PREFERRED,
+) -> dict[str, Any]:
+    """``job`` (an MPIJob, :func:`~training_clusters.nccl_job.nccl_test_mpijob`) labelled for ``local_queue``
+    of its namespace, so Kueue's MPIJob integration admits it whole, its workers (the pod set holding the GPUs)
+    asking for ``topology`` on a type that reports it; the launcher holds no GPU and asks for nothing."""
+    job["metadata"]["labels"] = {**job["metadata"].get("labels", {}), KUEUE_QUEUE_LABEL: local_queue}
+    annotations = pod_set_topology(topology, instance_type)
+    if annotations:
+        worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+        worker["metadata"] = {
+            "annotations": {**worker.get("metadata", {}).get("annotations", {}), **annotations}
+        }
+    return job
 
 
 def gang_job(
@@ -545,6 +636,7 @@ def gang_job(
     namespace: str = "default",
     queue: str = DEFAULT_LOCAL_QUEUE,
     seconds: int = 600,
+    topology: TopologyPlacement = TopologyPlacement.PREFERRED,
 ) -> dict[str, Any]:
     """A Job asking for every GPU of ``capacity``'s nodegroup (as the device plugin advertises them, shared
     replicas included): one pod per GPU, each holding it for ``seconds``, so it also passes a time-slicing
@@ -552,8 +644,21 @@ def gang_job(
     and holds the other whole.
 
     Created suspended, as Kueue wants: Kueue unsuspends it on admission and adds the flavor's node labels and
-    tolerations to its pods.
+    tolerations to its pods. Where the type reports EC2 network topology its pods ask for ``topology``
+    (:meth:`FlavorCapacity.topology_annotations`), as the queues' own jobs do.
     """
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": {NODEGROUP_LABEL: capacity.name},
+        "containers": [
+            {
+                "name": "hold",
+                "image": image,
+                "command": ["sleep", str(seconds)],
+                "resources": {"limits": {capacity.gpu_resource: 1}},
+            }
+        ],
+    }
     gpus = capacity.nodes * capacity.instance_type.gpu_count * capacity.gpu_replicas
     return {
         "apiVersion": "batch/v1",
@@ -564,19 +669,6 @@ def gang_job(
             "parallelism": gpus,
             "completions": gpus,
             "backoffLimit": 0,
-            "template": {
-                "spec": {
-                    "restartPolicy": "Never",
-                    "nodeSelector": {NODEGROUP_LABEL: capacity.name},
-                    "containers": [
-                        {
-                            "name": "hold",
-                            "image": image,
-                            "command": ["sleep", str(seconds)],
-                            "resources": {"limits": {capacity.gpu_resource: 1}},
-                        }
-                    ],
-                }
-            },
+            "template": _pod_template(pod, capacity.topology_annotations(topology)),
         },
     }

@@ -21,6 +21,7 @@ wants NCCL's log to show the plugin on libfabric's efa provider.
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,21 @@ from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, MPI_OPERATOR_MA
 
 MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
+#: Where each node pod of an NCCL job learns its node's name: Kubernetes' downward API gives a container
+#: ``spec.nodeName`` as an environment variable (not the node's labels: those are the cluster's to read).
+NODE_NAME_ENV: dict[str, Any] = {
+    "name": "NODE_NAME",
+    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}},
+}
+#: What starts each line of the launcher's log naming a node of the job: ``training-clusters-node POD NODE``.
+NODE_LINE_MARK = "training-clusters-node"
+#: The program one rank per node runs before the test to name its node. Open MPI starts ranks through sshd, whose
+#: sessions do not inherit the container's environment, so it reads ``NODE_NAME`` from the environment of the
+#: container's first process (sshd itself, as root; the ranks run as root too).
+NODE_LINE_SCRIPT = (
+    f"printf '{NODE_LINE_MARK} %s %s\\n' \"$(cat /etc/hostname)\" "
+    "\"$(tr '\\0' '\\n' </proc/1/environ | sed -n 's/^NODE_NAME=//p')\""
+)
 #: Huge-page memory the EFA installer sets aside per vCPU, in MiB: libfabric's EFA provider backs each endpoint's
 #: two packet pools with 110 MiB of huge pages, and the installer's efa-config package reserves that much for one
 #: endpoint per vCPU at boot, ``vCPUs * 110 MiB / page size + 1`` pages. Source: AWS's own check of an EFA node,
@@ -118,6 +134,34 @@ def mpirun_command(
     ]
 
 
+def node_names_command(*, workers: int) -> list[str]:
+    """``mpirun`` of one rank per node printing :data:`NODE_LINE_MARK`, the pod's host name and its node's name
+    (:data:`NODE_LINE_SCRIPT`): the nodes the acceptance check reads the network placement of."""
+    return [
+        MPIRUN,
+        "--allow-run-as-root",
+        "--tag-output",
+        "-np",
+        str(workers),
+        "--map-by",
+        "ppr:1:node",
+        "--bind-to",
+        "none",
+        "/bin/sh",
+        "-c",
+        NODE_LINE_SCRIPT,
+    ]
+
+
+def launcher_command(*, instance_type: InstanceType, workers: int) -> list[str]:
+    """The launcher's command: name each node (:func:`node_names_command`), then run the test
+    (:func:`mpirun_command`), whose exit status is the launcher's."""
+    line = f"{shlex.join(node_names_command(workers=workers))} && exec " + shlex.join(
+        mpirun_command(instance_type=instance_type, workers=workers)
+    )
+    return ["/bin/sh", "-c", line]
+
+
 def nccl_test_mpijob(
     *,
     name: str,
@@ -130,6 +174,9 @@ def nccl_test_mpijob(
     node_instance_type: str | None = None,
 ) -> dict[str, Any]:
     """An ``kubeflow.org/v2beta1`` MPIJob running ``all_reduce_perf`` on ``workers`` nodes of one type.
+
+    Its launcher first names the node of each worker (:func:`launcher_command`; each worker has its node's name
+    as ``NODE_NAME``), so the log says where the test ran.
 
     :param name: The MPIJob's name.
     :param instance_type: The nodegroup's instance type (catalogue entry); must carry NVIDIA GPUs.
@@ -169,7 +216,7 @@ def nccl_test_mpijob(
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
                                     "env": env,
-                                    "command": mpirun_command(instance_type=instance_type, workers=workers),
+                                    "command": launcher_command(instance_type=instance_type, workers=workers),
                                 }
                             ],
                         }
@@ -190,7 +237,7 @@ def nccl_test_mpijob(
                                     "name": "worker",
                                     "image": image,
                                     "imagePullPolicy": "IfNotPresent",
-                                    "env": env,
+                                    "env": [*env, NODE_NAME_ENV],
                                     "resources": {"limits": dict(limits), "requests": dict(limits)},
                                     "volumeMounts": [{"name": "shm", "mountPath": "/dev/shm"}],
                                 }

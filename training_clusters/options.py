@@ -412,3 +412,20 @@ class PodSecurityLevel(Choice):
 
 
 ALL_CHOICES = (*ALL_CHOICES, PodSecurityLevel)
+
+
+class TopologyPlacement(Choice):
+    """How a job's GPU pods ask Kueue to place them by EC2 network topology, on the nodegroups whose instance
+    type reports it (EKS labels their nodes ``topology.k8s.aws/network-node-layer-1..3``): the pod-set
+    annotations of Kueue's topology-aware scheduling, naming the instance's own network node (layer 3)."""
+
+    PREFERRED = "preferred"
+    """``kueue.x-k8s.io/podset-preferred-topology``: all pods under one layer-3 network node if they fit,
+    else under the fewest nodes one layer up, and so on; never waits for a closer placement. The default."""
+    REQUIRED = "required"
+    """``kueue.x-k8s.io/podset-required-topology``: all pods under one layer-3 network node, or the job waits."""
+    OFF = "off"
+    """No Topology, no annotation: the scheduler places pods anywhere on the nodegroup."""
+
+
+ALL_CHOICES = (*ALL_CHOICES, TopologyPlacement)

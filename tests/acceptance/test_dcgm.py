@@ -227,6 +227,7 @@ def test_with_team_namespaces_only_the_eks_job_runs_in_the_first() -> None:
 def test_without_kueue_the_eks_job_is_a_plain_job_in_kubectls_namespace() -> None:
     document = yaml.safe_load((REPO / "environments" / "eks-p5-efa.yaml").read_text())
     document["eks"].setdefault("addons", {})["kueue"] = False
+    del document["eks"]["queues"]  # no queues without Kueue
     plan = acceptance_plan(parse_environment(document), "x")
     (job,) = [j for j in plan.jobs if j.filename == "dcgm-diag-p5.yaml"]
     manifest = yaml.safe_load(job.content)

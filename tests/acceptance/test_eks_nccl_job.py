@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from pathlib import Path
 
 import pytest
@@ -11,8 +12,10 @@ from training_clusters.errors import ConfigurationError
 from training_clusters.nccl_job import (
     efa_node_hugepages_mib,
     efa_pod_hugepages,
+    launcher_command,
     mpirun_command,
     nccl_test_mpijob,
+    node_names_command,
     run_instructions,
     write_manifest,
 )
@@ -21,7 +24,7 @@ from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE
 
 def _env(job: dict, role: str) -> dict[str, str]:  # type: ignore[type-arg]
     container = job["spec"]["mpiReplicaSpecs"][role]["template"]["spec"]["containers"][0]
-    return {item["name"]: item["value"] for item in container["env"]}
+    return {item["name"]: item.get("value", item.get("valueFrom")) for item in container["env"]}
 
 
 def test_p5_job_asks_for_every_gpu_and_efa_interface_and_uses_gpudirect_rdma() -> None:
@@ -44,7 +47,15 @@ def test_p5_job_asks_for_every_gpu_and_efa_interface_and_uses_gpudirect_rdma() -
     assert _env(job, "Worker")["FI_PROVIDER"] == "efa"
     assert _env(job, "Worker")["FI_EFA_USE_DEVICE_RDMA"] == "1"
     command = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"]
-    assert command[command.index("-np") + 1] == "16"
+    assert command == launcher_command(instance_type=lookup("p5.48xlarge"), workers=2)
+    # first one rank per node names its node, then the test: 8 ranks per node
+    names, test = command[2].split(" && exec ")
+    assert shlex.split(names) == node_names_command(workers=2)
+    assert shlex.split(names)[3:7] == ["-np", "2", "--map-by", "ppr:1:node"]
+    assert shlex.split(test) == mpirun_command(instance_type=lookup("p5.48xlarge"), workers=2)
+    assert shlex.split(test)[4] == "16"
+    assert _env(job, "Worker")["NODE_NAME"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
+    assert "NODE_NAME" not in _env(job, "Launcher")
 
 
 def test_g5_job_leaves_device_rdma_off() -> None:

@@ -28,6 +28,7 @@ def test_the_fragments_are_found() -> None:
     assert {path.stem for path in FRAGMENT_FILES} == {
         "common",
         "dcgm_check",
+        "eks_placement",
         "dcgm_node",
         "dcgm_run",
         "entry",

@@ -42,11 +42,18 @@ from training_clusters.job_layer import (
     namespace_manifest,
     nccl_test_trainjob,
     queue_manifests,
+    queue_mpijob,
     runtime_manifests,
 )
 from training_clusters.monitoring.dashboards import dashboard_configmaps
 from training_clusters.nccl_job import nccl_test_mpijob
-from training_clusters.options import MigLayout, MigStrategy, PodSecurityLevel, QueuePreemption
+from training_clusters.options import (
+    MigLayout,
+    MigStrategy,
+    PodSecurityLevel,
+    QueuePreemption,
+    TopologyPlacement,
+)
 from training_clusters.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     GPU_OPERATOR_CHART,
@@ -169,8 +176,26 @@ def _acceptance_objects() -> Iterator[dict[str, Any]]:
             efa_interfaces=capacity.efa_interfaces,
             node_instance_type="ml.p5.48xlarge" if capacity is P5 else None,
         )
+        for topology in TopologyPlacement:  # queued: workers asking for each placement (none on g5)
+            yield queue_mpijob(
+                nccl_test_mpijob(
+                    name=f"nccl-tests-{capacity.name}-{topology.value}",
+                    instance_type=capacity.instance_type,
+                    workers=capacity.nodes,
+                    efa_interfaces=capacity.efa_interfaces,
+                ),
+                local_queue=DEFAULT_LOCAL_QUEUE,
+                instance_type=capacity.instance_type,
+                topology=topology,
+            )
     for capacity in (P5, SHARED, HYPERPOD):
-        yield gang_job(name=f"gang-{capacity.name}", capacity=capacity, image=DEFAULT_NCCL_TESTS_IMAGE)
+        for topology in TopologyPlacement:
+            yield gang_job(
+                name=f"gang-{capacity.name}-{topology.value}",
+                capacity=capacity,
+                image=DEFAULT_NCCL_TESTS_IMAGE,
+                topology=topology,
+            )
     jobs = [
         *(
             job
@@ -213,9 +238,17 @@ def construct_objects() -> list[dict[str, Any]]:
         *queue_manifests([P5, G5, SHARED, MIG], namespaces=["default", "vision"], policy=EVERY_POLICY),
         *queue_manifests([G5], namespaces=["default"]),
         *queue_manifests([HYPERPOD], namespaces=["hyperpod-ns-a"], policy=QueuePolicy(cohort="c")),
-        *runtime_manifests(
-            [P5, G5, HYPERPOD], torchrun_image=PYTORCH_EFA_IMAGE.reference, mpi_image=DEFAULT_NCCL_TESTS_IMAGE
+        *(
+            runtime
+            for topology in TopologyPlacement  # node pods asking for each placement (none on g5)
+            for runtime in runtime_manifests(
+                [P5, G5, HYPERPOD],
+                torchrun_image=PYTORCH_EFA_IMAGE.reference,
+                mpi_image=DEFAULT_NCCL_TESTS_IMAGE,
+                topology=topology,
+            )
         ),
+        *queue_manifests([P5, G5], namespaces=["default"], topology=TopologyPlacement.OFF),
         namespace_manifest("vision"),
         *(
             obj

@@ -13,7 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from training_clusters.acceptance import acceptance_plan
-from training_clusters.catalog import CATALOG, lookup_hyperpod
+from training_clusters.catalog import CATALOG, lookup, lookup_hyperpod
 from training_clusters.config import load_environment
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.constructs.eks_jobs import (
@@ -36,6 +36,7 @@ from training_clusters.job_layer import (
     KUEUE_MANAGED_LABEL,
     KUEUE_QUEUE_LABEL,
     NODEGROUP_LABEL,
+    NodePool,
 )
 from training_clusters.options import PodSecurityLevel
 from training_clusters.releases import (
@@ -436,6 +437,13 @@ def _queues(stack: cdk.Stack, **props: Any) -> TrainingQueues:
             "borrowing_limit_percent must be between 0 and 100 (percent of the queue's nominal quota), got 101",
         ),
         (
+            {"topology": "required"},
+            "topology must be preferred or off when no GPU node group's instance type reports EC2 network "
+            "topology (p5, p5e, p5en, p6, trn2 and the like do; see DescribeInstanceTopology's supported types), "
+            "got required",
+        ),
+        ({"topology": "rack"}, "topology must be one of preferred, required, off, got 'rack'"),
+        (
             {"labels": {f"k{i}": "v" for i in range(8)}},
             "nodegroups.gpu.labels are 9 with the ones the stack adds; a Kueue ResourceFlavor selects nodes by at "
             "most 8: k0, k1, k2, k3, k4, k5, k6, k7, node.kubernetes.io/instance-type",
@@ -446,6 +454,13 @@ def test_bad_queue_props_are_clear_errors(stack: cdk.Stack, props: dict[str, Any
     with pytest.raises(ConfigurationError) as error:
         _queues(stack, **props)
     assert str(error.value) == f"Test/Queues: {message}"
+
+
+@pytest.mark.parametrize("topology", ["preferred", "off"])
+def test_g5_queues_take_preferred_or_off_and_name_no_topology(stack: cdk.Stack, topology: str) -> None:
+    queues = _queues(stack, topology=topology)
+    assert queues.topology == topology
+    assert [m["kind"] for m in queues.manifests] == ["ResourceFlavor", "ClusterQueue", "LocalQueue"]
 
 
 def test_seven_labels_of_a_nodegroup_still_fit_its_flavor(stack: cdk.Stack) -> None:
@@ -552,6 +567,56 @@ def test_runtimes_need_an_efa_gpu_nodegroup(stack: cdk.Stack) -> None:
     assert (
         str(error.value)
         == "Test/Runtimes: nodegroups must include an EFA nodegroup with NVIDIA GPUs, got none"
+    )
+
+
+def _runtime_node_templates(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        o["metadata"]["name"]: {j["name"]: j for j in o["spec"]["template"]["spec"]["replicatedJobs"]}[
+            "node"
+        ]["template"]["spec"]["template"]
+        for resource in _manifests(template).values()
+        for o in json.loads(resource["Properties"]["Manifest"])
+        if o["kind"] == "ClusterTrainingRuntime"
+    }
+
+
+@pytest.mark.parametrize(
+    ("stem", "annotations"),
+    [
+        ("eks-p5-efa", {"kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}),
+        (
+            "eks-p5-capacity-block",
+            {"kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"},
+        ),
+        ("eks-g5-efa", None),  # g5 reports no network topology: its flavor names none, its pods ask none
+    ],
+)
+def test_runtime_node_pods_ask_kueue_for_the_network_node_where_the_type_reports_it(
+    environment_gates: EnvironmentGates, stem: str, annotations: dict[str, str] | None
+) -> None:
+    templates = _runtime_node_templates(environment_gates.template(ROOT / "environments" / f"{stem}.yaml"))
+    assert len(templates) == 2
+    for template in templates.values():
+        assert template.get("metadata", {}).get("annotations") == annotations
+
+
+def test_runtimes_ask_for_the_placement_given(stack: cdk.Stack) -> None:
+    _, cluster = _cluster(stack)
+    trainer = KubeflowTrainer(stack, "Trainer", cluster=cluster)
+    p5 = NodePool(instance_type=lookup("p5.48xlarge"), nodes=2, efa_interfaces=32)
+    runtimes = TrainingRuntimes(stack, "Runtimes", cluster=cluster, trainer=trainer, nodegroups={"p5": p5})
+    preferred = {"kueue.x-k8s.io/podset-preferred-topology": "topology.k8s.aws/network-node-layer-3"}
+    assert [
+        m["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["metadata"]
+        for m in runtimes.manifests
+    ] == [{"annotations": preferred}] * 2
+    off = TrainingRuntimes(
+        stack, "Off", cluster=cluster, trainer=trainer, nodegroups={"p5": p5}, topology="off"
+    )
+    assert all(
+        "metadata" not in m["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        for m in off.manifests
     )
 
 

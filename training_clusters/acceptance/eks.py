@@ -4,6 +4,14 @@ The MPIJob is :func:`~training_clusters.nccl_job.nccl_test_mpijob`, annotated wi
 expected bus bandwidth; ``nccl-tests-<nodegroup>-check.sh`` reads the launcher's log (``kubectl logs ... |
 bash nccl-tests-<nodegroup>-check.sh``) and exits non-zero when the bandwidth is clearly low or the log does
 not show NCCL on EFA.
+
+Where the nodes sat in the network is printed next to the verdict, never changing it. A pod cannot read its
+node's labels (the downward API gives it ``spec.nodeName``, not the node's labels), so the launcher first has
+one rank per node print its node's name (:func:`~training_clusters.nccl_job.launcher_command`), and the gate
+reads those nodes' ``topology.k8s.aws/network-node-layer-1..3`` labels with the caller's ``kubectl get nodes``:
+the same credentials that read the launcher's log. The workers are gone by then (the MPIJob deletes them when
+the launcher ends), the nodes are not; and no identity in the cluster is granted a read of nodes (a
+ClusterRole, since nodes are cluster-scoped) for it.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ from training_clusters.config import EksGpuNodegroupConfig
 from training_clusters.eks_mig import mig_config_name, mig_devices
 from training_clusters.job_layer import (
     GPU_RESOURCE,
-    KUEUE_QUEUE_LABEL,
+    NETWORK_NODE_LEVELS,
     NODEGROUP_LABEL,
     SHARED_GPU_RESOURCE,
     FlavorCapacity,
@@ -40,8 +48,10 @@ from training_clusters.job_layer import (
     gang_job,
     mpi_runtime_name,
     nccl_test_trainjob,
+    queue_mpijob,
 )
 from training_clusters.nccl_job import (
+    NODE_LINE_MARK,
     manifest_yaml,
     nccl_job_files,
     nccl_job_name,
@@ -49,6 +59,7 @@ from training_clusters.nccl_job import (
     nccl_test_mpijob,
     run_instructions,
 )
+from training_clusters.options import TopologyPlacement
 
 if TYPE_CHECKING:
     from training_clusters.config import EksEfaNodegroupConfig, EksQueuesConfig, EnvironmentConfig
@@ -89,6 +100,7 @@ def eks_plan(
                 image=config.eks.nccl_test.image,
                 environment=environment,
                 queue=_in_default_namespace(queue),
+                topology=config.eks.queues.topology,
             )
     if not config.eks.efa_nodegroups:
         skipped.append("eks: no efa_nodegroups (GPU nodegroups without EFA have no fabric to verify)")
@@ -166,6 +178,7 @@ def hyperpod_eks_plan(
                 environment=environment,
                 node_instance_type=group.instance_type,
                 queue=_in_default_namespace(queue),
+                topology=spec.queues.topology,
             )
         if instance.is_gpu:
             jobs += dcgm_eks_jobs(
@@ -219,6 +232,7 @@ def _hyperpod_job_layer_jobs(
             queue=queue.local_queue,
             timeout_minutes=spec.queues.pods_ready_timeout_minutes,
             environment=environment,
+            topology=_gang_topology(spec.queues.topology),
         )
     return jobs
 
@@ -233,6 +247,7 @@ def _eks_jobs(
     environment: str,
     node_instance_type: str | None = None,
     queue: str | None = None,
+    topology: TopologyPlacement = TopologyPlacement.OFF,
 ) -> list[AcceptanceJob]:
     job_name = nccl_job_name(name)
     manifest_file, check_file = nccl_job_files(name)
@@ -248,7 +263,7 @@ def _eks_jobs(
     )
     job["metadata"]["annotations"] = _busbw_annotations(expectation)
     if queue is not None:  # Kueue's MPIJob integration admits it through the namespace's LocalQueue
-        job["metadata"]["labels"] = {KUEUE_QUEUE_LABEL: queue}
+        queue_mpijob(job, local_queue=queue, instance_type=instance, topology=topology)
     check_command = f"kubectl logs job/{job_name}-launcher | bash {check_file}"
     header = [
         f"# NCCL all_reduce_perf over EFA on nodegroup {name} ({workers} x {instance.name}, "
@@ -304,6 +319,8 @@ def _eks_check_script(
     values = [
         ("TEST_LABEL", f"all_reduce_perf over EFA ({instance.name}, nodegroup {nodegroup})"),
         *gate_settings(expectation, FAIL_HINTS["nccl-tests", Transport.EFA]),
+        ("NODE_LINE_MARK", NODE_LINE_MARK),
+        ("NETWORK_LEVELS", " ".join(NETWORK_NODE_LEVELS)),
     ]
     settings = [
         "# --- settings ---",
@@ -318,8 +335,12 @@ def _eks_check_script(
         f"# Expected: {expectation.summary()}.",
         f"# Usage: {usage} | bash {filename}",
         f"#        bash {filename} LAUNCHER_LOG",
+        *comment_lines(
+            "After the verdict it prints each node's EC2 network nodes, read with the caller's kubectl get "
+            "nodes (the job itself is granted nothing), and whether all nodes shared the last one."
+        ),
     ]
-    fragments = [fragment(name) for name in ("common", "nccl_check", "stdin_entry")]
+    fragments = [fragment(name) for name in ("common", "nccl_check", "eks_placement", "stdin_entry")]
     return "\n".join([*header, "set -euo pipefail", "", "\n".join(settings) + "\n", *fragments])
 
 
@@ -411,6 +432,7 @@ def _job_layer_jobs(
             queue=eks.queues.local_queue,
             timeout_minutes=eks.queues.pods_ready_timeout_minutes,
             environment=environment,
+            topology=_gang_topology(eks.queues.topology),
         )
     return jobs
 
@@ -502,6 +524,13 @@ _WORKLOAD_COLUMNS = (
 )
 
 
+def _gang_topology(placement: TopologyPlacement) -> TopologyPlacement:
+    """What the gang test's pods ask for: a preference whenever the queues place by topology. Its jobs take
+    every GPU of the nodegroup, which one layer-3 network node need not hold: required, they might never be
+    admitted, and the test is of gang admission, not of placement."""
+    return TopologyPlacement.OFF if placement is TopologyPlacement.OFF else TopologyPlacement.PREFERRED
+
+
 def _gang_jobs(
     *,
     capacity: FlavorCapacity,
@@ -510,6 +539,7 @@ def _gang_jobs(
     queue: str,
     timeout_minutes: int,
     environment: str,
+    topology: TopologyPlacement = TopologyPlacement.PREFERRED,
 ) -> list[AcceptanceJob]:
     first, second = gang_job_names(capacity.name)
     manifest_file, check_file = f"gang-test-{capacity.name}.yaml", f"gang-test-{capacity.name}-check.sh"
@@ -530,7 +560,9 @@ def _gang_jobs(
         f"# Clean: kubectl delete -f {manifest_file}",
     ]
     jobs = [
-        gang_job(name=name, capacity=capacity, image=image, namespace=namespace, queue=queue)
+        gang_job(
+            name=name, capacity=capacity, image=image, namespace=namespace, queue=queue, topology=topology
+        )
         for name in (first, second)
     ]
     expected = f"one of {first} and {second} admitted with every pod ready, the other not admitted"

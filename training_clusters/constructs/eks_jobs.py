@@ -53,7 +53,7 @@ from training_clusters.job_layer import (
     runtime_manifests,
     torchrun_runtime_name,
 )
-from training_clusters.options import Mps, PodSecurityLevel, QueuePreemption, TimeSlicing
+from training_clusters.options import Mps, PodSecurityLevel, QueuePreemption, TimeSlicing, TopologyPlacement
 from training_clusters.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     JOBSET_IMAGE,
@@ -74,6 +74,7 @@ from training_clusters.rules.eks_queues import (
     limit_percent_problem,
     pods_ready_timeout_problem,
     preemption_problem,
+    required_topology_problem,
     team_namespace_problem,
     unique_names_problem,
 )
@@ -368,7 +369,13 @@ class TrainingQueues(Construct):
     ``training-clusters/kueue-managed: "true"`` so Kueue manages its jobs) points at it. Where a
     nodegroup's instance type reports EC2 network topology, its flavor names a ``Topology`` of EKS's
     ``topology.k8s.aws/network-node-layer-*`` labels, so Kueue packs a job's pods under the fewest network
-    nodes it can. Applied once Kueue's webhook answers (after :attr:`Kueue.chart`).
+    nodes it can (``topology``: the runtimes and acceptance jobs ask for it by Kueue's pod-set annotation).
+    A job of your own on such a nodegroup asks the same way (``kueue.x-k8s.io/podset-preferred-topology:
+    topology.k8s.aws/network-node-layer-3`` on its pod template): when the ClusterQueue also has flavors without
+    a Topology, Kueue admits a pod set that asks for none only to those (kueue v0.19.2
+    ``pkg/scheduler/flavorassigner/tas_flavorassigner.go``: "supports only TopologyAwareScheduling"); when all
+    its flavors have one, Kueue places every job by topology unasked.
+    Applied once Kueue's webhook answers (after :attr:`Kueue.chart`).
 
     Each team namespace is also a tenant's boundary (:mod:`training_clusters.tenancy`): Pod Security admission
     enforces ``pod_security`` there (``baseline``: no privileged, hostPath, hostNetwork pod; warn and audit at
@@ -377,7 +384,7 @@ class TrainingQueues(Construct):
     ``team_roles`` gets an EKS access entry in that group.
 
     Attributes: ``capacities`` (:class:`~training_clusters.job_layer.FlavorCapacity` by nodegroup),
-    ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``resource`` (the
+    ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``topology`` (the placement), ``resource`` (the
     ``KubernetesManifest`` of the queues), ``namespaces_resource`` (the one of the team namespaces, never
     pruned: one the list lets go stays; or None), ``default_namespace_label`` (the ``KubernetesPatch``
     opting ``default`` in, or None), ``team_manifests`` (each namespace's RoleBinding and NetworkPolicy),
@@ -402,7 +409,7 @@ class TrainingQueues(Construct):
         borrow_within_cohort: QueuePreemption | str = QueuePreemption.NEVER,
         lending_limit_percent: int | None = None,
         borrowing_limit_percent: int | None = None,
-        topology_aware: bool = True,
+        topology: TopologyPlacement | str = TopologyPlacement.PREFERRED,
         time_slicing: TimeSlicing | None = None,
         mps: Mps | None = None,
         mig_devices: Mapping[str, Mapping[str, int]] | None = None,
@@ -431,8 +438,9 @@ class TrainingQueues(Construct):
             it; needs ``cohort``.
         :param borrowing_limit_percent: Borrow at most this share of each quota on top. Default: no limit;
             needs ``cohort``.
-        :param topology_aware: Place a job's pods by EC2 network topology where the instance type reports it.
-            Default: True.
+        :param topology: How jobs ask to be placed by EC2 network topology on nodegroups whose type reports it
+            (:class:`~training_clusters.options.TopologyPlacement`): PREFERRED, REQUIRED or OFF (no Topology,
+            flavors without one). Default: PREFERRED. REQUIRED needs such a nodegroup.
         :param time_slicing: The device plugin's time-slicing, when it shares GPUs: quota counts its replicas.
             Default: whole GPUs.
         :param mps: The device plugin's MPS sharing: quota counts its replicas. Default: whole GPUs.
@@ -450,6 +458,7 @@ class TrainingQueues(Construct):
         within = option(self, "within_cluster_queue", QueuePreemption, within_cluster_queue)
         reclaim = option(self, "reclaim_within_cohort", QueuePreemption, reclaim_within_cohort)
         borrow = option(self, "borrow_within_cohort", QueuePreemption, borrow_within_cohort)
+        placement = option(self, "topology", TopologyPlacement, topology)
         self._check_names(namespaces, cluster_queue_name, local_queue_name, cohort)
         self._check_preemption(within, reclaim, borrow)
         self._check_limits(lending_limit_percent, borrowing_limit_percent)
@@ -463,6 +472,9 @@ class TrainingQueues(Construct):
         )
         self._check_cohort(policy)
         self.capacities = self._capacities(nodegroups, time_slicing, mps, mig_devices or {})
+        reporting = [c.instance_type.name for c in self.capacities.values() if c.reports_topology]
+        refuse(self, "topology", required_topology_problem(placement, reporting))
+        self.topology = placement
         self.namespaces = list(namespaces)
         self.local_queue_name = local_queue_name
         self.manifests = queue_manifests(
@@ -471,7 +483,7 @@ class TrainingQueues(Construct):
             cluster_queue_name=cluster_queue_name,
             local_queue_name=local_queue_name,
             policy=policy,
-            topology_aware=topology_aware,
+            topology=placement,
         )
         (self.cluster_queue,) = [m for m in self.manifests if m["kind"] == "ClusterQueue"]
         tenancy = [
@@ -665,6 +677,7 @@ class TrainingRuntimes(Construct):
         nodegroups: Mapping[str, EfaNodegroup | NodePool],
         torchrun_image: str = PYTORCH_EFA_IMAGE.reference,
         mpi_image: str = DEFAULT_NCCL_TESTS_IMAGE,
+        topology: TopologyPlacement | str = TopologyPlacement.PREFERRED,
     ) -> None:
         """Apply the runtimes.
 
@@ -677,8 +690,12 @@ class TrainingRuntimes(Construct):
             Default: :data:`~training_clusters.releases.PYTORCH_EFA_IMAGE`.
         :param mpi_image: Default image of the mpirun runtimes; it must run sshd as root.
             Default: :data:`~training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`.
+        :param topology: What the node pods of runtimes on a nodegroup whose type reports EC2 network topology
+            ask Kueue for (:class:`~training_clusters.options.TopologyPlacement`; the queues' own setting).
+            Default: PREFERRED.
         """
         super().__init__(scope, id)
+        placement = option(self, "topology", TopologyPlacement, topology)
         capacities = [
             capacity
             for capacity in (nodegroup_capacity(name, g) for name, g in nodegroups.items())
@@ -691,7 +708,9 @@ class TrainingRuntimes(Construct):
                 f"must include an EFA nodegroup with NVIDIA GPUs, got {', '.join(nodegroups) or 'none'}",
             )
         self.names = {c.name: (torchrun_runtime_name(c.name), mpi_runtime_name(c.name)) for c in capacities}
-        self.manifests = runtime_manifests(capacities, torchrun_image=torchrun_image, mpi_image=mpi_image)
+        self.manifests = runtime_manifests(
+            capacities, torchrun_image=torchrun_image, mpi_image=mpi_image, topology=placement
+        )
         self.resource = eks.KubernetesManifest(
             self, "Resource", cluster=cluster.cluster, manifest=self.manifests
         )

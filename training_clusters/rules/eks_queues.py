@@ -7,7 +7,7 @@ import re
 
 from training_clusters.errors import excerpt
 from training_clusters.job_layer import UNMANAGED_NAMESPACES
-from training_clusters.options import QueuePreemption
+from training_clusters.options import QueuePreemption, TopologyPlacement
 
 #: Kueue's waitForPodsReady timeout bounds, in minutes: at least one image pull, at most a day.
 MIN_PODS_READY_TIMEOUT_MINUTES = 1
@@ -156,3 +156,15 @@ def team_role_problem(namespace: str, role_arn: str, namespaces: list[str]) -> t
             f"sessions act as the team), got {excerpt(role_arn)}",
         )
     return None
+
+
+def required_topology_problem(placement: TopologyPlacement, reporting_types: list[str]) -> str | None:
+    """Why ``placement`` cannot be asked of queues whose GPU instance types include ``reporting_types``
+    (those EC2 instance topology describes), or None: ``required`` with none of them asks for what no node
+    can give."""
+    if placement is not TopologyPlacement.REQUIRED or reporting_types:
+        return None
+    return (
+        "must be preferred or off when no GPU node group's instance type reports EC2 network topology "
+        "(p5, p5e, p5en, p6, trn2 and the like do; see DescribeInstanceTopology's supported types), got required"
+    )

@@ -23,14 +23,14 @@ from training_clusters.constructs.eks_jobs import KubeflowTrainer, Kueue, Traini
 from training_clusters.constructs.eks_release_manifest import MpiOperator
 from training_clusters.eks_mig import mig_config_name, mig_devices, mig_node_labels, mig_resource
 from training_clusters.errors import ConfigurationError
-from training_clusters.job_layer import KUEUE_QUEUE_LABEL, NODEGROUP_LABEL
+from training_clusters.job_layer import NODEGROUP_LABEL, queue_mpijob
 from training_clusters.nccl_job import (
     nccl_acceptance_command,
     nccl_job_name,
     nccl_skip_reason,
     nccl_test_mpijob,
 )
-from training_clusters.options import MigStrategy
+from training_clusters.options import MigStrategy, TopologyPlacement
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,
@@ -263,6 +263,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                     trainer=self.trainer,
                     nodegroups=self.efa_nodegroups,
                     mpi_image=settings.nccl_test.image,
+                    # only Kueue reads the pod-set annotations, and only its queues name the Topology
+                    topology=settings.queues.topology if settings.addons.kueue else TopologyPlacement.OFF,
                 )
         self.kueue: Kueue | None = None
         self.queues: TrainingQueues | None = None
@@ -292,7 +294,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 borrow_within_cohort=queues.borrow_within_cohort,
                 lending_limit_percent=queues.lending_limit_percent,
                 borrowing_limit_percent=queues.borrowing_limit_percent,
-                topology_aware=queues.topology_aware,
+                topology=queues.topology,
                 time_slicing=plugin.sharing_time_slicing if plugin.enabled else None,
                 mps=plugin.sharing_mps if plugin.enabled else None,
                 mig_devices=self._queue_mig_devices(plugin.mig_strategy),
@@ -326,9 +328,12 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 )
                 if self.queues is not None and "default" in self.queues.namespaces:
                     # admitted by Kueue through the LocalQueue of its namespace, as acceptance writes it
-                    self.nccl_jobs[name]["metadata"]["labels"] = {
-                        KUEUE_QUEUE_LABEL: self.queues.local_queue_name
-                    }
+                    queue_mpijob(
+                        self.nccl_jobs[name],
+                        local_queue=self.queues.local_queue_name,
+                        instance_type=group.instance_type,
+                        topology=self.queues.topology,
+                    )
 
     def _apply_nccl_jobs(self) -> None:
         """Apply each MPIJob once the operator's CRD exists and its nodegroup has been created."""

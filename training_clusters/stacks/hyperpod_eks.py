@@ -18,6 +18,7 @@ from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
 from training_clusters.errors import ConfigurationError
 from training_clusters.nccl_job import nccl_skip_reason
+from training_clusters.options import TopologyPlacement
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,
@@ -126,7 +127,7 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             borrow_within_cohort=queues.borrow_within_cohort,
             lending_limit_percent=queues.lending_limit_percent,
             borrowing_limit_percent=queues.borrowing_limit_percent,
-            topology_aware=queues.topology_aware,
+            topology=queues.topology,
             pod_security=queues.pod_security,
             team_roles=team_roles(self, queues),
         )
@@ -148,6 +149,8 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             trainer=trainer,
             nodegroups=pools,
             mpi_image=spec.nccl_test.image,
+            # only Kueue reads the pod-set annotations, and only its queues name the Topology
+            topology=spec.queues.topology if spec.addons.kueue else TopologyPlacement.OFF,
         )
 
     def _lustre(self) -> LustreMount | None:

@@ -12,4 +12,6 @@ if [[ -z ${input} ]]; then
 fi
 status=0
 check_output "${input}" || status=$?
+# what explains the verdict, where the gate has it (the EKS NCCL gates: where the nodes sat in the network)
+if declare -F explain >/dev/null; then explain "${input}"; fi
 exit "${status}"
