@@ -107,10 +107,15 @@ def test_no_team_user_reaches_a_nodes_credentials(environment_gates: Environment
     assert isinstance(pcluster, ParallelClusterEnvironment)
     config = pcluster.cluster.concrete_configuration()
     assert config["HeadNode"]["Imds"] == {"Secured": True}  # ParallelCluster's lockdown: head and login nodes
+    claimed("on ParallelCluster too (compute nodes: our guard is the first `OnNodeStart` action, users come at "
+            "`OnNodeConfigured`; head and login nodes: ParallelCluster's lockdown runs earlier still).")  # fmt: skip
     for queue in config["Scheduling"]["SlurmQueues"]:
-        *_, guard = queue["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        guard = queue["CustomActions"]["OnNodeStart"]  # the queue's only OnNodeStart action: a Script
         assert guard["Script"].endswith("/training-clusters-imds.sh")
         assert guard["Args"] == list(IMDS_GUARD_ARGS) == ["--install", "--allow", "pcluster-admin"]
+        configured = queue["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        assert configured[0]["Script"].endswith("/users.sh")
+        assert not any(a["Script"].endswith("/training-clusters-imds.sh") for a in configured)
     for name in ("pcs-c5n.yaml", "pcs-p5.yaml"):
         pcs, _ = environment_gates.get(ENVIRONMENTS / name)
         assert isinstance(pcs, PcsEnvironment)

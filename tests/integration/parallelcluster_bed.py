@@ -415,16 +415,20 @@ class Action:
         return f"{self.script} on {self.node} exited {self.returncode}:\n{self.stdout}{self.stderr}"
 
 
-def run_custom_action(node: Node, script_text: str, args: Sequence[str], *, url: str) -> Action:
-    """Runs a script as ParallelCluster's custom_action_executor.py runs an OnNodeConfigured action."""
+def run_custom_action(
+    node: Node, script_text: str, args: Sequence[str], *, url: str, event: str = "postinstall"
+) -> Action:
+    """Runs a script as ParallelCluster's custom_action_executor.py runs an OnNodeConfigured action (EVENT
+    ``postinstall``) or an OnNodeStart one (``preinstall``)."""
     staged = f"/tmp/tmp{secrets.token_hex(4)}"  # on the node's /tmp, a tmpfs the host does not see
+    quoted_args = "(" + " ".join(f'"{arg}"' for arg in args) + ")"
     environment = {
         "PATH": PARALLELCLUSTER_PATH,
         # CfnConfigEnvEnricher: the first script and args of each event, the running one's for its own event
-        "cfn_preinstall": '""',
-        "cfn_preinstall_args": "()",
-        "cfn_postinstall": f'"{url}"',
-        "cfn_postinstall_args": "(" + " ".join(f'"{arg}"' for arg in args) + ")",
+        "cfn_preinstall": f'"{url}"' if event == "preinstall" else '""',
+        "cfn_preinstall_args": quoted_args if event == "preinstall" else "()",
+        "cfn_postinstall": f'"{url}"' if event == "postinstall" else '""',
+        "cfn_postinstall_args": quoted_args if event == "postinstall" else "()",
         "cfn_postupdate": '""',
         "cfn_postupdate_args": "()",
     }
@@ -457,8 +461,10 @@ ON_NODE_CONFIGURED = (
         tuple(enroot_args([DEFAULT_USERS[_SPEC.os], *(user.name for user in ENVIRONMENT.users)])),
     ),
 )
-#: ... and, on compute nodes (the queue's own actions), the instance metadata guard.
-QUEUE_ON_NODE_CONFIGURED = ((IMDS_SCRIPT, IMDS_GUARD_ARGS),)
+#: The queue's OnNodeStart actions: on compute nodes, the instance metadata guard, which runs before the
+#: config recipe and every OnNodeConfigured action (compute_node/user_data.sh: init, -preinstall, config,
+#: -postinstall, finalize).
+QUEUE_ON_NODE_START = ((IMDS_SCRIPT, IMDS_GUARD_ARGS),)
 #: Where each action's text comes from.
 SCRIPT_FILES = {
     USERS_SCRIPT: ACTIONS_DIR / USERS_SCRIPT,
@@ -513,14 +519,28 @@ class Cluster:
         node.binds[SHARED] = self.shared
         return node
 
+    def on_node_start(self, node: Node) -> list[Action]:
+        """The stack's OnNodeStart actions of NODE (the queue's, on the compute node; none on the head node)."""
+        actions = QUEUE_ON_NODE_START if node.ip == COMPUTE_IP else ()
+        return self._run(node, actions, None, event="preinstall")
+
     def on_node_configured(self, node: Node, scripts: dict[str, str] | None = None) -> list[Action]:
         """The stack's OnNodeConfigured actions, in order, stopping at the first that fails (as the executor
         does); SCRIPTS replaces a script's text by name."""
+        return self._run(node, ON_NODE_CONFIGURED, scripts, event="postinstall")
+
+    def _run(
+        self,
+        node: Node,
+        actions: Sequence[tuple[str, Sequence[str]]],
+        scripts: dict[str, str] | None,
+        *,
+        event: str,
+    ) -> list[Action]:
         done = []
-        queue = QUEUE_ON_NODE_CONFIGURED if node.ip == COMPUTE_IP else ()
-        for script, args in (*ON_NODE_CONFIGURED, *queue):
+        for script, args in actions:
             text = (scripts or {}).get(script) or SCRIPT_FILES[script].read_text()
-            action = run_custom_action(node, text, args, url=action_url(script))
+            action = run_custom_action(node, text, args, url=action_url(script), event=event)
             done.append(action)
             if action.returncode != 0:
                 break

@@ -2,7 +2,8 @@
 
 A head node and a static compute node (nspawn-booted Debian machines laid out as ParallelCluster's AMI and
 cookbook lay out a node: see parallelcluster_bed.py for what is emulated, from which of ParallelCluster's
-files) run our OnNodeConfigured actions, users.sh then pyxis.sh with the arguments the stack gives them, as
+files) run our custom actions (the compute node's OnNodeStart guard, then every node's OnNodeConfigured
+users.sh, pyxis.sh and enroot's folders) with the arguments the stack gives them, as
 ParallelCluster's custom action executor runs them: as root, with exactly the PATH of its user data
 (:data:`PARALLELCLUSTER_PATH`, no /opt/slurm/bin on it). On the head node slurmctld runs by then; on the compute
 node slurmd starts after them (the cookbook's finalize step), and the second run happens with it up. Then real
@@ -78,6 +79,10 @@ class Scenario:
     shared_etc_after: dict[str, tuple[int, int, int, int, bytes]]
     #: `sbatch --container-image=...` on the head node before pyxis.sh
     container_option_before: subprocess.CompletedProcess[str]
+    #: the compute node's OnNodeStart actions (the guard), run before its OnNodeConfigured ones
+    compute_start_runs: dict[str, Action]
+    #: what guarded the compute node the first moment the team's first account existed there (WATCH)
+    when_the_account_appeared: list[str]
 
     @property
     def head(self) -> Node:
@@ -102,6 +107,19 @@ def sbatch_with_a_container(node: Node) -> subprocess.CompletedProcess[str]:
                    check=False)  # fmt: skip
 
 
+#: Run as root inside the compute node from before its OnNodeStart actions: the first moment the team's first
+#: account exists (checked every 20 ms), what guards the node's instance metadata then.
+WATCH = rf"""
+until getent passwd {ENVIRONMENT.users[0].name} >/dev/null; do sleep 0.02; done
+{{
+    echo "guard: $(iptables -w -S TC-IMDS 2>/dev/null | grep -c -- '-j REJECT')"
+    echo "admin: $(iptables -w -S TC-IMDS 2>/dev/null | grep -c -- "--uid-owner $(id -u {PCLUSTER_ADMIN_USER}) -j RETURN")"
+    echo "jump: $(iptables -w -C OUTPUT -d 169.254.169.254/32 -j TC-IMDS 2>/dev/null && echo yes || echo no)"
+    echo "unit: $(systemctl is-enabled training-clusters-imds.service 2>&1)"
+}} >/root/when-the-account-appeared
+"""
+
+
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
     reason = parallelcluster_prerequisites()
@@ -117,10 +135,23 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         head_runs = by_script(cluster.on_node_configured(head))
         head_log = cluster.ctld_log()[mark:]
         compute = add_compute(cluster)
-        etc_before = tree_state(head.path("/opt/slurm/etc"))
-        mark = len(cluster.ctld_log())
-        compute_runs = by_script(cluster.on_node_configured(compute))
-        compute_log = cluster.ctld_log()[mark:]
+        assert "TC-IMDS" not in compute.sh("iptables -w -S").stdout
+        compute.write("/root/watch.sh", WATCH, 0o700)
+        watcher = subprocess.Popen(
+            ["nsenter", "-t", str(compute.leader), "-a", "--", "bash", "/root/watch.sh"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            compute_start_runs = by_script(cluster.on_node_start(compute))
+            etc_before = tree_state(head.path("/opt/slurm/etc"))
+            mark = len(cluster.ctld_log())
+            compute_runs = by_script(cluster.on_node_configured(compute))
+            compute_log = cluster.ctld_log()[mark:]
+            watcher.wait(timeout=30)
+        finally:
+            watcher.kill()
+        appeared = compute.read("/root/when-the-account-appeared").splitlines()
         etc_after = tree_state(head.path("/opt/slurm/etc"))
         cluster.finalize_compute()
         cluster.wait_idle()
@@ -129,7 +160,16 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Scenario]:
         for action in cluster.actions:
             TIMINGS.append(("parallelcluster", f"{action.script} on {action.node}", action.seconds))
         yield Scenario(
-            cluster, head_runs, compute_runs, head_log, compute_log, etc_before, etc_after, option_before
+            cluster,
+            head_runs,
+            compute_runs,
+            head_log,
+            compute_log,
+            etc_before,
+            etc_after,
+            option_before,
+            compute_start_runs,
+            appeared,
         )
     finally:
         cluster.bed.__exit__(None, None, None)
@@ -187,7 +227,7 @@ def test_the_spank_configuration_is_in_place_and_is_what_slurm_loads(scenario: S
 def test_the_compute_node_leaves_the_shared_spank_configuration_alone(scenario: Scenario) -> None:
     """aws-parallelcluster issue #6459: nodes writing the shared plugstack.conf.d at once broke every job."""
     compute = scenario.compute
-    assert list(scenario.compute_runs) == [USERS_SCRIPT, PYXIS_SCRIPT, ENROOT_SCRIPT, IMDS_SCRIPT]
+    assert list(scenario.compute_runs) == [USERS_SCRIPT, PYXIS_SCRIPT, ENROOT_SCRIPT]
     for action in scenario.compute_runs.values():
         assert action.returncode == 0, action
     pyxis = scenario.compute_runs[PYXIS_SCRIPT]
@@ -368,11 +408,25 @@ def test_on_compute_nodes_only_root_and_parallelclusters_admin_reach_instance_me
     assert slurm_bed.imds_answer(compute, None) == "404"  # root: the server answers (no such path)
     assert slurm_bed.imds_answer(compute, PCLUSTER_ADMIN_USER) == "404"  # computemgtd's user
     assert slurm_bed.imds_answer(compute, user) == "000 curl exit 7"  # refused with a TCP reset
-    assert "training-clusters-imds.service" in scenario.compute_runs[IMDS_SCRIPT].stdout
+    assert "training-clusters-imds.service" in scenario.compute_start_runs[IMDS_SCRIPT].stdout
     assert compute.sh("systemctl is-active training-clusters-imds.service").stdout.strip() == "active"
     # the head node is left to ParallelCluster's own lockdown, which the bed does not emulate
     assert IMDS_SCRIPT not in scenario.head_runs
     assert slurm_bed.imds_answer(head, user) == "404"
+
+
+def test_the_compute_nodes_guard_is_in_force_the_moment_the_first_team_account_appears(
+    scenario: Scenario,
+) -> None:
+    """Issue 40: the guard is the queue's OnNodeStart action, users.sh an OnNodeConfigured one. Watched from
+    inside the compute node while ParallelCluster's executor would run them: when alice's account appears the
+    guard's chain (pcluster-admin let through, the TCP reset and the catch-all reject), OUTPUT's jump to it
+    and its boot unit are all there."""
+    assert list(scenario.compute_start_runs) == [IMDS_SCRIPT]
+    (guard,) = scenario.compute_start_runs.values()
+    assert guard.returncode == 0, guard
+    assert scenario.when_the_account_appeared == ["guard: 2", "admin: 1", "jump: yes", "unit: enabled"]
+    assert IMDS_SCRIPT not in scenario.head_runs  # the head node: ParallelCluster's lockdown, from init
 
 
 def test_with_login_nodes_the_team_cannot_ssh_into_the_head_node(scenario: Scenario) -> None:

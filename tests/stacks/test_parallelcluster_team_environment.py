@@ -37,11 +37,12 @@ def team(
     return stack, Template.from_json(environment_gates.template(path))
 
 
-def test_every_node_first_creates_the_users_then_enables_pyxis_and_compute_nodes_guard_metadata(
+def test_compute_nodes_guard_metadata_at_node_start_and_every_node_then_creates_the_users_and_enables_pyxis(
     team: tuple[ParallelClusterEnvironment, Template],
 ) -> None:
     """With login nodes the head node is for administrators (users.sh --admins-only-on-head-node); compute
-    nodes, which ParallelCluster's own IMDS lockdown does not cover, get the guard last."""
+    nodes, which ParallelCluster's own IMDS lockdown does not cover, get the guard as their only OnNodeStart
+    action, which ParallelCluster runs before any OnNodeConfigured one (users.sh makes the accounts)."""
     stack, _ = team
     config = stack.cluster.concrete_configuration()
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIExampleKeyOfAliceReplaceMe alice@example.com"
@@ -62,7 +63,7 @@ def test_every_node_first_creates_the_users_then_enables_pyxis_and_compute_nodes
         "--temp", "/var/enroot/tmp", "--pyxis-runtime", "/run/pyxis", "--user", "ec2-user,alice,bob",
     ]  # fmt: skip
     for node in (config["HeadNode"], queue, pool):
-        first, second, third, *rest = node["CustomActions"]["OnNodeConfigured"]["Sequence"]
+        first, second, third = node["CustomActions"]["OnNodeConfigured"]["Sequence"]
         assert first["Script"].endswith(f"/{ACTIONS_PREFIX}/users.sh") and first["Args"] == users["Args"]
         assert second == {"Script": first["Script"].replace("users.sh", "pyxis.sh")}
         # enroot's folders, one per user (the OS's default user, alinux2023's ec2-user, and the team)
@@ -71,14 +72,12 @@ def test_every_node_first_creates_the_users_then_enables_pyxis_and_compute_nodes
             "Args": enroot_args,
         }
         if node is queue:
-            assert rest == [
-                {
-                    "Script": first["Script"].replace("users.sh", "training-clusters-imds.sh"),
-                    "Args": ["--install", "--allow", "pcluster-admin"],
-                }
-            ]
-        else:  # ParallelCluster's lockdown (HeadNode.Imds.Secured) covers head and login nodes
-            assert rest == []
+            assert node["CustomActions"]["OnNodeStart"] == {
+                "Script": first["Script"].replace("users.sh", "training-clusters-imds.sh"),
+                "Args": ["--install", "--allow", "pcluster-admin"],
+            }
+        else:  # ParallelCluster's lockdown (HeadNode.Imds.Secured) covers head and login nodes, from init
+            assert "OnNodeStart" not in node["CustomActions"]
     assert config["HeadNode"]["Imds"] == {"Secured": True}
     keys = [entry["KeyName"] for entry in queue["Iam"]["S3Access"]]
     assert keys == [
@@ -283,6 +282,35 @@ def test_file_scripts_in_sequences_and_a_directory_service() -> None:
     }
     assert configuration["Image"]["CustomAmi"] == "ami-0123456789abcdef0"
     assert configuration["DirectoryService"]["PasswordSecretArn"] == secret
+
+
+def test_with_users_the_guard_runs_before_the_files_own_node_start_scripts_and_every_configured_one() -> None:
+    """The executor runs a Sequence in its order and stops at the first failure (aws-parallelcluster-cookbook,
+    custom_action_executor.py), and OnNodeStart before OnNodeConfigured (compute_node/user_data.sh)."""
+    stack = _stack(
+        {
+            **BASE,
+            "users": [{"name": "erin", "uid": 2005}],
+            "parallelcluster": {
+                "queues": [
+                    {
+                        **QUEUE,
+                        "on_node_start": [{"script": "s3://my-scripts/a.sh", "args": ["-x"]}],
+                        "on_node_configured": [{"script": "s3://my-scripts/c.sh"}],
+                    }
+                ],
+            },
+        }
+    )
+    (queue,) = stack.cluster.concrete_configuration()["Scheduling"]["SlurmQueues"]
+    actions = queue["CustomActions"]
+    guard, own = actions["OnNodeStart"]["Sequence"]
+    assert guard["Script"].endswith(f"/{ACTIONS_PREFIX}/training-clusters-imds.sh")
+    assert guard["Args"] == ["--install", "--allow", "pcluster-admin"]
+    assert own == {"Script": "s3://my-scripts/a.sh", "Args": ["-x"]}
+    users, configured = actions["OnNodeConfigured"]["Sequence"]
+    assert users["Script"].endswith(f"/{ACTIONS_PREFIX}/users.sh")
+    assert configured == {"Script": "s3://my-scripts/c.sh"}
 
 
 @pytest.mark.parametrize(

@@ -58,9 +58,23 @@ ACTIONS_PREFIX = "parallelcluster-actions"
 #: (github.com/aws/aws-parallelcluster-cookbook, cookbooks/aws-parallelcluster-shared/attributes/users.rb;
 #: cookbooks/aws-parallelcluster-platform/templates/supervisord/parallelcluster_supervisord.conf.erb).
 PCLUSTER_ADMIN_USER = "pcluster-admin"
-#: The compute nodes' metadata guard (OnNodeConfigured of every queue, with users): root and
+#: The compute nodes' metadata guard (the first OnNodeStart action of every queue, with users): root and
 #: ParallelCluster's admin user reach IMDS, as the cookbook's own lockdown of head and login nodes allows
 #: (head_node_imds_allowed_users, cookbooks/aws-parallelcluster-environment/attributes/environment.rb).
+#:
+#: Why OnNodeStart: a node boots init, ``fetch_and_run -preinstall`` (OnNodeStart), config (which mounts FSx),
+#: ``-postinstall`` (OnNodeConfigured), finalize (github.com/aws/aws-parallelcluster,
+#: cli/src/pcluster/resources/compute_node/user_data.sh; the head node's configSets in
+#: cli/src/pcluster/templates/cluster_stack.py), and the executor runs a ``Sequence`` one script at a time in
+#: its order, stopping at the first that fails (github.com/aws/aws-parallelcluster-cookbook,
+#: cookbooks/aws-parallelcluster-environment/files/custom_action_executor/custom_action_executor.py,
+#: ``download_and_execute_scripts``). users.sh, which makes the team's accounts, is an OnNodeConfigured action
+#: (the head node needs FSx mounted to write the homes), so the guard is in force before any team account
+#: exists. At OnNodeStart the node has only the AMI's users (root, the OS's default user, ``pcluster-admin``
+#: and the services') and the init recipe's iptables rules. Head and login nodes are locked down by
+#: ParallelCluster itself earlier still, in init (cookbooks/aws-parallelcluster-environment/recipes/init.rb
+#: includes ``imds``, recipes/config/imds.rb: HeadNode and LoginNode, ``head_node_imds_secured`` 'true' by
+#: default and ``HeadNode.Imds.Secured: true`` here).
 IMDS_GUARD_ARGS = ("--install", "--allow", PCLUSTER_ADMIN_USER)
 #: The default user of each operating system ParallelCluster supports (its ``cfn_cluster_user``: the cookbook's
 #: ``default['cluster']['cluster_user']`` per platform, github.com/aws/aws-parallelcluster-cookbook).
@@ -82,8 +96,9 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
     ``ValidationMessages`` (ParallelCluster's warnings about the configuration); with ``accounting``,
     ``AccountingDatabaseEndpoint`` and ``AccountingDatabaseSecretArn``.
 
-    A team's cluster: ``users`` (the file's top-level list) become a custom action every node runs first
-    (``users.sh``: the same ids everywhere, homes under ``<mount_dir>/home``), then ``pyxis.sh`` and
+    A team's cluster: compute nodes first install the instance metadata guard (OnNodeStart, before any team
+    account exists; head and login nodes have ParallelCluster's own lockdown from init), then ``users``
+    (the file's top-level list) become the first OnNodeConfigured action of every node (``users.sh``: the same ids everywhere, homes under ``<mount_dir>/home``), then ``pyxis.sh`` and
     ``training-clusters-enroot.sh`` (one folder per user for enroot and Pyxis) when ``pyxis`` is on; all are
     uploaded with the stack to a :class:`SecureBucket`. ``accounting`` makes a
     :class:`SlurmAccountingDatabase` that only the head node may reach.
@@ -109,7 +124,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         # homes on the shared file system; without one, on /home, which ParallelCluster shares from the head node
         home_root = f"{mount_dir}/home" if self.shared_storage is not None else "/home"
         team_actions = self._team_actions(spec, config.users, home_root)
-        #: The compute nodes' instance metadata guard (a custom action of every queue), with users.
+        #: The compute nodes' instance metadata guard (every queue's first OnNodeStart action), with users.
         self.imds_guard: CustomActionScript | None = (
             CustomActionScript(
                 bucket=self.actions_bucket, key=f"{ACTIONS_PREFIX}/{IMDS_SCRIPT}", args=IMDS_GUARD_ARGS
@@ -191,11 +206,12 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             placement=spec.placement,
             custom_ami=spec.custom_ami,
             job_exclusive_allocation=spec.job_exclusive_allocation,
-            on_node_start=self._scripts(spec.on_node_start),
-            on_node_configured=[
+            # the guard first, before the file's own OnNodeStart scripts and every OnNodeConfigured one
+            on_node_start=[
                 *([] if self.imds_guard is None else [self.imds_guard]),
-                *self._scripts(spec.on_node_configured),
+                *self._scripts(spec.on_node_start),
             ],
+            on_node_configured=self._scripts(spec.on_node_configured),
         )
 
     def _login_pool(self, index: int, spec: PclusterLoginPoolConfig) -> LoginNodePool:

@@ -8,7 +8,8 @@
 #                                                               with a unit that applies them at every boot
 #
 # HyperPod's on_create.sh (step imds-guard) installs it on every node of a cluster with users; ParallelCluster's
-# compute nodes get it as a custom action (OnNodeConfigured) with --allow pcluster-admin, the user
+# compute nodes get it as their first custom action (OnNodeStart, before users.sh makes any team account at
+# OnNodeConfigured) with --allow pcluster-admin, the user
 # ParallelCluster's computemgtd runs as (its head and login nodes have ParallelCluster's own lockdown,
 # HeadNode.Imds.Secured).
 #
