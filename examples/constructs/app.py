@@ -64,7 +64,7 @@ pcluster = ParallelCluster(
     vpc=network.vpc,
     subnet=network.placement_subnet(),
     placement_group=placement,
-    efa_security_group=network.efa_security_group,
+    efa_security_group=network.add_efa_security_group("PclusterEfa"),  # each cluster its own EFA group
     file_system=fs,
     mount_dir="/fsx",
     queues=[
@@ -86,7 +86,7 @@ EfaNodegroup(
     desired_size=2,
     subnet=network.placement_subnet(),
     placement_group=placement,
-    efa_security_group=network.efa_security_group,
+    efa_security_group=network.add_efa_security_group("EksEfa"),
 )
 FsxCsiDriver(eks_stack, "Fsx", cluster=eks, storage=fs)  # pods mount the PVC fsx-lustre
 for cluster in (hyperpod, pcluster, eks):

@@ -94,7 +94,7 @@ def build(app: cdk.App) -> dict[str, cdk.Stack]:
             )
         ],
         placement_group=placement,
-        efa_security_group=network.efa_security_group,
+        efa_security_group=network.add_efa_security_group("PclusterEfa"),
         file_system=fs,
         mount_dir="/fsx",
     )
@@ -109,7 +109,7 @@ def build(app: cdk.App) -> dict[str, cdk.Stack]:
         instance_type="g5.8xlarge",
         subnet=network.placement_subnet(),
         placement_group=placement,
-        efa_security_group=network.efa_security_group,
+        efa_security_group=network.add_efa_security_group("EksEfa"),
         desired_size=2,
     )
     FsxCsiDriver(eks_stack, "Fsx", cluster=eks, storage=fs)

@@ -3,13 +3,22 @@ connections whose rules land in the clients' stack."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
-from constructs import IConstruct, Node
+from constructs import Construct, IConstruct, Node
 
 from training_clusters.compliance import accept_all_traffic_between_members
+from training_clusters.constructs._validation import fail
+from training_clusters.rules.network import shared_efa_group_problem
 
 from ._validation import refuse_other_environment
+
+#: The metadata entry marking a security group as an EFA group (members exchange all traffic) ...
+EFA_GROUP = "training-clusters:efa-group"
+#: ... and the one naming each cluster that uses it (a construct path).
+EFA_CLUSTER = "training-clusters:efa-cluster"
 
 
 def open_between_members(
@@ -70,6 +79,30 @@ class SameEnvironmentConnections(ec2.Connections):
         peers += other.connections.security_groups
         for peer in peers:
             refuse_other_environment(own, self._owner.node.path, field, peer)
+
+
+def mark_efa_group(group: ec2.ISecurityGroup) -> None:
+    """Marks GROUP as an EFA group (all traffic between members), so a second cluster using it is refused."""
+    group.node.add_metadata(EFA_GROUP, True)
+
+
+def claim_efa_groups(
+    groups: Sequence[ec2.ISecurityGroup], *, cluster: Construct, owner: Construct, prop: str
+) -> None:
+    """Records CLUSTER as the user of each EFA group among GROUPS (those :func:`mark_efa_group` marked, and all
+    of them when PROP names an EFA group outright: ``efa_security_group``); refuses one another cluster
+    already uses. Several constructs of one cluster (an EKS cluster's EFA nodegroups) share it freely."""
+    whole = prop == "efa_security_group"
+    for group in groups:
+        entries = group.node.metadata
+        if not whole and not any(e.type == EFA_GROUP for e in entries):
+            continue
+        users = {str(e.data) for e in entries if e.type == EFA_CLUSTER}
+        others = sorted(users - {cluster.node.path})
+        if others:
+            raise fail(owner.node.path, prop, shared_efa_group_problem(group.node.path, others[0]))
+        if not users:
+            group.node.add_metadata(EFA_CLUSTER, cluster.node.path)
 
 
 class ClientSideConnections(SameEnvironmentConnections):

@@ -37,6 +37,7 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import CATALOG, AcceleratorKind, Architecture, InstanceType, architecture_of
 from training_clusters.compliance import acknowledge
+from training_clusters.constructs._security_groups import claim_efa_groups
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.errors import ConfigurationError
@@ -730,7 +731,8 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
         :param instance_type: An EFA-capable type from the catalogue, e.g. ``p5.48xlarge``.
         :param subnet: The one subnet (and so AZ) of the placement group, e.g. ``network.placement_subnet()``.
         :param placement_group: The placement group the instances launch into.
-        :param efa_security_group: The group allowing all traffic between EFA members.
+        :param efa_security_group: The group allowing all traffic between EFA members: the cluster's own (its
+            nodegroups share it); one another cluster already uses is refused.
         :param desired_size: How many nodes.
         :param min_size: Default: ``desired_size``.
         :param max_size: Default: ``desired_size``.
@@ -747,6 +749,7 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
             cannot read the node role's credentials; 2 lets every pod reach instance metadata.
         """
         super().__init__(scope, id)
+        claim_efa_groups([efa_security_group], cluster=cluster, owner=self, prop="efa_security_group")
         efa_interface_type = option(self, "efa_interface_type", EfaInterfaceType, efa_interface_type)
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_efa_supported()

@@ -50,7 +50,7 @@ from training_clusters.rules.instance_types import hyperpod_instance_type_name_p
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
 
 from ._grants import grant_passed_role
-from ._security_groups import SameEnvironmentConnections, open_between_members
+from ._security_groups import SameEnvironmentConnections, claim_efa_groups, open_between_members
 from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
 from .session_manager import CHANNEL_ACTIONS
 
@@ -295,7 +295,9 @@ class HyperPodCluster(Construct):
         :param instance_groups: The groups; under Slurm exactly one CONTROLLER group and workers with
             partitions.
         :param lustre: The FSx for Lustre file system to mount. Default: no shared file system.
-        :param additional_security_groups: Added to the cluster's own group, e.g. the network's EFA group.
+        :param additional_security_groups: Added to the cluster's own group, e.g. an EFA group of this
+            cluster's own (``network.add_efa_security_group(id)``): an EFA group another cluster already uses
+            is refused, as it would open every port between the two clusters' nodes.
             Default: none.
         :param orchestrator: Default: Slurm, configured by the lifecycle scripts.
         :param node_recovery: Default: AUTOMATIC (HyperPod replaces failed nodes).
@@ -332,6 +334,9 @@ class HyperPodCluster(Construct):
             before all have. Default: HyperPod's all-or-nothing provisioning.
         """
         super().__init__(scope, id)
+        claim_efa_groups(
+            additional_security_groups, cluster=self, owner=self, prop="additional_security_groups"
+        )
         self._orchestrator = orchestrator or Orchestrator.slurm()
         node_recovery = option(self, "node_recovery", NodeRecovery, node_recovery)
         instance_groups = [self._group_options(i, g) for i, g in enumerate(instance_groups)]

@@ -32,7 +32,7 @@ from training_clusters.rules.network import (
     vpc_cidr_problem,
 )
 
-from ._security_groups import ClientSideConnections, open_between_members
+from ._security_groups import ClientSideConnections, mark_efa_group, open_between_members
 from ._validation import checked_props, fail, is_unresolved, refuse, refuse_alongside
 
 #: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
@@ -71,7 +71,8 @@ class TrainingNetwork(Construct):
         subnet = network.placement_subnet()   # the one subnet a cluster placement group shares
 
     ``connections`` is the EFA security group's: anything placed in it can exchange all traffic with every
-    other member, which EFA needs; add nothing else to it.
+    other member, which EFA needs; add nothing else to it. It serves one cluster: a second cluster takes its
+    own from :meth:`add_efa_security_group` (a cluster given a group another cluster uses is refused).
     """
 
     def __init__(
@@ -429,10 +430,21 @@ class TrainingNetwork(Construct):
                 open=False,  # our group already admits HTTPS from the VPC CIDR
             )
 
-    def _create_efa_security_group(self) -> ec2.SecurityGroup:
+    def add_efa_security_group(self, id: str) -> ec2.SecurityGroup:
+        """Another EFA group in this VPC (all traffic between its members, nothing else): one per cluster.
+
+        ``efa_security_group`` serves one cluster; a second cluster on this network takes a group of its own
+        from here, since a group shared by two clusters opens every port between their nodes (the clusters'
+        constructs refuse an EFA group another cluster already uses).
+
+        :param id: The group's construct id, unique in this network (``"TrainingEfa"``).
+        """
+        return self._create_efa_security_group(id)
+
+    def _create_efa_security_group(self, id: str = "EfaSecurityGroup") -> ec2.SecurityGroup:
         group = ec2.SecurityGroup(
             self,
-            "EfaSecurityGroup",
+            id,
             vpc=self.vpc,
             description="EFA: all traffic in and out between members (EFA OS-bypass needs both directions)",
             allow_all_outbound=False,
@@ -444,6 +456,7 @@ class TrainingNetwork(Construct):
             reason="EFA's OS-bypass transport needs all traffic between the group's own members; the source "
             "is the group itself, never an address range",
         )
+        mark_efa_group(group)
         return group
 
 

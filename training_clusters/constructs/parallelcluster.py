@@ -60,6 +60,7 @@ from constructs import Construct, IValidation
 from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import InstanceType
+from training_clusters.constructs._security_groups import claim_efa_groups
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -446,7 +447,9 @@ class ParallelCluster(Construct):
         :param head_node: Default: ``HeadNode()`` (t3.medium, no key pair, SSH only from the VPC CIDR).
         :param os: Default: ALINUX2023.
         :param placement_group: The group SHARED queues use. Default: none (EFA queues get a MANAGED one).
-        :param efa_security_group: A group allowing all traffic between its members, added to every queue.
+        :param efa_security_group: A group allowing all traffic between its members, added to every queue;
+            this cluster's own (``network.add_efa_security_group(id)`` makes one): a group another cluster
+            already uses is refused, as it would open every port between the two clusters' nodes.
             Default: none (ParallelCluster's own compute group already allows all traffic between nodes).
         :param file_system: Our :class:`SharedLustre`, mounted on every node at ``mount_dir``. Default: none.
             Mutually exclusive with ``managed_file_system``.
@@ -485,6 +488,8 @@ class ParallelCluster(Construct):
         """
         super().__init__(scope, id)
         advise(self, PARALLELCLUSTER_CVE_2026, parallelcluster_cve_advice(PCLUSTER_VERSION))
+        if efa_security_group is not None:
+            claim_efa_groups([efa_security_group], cluster=self, owner=self, prop="efa_security_group")
         self.cluster_name = cluster_name
         self.head_node = head_node or HeadNode()
         self.slurm_settings = self._settings_options(slurm_settings or SlurmSettings())

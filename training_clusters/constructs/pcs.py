@@ -63,7 +63,7 @@ from training_clusters.rules.instance_types import instance_type_name_problem
 from training_clusters.rules.versions import SLURM_CVE_2026, slurm_cve_advice
 
 from ._launch_template import efa_network_interfaces, node_launch_template
-from ._security_groups import SameEnvironmentConnections, open_between_members
+from ._security_groups import SameEnvironmentConnections, claim_efa_groups, open_between_members
 from ._validation import (
     advise,
     catalog_entry,
@@ -243,6 +243,8 @@ class PcsCluster(Construct):
         :param mount_dir: Where every node mounts ``file_system``. Default: ``/fsx``.
         """
         super().__init__(scope, id)
+        if efa_security_group is not None:
+            claim_efa_groups([efa_security_group], cluster=self, owner=self, prop="efa_security_group")
         size = option(self, "size", PcsClusterSize, size)
         slurm_version = option(self, "slurm_version", SlurmVersion, slurm_version)
         advise(self, SLURM_CVE_2026, slurm_cve_advice(slurm_version.value))

@@ -110,3 +110,12 @@ def internet_wide_problem(ranges: Iterable[str]) -> str | None:
     if covered > most:
         return f"got ranges covering {covered:,} addresses together, more than one sixteenth of IPv4's ({most:,})"
     return None
+
+
+def shared_efa_group_problem(group_path: str, other_cluster: str) -> str:
+    """An EFA security group one cluster already uses, given to another: every port opens between them."""
+    return (
+        f"must be a group of this cluster's own, got {group_path}, already the EFA group of {other_cluster}: "
+        "an EFA group admits all traffic between its members, so one shared by two clusters opens every "
+        "port between their nodes; give each cluster its own (network.add_efa_security_group(id))"
+    )
