@@ -115,10 +115,14 @@ from training_clusters.rules.lustre import (
     DEFAULT_BACKUP_RETENTION_DAYS,
     LUSTRE_FIRST_STEP_GIB,
     MAX_BACKUP_RETENTION_DAYS,
+    MAX_NO_SQUASH_NIDS,
+    ROOT_WRITING_ORCHESTRATORS,
     file_system_path_problem,
     lustre_backup_retention_problem,
     lustre_capacity_problem,
     lustre_throughput_problem,
+    no_squash_nid_problem,
+    root_squash_orchestrator_problem,
     s3_prefix_problem,
 )
 from training_clusters.rules.network import (
@@ -369,6 +373,35 @@ class LustreConfig(_Model):
             f"Default: {DEFAULT_BACKUP_RETENTION_DAYS} for PERSISTENT_2; not allowed for SCRATCH_2."
         ),
     )
+
+    root_squash: bool = Field(
+        default=False,
+        description=(
+            "Root on every client acts as nobody (65534:65534) on the file system. Default: false, and root on "
+            "any client reads and writes every file. Only for eks and hyperpod_eks (pods, through the CSI "
+            "driver): the Slurm flavors' node scripts write here as root. A new file system's root is root's "
+            "(0755): with root squash, folders are made once from a client in root_squash_exempt_nids."
+        ),
+    )
+    root_squash_exempt_nids: list[str] = Field(
+        default_factory=list,
+        description="Clients root squash does not apply to (FSx NoSquashNids, e.g. 10.0.1.6@tcp), at most 64.",
+    )
+
+    @model_validator(mode="after")
+    def _exempt_nids_need_root_squash(self) -> LustreConfig:
+        if self.root_squash_exempt_nids and not self.root_squash:
+            raise ValueError("root_squash_exempt_nids applies only with root_squash: true")
+        if len(self.root_squash_exempt_nids) > MAX_NO_SQUASH_NIDS:
+            raise ValueError(
+                f"root_squash_exempt_nids must hold at most {MAX_NO_SQUASH_NIDS} NIDs, "
+                f"got {len(self.root_squash_exempt_nids)}"
+            )
+        for nid in self.root_squash_exempt_nids:
+            problem = no_squash_nid_problem(nid)
+            if problem:
+                raise ValueError(f"root_squash_exempt_nids {problem}")
+        return self
 
     @model_validator(mode="after")
     def _backups_match_type(self) -> LustreConfig:
@@ -2011,6 +2044,21 @@ class EnvironmentConfig(_Model):
                 f"an environment has one orchestrator, got sections {', '.join(given)}; keep one of "
                 f"{', '.join(ORCHESTRATOR_SECTIONS)} (or none, for network and storage only)",
             )
+        return self
+
+    @model_validator(mode="after")
+    def _root_squash_where_no_node_writes_as_root(self) -> EnvironmentConfig:
+        lustre = self.storage.lustre
+        if lustre is None or not lustre.root_squash:
+            return self
+        intent = (
+            None if self.orchestrator is None else str(getattr(self.orchestrator, "value", self.orchestrator))
+        )
+        for name in ROOT_WRITING_ORCHESTRATORS:
+            if getattr(self, name) is not None or intent == name:
+                problem = root_squash_orchestrator_problem(name)
+                assert problem is not None
+                raise _FieldProblem("storage.lustre.root_squash", problem)
         return self
 
     @model_validator(mode="after")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -9,14 +10,20 @@ import aws_cdk as cdk
 import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
+from aws_cdk import custom_resources as cr
 from constructs import Construct
 
+from training_clusters.compliance import acknowledge_cdk_made
 from training_clusters.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,
     LUSTRE_FIRST_STEP_GIB,
+    MAX_NO_SQUASH_NIDS,
+    NO_ROOT_SQUASH_IDS,
+    ROOT_SQUASH_IDS,
     WEEKLY_MAINTENANCE_START_UTC,
     file_system_path_problem,
     lustre_backup_retention_days,
@@ -25,6 +32,7 @@ from training_clusters.rules.lustre import (
     lustre_dns_name_problem,
     lustre_mount_name_problem,
     lustre_throughput_problem,
+    no_squash_nid_problem,
     s3_prefix_problem,
 )
 
@@ -42,6 +50,11 @@ from ._validation import (
 #: Lustre's server port and the privileged client port range, both needed between clients and servers.
 LUSTRE_PORT = ec2.Port.tcp(988)
 LUSTRE_CLIENT_PORTS = ec2.Port.tcp_range(1018, 1023)
+
+#: The deploy-time root squash of a file system (an ``AwsCustomResource`` calling FSx UpdateFileSystem).
+ROOT_SQUASH_TYPE = "Custom::LustreRootSquash"
+#: aws-cdk-lib's AwsCustomResource runs one Lambda per stack, a stack child of this id (its provider's UUID).
+SDK_CALL_FUNCTION_ID = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 @dataclass(frozen=True)
@@ -112,6 +125,8 @@ class SharedLustre(Construct):
         kms_key: kms.IKey | None = None,
         removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
         backup_retention_days: int | None = None,
+        root_squash: bool = False,
+        root_squash_exempt_nids: Sequence[str] = (),
     ) -> None:
         """Create a file system, or adopt ``existing``.
 
@@ -136,6 +151,20 @@ class SharedLustre(Construct):
             is pinned to Sunday 02:00 UTC so the two windows never overlap. Default: 7 for PERSISTENT_2;
             not allowed for SCRATCH_2 (FSx cannot back it up). Backups are billed per GB-month of backup
             storage; they are deleted with the file system.
+        :param root_squash: Root on every client acts as nobody (``65534:65534``) on the file system
+            (``LustreConfiguration.RootSquashConfiguration``). Default: False, and then root on any client (a
+            node, a privileged pod) reads and writes every file here, everyone's homes and keys included. On
+            for clusters whose nodes never write here as root: pods through the FSx CSI driver (EKS, HyperPod
+            on EKS). The Slurm flavors' node scripts (ParallelCluster's ``users.sh``, HyperPod's shared home and
+            users, the PCS mount script's ``chmod``) write here as root on every new node, and FSx exempts
+            clients only by IP address, which replaced nodes do not keep: leave it off there (environment files
+            refuse it). A new file system's root directory is root's, mode 0755: with root squash on, nothing
+            is written until an exempt client makes the folders (one-time: from an instance whose NID is in
+            ``root_squash_exempt_nids``, ``mkdir`` and ``chown`` one folder per team), or a data repository
+            imports them.
+        :param root_squash_exempt_nids: Clients root squash does not apply to (``NoSquashNids``: NIDs such as
+            ``10.0.1.6@tcp``, at most 64), e.g. an administrator's instance at a fixed private IP. Only with
+            ``root_squash``. Default: none.
 
         Replacement: these props are create-only in CloudFormation (``Update requires: Replacement``), so
         changing one after deployment replaces the file system with a new, empty one: ``subnet``, the
@@ -149,7 +178,15 @@ class SharedLustre(Construct):
             existing, storage_capacity_gib, per_unit_storage_throughput_mbps, data_repository, kms_key, subnet
         )
         self.file_system: fsx.LustreFileSystem | None
+        #: With ``root_squash``, the deploy-time call that sets it (``Custom::LustreRootSquash``); else None.
+        self.root_squash: cr.AwsCustomResource | None = None
         if existing is not None:
+            if root_squash or root_squash_exempt_nids:
+                raise fail(
+                    self.node.path,
+                    "root_squash" if root_squash else "root_squash_exempt_nids",
+                    "applies to a file system made here; set an adopted one's root squash where it is made",
+                )
             self._check_existing_names(existing)
             self.file_system = None
             self.security_group = existing.security_group
@@ -164,6 +201,7 @@ class SharedLustre(Construct):
             self._check_throughput(per_unit_storage_throughput_mbps)
             self._check_kms_key(kms_key)
             self._check_backup_retention(backup_retention_days)
+            self._check_root_squash(root_squash, root_squash_exempt_nids)
             self._check_data_repository(data_repository)
             self.security_group = self._create_security_group(vpc)
             self.file_system = self._create_file_system(
@@ -175,6 +213,8 @@ class SharedLustre(Construct):
                 removal,
                 lustre_backup_retention_days(self.deployment_type.value, backup_retention_days),
             )
+            if root_squash:
+                self._squash_root(root_squash_exempt_nids)
             if removal == cdk.RemovalPolicy.RETAIN:
                 # A retained file system keeps using its security group: deleting the group would fail.
                 self.security_group.apply_removal_policy(removal)
@@ -274,6 +314,76 @@ class SharedLustre(Construct):
                 "kms_key",
                 "applies to PERSISTENT_2 only; SCRATCH_2 is always encrypted with an FSx-managed key",
             )
+
+    def _check_root_squash(self, root_squash: bool, exempt: Sequence[str]) -> None:
+        if exempt and not root_squash:
+            raise fail(self.node.path, "root_squash_exempt_nids", "applies only with root_squash=True")
+        if len(exempt) > MAX_NO_SQUASH_NIDS:
+            raise fail(
+                self.node.path,
+                "root_squash_exempt_nids",
+                f"must hold at most {MAX_NO_SQUASH_NIDS} NIDs, got {len(exempt)}",
+            )
+        for nid in exempt:
+            problem = no_squash_nid_problem(nid)
+            if problem:
+                raise fail(self.node.path, "root_squash_exempt_nids", problem)
+
+    def _squash_root(self, exempt: Sequence[str]) -> None:
+        """Root squash through FSx's UpdateFileSystem when the stack deploys: CloudFormation's
+        ``AWS::FSx::FileSystem`` has no ``RootSquashConfiguration`` (its LustreConfiguration schema), FSx's API
+        has (``UpdateFileSystemLustreConfiguration.RootSquashConfiguration``). Removing it (root_squash off, or
+        the stack deleted while a retained file system stays) sets ``0:0``, which FSx reads as root squash off."""
+        assert self.file_system is not None
+        file_system_id = self.file_system.file_system_id
+
+        def update(root_squash: str, nids: Sequence[str]) -> cr.AwsSdkCall:
+            return cr.AwsSdkCall(
+                service="FSx",
+                action="updateFileSystem",
+                parameters={
+                    "FileSystemId": file_system_id,
+                    "LustreConfiguration": {
+                        "RootSquashConfiguration": {"RootSquash": root_squash, "NoSquashNids": list(nids)}
+                    },
+                },
+                physical_resource_id=cr.PhysicalResourceId.of(file_system_id),
+                ignore_error_codes_matching="FileSystemNotFound"
+                if root_squash == NO_ROOT_SQUASH_IDS
+                else None,
+            )
+
+        arn = cdk.Stack.of(self).format_arn(
+            service="fsx", resource="file-system", resource_name=file_system_id
+        )
+        self.root_squash = cr.AwsCustomResource(
+            self,
+            "RootSquash",
+            resource_type=ROOT_SQUASH_TYPE,
+            on_update=update(ROOT_SQUASH_IDS, exempt),  # also the create call
+            on_delete=update(NO_ROOT_SQUASH_IDS, ()),
+            # UpdateFileSystem on this file system only (Service Authorization Reference, Amazon FSx:
+            # https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonfsx.html)
+            policy=cr.AwsCustomResourcePolicy.from_statements(
+                [iam.PolicyStatement(actions=["fsx:UpdateFileSystem"], resources=[arn])]
+            ),
+            install_latest_aws_sdk=False,
+        )
+        reason = (
+            "aws-cdk-lib's AwsCustomResource (its design): it sets the file system's root squash with "
+            "fsx:UpdateFileSystem on this file system only, as CloudFormation has no property for it"
+        )
+        acknowledge_cdk_made(self.root_squash, reason)
+        stack = cdk.Stack.of(self)
+        for child in stack.node.children:
+            if child.node.id.startswith(SDK_CALL_FUNCTION_ID):
+                acknowledge_cdk_made(
+                    child,
+                    reason,
+                    managed_policy_reasons={
+                        "AWSLambdaBasicExecutionRole": "aws-cdk-lib's AwsCustomResource function writes its own logs"
+                    },
+                )
 
     def _check_backup_retention(self, days: int | None) -> None:
         if is_unresolved(days):

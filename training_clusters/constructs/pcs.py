@@ -51,7 +51,7 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge_cdk_made
-from training_clusters.constructs.lustre import SharedLustre
+from training_clusters.constructs.lustre import SDK_CALL_FUNCTION_ID, SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.constructs.session_manager import SessionManagerPolicy
 from training_clusters.errors import ConfigurationError
@@ -89,8 +89,6 @@ ROOT_DEVICE_LOOKUP_TYPE = "Custom::AmiRootDevice"
 _ROOT_DEVICE_PATH = "Images.0.RootDeviceName"
 #: What EC2 calls a device: ``/dev/`` and a name (``xvda``, ``sda1``, ``nvme0n1``).
 _DEVICE_NAME = re.compile(r"/dev/[a-z][a-z0-9]{1,15}")
-#: aws-cdk-lib's AwsCustomResource runs one Lambda per stack, a stack child of this id (its provider's UUID).
-_SDK_CALL_FUNCTION_ID = "AWS679f53fac002430cb0da5b7982bd2287"
 
 
 @dataclass(frozen=True)
@@ -656,7 +654,7 @@ class PcsCluster(Construct):
         acknowledge_cdk_made(lookup, reason)
         stack = cdk.Stack.of(self)
         for child in stack.node.children:
-            if child.node.id.startswith(_SDK_CALL_FUNCTION_ID):
+            if child.node.id.startswith(SDK_CALL_FUNCTION_ID):
                 acknowledge_cdk_made(
                     child,
                     reason,

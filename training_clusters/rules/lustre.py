@@ -113,3 +113,34 @@ def lustre_mount_name_problem(mount_name: str) -> str | None:
     """A file system's Lustre mount name: 1-8 letters, digits, ``_`` or ``-`` (``fsx`` on PERSISTENT_1)."""
     requirement = "must be the file system's mount name, 1-8 letters, digits, '_' or '-' such as 'abcdefgh' (FSx's MountName)"
     return pattern_problem(mount_name, _MOUNT_NAME, requirement)
+
+
+#: Root squash: root on every client acts as this uid:gid on the file system (nobody:nogroup), as FSx's own
+#: example (LustreRootSquashConfiguration, https://docs.aws.amazon.com/fsx/latest/APIReference/API_LustreRootSquashConfiguration.html;
+#: https://docs.aws.amazon.com/fsx/latest/LustreGuide/root-squash.html).
+ROOT_SQUASH_IDS = "65534:65534"
+#: What FSx reads as root squash off.
+NO_ROOT_SQUASH_IDS = "0:0"
+#: At most this many NoSquashNids entries, each a client's NID: an IPv4 address (or a range of one) at @tcp.
+MAX_NO_SQUASH_NIDS = 64
+_NID = re.compile(r"([0-9\[\]\-]*\.){3}([0-9\[\]\-]*)@tcp")
+#: The orchestrators whose node scripts write on the shared file system as root at every node's start.
+ROOT_WRITING_ORCHESTRATORS = ("hyperpod", "parallelcluster", "pcs")
+
+
+def no_squash_nid_problem(nid: str) -> str | None:
+    """One NoSquashNids entry: the API's pattern and length (11 to 43 characters)."""
+    if 11 <= len(nid) <= 43 and _NID.fullmatch(nid):
+        return None
+    return f"must be a Lustre client NID such as 10.0.1.6@tcp or 10.0.[2-10].[1-255]@tcp, got {excerpt(nid)}"
+
+
+def root_squash_orchestrator_problem(orchestrator: str) -> str | None:
+    """Root squash with an orchestrator whose nodes write as root on the file system."""
+    if orchestrator not in ROOT_WRITING_ORCHESTRATORS:
+        return None
+    return (
+        f"must be off with {orchestrator}: its node scripts write on the file system as root on every new node "
+        "(the shared homes and their ~/.ssh, the mount point's mode), which root squash refuses, and FSx exempts "
+        "clients only by IP address (NoSquashNids), which replaced nodes do not keep"
+    )

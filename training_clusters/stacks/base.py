@@ -222,6 +222,8 @@ class TrainingEnvironmentStack(cdk.Stack):
             data_repository=repository,
             removal_policy=lustre.removal_policy,
             backup_retention_days=lustre.backup_retention_days,
+            root_squash=lustre.root_squash,
+            root_squash_exempt_nids=lustre.root_squash_exempt_nids,
         )
         storage.allow_clients_from(self.network)
         if lustre.removal_policy is RemovalPolicy.RETAIN:
