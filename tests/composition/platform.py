@@ -123,7 +123,7 @@ def build(app: cdk.App) -> dict[str, Team]:
         subnet=network.placement_subnet(),
         compute_node_groups=[PcsComputeNodeGroup(name="compute", instance_type="c5n.9xlarge", max_count=2)],
         placement_group=placement,
-        efa_security_group=network.efa_security_group,
+        efa_security_group=network.add_efa_security_group("PcsEfa"),
         file_system=fs,
         ami_ssm_parameter="/training-clusters/pcs/ami",
     )
@@ -139,7 +139,7 @@ def build(app: cdk.App) -> dict[str, Team]:
         instance_type="g5.8xlarge",
         subnet=network.placement_subnet(),
         placement_group=placement,
-        efa_security_group=network.efa_security_group,
+        efa_security_group=network.add_efa_security_group("EksEfa"),
         desired_size=1,
     )
     # the organisation's aspects, applied last, as a platform team's app does
