@@ -156,6 +156,8 @@ def test_documented_defaults_of_the_network_and_the_file_system() -> None:
         "data_repository": None,
         "removal_policy": "retain",
         "backup_retention_days": None,
+        "root_squash": False,
+        "root_squash_exempt_nids": [],
     }
 
 
