@@ -273,7 +273,8 @@ def test_trainium_nodegroups_get_the_neuron_device_plugin_not_nvidias(app: cdk.A
     document = yaml.safe_load((ROOT / "environments" / "eks-p5-efa.yaml").read_text())
     document["eks"]["efa_nodegroups"] = [{"name": "trn", "instance_type": "trn1.32xlarge", "size": 2}]
     document["eks"]["gpu_nodegroups"] = []
-    document["eks"].pop("queues", None)  # GPU queues: a Trainium-only cluster has nothing for them to queue for
+    # GPU queues: a Trainium-only cluster has nothing for them to queue for
+    document["eks"].pop("queues", None)
     stack = add_environment_config(app, parse_environment(document), "trn")
     assert isinstance(stack, EksTrainingEnvironment)
     assert stack.neuron_device_plugin is not None
