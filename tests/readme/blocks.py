@@ -146,7 +146,7 @@ def expected(command: Command) -> str:
         action = words[1]
         if action in ("deploy", "diff", "destroy"):
             return "cdk-credentials"
-        if action == "preflight" or (action == "cleanup" and "--dry-run" not in words):
+        if action in ("preflight", "connect") or (action == "cleanup" and "--dry-run" not in words):
             return "our-credentials"
         if action == "render-pcluster" and "--deployed" in words:
             return "our-credentials"
