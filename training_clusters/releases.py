@@ -421,3 +421,139 @@ VERSION_DEFAULTS: tuple[VersionDefault, ...] = (
         "https://github.com/kubeflow/mpi-operator/releases",
     ),
 )
+
+
+# --------------------------------------------------------------------------------------------------
+# What the node scripts download as root at boot, and how each is verified
+
+#: How a boot-time download is verified: a SHA-256 the scripts check, a signed apt repository, or nothing but
+#: TLS to a name and a tag (trusted on first use: whatever the server sends the first time is used).
+PINNED = "pinned"
+SIGNED = "signed"
+TRUSTED_ON_FIRST_USE = "trusted on first use"
+
+#: The pin option the HyperPod Slurm lifecycle scripts read (``lib/common.sh`` ``tc_download``).
+_PIN_OPTION = (
+    "`hyperpod: {download_sha256: {URL: SHA-256}}` (`LifecycleOptions(extra={'download_sha256': ...})`)"
+)
+
+
+@dataclass(frozen=True)
+class BootDownload:
+    """One download a node script makes as root at boot: what it is, the script (under ``training_clusters/``)
+    and the exact line that fetches it, the URL pattern, the step that needs it, how it is verified today and
+    how a user pins it. ``lifecycle_option``: the HyperPod ``LifecycleOptions`` flag that turns on the step
+    making a download the environment file can pin (``download_sha256``), whose synth warns while it is unpinned.
+    """
+
+    what: str
+    script: str
+    call: str
+    url: str
+    step: str
+    verified: str
+    how: str
+    pin: str
+    lifecycle_option: str | None = None
+
+
+#: Every download the node scripts make as root (HyperPod's lifecycle scripts, ParallelCluster's custom
+#: actions, PCS user data). ParallelCluster's ``pyxis.sh`` and ``users.sh`` and PCS's user data download
+#: nothing; packages installed with ``apt-get`` come from the AMI's distribution repositories, which apt
+#: verifies by their signatures.
+BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
+    BootDownload(
+        "enroot's `enroot` and `enroot+caps` .debs",
+        "lifecycle_scripts/lib/enroot_pyxis.sh",
+        'tc_download "${TC_ENROOT_BASE_URL}/v${TC_ENROOT_VERSION}/${package}_${TC_ENROOT_VERSION}-1_${arch}.deb" \\',
+        f"https://github.com/NVIDIA/enroot/releases/download/v{ENROOT_VERSION}/enroot[+caps]_{ENROOT_VERSION}-1_<arch>.deb",
+        "HyperPod `enable_enroot_pyxis`, workers without enroot",
+        TRUSTED_ON_FIRST_USE,
+        "HTTPS by release tag; a warning in the node's log that nothing verified it",
+        _PIN_OPTION,
+        "enable_enroot_pyxis",
+    ),
+    BootDownload(
+        "Pyxis' source",
+        "lifecycle_scripts/lib/enroot_pyxis.sh",
+        'tc_download "$TC_PYXIS_TARBALL_URL" "${build}.tar.gz"',
+        f"https://github.com/NVIDIA/pyxis/archive/refs/tags/v{PYXIS_VERSION}.tar.gz",
+        "HyperPod `enable_enroot_pyxis`, nodes without `spank_pyxis.so`",
+        TRUSTED_ON_FIRST_USE,
+        "HTTPS by source tag, built on the node; a warning in the node's log that nothing verified it",
+        _PIN_OPTION,
+        "enable_enroot_pyxis",
+    ),
+    BootDownload(
+        "NVIDIA's container toolkit apt key",
+        "lifecycle_scripts/lib/enroot_pyxis.sh",
+        'if ! tc_download "$TC_NVIDIA_CONTAINER_KEY_URL" "$key"; then',
+        "https://nvidia.github.io/libnvidia-container/gpgkey",
+        "HyperPod `enable_enroot_pyxis`, GPU workers without `nvidia-container-cli`",
+        TRUSTED_ON_FIRST_USE,
+        "HTTPS; the packages then installed (`libnvidia-container-tools`) are checked by apt against this key",
+        _PIN_OPTION,
+        "enable_enroot_pyxis",
+    ),
+    BootDownload(
+        "Slurm's source, to build `pam_slurm_adopt.so`",
+        "lifecycle_scripts/lib/pam_slurm_adopt.sh",
+        'tc_download "${TC_SLURM_SOURCE_URL}/slurm-${version}.tar.bz2" "${TC_PAM_BUILD_DIR}/slurm-${version}.tar.bz2"',
+        "https://download.schedmd.com/slurm/slurm-<installed version>.tar.bz2",
+        "HyperPod `enable_pam_slurm_adopt`, only on an AMI without the module (the AMI's own is used first)",
+        TRUSTED_ON_FIRST_USE,
+        "HTTPS by version; a warning in the node's log that nothing verified it",
+        _PIN_OPTION,
+        "enable_pam_slurm_adopt",
+    ),
+    BootDownload(
+        "Amazon RDS certificate bundle",
+        "lifecycle_scripts/lib/accounting.sh",
+        "if ! answer=\"$(curl --fail --silent --show-error --location --proto '=https,file' --proto-redir '=https' \\",
+        "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem",
+        "HyperPod `accounting.mode: external`, controller",
+        TRUSTED_ON_FIRST_USE,
+        "HTTPS from AWS; checked to hold PEM certificates and nothing else",
+        "none in the environment file (the scripts' `TC_RDS_CA_BUNDLE_URL` takes a `file://` URL)",
+    ),
+    BootDownload(
+        "NVIDIA's DCGM exporter image",
+        "lifecycle_scripts/lib/observability.sh",
+        'docker run --detach --name "$TC_DCGM_EXPORTER_NAME" --restart unless-stopped \\',
+        HYPERPOD_DCGM_EXPORTER_IMAGE,
+        "HyperPod `enable_observability`, GPU nodes with Docker",
+        TRUSTED_ON_FIRST_USE,
+        "pulled by tag from nvcr.io over TLS",
+        "none in the environment file (the scripts' `TC_DCGM_EXPORTER_IMAGE` takes an `image@sha256:` reference)",
+    ),
+    BootDownload(
+        "Distribution packages (`apt-get install`)",
+        "lifecycle_scripts/lib/common.sh",
+        "",
+        "the AMI's apt sources",
+        "every step that installs a package",
+        SIGNED,
+        "apt checks each repository's signed Release file and each package's hash",
+        "not needed",
+    ),
+)
+
+
+def render_boot_downloads() -> str:
+    """``docs/downloads.md``: :data:`BOOT_DOWNLOADS` as a Markdown page."""
+    lines = [
+        "# What the nodes download as root at boot",
+        "",
+        "Generated from `training_clusters.releases.BOOT_DOWNLOADS` (a test keeps them equal). *Pinned*: a",
+        "SHA-256 the scripts check; *signed*: a signed apt repository; *trusted on first use*: HTTPS to a name",
+        "and a tag, nothing checks the bytes (a release's files can be replaced under the same tag). A synth",
+        "warns (`training-clusters:unpinned-download`) when a file enables a step that makes an unpinned one.",
+        "A pinned download with other bytes is deleted and fails its step with one line.",
+        "",
+        "| What | URL | Needed by | Verified | How | How to pin it |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    lines += [
+        f"| {d.what} | `{d.url}` | {d.step} | {d.verified} | {d.how} | {d.pin} |" for d in BOOT_DOWNLOADS
+    ]
+    return "\n".join(lines) + "\n"

@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from tests.lifecycle.sandbox import SCRIPTS, Sandbox
-from training_clusters.releases import ENROOT_VERSION, HYPERPOD_DCGM_EXPORTER_IMAGE, PYXIS_VERSION
+from training_clusters.releases import (
+    BOOT_DOWNLOADS,
+    ENROOT_VERSION,
+    HYPERPOD_DCGM_EXPORTER_IMAGE,
+    PYXIS_VERSION,
+)
 
 ENROOT = "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot_3.5.0-1_amd64.deb"
 ENROOT_CAPS = "https://github.com/NVIDIA/enroot/releases/download/v3.5.0/enroot+caps_3.5.0-1_amd64.deb"
@@ -75,23 +80,21 @@ def test_bad_pins_fail_preflight(sandbox: Sandbox, pins: Any, message: str) -> N
     assert "step 'apt-update' started" not in run.log
 
 
-def _readme_unpinned_urls() -> set[str]:
-    """The URLs README's "On the nodes" says are downloaded unpinned by default (placeholders filled in as
-    the sandbox's node has them: amd64, Slurm 24.11.1)."""
-    import re
-
-    from tests.lifecycle.sandbox import REPO
-
-    text = " ".join((REPO / "README.md").read_text().split())
-    paragraph = text[text.index("What the scripts download as root is **not pinned by default**") :]
-    paragraph = paragraph[: paragraph.index("fails its step with one line.")]
-    urls = re.findall(r"`(https://[^`]+)`", paragraph)
-    return {url.replace("<arch>", "amd64").replace("<version>", "24.11.1") for url in urls}
+def _table_unpinned_urls() -> set[str]:
+    """The URLs releases.BOOT_DOWNLOADS (docs/downloads.md) says tc_download fetches unpinned by default
+    (placeholders filled in as the sandbox's node has them: amd64, Slurm 24.11.1)."""
+    urls = set()
+    for row in BOOT_DOWNLOADS:
+        if "tc_download" not in row.call:
+            continue
+        url = row.url.replace("<arch>", "amd64").replace("<installed version>", "24.11.1")
+        urls |= {url.replace("enroot[+caps]_", "enroot_"), url.replace("enroot[+caps]_", "enroot+caps_")}
+    return urls
 
 
-def test_the_readme_names_every_download_left_unpinned(sandbox: Sandbox) -> None:
+def test_the_table_names_every_download_left_unpinned(sandbox: Sandbox) -> None:
     """Every download of a worker with everything on (enroot, pyxis, pam_slurm_adopt built from source, a GPU
-    without nvidia-container-cli) warns that nothing verified it, and README lists exactly those."""
+    without nvidia-container-cli) warns that nothing verified it, and the table lists exactly those."""
     sandbox.write_params(enable_pam_slurm_adopt=True)
     sandbox.remove_command("nvidia-container-cli")
 
@@ -101,7 +104,7 @@ def test_the_readme_names_every_download_left_unpinned(sandbox: Sandbox) -> None
     import re
 
     unverified = set(re.findall(r"(https://\S+) is not verified: no download_sha256 entry pins it", run.log))
-    assert unverified == _readme_unpinned_urls() | {ENROOT_CAPS}
+    assert unverified == _table_unpinned_urls()
 
 
 @pytest.mark.parametrize(

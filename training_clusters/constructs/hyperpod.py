@@ -39,6 +39,11 @@ from training_clusters.options import (
     NodeRole,
 )
 from training_clusters.rules.common import mount_dir_problem
+from training_clusters.rules.downloads import (
+    LIFECYCLE_DOWNLOAD_OPTIONS,
+    UNPINNED_DOWNLOAD_WARNING,
+    unpinned_download_advice,
+)
 from training_clusters.rules.hyperpod import (
     RESERVED_MOUNT_DIRS,
     cluster_name_problem,
@@ -51,7 +56,16 @@ from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount
 
 from ._grants import grant_passed_role
 from ._security_groups import SameEnvironmentConnections, claim_efa_groups, open_between_members
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, refuse_misplaced
+from ._validation import (
+    advise,
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_misplaced,
+)
 from .session_manager import CHANNEL_ACTIONS
 
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
@@ -345,6 +359,10 @@ class HyperPodCluster(Construct):
         self._check_lustre(lustre)
         self._check_lifecycle_scripts(lifecycle_scripts_dir)
         lifecycle = self._lifecycle_options(lifecycle or LifecycleOptions(), lifecycle_scripts_dir)
+        if lifecycle_scripts_dir is None:
+            enabled = [name for name in LIFECYCLE_DOWNLOAD_OPTIONS if getattr(lifecycle, name) is True]
+            pins = lifecycle.extra.get("download_sha256", {})
+            advise(self, UNPINNED_DOWNLOAD_WARNING, unpinned_download_advice(enabled, pins))
         self._accounting = self._accounting_option(accounting, lifecycle_scripts_dir)
         self._check_users(users, lifecycle_scripts_dir)
         self.users = tuple(users)
