@@ -46,7 +46,7 @@ from training_clusters.constructs import (
     TrainingPlacementGroup,
 )
 from training_clusters.errors import ConfigurationError
-from training_clusters.options import Choice, RemovalPolicy
+from training_clusters.options import Choice, RemovalPolicy, TopologyPlacement
 
 from ..conftest import AZS, CDK_CONTEXT, REGION, PinnedStack
 
@@ -159,6 +159,15 @@ def _queues(stack: cdk.Stack, **props: Any) -> Construct:
     kueue = package.Kueue(stack, "Kueue", cluster=cluster)
     return package.TrainingQueues(  # type: ignore[no-any-return]
         stack, "Queues", cluster=cluster, kueue=kueue, nodegroups={"gpu": gpu}, cohort="research", **props
+    )
+
+
+def _runtimes(stack: cdk.Stack, **props: Any) -> Construct:
+    nodegroup = _efa_nodegroup(stack)
+    cluster = stack.node.find_child("Eks")
+    trainer = package.KubeflowTrainer(stack, "Trainer", cluster=cluster)
+    return package.TrainingRuntimes(  # type: ignore[no-any-return]
+        stack, "Runtimes", cluster=cluster, trainer=trainer, nodegroups={"g5": nodegroup}, **props
     )
 
 
@@ -408,6 +417,16 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         lambda s, v: _queues(s, borrow_within_cohort=v, reclaim_within_cohort="Any"),
         package.QueuePreemption.LOWER_PRIORITY,
         "LOWER_PRIORITY",
+    ),
+    "TrainingQueues.topology": (
+        lambda s, v: _queues(s, topology=v),
+        TopologyPlacement.OFF,
+        "Off",
+    ),
+    "TrainingRuntimes.topology": (
+        lambda s, v: _runtimes(s, topology=v),
+        TopologyPlacement.OFF,
+        "OFF",
     ),
     "TrainingQueues.pod_security": (
         lambda s, v: _queues(s, pod_security=v),
