@@ -5,7 +5,8 @@ security group, subnet and the VPC; a Slurm accounting database (``SlurmAccounti
 instance, KMS key, secrets, subnet group, parameter group, security group, log groups) with its subnets; the
 lifecycle, custom-action and access-log buckets; the flow-log and MPI Operator log groups. :class:`Kind` lists
 exactly those resource types; ``tests/test_destroy.py`` checks that every type a shipped environment retains is
-one of them.
+one of them. Besides, the EBS volumes of Kubernetes claims (Prometheus, Grafana), which the EBS CSI driver made,
+not CloudFormation: deleting the cluster deletes none of them.
 
 **Finding them.** One listing of the Resource Groups Tagging API in the environment's region, asking for the
 tags every resource of the stack carries (``EnvironmentConfig.resource_tags``: ``project`` and
@@ -13,7 +14,10 @@ tags every resource of the stack carries (``EnvironmentConfig.resource_tags``: `
 here, so a resource of another environment (another name, another stack, a resource ParallelCluster's own
 stack made) is never listed, whatever the service returns. A resource whose ``aws:cloudformation:stack-id``
 is a stack that still exists is in use, not left behind: only what earlier deployments left is listed (run
-it after ``cdk destroy``, or beside a new deployment). Not found: log groups Lambda made itself for CDK's
+it after ``cdk destroy``, or beside a new deployment). The claims' volumes carry no stack tag: one
+``DescribeVolumes`` asks for the ``project`` and ``environment`` tags the environment's StorageClass gives them
+and the ``ebs.csi.aws.com/cluster`` tag the driver adds (checked again here too); nothing proves which deployment
+made one, so while the stack exists they are all in use and none is listed. Not found: log groups Lambda made itself for CDK's
 handlers (``/aws/lambda/training-<name>-*``), which carry no tags, and backups and snapshots, kept on purpose.
 
 **Deleting them** (:func:`delete`, after :func:`plan`) in an order that lets each deletion succeed: file
@@ -38,6 +42,7 @@ from typing import Any
 from training_clusters.config import PROJECT_TAG
 from training_clusters.errors import bounded, displayable
 from training_clusters.prices import (
+    EBS_GP3_USD_PER_GB_MONTH,
     KMS_KEY_USD_PER_MONTH,
     PRICES_AS_OF,
     PRICES_REGION,
@@ -59,6 +64,7 @@ LIST_IAM_ACTIONS = (
     "rds:DescribeDBClusters",
     "kms:DescribeKey",
     "secretsmanager:DescribeSecret",
+    "ec2:DescribeVolumes",
 )
 #: What ``--delete`` needs besides.
 DELETE_IAM_ACTIONS = (
@@ -73,6 +79,7 @@ DELETE_IAM_ACTIONS = (
     "logs:DeleteLogGroup",
     "secretsmanager:DeleteSecret",
     "kms:ScheduleKeyDeletion",
+    "ec2:DeleteVolume",
     "ec2:DeleteSecurityGroup",
     "ec2:DeleteSubnet",
     "ec2:DeleteVpc",
@@ -99,6 +106,7 @@ ALREADY_GONE = frozenset(
         "ResourceNotFoundException",
         "NotFoundException",
         "InvalidGroup.NotFound",
+        "InvalidVolume.NotFound",
         "InvalidSubnetID.NotFound",
         "InvalidVpcID.NotFound",
     }
@@ -126,6 +134,7 @@ class Kind(Enum):
     LOG_GROUP = ("log group", "AWS::Logs::LogGroup", "logs:log-group")
     SECRET = ("secret", "AWS::SecretsManager::Secret", "secretsmanager:secret")
     KMS_KEY = ("KMS key", "AWS::KMS::Key", "kms:key")
+    EBS_VOLUME = ("EBS volume", "AWS::EC2::Volume", "ec2:volume")
     SECURITY_GROUP = ("security group", "AWS::EC2::SecurityGroup", "ec2:security-group")
     SUBNET = ("subnet", "AWS::EC2::Subnet", "ec2:subnet")
     VPC = ("VPC", "AWS::EC2::VPC", "ec2:vpc")
@@ -135,6 +144,15 @@ class Kind(Enum):
         self.cloudformation_type = cloudformation_type
         self.tagging_type = tagging_type
 
+
+#: What the environment's stacks do not make (found by ``DescribeVolumes``, not by the stack's tags).
+NOT_STACK_MADE = (Kind.EBS_VOLUME,)
+#: The tag the EBS CSI driver puts on every volume it makes
+#: (https://github.com/kubernetes-sigs/aws-ebs-csi-driver/blob/master/docs/tagging.md).
+EBS_CSI_CLUSTER_TAG = "ebs.csi.aws.com/cluster"
+#: The tags it adds naming the claim a volume was made for.
+PVC_NAME_TAG = "kubernetes.io/created-for/pvc/name"
+PVC_NAMESPACE_TAG = "kubernetes.io/created-for/pvc/namespace"
 
 #: The network: kept whole while anything kept still lives in it.
 NETWORK = (Kind.SECURITY_GROUP, Kind.SUBNET, Kind.VPC)
@@ -208,7 +226,7 @@ class Inventory:
     live_stack_status: str | None = None
     """The status of the environment's stack when it still exists (its own resources are not listed)."""
     in_live_stack: int = 0
-    """How many tagged resources belong to that stack."""
+    """How many tagged resources belong to that stack (its claims' volumes included)."""
 
 
 @dataclass(frozen=True)
@@ -275,6 +293,11 @@ def find_leftovers(environment: str, stack: str, region: str, clients: CleanupCl
         leftover = _leftover(arn, tags, region)
         if leftover is not None:
             found.append(leftover)
+    for volume in _volumes(environment, region, clients.ec2):
+        if live_status is not None:  # no tag says which deployment made it: the live cluster's, maybe
+            in_live_stack += 1
+        else:
+            found.append(volume)
     described = [*_described(sorted(found, key=_deletion_order), region, clients)]
     return Inventory(
         environment=environment,
@@ -325,7 +348,7 @@ def _tagged(environment: str, stack: str, tagging: Any) -> Iterator[tuple[str, d
                 {"Key": "environment", "Values": [environment]},
                 {"Key": STACK_NAME_TAG, "Values": [stack]},
             ],
-            "ResourceTypeFilters": [kind.tagging_type for kind in Kind],
+            "ResourceTypeFilters": [kind.tagging_type for kind in Kind if kind not in NOT_STACK_MADE],
             "ResourcesPerPage": 100,
         }
         if token:
@@ -338,6 +361,52 @@ def _tagged(environment: str, stack: str, tagging: Any) -> Iterator[tuple[str, d
         if not token:
             return
     raise CleanupStopped(f"more than {MAX_PAGES * 100} tagged resources: list them with the AWS console")
+
+
+def _volumes(environment: str, region: str, ec2: Any) -> Iterator[Leftover]:
+    """The EBS volumes the EBS CSI driver made for the environment's claims (its StorageClass's tags)."""
+    token = ""
+    for _ in range(MAX_PAGES):
+        request: dict[str, Any] = {
+            "Filters": [
+                {"Name": "tag:project", "Values": [PROJECT_TAG]},
+                {"Name": "tag:environment", "Values": [environment]},
+                {"Name": "tag-key", "Values": [EBS_CSI_CLUSTER_TAG]},
+            ],
+            "MaxResults": 500,
+        }
+        if token:
+            request["NextToken"] = token
+        answer = ec2.describe_volumes(**request)
+        for volume in answer.get("Volumes", []):
+            tags = {str(t.get("Key")): str(t.get("Value")) for t in volume.get("Tags", [])}
+            ours = tags.get("project") == PROJECT_TAG and tags.get("environment") == environment
+            if ours and EBS_CSI_CLUSTER_TAG in tags and volume.get("VolumeId"):
+                yield _volume(volume, tags, region)
+        token = answer.get("NextToken") or ""
+        if not token:
+            return
+    raise CleanupStopped(f"more than {MAX_PAGES * 500} tagged volumes: list them with the AWS console")
+
+
+def _volume(volume: dict[str, Any], tags: dict[str, str], region: str) -> Leftover:
+    """A claim's volume: its size and type, the claim it was made for, what it costs a month."""
+    size, kind = volume.get("Size"), str(volume.get("VolumeType", ""))
+    claim = "/".join(t for t in (tags.get(PVC_NAMESPACE_TAG, ""), tags.get(PVC_NAME_TAG, "")) if t)
+    detail = ", ".join(p for p in (f"{kind}, {size} GiB", f"claim {claim}" if claim else "") if p)
+    usd = None
+    if kind == "gp3" and isinstance(size, int) and region == PRICES_REGION:
+        usd = round(size * EBS_GP3_USD_PER_GB_MONTH, 2)
+    attached = [str(a.get("InstanceId", "")) for a in volume.get("Attachments", []) if a.get("InstanceId")]
+    return Leftover(
+        kind=Kind.EBS_VOLUME,
+        id=str(volume["VolumeId"]),
+        arn="",  # DescribeVolumes names no account
+        detail=detail,
+        monthly_usd=usd,
+        cost=_usd(usd) if usd is not None else _unknown(region),
+        keep=f"attached to {', '.join(attached)}" if attached else "",
+    )
 
 
 def _ours(tags: dict[str, str], environment: str, stack: str) -> bool:
@@ -401,6 +470,8 @@ def _described(found: list[Leftover], region: str, clients: CleanupClients) -> I
             described = _key(_priced(leftover, region), clients.kms)
         elif leftover.kind is Kind.SECRET:
             described = _secret(_priced(leftover, region), clients.secretsmanager)
+        elif leftover.kind is Kind.EBS_VOLUME:
+            described = leftover  # DescribeVolumes said it all
         else:
             described = _priced(leftover, region)
         if described is not None:
@@ -591,7 +662,7 @@ def plan(
     return [
         replace(
             leftover,
-            keep=keep.get((leftover.kind, leftover.id), ""),
+            keep=keep.get((leftover.kind, leftover.id), leftover.keep),
             facts={
                 **leftover.facts,
                 **({"how": how[(leftover.kind, leftover.id)]} if (leftover.kind, leftover.id) in how else {}),
@@ -712,6 +783,9 @@ class Deleter:
             self._step(
                 f"scheduled KMS key {name} for deletion in {RECOVERY_DAYS} days (cancel-key-deletion undoes it)"
             )
+        elif kind is Kind.EBS_VOLUME:
+            self.clients.ec2.delete_volume(VolumeId=leftover.id)
+            self._step(f"deleted EBS volume {name}")
         elif kind is Kind.SECURITY_GROUP:
             self.clients.ec2.delete_security_group(GroupId=leftover.id)
             self._step(f"deleted security group {name}")

@@ -85,6 +85,43 @@ def tagged(resource_arn: str, logical_id: str, *, environment: str, **tags: str)
     return {"ResourceARN": resource_arn, "Tags": [{"Key": k, "Value": v} for k, v in every.items()]}
 
 
+PROMETHEUS_VOLUME = "vol-0e000000000000001"
+GRAFANA_VOLUME = "vol-0e000000000000002"
+
+
+def claim_volume(
+    volume_id: str,
+    environment: str,
+    *,
+    claim: str = "prometheus-db-prometheus-0",
+    size: int = 50,
+    attached_to: str = "",
+    **tags: str,
+) -> dict[str, Any]:
+    """A DescribeVolumes entry: a volume the EBS CSI driver made for a claim, with the StorageClass's tags."""
+    every = {
+        "project": "cdk-training-clusters",
+        "environment": environment,
+        "ebs.csi.aws.com/cluster": "true",
+        "CSIVolumeName": f"pvc-{volume_id}",
+        "kubernetes.io/created-for/pvc/name": claim,
+        "kubernetes.io/created-for/pvc/namespace": "monitoring",
+        **tags,
+    }
+    volume: dict[str, Any] = {
+        "VolumeId": volume_id,
+        "Size": size,
+        "VolumeType": "gp3",
+        "State": "in-use" if attached_to else "available",
+        "AvailabilityZone": "us-east-1a",
+        "Encrypted": True,
+        "Tags": [{"Key": k, "Value": v} for k, v in every.items() if v != "-"],
+    }
+    if attached_to:
+        volume["Attachments"] = [{"InstanceId": attached_to, "VolumeId": volume_id, "State": "attached"}]
+    return volume
+
+
 def look_alikes(environment: str) -> list[dict[str, Any]]:
     """Resources a careless filter would take for ``environment``'s: another environment whose name
     extends it, the same tags on a stack ParallelCluster made, another project."""
@@ -126,7 +163,7 @@ def network_storage_listing() -> list[dict[str, Any]]:
 NAMING_PARAMETERS = (
     "StackName", "FileSystemId", "FileSystemIds", "BackupIds", "DBClusterIdentifier", "DBInstanceIdentifier",
     "DBSubnetGroupName", "DBClusterParameterGroupName", "Bucket", "logGroupName", "SecretId", "KeyId",
-    "GroupId", "SubnetId", "VpcId",
+    "GroupId", "SubnetId", "VpcId", "VolumeId",
 )  # fmt: skip
 
 
@@ -157,9 +194,16 @@ class Account:
         )
 
     def listing(
-        self, environment: str, resources: list[dict[str, Any]], *, stack_id: str | None = None
+        self,
+        environment: str,
+        resources: list[dict[str, Any]],
+        *,
+        stack_id: str | None = None,
+        volumes: list[dict[str, Any]] | None = None,
+        volume_pages: bool = True,
     ) -> None:
-        """The stack's state, then the tagged resources, on one page."""
+        """The stack's state, then the tagged resources, on one page, then the claims' volumes on one page
+        (``volume_pages=False``: the test queues them itself)."""
         stack = f"training-{environment}"
         if stack_id is None:
             self.error(
@@ -195,10 +239,31 @@ class Account:
                     {"Key": "environment", "Values": [environment]},
                     {"Key": "aws:cloudformation:stack-name", "Values": [stack]},
                 ],
-                "ResourceTypeFilters": [kind.tagging_type for kind in Kind],
+                "ResourceTypeFilters": [kind.tagging_type for kind in Kind if kind is not Kind.EBS_VOLUME],
                 "ResourcesPerPage": 100,
             },
         )
+        if volume_pages:
+            self.volumes(environment, volumes or [])
+
+    def volumes(
+        self, environment: str, volumes: list[dict[str, Any]], *, next_token: str = "", token: str = ""
+    ) -> None:
+        """One page of DescribeVolumes for the environment's StorageClass tags."""
+        expected: dict[str, Any] = {
+            "Filters": [
+                {"Name": "tag:project", "Values": ["cdk-training-clusters"]},
+                {"Name": "tag:environment", "Values": [environment]},
+                {"Name": "tag-key", "Values": ["ebs.csi.aws.com/cluster"]},
+            ],
+            "MaxResults": 500,
+        }
+        if token:
+            expected["NextToken"] = token
+        response: dict[str, Any] = {"Volumes": volumes}
+        if next_token:
+            response["NextToken"] = next_token
+        self.answer("ec2", "describe_volumes", response, expected)
 
     def file_system(
         self,
@@ -281,7 +346,12 @@ def network_storage_account() -> Account:
 
 
 FLOW_LOGS = "training-network-storage-NetworkFlowLogs2BEC3212-AbCdEf"
-LISTED = ["DescribeStacks training-network-storage", "GetResources", f"DescribeFileSystems ['{FS}']"]
+LISTED = [
+    "DescribeStacks training-network-storage",
+    "GetResources",
+    "DescribeVolumes",
+    f"DescribeFileSystems ['{FS}']",
+]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -451,13 +521,14 @@ def test_a_stack_whose_id_is_not_known_holds_every_resource(
     account.stubs["tagging"].add_response(
         "get_resources", {"ResourceTagMappingList": network_storage_listing(), "PaginationToken": ""}
     )
+    account.volumes("network-storage", [claim_volume(PROMETHEUS_VOLUME, "network-storage")])
 
     status, text = account.run(monkeypatch, "network-storage", "--delete", "--yes")
 
     assert status == 0
     assert text.startswith("training-network-storage in us-east-1: nothing left behind\n")
-    assert "its 5 resource(s) are in use and not listed" in text
-    assert account.calls == ["DescribeStacks training-network-storage", "GetResources"]
+    assert "its 6 resource(s) are in use and not listed" in text  # the volume too
+    assert account.calls == ["DescribeStacks training-network-storage", "GetResources", "DescribeVolumes"]
 
 
 @pytest.mark.parametrize(
@@ -762,6 +833,7 @@ def team_account(*, scheduled: bool = False) -> Account:
 TEAM_LISTED = [
     f"DescribeStacks training-{TEAM}",
     "GetResources",
+    "DescribeVolumes",
     f"DescribeFileSystems ['{TEAM_FS}']",
     f"DescribeDBClusters {DB}",
     f"DescribeSecret {SECRET}",
@@ -1131,6 +1203,155 @@ def test_a_refused_listing_is_one_line_and_exit_2(
     )
 
 
+# --- the EBS volumes of Prometheus's and Grafana's claims (made by the EBS CSI driver, not CloudFormation) -----
+
+MONITORING = "eks-gpu-monitoring"
+
+
+def monitoring_volumes() -> list[dict[str, Any]]:
+    """The two claims' volumes, and what the filter must not be trusted with: another environment's volume,
+    a volume with the environment's tags that the driver did not make, one of another project."""
+    return [
+        claim_volume(PROMETHEUS_VOLUME, MONITORING),
+        claim_volume(GRAFANA_VOLUME, MONITORING, claim="prometheus-grafana", size=10),
+        claim_volume("vol-0f000000000000001", "eks-mig"),
+        claim_volume("vol-0f000000000000002", MONITORING, **{"ebs.csi.aws.com/cluster": "-"}),
+        claim_volume("vol-0f000000000000003", MONITORING, project="another-project"),
+    ]
+
+
+def test_the_claims_volumes_are_listed_with_their_claim_and_cost_and_deleted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    account = Account()
+    account.listing(MONITORING, [], volumes=monitoring_volumes())
+    for volume in (PROMETHEUS_VOLUME, GRAFANA_VOLUME):
+        account.deleted("ec2", "delete_volume", {"VolumeId": volume})
+
+    status, text = account.run(monkeypatch, MONITORING, "--delete", "--yes", "--output", "json")
+
+    document = json.loads(text)
+    assert (status, document["deleted"], document["monthly_usd_known"]) == (0, True, 4.8)
+    assert document["resources"] == [
+        {
+            "kind": "ebs_volume",
+            "resource": "EBS volume",
+            "id": PROMETHEUS_VOLUME,
+            "name": PROMETHEUS_VOLUME,
+            "arn": "",
+            "logical_id": "",
+            "detail": "gp3, 50 GiB, claim monitoring/prometheus-db-prometheus-0",
+            "monthly_usd": 4.0,  # 50 GiB x $0.08
+            "cost": "$4.00",
+            "delete": True,
+            "plan": "delete",
+        },
+        {
+            "kind": "ebs_volume",
+            "resource": "EBS volume",
+            "id": GRAFANA_VOLUME,
+            "name": GRAFANA_VOLUME,
+            "arn": "",
+            "logical_id": "",
+            "detail": "gp3, 10 GiB, claim monitoring/prometheus-grafana",
+            "monthly_usd": 0.8,
+            "cost": "$0.80",
+            "delete": True,
+            "plan": "delete",
+        },
+    ]
+    assert document["steps"] == [
+        f"deleted EBS volume {PROMETHEUS_VOLUME}",
+        f"deleted EBS volume {GRAFANA_VOLUME}",
+    ]
+    assert account.calls == [
+        f"DescribeStacks training-{MONITORING}",
+        "GetResources",
+        "DescribeVolumes",
+        f"DeleteVolume {PROMETHEUS_VOLUME}",
+        f"DeleteVolume {GRAFANA_VOLUME}",
+    ]
+
+
+def test_while_the_stack_exists_no_claim_volume_is_listed_or_deleted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A volume names no stack: which deployment's cluster made it cannot be told, so the live one may use it."""
+    account = Account()
+    live = LIVE_STACK_ID.format(stack=f"training-{MONITORING}")
+    account.listing(MONITORING, [], stack_id=live, volumes=monitoring_volumes())
+
+    status, text = account.run(monkeypatch, MONITORING, "--delete", "--yes")
+
+    assert status == 0
+    assert text.startswith(f"training-{MONITORING} in us-east-1: nothing left behind\n")
+    assert "its 2 resource(s) are in use and not listed" in text  # the two claims' volumes, not the others
+    assert account.calls == [f"DescribeStacks training-{MONITORING}", "GetResources", "DescribeVolumes"]
+
+
+def test_an_attached_volume_is_kept_and_no_volume_of_ours_means_none_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    account = Account()
+    attached = claim_volume(PROMETHEUS_VOLUME, MONITORING, attached_to="i-0123456789abcdef0")
+    account.listing(MONITORING, [], volumes=[attached, *monitoring_volumes()[2:]])
+
+    status, text = account.run(monkeypatch, MONITORING, "--delete", "--yes", "--output", "json")
+
+    document = json.loads(text)
+    assert status == 0
+    assert [(r["id"], r["plan"], r["delete"]) for r in document["resources"]] == [
+        (PROMETHEUS_VOLUME, "keep: attached to i-0123456789abcdef0", False)
+    ]
+    assert account.calls == [f"DescribeStacks training-{MONITORING}", "GetResources", "DescribeVolumes"]
+
+    none = Account()
+    none.listing(MONITORING, [], volumes=monitoring_volumes()[2:])
+    status, text = none.run(monkeypatch, MONITORING)
+    assert (status, text.splitlines()[0]) == (0, f"training-{MONITORING} in us-east-1: nothing left behind")
+
+
+def test_the_volumes_are_read_page_by_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    account = Account()
+    account.listing(MONITORING, [], volume_pages=False)
+    account.volumes(MONITORING, monitoring_volumes()[:1], next_token="page-2")
+    account.volumes(MONITORING, monitoring_volumes()[1:2], token="page-2")
+
+    status, text = account.run(monkeypatch, MONITORING, "--output", "json")
+
+    assert status == 0
+    assert [r["id"] for r in json.loads(text)["resources"]] == [PROMETHEUS_VOLUME, GRAFANA_VOLUME]
+    assert account.calls.count("DescribeVolumes") == 2
+
+
+def test_a_refused_volume_listing_is_one_line_exit_2_and_nothing_deleted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    account = Account()
+    account.listing(MONITORING, [], volume_pages=False)
+    account.error(
+        "ec2",
+        "describe_volumes",
+        "UnauthorizedOperation",
+        "You are not authorized to perform this operation.",
+        {
+            "Filters": [
+                {"Name": "tag:project", "Values": ["cdk-training-clusters"]},
+                {"Name": "tag:environment", "Values": [MONITORING]},
+                {"Name": "tag-key", "Values": ["ebs.csi.aws.com/cluster"]},
+            ],
+            "MaxResults": 500,
+        },
+    )
+
+    status, text = account.run(monkeypatch, MONITORING, "--delete", "--yes")
+
+    assert (status, text) == (2, "")
+    assert unwrapped(capsys.readouterr().err) == (
+        f"error: cannot list what training-{MONITORING} left in us-east-1: An error occurred (UnauthorizedOperation) "
+        "when calling the DescribeVolumes operation: You are not authorized to perform this operation.\n"
+    )
+    assert account.calls == [f"DescribeStacks training-{MONITORING}", "GetResources", "DescribeVolumes"]
+
+
 NETWORK_STORAGE_KEPT = (
     "training-network-storage in us-east-1, offline from its synthesized template: what cdk destroy leaves, 5 "
     "resource(s)\n"
@@ -1254,9 +1475,9 @@ def test_the_iam_actions_named_are_the_operations_cleanup_calls() -> None:
     source = inspect.getsource(cleanup)
     called = {
         f"{client.meta.service_model.signing_name}:{operation}"
-        for client in vars(Account().clients).values()
+        for name, client in vars(Account().clients).items()
         for method, operation in client.meta.method_to_api_mapping.items()
-        if re.search(rf"\.{method}\(", source)
+        if re.search(rf"\b{name}\.{method}\(", source)  # ec2.delete_volume, not FSx's DeleteVolume
     }
     iam = {
         "tagging:GetResources": "tag:GetResources",

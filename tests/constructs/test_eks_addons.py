@@ -299,6 +299,14 @@ def test_gp3_storage_class_is_encrypted_and_binds_where_the_pod_runs() -> None:
     assert storage_class["volumeBindingMode"] == "WaitForFirstConsumer"  # EBS volumes live in one AZ
     assert storage_class["reclaimPolicy"] == "Retain"
     assert gp3_storage_class_manifest(name="fast", reclaim_policy="Delete")["reclaimPolicy"] == "Delete"
+    tagged = gp3_storage_class_manifest(volume_tags={"project": "p", "environment": "e", "team": "a b"})
+    assert tagged["parameters"] == {
+        "type": "gp3",
+        "encrypted": "true",
+        "tagSpecification_1": "environment=e",  # the driver's numbered key=value parameters, in key order
+        "tagSpecification_2": "project=p",
+        "tagSpecification_3": "team=a b",
+    }
 
 
 def test_lustre_volume_is_statically_provisioned() -> None:
@@ -681,6 +689,77 @@ def test_ephemeral_monitoring_installs_no_ebs_driver_and_a_given_driver_is_used(
         if "ebs.csi.aws.com" in v["Properties"]["Manifest"]
     )
     assert storage_class == [gp3_storage_class_manifest(name="fast", reclaim_policy="Delete")]
+
+
+def test_monitoring_gives_its_volume_tags_to_the_storage_class_it_creates(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    monitoring = GpuMonitoring(stack, "Monitoring", cluster=cluster, volume_tags={"environment": "e1"})
+    assert monitoring.ebs_csi_driver is not None
+    template = Template.from_stack(stack).to_json()
+    (storage_class,) = (
+        _applied(v)
+        for v in _of_type(template, "Custom::AWSCDK-EKS-KubernetesResource").values()
+        if "ebs.csi.aws.com" in v["Properties"]["Manifest"]
+    )
+    assert storage_class == [gp3_storage_class_manifest(volume_tags={"environment": "e1"})]
+    assert storage_class[0]["parameters"]["tagSpecification_1"] == "environment=e1"
+
+
+@pytest.mark.parametrize(
+    ("volume_tags", "message"),
+    [
+        (
+            {"aws:owner": "x"},
+            "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'aws:owner'",
+        ),
+        (
+            {"AWS:owner": "x"},
+            "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'AWS:owner'",
+        ),
+        ({"": "x"}, "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got ''"),
+        (
+            {"a=b": "x"},
+            "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'a=b'",
+        ),
+        (
+            {"a,b": "x"},
+            "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'a,b'",
+        ),
+        (
+            {"k" * 129: "x"},
+            f"keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got '{'k' * 129}'",
+        ),
+        ({"team": "a=b"}, "values must be at most 256 characters without '=' or ',', got 'team': 'a=b'"),
+        ({"team": "a,b"}, "values must be at most 256 characters without '=' or ',', got 'team': 'a,b'"),
+        (
+            {"team": "v" * 257},
+            f"values must be at most 256 characters without '=' or ',', got 'team': '{'v' * 257}'",
+        ),
+    ],
+)
+def test_bad_volume_tags_are_a_clear_error(
+    stack: cdk.Stack, volume_tags: dict[str, Any], message: str
+) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    with pytest.raises(ConfigurationError) as error:
+        EbsCsiDriver(stack, "Ebs", cluster=cluster, volume_tags=volume_tags)
+    assert str(error.value) == f"Test/Ebs: volume_tags {message}"
+
+
+def test_a_volume_tag_that_is_not_text_is_refused_by_its_type(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    with pytest.raises(ConfigurationError) as error:
+        EbsCsiDriver(stack, "Ebs", cluster=cluster, volume_tags={"team": 3})  # type: ignore[dict-item]
+    assert str(error.value) == "Test/Ebs: volume_tags['team'] must be a string, got int 3"
+
+
+def test_volume_tags_at_their_limits_are_accepted(stack: cdk.Stack) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    EbsCsiDriver(stack, "Ebs", cluster=cluster, volume_tags={"k" * 128: "v" * 256, "awsx": "", "a:b": "c d"})
 
 
 # --------------------------------------------------------------------------------------------------

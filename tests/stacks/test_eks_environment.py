@@ -397,6 +397,21 @@ def test_monitoring_environment_keeps_metrics_on_gp3_volumes(environment_gates: 
     }
     (association,) = addons["aws-ebs-csi-driver"]["PodIdentityAssociations"]
     assert association["ServiceAccount"] == "ebs-csi-controller-sa"
+    # the driver, not CloudFormation, makes the volumes: the StorageClass tags them for `cleanup`
+    (storage_class,) = (
+        o
+        for v in template["Resources"].values()
+        if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
+        for o in manifest_objects(v)
+        if o["kind"] == "StorageClass" and o["provisioner"] == "ebs.csi.aws.com"
+    )
+    assert storage_class["reclaimPolicy"] == "Retain"  # a deleted claim keeps its volume, as the README says
+    assert storage_class["parameters"] == {
+        "type": "gp3",
+        "encrypted": "true",
+        "tagSpecification_1": "environment=eks-gpu-monitoring",
+        "tagSpecification_2": "project=cdk-training-clusters",
+    }
     gates.assert_clean()  # 0 cdk-nag findings, 0 cfn-lint errors with the new roles and add-ons
 
 

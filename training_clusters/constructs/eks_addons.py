@@ -728,14 +728,23 @@ class FsxCsiDriver(Construct):
 # EBS CSI driver and a gp3 StorageClass
 
 
-def gp3_storage_class_manifest(*, name: str = "gp3", reclaim_policy: str = "Retain") -> dict[str, Any]:
-    """A StorageClass of encrypted gp3 EBS volumes, provisioned in the AZ of the pod that first uses them."""
+def gp3_storage_class_manifest(
+    *, name: str = "gp3", reclaim_policy: str = "Retain", volume_tags: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """A StorageClass of encrypted gp3 EBS volumes, provisioned in the AZ of the pod that first uses them.
+
+    ``volume_tags`` go on every volume it makes, as the driver's ``tagSpecification_<n>: "key=value"``
+    parameters (https://github.com/kubernetes-sigs/aws-ebs-csi-driver/blob/master/docs/tagging.md), in key order.
+    """
+    tags = sorted((volume_tags or {}).items())
+    parameters = {"type": "gp3", "encrypted": "true"}
+    parameters.update({f"tagSpecification_{n}": f"{key}={value}" for n, (key, value) in enumerate(tags, 1)})
     return {
         "apiVersion": "storage.k8s.io/v1",
         "kind": "StorageClass",
         "metadata": {"name": name},
         "provisioner": EBS_CSI_PROVISIONER,
-        "parameters": {"type": "gp3", "encrypted": "true"},
+        "parameters": parameters,
         "reclaimPolicy": reclaim_policy,
         "volumeBindingMode": "WaitForFirstConsumer",
         "allowVolumeExpansion": True,
@@ -769,6 +778,7 @@ class EbsCsiDriver(Construct):
         storage_class_name: str = "gp3",
         addon_version: str | None = None,
         removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,
+        volume_tags: Mapping[str, str] | None = None,
     ) -> None:
         """Install the add-on and the StorageClass.
 
@@ -780,9 +790,15 @@ class EbsCsiDriver(Construct):
         :param removal_policy: What happens to a volume when its claim is deleted: RETAIN keeps it (the
             StorageClass's ``reclaimPolicy: Retain``), DESTROY deletes it. Deleting the cluster deletes no
             volume either way. Default: RETAIN.
+        :param volume_tags: Tags for every volume the StorageClass makes (the driver makes them, not
+            CloudFormation, so the stack's tags do not reach them), e.g. the environment's ``project`` and
+            ``environment``, which ``training-clusters cleanup`` looks for. Keys must not start with ``aws:``
+            and neither keys nor values may hold ``=`` or ``,``. Default: none (the driver's own tags only).
         """
         super().__init__(scope, id)
         removal_policy = to_removal_policy(self, "removal_policy", removal_policy)
+        volume_tags = dict(volume_tags or {})
+        _check_volume_tags(self, volume_tags)
         _check_addon_version(self, addon_version)
         self.storage_class_name = storage_class_name
         self.role = _pod_identity_role(
@@ -806,9 +822,31 @@ class EbsCsiDriver(Construct):
             self,
             "StorageClass",
             cluster=cluster.cluster,
-            manifest=[gp3_storage_class_manifest(name=storage_class_name, reclaim_policy=reclaim)],
+            manifest=[
+                gp3_storage_class_manifest(
+                    name=storage_class_name, reclaim_policy=reclaim, volume_tags=volume_tags
+                )
+            ],
         )
         self.storage_class.node.add_dependency(self.addon)
+
+
+def _check_volume_tags(scope: Construct, volume_tags: Mapping[str, str]) -> None:
+    """EC2's tag limits (keys up to 128 characters, values up to 256, none under ``aws:``) and the driver's
+    ``key=value`` form (``=`` and ``,`` would split a pair)."""
+    for key, value in volume_tags.items():
+        if not key or len(key) > 128 or key.lower().startswith("aws:") or "=" in key or "," in key:
+            raise fail(
+                scope.node.path,
+                "volume_tags",
+                f"keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got {key!r}",
+            )
+        if len(value) > 256 or "=" in value or "," in value:
+            raise fail(
+                scope.node.path,
+                "volume_tags",
+                f"values must be at most 256 characters without '=' or ',', got {key!r}: {value!r}",
+            )
 
 
 def _check_addon_version(scope: Construct, addon_version: str | None) -> None:
@@ -1032,6 +1070,7 @@ class GpuMonitoring(Construct):
         mig_layouts: Mapping[str, Mapping[str, int]] | None = None,
         mig_strategy: MigStrategy | str = MigStrategy.MIXED,
         lustre: SharedLustre | None = None,
+        volume_tags: Mapping[str, str] | None = None,
     ) -> None:
         """Install the charts.
 
@@ -1053,6 +1092,8 @@ class GpuMonitoring(Construct):
             Default: MIXED.
         :param lustre: The environment's FSx for Lustre file system, for the FSx dashboard (needs ``grafana``).
             Default: none, and Grafana gets no CloudWatch data source and no AWS role.
+        :param volume_tags: Tags for the Prometheus and Grafana volumes, given to the EBS CSI driver created
+            here (:class:`EbsCsiDriver`'s ``volume_tags``). Default: none.
         """
         super().__init__(scope, id)
         if grafana and not prometheus:
@@ -1065,7 +1106,9 @@ class GpuMonitoring(Construct):
         self._check_volume("grafana_volume_gib", grafana_volume_gib)
         self.ebs_csi_driver: EbsCsiDriver | None = None
         if prometheus and persistent_storage:
-            self.ebs_csi_driver = ebs_csi_driver or EbsCsiDriver(self, "EbsCsiDriver", cluster=cluster)
+            self.ebs_csi_driver = ebs_csi_driver or EbsCsiDriver(
+                self, "EbsCsiDriver", cluster=cluster, volume_tags=volume_tags
+            )
         self.prometheus: eks.HelmChart | None = None
         self.dashboards: eks.KubernetesManifest | None = None
         self.prometheus_values: dict[str, Any] | None = None

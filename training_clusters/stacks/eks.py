@@ -9,7 +9,7 @@ from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
 from training_clusters.catalog import CATALOG
-from training_clusters.config import EksConfig, EnvironmentConfig, stated_capacity
+from training_clusters.config import PROJECT_TAG, EksConfig, EnvironmentConfig, stated_capacity
 from training_clusters.constructs.eks_addons import (
     EfaDevicePlugin,
     FsxCsiDriver,
@@ -246,6 +246,8 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 mig_strategy=plugin.mig_strategy if self.mig_layouts else MigStrategy.MIXED,
                 # Grafana's FSx dashboard, when there is a file system and a Grafana to show it
                 lustre=self.shared_storage if monitoring is not None and monitoring.grafana else None,
+                # the driver makes the volumes, so the stack's tags miss them: cleanup finds them by these
+                volume_tags={"project": PROJECT_TAG, "environment": self.environment_name},
             )
 
     def _add_job_layer(self, settings: EksConfig) -> None:
