@@ -367,6 +367,17 @@ class VersionDefault:
 
 _EKS_VERSIONS = "https://docs.aws.amazon.com/eks/latest/userguide/kubernetes-versions.html"
 
+
+#: Every Helm chart the stacks install, in one place (the version table and the chart tests read it).
+HELM_CHARTS: tuple[HelmChartSpec, ...] = (
+    NVIDIA_DEVICE_PLUGIN_CHART,
+    EFA_DEVICE_PLUGIN_CHART,
+    NEURON_HELM_CHART,
+    GPU_OPERATOR_CHART,
+    KUBE_PROMETHEUS_STACK_CHART,
+    KUEUE_CHART,
+    KUBEFLOW_TRAINER_CHART,
+)
 #: Every version-bearing default: Kubernetes (EKS and HyperPod on EKS), the kubectl layer, ParallelCluster, PCS's
 #: Slurm, the Slurm in HyperPod's AMI, and each chart. No standard-support date where the vendor publishes none
 #: (charts; ParallelCluster and PCS publish theirs per release on pages not read here).
@@ -403,18 +414,7 @@ VERSION_DEFAULTS: tuple[VersionDefault, ...] = (
         HYPERPOD_SLURM_AMI_SLURM,
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-release-ami.html",
     ),
-    *(
-        VersionDefault(f"Helm chart {spec.chart}", spec.version, spec.repository)
-        for spec in (
-            NVIDIA_DEVICE_PLUGIN_CHART,
-            EFA_DEVICE_PLUGIN_CHART,
-            NEURON_HELM_CHART,
-            GPU_OPERATOR_CHART,
-            KUBE_PROMETHEUS_STACK_CHART,
-            KUEUE_CHART,
-            KUBEFLOW_TRAINER_CHART,
-        )
-    ),
+    *(VersionDefault(f"Helm chart {spec.chart}", spec.version, spec.repository) for spec in HELM_CHARTS),
     VersionDefault(
         "MPI Operator release manifest",
         MPI_OPERATOR_VERSION,

@@ -25,13 +25,9 @@ import pytest
 
 from training_clusters.environments import add_environment, environment_files
 from training_clusters.releases import (
-    EFA_DEVICE_PLUGIN_CHART,
-    GPU_OPERATOR_CHART,
+    HELM_CHARTS,
     KUBE_PROMETHEUS_STACK_CHART,
     KUBEFLOW_TRAINER_CHART,
-    KUEUE_CHART,
-    NEURON_HELM_CHART,
-    NVIDIA_DEVICE_PLUGIN_CHART,
     HelmChartSpec,
 )
 
@@ -41,18 +37,7 @@ from .helm import chart_dir, render_text
 
 pytestmark = pytest.mark.integration
 
-SPECS = {
-    spec.chart: spec
-    for spec in (
-        NVIDIA_DEVICE_PLUGIN_CHART,
-        EFA_DEVICE_PLUGIN_CHART,
-        NEURON_HELM_CHART,
-        GPU_OPERATOR_CHART,
-        KUBE_PROMETHEUS_STACK_CHART,
-        KUEUE_CHART,
-        KUBEFLOW_TRAINER_CHART,
-    )
-}
+SPECS = {spec.chart: spec for spec in HELM_CHARTS}
 KUBERNETES_ENVIRONMENTS = [
     path
     for path in environment_files(ROOT / "environments")
