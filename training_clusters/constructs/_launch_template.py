@@ -12,9 +12,8 @@ from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from training_clusters.capacity import Capacity
+from training_clusters.constructs._tags import launch_template_tags
 from training_clusters.options import CapacityKind, EfaInterfaceType
-
-from ._tags import launch_template_tags
 
 #: Instance metadata answers only one network hop away: the node itself and host-network pods, not pods.
 IMDS_HOP_LIMIT = 1

@@ -8,9 +8,8 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
+from training_clusters.constructs._validation import checked_props, fail, to_removal_policy
 from training_clusters.options import RemovalPolicy
-
-from ._validation import checked_props, fail, to_removal_policy
 
 _BUCKET_NAME_MAX = 63
 

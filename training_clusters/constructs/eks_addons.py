@@ -33,6 +33,15 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge
+from training_clusters.constructs._validation import (
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    to_removal_policy,
+)
 from training_clusters.constructs.eks_gpu import (
     GPU_TAINT_KEY,
     NEURON_TAINT_KEY,
@@ -76,8 +85,6 @@ from training_clusters.rules.eks import (
     mps_replicas_problem,
 )
 from training_clusters.tenancy import monitoring_ingress, system_placement
-
-from ._validation import catalog_entry, checked_props, fail, is_unresolved, option, refuse, to_removal_policy
 
 __all__ = [
     "EFA_DEVICE_PLUGIN_CHART",

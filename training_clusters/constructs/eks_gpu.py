@@ -37,24 +37,12 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import CATALOG, AcceleratorKind, Architecture, InstanceType, architecture_of
 from training_clusters.compliance import acknowledge
-from training_clusters.constructs._security_groups import claim_efa_groups
-from training_clusters.constructs.eks_compliance import acknowledge_eks_made
-from training_clusters.constructs.placement import TrainingPlacementGroup
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
-from training_clusters.releases import EKS_KUBERNETES_VERSION
-from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
-from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
-from training_clusters.rules.versions import KUBERNETES_EXTENDED_SUPPORT, kubernetes_support_advice
-from training_clusters.tenancy import SYSTEM_NODE_LABELS as SYSTEM_NODE_LABELS
-from training_clusters.tenancy import SYSTEM_NODE_TAINT
-
-from ._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
-from ._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
-from ._launch_template import efa_network_interfaces as efa_network_interfaces
-from ._launch_template import node_launch_template as node_launch_template
-from ._security_groups import SameEnvironmentConnections
-from ._validation import (
+from training_clusters.constructs._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
+from training_clusters.constructs._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
+from training_clusters.constructs._launch_template import efa_network_interfaces as efa_network_interfaces
+from training_clusters.constructs._launch_template import node_launch_template as node_launch_template
+from training_clusters.constructs._security_groups import SameEnvironmentConnections, claim_efa_groups
+from training_clusters.constructs._validation import (
     advice_day,
     advise,
     catalog_entry,
@@ -66,6 +54,16 @@ from ._validation import (
     refuse_misplaced,
     to_removal_policy,
 )
+from training_clusters.constructs.eks_compliance import acknowledge_eks_made
+from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.errors import ConfigurationError
+from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
+from training_clusters.releases import EKS_KUBERNETES_VERSION
+from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
+from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
+from training_clusters.rules.versions import KUBERNETES_EXTENDED_SUPPORT, kubernetes_support_advice
+from training_clusters.tenancy import SYSTEM_NODE_LABELS as SYSTEM_NODE_LABELS
+from training_clusters.tenancy import SYSTEM_NODE_TAINT
 
 #: The Kubernetes version (:data:`~training_clusters.releases.EKS_KUBERNETES_VERSION`), matched by the kubectl
 #: layer ``aws-cdk.lambda-layer-kubectl-v35``.

@@ -34,6 +34,7 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option, refuse
 from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS, EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.job_layer import (
     DEFAULT_CLUSTER_QUEUE,
@@ -84,8 +85,6 @@ from training_clusters.tenancy import (
     team_group,
     team_namespace_objects,
 )
-
-from ._validation import checked_props, fail, is_unresolved, option, refuse
 
 __all__ = [
     "KUEUE_INTEGRATIONS",

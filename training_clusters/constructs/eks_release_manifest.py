@@ -39,11 +39,10 @@ from training_clusters.compliance import (
     skip_checkov,
 )
 from training_clusters.constructs._handlers import vpc_interface_statement
+from training_clusters.constructs._validation import checked_props, fail
 from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.releases import MPI_OPERATOR_SHA256, MPI_OPERATOR_VERSION, mpi_operator_manifest_url
 from training_clusters.tenancy import system_placement
-
-from ._validation import checked_props, fail
 
 __all__ = ["DeploymentPatch", "MpiOperator", "ReleaseManifest", "mpi_operator_placement"]
 

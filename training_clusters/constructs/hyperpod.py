@@ -28,8 +28,25 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     wildcard_finding,
 )
+from training_clusters.constructs._grants import grant_passed_role
+from training_clusters.constructs._security_groups import (
+    SameEnvironmentConnections,
+    claim_efa_groups,
+    open_between_members,
+)
+from training_clusters.constructs._validation import (
+    advise,
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_misplaced,
+)
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
+from training_clusters.constructs.session_manager import CHANNEL_ACTIONS
 from training_clusters.constructs.users import TeamUser, team_problem
 from training_clusters.options import (
     DeepHealthCheck,
@@ -53,20 +70,6 @@ from training_clusters.rules.hyperpod import (
 )
 from training_clusters.rules.instance_types import hyperpod_instance_type_name_problem
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
-
-from ._grants import grant_passed_role
-from ._security_groups import SameEnvironmentConnections, claim_efa_groups, open_between_members
-from ._validation import (
-    advise,
-    catalog_entry,
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-    refuse_misplaced,
-)
-from .session_manager import CHANNEL_ACTIONS
 
 #: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
 ON_CREATE_SCRIPT = "on_create.sh"

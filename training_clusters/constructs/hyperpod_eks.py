@@ -50,6 +50,7 @@ from constructs import Construct
 from training_clusters.capacity import Capacity
 from training_clusters.catalog import InstanceType, lookup_hyperpod
 from training_clusters.compliance import accept_inline_policy, acknowledge
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option, refuse
 from training_clusters.constructs.eks_addons import (
     _helm_chart,
     efa_device_plugin_repository,
@@ -91,8 +92,6 @@ from training_clusters.rules.hyperpod_eks import (
     volume_problem,
     vpc_cni_version_problem,
 )
-
-from ._validation import checked_props, fail, is_unresolved, option, refuse
 
 #: The namespace HyperPod's own components live in (its docs: "The aws-hyperpod namespace name cannot be
 #: modified").

@@ -17,6 +17,16 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from training_clusters.compliance import acknowledge_cdk_made
+from training_clusters.constructs._security_groups import ClientSideConnections
+from training_clusters.constructs._validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_alongside,
+    to_removal_policy,
+)
 from training_clusters.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,
@@ -34,17 +44,6 @@ from training_clusters.rules.lustre import (
     lustre_throughput_problem,
     no_squash_nid_problem,
     s3_prefix_problem,
-)
-
-from ._security_groups import ClientSideConnections
-from ._validation import (
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-    refuse_alongside,
-    to_removal_policy,
 )
 
 #: Lustre's server port and the privileged client port range, both needed between clients and servers.

@@ -24,6 +24,18 @@ from training_clusters.compliance import (
     accept_log_group_without_key,
     acknowledge_nist,
 )
+from training_clusters.constructs._security_groups import (
+    ClientSideConnections,
+    mark_efa_group,
+    open_between_members,
+)
+from training_clusters.constructs._validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    refuse,
+    refuse_alongside,
+)
 from training_clusters.rules.network import (
     PRIVATE_SUBNET_MASK,
     PUBLIC_SUBNET_MASK,
@@ -31,9 +43,6 @@ from training_clusters.rules.network import (
     nat_gateways_problem,
     vpc_cidr_problem,
 )
-
-from ._security_groups import ClientSideConnections, mark_efa_group, open_between_members
-from ._validation import checked_props, fail, is_unresolved, refuse, refuse_alongside
 
 #: Interface endpoints created in endpoint-only mode: what SSM sessions, container pulls, logging and the
 #: three orchestrators (ParallelCluster, HyperPod, EKS) call from inside a VPC without a NAT gateway.

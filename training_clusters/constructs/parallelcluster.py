@@ -60,7 +60,19 @@ from constructs import Construct, IValidation
 from training_clusters.capacity import Capacity
 from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import InstanceType
-from training_clusters.constructs._security_groups import claim_efa_groups
+from training_clusters.constructs._boundary import applied_boundary
+from training_clusters.constructs._security_groups import SameEnvironmentConnections, claim_efa_groups
+from training_clusters.constructs._tags import lazy, stack_and_aspect_tags, tag_list
+from training_clusters.constructs._validation import (
+    advise,
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_misplaced,
+)
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
@@ -105,20 +117,6 @@ from training_clusters.rules.parallelcluster import (
     ssh_allowed_ips_problem,
 )
 from training_clusters.rules.versions import PARALLELCLUSTER_CVE_2026, parallelcluster_cve_advice
-
-from ._boundary import applied_boundary
-from ._security_groups import SameEnvironmentConnections
-from ._tags import lazy, stack_and_aspect_tags, tag_list
-from ._validation import (
-    advise,
-    catalog_entry,
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-    refuse_misplaced,
-)
 
 #: ParallelCluster's published provider template (a SAM template: deploying it needs CAPABILITY_AUTO_EXPAND,
 #: which ``cdk deploy`` grants).

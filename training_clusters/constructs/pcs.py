@@ -51,6 +51,22 @@ from constructs import Construct
 from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge_cdk_made
+from training_clusters.constructs._launch_template import efa_network_interfaces, node_launch_template
+from training_clusters.constructs._security_groups import (
+    SameEnvironmentConnections,
+    claim_efa_groups,
+    open_between_members,
+)
+from training_clusters.constructs._validation import (
+    advise,
+    catalog_entry,
+    checked_props,
+    fail,
+    is_unresolved,
+    option,
+    refuse,
+    refuse_misplaced,
+)
 from training_clusters.constructs.lustre import SDK_CALL_FUNCTION_ID, SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.constructs.session_manager import SessionManagerPolicy
@@ -61,19 +77,6 @@ from training_clusters.rules import pcs as rules
 from training_clusters.rules.common import pattern_problem
 from training_clusters.rules.instance_types import instance_type_name_problem
 from training_clusters.rules.versions import SLURM_CVE_2026, slurm_cve_advice
-
-from ._launch_template import efa_network_interfaces, node_launch_template
-from ._security_groups import SameEnvironmentConnections, claim_efa_groups, open_between_members
-from ._validation import (
-    advise,
-    catalog_entry,
-    checked_props,
-    fail,
-    is_unresolved,
-    option,
-    refuse,
-    refuse_misplaced,
-)
 
 #: IAM path PCS accepts for the role of a node group's instance profile (the other way: a name ``AWSPCS*``).
 INSTANCE_ROLE_PATH = "/aws-pcs/"
