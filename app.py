@@ -15,7 +15,7 @@ except ModuleNotFoundError as missing:  # `npx cdk` ran cdk.json's "python3 app.
     )
 
 from training_clusters.environments import build_app, environment_files
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 
 def run(app: cdk.App) -> int:

@@ -38,7 +38,7 @@ DOCFORMAT: Final = "restructuredtext"
 #: A field whose body starts on its line: ``:param name: text``. pdoc 16 reads a field's name up to the
 #: line's last colon, so ``:param subnet: ... Default: ...`` would show "subnet: ... Default" as the name.
 _FIELD_WITH_BODY = re.compile(r"^(?P<field>:(?:param|raises)[ ]+[\w.*]+:)[ ]+(?=\S)", re.MULTILINE)
-#: A cross-reference whose name Sphinx shortens (``:mod:`~training_clusters.options```); pdoc would show the ``~``.
+#: A cross-reference whose name Sphinx shortens (``:mod:`~training_clusters.model.options```); pdoc would show the ``~``.
 _SHORTENED_REFERENCE = re.compile(r"(?P<role>:[a-z]+:`)~")
 
 

@@ -30,7 +30,7 @@ from tests.text_tables import unwrapped
 from training_clusters import cli
 from training_clusters.config import environment_name, load_environment
 from training_clusters.environments import add_environment
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.yaml_file import MAX_FILE_BYTES, MAX_VALUES
 
 BAD_INPUTS = Path(__file__).resolve().parent / "bad_inputs"

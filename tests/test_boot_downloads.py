@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from training_clusters import releases
-from training_clusters.releases import BOOT_DOWNLOADS, render_boot_downloads
+from training_clusters.model import releases
+from training_clusters.model.releases import BOOT_DOWNLOADS, render_boot_downloads
 
 PACKAGE = Path(releases.__file__).parent
 ROOT = PACKAGE.parent

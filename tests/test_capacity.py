@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from training_clusters.capacity import Capacity, Orchestrator
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import CapacityKind
+from training_clusters.model.capacity import Capacity, Orchestrator
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import CapacityKind
 
 CR = "cr-0123456789abcdef0"
 GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"

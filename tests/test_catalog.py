@@ -28,7 +28,7 @@ from training_clusters.catalog import (
     lookup_hyperpod,
     to_row,
 )
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from .conftest import _await_up_front_synths
 
@@ -297,7 +297,7 @@ def test_a_broken_shipped_file_stops_the_import(tmp_path: Path) -> None:
 
     assert imported.returncode == 1
     assert imported.stderr.splitlines()[-1] == (
-        "training_clusters.errors.ConfigurationError: catalog_data.json: instance type 'p5.48xlarge': "
+        "training_clusters.model.errors.ConfigurationError: catalog_data.json: instance type 'p5.48xlarge': "
         "max_efa_interfaces must be between 0 and max_network_cards (32) (one EFA interface per network card "
         "at most), got 33"
     )

@@ -11,7 +11,7 @@ from typing import IO, Any
 import pytest
 
 from training_clusters import catalog
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 #: A type the catalogue does not know, consistent in every fact (the tests change one at a time).
 ROW: dict[str, Any] = {

@@ -13,7 +13,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from training_clusters import yaml_file
-from training_clusters.capacity import Capacity
 from training_clusters.config import (
     EnvironmentConfig,
     environment_name,
@@ -21,7 +20,8 @@ from training_clusters.config import (
     parse_environment,
 )
 from training_clusters.environments import environment_files
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.rules.regions import known_regions
 from training_clusters.rules.tags import (
     MAX_TAG_KEY,

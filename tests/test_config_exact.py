@@ -11,8 +11,6 @@ import pytest
 from pydantic import TypeAdapter, ValidationError
 
 from training_clusters import config, yaml_file
-from training_clusters.capacity import Capacity
-from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.config import (
     CapacityConfig,
     EksEfaNodegroupConfig,
@@ -27,8 +25,10 @@ from training_clusters.config import (
     load_environment,
     parse_environment,
 )
-from training_clusters.errors import ConfigurationError, excerpt
-from training_clusters.options import NodeRecovery
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
+from training_clusters.model.errors import ConfigurationError, excerpt
+from training_clusters.model.options import NodeRecovery
 from training_clusters.unknown_keys import retired_capacity_key_problem, unknown_key_problem
 
 CR = "cr-0123456789abcdef0"

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from training_clusters.config import parse_environment
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import HyperPodAccounting, NodeProvisioningMode
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import HyperPodAccounting, NodeProvisioningMode
 
 BASE: dict[str, Any] = {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"]}
 GROUPS = [

@@ -55,7 +55,7 @@ from training_clusters.diagram.scheduling import (
 from training_clusters.diagram.sources import StackSource, source_of
 from training_clusters.diagram.text import MAX_LINE_PT, width_pt, wrap
 from training_clusters.environments import environment_files
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from .conftest import ROOT, EnvironmentGates
 

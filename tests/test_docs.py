@@ -24,7 +24,7 @@ from tests.scripts import load_script
 from . import background
 
 ROOT = Path(__file__).resolve().parents[1]
-MODULES = ("training_clusters.constructs", "training_clusters.options", "training_clusters.config")
+MODULES = ("training_clusters.constructs", "training_clusters.model.options", "training_clusters.config")
 MAIN_CONSTRUCTS = (
     "TrainingNetwork",
     "SharedLustre",
@@ -107,7 +107,7 @@ def test_a_prop_s_text_renders_whole_even_with_colons_in_it(reference: tuple[Pat
 
 
 def test_options_and_the_environment_file_model_are_documented(reference: tuple[Path, list[str]]) -> None:
-    assert 'id="LustreDeploymentType"' in page(reference, "training_clusters.options")
+    assert 'id="LustreDeploymentType"' in page(reference, "training_clusters.model.options")
     config = page(reference, "training_clusters.config")
     assert 'id="EnvironmentConfig"' in config and 'id="LustreConfig.storage_capacity_gib"' in config
 
@@ -120,7 +120,7 @@ def test_options_and_the_environment_file_model_are_documented(reference: tuple[
             ":param subnet:\n    Default: the first.\n    More.",
         ),
         (":raises ConfigurationError: when: bad", ":raises ConfigurationError:\n    when: bad"),
-        ("See :mod:`~training_clusters.options`.", "See :mod:`training_clusters.options`."),
+        ("See :mod:`~training_clusters.model.options`.", "See :mod:`training_clusters.model.options`."),
         ("Text: no field.\n:param x:\n    Already alone.", "Text: no field.\n:param x:\n    Already alone."),
     ],
 )

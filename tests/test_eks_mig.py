@@ -13,8 +13,8 @@ from training_clusters.eks_mig import (
     mig_resource,
     profile_slices,
 )
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import MigLayout, MigStrategy
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import MigLayout, MigStrategy
 from training_clusters.rules.eks import mig_layout_problem, mig_strategy_problem
 
 

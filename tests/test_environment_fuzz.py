@@ -36,7 +36,7 @@ from pydantic.fields import FieldInfo
 
 from training_clusters.config import EnvironmentConfig, environment_name, parse_environment
 from training_clusters.environments import add_environment_config
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from .conftest import CDK_CONTEXT, ROOT
 

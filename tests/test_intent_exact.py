@@ -12,7 +12,6 @@ from typing import Any
 import pytest
 
 from training_clusters.config import construct_error_line, load_environment, parse_environment
-from training_clusters.errors import ConfigurationError
 from training_clusters.intent import (
     DEFAULT_HYPERPOD_CONTROLLER,
     DEFAULT_HYPERPOD_EKS_VOLUME_GIB,
@@ -21,6 +20,7 @@ from training_clusters.intent import (
     Orchestrator,
     expand_intent,
 )
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.yaml_file import read_yaml_with_lines
 
 from .test_intent import MESSAGES, UNUSED, _as

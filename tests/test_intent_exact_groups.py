@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from training_clusters.errors import ConfigurationError
 from training_clusters.intent import expand_intent
+from training_clusters.model.errors import ConfigurationError
 
 _EC2_NAME = "HyperPod's ml. form is added when orchestrator is hyperpod"
 

@@ -27,7 +27,7 @@ from training_clusters.job_layer import (
     runtime_manifests,
     torchrun_runtime,
 )
-from training_clusters.options import QueuePreemption, TopologyPlacement
+from training_clusters.model.options import QueuePreemption, TopologyPlacement
 from training_clusters.rules.eks_queues import (
     borrow_needs_reclaim_problem,
     cohort_name_problem,

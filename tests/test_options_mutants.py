@@ -1,4 +1,4 @@
-"""Options (training_clusters/options.py) and the capacity model (training_clusters/capacity.py), asserted
+"""Options (training_clusters/model/options.py) and the capacity model (training_clusters/model/capacity.py), asserted
 exactly where ``make mutation`` found one-line changes that no other test noticed: every spelling a choice
 accepts, every documented default, every message whole. Free of CDK."""
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from training_clusters.capacity import Capacity, Orchestrator
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import (
+from training_clusters.model.capacity import Capacity, Orchestrator
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import (
     ALL_CHOICES,
     CapacityKind,
     DeepHealthCheck,

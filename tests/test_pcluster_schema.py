@@ -16,7 +16,6 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 
-from training_clusters.capacity import Capacity
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import LustreDeploymentType
 from training_clusters.constructs.parallelcluster import (
@@ -31,6 +30,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
+from training_clusters.model.capacity import Capacity
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
 from .conftest import CDK_CONTEXT, ROOT, EnvironmentGates, PinnedStack

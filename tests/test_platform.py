@@ -29,7 +29,7 @@ from training_clusters.constructs import (
     TrainingNetwork,
 )
 from training_clusters.constructs.parallelcluster import ComputeResource
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from .composition.app import AZS, ZonedStack
 from .composition.platform import ACCOUNT_A, ACCOUNT_B, ORG_BOUNDARY, ORG_TAGS, TEAM_B_BOUNDARY, Team, build

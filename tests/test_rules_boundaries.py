@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, lookup
-from training_clusters.errors import excerpt
-from training_clusters.options import (
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import excerpt
+from training_clusters.model.options import (
     MigStrategy,
     Mps,
     PcsClusterSize,
@@ -1545,7 +1545,7 @@ def test_pcluster_cluster_tags() -> None:
 
 
 def test_a_custom_mig_layout_names_every_profile_the_gpu_does_not_offer() -> None:
-    from training_clusters.options import MigLayout
+    from training_clusters.model.options import MigLayout
 
     p4d = lookup("p4d.24xlarge")
     offered = ", ".join(p4d.accelerators.mig_profiles if p4d.accelerators else ())

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from training_clusters.config import parse_environment
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 BASE: dict[str, Any] = {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"]}
 PCLUSTER = {"queues": [{"name": "cpu", "compute_resources": [{"name": "c5", "instance_type": "c5.xlarge"}]}]}

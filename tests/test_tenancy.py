@@ -19,12 +19,12 @@ from training_clusters.acceptance.plan import acceptance_plan
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment, parse_environment
 from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
-from training_clusters.errors import ConfigurationError
 from training_clusters.job_layer import NODEGROUP_LABEL, FlavorCapacity, Taint, runtime_manifests
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import PodSecurityLevel
+from training_clusters.model.releases import DEFAULT_NCCL_TESTS_IMAGE, PYTORCH_EFA_IMAGE
 from training_clusters.nccl_job import nccl_test_mpijob
-from training_clusters.options import PodSecurityLevel
 from training_clusters.pod_security import CONTROLS, controls, pod_templates, violations
-from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, PYTORCH_EFA_IMAGE
 from training_clusters.tenancy import (
     monitoring_ingress,
     pod_security_labels,

@@ -7,9 +7,9 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
-from training_clusters import releases
 from training_clusters.config import HyperPodEksConfig, PcsSlurmConfig
-from training_clusters.releases import EKS_STANDARD_SUPPORT_ENDS, VERSION_DEFAULTS
+from training_clusters.model import releases
+from training_clusters.model.releases import EKS_STANDARD_SUPPORT_ENDS, VERSION_DEFAULTS
 from training_clusters.rules import hyperpod_eks
 from training_clusters.rules.parallelcluster import PCLUSTER_VERSION
 from training_clusters.rules.versions import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from training_clusters.tables import TABLE_WIDTH
+from training_clusters.model.tables import TABLE_WIDTH
 
 
 def column_headers(table: str) -> list[str]:

@@ -6,7 +6,7 @@ Build side (what ``cdk synth`` runs):
   placement, hyperpod, parallelcluster, eks_gpu, eks_addons ...).
 - :mod:`~training_clusters.stacks`: stack classes that compose the constructs into whole environments.
 - :mod:`~training_clusters.config`: the environment file (``environments/*.yaml``) and its loading.
-- :mod:`~training_clusters.options`: every option a prop or a file field chooses from, parsed in one place.
+- :mod:`~training_clusters.model.options`: every option a prop or a file field chooses from, parsed in one place.
 - :mod:`~training_clusters.rules`: validation rules by service, shared by constructs and the file model.
 - :mod:`~training_clusters.catalog`: instance-type facts (GPUs, EFA interfaces, GPUDirect RDMA ...).
 - :mod:`~training_clusters.compliance`: cdk-nag set-up and precise acknowledgements.

@@ -45,7 +45,7 @@ from importlib.resources.abc import Traversable
 from types import MappingProxyType
 from typing import Literal, NotRequired, TypedDict
 
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.rules.instance_types import HYPERPOD_PREFIX
 
 __all__ = [

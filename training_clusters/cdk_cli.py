@@ -25,7 +25,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 #: The CDK CLI commands this wraps, each taking one environment file (bootstrap: the account and region of its
 #: stack, once; the CDK CLI runs the app for it too).

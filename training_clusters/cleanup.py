@@ -40,7 +40,7 @@ from enum import Enum
 from typing import Any
 
 from training_clusters.config import PROJECT_TAG
-from training_clusters.errors import bounded, displayable
+from training_clusters.model.errors import bounded, displayable
 from training_clusters.prices import (
     EBS_GP3_USD_PER_GB_MONTH,
     KMS_KEY_USD_PER_MONTH,

@@ -30,8 +30,6 @@ from pydantic import (
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import CoreSchema, core_schema
 
-from training_clusters.capacity import Capacity
-from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import (
     CATALOG,
     AcceleratorKind,
@@ -46,7 +44,6 @@ from training_clusters.catalog import (
     lookup_hyperpod,
     use_declared_types,
 )
-from training_clusters.errors import ConfigurationError, bounded, exact_number_problem, excerpt
 from training_clusters.intent import (
     ComputeIntent,
     Ignorable,
@@ -55,7 +52,10 @@ from training_clusters.intent import (
     Orchestrator,
     expand_intent,
 )
-from training_clusters.options import (
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
+from training_clusters.model.errors import ConfigurationError, bounded, exact_number_problem, excerpt
+from training_clusters.model.options import (
     AccessMode,
     CapacityKind,
     Choice,
@@ -83,7 +83,7 @@ from training_clusters.options import (
     TimeSlicing,
     TopologyPlacement,
 )
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     HYPERPOD_EKS_KUBERNETES_VERSION,
     HYPERPOD_VPC_CNI_VERSION,
@@ -173,7 +173,7 @@ class _Model(BaseModel):
 
 @dataclass(frozen=True)
 class _FileChoice:
-    """A field holding a :class:`~training_clusters.options.Choice`: parsed by its one conversion, and listed
+    """A field holding a :class:`~training_clusters.model.options.Choice`: parsed by its one conversion, and listed
     in the JSON Schema with the spellings a file may use."""
 
     choice: type[Choice]
@@ -244,7 +244,7 @@ class CapacityConfig(_Model):
 
     ``type: capacity-block`` with ``reservation_id``, ``type: reservation`` with ``reservation_id`` or
     ``resource_group_arn``, ``type: training-plan`` with ``training_plan_arn`` (HyperPod), or ``on-demand``
-    / ``spot``. See :class:`training_clusters.capacity.Capacity`.
+    / ``spot``. See :class:`training_clusters.model.capacity.Capacity`.
     """
 
     type: Annotated[CapacityKind, _FileChoice(CapacityKind)]
@@ -266,7 +266,7 @@ class CapacityConfig(_Model):
         return self
 
     def to_capacity(self) -> Capacity:
-        """The :class:`~training_clusters.capacity.Capacity` this section describes."""
+        """The :class:`~training_clusters.model.capacity.Capacity` this section describes."""
         try:
             return Capacity(
                 self.type,
@@ -286,7 +286,7 @@ class CapacityConfig(_Model):
 
 
 def stated_capacity(section: CapacityConfig | None) -> Capacity | None:
-    """A ``capacity`` section as the :class:`~training_clusters.capacity.Capacity` model; None when not given."""
+    """A ``capacity`` section as the :class:`~training_clusters.model.capacity.Capacity` model; None when not given."""
     return None if section is None else section.to_capacity()
 
 

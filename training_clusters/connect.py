@@ -37,8 +37,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from training_clusters.config import EnvironmentConfig
-from training_clusters.errors import ConfigurationError, excerpt
-from training_clusters.tables import TABLE_WIDTH
+from training_clusters.model.errors import ConfigurationError, excerpt
+from training_clusters.model.tables import TABLE_WIDTH
 
 __all__ = [
     "CONNECT_IAM_ACTIONS",

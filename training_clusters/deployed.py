@@ -16,7 +16,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 __all__ = ["ATTRIBUTE_IS_PHYSICAL_ID", "deployed_values"]
 

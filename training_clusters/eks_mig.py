@@ -1,6 +1,6 @@
 """MIG on EKS as data (build side, no CDK): what the GPU Operator's MIG manager applies to each nodegroup.
 
-A nodegroup with a :class:`~training_clusters.options.MigLayout` carries the node label
+A nodegroup with a :class:`~training_clusters.model.options.MigLayout` carries the node label
 ``nvidia.com/mig.config=<name>``; the MIG manager (github.com/NVIDIA/mig-parted, run by the GPU Operator)
 watches that label and partitions every GPU of the node as the named entry of its config file says, then sets
 ``nvidia.com/mig.config.state=success``. The config file is ours (:func:`mig_parted_config`): exactly the
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from training_clusters.catalog import InstanceType
-from training_clusters.options import MigLayout, MigStrategy
+from training_clusters.model.options import MigLayout, MigStrategy
 
 #: The label the MIG manager watches: the name of the config-file entry to apply to the node.
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"

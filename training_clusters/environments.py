@@ -14,7 +14,7 @@ from training_clusters.config import (
     environment_name,
     load_environment,
 )
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.stacks.base import TrainingEnvironmentStack
 from training_clusters.yaml_file import read_yaml_with_lines
 

@@ -46,8 +46,6 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from training_clusters.capacity import Capacity
-from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import (
     CATALOG,
     HYPERPOD_PREFIX,
@@ -55,8 +53,10 @@ from training_clusters.catalog import (
     instance_type_problem,
     lookup_hyperpod,
 )
-from training_clusters.errors import ConfigurationError, excerpt
-from training_clusters.options import CapacityKind, Choice
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
+from training_clusters.model.errors import ConfigurationError, excerpt
+from training_clusters.model.options import CapacityKind, Choice
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from training_clusters.catalog import InstanceType
+from training_clusters.model.options import QueuePreemption, TopologyPlacement
 from training_clusters.nccl_job import (
     NODE_NAME_ENV,
     efa_node_hugepages_mib,
@@ -28,7 +29,6 @@ from training_clusters.nccl_job import (
     launcher_command,
     nccl_environment,
 )
-from training_clusters.options import QueuePreemption, TopologyPlacement
 
 #: The label a job carries to be queued: its value names a LocalQueue of the job's namespace.
 KUEUE_QUEUE_LABEL = "kueue.x-k8s.io/queue-name"

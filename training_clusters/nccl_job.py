@@ -8,7 +8,7 @@ break this job most often: the image's ``LD_LIBRARY_PATH`` is exported to the wo
 ``FI_EFA_USE_DEVICE_RDMA=1`` is set only where GPUDirect RDMA exists (on g5 it aborts with "EFA device has
 no rdma-read capability").
 
-The image is pinned (:data:`training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`) and the job keeps the image's own
+The image is pinned (:data:`training_clusters.model.releases.DEFAULT_NCCL_TESTS_IMAGE`) and the job keeps the image's own
 ``LD_LIBRARY_PATH``: a fixed list of directories would go stale when an image moves the aws-ofi-nccl plugin,
 and NCCL would fall back to its sockets without an error. The acceptance gate fails such a run anyway: it
 wants NCCL's log to show the plugin on libfabric's efa provider.
@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from training_clusters.catalog import InstanceType
-from training_clusters.errors import ConfigurationError
-from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, MPI_OPERATOR_MANIFEST_URL
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.releases import DEFAULT_NCCL_TESTS_IMAGE, MPI_OPERATOR_MANIFEST_URL
 
 MPIRUN = "/opt/amazon/openmpi/bin/mpirun"
 ALL_REDUCE_PERF = "/opt/nccl-tests/build/all_reduce_perf"
@@ -182,7 +182,7 @@ def nccl_test_mpijob(
     :param instance_type: The nodegroup's instance type (catalogue entry); must carry NVIDIA GPUs.
     :param workers: Worker pods, one per node: the nodegroup's size.
     :param efa_interfaces: ``vpc.amazonaws.com/efa`` each worker requests: the nodegroup's interfaces.
-    :param image: Default: :data:`training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`.
+    :param image: Default: :data:`training_clusters.model.releases.DEFAULT_NCCL_TESTS_IMAGE`.
     :param namespace: Default: ``default``.
     :param worker_memory: Memory request and limit of each worker. Default: ``32000Mi``.
     :param node_instance_type: The ``node.kubernetes.io/instance-type`` label of the nodes the workers run on.

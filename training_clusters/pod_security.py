@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from training_clusters.options import PodSecurityLevel
+from training_clusters.model.options import PodSecurityLevel
 
 #: The page every control cites.
 STANDARDS_PAGE = "https://kubernetes.io/docs/concepts/security/pod-security-standards/"

@@ -69,11 +69,11 @@ from botocore.exceptions import (
     StubResponseError,
 )
 
-from training_clusters import capacity as capacity_model
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, lookup, quota_family_of
 from training_clusters.config import EnvironmentConfig, stated_capacity
-from training_clusters.options import CapacityKind, LustreDeploymentType
-from training_clusters.releases import EKS_KUBERNETES_VERSION, PARALLELCLUSTER_VERSION
+from training_clusters.model import capacity as capacity_model
+from training_clusters.model.options import CapacityKind, LustreDeploymentType
+from training_clusters.model.releases import EKS_KUBERNETES_VERSION, PARALLELCLUSTER_VERSION
 from training_clusters.rules.versions import (
     kubernetes_support_advice,
     parallelcluster_cve_advice,

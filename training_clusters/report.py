@@ -27,8 +27,8 @@ from training_clusters.compliance import (
     read_validation_report,
 )
 from training_clusters.diagram.sources import STACK, assembly_artifacts, read_template
-from training_clusters.errors import ConfigurationError, displayable, excerpt
-from training_clusters.tables import text_table
+from training_clusters.model.errors import ConfigurationError, displayable, excerpt
+from training_clusters.model.tables import text_table
 from training_clusters.yaml_file import read_json
 
 
@@ -190,7 +190,7 @@ def _acknowledged(metadata: dict[str, list[dict[str, object]]], pack: str) -> in
 
 
 #: The summary's columns: (header, value of a template). Counts that belong together share a column ("open /
-#: acknowledged"), so the table fits :data:`~training_clusters.tables.TABLE_WIDTH`; ``--output json`` gives
+#: acknowledged"), so the table fits :data:`~training_clusters.model.tables.TABLE_WIDTH`; ``--output json`` gives
 #: every count on its own (:meth:`TemplateSummary.as_dict`).
 _COLUMNS: tuple[tuple[str, Callable[[TemplateSummary], str]], ...] = (
     ("stack", lambda s: s.stack),

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from training_clusters.options import PodSecurityLevel
+from training_clusters.model.options import PodSecurityLevel
 
 #: Pod Security admission's namespace labels (``pod-security.kubernetes.io/<mode>`` and ``<mode>-version``).
 POD_SECURITY_LABEL = "pod-security.kubernetes.io"

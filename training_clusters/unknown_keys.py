@@ -16,7 +16,7 @@ from typing import Any, get_args
 
 from pydantic import BaseModel
 
-from training_clusters.errors import excerpt
+from training_clusters.model.errors import excerpt
 
 #: A key longer than this is no misspelling of a field (the longest field name is 35 characters), so it
 #: is not compared: difflib's cost grows with the key, and a file may hold thousands of unknown keys.

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from training_clusters.errors import ConfigurationError, excerpt
+from training_clusters.model.errors import ConfigurationError, excerpt
 
 #: The largest file read: the shipped environments are 1-2 KiB; a commented one stays far below this,
 #: and libyaml composes this much in well under a second and about 50 MB.

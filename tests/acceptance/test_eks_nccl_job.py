@@ -8,7 +8,8 @@ import pytest
 import yaml
 
 from training_clusters.catalog import lookup
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.releases import DEFAULT_NCCL_TESTS_IMAGE
 from training_clusters.nccl_job import (
     efa_node_hugepages_mib,
     efa_pod_hugepages,
@@ -19,7 +20,6 @@ from training_clusters.nccl_job import (
     run_instructions,
     write_manifest,
 )
-from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE
 
 
 def _env(job: dict, role: str) -> dict[str, str]:  # type: ignore[type-arg]

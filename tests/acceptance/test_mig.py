@@ -12,7 +12,7 @@ from training_clusters.acceptance import acceptance_plan
 from training_clusters.acceptance.mig import mig_eks_jobs
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment
-from training_clusters.options import MigStrategy
+from training_clusters.model.options import MigStrategy
 
 from ..conftest import ROOT
 

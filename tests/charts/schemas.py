@@ -3,7 +3,7 @@
 * Built-in kinds: the target Kubernetes version's OpenAPI, strict (an unknown field fails), through
   ``kubernetes-validate`` (which carries Kubernetes' own schemas per minor version; the nearest version it has at
   or below the cluster's when it has not the cluster's own, which :func:`kubernetes_schema_version` says).
-* Custom resources: the CRDs of the exact chart (or release manifest) versions :mod:`training_clusters.releases`
+* Custom resources: the CRDs of the exact chart (or release manifest) versions :mod:`training_clusters.model.releases`
   pins, read from the chart folder :mod:`tests.charts.helm` uses (templated CRDs rendered by the real helm), and
   checked as the API server checks a structural schema (Kubernetes "Extend the Kubernetes API with
   CustomResourceDefinitions": pruning, defaulting, validation, validation rules): nulls dropped and defaults
@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 import yaml
 
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     GPU_OPERATOR_CHART,
     KUBEFLOW_TRAINER_CHART,
     KUEUE_CHART,

@@ -17,10 +17,8 @@ from training_clusters.constructs.eks_addons import (
     kube_prometheus_stack_values,
     nvidia_device_plugin_values,
 )
-from training_clusters.monitoring.cloudwatch import CLOUDWATCH_DATASOURCE_UID, GRAFANA_SERVICE_ACCOUNT
-from training_clusters.monitoring.dashboards import dashboard_configmaps, fsx_throughput
-from training_clusters.options import MigStrategy, Mps
-from training_clusters.releases import (
+from training_clusters.model.options import MigStrategy, Mps
+from training_clusters.model.releases import (
     BUSYBOX_IMAGE,
     DCGM_IMAGE,
     EFA_DEVICE_PLUGIN_CHART,
@@ -29,6 +27,8 @@ from training_clusters.releases import (
     KUBE_PROMETHEUS_STACK_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
 )
+from training_clusters.monitoring.cloudwatch import CLOUDWATCH_DATASOURCE_UID, GRAFANA_SERVICE_ACCOUNT
+from training_clusters.monitoring.dashboards import dashboard_configmaps, fsx_throughput
 from training_clusters.tenancy import monitoring_ingress
 
 from .helm import chart_dir, objects, render

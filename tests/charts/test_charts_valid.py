@@ -18,8 +18,8 @@ from training_clusters.constructs.eks_addons import (
     nvidia_device_plugin_values,
 )
 from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, kueue_values
-from training_clusters.options import TimeSlicing
-from training_clusters.releases import (
+from training_clusters.model.options import TimeSlicing
+from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_REPOSITORY,
     GPU_OPERATOR_CHART,

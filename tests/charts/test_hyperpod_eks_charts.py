@@ -22,7 +22,7 @@ from training_clusters.constructs.hyperpod_eks import (
     node_pool,
 )
 from training_clusters.job_layer import runtime_manifests
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     EFA_DEVICE_PLUGIN_CHART,
     KUBEFLOW_TRAINER_CHART,

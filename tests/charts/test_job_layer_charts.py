@@ -21,8 +21,8 @@ from training_clusters.job_layer import (
     queue_manifests,
     runtime_manifests,
 )
-from training_clusters.options import QueuePreemption
-from training_clusters.releases import (
+from training_clusters.model.options import QueuePreemption
+from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     JOBSET_IMAGE,
     KUBEFLOW_TRAINER_CHART,

@@ -45,21 +45,21 @@ from training_clusters.job_layer import (
     queue_mpijob,
     runtime_manifests,
 )
-from training_clusters.monitoring.dashboards import dashboard_configmaps
-from training_clusters.nccl_job import nccl_test_mpijob
-from training_clusters.options import (
+from training_clusters.model.options import (
     MigLayout,
     MigStrategy,
     PodSecurityLevel,
     QueuePreemption,
     TopologyPlacement,
 )
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     GPU_OPERATOR_CHART,
     PYTORCH_EFA_IMAGE,
     mpi_operator_manifest_url,
 )
+from training_clusters.monitoring.dashboards import dashboard_configmaps
+from training_clusters.nccl_job import nccl_test_mpijob
 from training_clusters.tenancy import monitoring_ingress, team_namespace_objects
 
 from ..assertions import manifest_objects

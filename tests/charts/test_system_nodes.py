@@ -37,7 +37,7 @@ from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY
 from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, kueue_values
 from training_clusters.constructs.eks_release_manifest import MPI_OPERATOR_DEPLOYMENT, mpi_operator_placement
 from training_clusters.environments import environment_files
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     GPU_OPERATOR_CHART,
     KUBE_PROMETHEUS_STACK_CHART,

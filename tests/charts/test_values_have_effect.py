@@ -24,7 +24,7 @@ import aws_cdk as cdk
 import pytest
 
 from training_clusters.environments import add_environment, environment_files
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     HELM_CHARTS,
     KUBE_PROMETHEUS_STACK_CHART,
     KUBEFLOW_TRAINER_CHART,

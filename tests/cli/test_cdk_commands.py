@@ -18,7 +18,7 @@ import pytest
 from tests.text_tables import unwrapped
 from training_clusters import cdk_cli, cli
 from training_clusters.cdk_cli import CDK_ACTIONS, cdk_command, cdk_environment
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import ROOT
 

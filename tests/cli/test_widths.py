@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from training_clusters import cli
-from training_clusters.tables import TABLE_WIDTH
+from training_clusters.model.tables import TABLE_WIDTH
 
 from ..conftest import ROOT
 from .test_cli import aws_config  # noqa: F401  (the fixture: no credentials anywhere)

@@ -12,8 +12,8 @@ from constructs import IConstruct
 from training_clusters.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.errors import ConfigurationError
 from training_clusters.handlers.slurmdbd_user import HANDLER_DIR, staged_asset
+from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import (
     NO_EGRESS,

@@ -45,8 +45,8 @@ from training_clusters.constructs import (
     TrainingNetwork,
     TrainingPlacementGroup,
 )
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import Choice, RemovalPolicy, TopologyPlacement
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import Choice, RemovalPolicy, TopologyPlacement
 
 from ..conftest import AZS, CDK_CONTEXT, REGION, PinnedStack
 

@@ -5,7 +5,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from training_clusters.constructs.bucket import SecureBucket
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import GatedStacks, gated_stack
 

@@ -22,7 +22,7 @@ from training_clusters.constructs import (
     TrainingNetwork,
     TrainingPlacementGroup,
 )
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import all_traffic, logical_id, security_group_rules
 from ..conftest import AZS

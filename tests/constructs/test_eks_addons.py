@@ -38,15 +38,8 @@ from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.constructs.eks_release_manifest import MpiOperator, ReleaseManifest
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.errors import ConfigurationError
-from training_clusters.monitoring.cloudwatch import (
-    CLOUDWATCH_READ_ACTIONS,
-    GRAFANA_SERVICE_ACCOUNT,
-    cloudwatch_datasource,
-)
-from training_clusters.monitoring.dashboards import fsx_throughput
-from training_clusters.monitoring.dcgm import dcgm_metrics_csv
-from training_clusters.releases import (
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
     EKS_ADDON_REGISTRIES,
@@ -56,6 +49,13 @@ from training_clusters.releases import (
     NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
 )
+from training_clusters.monitoring.cloudwatch import (
+    CLOUDWATCH_READ_ACTIONS,
+    GRAFANA_SERVICE_ACCOUNT,
+    cloudwatch_datasource,
+)
+from training_clusters.monitoring.dashboards import fsx_throughput
+from training_clusters.monitoring.dcgm import dcgm_metrics_csv
 from training_clusters.tenancy import monitoring_ingress
 
 from ..assertions import manifest_objects

@@ -28,7 +28,11 @@ from training_clusters.constructs.eks_gpu import DevicePluginKind, EfaNodegroup,
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.environments import add_environment
-from training_clusters.releases import EFA_DEVICE_PLUGIN_CHART, NEURON_HELM_CHART, NVIDIA_DEVICE_PLUGIN_CHART
+from training_clusters.model.releases import (
+    EFA_DEVICE_PLUGIN_CHART,
+    NEURON_HELM_CHART,
+    NVIDIA_DEVICE_PLUGIN_CHART,
+)
 from training_clusters.stacks.eks import EksTrainingEnvironment
 
 from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, PinnedStack

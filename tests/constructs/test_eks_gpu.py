@@ -7,7 +7,6 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 
-from training_clusters.capacity import Capacity
 from training_clusters.catalog import AcceleratorKind, all_instance_types
 from training_clusters.constructs.eks_gpu import (
     CONTROL_PLANE_LOGS,
@@ -19,7 +18,8 @@ from training_clusters.constructs.eks_gpu import (
 )
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.report import stack_metadata
 
 from ..assertions import text

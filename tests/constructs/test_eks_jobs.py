@@ -28,7 +28,6 @@ from training_clusters.constructs.eks_jobs import (
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.eks_mig import mig_devices, mig_resource
-from training_clusters.errors import ConfigurationError
 from training_clusters.job_layer import (
     EFA_RESOURCE,
     GPU_RESOURCE,
@@ -38,8 +37,9 @@ from training_clusters.job_layer import (
     NODEGROUP_LABEL,
     NodePool,
 )
-from training_clusters.options import PodSecurityLevel
-from training_clusters.releases import (
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import PodSecurityLevel
+from training_clusters.model.releases import (
     EKS_KUBERNETES_VERSION,
     KUBEFLOW_TRAINER_CHART,
     KUEUE_CHART,

@@ -11,7 +11,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
-from training_clusters.capacity import Capacity
 from training_clusters.constructs.hyperpod import (
     LIFECYCLE_SETTING_KEYS,
     ON_CREATE_SCRIPT,
@@ -28,7 +27,8 @@ from training_clusters.constructs.hyperpod import (
 )
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import (
     all_traffic,

@@ -10,7 +10,6 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from training_clusters.capacity import Capacity
 from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.constructs.eks_jobs import (
     TrainingQueues,
@@ -31,9 +30,10 @@ from training_clusters.constructs.hyperpod_eks import (
     hyperpod_nvidia_device_plugin_values,
 )
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.errors import ConfigurationError
 from training_clusters.job_layer import NodePool, Taint
-from training_clusters.releases import (
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.releases import (
     HEALTH_MONITORING_AGENT_REGISTRIES,
     HEALTH_MONITORING_AGENT_REPOSITORY,
     HEALTH_MONITORING_AGENT_TAG,

@@ -19,8 +19,8 @@ from constructs import IConstruct
 from training_clusters.constructs import SlurmAccountingDatabase, TeamUser
 from training_clusters.constructs.hyperpod import HyperPodCluster, InstanceGroup, LifecycleOptions, NodeRole
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import HyperPodAccounting, NodeProvisioningMode
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import HyperPodAccounting, NodeProvisioningMode
 
 from ..assertions import (
     NO_EGRESS,

@@ -18,7 +18,7 @@ from training_clusters.constructs.lustre import (
     SharedLustre,
 )
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import NO_EGRESS, Rule, all_traffic, egress, ingress, logical_id, security_group_rules, text
 from ..conftest import AZS, GatedStacks, gated_stack

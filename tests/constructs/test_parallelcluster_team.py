@@ -21,7 +21,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import NO_EGRESS, egress, ingress, logical_id, security_group_rules
 from ..conftest import AZS, REGION, GatedStacks, PinnedStack, gated_stack

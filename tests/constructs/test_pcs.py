@@ -15,7 +15,6 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from training_clusters.capacity import Capacity
 from training_clusters.catalog import all_instance_types
 from training_clusters.constructs.pcs import (
     INSTANCE_ROLE_PATH,
@@ -33,8 +32,9 @@ from training_clusters.constructs.pcs import (
     lustre_mount_script,
     node_user_data,
 )
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import PcsClusterSize, SlurmAccounting, SlurmVersion
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import PcsClusterSize, SlurmAccounting, SlurmVersion
 
 from ..assertions import (
     Rule,

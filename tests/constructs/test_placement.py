@@ -6,7 +6,7 @@ from aws_cdk.assertions import Template
 
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import PlacementStrategy, SpreadLevel, TrainingPlacementGroup
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import AZS
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from tests.lifecycle.sandbox import SCRIPTS, Sandbox
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     BOOT_DOWNLOADS,
     ENROOT_VERSION,
     HYPERPOD_DCGM_EXPORTER_IMAGE,

@@ -12,7 +12,7 @@ from aws_cdk.assertions import Template
 
 from training_clusters.config import load_environment, parse_environment
 from training_clusters.environments import stack_class
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 
 from ..conftest import EnvironmentGates

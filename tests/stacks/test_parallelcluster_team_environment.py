@@ -12,7 +12,7 @@ from aws_cdk.assertions import Match, Template
 from constructs import IConstruct
 
 from training_clusters.config import UserConfig, UserGroupConfig, parse_environment
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 from training_clusters.parallelcluster_actions import IMDS_GUARD
 from training_clusters.stacks.parallelcluster import (
     ACTIONS_PREFIX,

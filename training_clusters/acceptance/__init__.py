@@ -15,7 +15,7 @@ The expected figures and their sources are in :mod:`~training_clusters.acceptanc
 scripts' bash is in ``bash/`` (:mod:`~training_clusters.acceptance.fragments`).
 
 Names load on first use (PEP 562), as in :mod:`training_clusters.constructs`: the planning modules import
-the environment-file model. This package imports the build side (pins from :mod:`training_clusters.releases`,
+the environment-file model. This package imports the build side (pins from :mod:`training_clusters.model.releases`,
 job templates from :mod:`training_clusters.nccl_job`), never the reverse.
 """
 

@@ -50,6 +50,7 @@ from training_clusters.job_layer import (
     nccl_test_trainjob,
     queue_mpijob,
 )
+from training_clusters.model.options import TopologyPlacement
 from training_clusters.nccl_job import (
     NODE_LINE_MARK,
     manifest_yaml,
@@ -59,7 +60,6 @@ from training_clusters.nccl_job import (
     nccl_test_mpijob,
     run_instructions,
 )
-from training_clusters.options import TopologyPlacement
 
 if TYPE_CHECKING:
     from training_clusters.config import EksEfaNodegroupConfig, EksQueuesConfig, EnvironmentConfig

@@ -17,9 +17,9 @@ from training_clusters.acceptance.jobs import AcceptanceJob
 from training_clusters.catalog import InstanceType
 from training_clusters.eks_mig import MIG_CONFIG_LABEL, mig_resource
 from training_clusters.job_layer import KUEUE_QUEUE_LABEL, QueueRoute
+from training_clusters.model.options import MigStrategy
+from training_clusters.model.releases import CUDA_BASE_IMAGE
 from training_clusters.nccl_job import manifest_yaml
-from training_clusters.options import MigStrategy
-from training_clusters.releases import CUDA_BASE_IMAGE
 
 
 def mig_job_name(nodegroup: str) -> str:

@@ -34,7 +34,7 @@ from training_clusters.acceptance.fragments import (
 )
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.catalog import InstanceType, lookup
-from training_clusters.options import NodeRole, QueuePlacement
+from training_clusters.model.options import NodeRole, QueuePlacement
 
 if TYPE_CHECKING:
     from training_clusters.config import (

@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.capacity import Capacity
 from training_clusters.constructs._tags import launch_template_tags
-from training_clusters.options import CapacityKind, EfaInterfaceType
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.options import CapacityKind, EfaInterfaceType
 
 #: Instance metadata answers only one network hop away: the node itself and host-network pods, not pods.
 IMDS_HOP_LIMIT = 1

@@ -16,10 +16,10 @@ from typing import Any, TypeVar
 import aws_cdk as cdk
 from constructs import IConstruct, Node
 
-from training_clusters.capacity import Capacity
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
-from training_clusters.errors import ConfigurationError, exact_number_problem, typed
-from training_clusters.options import Choice, RemovalPolicy
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import ConfigurationError, exact_number_problem, typed
+from training_clusters.model.options import Choice, RemovalPolicy
 from training_clusters.rules.versions import TODAY_CONTEXT
 
 C = TypeVar("C", bound=Choice)
@@ -111,7 +111,7 @@ def option(scope: IConstruct | str, field: str, choice: type[C], value: Any) -> 
 
 
 def to_removal_policy(scope: IConstruct | str, field: str, value: Any) -> cdk.RemovalPolicy:
-    """A ``cdk.RemovalPolicy``, a :class:`~training_clusters.options.RemovalPolicy` or its spelling."""
+    """A ``cdk.RemovalPolicy``, a :class:`~training_clusters.model.options.RemovalPolicy` or its spelling."""
     if isinstance(value, cdk.RemovalPolicy):  # CDK's own enum: only its members that we offer
         value = value.name
     return cdk.RemovalPolicy[option(scope, field, RemovalPolicy, value).name]

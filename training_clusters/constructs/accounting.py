@@ -39,7 +39,7 @@ from training_clusters.constructs._handlers import vpc_interface_statement
 from training_clusters.constructs._security_groups import ClientSideConnections
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved, to_removal_policy
 from training_clusters.handlers.slurmdbd_user import staged_asset
-from training_clusters.options import RemovalPolicy
+from training_clusters.model.options import RemovalPolicy
 
 #: Aurora MySQL 3.10, a long-term-support release (MySQL 8.0 compatible), supported by Serverless v2. The
 #: engine itself is looked up when a database is built (:func:`_engine`): a jsii call at import time would

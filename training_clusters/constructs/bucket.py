@@ -9,7 +9,7 @@ from constructs import Construct
 
 from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.constructs._validation import checked_props, fail, to_removal_policy
-from training_clusters.options import RemovalPolicy
+from training_clusters.model.options import RemovalPolicy
 
 _BUCKET_NAME_MAX = 63
 

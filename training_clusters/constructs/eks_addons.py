@@ -58,16 +58,8 @@ from training_clusters.eks_mig import (
     MIG_DISABLED,
     mig_parted_config,
 )
-from training_clusters.monitoring.cloudwatch import (
-    CLOUDWATCH_READ_ACTIONS,
-    GRAFANA_SERVICE_ACCOUNT,
-    cloudwatch_datasource,
-)
-from training_clusters.monitoring.dashboards import dashboard_configmaps
-from training_clusters.monitoring.dcgm import DCGM_METRICS_CONFIGMAP, NODE_RELABELINGS, dcgm_metrics_csv
-from training_clusters.monitoring.efa import node_exporter_values
-from training_clusters.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
-from training_clusters.releases import (
+from training_clusters.model.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
+from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
     EFA_DEVICE_PLUGIN_REPOSITORY,
@@ -79,6 +71,14 @@ from training_clusters.releases import (
     HelmChartSpec,
     eks_registry,
 )
+from training_clusters.monitoring.cloudwatch import (
+    CLOUDWATCH_READ_ACTIONS,
+    GRAFANA_SERVICE_ACCOUNT,
+    cloudwatch_datasource,
+)
+from training_clusters.monitoring.dashboards import dashboard_configmaps
+from training_clusters.monitoring.dcgm import DCGM_METRICS_CONFIGMAP, NODE_RELABELINGS, dcgm_metrics_csv
+from training_clusters.monitoring.efa import node_exporter_values
 from training_clusters.rules.eks import (
     gpu_sharing_problem,
     mig_problem,
@@ -358,7 +358,7 @@ def efa_device_plugin_repository(scope: Construct) -> str:
     """The EFA device plugin's image repository in the registry of ``scope``'s own region.
 
     A stack with a concrete region gets its region's registry; an environment-agnostic one a
-    ``Fn::FindInMap`` over :data:`~training_clusters.releases.EKS_ADDON_REGISTRIES` keyed on ``AWS::Region``.
+    ``Fn::FindInMap`` over :data:`~training_clusters.model.releases.EKS_ADDON_REGISTRIES` keyed on ``AWS::Region``.
 
     :raises ConfigurationError: for a concrete region without a known registry.
     """
@@ -397,7 +397,7 @@ class EfaDevicePlugin(Construct):
         EfaDevicePlugin(self, "EfaPlugin", cluster=cluster, instance_types=["p5en.48xlarge"])
 
     Installs chart ``aws-efa-k8s-device-plugin`` v0.5.20 running plugin image v0.5.13 (the chart's version
-    is not the plugin's; see :data:`~training_clusters.releases.EFA_DEVICE_PLUGIN_CHART`), pulled from the
+    is not the plugin's; see :data:`~training_clusters.model.releases.EFA_DEVICE_PLUGIN_CHART`), pulled from the
     EKS registry of the stack's own region (:func:`efa_device_plugin_repository`).
 
     Attributes: ``chart``, ``values``.
@@ -418,9 +418,9 @@ class EfaDevicePlugin(Construct):
 
         :param cluster: The cluster.
         :param instance_types: The instance types of the EFA nodegroups.
-        :param chart: Default: :data:`~training_clusters.releases.EFA_DEVICE_PLUGIN_CHART`.
+        :param chart: Default: :data:`~training_clusters.model.releases.EFA_DEVICE_PLUGIN_CHART`.
         :param image_tag: The plugin image to run; change it together with ``chart``.
-            Default: :data:`~training_clusters.releases.EFA_DEVICE_PLUGIN_IMAGE_TAG` (v0.5.13, what chart
+            Default: :data:`~training_clusters.model.releases.EFA_DEVICE_PLUGIN_IMAGE_TAG` (v0.5.13, what chart
             v0.5.20 ships).
         :param image_repository: Where the image is pulled from. Default: ``eks/aws-efa-k8s-device-plugin`` in
             the EKS add-on registry of the stack's region; required in a region that table does not list.

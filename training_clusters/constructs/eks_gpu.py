@@ -34,7 +34,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
-from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import CATALOG, AcceleratorKind, Architecture, InstanceType, architecture_of
 from training_clusters.compliance import acknowledge
 from training_clusters.constructs._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
@@ -56,16 +55,17 @@ from training_clusters.constructs._validation import (
 )
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.placement import TrainingPlacementGroup
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import AccessMode, EfaInterfaceType, RemovalPolicy
-from training_clusters.releases import EKS_KUBERNETES_VERSION
+from training_clusters.model.capacity import Capacity, Orchestrator
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import AccessMode, EfaInterfaceType, RemovalPolicy
+from training_clusters.model.releases import EKS_KUBERNETES_VERSION
 from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
 from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
 from training_clusters.rules.versions import KUBERNETES_EXTENDED_SUPPORT, kubernetes_support_advice
 from training_clusters.tenancy import SYSTEM_NODE_LABELS as SYSTEM_NODE_LABELS
 from training_clusters.tenancy import SYSTEM_NODE_TAINT
 
-#: The Kubernetes version (:data:`~training_clusters.releases.EKS_KUBERNETES_VERSION`), matched by the kubectl
+#: The Kubernetes version (:data:`~training_clusters.model.releases.EKS_KUBERNETES_VERSION`), matched by the kubectl
 #: layer ``aws-cdk.lambda-layer-kubectl-v35``.
 KUBERNETES_VERSION = EKS_KUBERNETES_VERSION
 

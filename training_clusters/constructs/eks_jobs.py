@@ -1,6 +1,6 @@
 """The EKS job layer: Kueue (queues, quotas, all-or-nothing admission) and Kubeflow Trainer v2 (TrainJob).
 
-Both are helm charts pinned in :mod:`training_clusters.releases`, pulled from their publishers' OCI
+Both are helm charts pinned in :mod:`training_clusters.model.releases`, pulled from their publishers' OCI
 registries at deploy time by CDK's helm handler (the route every chart of the cluster takes), with their
 controllers on the system nodes and their images set in the values rather than inherited.
 
@@ -54,8 +54,14 @@ from training_clusters.job_layer import (
     runtime_manifests,
     torchrun_runtime_name,
 )
-from training_clusters.options import Mps, PodSecurityLevel, QueuePreemption, TimeSlicing, TopologyPlacement
-from training_clusters.releases import (
+from training_clusters.model.options import (
+    Mps,
+    PodSecurityLevel,
+    QueuePreemption,
+    TimeSlicing,
+    TopologyPlacement,
+)
+from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     JOBSET_IMAGE,
     KUBEFLOW_TRAINER_CHART,
@@ -258,9 +264,9 @@ class Kueue(Construct):
         :param cluster: The cluster.
         :param pods_ready_timeout_minutes: How long an admitted job may take to have every pod running
             before it is evicted whole and requeued. Default: 10.
-        :param chart: Default: :data:`~training_clusters.releases.KUEUE_CHART`.
+        :param chart: Default: :data:`~training_clusters.model.releases.KUEUE_CHART`.
         :param image: The controller image; change it together with ``chart``.
-            Default: :data:`~training_clusters.releases.KUEUE_IMAGE`.
+            Default: :data:`~training_clusters.model.releases.KUEUE_IMAGE`.
         """
         super().__init__(scope, id)
         if not is_unresolved(pods_ready_timeout_minutes):
@@ -295,11 +301,11 @@ class KubeflowTrainer(Construct):
         """Install the chart.
 
         :param cluster: The cluster.
-        :param chart: Default: :data:`~training_clusters.releases.KUBEFLOW_TRAINER_CHART`.
+        :param chart: Default: :data:`~training_clusters.model.releases.KUBEFLOW_TRAINER_CHART`.
         :param image: The Trainer controller image; change it with ``chart``.
-            Default: :data:`~training_clusters.releases.KUBEFLOW_TRAINER_IMAGE`.
+            Default: :data:`~training_clusters.model.releases.KUBEFLOW_TRAINER_IMAGE`.
         :param jobset_image: JobSet's controller image; change it with ``chart``.
-            Default: :data:`~training_clusters.releases.JOBSET_IMAGE`.
+            Default: :data:`~training_clusters.model.releases.JOBSET_IMAGE`.
         """
         super().__init__(scope, id)
         self.values = kubeflow_trainer_values(image=image, jobset_image=jobset_image)
@@ -438,7 +444,7 @@ class TrainingQueues(Construct):
         :param borrowing_limit_percent: Borrow at most this share of each quota on top. Default: no limit;
             needs ``cohort``.
         :param topology: How jobs ask to be placed by EC2 network topology on nodegroups whose type reports it
-            (:class:`~training_clusters.options.TopologyPlacement`): PREFERRED, REQUIRED or OFF (no Topology,
+            (:class:`~training_clusters.model.options.TopologyPlacement`): PREFERRED, REQUIRED or OFF (no Topology,
             flavors without one). Default: PREFERRED. REQUIRED needs such a nodegroup.
         :param time_slicing: The device plugin's time-slicing, when it shares GPUs: quota counts its replicas.
             Default: whole GPUs.
@@ -686,11 +692,11 @@ class TrainingRuntimes(Construct):
             with their name (:class:`~training_clusters.job_layer.NodePool`: HyperPod's instance groups); those
             with NVIDIA GPUs and EFA get runtimes.
         :param torchrun_image: Default image of the torchrun runtimes (a TrainJob may set its own).
-            Default: :data:`~training_clusters.releases.PYTORCH_EFA_IMAGE`.
+            Default: :data:`~training_clusters.model.releases.PYTORCH_EFA_IMAGE`.
         :param mpi_image: Default image of the mpirun runtimes; it must run sshd as root.
-            Default: :data:`~training_clusters.releases.DEFAULT_NCCL_TESTS_IMAGE`.
+            Default: :data:`~training_clusters.model.releases.DEFAULT_NCCL_TESTS_IMAGE`.
         :param topology: What the node pods of runtimes on a nodegroup whose type reports EC2 network topology
-            ask Kueue for (:class:`~training_clusters.options.TopologyPlacement`; the queues' own setting).
+            ask Kueue for (:class:`~training_clusters.model.options.TopologyPlacement`; the queues' own setting).
             Default: PREFERRED.
         """
         super().__init__(scope, id)

@@ -41,7 +41,11 @@ from training_clusters.compliance import (
 from training_clusters.constructs._handlers import vpc_interface_statement
 from training_clusters.constructs._validation import checked_props, fail
 from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.releases import MPI_OPERATOR_SHA256, MPI_OPERATOR_VERSION, mpi_operator_manifest_url
+from training_clusters.model.releases import (
+    MPI_OPERATOR_SHA256,
+    MPI_OPERATOR_VERSION,
+    mpi_operator_manifest_url,
+)
 from training_clusters.tenancy import system_placement
 
 __all__ = ["DeploymentPatch", "MpiOperator", "ReleaseManifest", "mpi_operator_placement"]
@@ -254,7 +258,7 @@ class MpiOperator(ReleaseManifest):
         :param cluster: The cluster it runs in (the manifest is applied through the cluster's kubectl provider).
         :param version: Release tag of kubeflow/mpi-operator. Default: :data:`MPI_OPERATOR_VERSION`.
         :param sha256: SHA-256 of that release's ``deploy/v2beta1/mpi-operator.yaml``. Default: the digest
-            pinned for ``version`` in :data:`training_clusters.releases.MPI_OPERATOR_SHA256`; required for a
+            pinned for ``version`` in :data:`training_clusters.model.releases.MPI_OPERATOR_SHA256`; required for a
             version pinned there is none for.
         """
         path = f"{scope.node.path}/{id}"

@@ -19,8 +19,6 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
-from training_clusters.capacity import Capacity
-from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, hyperpod_offer_problem
 from training_clusters.compliance import (
     accept_inline_policy,
@@ -48,7 +46,9 @@ from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.constructs.session_manager import CHANNEL_ACTIONS
 from training_clusters.constructs.users import TeamUser, team_problem
-from training_clusters.options import (
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
+from training_clusters.model.options import (
     DeepHealthCheck,
     HyperPodAccounting,
     NodeProvisioningMode,

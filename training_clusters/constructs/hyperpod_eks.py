@@ -47,7 +47,6 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from training_clusters.capacity import Capacity
 from training_clusters.catalog import InstanceType, lookup_hyperpod
 from training_clusters.compliance import accept_inline_policy, acknowledge
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option, refuse
@@ -69,10 +68,11 @@ from training_clusters.constructs.hyperpod import (
     Orchestrator,
     lifecycle_scripts_path,
 )
-from training_clusters.errors import ConfigurationError
 from training_clusters.job_layer import NODEGROUP_LABEL, NodePool, Taint
-from training_clusters.options import DeepHealthCheck, NodeProvisioningMode, NodeRecovery
-from training_clusters.releases import (
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import DeepHealthCheck, NodeProvisioningMode, NodeRecovery
+from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     HEALTH_MONITORING_AGENT_REGISTRIES,
     HEALTH_MONITORING_AGENT_REPOSITORY,

@@ -27,7 +27,7 @@ from training_clusters.constructs._validation import (
     refuse_alongside,
     to_removal_policy,
 )
-from training_clusters.options import LustreDeploymentType, RemovalPolicy
+from training_clusters.model.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,
     LUSTRE_FIRST_STEP_GIB,

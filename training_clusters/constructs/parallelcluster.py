@@ -57,8 +57,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IValidation
 
-from training_clusters.capacity import Capacity
-from training_clusters.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.catalog import InstanceType
 from training_clusters.constructs._boundary import applied_boundary
 from training_clusters.constructs._security_groups import SameEnvironmentConnections, claim_efa_groups
@@ -77,8 +75,10 @@ from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.constructs.session_manager import SessionManagerPolicy
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import (
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import (
     CapacityKind,
     DeletionPolicy,
     LustreDeploymentType,

@@ -48,7 +48,6 @@ from aws_cdk import aws_ssm as ssm
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.capacity import Capacity, Orchestrator
 from training_clusters.catalog import InstanceType
 from training_clusters.compliance import accept_inline_policy, acknowledge_cdk_made
 from training_clusters.constructs._launch_template import efa_network_interfaces, node_launch_template
@@ -70,9 +69,10 @@ from training_clusters.constructs._validation import (
 from training_clusters.constructs.lustre import SDK_CALL_FUNCTION_ID, SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.constructs.session_manager import SessionManagerPolicy
-from training_clusters.errors import ConfigurationError
-from training_clusters.options import PcsClusterSize, SlurmAccounting, SlurmVersion
-from training_clusters.releases import PCS_SLURM_VERSION
+from training_clusters.model.capacity import Capacity, Orchestrator
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import PcsClusterSize, SlurmAccounting, SlurmVersion
+from training_clusters.model.releases import PCS_SLURM_VERSION
 from training_clusters.rules import pcs as rules
 from training_clusters.rules.common import pattern_problem
 from training_clusters.rules.instance_types import instance_type_name_problem

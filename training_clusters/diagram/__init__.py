@@ -38,7 +38,7 @@ from training_clusters.diagram.model import (
     retained_logical_ids,
 )
 from training_clusters.diagram.sources import StackSource, read_assembly, read_stack, synthesize_environments
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 __all__ = [
     "APP_PICTURE",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from training_clusters.diagram import make_directory, write_environment_diagrams
 from training_clusters.environments import environment_files
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 DOCS = Path("docs/environments")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from training_clusters.diagram.model import Edge, EdgeKind, EnvironmentGraph, Node, NodeKind
 from training_clusters.diagram.text import width_pt, wrap
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
 
 __all__ = ["GRAPHVIZ_SCRIPT", "PNG_WIDTH_PX", "to_dot", "to_png", "to_svg", "to_svgs"]
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, _dict, graph_from_template
-from training_clusters.errors import ConfigurationError, excerpt
+from training_clusters.model.errors import ConfigurationError, excerpt
 from training_clusters.yaml_file import read_bounded, read_json
 
 __all__ = [

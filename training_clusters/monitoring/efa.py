@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from training_clusters.releases import BUSYBOX_IMAGE
+from training_clusters.model.releases import BUSYBOX_IMAGE
 
 #: The EFA hw_counters exported, each as ``node_efa_<name>_total``.
 EFA_COUNTERS = ("tx_bytes", "rx_bytes", "rdma_read_bytes", "rdma_write_bytes")

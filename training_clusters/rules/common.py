@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from training_clusters.errors import excerpt
+from training_clusters.model.errors import excerpt
 
 
 def pattern_problem(

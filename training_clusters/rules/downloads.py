@@ -1,13 +1,13 @@
 """The synth warning for node downloads trusted on first use (``training-clusters:unpinned-download``): which
 steps a HyperPod cluster turns on fetch something no digest checks, and how to pin it
-(:data:`training_clusters.releases.BOOT_DOWNLOADS`, rendered as docs/downloads.md)."""
+(:data:`training_clusters.model.releases.BOOT_DOWNLOADS`, rendered as docs/downloads.md)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
 
-from training_clusters.releases import BOOT_DOWNLOADS, TRUSTED_ON_FIRST_USE, BootDownload
+from training_clusters.model.releases import BOOT_DOWNLOADS, TRUSTED_ON_FIRST_USE, BootDownload
 
 #: The warning's id (``training-clusters:`` prefixed), to acknowledge it with.
 UNPINNED_DOWNLOAD_WARNING = "unpinned-download"

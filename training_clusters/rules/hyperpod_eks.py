@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import re
 
-from training_clusters.errors import excerpt
-from training_clusters.releases import HYPERPOD_KUBERNETES_VERSIONS as HYPERPOD_KUBERNETES_VERSIONS
-from training_clusters.releases import KUBECTL_LAYER_VERSION
+from training_clusters.model.errors import excerpt
+from training_clusters.model.releases import HYPERPOD_KUBERNETES_VERSIONS as HYPERPOD_KUBERNETES_VERSIONS
+from training_clusters.model.releases import KUBECTL_LAYER_VERSION
 
 
 def _minor_neighbours(version: str) -> tuple[str, ...]:
@@ -21,7 +21,7 @@ def _minor_neighbours(version: str) -> tuple[str, ...]:
     return tuple(f"{major}.{minor + step}" for step in (-1, 0, 1))
 
 
-#: The versions CDK's kubectl layer (:data:`~training_clusters.releases.KUBECTL_LAYER_VERSION`) drives: kubectl
+#: The versions CDK's kubectl layer (:data:`~training_clusters.model.releases.KUBECTL_LAYER_VERSION`) drives: kubectl
 #: supports one minor version either side of its own (https://kubernetes.io/releases/version-skew-policy/#kubectl).
 KUBECTL_LAYER_KUBERNETES_VERSIONS = _minor_neighbours(KUBECTL_LAYER_VERSION)
 #: The oldest Amazon VPC CNI HyperPod supports.

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from training_clusters.errors import excerpt
+from training_clusters.model.errors import excerpt
 
 if TYPE_CHECKING:  # the catalogue imports these rules: its class is only named here
     from training_clusters.catalog import InstanceType

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from training_clusters.errors import excerpt
+from training_clusters.model.errors import excerpt
 from training_clusters.rules.common import pattern_problem
 
 LUSTRE_FIRST_STEP_GIB = 1200

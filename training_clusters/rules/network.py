@@ -6,7 +6,7 @@ import ipaddress
 from collections.abc import Iterable
 from fractions import Fraction
 
-from training_clusters.errors import excerpt
+from training_clusters.model.errors import excerpt
 
 #: Prefix length of each public subnet (the NAT gateway's); private ones default to /18.
 PUBLIC_SUBNET_MASK = 24

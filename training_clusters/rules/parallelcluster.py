@@ -13,10 +13,10 @@ import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 
-from training_clusters.capacity import Capacity
 from training_clusters.catalog import CATALOG, InstanceType
-from training_clusters.options import CapacityKind
-from training_clusters.releases import PARALLELCLUSTER_VERSION
+from training_clusters.model.capacity import Capacity
+from training_clusters.model.options import CapacityKind
+from training_clusters.model.releases import PARALLELCLUSTER_VERSION
 from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
 from training_clusters.rules.common import mount_dir_problem as common_mount_dir_problem
@@ -191,7 +191,7 @@ def mount_dir_problem(mount_dir: str) -> str | None:
     )
 
 
-# --- capacity (see training_clusters.capacity) and health checks
+# --- capacity (see training_clusters.model.capacity) and health checks
 
 
 def compute_resource_capacity_problem(capacity: Capacity) -> str | None:
@@ -245,7 +245,7 @@ def queue_capacity_problem(
 def placement_may_be_left_out(queue: Capacity, resources: Sequence[Capacity | None]) -> bool:
     """Whether the queue's capacity (or a compute resource's) asks to leave the placement group out.
 
-    See :meth:`training_clusters.capacity.Capacity.keeps_placement_group` for the rule and its sources.
+    See :meth:`training_clusters.model.capacity.Capacity.keeps_placement_group` for the rule and its sources.
     """
     return any(not (capacity or queue).keeps_placement_group() for capacity in resources)
 

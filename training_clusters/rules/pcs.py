@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Mapping
 
 from training_clusters.catalog import InstanceType
-from training_clusters.options import PcsClusterSize
+from training_clusters.model.options import PcsClusterSize
 from training_clusters.rules.common import SYSTEM_MOUNT_DIRS, mount_dir_problem, pattern_problem
 from training_clusters.rules.common import duplicates_problem as duplicates_problem
 from training_clusters.rules.instance_types import efa_interfaces_problem as efa_interfaces_problem

@@ -14,7 +14,7 @@ import re
 from functools import cache
 from typing import Any
 
-from training_clusters.errors import excerpt
+from training_clusters.model.errors import excerpt
 
 #: An availability zone: its region's name and one letter (Local and Wavelength Zones are not used).
 _ZONE_SUFFIX = re.compile(r"[a-z]")

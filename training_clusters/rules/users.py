@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from training_clusters.errors import excerpt
+from training_clusters.model.errors import excerpt
 from training_clusters.rules.common import pattern_problem
 
 #: ``useradd``'s default NAME_REGEX, at most 32 characters.

@@ -3,7 +3,7 @@ fixes for the 2026 Slurm CVEs. Free of CDK imports.
 
 Each ``*_advice`` function returns ``None`` when the version is fine, else the sentence a synth warning
 (``training-clusters:<id>``, acknowledgeable) and ``training-clusters preflight`` both print: what is wrong,
-since when, what it costs and the fix. The dates and floors come from :mod:`training_clusters.releases`; the
+since when, what it costs and the fix. The dates and floors come from :mod:`training_clusters.model.releases`; the
 day they are compared with is passed in, so the advice is tested on both sides of every date.
 """
 
@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from datetime import date
 
-from training_clusters.prices import HOURS_PER_MONTH
-from training_clusters.releases import (
+from training_clusters.model.releases import (
     EKS_EXTENDED_SUPPORT_USD_PER_CLUSTER_HOUR,
     EKS_KUBERNETES_VERSION,
     EKS_STANDARD_SUPPORT_ENDS,
@@ -21,6 +20,7 @@ from training_clusters.releases import (
     PARALLELCLUSTER_SLURM,
     SLURM_CVE_2026_FIXED,
 )
+from training_clusters.prices import HOURS_PER_MONTH
 
 #: The warning ids (``training-clusters:<id>``) the constructs give the advice under.
 KUBERNETES_EXTENDED_SUPPORT = "kubernetes-extended-support"
@@ -96,7 +96,7 @@ def slurm_cve_advice(version: str) -> str | None:
 
 def parallelcluster_cve_advice(version: str) -> str | None:
     """AWS ParallelCluster ``version`` installs a Slurm affected by the 2026 Slurm CVEs (every release before
-    :data:`~training_clusters.releases.PARALLELCLUSTER_CVE_2026_FIXED`)."""
+    :data:`~training_clusters.model.releases.PARALLELCLUSTER_CVE_2026_FIXED`)."""
     parts = _parts(version)
     if parts is None or parts >= tuple(int(p) for p in PARALLELCLUSTER_CVE_2026_FIXED.split(".")):
         return None

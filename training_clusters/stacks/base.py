@@ -16,7 +16,7 @@ from training_clusters.config import EnvironmentConfig
 from training_clusters.constructs.lustre import DataRepository, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
-from training_clusters.options import RemovalPolicy
+from training_clusters.model.options import RemovalPolicy
 from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
 if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database, EKS only by the EKS stacks

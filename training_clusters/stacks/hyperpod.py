@@ -21,7 +21,7 @@ from training_clusters.constructs.hyperpod import (
     ssm_target_hint,
 )
 from training_clusters.constructs.users import TeamUser
-from training_clusters.options import HyperPodAccounting
+from training_clusters.model.options import HyperPodAccounting
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     SLURM_ACCEPTANCE_STEP,

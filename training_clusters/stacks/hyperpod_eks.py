@@ -16,9 +16,9 @@ from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntimes
 from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
-from training_clusters.errors import ConfigurationError
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import TopologyPlacement
 from training_clusters.nccl_job import nccl_skip_reason
-from training_clusters.options import TopologyPlacement
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,

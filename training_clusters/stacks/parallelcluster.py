@@ -35,7 +35,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
-from training_clusters.options import OperatingSystem, RemovalPolicy
+from training_clusters.model.options import OperatingSystem, RemovalPolicy
 from training_clusters.parallelcluster_actions import (
     ACTIONS_DIR,
     ENROOT_SCRIPT,

@@ -544,7 +544,7 @@ def render_boot_downloads() -> str:
     lines = [
         "# What the nodes download as root at boot",
         "",
-        "Generated from `training_clusters.releases.BOOT_DOWNLOADS` (a test keeps them equal). *Pinned*: a",
+        "Generated from `training_clusters.model.releases.BOOT_DOWNLOADS` (a test keeps them equal). *Pinned*: a",
         "SHA-256 the scripts check; *signed*: a signed apt repository; *trusted on first use*: HTTPS to a name",
         "and a tag, nothing checks the bytes (a release's files can be replaced under the same tag). A synth",
         "warns (`training-clusters:unpinned-download`) when a file enables a step that makes an unpinned one.",

@@ -10,7 +10,7 @@ as a string instead, in any case and with ``-`` or ``_`` alike (``"persistent_2"
     >>> LustreDeploymentType.parse("scratch-1")
     Traceback (most recent call last):
     ...
-    training_clusters.errors.ConfigurationError: must be one of SCRATCH_2, PERSISTENT_2, got 'scratch-1'
+    training_clusters.model.errors.ConfigurationError: must be one of SCRATCH_2, PERSISTENT_2, got 'scratch-1'
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, Self
 
-from training_clusters.errors import ConfigurationError, shown
+from training_clusters.model.errors import ConfigurationError, shown
 
 
 class Choice(StrEnum):
@@ -152,7 +152,7 @@ class HyperPodAccounting(Choice):
 
 
 class CapacityKind(Choice):
-    """How instances are obtained: see :class:`training_clusters.capacity.Capacity`."""
+    """How instances are obtained: see :class:`training_clusters.model.capacity.Capacity`."""
 
     ON_DEMAND = "on-demand"
     SPOT = "spot"

@@ -4,7 +4,7 @@ A :class:`Capacity` says how instances are obtained; each orchestrator renders i
 (ParallelCluster queue ``CapacityType`` and ``CapacityReservationTarget``, EKS nodegroup ``CapacityType``
 and launch-template market options, AWS PCS node group ``PurchaseOption`` and the same launch-template
 options, HyperPod ``TrainingPlanArn``) and refuses the forms it does not support
-with a :class:`~training_clusters.errors.ConfigurationError`::
+with a :class:`~training_clusters.model.errors.ConfigurationError`::
 
     >>> Capacity.capacity_block("cr-0123456789abcdef0").kind
     <CapacityKind.CAPACITY_BLOCK: 'capacity-block'>
@@ -31,8 +31,8 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 
-from training_clusters.errors import ConfigurationError, excerpt
-from training_clusters.options import CapacityKind
+from training_clusters.model.errors import ConfigurationError, excerpt
+from training_clusters.model.options import CapacityKind
 
 #: An EC2 capacity reservation id: On-Demand Capacity Reservations and Capacity Blocks alike.
 RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{8,17}$")

@@ -1,0 +1,1 @@
+"""CDK-free vocabulary every layer shares: options (enums), capacity, errors, release pins and text tables."""
