@@ -1,4 +1,4 @@
-"""Regenerate ``training_clusters/catalog_data.json`` from ``ec2:DescribeInstanceTypes``.
+"""Regenerate ``training_clusters/catalog/catalog_data.json`` from ``ec2:DescribeInstanceTypes``.
 
     python scripts/refresh_catalog.py [--region R] [--profile P] [--check]
 
@@ -45,7 +45,7 @@ from training_clusters.catalog import (  # noqa: E402
     to_row,
 )
 
-DATA_FILE = REPO_ROOT / "training_clusters" / DATA_FILE_NAME
+DATA_FILE = REPO_ROOT / "training_clusters" / "catalog" / DATA_FILE_NAME
 MAX_INSTANCE_TYPES_PER_CALL = 100
 """``DescribeInstanceTypes`` accepts at most 100 names in ``InstanceTypes``."""
 

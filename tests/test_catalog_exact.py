@@ -1,4 +1,4 @@
-"""The catalogue's checks of an instance type's facts (training_clusters/catalog.py), each message whole and
+"""The catalogue's checks of an instance type's facts (training_clusters/catalog/__init__.py), each message whole and
 each check at its boundary: what ``register_instance_type`` and the shipped data file refuse. Free of CDK."""
 
 from __future__ import annotations
@@ -181,7 +181,7 @@ def test_registering_a_known_instance_type_object_returns_it() -> None:
 
 
 def test_the_shipped_file_is_read_in_its_order_whole(tmp_path: Path) -> None:
-    shipped = resources.files("training_clusters") / catalog.DATA_FILE_NAME
+    shipped = resources.files("training_clusters.catalog") / catalog.DATA_FILE_NAME
     read = catalog.read_catalog(shipped)
     rows = json.loads(shipped.read_text(encoding="utf-8"))
     assert [it.name for it in read] == [row["name"] for row in rows]

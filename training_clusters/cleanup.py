@@ -39,9 +39,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from training_clusters.config import PROJECT_TAG
-from training_clusters.model.errors import bounded, displayable
-from training_clusters.prices import (
+from training_clusters.catalog.prices import (
     EBS_GP3_USD_PER_GB_MONTH,
     KMS_KEY_USD_PER_MONTH,
     PRICES_AS_OF,
@@ -51,6 +49,8 @@ from training_clusters.prices import (
     flat_monthly_usd,
     lustre_monthly_usd,
 )
+from training_clusters.config import PROJECT_TAG
+from training_clusters.model.errors import bounded, displayable
 
 STACK_NAME_TAG = "aws:cloudformation:stack-name"
 STACK_ID_TAG = "aws:cloudformation:stack-id"

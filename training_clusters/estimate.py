@@ -1,13 +1,13 @@
 """What an environment costs an hour while it runs, read from its synthesized template (README's figures).
 
-On-demand list prices in us-east-1 (:data:`~training_clusters.prices.PRICES_AS_OF`), per hour: the instances of
+On-demand list prices in us-east-1 (:data:`~training_clusters.catalog.prices.PRICES_AS_OF`), per hour: the instances of
 every node group at their desired (or least) count, NAT gateways, the EKS control plane, and the Lustre file
 system's storage (its monthly price over 730 hours). Not counted: data processed and transferred, logs,
 volumes, a PCS cluster's controller fee (:attr:`HourlyEstimate.unpriced` says which parts lack a price).
 Sources: EC2 https://aws.amazon.com/ec2/pricing/on-demand/ (Linux), SageMaker HyperPod
 https://aws.amazon.com/sagemaker/ai/pricing/ (HyperPod instances), NAT gateways
 https://aws.amazon.com/vpc/pricing/, EKS https://aws.amazon.com/eks/pricing/ (standard support), AWS PCS
-https://aws.amazon.com/pcs/pricing/. As with :mod:`training_clusters.prices`, the figures were taken from AWS's
+https://aws.amazon.com/pcs/pricing/. As with :mod:`training_clusters.catalog.prices`, the figures were taken from AWS's
 pages as published then, not re-read here: check them before quoting one as a bill.
 """
 
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from training_clusters.prices import HOURS_PER_MONTH, PRICES_REGION, lustre_monthly_usd
+from training_clusters.catalog.prices import HOURS_PER_MONTH, PRICES_REGION, lustre_monthly_usd
 
 #: USD per instance-hour, on demand, us-east-1: EC2 names, and HyperPod's ``ml.`` names.
 INSTANCE_USD_PER_HOUR: Mapping[str, float] = {

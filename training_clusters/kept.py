@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from training_clusters.prices import (
+from training_clusters.catalog.prices import (
     EBS_GP3_USD_PER_GB_MONTH,
     KMS_KEY_USD_PER_MONTH,
     PRICE_SOURCES,
@@ -65,7 +65,7 @@ class Kept:
     cost: str = "free"
     """As shown: ``$168.00``, ``free``, ``by use``, ``at least $43.80 + storage``, ``unknown``."""
     source: str | None = None
-    """The key of :data:`~training_clusters.prices.PRICE_SOURCES` its price comes from."""
+    """The key of :data:`~training_clusters.catalog.prices.PRICE_SOURCES` its price comes from."""
 
     def as_dict(self) -> dict[str, object]:
         return {

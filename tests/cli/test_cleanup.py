@@ -1497,7 +1497,7 @@ def test_cleanup_needs_neither_cdk_nor_boto3_to_import() -> None:
     """The operate side's module loads without jsii (and boto3 only when it asks AWS); the price table is
     plain data."""
     code = (
-        "import sys, training_clusters.cleanup, training_clusters.prices; "
+        "import sys, training_clusters.cleanup, training_clusters.catalog.prices; "
         "print(*(name in sys.modules for name in ('aws_cdk', 'jsii', 'boto3')))"
     )
     result = subprocess.run(

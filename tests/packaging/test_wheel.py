@@ -205,7 +205,7 @@ def synthesized(downstream: Downstream) -> Downstream:
 def test_wheel_carries_the_package_data(downstream: Downstream) -> None:
     names = set(zipfile.ZipFile(downstream.wheel).namelist())
     assert "training_clusters/py.typed" in names
-    assert "training_clusters/catalog_data.json" in names
+    assert "training_clusters/catalog/catalog_data.json" in names
     assert "training_clusters/lifecycle_scripts/on_create.sh" in names
     assert any(n.startswith("training_clusters/lifecycle_scripts/lib/") for n in names)
     assert "training_clusters/handlers/release_manifest/index.py" in names

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from datetime import date
 
+from training_clusters.catalog.prices import HOURS_PER_MONTH
 from training_clusters.model.releases import (
     EKS_EXTENDED_SUPPORT_USD_PER_CLUSTER_HOUR,
     EKS_KUBERNETES_VERSION,
@@ -20,7 +21,6 @@ from training_clusters.model.releases import (
     PARALLELCLUSTER_SLURM,
     SLURM_CVE_2026_FIXED,
 )
-from training_clusters.prices import HOURS_PER_MONTH
 
 #: The warning ids (``training-clusters:<id>``) the constructs give the advice under.
 KUBERNETES_EXTENDED_SUPPORT = "kubernetes-extended-support"

@@ -494,7 +494,7 @@ def instance_facts_problem(it: InstanceType) -> str | None:
 _TYPES: dict[str, InstanceType] = {
     it.name: it
     for it in sorted(
-        read_catalog(resources.files("training_clusters") / DATA_FILE_NAME), key=lambda it: it.name
+        read_catalog(resources.files("training_clusters.catalog") / DATA_FILE_NAME), key=lambda it: it.name
     )
 }
 #: The types the environment file loaded last in this context declares (``instance_types:``): seen through
