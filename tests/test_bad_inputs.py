@@ -29,9 +29,9 @@ import pytest
 from tests.text_tables import unwrapped
 from training_clusters import cli
 from training_clusters.config import environment_name, load_environment
+from training_clusters.config.yaml_file import MAX_FILE_BYTES, MAX_VALUES
 from training_clusters.environments import add_environment
 from training_clusters.model.errors import ConfigurationError
-from training_clusters.yaml_file import MAX_FILE_BYTES, MAX_VALUES
 
 BAD_INPUTS = Path(__file__).resolve().parent / "bad_inputs"
 FILES = sorted(BAD_INPUTS.glob("*.yaml"))

@@ -12,13 +12,14 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from training_clusters import yaml_file
 from training_clusters.config import (
     EnvironmentConfig,
     environment_name,
     load_environment,
     parse_environment,
+    yaml_file,
 )
+from training_clusters.config.yaml_file import _BoundedLoader as BoundedLoader
 from training_clusters.environments import environment_files
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
@@ -31,7 +32,6 @@ from training_clusters.rules.tags import (
     tag_value_problem,
     unicode_character_class,
 )
-from training_clusters.yaml_file import _BoundedLoader as BoundedLoader
 
 from .conftest import ROOT
 

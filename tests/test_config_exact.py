@@ -1,4 +1,4 @@
-"""The environment file's model (training_clusters/config.py) where ``make mutation`` found one-line changes no
+"""The environment file's model (training_clusters/config/__init__.py) where ``make mutation`` found one-line changes no
 other test noticed, and its documented defaults pinned (a field's "Default:" in its description, and the
 defaults a property resolves), free of CDK."""
 
@@ -10,7 +10,7 @@ from typing import Annotated, Any
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from training_clusters import config, yaml_file
+from training_clusters import config
 from training_clusters.config import (
     CapacityConfig,
     EksEfaNodegroupConfig,
@@ -24,12 +24,13 @@ from training_clusters.config import (
     environment_name,
     load_environment,
     parse_environment,
+    yaml_file,
 )
+from training_clusters.config.unknown_keys import retired_capacity_key_problem, unknown_key_problem
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.errors import ConfigurationError, excerpt
 from training_clusters.model.options import NodeRecovery
-from training_clusters.unknown_keys import retired_capacity_key_problem, unknown_key_problem
 
 CR = "cr-0123456789abcdef0"
 GROUP = "arn:aws:resource-groups:us-east-1:111122223333:group/p5-reservations"

@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from training_clusters.config import parse_environment
+from training_clusters.config.compute import DEFAULT_PCS_AMI_SSM_PARAMETER, Orchestrator, expand_intent
 from training_clusters.environments import add_environment_config
-from training_clusters.intent import DEFAULT_PCS_AMI_SSM_PARAMETER, Orchestrator, expand_intent
 from training_clusters.model.errors import ConfigurationError
 
 from .conftest import CDK_CONTEXT, ROOT, GateResult

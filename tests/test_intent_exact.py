@@ -1,4 +1,4 @@
-"""``orchestrator`` + ``compute`` (training_clusters/intent.py) asserted whole, free of CDK: each message as the
+"""``orchestrator`` + ``compute`` (training_clusters/config/compute.py) asserted whole, free of CDK: each message as the
 file's author reads it (not a prefix of it), and the section each orchestrator gets from the one shipped
 ``training-any.yaml``, key by key. tests/test_intent.py synthesizes those sections; this module is what
 ``make mutation`` runs against intent.py."""
@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from training_clusters.config import construct_error_line, load_environment, parse_environment
-from training_clusters.intent import (
+from training_clusters.config.compute import (
     DEFAULT_HYPERPOD_CONTROLLER,
     DEFAULT_HYPERPOD_EKS_VOLUME_GIB,
     DEFAULT_PCS_AMI_SSM_PARAMETER,
@@ -20,8 +20,8 @@ from training_clusters.intent import (
     Orchestrator,
     expand_intent,
 )
+from training_clusters.config.yaml_file import read_yaml_with_lines
 from training_clusters.model.errors import ConfigurationError
-from training_clusters.yaml_file import read_yaml_with_lines
 
 from .test_intent import MESSAGES, UNUSED, _as
 
@@ -315,7 +315,7 @@ def test_a_missing_field_of_compute_is_named() -> None:
 
 
 def test_a_validators_message_loses_pydantics_prefix() -> None:
-    from training_clusters.intent import _message
+    from training_clusters.config.compute import _message
 
     problem = {"type": "value_error", "loc": ("name",), "msg": "Value error, must be short", "input": "x" * 3}
     assert _message(problem) == "must be short, got 'xxx'"

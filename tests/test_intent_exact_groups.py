@@ -1,5 +1,5 @@
 """``compute``'s node groups, HyperPod's controller and login, and the merge with the orchestrator's own section
-(training_clusters/intent.py), asserted whole on small files of their own: how a group is sized at both sides of
+(training_clusters/config/compute.py), asserted whole on small files of their own: how a group is sized at both sides of
 its boundaries, which field a HyperPod type is refused at, and that the section written is the caller's own.
 Free of CDK; ``make mutation`` runs it against intent.py with tests/test_intent_exact.py."""
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from training_clusters.intent import expand_intent
+from training_clusters.config.compute import expand_intent
 from training_clusters.model.errors import ConfigurationError
 
 _EC2_NAME = "HyperPod's ml. form is added when orchestrator is hyperpod"

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from training_clusters.acceptance.dcgm import DCGM_LEVELS, DEFAULT_DCGM_LEVEL
 from training_clusters.catalog import all_instance_types
 from training_clusters.config import EnvironmentConfig, environment_name, load_environment
+from training_clusters.config.yaml_file import regular_file_problem
 from training_clusters.model.errors import ConfigurationError, bounded, excerpt
 from training_clusters.model.tables import TABLE_WIDTH, numbered_notes, text_table
 from training_clusters.rules.regions import region_shape_problem, unknown_region_problem
-from training_clusters.yaml_file import regular_file_problem
 
 if TYPE_CHECKING:
     from training_clusters.cleanup import Inventory, Leftover

@@ -14,9 +14,9 @@ from training_clusters.config import (
     environment_name,
     load_environment,
 )
+from training_clusters.config.yaml_file import read_yaml_with_lines
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.stacks.base import TrainingEnvironmentStack
-from training_clusters.yaml_file import read_yaml_with_lines
 
 ENVIRONMENTS_DIR = Path("environments")
 

@@ -26,10 +26,10 @@ from training_clusters.compliance import (
     cfn_lint,
     read_validation_report,
 )
+from training_clusters.config.yaml_file import read_json
 from training_clusters.diagram.sources import STACK, assembly_artifacts, read_template
 from training_clusters.model.errors import ConfigurationError, displayable, excerpt
 from training_clusters.model.tables import text_table
-from training_clusters.yaml_file import read_json
 
 
 @dataclass(frozen=True)

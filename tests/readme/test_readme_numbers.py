@@ -21,9 +21,9 @@ import pytest
 import yaml
 
 from training_clusters.config import parse_environment
+from training_clusters.config.compute import Orchestrator
 from training_clusters.environments import add_environment_config
 from training_clusters.estimate import hourly_estimate
-from training_clusters.intent import Orchestrator
 from training_clusters.report import format_table, summarize
 
 from ..conftest import CDK_CONTEXT, ROOT, CheckovRun, EnvironmentGates

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeGuard
 
+from training_clusters.config.yaml_file import read_bounded, read_json
 from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, _dict, graph_from_template
 from training_clusters.model.errors import ConfigurationError, excerpt
-from training_clusters.yaml_file import read_bounded, read_json
 
 __all__ = [
     "STACK",

@@ -44,7 +44,7 @@ from training_clusters.catalog import (
     lookup_hyperpod,
     use_declared_types,
 )
-from training_clusters.intent import (
+from training_clusters.config.compute import (
     ComputeIntent,
     Ignorable,
     IntentFieldError,
@@ -52,6 +52,8 @@ from training_clusters.intent import (
     Orchestrator,
     expand_intent,
 )
+from training_clusters.config.unknown_keys import allowed_keys, unknown_key_problem
+from training_clusters.config.yaml_file import KeyLines, read_yaml_with_lines
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.errors import ConfigurationError, bounded, exact_number_problem, excerpt
@@ -138,8 +140,6 @@ from training_clusters.rules.regions import (
     unknown_region_problem,
 )
 from training_clusters.rules.tags import MAX_TAG_VALUE, tag_key_problem, tag_value_problem
-from training_clusters.unknown_keys import allowed_keys, unknown_key_problem
-from training_clusters.yaml_file import KeyLines, read_yaml_with_lines
 
 _ACCOUNT = re.compile(r"^\d{12}$")
 _NAME = re.compile(r"^[a-zA-Z][a-zA-Z0-9-]{0,62}$")
@@ -1906,7 +1906,7 @@ class EnvironmentConfig(_Model):
     orchestrator: Annotated[Orchestrator, _FileChoice(Orchestrator)] | None = Field(
         default=None,
         description="Who runs the nodes of compute: its section is written from compute (see "
-        "training_clusters.intent). Default: none (give the orchestrator's own section instead).",
+        "training_clusters.config.compute). Default: none (give the orchestrator's own section instead).",
     )
     compute: ComputeIntent | None = Field(
         default=None,
@@ -2227,7 +2227,7 @@ def _index_named(document: Any, section: tuple[str, ...], name: str) -> int | No
 
 
 def load_environment(path: str | Path) -> EnvironmentConfig:
-    """Read and validate one environment file (bounded: see :mod:`training_clusters.yaml_file`)."""
+    """Read and validate one environment file (bounded: see :mod:`training_clusters.config.yaml_file`)."""
     file = Path(path)
     document, key_lines = read_yaml_with_lines(file)
     return parse_environment(document, source=str(file), key_lines=key_lines)

@@ -53,6 +53,7 @@ from training_clusters.catalog import (
     instance_type_problem,
     lookup_hyperpod,
 )
+from training_clusters.config.unknown_keys import allowed_keys, unknown_key_problem
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.errors import ConfigurationError, excerpt
@@ -61,7 +62,6 @@ from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
 from training_clusters.rules.instance_types import instance_type_name_problem, undeclared_type_problem
-from training_clusters.unknown_keys import allowed_keys, unknown_key_problem
 
 
 class Orchestrator(Choice):
