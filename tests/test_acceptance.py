@@ -35,8 +35,8 @@ from training_clusters.acceptance import (
 )
 from training_clusters.catalog import all_instance_types, lookup
 from training_clusters.config import EnvironmentConfig, load_environment, parse_environment
-from training_clusters.job_layer import FlavorCapacity, mpi_runtime
-from training_clusters.nccl_job import MPIRUN
+from training_clusters.workloads.nccl import MPIRUN
+from training_clusters.workloads.scheduling import FlavorCapacity, mpi_runtime
 
 REPO = Path(__file__).resolve().parents[1]
 ENVIRONMENTS = REPO / "environments"

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from training_clusters.catalog import lookup
-from training_clusters.eks_mig import (
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.options import MigLayout, MigStrategy
+from training_clusters.rules.eks import mig_layout_problem, mig_strategy_problem
+from training_clusters.workloads.mig import (
     mig_config_name,
     mig_devices,
     mig_node_labels,
@@ -13,9 +16,6 @@ from training_clusters.eks_mig import (
     mig_resource,
     profile_slices,
 )
-from training_clusters.model.errors import ConfigurationError
-from training_clusters.model.options import MigLayout, MigStrategy
-from training_clusters.rules.eks import mig_layout_problem, mig_strategy_problem
 
 
 @pytest.mark.parametrize(

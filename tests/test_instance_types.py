@@ -21,8 +21,8 @@ from training_clusters import catalog
 from training_clusters.catalog import DATA_FILE_NAME, Architecture, architecture_of
 from training_clusters.config import load_environment
 from training_clusters.environments import add_environment
-from training_clusters.job_layer import NODEGROUP_LABEL
 from training_clusters.model.errors import ConfigurationError
+from training_clusters.workloads.scheduling import NODEGROUP_LABEL
 
 from .conftest import CDK_CONTEXT, GateResult
 

@@ -5,7 +5,20 @@ from __future__ import annotations
 import pytest
 
 from training_clusters.catalog import lookup
-from training_clusters.job_layer import (
+from training_clusters.model.options import QueuePreemption, TopologyPlacement
+from training_clusters.rules.eks_queues import (
+    borrow_needs_reclaim_problem,
+    cohort_name_problem,
+    cohort_needed_problem,
+    flavor_labels_problem,
+    kubernetes_name_problem,
+    limit_percent_problem,
+    preemption_problem,
+    required_topology_problem,
+    team_namespace_problem,
+    unique_names_problem,
+)
+from training_clusters.workloads.scheduling import (
     EFA_RESOURCE,
     GPU_RESOURCE,
     HUGEPAGES_RESOURCE,
@@ -26,19 +39,6 @@ from training_clusters.job_layer import (
     resource_flavor,
     runtime_manifests,
     torchrun_runtime,
-)
-from training_clusters.model.options import QueuePreemption, TopologyPlacement
-from training_clusters.rules.eks_queues import (
-    borrow_needs_reclaim_problem,
-    cohort_name_problem,
-    cohort_needed_problem,
-    flavor_labels_problem,
-    kubernetes_name_problem,
-    limit_percent_problem,
-    preemption_problem,
-    required_topology_problem,
-    team_namespace_problem,
-    unique_names_problem,
 )
 
 GPU_TAINT = Taint("nvidia.com/gpu", "true", "NoSchedule")

@@ -1039,7 +1039,7 @@ def test_namespaces_given_once_and_labels_up_to_eight() -> None:
 
 
 def test_team_namespaces_kueue_manages() -> None:
-    from training_clusters.job_layer import UNMANAGED_NAMESPACES
+    from training_clusters.workloads.scheduling import UNMANAGED_NAMESPACES
 
     assert eks_queues.team_namespace_problem("team-a") is None
     for namespace in UNMANAGED_NAMESPACES:

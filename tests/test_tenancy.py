@@ -3,7 +3,7 @@ that make a namespace a team's, validated for the cluster's Kubernetes version, 
 creates in a team namespace admitted there.
 
 No Kubernetes API server can run here, so Pod Security admission is judged by
-:mod:`training_clusters.pod_security`, one control per row of
+:mod:`training_clusters.workloads.pod_security`, one control per row of
 https://kubernetes.io/docs/concepts/security/pod-security-standards/; each case below names its row.
 """
 
@@ -19,13 +19,13 @@ from training_clusters.acceptance.plan import acceptance_plan
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment, parse_environment
 from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
-from training_clusters.job_layer import NODEGROUP_LABEL, FlavorCapacity, Taint, runtime_manifests
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import PodSecurityLevel
 from training_clusters.model.releases import DEFAULT_NCCL_TESTS_IMAGE, PYTORCH_EFA_IMAGE
-from training_clusters.nccl_job import nccl_test_mpijob
-from training_clusters.pod_security import CONTROLS, controls, pod_templates, violations
-from training_clusters.tenancy import (
+from training_clusters.workloads.nccl import nccl_test_mpijob
+from training_clusters.workloads.pod_security import CONTROLS, controls, pod_templates, violations
+from training_clusters.workloads.scheduling import NODEGROUP_LABEL, FlavorCapacity, Taint, runtime_manifests
+from training_clusters.workloads.tenancy import (
     monitoring_ingress,
     pod_security_labels,
     same_namespace_ingress,

@@ -10,7 +10,7 @@ import yaml
 from training_clusters.catalog import lookup
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.releases import DEFAULT_NCCL_TESTS_IMAGE
-from training_clusters.nccl_job import (
+from training_clusters.workloads.nccl import (
     efa_node_hugepages_mib,
     efa_pod_hugepages,
     launcher_command,

@@ -29,7 +29,7 @@ from training_clusters.model.releases import (
 )
 from training_clusters.monitoring.cloudwatch import CLOUDWATCH_DATASOURCE_UID, GRAFANA_SERVICE_ACCOUNT
 from training_clusters.monitoring.dashboards import dashboard_configmaps, fsx_throughput
-from training_clusters.tenancy import monitoring_ingress
+from training_clusters.workloads.tenancy import monitoring_ingress
 
 from .helm import chart_dir, objects, render
 

@@ -21,7 +21,6 @@ from training_clusters.constructs.hyperpod_eks import (
     kubernetes_config,
     node_pool,
 )
-from training_clusters.job_layer import runtime_manifests
 from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     EFA_DEVICE_PLUGIN_CHART,
@@ -30,6 +29,7 @@ from training_clusters.model.releases import (
     NVIDIA_DEVICE_PLUGIN_CHART,
     PYTORCH_EFA_IMAGE,
 )
+from training_clusters.workloads.scheduling import runtime_manifests
 
 from .helm import crd_schemas, objects, render, validation_problems
 

@@ -12,15 +12,6 @@ import yaml
 from training_clusters.catalog import lookup
 from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS
 from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, kueue_configuration, kueue_values
-from training_clusters.job_layer import (
-    KUEUE_MANAGED_LABEL,
-    NODEGROUP_LABEL,
-    FlavorCapacity,
-    QueuePolicy,
-    Taint,
-    queue_manifests,
-    runtime_manifests,
-)
 from training_clusters.model.options import QueuePreemption
 from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
@@ -30,6 +21,15 @@ from training_clusters.model.releases import (
     KUEUE_CHART,
     KUEUE_IMAGE,
     PYTORCH_EFA_IMAGE,
+)
+from training_clusters.workloads.scheduling import (
+    KUEUE_MANAGED_LABEL,
+    NODEGROUP_LABEL,
+    FlavorCapacity,
+    QueuePolicy,
+    Taint,
+    queue_manifests,
+    runtime_manifests,
 )
 
 from .helm import crd_schemas, objects, render, validation_problems

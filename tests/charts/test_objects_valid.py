@@ -28,23 +28,7 @@ from training_clusters.constructs.eks_addons import (
 )
 from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
 from training_clusters.constructs.hyperpod_eks import health_monitoring_agent_manifests
-from training_clusters.eks_mig import mig_config_name, mig_devices, mig_resource
 from training_clusters.environments import environment_files
-from training_clusters.job_layer import (
-    DEFAULT_LOCAL_QUEUE,
-    NODEGROUP_LABEL,
-    SHARED_GPU_RESOURCE,
-    FlavorCapacity,
-    QueuePolicy,
-    QueueRoute,
-    Taint,
-    gang_job,
-    namespace_manifest,
-    nccl_test_trainjob,
-    queue_manifests,
-    queue_mpijob,
-    runtime_manifests,
-)
 from training_clusters.model.options import (
     MigLayout,
     MigStrategy,
@@ -59,8 +43,24 @@ from training_clusters.model.releases import (
     mpi_operator_manifest_url,
 )
 from training_clusters.monitoring.dashboards import dashboard_configmaps
-from training_clusters.nccl_job import nccl_test_mpijob
-from training_clusters.tenancy import monitoring_ingress, team_namespace_objects
+from training_clusters.workloads.mig import mig_config_name, mig_devices, mig_resource
+from training_clusters.workloads.nccl import nccl_test_mpijob
+from training_clusters.workloads.scheduling import (
+    DEFAULT_LOCAL_QUEUE,
+    NODEGROUP_LABEL,
+    SHARED_GPU_RESOURCE,
+    FlavorCapacity,
+    QueuePolicy,
+    QueueRoute,
+    Taint,
+    gang_job,
+    namespace_manifest,
+    nccl_test_trainjob,
+    queue_manifests,
+    queue_mpijob,
+    runtime_manifests,
+)
+from training_clusters.workloads.tenancy import monitoring_ingress, team_namespace_objects
 
 from ..assertions import manifest_objects
 from ..conftest import ROOT, EnvironmentGates

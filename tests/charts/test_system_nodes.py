@@ -46,7 +46,12 @@ from training_clusters.model.releases import (
     NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
 )
-from training_clusters.tenancy import SYSTEM_NODE_LABELS, SYSTEM_NODE_TAINT, SYSTEM_TOLERATION, tolerates
+from training_clusters.workloads.tenancy import (
+    SYSTEM_NODE_LABELS,
+    SYSTEM_NODE_TAINT,
+    SYSTEM_TOLERATION,
+    tolerates,
+)
 
 from . import schemas
 from .helm import kubectl, render

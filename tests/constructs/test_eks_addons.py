@@ -56,7 +56,7 @@ from training_clusters.monitoring.cloudwatch import (
 )
 from training_clusters.monitoring.dashboards import fsx_throughput
 from training_clusters.monitoring.dcgm import dcgm_metrics_csv
-from training_clusters.tenancy import monitoring_ingress
+from training_clusters.workloads.tenancy import monitoring_ingress
 
 from ..assertions import manifest_objects
 from ..conftest import AZS, CDK_CONTEXT, REGION, ROOT, GatedStacks, PinnedStack, gated_stack

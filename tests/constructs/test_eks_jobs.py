@@ -27,16 +27,6 @@ from training_clusters.constructs.eks_jobs import (
 )
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
-from training_clusters.eks_mig import mig_devices, mig_resource
-from training_clusters.job_layer import (
-    EFA_RESOURCE,
-    GPU_RESOURCE,
-    HUGEPAGES_RESOURCE,
-    KUEUE_MANAGED_LABEL,
-    KUEUE_QUEUE_LABEL,
-    NODEGROUP_LABEL,
-    NodePool,
-)
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import PodSecurityLevel
 from training_clusters.model.releases import (
@@ -45,7 +35,17 @@ from training_clusters.model.releases import (
     KUEUE_CHART,
 )
 from training_clusters.rules.eks_queues import pods_ready_timeout_problem
-from training_clusters.tenancy import pod_security_labels, same_namespace_ingress, team_role_binding
+from training_clusters.workloads.mig import mig_devices, mig_resource
+from training_clusters.workloads.scheduling import (
+    EFA_RESOURCE,
+    GPU_RESOURCE,
+    HUGEPAGES_RESOURCE,
+    KUEUE_MANAGED_LABEL,
+    KUEUE_QUEUE_LABEL,
+    NODEGROUP_LABEL,
+    NodePool,
+)
+from training_clusters.workloads.tenancy import pod_security_labels, same_namespace_ingress, team_role_binding
 
 from ..assertions import numbered_steps
 from ..conftest import AZS, ROOT, EnvironmentGates, PinnedStack

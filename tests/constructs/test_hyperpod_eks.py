@@ -30,7 +30,6 @@ from training_clusters.constructs.hyperpod_eks import (
     hyperpod_nvidia_device_plugin_values,
 )
 from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.job_layer import NodePool, Taint
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.releases import (
@@ -40,6 +39,7 @@ from training_clusters.model.releases import (
     HYPERPOD_VPC_CNI_VERSION,
 )
 from training_clusters.rules.hyperpod_eks import ADDRESSES_PER_NODE, pod_addresses_problem
+from training_clusters.workloads.scheduling import NodePool, Taint
 
 from ..assertions import manifest_objects
 from ..conftest import AZS, PinnedStack

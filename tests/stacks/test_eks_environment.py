@@ -14,10 +14,10 @@ from aws_cdk.assertions import Template
 from training_clusters import cli
 from training_clusters.config import parse_environment
 from training_clusters.environments import add_environment_config
-from training_clusters.job_layer import NODEGROUP_LABEL
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.releases import MPI_OPERATOR_MANIFEST_URL
 from training_clusters.stacks.eks import EksTrainingEnvironment
+from training_clusters.workloads.scheduling import NODEGROUP_LABEL
 
 from ..assertions import aws_managed, managed_policy_arns, manifest_objects
 from ..conftest import ROOT, EnvironmentGates

@@ -6,7 +6,7 @@
 * Slurm environments (:mod:`~training_clusters.acceptance.slurm`): sbatch scripts running OSU and NCCL
   between two nodes of each EFA instance type, over EFA and over TCP.
 * EKS environments (:mod:`~training_clusters.acceptance.eks`): for each GPU EFA nodegroup, the MPIJob of
-  :mod:`~training_clusters.nccl_job` as YAML and a ``-check.sh`` script gating its log.
+  :mod:`~training_clusters.workloads.nccl` as YAML and a ``-check.sh`` script gating its log.
 * Every GPU partition or nodegroup (:mod:`~training_clusters.acceptance.dcgm`): ``dcgmi diag -r 2``
   (3 or 4 on request) on each node, failing on any test that reports ``Fail``.
 
@@ -16,7 +16,7 @@ scripts' bash is in ``bash/`` (:mod:`~training_clusters.acceptance.fragments`).
 
 Names load on first use (PEP 562), as in :mod:`training_clusters.constructs`: the planning modules import
 the environment-file model. This package imports the build side (pins from :mod:`training_clusters.model.releases`,
-job templates from :mod:`training_clusters.nccl_job`), never the reverse.
+job templates from :mod:`training_clusters.workloads.nccl`), never the reverse.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     )
     from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan, default_directory, write_jobs
     from training_clusters.acceptance.plan import acceptance_jobs, acceptance_plan, no_jobs_reason
-    from training_clusters.nccl_job import nccl_test_mpijob
+    from training_clusters.workloads.nccl import nccl_test_mpijob
 
 _EXPORTS = {
     "AcceptanceJob": "jobs",
@@ -49,7 +49,7 @@ _EXPORTS = {
     "nccl_busbw_expectation": "expectations",
     "osu_bw_expectation": "expectations",
     "osu_latency_expectation": "expectations",
-    "nccl_test_mpijob": "training_clusters.nccl_job",
+    "nccl_test_mpijob": "training_clusters.workloads.nccl",
 }
 
 __all__ = [

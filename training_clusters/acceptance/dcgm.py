@@ -26,8 +26,8 @@ import yaml
 from training_clusters.acceptance.fragments import comment_lines, fragment, readonly_lines
 from training_clusters.acceptance.jobs import AcceptanceJob
 from training_clusters.catalog import InstanceType
-from training_clusters.job_layer import KUEUE_QUEUE_LABEL, QueueRoute
 from training_clusters.model.releases import DCGM_IMAGE
+from training_clusters.workloads.scheduling import KUEUE_QUEUE_LABEL, QueueRoute
 
 DCGM_LEVELS = (2, 3, 4)
 """The ``dcgmi diag -r`` levels the acceptance command offers (1 is a seconds-long deployment check)."""

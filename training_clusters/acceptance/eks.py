@@ -1,13 +1,13 @@
 """EKS acceptance jobs: for each GPU EFA nodegroup, the NCCL MPIJob as YAML and a gate for its log.
 
-The MPIJob is :func:`~training_clusters.nccl_job.nccl_test_mpijob`, annotated with the
+The MPIJob is :func:`~training_clusters.workloads.nccl.nccl_test_mpijob`, annotated with the
 expected bus bandwidth; ``nccl-tests-<nodegroup>-check.sh`` reads the launcher's log (``kubectl logs ... |
 bash nccl-tests-<nodegroup>-check.sh``) and exits non-zero when the bandwidth is clearly low or the log does
 not show NCCL on EFA.
 
 Where the nodes sat in the network is printed next to the verdict, never changing it. A pod cannot read its
 node's labels (the downward API gives it ``spec.nodeName``, not the node's labels), so the launcher first has
-one rank per node print its node's name (:func:`~training_clusters.nccl_job.launcher_command`), and the gate
+one rank per node print its node's name (:func:`~training_clusters.workloads.nccl.launcher_command`), and the gate
 reads those nodes' ``topology.k8s.aws/network-node-layer-1..3`` labels with the caller's ``kubectl get nodes``:
 the same credentials that read the launcher's log. The workers are gone by then (the MPIJob deletes them when
 the launcher ends), the nodes are not; and no identity in the cluster is granted a read of nodes (a
@@ -37,8 +37,18 @@ from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.acceptance.mig import mig_eks_jobs
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.config import EksGpuNodegroupConfig
-from training_clusters.eks_mig import mig_config_name, mig_devices
-from training_clusters.job_layer import (
+from training_clusters.model.options import TopologyPlacement
+from training_clusters.workloads.mig import mig_config_name, mig_devices
+from training_clusters.workloads.nccl import (
+    NODE_LINE_MARK,
+    manifest_yaml,
+    nccl_job_files,
+    nccl_job_name,
+    nccl_skip_reason,
+    nccl_test_mpijob,
+    run_instructions,
+)
+from training_clusters.workloads.scheduling import (
     GPU_RESOURCE,
     NETWORK_NODE_LEVELS,
     NODEGROUP_LABEL,
@@ -49,16 +59,6 @@ from training_clusters.job_layer import (
     mpi_runtime_name,
     nccl_test_trainjob,
     queue_mpijob,
-)
-from training_clusters.model.options import TopologyPlacement
-from training_clusters.nccl_job import (
-    NODE_LINE_MARK,
-    manifest_yaml,
-    nccl_job_files,
-    nccl_job_name,
-    nccl_skip_reason,
-    nccl_test_mpijob,
-    run_instructions,
 )
 
 if TYPE_CHECKING:

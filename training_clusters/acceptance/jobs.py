@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from training_clusters.nccl_job import default_directory as default_directory
+from training_clusters.workloads.nccl import default_directory as default_directory
 
 
 @dataclass(frozen=True)

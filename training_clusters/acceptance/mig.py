@@ -2,7 +2,7 @@
 
 ``mig-<nodegroup>.yaml`` is a Job of one pod on the nodegroup (its instance type and ``nvidia.com/mig.config``
 label) requesting one instance of the layout's first profile: ``nvidia.com/mig-<profile>`` under the mixed
-strategy, ``nvidia.com/gpu`` under single (:func:`training_clusters.eks_mig.mig_resource`). The pod prints
+strategy, ``nvidia.com/gpu`` under single (:func:`training_clusters.workloads.mig.mig_resource`). The pod prints
 ``nvidia-smi -L``; ``mig-<nodegroup>-check.sh`` passes when that lists exactly one MIG device of the profile.
 Whole GPUs in the list mean the MIG manager did not partition the node, or the device plugin advertised
 before it had.
@@ -15,11 +15,11 @@ from typing import Any
 from training_clusters.acceptance.fragments import comment_lines, fragment, readonly_lines
 from training_clusters.acceptance.jobs import AcceptanceJob
 from training_clusters.catalog import InstanceType
-from training_clusters.eks_mig import MIG_CONFIG_LABEL, mig_resource
-from training_clusters.job_layer import KUEUE_QUEUE_LABEL, QueueRoute
 from training_clusters.model.options import MigStrategy
 from training_clusters.model.releases import CUDA_BASE_IMAGE
-from training_clusters.nccl_job import manifest_yaml
+from training_clusters.workloads.mig import MIG_CONFIG_LABEL, mig_resource
+from training_clusters.workloads.nccl import manifest_yaml
+from training_clusters.workloads.scheduling import KUEUE_QUEUE_LABEL, QueueRoute
 
 
 def mig_job_name(nodegroup: str) -> str:

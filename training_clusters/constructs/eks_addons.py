@@ -51,13 +51,6 @@ from training_clusters.constructs.eks_gpu import (
 )
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.session_manager import AcknowledgeWildcards
-from training_clusters.eks_mig import (
-    MIG_CONFIG_LABEL,
-    MIG_CONFIG_STATE_LABEL,
-    MIG_CONFIGMAP,
-    MIG_DISABLED,
-    mig_parted_config,
-)
 from training_clusters.model.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
@@ -84,7 +77,14 @@ from training_clusters.rules.eks import (
     mig_problem,
     mps_replicas_problem,
 )
-from training_clusters.tenancy import monitoring_ingress, system_placement
+from training_clusters.workloads.mig import (
+    MIG_CONFIG_LABEL,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_CONFIGMAP,
+    MIG_DISABLED,
+    mig_parted_config,
+)
+from training_clusters.workloads.tenancy import monitoring_ingress, system_placement
 
 __all__ = [
     "EFA_DEVICE_PLUGIN_CHART",
@@ -269,7 +269,7 @@ class NvidiaDevicePlugin(Construct):
 
     A MIG strategy (SINGLE, MIXED) only says how to advertise partitions the GPU Operator's MIG manager
     made: give :class:`GpuMonitoring` the layouts (``mig_layouts``) and label the nodegroups
-    (:func:`~training_clusters.eks_mig.mig_node_labels`), as the stack does. The plugin then starts on a
+    (:func:`~training_clusters.workloads.mig.mig_node_labels`), as the stack does. The plugin then starts on a
     MIG-labelled node only once the MIG manager reports ``nvidia.com/mig.config.state=success``, so it never
     advertises the whole GPUs it found before partitioning.
 
@@ -923,7 +923,7 @@ def gpu_operator_values(
     its ServiceMonitor relabels every series with the node it came from (``node``, ``instance``).
 
     The MIG manager (which the chart enables by default) runs only with ``mig_layouts`` (config name to
-    ``{profile: count}`` per GPU, :func:`~training_clusters.eks_mig.mig_parted_config`), from a ConfigMap the
+    ``{profile: count}`` per GPU, :func:`~training_clusters.workloads.mig.mig_parted_config`), from a ConfigMap the
     chart creates; nodes apply the entry their ``nvidia.com/mig.config`` label names, ``all-disabled``
     otherwise. ``mig.strategy`` follows the device plugin's.
     """
@@ -987,7 +987,7 @@ def kube_prometheus_stack_values(
     ``cloudwatch_region`` Grafana also gets the CloudWatch data source in that region
     (:func:`~training_clusters.monitoring.cloudwatch.cloudwatch_datasource`, AWS SDK default credentials).
     The operator (and its admission-webhook certificate Jobs), Prometheus, Alertmanager, Grafana and
-    kube-state-metrics run on the system nodes (:func:`~training_clusters.tenancy.system_placement`);
+    kube-state-metrics run on the system nodes (:func:`~training_clusters.workloads.tenancy.system_placement`);
     node-exporter keeps the chart's toleration of every ``NoSchedule`` taint, so it runs on every node.
     """
     spec: dict[str, Any] = {
@@ -1050,7 +1050,7 @@ class GpuMonitoring(Construct):
     only read CloudWatch metrics (:data:`~training_clusters.monitoring.cloudwatch.CLOUDWATCH_READ_ACTIONS`; why
     Grafana 12.4's data source picks those credentials up: :mod:`training_clusters.monitoring.cloudwatch`).
     With ``mig_layouts`` the GPU Operator's MIG manager partitions the nodes labelled ``nvidia.com/mig.config``
-    (:mod:`training_clusters.eks_mig`).
+    (:mod:`training_clusters.workloads.mig`).
 
     Attributes: ``gpu_operator`` (chart), ``prometheus`` (chart or None), ``gpu_operator_values``,
     ``prometheus_values`` (or None), ``dashboards`` (manifest or None), ``ebs_csi_driver`` (or None when
@@ -1093,7 +1093,7 @@ class GpuMonitoring(Construct):
         :param gpu_operator_chart: Default: :data:`GPU_OPERATOR_CHART`.
         :param prometheus_chart: Default: :data:`KUBE_PROMETHEUS_STACK_CHART`.
         :param mig_layouts: MIG layouts to offer, by config name (the ``nvidia.com/mig.config`` label value):
-            ``{profile: count}`` per GPU (:func:`~training_clusters.eks_mig.mig_devices`). Default: none, and
+            ``{profile: count}`` per GPU (:func:`~training_clusters.workloads.mig.mig_devices`). Default: none, and
             the GPU Operator's MIG manager stays off.
         :param mig_strategy: The device plugin's MIG strategy (SINGLE or MIXED), used with ``mig_layouts``.
             Default: MIXED.

@@ -62,8 +62,8 @@ from training_clusters.model.releases import EKS_KUBERNETES_VERSION
 from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
 from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
 from training_clusters.rules.versions import KUBERNETES_EXTENDED_SUPPORT, kubernetes_support_advice
-from training_clusters.tenancy import SYSTEM_NODE_LABELS as SYSTEM_NODE_LABELS
-from training_clusters.tenancy import SYSTEM_NODE_TAINT
+from training_clusters.workloads.tenancy import SYSTEM_NODE_LABELS as SYSTEM_NODE_LABELS
+from training_clusters.workloads.tenancy import SYSTEM_NODE_TAINT
 
 #: The Kubernetes version (:data:`~training_clusters.model.releases.EKS_KUBERNETES_VERSION`), matched by the kubectl
 #: layer ``aws-cdk.lambda-layer-kubectl-v35``.
@@ -113,7 +113,7 @@ class DevicePluginKind(StrEnum):
 
 DEVICE_PLUGIN_KINDS = tuple(DevicePluginKind)
 
-#: The system nodes' taint (:data:`training_clusters.tenancy.SYSTEM_NODE_TAINT`): only the add-ons tolerate it.
+#: The system nodes' taint (:data:`training_clusters.workloads.tenancy.SYSTEM_NODE_TAINT`): only the add-ons tolerate it.
 SYSTEM_NODE_TAINTS = (
     eks.TaintSpec(
         key=SYSTEM_NODE_TAINT["key"], value=SYSTEM_NODE_TAINT["value"], effect=eks.TaintEffect.NO_SCHEDULE
@@ -150,7 +150,7 @@ class GpuEksCluster(Construct):
     System nodes: labelled ``training-clusters/role=system`` and tainted ``CriticalAddonsOnly=true:NoSchedule``
     (:data:`SYSTEM_NODE_TAINTS`), so only add-ons run there, beside the Pod Identity tokens of the add-ons'
     roles; a pod of yours that must run there tolerates it
-    (:data:`~training_clusters.tenancy.SYSTEM_TOLERATION`, :func:`~training_clusters.tenancy.system_placement`).
+    (:data:`~training_clusters.workloads.tenancy.SYSTEM_TOLERATION`, :func:`~training_clusters.workloads.tenancy.system_placement`).
 
     Attributes: ``cluster`` (the ``aws_eks_v2.Cluster``), ``cluster_name``, ``kubernetes_version``,
     ``cluster_security_group``,

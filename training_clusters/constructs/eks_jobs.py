@@ -13,7 +13,7 @@ Example::
 Over them, :class:`TrainingQueues` applies Kueue's queues for the cluster's GPU nodegroups (quota: what the
 nodes advertise) and :class:`TrainingRuntimes` Kubeflow Trainer's runtimes for its EFA GPU nodegroups
 (``torchrun-efa-<nodegroup>``, ``mpi-efa-<nodegroup>``); their objects are plain data in
-:mod:`training_clusters.job_layer`.
+:mod:`training_clusters.workloads.scheduling`.
 
 Kueue admits a job only when its whole request fits the queue's quota, and with ``waitForPodsReady`` it
 evicts and requeues an admitted job whose pods are not all running within the timeout: two jobs that each
@@ -36,24 +36,6 @@ from constructs import Construct
 
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option, refuse
 from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS, EfaNodegroup, GpuEksCluster, GpuNodegroup
-from training_clusters.job_layer import (
-    DEFAULT_CLUSTER_QUEUE,
-    DEFAULT_LOCAL_QUEUE,
-    GPU_RESOURCE,
-    KUEUE_MANAGED_LABEL,
-    KUEUE_MANAGED_VALUE,
-    KUEUE_QUEUE_LABEL,
-    SHARED_GPU_RESOURCE,
-    FlavorCapacity,
-    NodePool,
-    QueuePolicy,
-    Taint,
-    managed_namespace_selector,
-    mpi_runtime_name,
-    queue_manifests,
-    runtime_manifests,
-    torchrun_runtime_name,
-)
 from training_clusters.model.options import (
     Mps,
     PodSecurityLevel,
@@ -85,7 +67,25 @@ from training_clusters.rules.eks_queues import (
     team_namespace_problem,
     unique_names_problem,
 )
-from training_clusters.tenancy import (
+from training_clusters.workloads.scheduling import (
+    DEFAULT_CLUSTER_QUEUE,
+    DEFAULT_LOCAL_QUEUE,
+    GPU_RESOURCE,
+    KUEUE_MANAGED_LABEL,
+    KUEUE_MANAGED_VALUE,
+    KUEUE_QUEUE_LABEL,
+    SHARED_GPU_RESOURCE,
+    FlavorCapacity,
+    NodePool,
+    QueuePolicy,
+    Taint,
+    managed_namespace_selector,
+    mpi_runtime_name,
+    queue_manifests,
+    runtime_manifests,
+    torchrun_runtime_name,
+)
+from training_clusters.workloads.tenancy import (
     SYSTEM_TOLERATION,
     pod_security_labels,
     team_group,
@@ -136,7 +136,7 @@ def kueue_configuration(
     ``quotaCheckStrategy: IgnoreUndeclared`` counts only what the ClusterQueue declares (GPUs, EFA
     interfaces), so a pod's CPU and memory requests, which the kubelet places, never block admission.
     ``managedJobsNamespaceSelector`` keeps Kueue to the namespaces labelled
-    :data:`~training_clusters.job_layer.KUEUE_MANAGED_LABEL`: its controller reconciles jobs only there (always
+    :data:`~training_clusters.workloads.scheduling.KUEUE_MANAGED_LABEL`: its controller reconciles jobs only there (always
     respected since Kueue 0.19), and the chart makes it the ``namespaceSelector`` of every job webhook, which
     fail closed; its default (every namespace but ``kube-system`` and Kueue's) would stop every Job in the
     cluster, other charts' hooks included, while Kueue's one replica is down.
@@ -171,7 +171,7 @@ def kueue_values(
     node_selector: Mapping[str, str] = SYSTEM_NODE_LABELS,
 ) -> dict[str, Any]:
     """Helm values of the Kueue chart: our configuration, the released image, the controller on the system
-    nodes (their labels and taint, :data:`~training_clusters.tenancy.SYSTEM_TOLERATION`). Its webhook
+    nodes (their labels and taint, :data:`~training_clusters.workloads.tenancy.SYSTEM_TOLERATION`). Its webhook
     certificates are Kueue's own (no cert-manager)."""
     return {
         "controllerManager": {
@@ -382,13 +382,13 @@ class TrainingQueues(Construct):
     its flavors have one, Kueue places every job by topology unasked.
     Applied once Kueue's webhook answers (after :attr:`Kueue.chart`).
 
-    Each team namespace is also a tenant's boundary (:mod:`training_clusters.tenancy`): Pod Security admission
+    Each team namespace is also a tenant's boundary (:mod:`training_clusters.workloads.tenancy`): Pod Security admission
     enforces ``pod_security`` there (``baseline``: no privileged, hostPath, hostNetwork pod; warn and audit at
     ``restricted``), the team's Kubernetes group (``training-clusters:team:<namespace>``) holds ``edit`` in it
     and nothing outside, its pods accept connections from their own namespace only, and each IAM role of
     ``team_roles`` gets an EKS access entry in that group.
 
-    Attributes: ``capacities`` (:class:`~training_clusters.job_layer.FlavorCapacity` by nodegroup),
+    Attributes: ``capacities`` (:class:`~training_clusters.workloads.scheduling.FlavorCapacity` by nodegroup),
     ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``topology`` (the placement), ``resource`` (the
     ``KubernetesManifest`` of the queues), ``namespaces_resource`` (the one of the team namespaces, never
     pruned: one the list lets go stays; or None), ``default_namespace_label`` (the ``KubernetesPatch``
@@ -426,7 +426,7 @@ class TrainingQueues(Construct):
         :param cluster: The cluster.
         :param kueue: Kueue on that cluster; the queues are applied once its webhook is ready.
         :param nodegroups: The nodegroups by name (the flavors' names), or any pool of nodes described as a
-            :class:`~training_clusters.job_layer.NodePool` (a HyperPod instance group); those with NVIDIA GPUs
+            :class:`~training_clusters.workloads.scheduling.NodePool` (a HyperPod instance group); those with NVIDIA GPUs
             get a flavor.
         :param namespaces: The team namespaces that get a LocalQueue (and may use the ClusterQueue).
             Default: ``default`` only.
@@ -666,7 +666,7 @@ class TrainingRuntimes(Construct):
     sshd on every node: what the NCCL acceptance TrainJob runs). Both select the nodegroup's nodes (label
     ``training-clusters/nodegroup``, and a pool's ready labels), tolerate its taints and set the instance
     type's NCCL/libfabric environment (GPUDirect RDMA only where the catalogue
-    says so). See :func:`~training_clusters.job_layer.torchrun_runtime`. Applied once Kubeflow Trainer's webhook
+    says so). See :func:`~training_clusters.workloads.scheduling.torchrun_runtime`. Applied once Kubeflow Trainer's webhook
     is ready (after :attr:`KubeflowTrainer.chart`).
 
     Attributes: ``manifests``, ``names`` (runtime names by nodegroup: torchrun, mpi), ``resource``.
@@ -689,7 +689,7 @@ class TrainingRuntimes(Construct):
         :param cluster: The cluster.
         :param trainer: Kubeflow Trainer on that cluster.
         :param nodegroups: EFA nodegroups by name, or pools of nodes carrying ``training-clusters/nodegroup``
-            with their name (:class:`~training_clusters.job_layer.NodePool`: HyperPod's instance groups); those
+            with their name (:class:`~training_clusters.workloads.scheduling.NodePool`: HyperPod's instance groups); those
             with NVIDIA GPUs and EFA get runtimes.
         :param torchrun_image: Default image of the torchrun runtimes (a TrainJob may set its own).
             Default: :data:`~training_clusters.model.releases.PYTORCH_EFA_IMAGE`.

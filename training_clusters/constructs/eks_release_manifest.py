@@ -46,7 +46,7 @@ from training_clusters.model.releases import (
     MPI_OPERATOR_VERSION,
     mpi_operator_manifest_url,
 )
-from training_clusters.tenancy import system_placement
+from training_clusters.workloads.tenancy import system_placement
 
 __all__ = ["DeploymentPatch", "MpiOperator", "ReleaseManifest", "mpi_operator_placement"]
 
@@ -82,7 +82,7 @@ MPI_OPERATOR_DEPLOYMENT = ("mpi-operator", "mpi-operator")
 
 def mpi_operator_placement() -> DeploymentPatch:
     """The MPI Operator's controller on the system nodes: their labels and their taint's toleration
-    (:func:`~training_clusters.tenancy.system_placement`); the release manifest sets neither."""
+    (:func:`~training_clusters.workloads.tenancy.system_placement`); the release manifest sets neither."""
     namespace, name = MPI_OPERATOR_DEPLOYMENT
     return DeploymentPatch(namespace, name, {"spec": {"template": {"spec": system_placement()}}})
 

@@ -68,7 +68,6 @@ from training_clusters.constructs.hyperpod import (
     Orchestrator,
     lifecycle_scripts_path,
 )
-from training_clusters.job_layer import NODEGROUP_LABEL, NodePool, Taint
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import DeepHealthCheck, NodeProvisioningMode, NodeRecovery
@@ -92,6 +91,7 @@ from training_clusters.rules.hyperpod_eks import (
     volume_problem,
     vpc_cni_version_problem,
 )
+from training_clusters.workloads.scheduling import NODEGROUP_LABEL, NodePool, Taint
 
 #: The namespace HyperPod's own components live in (its docs: "The aws-hyperpod namespace name cannot be
 #: modified").

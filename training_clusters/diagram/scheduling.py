@@ -29,7 +29,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from training_clusters.tenancy import tolerates
+from training_clusters.workloads.tenancy import tolerates
 
 __all__ = [
     "INSTANCE_TYPE_LABEL",

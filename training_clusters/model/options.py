@@ -247,7 +247,7 @@ class MigLayout:
     ``all-<profile>`` (``all-1g.10gb``) splits each GPU into as many instances of one profile as fit;
     ``all-balanced`` into two of the smallest 1g profile, one 2g and one 3g (mig-parted's ``all-balanced``);
     a custom layout names the instances of each GPU (``{"3g.40gb": 1, "4g.40gb": 1}``). Whether the profiles
-    exist on the nodegroup's GPU is checked against the catalogue (:mod:`training_clusters.eks_mig`).
+    exist on the nodegroup's GPU is checked against the catalogue (:mod:`training_clusters.workloads.mig`).
 
     :param name: ``all-<profile>`` or ``all-balanced``; None for a custom layout.
     :param devices: A custom layout's instances per GPU, ``(profile, count)`` pairs; empty otherwise.

@@ -11,10 +11,10 @@ import re
 from collections.abc import Mapping
 
 from training_clusters.catalog import InstanceType
-from training_clusters.eks_mig import COMPUTE_SLICES, MEMORY_SLICES, layout_fits, profile_slices
 from training_clusters.model.errors import excerpt
 from training_clusters.model.options import MigLayout, MigStrategy, Mps, TimeSlicing
 from training_clusters.rules.network import internet_wide_problem
+from training_clusters.workloads.mig import COMPUTE_SLICES, MEMORY_SLICES, layout_fits, profile_slices
 
 MIN_SHARING_REPLICAS = 2
 

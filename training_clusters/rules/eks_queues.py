@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import re
 
-from training_clusters.job_layer import UNMANAGED_NAMESPACES
 from training_clusters.model.errors import excerpt
 from training_clusters.model.options import QueuePreemption, TopologyPlacement
+from training_clusters.workloads.scheduling import UNMANAGED_NAMESPACES
 
 #: Kueue's waitForPodsReady timeout bounds, in minutes: at least one image pull, at most a day.
 MIN_PODS_READY_TIMEOUT_MINUTES = 1

@@ -21,16 +21,8 @@ from training_clusters.constructs.eks_addons import (
 from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
 from training_clusters.constructs.eks_jobs import KubeflowTrainer, Kueue, TrainingQueues, TrainingRuntimes
 from training_clusters.constructs.eks_release_manifest import MpiOperator
-from training_clusters.eks_mig import mig_config_name, mig_devices, mig_node_labels, mig_resource
-from training_clusters.job_layer import NODEGROUP_LABEL, queue_mpijob
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import MigStrategy, TopologyPlacement
-from training_clusters.nccl_job import (
-    nccl_acceptance_command,
-    nccl_job_name,
-    nccl_skip_reason,
-    nccl_test_mpijob,
-)
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,
@@ -38,6 +30,14 @@ from training_clusters.stacks.base import (
     queue_step,
     team_roles,
 )
+from training_clusters.workloads.mig import mig_config_name, mig_devices, mig_node_labels, mig_resource
+from training_clusters.workloads.nccl import (
+    nccl_acceptance_command,
+    nccl_job_name,
+    nccl_skip_reason,
+    nccl_test_mpijob,
+)
+from training_clusters.workloads.scheduling import NODEGROUP_LABEL, queue_mpijob
 
 
 class EksTrainingEnvironment(TrainingEnvironmentStack):

@@ -18,7 +18,6 @@ from training_clusters.constructs.hyperpod import LustreMount
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import TopologyPlacement
-from training_clusters.nccl_job import nccl_skip_reason
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,
@@ -26,6 +25,7 @@ from training_clusters.stacks.base import (
     queue_step,
     team_roles,
 )
+from training_clusters.workloads.nccl import nccl_skip_reason
 
 
 class HyperPodEksEnvironment(TrainingEnvironmentStack):

@@ -22,7 +22,7 @@ from typing import Any
 
 from training_clusters.catalog import InstanceType
 from training_clusters.model.options import QueuePreemption, TopologyPlacement
-from training_clusters.nccl_job import (
+from training_clusters.workloads.nccl import (
     NODE_NAME_ENV,
     efa_node_hugepages_mib,
     efa_pod_hugepages,
@@ -140,7 +140,7 @@ class FlavorCapacity:
     def quota(self) -> dict[str, int | str]:
         """Resource name -> what all the nodes advertise together: GPUs (or, MIG-partitioned, each MIG
         resource), and on EFA nodes their EFA interfaces and the 2 MiB huge pages they reserve
-        (:func:`~training_clusters.nccl_job.efa_node_hugepages_mib` of the instance type each)."""
+        (:func:`~training_clusters.workloads.nccl.efa_node_hugepages_mib` of the instance type each)."""
         gpus = self.nodes * self.instance_type.gpu_count
         quota: dict[str, int | str] = (
             {resource: gpus * count for resource, count in self.mig_devices.items()}
@@ -485,7 +485,7 @@ def mpi_runtime(
     keys; the launcher starts once every node's sshd answers. The image must run ``/usr/sbin/sshd`` as root
     (the NCCL tests image does). The node pods ask for ``topology`` as :func:`torchrun_runtime`'s do; the
     launcher, which holds no GPU, asks for nothing. Each node pod has its node's name as ``NODE_NAME`` (what the
-    NCCL acceptance TrainJob's launcher prints, :func:`~training_clusters.nccl_job.launcher_command`).
+    NCCL acceptance TrainJob's launcher prints, :func:`~training_clusters.workloads.nccl.launcher_command`).
     """
     gpus = capacity.instance_type.gpu_count
     node = _node_pod(
@@ -615,7 +615,7 @@ def queue_mpijob(
     instance_type: InstanceType,
     topology: TopologyPlacement = TopologyPlacement.PREFERRED,
 ) -> dict[str, Any]:
-    """``job`` (an MPIJob, :func:`~training_clusters.nccl_job.nccl_test_mpijob`) labelled for ``local_queue``
+    """``job`` (an MPIJob, :func:`~training_clusters.workloads.nccl.nccl_test_mpijob`) labelled for ``local_queue``
     of its namespace, so Kueue's MPIJob integration admits it whole, its workers (the pod set holding the GPUs)
     asking for ``topology`` on a type that reports it; the launcher holds no GPU and asks for nothing."""
     job["metadata"]["labels"] = {**job["metadata"].get("labels", {}), KUEUE_QUEUE_LABEL: local_queue}
