@@ -54,7 +54,7 @@ synth: bootstrap
 	fi; \
 	grep -v -e '^$$' cdk.out.log | grep -iE 'error|fail' | head -40; \
 	TRAINING_CLUSTERS_CHECKOV=$(CURDIR)/$(CHECKOV_VENV)/bin/checkov \
-		$(BIN)/python -m training_clusters.report cdk.out || exit 1; exit $$status
+		$(BIN)/python -m training_clusters.gates.summary cdk.out || exit 1; exit $$status
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

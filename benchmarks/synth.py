@@ -27,8 +27,8 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
 import training_clusters  # noqa: F401  (before aws_cdk: puts this environment's Node 24 first on PATH)
-from training_clusters.compliance import add_compliance_checks, synth_with_checks
 from training_clusters.environments import add_environment, environment_files
+from training_clusters.gates.compliance import add_compliance_checks, synth_with_checks
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -20,8 +20,8 @@ from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
 from typing import Generic, TypeVar
 
-from training_clusters.checkov import CheckovResult, checkov_executable, checkov_scan
-from training_clusters.lint import LintMatch, cfn_lint
+from training_clusters.gates.cfn_lint import LintMatch, cfn_lint
+from training_clusters.gates.checkov import CheckovResult, checkov_executable, checkov_scan
 
 T = TypeVar("T")
 

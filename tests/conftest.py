@@ -42,10 +42,10 @@ import jsii._kernel.providers.process as jsii_process  # noqa: E402
 import pytest  # noqa: E402
 
 import training_clusters  # noqa: E402  (before aws_cdk: puts this environment's Node 24 first on PATH)
-from training_clusters.checkov import CheckovResult  # noqa: E402
-from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
 from training_clusters.environments import add_environment, environment_files  # noqa: E402
-from training_clusters.lint import LintMatch  # noqa: E402
+from training_clusters.gates.cfn_lint import LintMatch  # noqa: E402
+from training_clusters.gates.checkov import CheckovResult  # noqa: E402
+from training_clusters.gates.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
 from training_clusters.stacks.base import TrainingEnvironmentStack  # noqa: E402
 
 from . import background as background_work  # noqa: E402

@@ -69,13 +69,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_rds as rds
 from aws_cdk import aws_s3 as s3
 
-from training_clusters.compliance import (
-    acknowledge,
-    add_compliance_checks,
-    nag_findings,
-    synth_with_checks,
-    wildcard_finding,
-)
 from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.constructs.eks_addons import EbsCsiDriver, FsxCsiDriver
@@ -84,6 +77,13 @@ from training_clusters.constructs.hyperpod import HyperPodCluster
 from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.gates.compliance import (
+    acknowledge,
+    add_compliance_checks,
+    nag_findings,
+    synth_with_checks,
+    wildcard_finding,
+)
 
 from .conftest import AZS, CDK_CONTEXT, REGION, CheckovRun, PinnedStack, gated_stack
 from .constructs.test_hyperpod import CONTROLLER, WORKERS

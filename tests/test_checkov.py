@@ -14,10 +14,10 @@ import pytest
 from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
 
-from training_clusters.checkov import CheckovResult
-from training_clusters.compliance import skip_checkov
 from training_clusters.environments import environment_files, stack_id
-from training_clusters.report import format_table, main, summarize
+from training_clusters.gates.checkov import CheckovResult
+from training_clusters.gates.compliance import skip_checkov
+from training_clusters.gates.summary import format_table, main, summarize
 
 from . import background
 from .conftest import ROOT, CheckovRun, gated_stack

@@ -10,15 +10,15 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3 as s3
 
-from training_clusters.compliance import (
+from training_clusters.environments import environment_files
+from training_clusters.gates.compliance import (
     NIST_800_53_R5,
     acknowledge,
     acknowledge_nist,
     add_compliance_checks,
     synth_with_checks,
 )
-from training_clusters.environments import environment_files
-from training_clusters.report import format_table, main, summarize
+from training_clusters.gates.summary import format_table, main, summarize
 
 from . import background
 from .conftest import ROOT, EnvironmentGates
@@ -121,7 +121,7 @@ def test_report_has_real_help_and_says_what_is_missing_in_one_line(
 ) -> None:
     import importlib.util
 
-    from training_clusters.checkov import CheckovUnavailable
+    from training_clusters.gates.checkov import CheckovUnavailable
 
     with pytest.raises(SystemExit) as help_exit:
         main(["--help"])
@@ -288,7 +288,7 @@ def test_a_handlers_nist_acknowledgements_go_on_a_lambda_cfn_function_only() -> 
     aws_lambda (a network imports none): by the class's jsii type."""
     from aws_cdk import aws_lambda as lambda_
 
-    from training_clusters.compliance import accept_handler_findings
+    from training_clusters.gates.compliance import accept_handler_findings
 
     stack = cdk.Stack(cdk.App(), "Handlers")
     function = lambda_.CfnFunction(

@@ -513,7 +513,7 @@ def test_a_mutable_imported_role_is_granted() -> None:
 def test_the_passed_roles_policies_leave_no_cdk_nag_finding() -> None:
     """With the cluster's own lifecycle bucket: a bucket of another stack is known to cdk-nag by the name of
     CDK's export, made only at synth, so its prefix's wildcard cannot be acknowledged by name when built."""
-    from training_clusters.compliance import add_compliance_checks, synth_with_checks
+    from training_clusters.gates.compliance import add_compliance_checks, synth_with_checks
 
     app, _, cluster = _team_with_role(_sagemaker_role, security_bucket=False)
     add_compliance_checks(app, nist=False)

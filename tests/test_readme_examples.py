@@ -27,7 +27,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_s3
 
-from training_clusters.compliance import Finding, add_compliance_checks, synth_with_checks
+from training_clusters.gates.compliance import Finding, add_compliance_checks, synth_with_checks
 
 from .assertions import text, values_of
 

@@ -12,10 +12,10 @@ import aws_cdk as cdk
 import pytest
 
 from training_clusters import cli, preflight
-from training_clusters.compliance import add_compliance_checks, synth_with_checks
 from training_clusters.environments import add_environment
+from training_clusters.gates.compliance import add_compliance_checks, synth_with_checks
+from training_clusters.gates.summary import format_table, main, summarize
 from training_clusters.model.tables import numbered_notes, text_table
-from training_clusters.report import format_table, main, summarize
 
 from .cli.test_preflight import Account, quota
 from .conftest import CDK_CONTEXT, ROOT

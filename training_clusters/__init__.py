@@ -9,7 +9,7 @@ Build side (what ``cdk synth`` runs):
 - :mod:`~training_clusters.model.options`: every option a prop or a file field chooses from, parsed in one place.
 - :mod:`~training_clusters.rules`: validation rules by service, shared by constructs and the file model.
 - :mod:`~training_clusters.catalog`: instance-type facts (GPUs, EFA interfaces, GPUDirect RDMA ...).
-- :mod:`~training_clusters.compliance`: cdk-nag set-up and precise acknowledgements.
+- :mod:`~training_clusters.gates.compliance`: cdk-nag set-up and precise acknowledgements.
 - ``lifecycle_scripts/``: the HyperPod lifecycle scripts, shipped as package data.
 
 Operate side (the ``training-clusters`` console script, :mod:`~training_clusters.cli`):
@@ -17,7 +17,7 @@ Operate side (the ``training-clusters`` console script, :mod:`~training_clusters
 - :mod:`~training_clusters.preflight`: quotas, offerings and reservations checked before a deploy.
 - :mod:`~training_clusters.acceptance`: OSU, NCCL and health jobs that prove a deployed cluster works.
 - :mod:`~training_clusters.deployed`: values read back from a deployed stack.
-- :mod:`~training_clusters.report`: the gate summary of a cloud assembly (cdk-nag, cfn-lint).
+- :mod:`~training_clusters.gates.summary`: the gate summary of a cloud assembly (cdk-nag, cfn-lint).
 """
 
 import os as _os

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import aws_cdk as cdk
 
-from training_clusters.compliance import add_compliance_checks
 from training_clusters.config import (
     EnvironmentConfig,
     construct_error_line,
@@ -15,6 +14,7 @@ from training_clusters.config import (
     load_environment,
 )
 from training_clusters.config.yaml_file import read_yaml_with_lines
+from training_clusters.gates.compliance import add_compliance_checks
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.stacks.base import TrainingEnvironmentStack
 

@@ -3,7 +3,6 @@
 # tests/test_example_app.py keeps the two the same and synthesizes this folder with the CDK CLI.
 import aws_cdk as cdk
 
-from training_clusters.compliance import add_compliance_checks
 from training_clusters.constructs import (
     ComputeResource,
     EfaNodegroup,
@@ -18,6 +17,7 @@ from training_clusters.constructs import (
     TrainingNetwork,
     TrainingPlacementGroup,
 )
+from training_clusters.gates.compliance import add_compliance_checks
 from training_clusters.model.capacity import Capacity
 
 env = cdk.Environment(region="us-east-1")

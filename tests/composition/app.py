@@ -14,7 +14,6 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
-from training_clusters.compliance import add_compliance_checks
 from training_clusters.constructs import (
     EfaNodegroup,
     FsxCsiDriver,
@@ -29,6 +28,7 @@ from training_clusters.constructs import (
     TrainingPlacementGroup,
 )
 from training_clusters.constructs.parallelcluster import ComputeResource
+from training_clusters.gates.compliance import add_compliance_checks
 
 ENV = cdk.Environment(account="111122223333", region="us-east-1")
 AZS = ["us-east-1a", "us-east-1b"]

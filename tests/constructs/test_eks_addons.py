@@ -12,7 +12,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from training_clusters.catalog import lookup
-from training_clusters.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.constructs.eks_addons import (
     EbsCsiDriver,
     EfaDevicePlugin,
@@ -38,6 +37,7 @@ from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.constructs.eks_release_manifest import MpiOperator, ReleaseManifest
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.gates.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,

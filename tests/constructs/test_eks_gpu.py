@@ -18,9 +18,9 @@ from training_clusters.constructs.eks_gpu import (
 )
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.gates.summary import stack_metadata
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
-from training_clusters.report import stack_metadata
 
 from ..assertions import text
 from ..conftest import AZS, CDK_CONTEXT, REGION, GatedStacks, GateResult, PinnedStack, gated_stack

@@ -21,7 +21,7 @@ from training_clusters.config import parse_environment
 from training_clusters.constructs.lustre import ExistingLustre, SharedLustre
 from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.environments import add_environment_config
-from training_clusters.lint import cfn_lint
+from training_clusters.gates.cfn_lint import cfn_lint
 from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import AZS, CDK_CONTEXT, ROOT

@@ -12,7 +12,6 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Annotations, Match, Template
 
-from training_clusters.compliance import nag_detail
 from training_clusters.constructs.lustre import LustreDeploymentType
 from training_clusters.constructs.parallelcluster import (
     ComputeResource,
@@ -28,6 +27,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmSettings,
     substitute_placeholders,
 )
+from training_clusters.gates.compliance import nag_detail
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
 

@@ -13,13 +13,13 @@ import cfnlint
 import pytest
 from aws_cdk import aws_iam as iam
 
-from training_clusters.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.constructs.session_manager import (
     AGENT_ACTIONS,
     CHANNEL_ACTIONS,
     SESSION_MANAGER_ACTIONS,
     SessionManagerPolicy,
 )
+from training_clusters.gates.compliance import add_compliance_checks, nag_findings, synth_with_checks
 
 from ..assertions import allow, policy_statements
 from ..conftest import CDK_CONTEXT, REGION, PinnedStack, template_of

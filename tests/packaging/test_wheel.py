@@ -35,8 +35,8 @@ from typing import Any
 import pytest
 
 from tests import background
-from training_clusters.compliance import AWS_SOLUTIONS, nag_findings, read_validation_report
-from training_clusters.lint import LintMatch
+from training_clusters.gates.cfn_lint import LintMatch
+from training_clusters.gates.compliance import AWS_SOLUTIONS, nag_findings, read_validation_report
 
 from ..conftest import CDK_CONTEXT, ROOT, SUITE_ONLY_ENVIRONMENT
 

@@ -1,6 +1,6 @@
 """The numbers README.md shows are the synthesized templates' (issue 39: they had gone stale).
 
-* the sample of ``make synth``'s summary is the row :mod:`training_clusters.report` prints for
+* the sample of ``make synth``'s summary is the row :mod:`training_clusters.gates.summary` prints for
   hyperpod-slurm, from the gated assembly (its cdk-nag, cfn-lint and checkov results);
 * "One file, five orchestrators": the resources in each template of training-any under each orchestrator,
   and what it costs an hour (:func:`training_clusters.estimate.hourly_estimate`, rounded to 0.1);
@@ -24,7 +24,7 @@ from training_clusters.config import parse_environment
 from training_clusters.config.compute import Orchestrator
 from training_clusters.environments import add_environment_config
 from training_clusters.estimate import hourly_estimate
-from training_clusters.report import format_table, summarize
+from training_clusters.gates.summary import format_table, summarize
 
 from ..conftest import CDK_CONTEXT, ROOT, CheckovRun, EnvironmentGates
 from ..test_intent import UNUSED

@@ -10,7 +10,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from training_clusters.compliance import accept_inline_policy
+from training_clusters.gates.compliance import accept_inline_policy
 
 #: The id of the warning a construct gives when it cannot grant an immutable role what it needs.
 IMMUTABLE_ROLE_WARNING = "training-clusters:immutable-role"

@@ -25,7 +25,10 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import custom_resources as cr
 from constructs import Construct, DependencyGroup, IConstruct
 
-from training_clusters.compliance import (
+from training_clusters.constructs._handlers import vpc_interface_statement
+from training_clusters.constructs._security_groups import ClientSideConnections
+from training_clusters.constructs._validation import checked_props, fail, is_unresolved, to_removal_policy
+from training_clusters.gates.compliance import (
     accept_handler_findings,
     accept_inline_policy,
     accept_log_group_without_key,
@@ -35,9 +38,6 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     skip_checkov,
 )
-from training_clusters.constructs._handlers import vpc_interface_statement
-from training_clusters.constructs._security_groups import ClientSideConnections
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, to_removal_policy
 from training_clusters.handlers.slurmdbd_user import staged_asset
 from training_clusters.model.options import RemovalPolicy
 

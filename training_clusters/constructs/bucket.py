@@ -7,8 +7,8 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.constructs._validation import checked_props, fail, to_removal_policy
+from training_clusters.gates.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.model.options import RemovalPolicy
 
 _BUCKET_NAME_MAX = 63

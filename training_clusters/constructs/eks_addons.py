@@ -32,7 +32,6 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType
-from training_clusters.compliance import accept_inline_policy, acknowledge
 from training_clusters.constructs._validation import (
     catalog_entry,
     checked_props,
@@ -51,6 +50,7 @@ from training_clusters.constructs.eks_gpu import (
 )
 from training_clusters.constructs.lustre import SharedLustre
 from training_clusters.constructs.session_manager import AcknowledgeWildcards
+from training_clusters.gates.compliance import accept_inline_policy, acknowledge
 from training_clusters.model.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from constructs import IConstruct
 
-from training_clusters.compliance import acknowledge_cdk_made
+from training_clusters.gates.compliance import acknowledge_cdk_made
 
 _PROVIDER_REASON = (
     "created by aws-cdk-lib's EKS module for its own kubectl provider (handler Lambda, Provider "

@@ -35,7 +35,6 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from training_clusters.catalog import CATALOG, AcceleratorKind, Architecture, InstanceType, architecture_of
-from training_clusters.compliance import acknowledge
 from training_clusters.constructs._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
 from training_clusters.constructs._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
 from training_clusters.constructs._launch_template import efa_network_interfaces as efa_network_interfaces
@@ -55,6 +54,7 @@ from training_clusters.constructs._validation import (
 )
 from training_clusters.constructs.eks_compliance import acknowledge_eks_made
 from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.gates.compliance import acknowledge
 from training_clusters.model.capacity import Capacity, Orchestrator
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import AccessMode, EfaInterfaceType, RemovalPolicy

@@ -30,7 +30,10 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.compliance import (
+from training_clusters.constructs._handlers import vpc_interface_statement
+from training_clusters.constructs._validation import checked_props, fail
+from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.gates.compliance import (
     accept_handler_findings,
     accept_inline_policy,
     accept_log_group_without_key,
@@ -38,9 +41,6 @@ from training_clusters.compliance import (
     acknowledge_wildcards,
     skip_checkov,
 )
-from training_clusters.constructs._handlers import vpc_interface_statement
-from training_clusters.constructs._validation import checked_props, fail
-from training_clusters.constructs.eks_gpu import GpuEksCluster
 from training_clusters.model.releases import (
     MPI_OPERATOR_SHA256,
     MPI_OPERATOR_VERSION,

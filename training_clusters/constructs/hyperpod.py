@@ -20,12 +20,6 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, hyperpod_offer_problem
-from training_clusters.compliance import (
-    accept_inline_policy,
-    acknowledge_cdk_made,
-    acknowledge_wildcards,
-    wildcard_finding,
-)
 from training_clusters.constructs._grants import grant_passed_role
 from training_clusters.constructs._security_groups import (
     SameEnvironmentConnections,
@@ -46,6 +40,12 @@ from training_clusters.constructs.accounting import SlurmAccountingDatabase
 from training_clusters.constructs.bucket import SecureBucket
 from training_clusters.constructs.session_manager import CHANNEL_ACTIONS
 from training_clusters.constructs.users import TeamUser, team_problem
+from training_clusters.gates.compliance import (
+    accept_inline_policy,
+    acknowledge_cdk_made,
+    acknowledge_wildcards,
+    wildcard_finding,
+)
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.options import (

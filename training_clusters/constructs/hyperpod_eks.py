@@ -48,7 +48,6 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType, lookup_hyperpod
-from training_clusters.compliance import accept_inline_policy, acknowledge
 from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option, refuse
 from training_clusters.constructs.eks_addons import (
     _helm_chart,
@@ -68,6 +67,7 @@ from training_clusters.constructs.hyperpod import (
     Orchestrator,
     lifecycle_scripts_path,
 )
+from training_clusters.gates.compliance import accept_inline_policy, acknowledge
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import DeepHealthCheck, NodeProvisioningMode, NodeRecovery

@@ -16,7 +16,6 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.compliance import acknowledge_cdk_made
 from training_clusters.constructs._security_groups import ClientSideConnections
 from training_clusters.constructs._validation import (
     checked_props,
@@ -27,6 +26,7 @@ from training_clusters.constructs._validation import (
     refuse_alongside,
     to_removal_policy,
 )
+from training_clusters.gates.compliance import acknowledge_cdk_made
 from training_clusters.model.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,

@@ -18,12 +18,6 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from training_clusters.compliance import (
-    accept_handler_findings,
-    accept_inline_policy,
-    accept_log_group_without_key,
-    acknowledge_nist,
-)
 from training_clusters.constructs._security_groups import (
     ClientSideConnections,
     mark_efa_group,
@@ -35,6 +29,12 @@ from training_clusters.constructs._validation import (
     is_unresolved,
     refuse,
     refuse_alongside,
+)
+from training_clusters.gates.compliance import (
+    accept_handler_findings,
+    accept_inline_policy,
+    accept_log_group_without_key,
+    acknowledge_nist,
 )
 from training_clusters.rules.network import (
     PRIVATE_SUBNET_MASK,

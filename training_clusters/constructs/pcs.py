@@ -49,7 +49,6 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType
-from training_clusters.compliance import accept_inline_policy, acknowledge_cdk_made
 from training_clusters.constructs._launch_template import efa_network_interfaces, node_launch_template
 from training_clusters.constructs._security_groups import (
     SameEnvironmentConnections,
@@ -69,6 +68,7 @@ from training_clusters.constructs._validation import (
 from training_clusters.constructs.lustre import SDK_CALL_FUNCTION_ID, SharedLustre
 from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.constructs.session_manager import SessionManagerPolicy
+from training_clusters.gates.compliance import accept_inline_policy, acknowledge_cdk_made
 from training_clusters.model.capacity import Capacity, Orchestrator
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import PcsClusterSize, SlurmAccounting, SlurmVersion

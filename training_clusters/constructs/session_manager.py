@@ -38,7 +38,7 @@ import jsii
 from aws_cdk import aws_iam as iam
 from constructs import Construct, IConstruct
 
-from training_clusters.compliance import acknowledge, nag_detail
+from training_clusters.gates.compliance import acknowledge, nag_detail
 
 #: The agent's registration and heartbeat; scoped to EC2 instances of the stack's account and region.
 AGENT_ACTIONS: tuple[str, ...] = ("ssm:UpdateInstanceInformation",)

@@ -11,7 +11,6 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
-from training_clusters.compliance import acknowledge_cdk_made
 from training_clusters.config import (
     EnvironmentConfig,
     ParallelClusterConfig,
@@ -35,6 +34,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
+from training_clusters.gates.compliance import acknowledge_cdk_made
 from training_clusters.model.options import OperatingSystem, RemovalPolicy
 from training_clusters.parallelcluster_actions import (
     ACTIONS_DIR,

@@ -28,9 +28,9 @@ from aws_cdk import aws_iam as iam
 from constructs import IConstruct
 
 # The linter lives in a CDK-free module; re-exported for existing callers.
-from training_clusters.lint import CFN_LINT_IGNORED as CFN_LINT_IGNORED
-from training_clusters.lint import LintMatch as LintMatch
-from training_clusters.lint import cfn_lint as cfn_lint
+from training_clusters.gates.cfn_lint import CFN_LINT_IGNORED as CFN_LINT_IGNORED
+from training_clusters.gates.cfn_lint import LintMatch as LintMatch
+from training_clusters.gates.cfn_lint import cfn_lint as cfn_lint
 
 AWS_SOLUTIONS = "AwsSolutions"
 NIST_800_53_R5 = "NIST.800.53.R5"

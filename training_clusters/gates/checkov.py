@@ -4,12 +4,12 @@ checkov pins ``boto3==1.35.49`` and ``packaging<24``, which cannot share an envi
 ``boto3>=1.44``, so it runs from its own virtual environment (``make bootstrap`` creates ``.venv-checkov``
 from ``requirements-checkov.txt``) as a subprocess, offline::
 
-    from training_clusters.checkov import checkov_scan
+    from training_clusters.gates.checkov import checkov_scan
     results = checkov_scan([Path("cdk.out/training-network-storage.template.json")])
     [r for r in results if r.failed]   # [] when every finding is fixed or skipped with a reason
 
-A resource skips a check with a reason through :func:`training_clusters.compliance.skip_checkov`. Free of CDK
-imports, like :mod:`training_clusters.lint`.
+A resource skips a check with a reason through :func:`training_clusters.gates.compliance.skip_checkov`. Free of CDK
+imports, like :mod:`training_clusters.gates.cfn_lint`.
 """
 
 from __future__ import annotations

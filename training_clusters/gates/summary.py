@@ -1,6 +1,6 @@
 """Summarize a cloud assembly: per template, resources, cdk-nag findings, cfn-lint and checkov results.
 
-``python -m training_clusters.report cdk.out`` prints the table ``make synth`` shows (``--output json``: every
+``python -m training_clusters.gates.summary cdk.out`` prints the table ``make synth`` shows (``--output json``: every
 count and finding as one JSON document) and exits non-zero when any template has an unacknowledged
 AwsSolutions finding, a cfn-lint error or a checkov finding that is neither fixed nor skipped with a reason. cdk-nag's NIST 800-53 R5 pack is shown for information (open and
 acknowledged findings) and never fails the gate.
@@ -17,8 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from training_clusters.checkov import CHECKOV_ENV_VAR, CheckovResult, CheckovUnavailable, checkov_scan
-from training_clusters.compliance import (
+from training_clusters.config.yaml_file import read_json
+from training_clusters.diagram.sources import STACK, assembly_artifacts, read_template
+from training_clusters.gates.checkov import CHECKOV_ENV_VAR, CheckovResult, CheckovUnavailable, checkov_scan
+from training_clusters.gates.compliance import (
     AWS_SOLUTIONS,
     NIST_800_53_R5,
     Finding,
@@ -26,8 +28,6 @@ from training_clusters.compliance import (
     cfn_lint,
     read_validation_report,
 )
-from training_clusters.config.yaml_file import read_json
-from training_clusters.diagram.sources import STACK, assembly_artifacts, read_template
 from training_clusters.model.errors import ConfigurationError, displayable, excerpt
 from training_clusters.model.tables import text_table
 
@@ -221,7 +221,7 @@ def summary_document(summaries: list[TemplateSummary]) -> dict[str, Any]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m training_clusters.report",
+        prog="python -m training_clusters.gates.summary",
         allow_abbrev=False,
         description="Gate a synthesized cloud assembly: cdk-nag findings (from its validation report), "
         "cfn-lint on every template and checkov; prints one row per stack and exits 1 when any fails.",
@@ -251,7 +251,7 @@ def _no_scan(templates: list[Path]) -> list[CheckovResult]:
 
 
 def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint, scan: Scanner = checkov_scan) -> int:
-    """``python -m training_clusters.report [ASSEMBLY] [--no-lint] [--no-checkov] [--output json]``: the
+    """``python -m training_clusters.gates.summary [ASSEMBLY] [--no-lint] [--no-checkov] [--output json]``: the
     gates' table (at most 120 characters wide, every finding listed below it), or one JSON document.
 
     Exit status: 0 every template passes, 1 one fails, 2 a gate cannot run (cfn-lint or checkov missing,
@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None, *, lint: Linter = cfn_lint, scan: Scanne
 
     :param argv: Default: ``sys.argv[1:]``; the assembly folder defaults to ``cdk.out``.
     :param lint: Default: cfn-lint in this process (see :data:`Linter`).
-    :param scan: Default: checkov from ``.venv-checkov`` (see :mod:`training_clusters.checkov`).
+    :param scan: Default: checkov from ``.venv-checkov`` (see :mod:`training_clusters.gates.checkov`).
     """
     args = _parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
