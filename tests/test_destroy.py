@@ -34,7 +34,7 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
-from training_clusters.cleanup import Kind
+from training_clusters.cli.cleanup import Kind
 from training_clusters.config import parse_environment
 from training_clusters.environments import add_environment_config, environment_files
 
@@ -208,7 +208,7 @@ def test_destroy_completes_and_keeps_the_data(environment_gates: EnvironmentGate
 def test_cleanup_finds_every_kind_of_resource_destroy_keeps(
     environment_gates: EnvironmentGates, path: Path
 ) -> None:
-    """``training-clusters cleanup`` lists and deletes the kinds of :class:`~training_clusters.cleanup.Kind`
+    """``training-clusters cleanup`` lists and deletes the kinds of :class:`~training_clusters.cli.cleanup.Kind`
     only: every type a shipped environment retains must be one of them, or cleanup would leave it behind."""
     template = environment_gates.template(path)
     kept = {r["Type"] for r in template["Resources"].values() if is_retained(r)}

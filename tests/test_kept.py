@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from training_clusters.cli.kept import Kept, kept_after_destroy, monthly_total, summary
 from training_clusters.environments import environment_files
-from training_clusters.kept import Kept, kept_after_destroy, monthly_total, summary
 
 from .conftest import ROOT, EnvironmentGates
 from .test_destroy import is_retained

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.text_tables import unwrapped
-from training_clusters import cdk_cli, cli
-from training_clusters.cdk_cli import CDK_ACTIONS, cdk_command, cdk_environment
+from training_clusters import cli
+from training_clusters.cli import cdk as cdk_cli
+from training_clusters.cli.cdk import CDK_ACTIONS, cdk_command, cdk_environment
 from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import ROOT

@@ -26,8 +26,9 @@ import yaml
 from botocore.stub import Stubber
 
 from tests.text_tables import unwrapped
-from training_clusters import cleanup, cli
-from training_clusters.cleanup import (
+from training_clusters import cli
+from training_clusters.cli import cleanup
+from training_clusters.cli.cleanup import (
     BACKUP_IAM_ACTIONS,
     DELETE_IAM_ACTIONS,
     LIST_IAM_ACTIONS,
@@ -1497,7 +1498,7 @@ def test_cleanup_needs_neither_cdk_nor_boto3_to_import() -> None:
     """The operate side's module loads without jsii (and boto3 only when it asks AWS); the price table is
     plain data."""
     code = (
-        "import sys, training_clusters.cleanup, training_clusters.catalog.prices; "
+        "import sys, training_clusters.cli.cleanup, training_clusters.catalog.prices; "
         "print(*(name in sys.modules for name in ('aws_cdk', 'jsii', 'boto3')))"
     )
     result = subprocess.run(

@@ -26,7 +26,7 @@ import yaml
 from tests.text_tables import unwrapped
 from training_clusters import cli, preflight
 from training_clusters.catalog import all_instance_types
-from training_clusters.cdk_cli import CDK_ACTIONS
+from training_clusters.cli.cdk import CDK_ACTIONS
 
 from ..conftest import ROOT
 

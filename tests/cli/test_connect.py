@@ -21,9 +21,9 @@ import pytest
 from botocore.stub import Stubber
 
 from training_clusters import cli
-from training_clusters import connect as connect_module
+from training_clusters.cli import connect as connect_module
+from training_clusters.cli.connect import ConnectClients, Connection, connection, open_connection
 from training_clusters.config import load_environment
-from training_clusters.connect import ConnectClients, Connection, connection, open_connection
 from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import ROOT

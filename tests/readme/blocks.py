@@ -53,7 +53,7 @@ CDK_NO_CREDENTIALS = (
     "Unable to resolve AWS account to use. It must be either configured when you define your CDK Stack, or "
     "through the environment"
 )
-#: Ours, from a command of ours that asks AWS (training_clusters/cli.py: _no_credentials).
+#: Ours, from a command of ours that asks AWS (training_clusters/cli/__init__.py: _no_credentials).
 OUR_NO_CREDENTIALS = re.compile(
     r"^error: (preflight|cleanup|connect) found no AWS credentials: give --profile P", re.M
 )

@@ -3,7 +3,7 @@
 * the sample of ``make synth``'s summary is the row :mod:`training_clusters.gates.summary` prints for
   hyperpod-slurm, from the gated assembly (its cdk-nag, cfn-lint and checkov results);
 * "One file, five orchestrators": the resources in each template of training-any under each orchestrator,
-  and what it costs an hour (:func:`training_clusters.estimate.hourly_estimate`, rounded to 0.1);
+  and what it costs an hour (:func:`training_clusters.cli.estimate.hourly_estimate`, rounded to 0.1);
 * the Environments table's costs that need no price beyond the estimate's table: network-storage, and
   training-any's range over the five. The other rows' costs (p5, p4d, trn, ml.p5 prices) are not checked.
 """
@@ -20,10 +20,10 @@ import aws_cdk as cdk
 import pytest
 import yaml
 
+from training_clusters.cli.estimate import hourly_estimate
 from training_clusters.config import parse_environment
 from training_clusters.config.compute import Orchestrator
 from training_clusters.environments import add_environment_config
-from training_clusters.estimate import hourly_estimate
 from training_clusters.gates.summary import format_table, summarize
 
 from ..conftest import CDK_CONTEXT, ROOT, CheckovRun, EnvironmentGates

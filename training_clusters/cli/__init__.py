@@ -41,7 +41,7 @@ from training_clusters.model.tables import TABLE_WIDTH, numbered_notes, text_tab
 from training_clusters.rules.regions import region_shape_problem, unknown_region_problem
 
 if TYPE_CHECKING:
-    from training_clusters.cleanup import Inventory, Leftover
+    from training_clusters.cli.cleanup import Inventory, Leftover
     from training_clusters.preflight import Check
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -373,7 +373,7 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from training_clusters import cleanup
+    from training_clusters.cli import cleanup
     from training_clusters.environments import stack_id
 
     config, name = _load(args.file)
@@ -466,7 +466,7 @@ def _cleanup(args: argparse.Namespace, out: TextIO) -> int:
 def _cleanup_table(inventory: Inventory, planned: Sequence[Leftover]) -> str:
     """What is left, what it costs and what --delete does with it (a long plan under its number below the
     table, ids never cut); then the total and what is not listed."""
-    from training_clusters.cleanup import summary_lines
+    from training_clusters.cli.cleanup import summary_lines
 
     found = f"{inventory.stack} in {inventory.region}"
     lines = "\n".join(_paragraph(f"- {line}", indent="  ") for line in summary_lines(inventory, planned))
@@ -521,15 +521,15 @@ def _kept_report(
 ) -> None:
     """What ``cdk destroy`` leaves, offline from the synthesized template, with its monthly cost (the dry run;
     also what cleanup says without credentials, with the actions a listing would call)."""
-    from training_clusters.cleanup import (
+    from training_clusters.cli.cleanup import (
         BACKUP_IAM_ACTIONS,
         DELETE_IAM_ACTIONS,
         LIST_IAM_ACTIONS,
         PROTECTION_IAM_ACTIONS,
     )
+    from training_clusters.cli.kept import kept_after_destroy, monthly_total, summary
     from training_clusters.diagram.sources import synthesize_environments
     from training_clusters.environments import stack_id
-    from training_clusters.kept import kept_after_destroy, monthly_total, summary
 
     (source,) = synthesize_environments([args.file])
     kept = kept_after_destroy(source.template, region)
@@ -576,7 +576,7 @@ def _kept_report(
 
 def _cdk(args: argparse.Namespace, out: TextIO) -> int:
     """bootstrap, deploy, diff, destroy: the file checked here first (one line, exit 2), then the CDK CLI runs it."""
-    from training_clusters.cdk_cli import run
+    from training_clusters.cli.cdk import run
 
     _load(args.file)
     out.flush()
@@ -587,7 +587,13 @@ def _connect(args: argparse.Namespace, out: TextIO) -> int:
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from training_clusters.connect import ConnectClients, aws_reason, connection, note_lines, open_connection
+    from training_clusters.cli.connect import (
+        ConnectClients,
+        aws_reason,
+        connection,
+        note_lines,
+        open_connection,
+    )
     from training_clusters.environments import stack_id
 
     config, name = _load(args.file)

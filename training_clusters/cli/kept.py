@@ -1,7 +1,7 @@
 """What ``cdk destroy`` leaves of an environment, read offline from its synthesized template, and its cost.
 
 ``training-clusters cleanup FILE --dry-run`` prints this without credentials; with credentials ``cleanup FILE``
-lists what is really there (:mod:`training_clusters.cleanup`). What stays:
+lists what is really there (:mod:`training_clusters.cli.cleanup`). What stays:
 
 * every resource whose ``DeletionPolicy`` is ``Retain`` or ``RetainExceptOnCreate`` (the file system, an
   accounting database with its key and secrets, buckets, log groups, the network they live in);
