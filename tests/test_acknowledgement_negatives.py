@@ -69,14 +69,14 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_rds as rds
 from aws_cdk import aws_s3 as s3
 
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.bucket import SecureBucket
-from training_clusters.constructs.eks_addons import EbsCsiDriver, FsxCsiDriver
-from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.hyperpod import HyperPodCluster
-from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.common.bucket import SecureBucket
+from training_clusters.constructs.common.lustre import SharedLustre
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.eks.addons import EbsCsiDriver, FsxCsiDriver
+from training_clusters.constructs.eks.cluster import GpuEksCluster
+from training_clusters.constructs.hyperpod.cluster import HyperPodCluster
+from training_clusters.constructs.hyperpod_eks.cluster import EksInstanceGroup, HyperPodEksCluster
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.gates.compliance import (
     acknowledge,
     add_compliance_checks,

@@ -250,7 +250,7 @@ def test_an_alias_bomb_is_refused_within_a_memory_bound(bomb: str, message: str,
 
 def test_a_message_quoting_a_pasted_log_is_one_short_line_a_terminal_cannot_act_on() -> None:
     """Construct checks quote the value they refuse; whatever it holds, the error is one escaped line."""
-    from training_clusters.constructs._validation import fail
+    from training_clusters.constructs.private.validation import fail
 
     pasted = "\x1b[31m" + "A" * 150_000 + "\nB\u202e"
     message = str(fail("Team/Cluster", "public_access_cidrs", f"must hold IPv4 ranges, got '{pasted}'"))

@@ -316,7 +316,7 @@ def test_accepting_traffic_between_members_acknowledges_only_the_groups_own_rule
     peers' rule keeps its EC2RestrictedCommonPorts finding."""
     from aws_cdk import aws_ec2 as ec2
 
-    from training_clusters.constructs._security_groups import open_between_members
+    from training_clusters.constructs.private.security_groups import open_between_members
 
     app = cdk.App(outdir=str(tmp_path / "cdk.out"))
     env = cdk.Environment(account="111111111111", region="us-east-1")

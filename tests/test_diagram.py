@@ -26,7 +26,7 @@ from tests.text_tables import unwrapped
 from training_clusters import cli
 from training_clusters.catalog import CATALOG, lookup
 from training_clusters.config import load_environment
-from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY
+from training_clusters.constructs.eks.cluster import GPU_TAINT_KEY
 from training_clusters.diagram import (
     PNG_WIDTH_PX,
     EdgeKind,

@@ -16,9 +16,8 @@ import pytest
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.lustre import LustreDeploymentType
-from training_clusters.constructs.parallelcluster import (
+from training_clusters.constructs.common.lustre import LustreDeploymentType
+from training_clusters.constructs.parallelcluster.cluster import (
     ComputeResource,
     CustomActionScript,
     DirectoryService,
@@ -30,6 +29,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.model.capacity import Capacity
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
 

@@ -28,7 +28,7 @@ from training_clusters.constructs import (
     SlurmQueue,
     TrainingNetwork,
 )
-from training_clusters.constructs.parallelcluster import ComputeResource
+from training_clusters.constructs.parallelcluster.cluster import ComputeResource
 from training_clusters.model.errors import ConfigurationError
 
 from .composition.app import AZS, ZonedStack
@@ -86,7 +86,7 @@ def test_launch_templates_tag_instances_volumes_and_interfaces_with_the_aspects_
 
 
 def test_launch_template_tags_are_the_stacks_and_the_aspects_resolved_at_synth() -> None:
-    from training_clusters.constructs._launch_template import node_launch_template
+    from training_clusters.constructs.private.launch_template import node_launch_template
 
     app = cdk.App()
     stack = cdk.Stack(app, "Nodes", tags={"cost-centre": "stack-value", "stack-only": "kept"})
@@ -101,7 +101,7 @@ def test_launch_template_tags_are_the_stacks_and_the_aspects_resolved_at_synth()
 
 
 def test_a_launch_template_without_any_tag_has_no_tag_specifications() -> None:
-    from training_clusters.constructs._launch_template import node_launch_template
+    from training_clusters.constructs.private.launch_template import node_launch_template
 
     stack = cdk.Stack(cdk.App(), "Nodes")
     template = node_launch_template(stack, "LaunchTemplate", instance_type="c5.large")
@@ -478,7 +478,7 @@ def test_a_role_made_here_gets_no_second_lifecycle_policy() -> None:
 def test_an_immutable_role_gets_nothing_and_a_warning_lists_what_it_must_carry(
     immutable: Callable[[cdk.Stack], iam.IRole],
 ) -> None:
-    from training_clusters.constructs._grants import IMMUTABLE_ROLE_WARNING
+    from training_clusters.constructs.private.grants import IMMUTABLE_ROLE_WARNING
 
     _, stack, cluster = _team_with_role(immutable)
     template = cdk.assertions.Template.from_stack(stack).to_json()
@@ -500,7 +500,7 @@ def test_an_immutable_role_gets_nothing_and_a_warning_lists_what_it_must_carry(
 
 
 def test_a_mutable_imported_role_is_granted() -> None:
-    from training_clusters.constructs._grants import is_immutable
+    from training_clusters.constructs.private.grants import is_immutable
 
     stack = cdk.Stack(cdk.App(), "S", env=NETWORK_ENV)
     mutable = iam.Role.from_role_arn(stack, "Mutable", f"arn:aws:iam::{ACCOUNT_A}:role/node")

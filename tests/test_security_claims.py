@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from training_clusters.constructs.pcs import imds_guard_boothook
+from training_clusters.constructs.pcs.cluster import imds_guard_boothook
 from training_clusters.stacks.hyperpod import HyperPodEnvironment
 from training_clusters.stacks.parallelcluster import IMDS_GUARD_ARGS, ParallelClusterEnvironment
 from training_clusters.stacks.pcs import PcsEnvironment

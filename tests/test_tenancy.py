@@ -18,7 +18,7 @@ import yaml
 from training_clusters.acceptance.plan import acceptance_plan
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment, parse_environment
-from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
+from training_clusters.constructs.eks.cluster import KUBERNETES_VERSION
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import PodSecurityLevel
 from training_clusters.model.releases import DEFAULT_NCCL_TESTS_IMAGE, PYTORCH_EFA_IMAGE

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import yaml
 
-from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
+from training_clusters.constructs.eks.cluster import KUBERNETES_VERSION
 from training_clusters.model.releases import HelmChartSpec
 
 from ..conftest import ROOT

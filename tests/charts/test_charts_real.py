@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from training_clusters.catalog import lookup
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.eks.addons import (
     device_plugin_node_labels,
     efa_device_plugin_values,
     gpu_operator_values,

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.eks.addons import (
     efa_device_plugin_values,
     gpu_operator_values,
     kube_prometheus_stack_values,
     neuron_device_plugin_values,
     nvidia_device_plugin_values,
 )
-from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, kueue_values
+from training_clusters.constructs.eks.scheduling import kubeflow_trainer_values, kueue_values
 from training_clusters.model.options import TimeSlicing
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, nodegroup_capacity
-from training_clusters.constructs.hyperpod_eks import (
+from training_clusters.constructs.eks.scheduling import kubeflow_trainer_values, nodegroup_capacity
+from training_clusters.constructs.hyperpod_eks.cluster import (
     EksInstanceGroup,
     KubernetesTaint,
     hyperpod_efa_device_plugin_values,

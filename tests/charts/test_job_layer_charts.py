@@ -10,8 +10,12 @@ import pytest
 import yaml
 
 from training_clusters.catalog import lookup
-from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS
-from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, kueue_configuration, kueue_values
+from training_clusters.constructs.eks.cluster import SYSTEM_NODE_LABELS
+from training_clusters.constructs.eks.scheduling import (
+    kubeflow_trainer_values,
+    kueue_configuration,
+    kueue_values,
+)
 from training_clusters.model.options import QueuePreemption
 from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,

@@ -21,13 +21,13 @@ from training_clusters.acceptance.dcgm import dcgm_eks_jobs
 from training_clusters.acceptance.mig import mig_eks_jobs
 from training_clusters.catalog import lookup, lookup_hyperpod
 from training_clusters.config import environment_name, load_environment
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.eks.addons import (
     gp3_storage_class_manifest,
     gpu_operator_values,
     lustre_volume_manifests,
 )
-from training_clusters.constructs.eks_gpu import KUBERNETES_VERSION
-from training_clusters.constructs.hyperpod_eks import health_monitoring_agent_manifests
+from training_clusters.constructs.eks.cluster import KUBERNETES_VERSION
+from training_clusters.constructs.hyperpod_eks.cluster import health_monitoring_agent_manifests
 from training_clusters.environments import environment_files
 from training_clusters.model.options import (
     MigLayout,

@@ -25,7 +25,7 @@ import yaml
 from training_clusters.acceptance.plan import acceptance_jobs
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.eks.addons import (
     MPS_CAPABLE_LABEL,
     efa_device_plugin_values,
     gpu_operator_values,
@@ -33,9 +33,9 @@ from training_clusters.constructs.eks_addons import (
     neuron_device_plugin_values,
     nvidia_device_plugin_values,
 )
-from training_clusters.constructs.eks_gpu import GPU_TAINT_KEY, NEURON_TAINT_KEY
-from training_clusters.constructs.eks_jobs import kubeflow_trainer_values, kueue_values
-from training_clusters.constructs.eks_release_manifest import MPI_OPERATOR_DEPLOYMENT, mpi_operator_placement
+from training_clusters.constructs.eks.cluster import GPU_TAINT_KEY, NEURON_TAINT_KEY
+from training_clusters.constructs.eks.release_manifest import MPI_OPERATOR_DEPLOYMENT, mpi_operator_placement
+from training_clusters.constructs.eks.scheduling import kubeflow_trainer_values, kueue_values
 from training_clusters.environments import environment_files
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,

@@ -27,7 +27,7 @@ from training_clusters.constructs import (
     TrainingNetwork,
     TrainingPlacementGroup,
 )
-from training_clusters.constructs.parallelcluster import ComputeResource
+from training_clusters.constructs.parallelcluster.cluster import ComputeResource
 from training_clusters.gates.compliance import add_compliance_checks
 
 ENV = cdk.Environment(account="111122223333", region="us-east-1")

@@ -29,7 +29,7 @@ from training_clusters.constructs import (
     TrainingNetwork,
     TrainingPlacementGroup,
 )
-from training_clusters.constructs.parallelcluster import ComputeResource
+from training_clusters.constructs.parallelcluster.cluster import ComputeResource
 
 from .app import AZS, ZonedStack
 

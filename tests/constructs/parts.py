@@ -6,9 +6,9 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.constructs.common.lustre import SharedLustre
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
 
 from ..conftest import AZS, REGION, PinnedStack
 

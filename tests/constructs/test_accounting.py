@@ -9,8 +9,8 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Match, Template
 from constructs import IConstruct
 
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.gates.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.handlers.slurmdbd_user import HANDLER_DIR, staged_asset
 from training_clusters.model.errors import ConfigurationError

@@ -4,7 +4,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from training_clusters.constructs.bucket import SecureBucket
+from training_clusters.constructs.common.bucket import SecureBucket
 from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import GatedStacks, gated_stack

@@ -6,7 +6,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk.assertions import Template
 
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.common.network import TrainingNetwork
 
 from ..conftest import AZS
 

@@ -12,7 +12,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
 from training_clusters.catalog import lookup
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.common.lustre import SharedLustre
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.eks.addons import (
     EbsCsiDriver,
     EfaDevicePlugin,
     FsxCsiDriver,
@@ -33,10 +35,8 @@ from training_clusters.constructs.eks_addons import (
     neuron_device_plugin_values,
     nvidia_device_plugin_values,
 )
-from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_release_manifest import MpiOperator, ReleaseManifest
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.eks.cluster import GpuEksCluster
+from training_clusters.constructs.eks.release_manifest import MpiOperator, ReleaseManifest
 from training_clusters.gates.compliance import add_compliance_checks, nag_findings, synth_with_checks
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.releases import (

@@ -15,7 +15,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
+from training_clusters.constructs.eks.addons import (
     EfaDevicePlugin,
     Mps,
     NeuronDevicePlugin,
@@ -24,9 +26,12 @@ from training_clusters.constructs.eks_addons import (
     neuron_device_plugin_values,
     nvidia_device_plugin_values,
 )
-from training_clusters.constructs.eks_gpu import DevicePluginKind, EfaNodegroup, GpuEksCluster, GpuNodegroup
-from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.constructs.eks.cluster import (
+    DevicePluginKind,
+    EfaNodegroup,
+    GpuEksCluster,
+    GpuNodegroup,
+)
 from training_clusters.environments import add_environment
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,

@@ -8,7 +8,9 @@ import aws_cdk as cdk
 import pytest
 
 from training_clusters.catalog import AcceleratorKind, all_instance_types
-from training_clusters.constructs.eks_gpu import (
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
+from training_clusters.constructs.eks.cluster import (
     CONTROL_PLANE_LOGS,
     AccessMode,
     EfaInterfaceType,
@@ -16,8 +18,6 @@ from training_clusters.constructs.eks_gpu import (
     GpuEksCluster,
     GpuNodegroup,
 )
-from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.gates.summary import stack_metadata
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError

@@ -15,8 +15,10 @@ from aws_cdk.assertions import Template
 from training_clusters.acceptance import acceptance_plan
 from training_clusters.catalog import CATALOG, lookup, lookup_hyperpod
 from training_clusters.config import load_environment
-from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
-from training_clusters.constructs.eks_jobs import (
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
+from training_clusters.constructs.eks.cluster import EfaNodegroup, GpuEksCluster, GpuNodegroup
+from training_clusters.constructs.eks.scheduling import (
     KubeflowTrainer,
     Kueue,
     TrainingQueues,
@@ -25,8 +27,6 @@ from training_clusters.constructs.eks_jobs import (
     kueue_configuration,
     kueue_values,
 )
-from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import PodSecurityLevel
 from training_clusters.model.releases import (

@@ -42,12 +42,12 @@ HEAVY = (
     "pydantic",
     "training_clusters.config",
     "training_clusters.stacks",
-    "training_clusters.constructs.accounting",
-    "training_clusters.constructs.eks_gpu",
-    "training_clusters.constructs.eks_addons",
-    "training_clusters.constructs.hyperpod",
-    "training_clusters.constructs.parallelcluster",
-    "training_clusters.constructs.pcs",
+    "training_clusters.constructs.slurm.accounting",
+    "training_clusters.constructs.eks.cluster",
+    "training_clusters.constructs.eks.addons",
+    "training_clusters.constructs.hyperpod.cluster",
+    "training_clusters.constructs.parallelcluster.cluster",
+    "training_clusters.constructs.pcs.cluster",
 )
 
 
@@ -64,7 +64,7 @@ def _loaded_after(statement: str) -> set[str]:
         ("from training_clusters.constructs import SharedLustre", ()),
         (
             "from training_clusters.constructs import PcsCluster",
-            ("aws_cdk.aws_pcs", "training_clusters.constructs.pcs"),
+            ("aws_cdk.aws_pcs", "training_clusters.constructs.pcs.cluster"),
         ),
     ],
     ids=["TrainingNetwork", "SharedLustre", "PcsCluster"],

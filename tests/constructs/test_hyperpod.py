@@ -11,7 +11,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
-from training_clusters.constructs.hyperpod import (
+from training_clusters.constructs.common.lustre import SharedLustre
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.hyperpod.cluster import (
     LIFECYCLE_SETTING_KEYS,
     ON_CREATE_SCRIPT,
     PROVISIONING_PARAMETER_KEYS,
@@ -25,8 +27,6 @@ from training_clusters.constructs.hyperpod import (
     Orchestrator,
     lifecycle_scripts_path,
 )
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
 

@@ -10,15 +10,16 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_jobs import (
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.eks.cluster import GpuEksCluster
+from training_clusters.constructs.eks.scheduling import (
     TrainingQueues,
     TrainingRuntimes,
     kubeflow_trainer_values,
     nodegroup_capacity,
 )
-from training_clusters.constructs.hyperpod import LustreMount
-from training_clusters.constructs.hyperpod_eks import (
+from training_clusters.constructs.hyperpod.cluster import LustreMount
+from training_clusters.constructs.hyperpod_eks.cluster import (
     HEALTH_TOLERATION,
     EksInstanceGroup,
     HyperPodEksCluster,
@@ -29,7 +30,6 @@ from training_clusters.constructs.hyperpod_eks import (
     hyperpod_neuron_device_plugin_values,
     hyperpod_nvidia_device_plugin_values,
 )
-from training_clusters.constructs.network import TrainingNetwork
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.releases import (

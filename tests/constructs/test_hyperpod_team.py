@@ -17,8 +17,13 @@ from aws_cdk.assertions import Template
 from constructs import IConstruct
 
 from training_clusters.constructs import SlurmAccountingDatabase, TeamUser
-from training_clusters.constructs.hyperpod import HyperPodCluster, InstanceGroup, LifecycleOptions, NodeRole
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.hyperpod.cluster import (
+    HyperPodCluster,
+    InstanceGroup,
+    LifecycleOptions,
+    NodeRole,
+)
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import HyperPodAccounting, NodeProvisioningMode
 

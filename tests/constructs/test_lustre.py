@@ -9,7 +9,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Match, Template
 
-from training_clusters.constructs.lustre import (
+from training_clusters.constructs.common.lustre import (
     LUSTRE_CLIENT_PORTS,
     LUSTRE_PORT,
     DataRepository,
@@ -17,7 +17,7 @@ from training_clusters.constructs.lustre import (
     LustreDeploymentType,
     SharedLustre,
 )
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.common.network import TrainingNetwork
 from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import NO_EGRESS, Rule, all_traffic, egress, ingress, logical_id, security_group_rules, text

@@ -18,8 +18,8 @@ from aws_cdk.assertions import Template
 from botocore.validate import ParamValidator
 
 from training_clusters.config import parse_environment
-from training_clusters.constructs.lustre import ExistingLustre, SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
+from training_clusters.constructs.common.lustre import ExistingLustre, SharedLustre
+from training_clusters.constructs.common.network import TrainingNetwork
 from training_clusters.environments import add_environment_config
 from training_clusters.gates.cfn_lint import cfn_lint
 from training_clusters.model.errors import ConfigurationError

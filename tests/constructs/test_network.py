@@ -8,7 +8,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Match, Template
 
-from training_clusters.constructs.network import ENDPOINT_ONLY_SERVICES, TrainingNetwork
+from training_clusters.constructs.common.network import ENDPOINT_ONLY_SERVICES, TrainingNetwork
 from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import NO_EGRESS, all_traffic, ingress, logical_id, security_group_rules, text

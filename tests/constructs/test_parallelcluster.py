@@ -12,8 +12,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Annotations, Match, Template
 
-from training_clusters.constructs.lustre import LustreDeploymentType
-from training_clusters.constructs.parallelcluster import (
+from training_clusters.constructs.common.lustre import LustreDeploymentType
+from training_clusters.constructs.parallelcluster.cluster import (
     ComputeResource,
     CustomActionScript,
     DeletionPolicy,

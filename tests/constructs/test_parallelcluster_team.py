@@ -12,8 +12,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk.assertions import Template
 from constructs import IConstruct
 
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.parallelcluster import (
+from training_clusters.constructs.parallelcluster.cluster import (
     CustomActionScript,
     DirectoryService,
     HeadNode,
@@ -21,6 +20,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.model.errors import ConfigurationError
 
 from ..assertions import NO_EGRESS, egress, ingress, logical_id, security_group_rules
@@ -273,7 +273,7 @@ def test_a_database_in_a_shared_stack_gets_its_rule_from_the_cluster_stack() -> 
     parts = Parts(shared)
     db = SlurmAccountingDatabase(shared, "Accounting", vpc=parts.network.vpc)
     cluster_stack = PinnedStack(app, "ClusterStack", env=cdk.Environment(region=REGION))
-    from training_clusters.constructs.parallelcluster import ParallelCluster
+    from training_clusters.constructs.parallelcluster.cluster import ParallelCluster
 
     cluster = ParallelCluster(
         cluster_stack,
@@ -321,7 +321,7 @@ def test_the_cluster_waits_for_the_database_writer_of_its_own_stack(parts: Parts
 def test_a_database_in_a_shared_stack_makes_the_cluster_stack_wait_for_it_and_adds_nothing_there() -> None:
     """Across stacks the wait is a stack dependency (CloudFormation cannot DependsOn another stack's
     resource); the database's stack stays as it is, with no dependency on the cluster's (no cycle)."""
-    from training_clusters.constructs.parallelcluster import ParallelCluster
+    from training_clusters.constructs.parallelcluster.cluster import ParallelCluster
 
     app = cdk.App()
     shared, parts, db = _shared_database(app)

@@ -16,7 +16,7 @@ import pytest
 from aws_cdk.assertions import Match, Template
 
 from training_clusters.catalog import all_instance_types
-from training_clusters.constructs.pcs import (
+from training_clusters.constructs.pcs.cluster import (
     INSTANCE_ROLE_PATH,
     MIME_BOUNDARY,
     ROOT_DEVICE_LOOKUP_TYPE,

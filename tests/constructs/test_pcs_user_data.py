@@ -42,7 +42,7 @@ import pytest
 import yaml
 
 from training_clusters.config import parse_environment
-from training_clusters.constructs.pcs import (
+from training_clusters.constructs.pcs.cluster import (
     MIME_BOUNDARY,
     imds_guard_boothook,
     lustre_mount_script,

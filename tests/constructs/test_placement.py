@@ -4,8 +4,12 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Template
 
-from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.placement import PlacementStrategy, SpreadLevel, TrainingPlacementGroup
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.common.placement import (
+    PlacementStrategy,
+    SpreadLevel,
+    TrainingPlacementGroup,
+)
 from training_clusters.model.errors import ConfigurationError
 
 from ..conftest import AZS

@@ -13,7 +13,7 @@ import cfnlint
 import pytest
 from aws_cdk import aws_iam as iam
 
-from training_clusters.constructs.session_manager import (
+from training_clusters.constructs.common.session_manager import (
     AGENT_ACTIONS,
     CHANNEL_ACTIONS,
     SESSION_MANAGER_ACTIONS,

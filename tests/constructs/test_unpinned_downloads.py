@@ -9,7 +9,7 @@ from pathlib import Path
 import aws_cdk as cdk
 from aws_cdk.assertions import Annotations, Match
 
-from training_clusters.constructs.hyperpod import LifecycleOptions
+from training_clusters.constructs.hyperpod.cluster import LifecycleOptions
 
 from .test_hyperpod import build
 

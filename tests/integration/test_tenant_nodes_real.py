@@ -18,7 +18,7 @@ our on_create.sh) with the team ``alice`` and ``bob``, plus one bare machine sta
   ``libpam-slurm-adopt``, matching the bed's Slurm, standing in for the module the AMI ships) is watched from
   inside while on_create.sh runs: the moment alice's account appears, the IMDS guard's rules and
   pam_slurm_adopt's line are already there; then alice, who holds no job there, is refused by sshd, and by IMDS.
-- **A PCS-like node** (High 3): the boothook of :func:`~training_clusters.constructs.pcs.imds_guard_boothook`,
+- **A PCS-like node** (High 3): the boothook of :func:`~training_clusters.constructs.pcs.cluster.imds_guard_boothook`,
   run as root as cloud-init runs a boothook, on a bare machine; alice is refused by IMDS (a listener on
   169.254.169.254 in the bed's own network namespace), root is answered, also after a reboot.
 """
@@ -47,7 +47,7 @@ from tests.integration.slurm_bed import (
     reach_imds,
     wait_until,
 )
-from training_clusters.constructs.pcs import imds_guard_boothook
+from training_clusters.constructs.pcs.cluster import imds_guard_boothook
 
 pytestmark = pytest.mark.integration
 

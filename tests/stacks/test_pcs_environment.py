@@ -11,7 +11,7 @@ import yaml
 from aws_cdk.assertions import Template
 
 from training_clusters.config import load_environment, parse_environment
-from training_clusters.constructs.pcs import ROOT_DEVICE_LOOKUP_TYPE, node_user_data
+from training_clusters.constructs.pcs.cluster import ROOT_DEVICE_LOOKUP_TYPE, node_user_data
 from training_clusters.environments import add_environment_config, stack_class
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.stacks.pcs import PcsEnvironment

@@ -187,7 +187,7 @@ def source_of(stack: Any, template: Mapping[str, Any]) -> StackSource:
     ``provisioning_parameters.json`` are not kept on disk, so they are taken from the construct that
     generates them: one with a ``deployment`` (a ``BucketDeployment``) and the settings it uploads,
     ``provisioning_parameters`` and ``lifecycle_settings`` (dicts), as
-    :class:`~training_clusters.constructs.hyperpod.HyperPodCluster` has. Every object key that deployment
+    :class:`~training_clusters.constructs.hyperpod.cluster.HyperPodCluster` has. Every object key that deployment
     uploads maps to the settings, merged.
     """
     import aws_cdk as cdk

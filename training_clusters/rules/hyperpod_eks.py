@@ -1,6 +1,6 @@
 """SageMaker HyperPod on Amazon EKS: what HyperPod requires of the EKS cluster and of its instance groups.
 
-Shared by :mod:`training_clusters.constructs.hyperpod_eks` and the environment file's ``hyperpod_eks``
+Shared by :mod:`training_clusters.constructs.hyperpod_eks.cluster` and the environment file's ``hyperpod_eks``
 section, so both refuse the same values with the same words. Facts from "Getting started with Amazon EKS
 support in SageMaker HyperPod"
 (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-prerequisites.html): the

@@ -13,16 +13,16 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from training_clusters.config import EnvironmentConfig
-from training_clusters.constructs.lustre import DataRepository, SharedLustre
-from training_clusters.constructs.network import TrainingNetwork
-from training_clusters.constructs.placement import TrainingPlacementGroup
+from training_clusters.constructs.common.lustre import DataRepository, SharedLustre
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
 from training_clusters.model.options import RemovalPolicy
 from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
 if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database, EKS only by the EKS stacks
     from training_clusters.config import EksQueuesConfig
-    from training_clusters.constructs.accounting import SlurmAccountingDatabase
-    from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntimes
+    from training_clusters.constructs.eks.scheduling import TrainingQueues, TrainingRuntimes
+    from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 
 #: The steps of NextSteps that every Slurm environment shares (TrainingEnvironmentStack.next_steps).
 SLURM_ACCEPTANCE_STEP = (

@@ -10,7 +10,7 @@ from constructs import Construct
 
 from training_clusters.catalog import CATALOG
 from training_clusters.config import PROJECT_TAG, EksConfig, EnvironmentConfig, stated_capacity
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.eks.addons import (
     EfaDevicePlugin,
     FsxCsiDriver,
     GpuMonitoring,
@@ -18,9 +18,14 @@ from training_clusters.constructs.eks_addons import (
     NvidiaDevicePlugin,
     device_plugin_node_labels,
 )
-from training_clusters.constructs.eks_gpu import EfaNodegroup, GpuEksCluster, GpuNodegroup
-from training_clusters.constructs.eks_jobs import KubeflowTrainer, Kueue, TrainingQueues, TrainingRuntimes
-from training_clusters.constructs.eks_release_manifest import MpiOperator
+from training_clusters.constructs.eks.cluster import EfaNodegroup, GpuEksCluster, GpuNodegroup
+from training_clusters.constructs.eks.release_manifest import MpiOperator
+from training_clusters.constructs.eks.scheduling import (
+    KubeflowTrainer,
+    Kueue,
+    TrainingQueues,
+    TrainingRuntimes,
+)
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import MigStrategy, TopologyPlacement
 from training_clusters.stacks.base import (

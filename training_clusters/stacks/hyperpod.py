@@ -12,15 +12,15 @@ from training_clusters.config import (
     UserConfig,
     stated_capacity,
 )
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.hyperpod import (
+from training_clusters.constructs.hyperpod.cluster import (
     HyperPodCluster,
     InstanceGroup,
     LifecycleOptions,
     LustreMount,
     ssm_target_hint,
 )
-from training_clusters.constructs.users import TeamUser
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
+from training_clusters.constructs.slurm.users import TeamUser
 from training_clusters.model.options import HyperPodAccounting
 from training_clusters.stacks.base import (
     DESTROY_STEP,

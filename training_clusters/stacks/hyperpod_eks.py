@@ -11,11 +11,15 @@ from training_clusters.config import (
     HyperPodEksInstanceGroupConfig,
     stated_capacity,
 )
-from training_clusters.constructs.eks_addons import FsxCsiDriver
-from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_jobs import TrainingQueues, TrainingRuntimes
-from training_clusters.constructs.hyperpod import LustreMount
-from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster, KubernetesTaint
+from training_clusters.constructs.eks.addons import FsxCsiDriver
+from training_clusters.constructs.eks.cluster import GpuEksCluster
+from training_clusters.constructs.eks.scheduling import TrainingQueues, TrainingRuntimes
+from training_clusters.constructs.hyperpod.cluster import LustreMount
+from training_clusters.constructs.hyperpod_eks.cluster import (
+    EksInstanceGroup,
+    HyperPodEksCluster,
+    KubernetesTaint,
+)
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import TopologyPlacement
 from training_clusters.stacks.base import (

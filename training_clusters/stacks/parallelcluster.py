@@ -22,9 +22,8 @@ from training_clusters.config import (
     UserConfig,
     stated_capacity,
 )
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.bucket import SecureBucket
-from training_clusters.constructs.parallelcluster import (
+from training_clusters.constructs.common.bucket import SecureBucket
+from training_clusters.constructs.parallelcluster.cluster import (
     ComputeResource,
     CustomActionScript,
     DirectoryService,
@@ -34,6 +33,7 @@ from training_clusters.constructs.parallelcluster import (
     SlurmQueue,
     SlurmSettings,
 )
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.gates.compliance import acknowledge_cdk_made
 from training_clusters.model.options import OperatingSystem, RemovalPolicy
 from training_clusters.parallelcluster_actions import (

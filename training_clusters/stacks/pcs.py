@@ -6,7 +6,7 @@ import aws_cdk as cdk
 from constructs import Construct
 
 from training_clusters.config import EnvironmentConfig, PcsComputeNodeGroupConfig, PcsConfig
-from training_clusters.constructs.pcs import PcsCluster, PcsComputeNodeGroup, PcsLoginNodes, PcsQueue
+from training_clusters.constructs.pcs.cluster import PcsCluster, PcsComputeNodeGroup, PcsLoginNodes, PcsQueue
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     SLURM_ACCEPTANCE_STEP,

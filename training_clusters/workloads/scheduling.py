@@ -6,7 +6,7 @@ A :class:`FlavorCapacity` says what one nodegroup provides; from those, :func:`q
 nominal quota is exactly what the nodes advertise (GPUs; EFA interfaces and huge pages on EFA nodes), a ``LocalQueue`` in each team
 namespace, and, where the instance types report EC2 network topology, a ``Topology`` so Kueue places a job's
 pods on nodes close in the network. The constructs apply them
-(:class:`~training_clusters.constructs.eks_jobs.TrainingQueues`); acceptance reads the same names.
+(:class:`~training_clusters.constructs.eks.scheduling.TrainingQueues`); acceptance reads the same names.
 
 >>> from training_clusters.catalog import lookup
 >>> p5 = FlavorCapacity(name="p5", instance_type=lookup("p5.48xlarge"), nodes=2, efa_interfaces=32)

@@ -7,7 +7,7 @@ So the deployment makes a user of slurmdbd's own here, in the VPC next to the da
 handler ever reads the master secret.
 
 Runs in the Lambda Python runtime with PyMySQL beside it (pure Python, vendored into the asset by
-:class:`~training_clusters.constructs.accounting.SlurmAccountingDatabase`); invoked by CDK's Provider
+:class:`~training_clusters.constructs.slurm.accounting.SlurmAccountingDatabase`); invoked by CDK's Provider
 framework (``on_event``): return the physical id, raise to fail the deployment with the message.
 
 Resource properties: ``Host``, ``Port`` (the writer endpoint), ``MasterSecretArn`` (RDS's JSON secret of the

@@ -7,7 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.constructs._validation import checked_props, fail, to_removal_policy
+from training_clusters.constructs.private.validation import checked_props, fail, to_removal_policy
 from training_clusters.gates.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.model.options import RemovalPolicy
 

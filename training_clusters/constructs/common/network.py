@@ -18,12 +18,12 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from training_clusters.constructs._security_groups import (
+from training_clusters.constructs.private.security_groups import (
     ClientSideConnections,
     mark_efa_group,
     open_between_members,
 )
-from training_clusters.constructs._validation import (
+from training_clusters.constructs.private.validation import (
     checked_props,
     fail,
     is_unresolved,

@@ -3,14 +3,14 @@
 AWS PCS runs the Slurm controller (and, with accounting, slurmdbd) in an account of its own and reaches your
 nodes through an interface it creates in ``subnet``. The nodes are EC2 instances PCS launches from compute
 node groups, each over our own launch template: one EFA interface per network card (the same layout as
-:func:`~training_clusters.constructs.eks_gpu.efa_network_interfaces`), the placement group, IMDSv2 required
+:func:`~training_clusters.constructs.eks.cluster.efa_network_interfaces`), the placement group, IMDSv2 required
 and user data that lets only root reach the instance metadata service and mounts the shared FSx for Lustre
 file system (:func:`node_user_data`). Queues map Slurm partitions to node groups;
 a static group of login nodes is where users run ``sbatch``.
 
 Closed by default: nodes live in private subnets and never get a public IP, there is no key pair (SSM
 Session Manager, through
-:class:`~training_clusters.constructs.session_manager.SessionManagerPolicy`: the session's actions, no
+:class:`~training_clusters.constructs.common.session_manager.SessionManagerPolicy`: the session's actions, no
 parameter reads), and the only ingress is the Slurm traffic between the controller's interface and the
 nodes (the ports listed in "Security groups in AWS PCS",
 https://docs.aws.amazon.com/pcs/latest/userguide/working-with_networking_sg.html), plus all traffic between
@@ -49,13 +49,16 @@ from aws_cdk import custom_resources as cr
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType
-from training_clusters.constructs._launch_template import efa_network_interfaces, node_launch_template
-from training_clusters.constructs._security_groups import (
+from training_clusters.constructs.common.lustre import SDK_CALL_FUNCTION_ID, SharedLustre
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
+from training_clusters.constructs.common.session_manager import SessionManagerPolicy
+from training_clusters.constructs.private.launch_template import efa_network_interfaces, node_launch_template
+from training_clusters.constructs.private.security_groups import (
     SameEnvironmentConnections,
     claim_efa_groups,
     open_between_members,
 )
-from training_clusters.constructs._validation import (
+from training_clusters.constructs.private.validation import (
     advise,
     catalog_entry,
     checked_props,
@@ -65,9 +68,6 @@ from training_clusters.constructs._validation import (
     refuse,
     refuse_misplaced,
 )
-from training_clusters.constructs.lustre import SDK_CALL_FUNCTION_ID, SharedLustre
-from training_clusters.constructs.placement import TrainingPlacementGroup
-from training_clusters.constructs.session_manager import SessionManagerPolicy
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge_cdk_made
 from training_clusters.model.capacity import Capacity, Orchestrator
 from training_clusters.model.errors import ConfigurationError
@@ -761,7 +761,7 @@ def node_user_data(mount_target: str | None, mount_dir: str) -> str:
 
 #: The metadata guard HyperPod's lifecycle scripts and ParallelCluster's compute nodes run, one script.
 IMDS_GUARD_SCRIPT = (
-    Path(__file__).resolve().parents[1] / "lifecycle_scripts" / "node" / "training-clusters-imds.sh"
+    Path(__file__).resolve().parents[2] / "lifecycle_scripts" / "node" / "training-clusters-imds.sh"
 )
 #: The heredoc delimiter the boothook writes the guard with (a line the guard never holds).
 _GUARD_END = "TC_IMDS_GUARD_END"

@@ -16,8 +16,8 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.constructs._security_groups import ClientSideConnections
-from training_clusters.constructs._validation import (
+from training_clusters.constructs.private.security_groups import ClientSideConnections
+from training_clusters.constructs.private.validation import (
     checked_props,
     fail,
     is_unresolved,
@@ -84,7 +84,7 @@ class ExistingLustre:
     :param dns_name: Its DNS name, ``fs-<id>.fsx.<region>.amazonaws.com`` (letters, digits, ``-`` and ``.``).
     :param mount_name: Its Lustre mount name: 1-8 letters, digits, ``_`` or ``-`` (``fsx`` on PERSISTENT_1).
     :param storage_capacity_gib: Its capacity, for clients that advertise it (an EKS PersistentVolume).
-        Default: unknown; :class:`~training_clusters.constructs.eks_addons.FsxCsiDriver` then asks for it.
+        Default: unknown; :class:`~training_clusters.constructs.eks.addons.FsxCsiDriver` then asks for it.
     """
 
     file_system_id: str

@@ -11,7 +11,7 @@ is enforced, and compute nodes never get a public IP.
 
 Node roles. ParallelCluster makes the role of the head node, of each queue and of each login pool itself; we
 add only ``AdditionalIamPolicies``. The head node and every login pool get
-:class:`~training_clusters.constructs.session_manager.SessionManagerPolicy` (Session Manager's own actions,
+:class:`~training_clusters.constructs.common.session_manager.SessionManagerPolicy` (Session Manager's own actions,
 no parameter reads), not ``AmazonSSMManagedInstanceCore``, whose ``ssm:GetParameter(s)`` on ``*`` any user
 with a shell on a login node could call; compute nodes get no SSM access from us. What ParallelCluster 3.16.1
 attaches on its own (``cli/src/pcluster/templates/cdk_builder_utils.py`` of
@@ -58,10 +58,13 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct, IValidation
 
 from training_clusters.catalog import InstanceType
-from training_clusters.constructs._boundary import applied_boundary
-from training_clusters.constructs._security_groups import SameEnvironmentConnections, claim_efa_groups
-from training_clusters.constructs._tags import lazy, stack_and_aspect_tags, tag_list
-from training_clusters.constructs._validation import (
+from training_clusters.constructs.common.lustre import SharedLustre
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
+from training_clusters.constructs.common.session_manager import SessionManagerPolicy
+from training_clusters.constructs.private.boundary import applied_boundary
+from training_clusters.constructs.private.security_groups import SameEnvironmentConnections, claim_efa_groups
+from training_clusters.constructs.private.tags import lazy, stack_and_aspect_tags, tag_list
+from training_clusters.constructs.private.validation import (
     advise,
     catalog_entry,
     checked_props,
@@ -71,10 +74,7 @@ from training_clusters.constructs._validation import (
     refuse,
     refuse_misplaced,
 )
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.constructs.placement import TrainingPlacementGroup
-from training_clusters.constructs.session_manager import SessionManagerPolicy
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.errors import ConfigurationError

@@ -25,9 +25,14 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import custom_resources as cr
 from constructs import Construct, DependencyGroup, IConstruct
 
-from training_clusters.constructs._handlers import vpc_interface_statement
-from training_clusters.constructs._security_groups import ClientSideConnections
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, to_removal_policy
+from training_clusters.constructs.private.handlers import vpc_interface_statement
+from training_clusters.constructs.private.security_groups import ClientSideConnections
+from training_clusters.constructs.private.validation import (
+    checked_props,
+    fail,
+    is_unresolved,
+    to_removal_policy,
+)
 from training_clusters.gates.compliance import (
     accept_handler_findings,
     accept_inline_policy,

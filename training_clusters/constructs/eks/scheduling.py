@@ -34,8 +34,13 @@ from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option, refuse
-from training_clusters.constructs.eks_gpu import SYSTEM_NODE_LABELS, EfaNodegroup, GpuEksCluster, GpuNodegroup
+from training_clusters.constructs.eks.cluster import (
+    SYSTEM_NODE_LABELS,
+    EfaNodegroup,
+    GpuEksCluster,
+    GpuNodegroup,
+)
+from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option, refuse
 from training_clusters.model.options import (
     Mps,
     PodSecurityLevel,

@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct, Node
 
-from training_clusters.constructs._validation import fail, refuse_other_environment
+from training_clusters.constructs.private.validation import fail, refuse_other_environment
 from training_clusters.gates.compliance import accept_all_traffic_between_members
 from training_clusters.rules.network import shared_efa_group_problem
 

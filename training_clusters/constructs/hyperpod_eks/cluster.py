@@ -48,8 +48,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType, lookup_hyperpod
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option, refuse
-from training_clusters.constructs.eks_addons import (
+from training_clusters.constructs.eks.addons import (
     _helm_chart,
     efa_device_plugin_repository,
     efa_device_plugin_values,
@@ -57,16 +56,21 @@ from training_clusters.constructs.eks_addons import (
     neuron_device_plugin_values,
     nvidia_device_plugin_values,
 )
-from training_clusters.constructs.eks_gpu import GpuEksCluster
-from training_clusters.constructs.eks_jobs import DEFAULT_PODS_READY_TIMEOUT_MINUTES, KubeflowTrainer, Kueue
-from training_clusters.constructs.eks_release_manifest import MpiOperator
-from training_clusters.constructs.hyperpod import (
+from training_clusters.constructs.eks.cluster import GpuEksCluster
+from training_clusters.constructs.eks.release_manifest import MpiOperator
+from training_clusters.constructs.eks.scheduling import (
+    DEFAULT_PODS_READY_TIMEOUT_MINUTES,
+    KubeflowTrainer,
+    Kueue,
+)
+from training_clusters.constructs.hyperpod.cluster import (
     HyperPodCluster,
     InstanceGroup,
     LustreMount,
     Orchestrator,
     lifecycle_scripts_path,
 )
+from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option, refuse
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
@@ -217,7 +221,7 @@ def hyperpod_nvidia_device_plugin_values(instance_types: Sequence[str]) -> dict[
 
 def hyperpod_efa_device_plugin_values(instance_types: Sequence[str], image_repository: str) -> dict[str, Any]:
     """The EFA device plugin's values on HyperPod's ``ml.`` EFA types, tolerating the health taint; the image
-    from ``image_repository`` (:func:`~training_clusters.constructs.eks_addons.efa_device_plugin_repository`)."""
+    from ``image_repository`` (:func:`~training_clusters.constructs.eks.addons.efa_device_plugin_repository`)."""
     values = efa_device_plugin_values(instance_types=instance_types, image_repository=image_repository)
     values["tolerations"] = [*values["tolerations"], dict(HEALTH_TOLERATION)]
     return values
@@ -398,11 +402,11 @@ class HyperPodEksDependencies(Construct):
         :param instance_types: The ``ml.`` types of the HyperPod instance groups.
         :param vpc_cni_version: The ``vpc-cni`` add-on, v1.18.3 or newer. Default: :data:`HYPERPOD_VPC_CNI_VERSION`.
         :param mpi_operator: Install Kubeflow's MPI Operator (MPIJob). Default: True.
-        :param kueue: Install Kueue (:class:`~training_clusters.constructs.eks_jobs.Kueue`, on the system
+        :param kueue: Install Kueue (:class:`~training_clusters.constructs.eks.scheduling.Kueue`, on the system
             nodes), after the MPI Operator and Kubeflow Trainer, whose jobs it manages. Default: True.
         :param pods_ready_timeout_minutes: Kueue's ``waitForPodsReady`` timeout. Default: 10.
         :param kubeflow_trainer: Install Kubeflow Trainer and JobSet
-            (:class:`~training_clusters.constructs.eks_jobs.KubeflowTrainer`, on the system nodes). Default: True.
+            (:class:`~training_clusters.constructs.eks.scheduling.KubeflowTrainer`, on the system nodes). Default: True.
         """
         super().__init__(scope, id)
         refuse(self, "vpc_cni_version", vpc_cni_version_problem(vpc_cni_version))
@@ -546,10 +550,10 @@ class HyperPodEksCluster(Construct):
         :param node_provisioning_mode: Default: CONTINUOUS (nodes join as they come).
         :param mpi_operator: Install the MPI Operator before the nodes. Default: True.
         :param kueue: Install Kueue before the nodes (queue over :attr:`node_pools` with
-            :class:`~training_clusters.constructs.eks_jobs.TrainingQueues`). Default: True.
+            :class:`~training_clusters.constructs.eks.scheduling.TrainingQueues`). Default: True.
         :param pods_ready_timeout_minutes: Kueue's ``waitForPodsReady`` timeout. Default: 10.
         :param kubeflow_trainer: Install Kubeflow Trainer and JobSet before the nodes (runtimes over
-            :attr:`node_pools` with :class:`~training_clusters.constructs.eks_jobs.TrainingRuntimes`).
+            :attr:`node_pools` with :class:`~training_clusters.constructs.eks.scheduling.TrainingRuntimes`).
             Default: True.
         :param vpc_cni_version: Default: :data:`HYPERPOD_VPC_CNI_VERSION`.
         """

@@ -30,9 +30,9 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import custom_resources as cr
 from constructs import Construct
 
-from training_clusters.constructs._handlers import vpc_interface_statement
-from training_clusters.constructs._validation import checked_props, fail
-from training_clusters.constructs.eks_gpu import GpuEksCluster
+from training_clusters.constructs.eks.cluster import GpuEksCluster
+from training_clusters.constructs.private.handlers import vpc_interface_statement
+from training_clusters.constructs.private.validation import checked_props, fail
 from training_clusters.gates.compliance import (
     accept_handler_findings,
     accept_inline_policy,
@@ -50,7 +50,7 @@ from training_clusters.workloads.tenancy import system_placement
 
 __all__ = ["DeploymentPatch", "MpiOperator", "ReleaseManifest", "mpi_operator_placement"]
 
-HANDLER_DIR = Path(__file__).resolve().parent.parent / "handlers" / "release_manifest"
+HANDLER_DIR = Path(__file__).resolve().parents[2] / "handlers" / "release_manifest"
 #: Moving references: a manifest behind one of these could change under a deployed stack.
 _UNPINNED = re.compile(r"/(master|main|latest|HEAD)/")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")

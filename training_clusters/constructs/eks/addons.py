@@ -32,7 +32,16 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType
-from training_clusters.constructs._validation import (
+from training_clusters.constructs.common.lustre import SharedLustre
+from training_clusters.constructs.common.session_manager import AcknowledgeWildcards
+from training_clusters.constructs.eks.cluster import (
+    GPU_TAINT_KEY,
+    NEURON_TAINT_KEY,
+    DevicePluginKind,
+    GpuEksCluster,
+    pod_identity_principal,
+)
+from training_clusters.constructs.private.validation import (
     catalog_entry,
     checked_props,
     fail,
@@ -41,15 +50,6 @@ from training_clusters.constructs._validation import (
     refuse,
     to_removal_policy,
 )
-from training_clusters.constructs.eks_gpu import (
-    GPU_TAINT_KEY,
-    NEURON_TAINT_KEY,
-    DevicePluginKind,
-    GpuEksCluster,
-    pod_identity_principal,
-)
-from training_clusters.constructs.lustre import SharedLustre
-from training_clusters.constructs.session_manager import AcknowledgeWildcards
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge
 from training_clusters.model.options import MigStrategy, Mps, RemovalPolicy, TimeSlicing
 from training_clusters.model.releases import (

@@ -35,12 +35,16 @@ from aws_cdk.lambda_layer_kubectl_v35 import KubectlV35Layer
 from constructs import Construct
 
 from training_clusters.catalog import CATALOG, AcceleratorKind, Architecture, InstanceType, architecture_of
-from training_clusters.constructs._launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
-from training_clusters.constructs._launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
-from training_clusters.constructs._launch_template import efa_network_interfaces as efa_network_interfaces
-from training_clusters.constructs._launch_template import node_launch_template as node_launch_template
-from training_clusters.constructs._security_groups import SameEnvironmentConnections, claim_efa_groups
-from training_clusters.constructs._validation import (
+from training_clusters.constructs.common.placement import TrainingPlacementGroup
+from training_clusters.constructs.eks.compliance import acknowledge_eks_made
+from training_clusters.constructs.private.launch_template import IMDS_HOP_LIMIT as IMDS_HOP_LIMIT
+from training_clusters.constructs.private.launch_template import ROOT_DEVICE_NAME as ROOT_DEVICE_NAME
+from training_clusters.constructs.private.launch_template import (
+    efa_network_interfaces as efa_network_interfaces,
+)
+from training_clusters.constructs.private.launch_template import node_launch_template as node_launch_template
+from training_clusters.constructs.private.security_groups import SameEnvironmentConnections, claim_efa_groups
+from training_clusters.constructs.private.validation import (
     advice_day,
     advise,
     catalog_entry,
@@ -52,8 +56,6 @@ from training_clusters.constructs._validation import (
     refuse_misplaced,
     to_removal_policy,
 )
-from training_clusters.constructs.eks_compliance import acknowledge_eks_made
-from training_clusters.constructs.placement import TrainingPlacementGroup
 from training_clusters.gates.compliance import acknowledge
 from training_clusters.model.capacity import Capacity, Orchestrator
 from training_clusters.model.errors import ConfigurationError
@@ -139,7 +141,7 @@ class GpuEksCluster(Construct):
     only (:data:`IMDS_HOP_LIMIT`), so pods cannot read the node role's credentials. Whatever in the cluster
     calls AWS gets its own role through EKS Pod Identity (the ``eks-pod-identity-agent`` add-on, installed
     here): the VPC CNI (``kube-system/aws-node``, with ``AmazonEKS_CNI_Policy``) here, the FSx and EBS CSI
-    controllers in :mod:`~training_clusters.constructs.eks_addons`. What still reads instance metadata runs
+    controllers in :mod:`~training_clusters.constructs.eks.addons`. What still reads instance metadata runs
     on the host or in its network namespace: the kubelet and ``nodeadm``, ``aws-node`` (ENI and IP facts;
     its credentials come from Pod Identity) and the Pod Identity agent (it exchanges the node role's
     credentials for pods' roles, which ``AmazonEKSWorkerNodePolicy`` allows). The FSx and EBS CSI drivers'
@@ -210,9 +212,9 @@ class GpuEksCluster(Construct):
         :param device_plugins: Install the device plugins the nodegroups need, as they are added: NVIDIA's for
             NVIDIA GPU types, AWS's EFA plugin for the types of EFA nodegroups (:class:`EfaNodegroup`), AWS Neuron's for
             Trainium types, each scheduled on exactly those instance types, with the charts and values of
-            :mod:`~training_clusters.constructs.eks_addons` (without them no pod can ask for a GPU, an EFA
+            :mod:`~training_clusters.constructs.eks.addons` (without them no pod can ask for a GPU, an EFA
             interface or a Neuron device). A plugin you create for this cluster yourself
-            (:class:`~training_clusters.constructs.eks_addons.NvidiaDevicePlugin`, ``EfaDevicePlugin``,
+            (:class:`~training_clusters.constructs.eks.addons.NvidiaDevicePlugin`, ``EfaDevicePlugin``,
             ``NeuronDevicePlugin``, e.g. for GPU sharing) replaces the cluster's of that kind. Default: True,
             as eksctl does; False installs none.
         :param kubernetes_version: The control plane's Kubernetes version; the kubectl layer (v1.35) drives
@@ -373,7 +375,7 @@ class GpuEksCluster(Construct):
             self._device_plugin_types[kind].add(instance_type.name)
             if kind not in self.device_plugin_charts and kind not in self._given_device_plugins:
                 # eks_addons imports this module
-                from training_clusters.constructs.eks_addons import cluster_device_plugin
+                from training_clusters.constructs.eks.addons import cluster_device_plugin
 
                 self.device_plugin_charts[kind] = cluster_device_plugin(
                     self, kind, functools.partial(sorted, self._device_plugin_types[kind])

@@ -20,13 +20,15 @@ from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, hyperpod_offer_problem
-from training_clusters.constructs._grants import grant_passed_role
-from training_clusters.constructs._security_groups import (
+from training_clusters.constructs.common.bucket import SecureBucket
+from training_clusters.constructs.common.session_manager import CHANNEL_ACTIONS
+from training_clusters.constructs.private.grants import grant_passed_role
+from training_clusters.constructs.private.security_groups import (
     SameEnvironmentConnections,
     claim_efa_groups,
     open_between_members,
 )
-from training_clusters.constructs._validation import (
+from training_clusters.constructs.private.validation import (
     advise,
     catalog_entry,
     checked_props,
@@ -36,10 +38,8 @@ from training_clusters.constructs._validation import (
     refuse,
     refuse_misplaced,
 )
-from training_clusters.constructs.accounting import SlurmAccountingDatabase
-from training_clusters.constructs.bucket import SecureBucket
-from training_clusters.constructs.session_manager import CHANNEL_ACTIONS
-from training_clusters.constructs.users import TeamUser, team_problem
+from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
+from training_clusters.constructs.slurm.users import TeamUser, team_problem
 from training_clusters.gates.compliance import (
     accept_inline_policy,
     acknowledge_cdk_made,
@@ -127,7 +127,7 @@ class Orchestrator:
     """Slurm (configured by our lifecycle scripts) or an existing EKS cluster.
 
     Slurm is configured by the shipped lifecycle scripts; with EKS (``Orchestrator.eks(cluster_arn)``), use
-    :class:`~training_clusters.constructs.hyperpod_eks.HyperPodEksCluster`, which installs what HyperPod needs
+    :class:`~training_clusters.constructs.hyperpod_eks.cluster.HyperPodEksCluster`, which installs what HyperPod needs
     in the cluster first (``environments/hyperpod-eks-*.yaml``).
     """
 

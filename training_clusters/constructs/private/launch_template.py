@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.constructs._tags import launch_template_tags
+from training_clusters.constructs.private.tags import launch_template_tags
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.options import CapacityKind, EfaInterfaceType
 

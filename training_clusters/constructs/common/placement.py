@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.constructs._validation import checked_props, fail, is_unresolved, option
+from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option
 from training_clusters.model.options import PlacementStrategy, SpreadLevel
 
 _MAX_PARTITIONS = 7

@@ -1,0 +1,1 @@
+"""SageMaker HyperPod with Slurm: the cluster and its lifecycle scripts."""

@@ -1,0 +1,1 @@
+"""AWS ParallelCluster: a Slurm cluster through ParallelCluster's own CloudFormation provider."""

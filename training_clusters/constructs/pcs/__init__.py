@@ -1,0 +1,1 @@
+"""AWS Parallel Computing Service: a managed Slurm controller with our node groups and queues."""

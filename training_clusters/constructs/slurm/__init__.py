@@ -1,0 +1,1 @@
+"""What Slurm clusters share (HyperPod and ParallelCluster): the accounting database and team users."""
