@@ -80,9 +80,22 @@ NARROWED = {
 }
 
 
+#: Construct modules whose test file is named after the module's old flat name (``constructs/<name>.py``).
+MIRRORS = {
+    "hyperpod/cluster.py": "hyperpod",
+    "hyperpod_eks/cluster.py": "hyperpod_eks",
+    "pcs/cluster.py": "pcs",
+    "parallelcluster/cluster.py": "parallelcluster",
+    "eks/cluster.py": "eks_gpu",
+    "eks/addons.py": "eks_addons",
+    "eks/scheduling.py": "eks_jobs",
+    "eks/release_manifest.py": "eks_release_manifest",
+}
+
+
 def _construct(name: str, path: str, old: str, new: str, *tests: str, k: str | None = None) -> Mutant:
     """A construct's mutant, run against its mirror test file (or ``tests``), narrowed to ``-k`` when given."""
-    mirror = f"tests/constructs/test_{Path(path).stem}.py"
+    mirror = f"tests/constructs/test_{MIRRORS.get(path, Path(path).stem)}.py"
     k = k or NARROWED.get(name)
     return Mutant(name, f"constructs/{path}", old, new, (*(tests or (mirror,)), *(("-k", k) if k else ())))
 
@@ -96,68 +109,68 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- IAM: an action removed, a resource widened, a condition dropped
     _construct(
         "hyperpod-eni-delete-action-removed",
-        "hyperpod.py",
+        "hyperpod/cluster.py",
         '                    "ec2:DeleteNetworkInterface",\n',
         "",
         k=HYPERPOD_ROLE,
     ),
     _construct(
         "hyperpod-eni-resources-widened",
-        "hyperpod.py",
+        "hyperpod/cluster.py",
         "                resources=[\n                    eni_arn,\n",
         '                resources=[\n                    "*",\n',
         k=HYPERPOD_ROLE,
     ),
     _construct(
         "hyperpod-create-tags-condition-dropped",
-        "hyperpod.py",
+        "hyperpod/cluster.py",
         '                conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},\n',
         "",
         k=HYPERPOD_ROLE,
     ),
     _construct(
         "hyperpod-metrics-namespace-condition-dropped",
-        "hyperpod.py",
+        "hyperpod/cluster.py",
         '            conditions={"StringEquals": {"cloudwatch:namespace": CLUSTER_METRICS_NAMESPACE}},\n',
         "",
         k=HYPERPOD_ROLE,
     ),
     _construct(
         "hyperpod-log-streams-widened",
-        "hyperpod.py",
+        "hyperpod/cluster.py",
         'resources=[f"{log_group}:log-stream:*"]',
         'resources=["*"]',
         k=HYPERPOD_ROLE,
     ),
     _construct(
         "hyperpod-lifecycle-read-widened-to-bucket",
-        "hyperpod.py",
+        "hyperpod/cluster.py",
         'self.bucket.grant_read(role, f"{self.lifecycle_prefix}*")',
         "self.bucket.grant_read(role)",
         k=HYPERPOD_ROLE,
     ),
     _construct(
         "hyperpod-volume-key-create-grant-removed",
-        "hyperpod.py",
+        "hyperpod/cluster.py",
         'actions=["kms:CreateGrant", "kms:DescribeKey"]',
         'actions=["kms:DescribeKey"]',
         k=HYPERPOD_ROLE,
     ),
     _construct(
         "accounting-secret-read-widened",
-        "accounting.py",
+        "slurm/accounting.py",
         'iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret.secret_arn])',
         'iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=["*"])',
     ),
     _construct(
         "pcs-register-widened",
-        "pcs.py",
+        "pcs/cluster.py",
         'actions=["pcs:RegisterComputeNodeGroupInstance"], resources=[self.cluster_arn]',
         'actions=["pcs:RegisterComputeNodeGroupInstance"], resources=["*"]',
     ),
     _construct(
         "release-manifest-describe-cluster-widened",
-        "eks_release_manifest.py",
+        "eks/release_manifest.py",
         'iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=[eks_cluster.cluster_arn])',
         'iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=["*"])',
         "tests/constructs/test_eks_addons.py",
@@ -165,71 +178,71 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _construct(
         "parallelcluster-s3-read-widened",
-        "parallelcluster.py",
+        "parallelcluster/cluster.py",
         'statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=resources)]',
         'statements=[iam.PolicyStatement(actions=["s3:GetObject"], resources=["*"])]',
     ),
     # --- security groups: a rule dropped, a port swapped, a peer widened
     _construct(
         "lustre-server-self-ingress-dropped",
-        "lustre.py",
+        "common/lustre.py",
         '            group.add_ingress_rule(group, port, f"Lustre {what} between file servers")\n',
         "",
     ),
     _construct(
         "lustre-server-self-egress-dropped",
-        "lustre.py",
+        "common/lustre.py",
         '            group.add_egress_rule(group, port, f"Lustre {what} between file servers")\n',
         "",
     ),
-    _construct("lustre-port-swapped", "lustre.py", "ec2.Port.tcp(988)", "ec2.Port.tcp(989)"),
+    _construct("lustre-port-swapped", "common/lustre.py", "ec2.Port.tcp(988)", "ec2.Port.tcp(989)"),
     _construct(
         "lustre-client-ports-narrowed",
-        "lustre.py",
+        "common/lustre.py",
         "ec2.Port.tcp_range(1018, 1023)",
         "ec2.Port.tcp_range(1018, 1022)",
     ),
     _construct(
         "lustre-clients-reply-rule-dropped",
-        "lustre.py",
+        "common/lustre.py",
         '            self.connections.allow_to(clients, port, f"Lustre {what} to clients")\n',
         "",
     ),
     _construct(
         "efa-self-egress-dropped",
-        "_security_groups.py",
+        "private/security_groups.py",
         "        group.add_egress_rule(group, ec2.Port.all_traffic(), outbound)\n",
         "        pass\n",
         "tests/constructs/test_network.py",
     ),
     _construct(
         "endpoint-https-port-swapped",
-        "network.py",
+        "common/network.py",
         '            ec2.Port.tcp(443),\n            "HTTPS from the VPC",',
         '            ec2.Port.tcp(80),\n            "HTTPS from the VPC",',
     ),
     _construct(
         "endpoint-https-from-anywhere",
-        "network.py",
+        "common/network.py",
         "            ec2.Peer.ipv4(cidr),\n",
         "            ec2.Peer.any_ipv4(),\n",
     ),
     _construct(
         "pcs-slurmd-port-swapped",
-        "pcs.py",
+        "pcs/cluster.py",
         'node_connections.allow_from(controller, ec2.Port.tcp(SLURMD_PORT), "slurmd from slurmctld")',
         'node_connections.allow_from(controller, ec2.Port.tcp(SLURMCTLD_PORT), "slurmd from slurmctld")',
     ),
     _construct(
         "pcs-srun-ports-rule-dropped",
-        "pcs.py",
+        "pcs/cluster.py",
         'controller, ec2.Port.tcp_range(*SRUN_PORTS), "slurmctld to srun on the nodes (interactive steps)"',
         'controller, ec2.Port.tcp(SRUN_PORTS[0]), "slurmctld to srun on the nodes (interactive steps)"',
     ),
     # --- secure and data-keeping defaults
     _construct(
         "imdsv2-optional",
-        "_launch_template.py",
+        "private/launch_template.py",
         'http_endpoint="enabled", http_tokens="required"',
         'http_endpoint="enabled", http_tokens="optional"',
         "tests/constructs/test_eks_gpu.py",
@@ -237,14 +250,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _construct(
         "imds-hop-limit-default-raised",
-        "_launch_template.py",
+        "private/launch_template.py",
         "IMDS_HOP_LIMIT = 1",
         "IMDS_HOP_LIMIT = 2",
         "tests/constructs/test_eks_gpu.py",
     ),
     _construct(
         "flow-logs-retention-default-changed",
-        "network.py",
+        "common/network.py",
         "flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_YEAR,",
         "flow_logs_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,",
         "tests/constructs/test_network.py",
@@ -252,43 +265,43 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _construct(
         "lustre-removal-default-destroy",
-        "lustre.py",
+        "common/lustre.py",
         "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,",
         "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.DESTROY,",
     ),
     _construct(
         "bucket-removal-default-destroy",
-        "bucket.py",
+        "common/bucket.py",
         "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.RETAIN,",
         "removal_policy: cdk.RemovalPolicy | RemovalPolicy | str = cdk.RemovalPolicy.DESTROY,",
     ),
     _construct(
         "bucket-ssl-not-enforced",
-        "bucket.py",
+        "common/bucket.py",
         "            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,\n            enforce_ssl=True,\n            encryption=s3.BucketEncryption.KMS",
         "            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,\n            enforce_ssl=False,\n            encryption=s3.BucketEncryption.KMS",
     ),
     _construct(
         "accounting-key-rotation-off",
-        "accounting.py",
+        "slurm/accounting.py",
         "            enable_key_rotation=True,",
         "            enable_key_rotation=False,",
     ),
     _construct(
         "accounting-storage-unencrypted",
-        "accounting.py",
+        "slurm/accounting.py",
         "            storage_encrypted=True,",
         "            storage_encrypted=False,",
     ),
     _construct(
         "accounting-deletion-protection-inverted",
-        "accounting.py",
+        "slurm/accounting.py",
         "protect = removal != cdk.RemovalPolicy.DESTROY if",
         "protect = removal == cdk.RemovalPolicy.DESTROY if",
     ),
     _construct(
         "eks-secrets-key-rotation-off",
-        "eks_gpu.py",
+        "eks/cluster.py",
         "            enable_key_rotation=True,",
         "            enable_key_rotation=False,",
     ),
@@ -388,35 +401,35 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- what mutmut 3 does not mutate (decorated functions: pydantic validators, properties), CDK-free
     Mutant(
         "config-lustre-backups-check-dropped",
-        "config.py",
+        "config/__init__.py",
         "        problem = lustre_backup_retention_problem(self.deployment_type, self.backup_retention_days)\n        if problem:",
         "        problem = lustre_backup_retention_problem(self.deployment_type, self.backup_retention_days)\n        if False:",
         ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
     ),
     Mutant(
         "config-pcluster-min-count-field-dropped",
-        "config.py",
+        "config/__init__.py",
         '_raise_if(pcluster_rules.min_count_problem(self.min_count, self.max_count), "min_count")',
         "_raise_if(pcluster_rules.min_count_problem(self.min_count, self.max_count))",
         ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
     ),
     Mutant(
         "config-hyperpod-nodes-not-counted",
-        "config.py",
+        "config/__init__.py",
         '            [(f"instance_groups.{i}.count", g.count) for i, g in enumerate(self.instance_groups)]',
         '            [(f"instance_groups.{i}.count", 1) for i, g in enumerate(self.instance_groups)]',
         ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
     ),
     Mutant(
         "capacity-training-plan-not-reserved",
-        "capacity.py",
+        "model/capacity.py",
         "            CapacityKind.CAPACITY_BLOCK,\n            CapacityKind.TRAINING_PLAN,\n        )",
         "            CapacityKind.CAPACITY_BLOCK,\n        )",
         ("tests/test_capacity.py", "tests/test_options_mutants.py"),
     ),
     Mutant(
         "catalog-efa-from-zero-interfaces",
-        "catalog.py",
+        "catalog/__init__.py",
         "        return self.max_efa_interfaces > 0",
         "        return self.max_efa_interfaces >= 0",
         ("tests/test_catalog.py",),

@@ -9,14 +9,14 @@ from pathlib import Path
 from training_clusters.model import releases
 from training_clusters.model.releases import BOOT_DOWNLOADS, render_boot_downloads
 
-PACKAGE = Path(releases.__file__).parent
+PACKAGE = Path(releases.__file__).parents[1]
 ROOT = PACKAGE.parent
 #: Every file whose code runs on a node as root: HyperPod's lifecycle scripts, ParallelCluster's custom actions
 #: and the PCS construct (its user data).
 NODE_FILES = [
     *sorted((PACKAGE / "lifecycle_scripts").rglob("*.sh")),
     *sorted((PACKAGE / "parallelcluster_actions").glob("*.sh")),
-    PACKAGE / "constructs" / "pcs.py",
+    PACKAGE / "constructs" / "pcs" / "cluster.py",
 ]
 #: A line that fetches something: our download helper, curl, wget, apt keys, gpg, a local .deb, an image pull.
 DOWNLOAD = re.compile(r"\b(tc_download |curl |wget |apt-key|gpg |dpkg -i|docker (run|pull) |git clone)")

@@ -199,7 +199,9 @@ def test_rows_round_trip(name: str) -> None:
 
 def shipped_rows() -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = json.loads(
-        (resources.files("training_clusters") / catalog_module.DATA_FILE_NAME).read_text(encoding="utf-8")
+        (resources.files("training_clusters.catalog") / catalog_module.DATA_FILE_NAME).read_text(
+            encoding="utf-8"
+        )
     )
     return rows
 
@@ -279,11 +281,12 @@ def test_a_data_file_that_is_not_a_list_is_refused(tmp_path: Path) -> None:
 def test_a_broken_shipped_file_stops_the_import(tmp_path: Path) -> None:
     """The package as installed, with one figure broken in its data file: importing the catalogue fails."""
     package = tmp_path / "training_clusters"
-    package.mkdir()
-    (package / "rules").mkdir()
-    for module in ("__init__.py", "errors.py", "catalog.py", "rules/__init__.py", "rules/instance_types.py"):
-        (package / module).write_bytes((Path(catalog_module.__file__).parent / module).read_bytes())
-    broken_copy(package, "p5.48xlarge", {"max_efa_interfaces": 33})
+    shipped = Path(catalog_module.__file__).parents[1]
+    modules = ("__init__.py", "model/__init__.py", "model/errors.py", "catalog/__init__.py")
+    for module in (*modules, "rules/__init__.py", "rules/instance_types.py"):
+        (package / module).parent.mkdir(parents=True, exist_ok=True)
+        (package / module).write_bytes((shipped / module).read_bytes())
+    broken_copy(package / "catalog", "p5.48xlarge", {"max_efa_interfaces": 33})
 
     imported = subprocess.run(
         [

@@ -30,7 +30,7 @@ from training_clusters.catalog import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA_FILE = ROOT / "training_clusters" / "catalog_data.json"
+DATA_FILE = ROOT / "training_clusters" / "catalog" / "catalog_data.json"
 
 
 rc = load_script("scripts/refresh_catalog.py", "refresh_catalog")

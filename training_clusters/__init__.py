@@ -16,7 +16,7 @@ Operate side (the ``training-clusters`` console script, :mod:`~training_clusters
 
 - :mod:`~training_clusters.preflight`: quotas, offerings and reservations checked before a deploy.
 - :mod:`~training_clusters.acceptance`: OSU, NCCL and health jobs that prove a deployed cluster works.
-- :mod:`~training_clusters.deployed`: values read back from a deployed stack.
+- :mod:`~training_clusters.model.deployed`: values read back from a deployed stack.
 - :mod:`~training_clusters.gates.summary`: the gate summary of a cloud assembly (cdk-nag, cfn-lint).
 """
 

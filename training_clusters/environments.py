@@ -16,6 +16,7 @@ from training_clusters.config import (
 from training_clusters.config.yaml_file import read_yaml_with_lines
 from training_clusters.gates.compliance import add_compliance_checks
 from training_clusters.model.errors import ConfigurationError
+from training_clusters.orchestrators import orchestrator_of
 from training_clusters.stacks.base import TrainingEnvironmentStack
 
 ENVIRONMENTS_DIR = Path("environments")
@@ -32,28 +33,9 @@ def stack_id(name: str) -> str:
 
 
 def stack_class(config: EnvironmentConfig) -> type[TrainingEnvironmentStack]:
-    """The stack class an environment's orchestrator section asks for."""
-    if config.hyperpod is not None:
-        from training_clusters.stacks.hyperpod import HyperPodEnvironment
-
-        return HyperPodEnvironment
-    if config.parallelcluster is not None:
-        from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment
-
-        return ParallelClusterEnvironment
-    if config.eks is not None:
-        from training_clusters.stacks.eks import EksTrainingEnvironment
-
-        return EksTrainingEnvironment
-    if config.pcs is not None:
-        from training_clusters.stacks.pcs import PcsEnvironment
-
-        return PcsEnvironment
-    if config.hyperpod_eks is not None:
-        from training_clusters.stacks.hyperpod_eks import HyperPodEksEnvironment
-
-        return HyperPodEksEnvironment
-    return TrainingEnvironmentStack
+    """The stack class an environment's orchestrator section asks for (:data:`~training_clusters.orchestrators.ORCHESTRATORS`)."""
+    orchestrator = orchestrator_of(config)
+    return TrainingEnvironmentStack if orchestrator is None else orchestrator.load("stack")
 
 
 def add_environment(app: cdk.App, path: Path) -> TrainingEnvironmentStack:

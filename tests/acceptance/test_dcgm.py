@@ -21,7 +21,7 @@ from training_clusters.acceptance import acceptance_plan, write_jobs
 from training_clusters.acceptance.dcgm import GPU_TAINT_KEY, check_dcgm_level
 from training_clusters.catalog import lookup
 from training_clusters.config import load_environment, parse_environment
-from training_clusters.constructs import eks_gpu
+from training_clusters.constructs.eks import cluster as eks_gpu
 from training_clusters.model.releases import DCGM_IMAGE
 
 REPO = Path(__file__).resolve().parents[2]

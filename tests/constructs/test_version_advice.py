@@ -11,9 +11,9 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk.assertions import Annotations, Match
 
-from training_clusters.constructs import parallelcluster as parallelcluster_module
 from training_clusters.constructs.common.network import TrainingNetwork
 from training_clusters.constructs.eks.cluster import GpuEksCluster
+from training_clusters.constructs.parallelcluster import cluster as parallelcluster_module
 from training_clusters.rules.versions import (
     TODAY_CONTEXT,
     kubernetes_support_advice,

@@ -52,7 +52,7 @@ from tests.integration.parallelcluster_bed import (
 )
 from tests.integration.slurm_bed import REPO, Node, node_name, slurm_root, wait_until
 from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
-from training_clusters.acceptance.slurm import slurm_plan
+from training_clusters.acceptance.plan import acceptance_plan
 from training_clusters.parallelcluster_actions import ENROOT_SCRIPT, IMDS_SCRIPT, PYXIS_SCRIPT, USERS_SCRIPT
 from training_clusters.stacks.parallelcluster import PCLUSTER_ADMIN_USER
 
@@ -298,7 +298,7 @@ def test_the_acceptance_jobs_are_accepted_by_real_sbatch(scenario: Scenario) -> 
     """`training-clusters acceptance` sbatch scripts of parallelcluster-team: their queue and their
     constraint (the instance type, a feature ParallelCluster gives each node) match the bed's node.
     They ask for two nodes; the bed has one compute node, so -N 1 on the command line."""
-    jobs = slurm_plan(ENVIRONMENT, "parallelcluster-team").jobs
+    jobs = acceptance_plan(ENVIRONMENT, "parallelcluster-team").jobs
     assert {job.filename.split("-")[0] for job in jobs} == {"osu"}
     for job in jobs:
         assert f"#SBATCH --partition={QUEUE}" in job.content.splitlines()

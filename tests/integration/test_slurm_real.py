@@ -48,7 +48,7 @@ from tests.integration.slurm_bed import (
     reach_imds,
     wait_until,
 )
-from training_clusters.acceptance.slurm import slurm_plan
+from training_clusters.acceptance.plan import acceptance_plan
 from training_clusters.config import load_environment
 
 pytestmark = pytest.mark.integration
@@ -314,7 +314,7 @@ def test_acceptance_jobs_are_accepted_by_real_sbatch(
     test_parallelcluster_real.)
     """
     config = load_environment(REPO / "environments" / f"{environment}.yaml")
-    jobs = slurm_plan(config, environment).jobs
+    jobs = acceptance_plan(config, environment).jobs
     assert {job.filename.split("-")[0] for job in jobs} == kinds
     for job in jobs:
         cluster.login.write(f"/home/alice/{job.filename}", job.content, 0o755)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from training_clusters.acceptance.dcgm import DEFAULT_DCGM_LEVEL, check_dcgm_level
-from training_clusters.acceptance.eks import eks_plan, hyperpod_eks_plan
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
-from training_clusters.acceptance.slurm import slurm_plan
+from training_clusters.orchestrators import ORCHESTRATORS, orchestrator_of
 
 if TYPE_CHECKING:
     from training_clusters.config import EnvironmentConfig
@@ -22,11 +21,14 @@ def acceptance_plan(
     :raises ValueError: ``dcgm_level`` is not 2, 3 or 4.
     """
     check_dcgm_level(dcgm_level)
-    if config.eks is not None:
-        return eks_plan(config, environment_name, dcgm_level=dcgm_level)
-    if config.hyperpod_eks is not None:
-        return hyperpod_eks_plan(config, environment_name, dcgm_level=dcgm_level)
-    return slurm_plan(config, environment_name, dcgm_level=dcgm_level)
+    orchestrator = orchestrator_of(config)
+    if orchestrator is None:
+        sections = ", ".join(ORCHESTRATORS)
+        return AcceptancePlan(
+            jobs=(), skipped=(f"no {sections} section: there is no cluster to run jobs on",)
+        )
+    plan: AcceptancePlan = orchestrator.load("acceptance")(config, environment_name, dcgm_level=dcgm_level)
+    return plan
 
 
 def acceptance_jobs(config: EnvironmentConfig, environment_name: str) -> list[AcceptanceJob]:

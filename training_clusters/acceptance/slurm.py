@@ -66,21 +66,47 @@ SLURM_TIME_LIMIT = "01:00:00"
 """Covers a first run that builds the benchmarks (NCCL from source takes the longest)."""
 
 
-def slurm_plan(
+def parallelcluster_plan(
     config: EnvironmentConfig, environment_name: str, *, dcgm_level: int = DEFAULT_DCGM_LEVEL
 ) -> AcceptancePlan:
-    """The sbatch jobs of a ParallelCluster, HyperPod or AWS PCS environment, and what is skipped and why.
+    """The sbatch jobs of a ParallelCluster environment, and what is skipped and why.
 
     :param dcgm_level: ``dcgmi diag -r`` level of the DCGM job of each GPU partition. Default: 2.
     """
-    targets, skipped = _slurm_targets(config)
-    if config.parallelcluster is None and config.hyperpod is None and config.pcs is None:
-        skipped.append(
-            "no hyperpod, parallelcluster, pcs, eks or hyperpod_eks section: there is no cluster to run jobs on"
-        )
+    targets, skipped = _parallelcluster_targets(config)
+    return _slurm_plan(
+        config, environment_name, targets, skipped, _parallelcluster_gpu_partitions(config), dcgm_level
+    )
+
+
+def hyperpod_plan(
+    config: EnvironmentConfig, environment_name: str, *, dcgm_level: int = DEFAULT_DCGM_LEVEL
+) -> AcceptancePlan:
+    """The sbatch jobs of a HyperPod Slurm environment, and what is skipped and why (see :func:`parallelcluster_plan`)."""
+    targets, skipped = _hyperpod_targets(config)
+    return _slurm_plan(
+        config, environment_name, targets, skipped, _hyperpod_gpu_partitions(config), dcgm_level
+    )
+
+
+def pcs_plan(
+    config: EnvironmentConfig, environment_name: str, *, dcgm_level: int = DEFAULT_DCGM_LEVEL
+) -> AcceptancePlan:
+    """The sbatch jobs of an AWS PCS environment, and what is skipped and why (see :func:`parallelcluster_plan`)."""
+    targets, skipped = _pcs_targets(config)
+    return _slurm_plan(config, environment_name, targets, skipped, _pcs_gpu_partitions(config), dcgm_level)
+
+
+def _slurm_plan(
+    config: EnvironmentConfig,
+    environment_name: str,
+    targets: list[_SlurmTarget],
+    skipped: list[str],
+    gpu_partitions: tuple[list[_GpuPartition], list[str]],
+    dcgm_level: int,
+) -> AcceptancePlan:
     jobs = [job for target in targets for job in _slurm_jobs(target, config, environment_name)]
-    partitions, not_gpu = _gpu_partitions(config)
-    skipped += not_gpu
+    partitions, not_gpu = gpu_partitions
     jobs += [
         dcgm_sbatch_job(
             scheduler=partition.scheduler,
@@ -93,7 +119,7 @@ def slurm_plan(
         )
         for partition in partitions
     ]
-    return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
+    return AcceptancePlan(jobs=tuple(jobs), skipped=tuple([*skipped, *not_gpu]))
 
 
 # --- Slurm: GPU partitions, for the DCGM diagnostics job ----------------------------------------------
@@ -111,18 +137,7 @@ class _GpuPartition:
     """``--constraint`` selecting the GPU nodes, where the partition also holds other nodes."""
 
 
-def _gpu_partitions(config: EnvironmentConfig) -> tuple[list[_GpuPartition], list[str]]:
-    """The GPU partitions of a Slurm environment, and the partitions with GPUs that cannot be selected."""
-    if config.parallelcluster is not None:
-        return _parallelcluster_gpu_partitions(config), []
-    if config.hyperpod is not None:
-        return _hyperpod_gpu_partitions(config)
-    if config.pcs is not None:
-        return _pcs_gpu_partitions(config)
-    return [], []
-
-
-def _parallelcluster_gpu_partitions(config: EnvironmentConfig) -> list[_GpuPartition]:
+def _parallelcluster_gpu_partitions(config: EnvironmentConfig) -> tuple[list[_GpuPartition], list[str]]:
     assert config.parallelcluster is not None
     partitions: list[_GpuPartition] = []
     for queue in config.parallelcluster.queues:
@@ -139,7 +154,7 @@ def _parallelcluster_gpu_partitions(config: EnvironmentConfig) -> list[_GpuParti
                     "|".join(r.name for r in gpu) if mixed else None,
                 )
             )
-    return partitions
+    return partitions, []
 
 
 def _hyperpod_gpu_partitions(config: EnvironmentConfig) -> tuple[list[_GpuPartition], list[str]]:
@@ -199,16 +214,6 @@ class _SlurmTarget:
     placement_group: bool
     suffix: str
     """Appended to file names when a partition holds several EFA instance types."""
-
-
-def _slurm_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarget], list[str]]:
-    if config.parallelcluster is not None:
-        return _parallelcluster_targets(config)
-    if config.hyperpod is not None:
-        return _hyperpod_targets(config)
-    if config.pcs is not None:
-        return _pcs_targets(config)
-    return [], []
 
 
 def _parallelcluster_targets(config: EnvironmentConfig) -> tuple[list[_SlurmTarget], list[str]]:

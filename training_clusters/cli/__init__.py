@@ -256,7 +256,7 @@ def _deployed_values(stack_name: str, region: str, profile: str | None) -> dict[
     import boto3
     from botocore.exceptions import BotoCoreError
 
-    from training_clusters.deployed import deployed_values
+    from training_clusters.model.deployed import deployed_values
 
     try:
         session = boto3.session.Session(profile_name=profile, region_name=region)

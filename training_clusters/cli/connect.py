@@ -39,6 +39,7 @@ from botocore.exceptions import ClientError
 from training_clusters.config import EnvironmentConfig
 from training_clusters.model.errors import ConfigurationError, excerpt
 from training_clusters.model.tables import TABLE_WIDTH
+from training_clusters.orchestrators import orchestrator_of
 
 __all__ = [
     "CONNECT_IAM_ACTIONS",
@@ -144,13 +145,13 @@ def connection(
     :raises ConfigurationError: the node is not one the file declares, the stack is not deployed, or no single
         running instance answers (none, or several: then the message lists them and ``--node i-...`` picks one).
     """
-    finder = _Finder(
+    finder = NodeFinder(
         config, environment=environment, stack=stack, clients=clients, profile=profile, file=file
     )
     return finder.find(node)
 
 
-class _Finder:
+class NodeFinder:
     def __init__(
         self,
         config: EnvironmentConfig,
@@ -171,17 +172,10 @@ class _Finder:
         self._outputs: dict[str, str] | None = None
 
     def find(self, node: str | None) -> Connection:
-        config = self.config
-        if config.hyperpod is not None:
-            return self._hyperpod_slurm(node)
-        if config.parallelcluster is not None:
-            return self._parallelcluster(node)
-        if config.pcs is not None:
-            return self._pcs(node)
-        if config.eks is not None:
-            return self._eks(node)
-        if config.hyperpod_eks is not None:
-            return self._hyperpod_eks(node)
+        orchestrator = orchestrator_of(self.config)
+        if orchestrator is not None:
+            connection: Connection = orchestrator.load("connect")(self, node)
+            return connection
         raise ConfigurationError(
             f"{self.environment}: connect needs a cluster; this environment has only a network and storage"
         )
@@ -189,7 +183,7 @@ class _Finder:
     # ----------------------------------------------------------------------------------------------
     # HyperPod
 
-    def _hyperpod_slurm(self, node: str | None) -> Connection:
+    def hyperpod(self, node: str | None) -> Connection:
         assert self.config.hyperpod is not None
         groups = [g.name for g in self.config.hyperpod.instance_groups]
         roles = {str(g.role): g.name for g in self.config.hyperpod.instance_groups if str(g.role) != "worker"}
@@ -202,7 +196,7 @@ class _Finder:
             return self._hyperpod_group(wanted, f"HyperPod group {wanted}", single=False)
         raise self._unknown(wanted, [*sorted(roles), *groups])
 
-    def _hyperpod_eks(self, node: str | None) -> Connection:
+    def hyperpod_eks(self, node: str | None) -> Connection:
         assert self.config.hyperpod_eks is not None
         groups = [g.name for g in self.config.hyperpod_eks.instance_groups]
         if node is None:
@@ -259,7 +253,7 @@ class _Finder:
     # ----------------------------------------------------------------------------------------------
     # ParallelCluster and PCS: instances by their tags
 
-    def _parallelcluster(self, node: str | None) -> Connection:
+    def parallelcluster(self, node: str | None) -> Connection:
         spec = self.config.parallelcluster
         assert spec is not None
         pools = [p.name for p in spec.login_nodes]
@@ -286,7 +280,7 @@ class _Finder:
         instance_id = wanted if _is_instance_id(wanted) else None
         return self._ec2_instance(what, tags, single=single, instance_id=instance_id)
 
-    def _pcs(self, node: str | None) -> Connection:
+    def pcs(self, node: str | None) -> Connection:
         spec = self.config.pcs
         assert spec is not None
         login = spec.login_nodes.name if spec.login_nodes.count else None
@@ -351,7 +345,7 @@ class _Finder:
     # ----------------------------------------------------------------------------------------------
     # EKS
 
-    def _eks(self, node: str | None) -> Connection:
+    def eks(self, node: str | None) -> Connection:
         if node is not None:
             raise ConfigurationError(
                 f"{self.environment}: --node is for Slurm nodes and HyperPod instance groups; on EKS connect "

@@ -91,6 +91,7 @@ from training_clusters.model.releases import (
     HYPERPOD_VPC_CNI_VERSION,
     PCS_SLURM_VERSION,
 )
+from training_clusters.orchestrators import orchestrator_of
 from training_clusters.rules import eks_queues as queue_rules
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import hyperpod_eks as hyperpod_eks_rules
@@ -525,6 +526,10 @@ class HyperPodConfig(_Model):
         return self
 
     _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
+
+    def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:
+        """(field, section) of every ``capacity`` this section states, in file order."""
+        return [(f"hyperpod.instance_groups.{i}", g.capacity) for i, g in enumerate(self.instance_groups)]
 
 
 # --- ParallelCluster section ---
@@ -961,6 +966,17 @@ class ParallelClusterConfig(_Model):
             )
         return value
 
+    def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:
+        """(field, section) of every ``capacity`` this section states, in file order."""
+        found: list[tuple[str, CapacityConfig | None]] = []
+        for i, queue in enumerate(self.queues):
+            found.append((f"parallelcluster.queues.{i}", queue.capacity))
+            found += [
+                (f"parallelcluster.queues.{i}.compute_resources.{j}", r.capacity)
+                for j, r in enumerate(queue.compute_resources)
+            ]
+        return found
+
 
 # --- EKS section ---
 
@@ -1337,6 +1353,13 @@ class EksConfig(_Model):
             raise ValueError(f"addons.nvidia_device_plugin.mig_strategy {problem}")
         return self
 
+    def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:
+        """(field, section) of every ``capacity`` this section states, in file order."""
+        return [
+            *((f"eks.efa_nodegroups.{i}", g.capacity) for i, g in enumerate(self.efa_nodegroups)),
+            *((f"eks.gpu_nodegroups.{i}", g.capacity) for i, g in enumerate(self.gpu_nodegroups)),
+        ]
+
 
 # --- HyperPod on EKS section ---
 
@@ -1530,6 +1553,10 @@ class HyperPodEksConfig(_Model):
         )
         return self
 
+    def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:
+        """(field, section) of every ``capacity`` this section states, in file order."""
+        return [(f"hyperpod_eks.instance_groups.{i}", g.capacity) for i, g in enumerate(self.instance_groups)]
+
 
 # --- AWS PCS section ---
 
@@ -1673,6 +1700,10 @@ class PcsConfig(_Model):
         nodes = sum(g.max_count for g in self.compute_node_groups) + self.login_nodes.count
         _raise_if(pcs_rules.cluster_size_problem(self.size, nodes), "size")
         return self
+
+    def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:
+        """(field, section) of every ``capacity`` this section states, in file order."""
+        return [(f"pcs.compute_node_groups.{i}", g.capacity) for i, g in enumerate(self.compute_node_groups)]
 
 
 #: The sections that each make an environment's cluster; at most one per file.
@@ -2026,7 +2057,8 @@ class EnvironmentConfig(_Model):
 
     @model_validator(mode="after")
     def _eks_needs_a_way_out(self) -> EnvironmentConfig:
-        section = "eks" if self.eks is not None else "hyperpod_eks" if self.hyperpod_eks is not None else None
+        orchestrator = orchestrator_of(self)
+        section = orchestrator.section if orchestrator is not None and orchestrator.kubernetes else None
         if section is not None and self.network.endpoint_only:
             raise _FieldProblem(
                 "network.endpoint_only",
@@ -2082,32 +2114,10 @@ class EnvironmentConfig(_Model):
 
     def _stated_capacities(self) -> list[tuple[str, CapacityConfig]]:
         """(field, section) of every ``capacity`` the file states, in file order."""
-        found: list[tuple[str, Any]] = []
-        if self.hyperpod is not None:
-            found += [
-                (f"hyperpod.instance_groups.{i}", g.capacity)
-                for i, g in enumerate(self.hyperpod.instance_groups)
-            ]
-        if self.hyperpod_eks is not None:
-            found += [
-                (f"hyperpod_eks.instance_groups.{i}", g.capacity)
-                for i, g in enumerate(self.hyperpod_eks.instance_groups)
-            ]
-        if self.parallelcluster is not None:
-            for i, queue in enumerate(self.parallelcluster.queues):
-                found.append((f"parallelcluster.queues.{i}", queue.capacity))
-                found += [
-                    (f"parallelcluster.queues.{i}.compute_resources.{j}", r.capacity)
-                    for j, r in enumerate(queue.compute_resources)
-                ]
-        if self.eks is not None:
-            found += [(f"eks.efa_nodegroups.{i}", g.capacity) for i, g in enumerate(self.eks.efa_nodegroups)]
-            found += [(f"eks.gpu_nodegroups.{i}", g.capacity) for i, g in enumerate(self.eks.gpu_nodegroups)]
-        if self.pcs is not None:
-            found += [
-                (f"pcs.compute_node_groups.{i}", g.capacity)
-                for i, g in enumerate(self.pcs.compute_node_groups)
-            ]
+        orchestrator = orchestrator_of(self)
+        if orchestrator is None:
+            return []
+        found = getattr(self, orchestrator.section).stated_capacities()
         return [(field, section) for field, section in found if section is not None]
 
     def resource_tags(self, environment_name: str) -> dict[str, str]:

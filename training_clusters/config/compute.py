@@ -58,6 +58,7 @@ from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.errors import ConfigurationError, excerpt
 from training_clusters.model.options import CapacityKind, Choice
+from training_clusters.orchestrators import ORCHESTRATORS
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
@@ -228,7 +229,7 @@ def _expanded(document: dict[str, Any]) -> dict[str, Any]:
     _compute(document)  # compute's own mistakes first, then what of it (and of the file) is not used
     document = _without_ignored(document, orchestrator)
     compute = _compute(document)
-    generated, origins, defaults = _TRANSLATIONS[orchestrator](compute, document)
+    generated, origins, defaults = ORCHESTRATORS[orchestrator.section].load("compute")(compute, document)
     given = document.get(orchestrator.section)
     if given is None:
         given = {}
@@ -576,7 +577,8 @@ def _common(compute: ComputeIntent) -> tuple[dict[str, Any], dict[tuple[str, ...
 _Translation = tuple[dict[str, Any], dict[tuple[str, ...], str], dict[str, Any]]
 
 
-def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+def parallelcluster_section(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    """``compute`` as a ``parallelcluster`` section: one queue per node group."""
     section, origins = _common(compute)
     if compute.controller is not None:
         section["head_node"] = {
@@ -601,7 +603,8 @@ def _parallelcluster(compute: ComputeIntent, document: dict[str, Any]) -> _Trans
     return section, origins, {}
 
 
-def _hyperpod(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+def hyperpod_section(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    """``compute`` as a ``hyperpod`` section: controller, login and one worker group per node group."""
     section, origins = _common(compute)
     controller = compute.controller.instance_type if compute.controller else DEFAULT_HYPERPOD_CONTROLLER
     field = "compute.controller.instance_type" if compute.controller else "the default controller"
@@ -674,7 +677,8 @@ def _hyperpod_cluster_name(
 DEFAULT_HYPERPOD_EKS_VOLUME_GIB = 500
 
 
-def _hyperpod_eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+def hyperpod_eks_section(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    """``compute`` as a ``hyperpod_eks`` section: one instance group per node group."""
     """HyperPod on EKS: each node group an instance group (``ml.`` type, an EBS volume); the controller is EKS's
     control plane and kubectl the way in, so ``controller`` and ``login`` are not used."""
     section, origins = _common(compute)
@@ -716,7 +720,8 @@ def _ml(field: str, name: str, *, any_type: bool = False) -> str:
         raise _error(field, f"{str(error).removeprefix(field + ': ')} (orchestrator: hyperpod)") from None
 
 
-def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+def pcs_section(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    """``compute`` as a ``pcs`` section: one compute node group (and its queue) per node group."""
     section, origins = _common(compute)
     if compute.login is not None:
         section["login_nodes"] = {
@@ -739,7 +744,8 @@ def _pcs(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
     return section, origins, {} if has_ami else {"ami_ssm_parameter": DEFAULT_PCS_AMI_SSM_PARAMETER}
 
 
-def _eks(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+def eks_section(compute: ComputeIntent, document: dict[str, Any]) -> _Translation:
+    """``compute`` as an ``eks`` section: an EFA or GPU nodegroup per node group."""
     section, origins = _common(compute)
     nodes = _groups(compute, _eks_name_problem)
     efa_groups, gpu_groups = [], []
@@ -767,15 +773,6 @@ def _eks_name_problem(name: str) -> str | None:
     if _EKS_NODEGROUP_NAME.fullmatch(name):
         return None
     return f"must be a lower-case letter then up to 30 lower-case letters, digits and '-', got {name!r}"
-
-
-_TRANSLATIONS = {
-    Orchestrator.PARALLELCLUSTER: _parallelcluster,
-    Orchestrator.HYPERPOD: _hyperpod,
-    Orchestrator.PCS: _pcs,
-    Orchestrator.EKS: _eks,
-    Orchestrator.HYPERPOD_EKS: _hyperpod_eks,
-}
 
 
 # --- merging with the orchestrator's own section

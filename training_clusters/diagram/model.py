@@ -37,6 +37,7 @@ from training_clusters.diagram.scheduling import (
     may_schedule,
     scopes_in,
 )
+from training_clusters.orchestrators import ORCHESTRATORS
 
 __all__ = [
     "Edge",
@@ -705,10 +706,9 @@ class _GraphBuilder:
         self.file_systems()
         self.databases()
         self.buckets()
-        self.eks_clusters()
-        self.parallelclusters()
-        self.hyperpod_clusters()
-        self.pcs_clusters()
+        readers = dict.fromkeys(entry.load("diagram") for entry in ORCHESTRATORS.values())
+        for reader in readers:
+            reader(self)
         self.schedule_addons()
         self.gpu_sharing()
         self.claimed_mounts()
@@ -1381,9 +1381,11 @@ class _GraphBuilder:
 
     # -- HyperPod --------------------------------------------------------------------------------
 
-    def hyperpod_clusters(self) -> None:
+    def hyperpod_clusters(self, *, eks: bool) -> None:
         for cluster_id, props in self.of_type("AWS::SageMaker::Cluster"):
             orchestrator = "EKS" if "Eks" in _dict(props.get("Orchestrator")) else "Slurm"
+            if (orchestrator == "EKS") is not eks:
+                continue
             details = [f"orchestrator {orchestrator}"]
             if "NodeRecovery" in props:
                 details.append(f"node recovery {_text(props['NodeRecovery']).lower()}")
@@ -1689,3 +1691,31 @@ def _namespaced(kubernetes_object: Mapping[str, Any]) -> str:
     name = _text(metadata.get("name"), "?")
     namespace = _literal(metadata.get("namespace"))
     return f"{namespace}/{name}" if namespace else name
+
+
+# -- the readers the orchestrator registry names (training_clusters.orchestrators) -------------------------
+
+
+def parallelcluster_clusters(builder: _GraphBuilder) -> None:
+    """Draw each ParallelCluster cluster (``Custom::PclusterCluster``) of the template."""
+    builder.parallelclusters()
+
+
+def hyperpod_clusters(builder: _GraphBuilder) -> None:
+    """Draw each HyperPod cluster orchestrated by Slurm."""
+    builder.hyperpod_clusters(eks=False)
+
+
+def pcs_clusters(builder: _GraphBuilder) -> None:
+    """Draw each AWS PCS cluster with its node groups and queues."""
+    builder.pcs_clusters()
+
+
+def eks_clusters(builder: _GraphBuilder) -> None:
+    """Draw each EKS cluster with its nodegroups, add-ons and Kubernetes objects."""
+    builder.eks_clusters()
+
+
+def hyperpod_eks_clusters(builder: _GraphBuilder) -> None:
+    """Draw each HyperPod cluster orchestrated by EKS (its EKS cluster is drawn by :func:`eks_clusters`)."""
+    builder.hyperpod_clusters(eks=True)

@@ -70,10 +70,11 @@ from botocore.exceptions import (
 )
 
 from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, lookup, quota_family_of
-from training_clusters.config import EnvironmentConfig, stated_capacity
+from training_clusters.config import EnvironmentConfig, HyperPodConfig, HyperPodEksConfig, stated_capacity
 from training_clusters.model import capacity as capacity_model
 from training_clusters.model.options import CapacityKind, LustreDeploymentType
 from training_clusters.model.releases import EKS_KUBERNETES_VERSION, PARALLELCLUSTER_VERSION
+from training_clusters.orchestrators import orchestrator_of
 from training_clusters.rules.versions import (
     kubernetes_support_advice,
     parallelcluster_cve_advice,
@@ -286,13 +287,9 @@ class InstanceDemand:
 
 
 def instance_demands(config: EnvironmentConfig) -> tuple[InstanceDemand, ...]:
-    """Every instance group ``config`` launches, in file order."""
-    return (
-        *_hyperpod_demands(config),
-        *_parallelcluster_demands(config),
-        *_eks_demands(config),
-        *_pcs_demands(config),
-    )
+    """Every instance group ``config`` launches, in file order (its orchestrator's ``demands`` part)."""
+    orchestrator = orchestrator_of(config)
+    return () if orchestrator is None else tuple(orchestrator.load("demands")(config))
 
 
 def _demand(
@@ -336,28 +333,30 @@ class _HyperPodGroup:
 
 def _hyperpod_section(config: EnvironmentConfig) -> tuple[str, str, list[_HyperPodGroup]] | None:
     """(section, cluster name, instance groups) of the environment's HyperPod cluster, Slurm or EKS; or None."""
-    if config.hyperpod is not None:
+    orchestrator = orchestrator_of(config)
+    spec = None if orchestrator is None else getattr(config, orchestrator.section)
+    if isinstance(spec, HyperPodConfig):
         groups = [
             _HyperPodGroup(g.name, g.instance_type, g.count, stated_capacity(g.capacity), g.extra_volume_gib)
-            for g in config.hyperpod.instance_groups
+            for g in spec.instance_groups
         ]
-        return "hyperpod", config.hyperpod.cluster_name, groups
-    if config.hyperpod_eks is not None:
+    elif isinstance(spec, HyperPodEksConfig):
         groups = [
             _HyperPodGroup(g.name, g.instance_type, g.count, stated_capacity(g.capacity), g.volume_gib)
-            for g in config.hyperpod_eks.instance_groups
+            for g in spec.instance_groups
         ]
-        return "hyperpod_eks", config.hyperpod_eks.cluster_name, groups
-    return None
+    else:
+        return None
+    assert orchestrator is not None
+    return orchestrator.section, spec.cluster_name, groups
 
 
-def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+def _instance_group_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     found = _hyperpod_section(config)
-    if found is None:
-        return []
+    assert found is not None
     section, _, groups = found
     # The HyperPod stacks put every instance group in the placement subnet; HyperPod sets up EFA itself.
-    demands = [
+    return [
         InstanceDemand(
             instance_type=group.instance_type,
             count=group.count,
@@ -370,17 +369,28 @@ def _hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
         )
         for group in groups
     ]
-    if config.hyperpod_eks is not None:  # the EKS cluster's own system nodes are EC2 instances
-        every_az = tuple(config.availability_zones)
-        system = config.hyperpod_eks.system_nodegroup
-        demands.append(_demand("hyperpod_eks.system_nodegroup", system, "size", every_az, placed=False))
-    return demands
 
 
-def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+def hyperpod_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    """A HyperPod Slurm cluster's instance groups."""
+    return _instance_group_demands(config)
+
+
+def hyperpod_eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    """HyperPod's instance groups, and the EKS cluster's own system nodes (EC2 instances)."""
+    assert config.hyperpod_eks is not None
+    every_az = tuple(config.availability_zones)
+    system = config.hyperpod_eks.system_nodegroup
+    return [
+        *_instance_group_demands(config),
+        _demand("hyperpod_eks.system_nodegroup", system, "size", every_az, placed=False),
+    ]
+
+
+def parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    """The instances of the ``parallelcluster`` section."""
     spec = config.parallelcluster
-    if spec is None:
-        return []
+    assert spec is not None
     placement = (config.placement_availability_zone,)
     # one head node: the setting that makes it is its instance type
     demands = [
@@ -404,10 +414,10 @@ def _parallelcluster_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
     return demands
 
 
-def _pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+def pcs_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    """The instances of the ``pcs`` section."""
     spec = config.pcs
-    if spec is None:
-        return []
+    assert spec is not None
     # The PCS stack puts every node group, login nodes included, in the placement subnet.
     placement = (config.placement_availability_zone,)
     demands = []
@@ -435,10 +445,10 @@ def _reserved(capacity: capacity_model.Capacity | None) -> capacity_model.Capaci
     return capacity if capacity is not None and capacity.is_reserved else None
 
 
-def _eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+def eks_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
+    """The EKS cluster's system nodegroup and its EFA and GPU nodegroups."""
     eks = config.eks
-    if eks is None:
-        return []
+    assert eks is not None
     every_az, placement = tuple(config.availability_zones), (config.placement_availability_zone,)
     demands = [_demand("eks.system_nodegroup", eks.system_nodegroup, "size", every_az, placed=False)]
     for group in eks.efa_nodegroups:
@@ -483,24 +493,56 @@ def preflight(config: EnvironmentConfig, clients: AwsClients, *, now: datetime |
     ]
 
 
+#: What preflight repeats of the synth's version advice: (field, version, advice or ``None`` when fine).
+VersionChoice = tuple[str, str, str | None]
+
+
+def eks_versions(config: EnvironmentConfig, today: date) -> VersionChoice:
+    """The Kubernetes version of an EKS environment against EKS standard support on ``today``."""
+    return (
+        "eks",
+        f"Kubernetes {EKS_KUBERNETES_VERSION}",
+        kubernetes_support_advice(EKS_KUBERNETES_VERSION, today),
+    )
+
+
+def hyperpod_eks_versions(config: EnvironmentConfig, today: date) -> VersionChoice:
+    """The Kubernetes version the ``hyperpod_eks`` section chooses against EKS standard support on ``today``."""
+    assert config.hyperpod_eks is not None
+    version = config.hyperpod_eks.kubernetes_version
+    return (
+        "hyperpod_eks.kubernetes_version",
+        f"Kubernetes {version}",
+        kubernetes_support_advice(version, today),
+    )
+
+
+def pcs_versions(config: EnvironmentConfig, today: date) -> VersionChoice:
+    """The Slurm series a PCS cluster runs against the fixes for the 2026 Slurm CVEs."""
+    assert config.pcs is not None
+    series = config.pcs.slurm.version.value
+    return ("pcs.slurm.version", f"Slurm {series}", slurm_cve_advice(series))
+
+
+def parallelcluster_versions(config: EnvironmentConfig, today: date) -> VersionChoice:
+    """The ParallelCluster release we pin against the fixes for the 2026 Slurm CVEs."""
+    advice = parallelcluster_cve_advice(PARALLELCLUSTER_VERSION)
+    return ("parallelcluster", f"AWS ParallelCluster {PARALLELCLUSTER_VERSION}", advice)
+
+
+def hyperpod_versions(config: EnvironmentConfig, today: date) -> VersionChoice:
+    """HyperPod picks its own Slurm and AMI: nothing of ours to advise on."""
+    return ("hyperpod", "SageMaker HyperPod", None)
+
+
 def version_checks(config: EnvironmentConfig, today: date) -> list[Check]:
     """The synth's version advice, repeated (no AWS call): a Kubernetes version past EKS standard support on
     ``today``, a Slurm or ParallelCluster below the fixes for the 2026 Slurm CVEs. A warning row each; none when
     every version is fine."""
-    chosen: list[tuple[str, str, str | None]] = []
-    if config.eks is not None:
-        advice = kubernetes_support_advice(EKS_KUBERNETES_VERSION, today)
-        chosen.append(("eks", f"Kubernetes {EKS_KUBERNETES_VERSION}", advice))
-    if config.hyperpod_eks is not None:
-        version = config.hyperpod_eks.kubernetes_version
-        advice = kubernetes_support_advice(version, today)
-        chosen.append(("hyperpod_eks.kubernetes_version", f"Kubernetes {version}", advice))
-    if config.pcs is not None:
-        series = config.pcs.slurm.version.value
-        chosen.append(("pcs.slurm.version", f"Slurm {series}", slurm_cve_advice(series)))
-    if config.parallelcluster is not None:
-        advice = parallelcluster_cve_advice(PARALLELCLUSTER_VERSION)
-        chosen.append(("parallelcluster", f"AWS ParallelCluster {PARALLELCLUSTER_VERSION}", advice))
+    orchestrator = orchestrator_of(config)
+    chosen: list[VersionChoice] = (
+        [] if orchestrator is None else [orchestrator.load("versions")(config, today)]
+    )
     checks = []
     for field, version, advice in chosen:
         if advice is None:

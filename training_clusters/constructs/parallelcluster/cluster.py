@@ -705,7 +705,7 @@ class ParallelCluster(Construct):
 
         :param values: Deployed values for CloudFormation references, keyed by the referenced logical id
             (``Ref``) or ``LogicalId.Attribute`` (``Fn::GetAtt``), e.g. from
-            :func:`training_clusters.deployed.deployed_values`. A reference into another stack of the app (a
+            :func:`training_clusters.model.deployed.deployed_values`. A reference into another stack of the app (a
             network stack's subnet, a storage stack's file system) is keyed by its logical id there: merge
             the values of each stack. Default: realistic placeholders (``subnet-0123456789abcdef0``,
             ``sg-...``, ``fs-...``), chosen by the referenced resource's type wherever it lives in the app,
