@@ -36,7 +36,7 @@ PACKAGE = ROOT / "training_clusters"
 ACTIONS = "tests/parallelcluster_actions/test_actions.py"
 RUNS = "tests/lifecycle/test_lifecycle_runs.py"
 #: The failures these scripts' own test modules did not drive (a restart, useradd, the mount wait, a keys line).
-FAILURES_MORE = "tests/lifecycle/test_lifecycle_failures_more.py"
+FAILURES_MORE = "tests/lifecycle/test_lifecycle_command_failures.py"
 #: The hyperpod tests that look at the execution role (its statements, its cdk-nag findings).
 HYPERPOD_ROLE = "role or polic or gates"
 
@@ -425,7 +425,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "model/capacity.py",
         "            CapacityKind.CAPACITY_BLOCK,\n            CapacityKind.TRAINING_PLAN,\n        )",
         "            CapacityKind.CAPACITY_BLOCK,\n        )",
-        ("tests/test_capacity.py", "tests/test_options_mutants.py"),
+        ("tests/test_capacity.py", "tests/test_options_boundaries.py"),
     ),
     Mutant(
         "catalog-efa-from-zero-interfaces",

@@ -106,11 +106,11 @@ WITHOUT_JSII = (
     "tests/test_refresh_catalog.py",
     "tests/test_rules.py",
     "tests/test_rules_boundaries.py",
-    "tests/test_options_mutants.py",
-    "tests/test_config_exact.py",
-    "tests/test_intent_exact.py",
-    "tests/test_intent_exact_groups.py",
-    "tests/test_catalog_exact.py",
+    "tests/test_options_boundaries.py",
+    "tests/test_config_defaults.py",
+    "tests/test_compute_section.py",
+    "tests/test_compute_node_groups.py",
+    "tests/test_catalog_checks.py",
     "tests/test_versions.py",
 )
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]

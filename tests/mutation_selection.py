@@ -4,7 +4,7 @@ milliseconds.
 
 mutmut runs every test that calls a mutated function once per mutant, so one slow test is paid thousands of
 times. Left out here (each is still in ``make test``): tests that synthesize a stack (the suite's fixtures,
-which ``--noconftest`` does not load, and ``test_intent.py``'s module fixture), tests that start a
+which ``--noconftest`` does not load, and ``test_compute.py``'s module fixture), tests that start a
 subprocess or read documents of megabytes, hypothesis tests that draw many examples, and tests whose
 parametrized id holds an escape (mutmut names each test by its id on pytest's command line, where such an id
 is "not found" and would end the whole run).
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-#: Fixtures that synthesize: the suite's own (tests/conftest.py) and test_intent.py's.
+#: Fixtures that synthesize: the suite's own (tests/conftest.py) and test_compute.py's.
 SYNTHESIZING_FIXTURES = frozenset(
     {"app", "stack", "environment_gates", "gated_stacks", "checkov_run", "environments_dir", "synthesized"}
 )

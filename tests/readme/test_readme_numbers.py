@@ -27,7 +27,7 @@ from training_clusters.environments import add_environment_config
 from training_clusters.gates.summary import format_table, summarize
 
 from ..conftest import CDK_CONTEXT, ROOT, CheckovRun, EnvironmentGates
-from ..test_intent import UNUSED
+from ..test_compute import UNUSED
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 ANY = ROOT / "environments" / "training-any.yaml"
@@ -43,7 +43,7 @@ def table_row(label: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def any_templates() -> dict[str, dict[str, Any]]:
-    """training-any under each orchestrator (no gates: test_intent.py gates them)."""
+    """training-any under each orchestrator (no gates: test_compute.py gates them)."""
     document = yaml.safe_load(ANY.read_text())
     templates = {}
     for orchestrator in COLUMNS:

@@ -1,7 +1,7 @@
 """``compute``'s node groups, HyperPod's controller and login, and the merge with the orchestrator's own section
 (training_clusters/config/compute.py), asserted whole on small files of their own: how a group is sized at both sides of
 its boundaries, which field a HyperPod type is refused at, and that the section written is the caller's own.
-Free of CDK; ``make mutation`` runs it against intent.py with tests/test_intent_exact.py."""
+Free of CDK; ``make mutation`` runs it against config/compute.py with tests/test_compute_section.py."""
 
 from __future__ import annotations
 

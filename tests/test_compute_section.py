@@ -1,6 +1,6 @@
 """``orchestrator`` + ``compute`` (training_clusters/config/compute.py) asserted whole, free of CDK: each message as the
 file's author reads it (not a prefix of it), and the section each orchestrator gets from the one shipped
-``training-any.yaml``, key by key. tests/test_intent.py synthesizes those sections; this module is what
+``training-any.yaml``, key by key. tests/test_compute.py synthesizes those sections; this module is what
 ``make mutation`` runs against intent.py."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from training_clusters.config.compute import (
 from training_clusters.config.yaml_file import read_yaml_with_lines
 from training_clusters.model.errors import ConfigurationError
 
-from .test_intent import MESSAGES, UNUSED, _as
+from .test_compute import MESSAGES, UNUSED, _as
 
 WHOLE = {
     "compute without orchestrator": "orchestrator: required with compute; one of parallelcluster, hyperpod, pcs, eks, hyperpod-eks (it picks who runs the nodes)",
