@@ -4,9 +4,6 @@ registry instead of testing the sections in turn (CONTRIBUTING, "A new orchestra
 from __future__ import annotations
 
 import ast
-import inspect
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -106,27 +103,3 @@ def test_the_chain_detector_sees_a_chain() -> None:
     source = "def f(config):\n    if config.eks is not None:\n        return 1\n    if config.pcs is None:\n        return 2\n"
     ((_, function),) = [(n.name, n) for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)]
     assert _section_tests(function) == {"eks", "pcs"}
-
-
-def test_an_app_without_an_orchestrator_imports_none_of_their_modules() -> None:
-    """``network-storage`` loads the base stack only: the registry imports a stack when an environment uses it."""
-    script = inspect.cleandoc(
-        """
-        import sys
-        from pathlib import Path
-        import aws_cdk as cdk
-        from training_clusters.environments import add_environment
-        app = cdk.App()
-        add_environment(app, Path("environments/network-storage.yaml"))
-        loaded = sorted(
-            name for name in sys.modules
-            if name.startswith(("training_clusters.stacks.", "training_clusters.constructs."))
-            and name.split(".")[2] in {"parallelcluster", "hyperpod", "pcs", "eks", "hyperpod_eks"}
-        )
-        print(loaded)
-        """
-    )
-    result = subprocess.run(
-        [sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, check=True, timeout=120
-    )
-    assert result.stdout.strip() == "[]"

@@ -14,7 +14,7 @@ import yaml
 from botocore.stub import Stubber
 
 from training_clusters import cli
-from training_clusters.constructs.parallelcluster.cluster import annotated_yaml, substitute_placeholders
+from training_clusters.constructs.parallelcluster.rendering import annotated_yaml, substitute_placeholders
 from training_clusters.model.deployed import deployed_values
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.stacks.parallelcluster import ParallelClusterEnvironment

@@ -25,6 +25,8 @@ from training_clusters.constructs.parallelcluster.cluster import (
     QueuePlacement,
     SlurmQueue,
     SlurmSettings,
+)
+from training_clusters.constructs.parallelcluster.rendering import (
     substitute_placeholders,
 )
 from training_clusters.gates.compliance import nag_detail

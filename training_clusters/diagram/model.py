@@ -1381,10 +1381,10 @@ class _GraphBuilder:
 
     # -- HyperPod --------------------------------------------------------------------------------
 
-    def hyperpod_clusters(self, *, eks: bool) -> None:
+    def hyperpod_clusters(self, *, on_eks: bool) -> None:
         for cluster_id, props in self.of_type("AWS::SageMaker::Cluster"):
             orchestrator = "EKS" if "Eks" in _dict(props.get("Orchestrator")) else "Slurm"
-            if (orchestrator == "EKS") is not eks:
+            if (orchestrator == "EKS") is not on_eks:
                 continue
             details = [f"orchestrator {orchestrator}"]
             if "NodeRecovery" in props:
@@ -1703,7 +1703,7 @@ def parallelcluster_clusters(builder: _GraphBuilder) -> None:
 
 def hyperpod_clusters(builder: _GraphBuilder) -> None:
     """Draw each HyperPod cluster orchestrated by Slurm."""
-    builder.hyperpod_clusters(eks=False)
+    builder.hyperpod_clusters(on_eks=False)
 
 
 def pcs_clusters(builder: _GraphBuilder) -> None:
@@ -1718,4 +1718,4 @@ def eks_clusters(builder: _GraphBuilder) -> None:
 
 def hyperpod_eks_clusters(builder: _GraphBuilder) -> None:
     """Draw each HyperPod cluster orchestrated by EKS (its EKS cluster is drawn by :func:`eks_clusters`)."""
-    builder.hyperpod_clusters(eks=True)
+    builder.hyperpod_clusters(on_eks=True)
