@@ -47,7 +47,7 @@ class OrchestratorParts:
     connect: str
     """How ``training-clusters connect`` finds a node (:mod:`training_clusters.cli.connect`)."""
     diagram: str
-    """The diagram reader drawing the cluster from a template (:mod:`training_clusters.diagram.model`)."""
+    """The diagram reader drawing the cluster from a template (:mod:`training_clusters.diagram.readers`)."""
 
     def load(self, part: str) -> Any:
         """The object a part names, imported now."""
@@ -59,8 +59,9 @@ class OrchestratorParts:
         return tuple(f.name for f in fields(cls) if f.name not in {"section", "kind", "title", "kubernetes"})
 
 
-def _entry(section: str, title: str, *, stack: str, kubernetes: bool) -> OrchestratorParts:
+def _entry(section: str, title: str, *, stack: str, kubernetes: bool, reader: str = "") -> OrchestratorParts:
     acceptance = "training_clusters.acceptance.eks" if kubernetes else "training_clusters.acceptance.slurm"
+    reader = reader or section
     return OrchestratorParts(
         section=section,
         kind=section.replace("_", "-"),
@@ -72,7 +73,7 @@ def _entry(section: str, title: str, *, stack: str, kubernetes: bool) -> Orchest
         versions=f"training_clusters.preflight:{section}_versions",
         acceptance=f"{acceptance}:{section}_plan",
         connect=f"training_clusters.cli.connect:NodeFinder.{section}",
-        diagram=f"training_clusters.diagram.model:{section}_clusters",
+        diagram=f"training_clusters.diagram.readers.{reader}:{section}_clusters",
     )
 
 
@@ -86,7 +87,13 @@ ORCHESTRATORS: dict[str, OrchestratorParts] = {
         _entry("hyperpod", "SageMaker HyperPod (Slurm)", stack="HyperPodEnvironment", kubernetes=False),
         _entry("pcs", "AWS PCS", stack="PcsEnvironment", kubernetes=False),
         _entry("eks", "Amazon EKS", stack="EksTrainingEnvironment", kubernetes=True),
-        _entry("hyperpod_eks", "SageMaker HyperPod (EKS)", stack="HyperPodEksEnvironment", kubernetes=True),
+        _entry(
+            "hyperpod_eks",
+            "SageMaker HyperPod (EKS)",
+            stack="HyperPodEksEnvironment",
+            kubernetes=True,
+            reader="hyperpod",
+        ),
     )
 }
 

@@ -30,22 +30,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from training_clusters.diagram.model import (
-    TIMES,
-    Edge,
-    EdgeKind,
-    EnvironmentGraph,
-    Node,
-    NodeKind,
-    _dict,
-    _literal,
-    _owner,
-    _readable,
-    _resources,
-    _targets,
-    _what,
-)
+from training_clusters.diagram.graph import TIMES, Edge, EdgeKind, EnvironmentGraph, Node, NodeKind
 from training_clusters.diagram.sources import StackSource
+from training_clusters.diagram.template import _dict, _literal, _owner, _readable, _resources, _targets, _what
 
 __all__ = ["APP_KINDS", "CrossStackReference", "app_graph", "cross_stack_references", "with_imports"]
 

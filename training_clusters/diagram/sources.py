@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 from training_clusters.config.yaml_file import read_bounded, read_json
-from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, _dict, graph_from_template
+from training_clusters.diagram.model import LIFECYCLE_FILES, EnvironmentGraph, graph_from_template
+from training_clusters.diagram.template import _dict
 from training_clusters.model.errors import ConfigurationError, excerpt
 
 __all__ = [
