@@ -26,6 +26,8 @@ import yaml
 from tests.text_tables import unwrapped
 from training_clusters import cli, preflight
 from training_clusters.catalog import all_instance_types
+from training_clusters.cli import common
+from training_clusters.cli import schema as schema_module
 from training_clusters.cli.cdk import CDK_ACTIONS
 
 from ..conftest import ROOT
@@ -60,7 +62,7 @@ def test_the_shipped_schema_is_current(checked_in: Callable[[str], str]) -> None
 
 
 def test_schema_rejects_unknown_keys_and_names_every_section() -> None:
-    schema = cli.environment_schema()
+    schema = schema_module.environment_schema()
     assert schema["additionalProperties"] is False
     assert {"region", "network", "storage", "hyperpod", "parallelcluster", "eks", "tags"} <= set(
         schema["properties"]
@@ -388,10 +390,10 @@ def test_readme_lists_exactly_the_iam_actions_preflight_calls() -> None:
 # them one of cli's path types.
 
 PATH_TYPES: dict[Any, str] = {
-    cli._input_file: "input file",
-    cli._output_file: "output file",
-    cli._output_dir: "output directory",
-    cli._input_dir: "input directory",
+    common.input_file: "input file",
+    common.output_file: "output file",
+    common.output_dir: "output directory",
+    common.input_dir: "input directory",
 }
 #: Path arguments of commands that check their paths themselves, by (command, dest).
 #: Valid values for a command's other path arguments while one is tried, by kind.

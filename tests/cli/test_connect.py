@@ -21,6 +21,7 @@ import pytest
 from botocore.stub import Stubber
 
 from training_clusters import cli
+from training_clusters.cli import common
 from training_clusters.cli import connect as connect_module
 from training_clusters.cli.connect import ConnectClients, Connection, connection, open_connection
 from training_clusters.config import load_environment
@@ -475,7 +476,7 @@ def _run(monkeypatch: pytest.MonkeyPatch, account: Account, *argv: str) -> str:
     )
     out = io.StringIO()
     with account.active():
-        assert cli.main(["connect", *argv], stdout=out) == cli.EXIT_OK
+        assert cli.main(["connect", *argv], stdout=out) == common.EXIT_OK
     return out.getvalue()
 
 
@@ -621,7 +622,7 @@ def test_without_credentials_one_line_and_status_2(
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", raising=False)
     monkeypatch.delenv("AWS_CONTAINER_CREDENTIALS_FULL_URI", raising=False)
-    assert cli.main(["connect", str(ENVIRONMENTS / "hyperpod-team.yaml")]) == cli.EXIT_USAGE
+    assert cli.main(["connect", str(ENVIRONMENTS / "hyperpod-team.yaml")]) == common.EXIT_USAGE
     assert capsys.readouterr().err == (
         "error: connect found no AWS credentials: give --profile P, set AWS_PROFILE, or run aws configure\n"
     )
@@ -644,7 +645,7 @@ def test_aws_failing_is_one_line_and_status_2(
     )
     with account.active():
         status = cli.main(["connect", str(ENVIRONMENTS / "hyperpod-team.yaml")])
-    assert status == cli.EXIT_USAGE
+    assert status == common.EXIT_USAGE
     err = capsys.readouterr().err
     assert err == (
         f"error: cannot look up {HYPERPOD_TEAM} in us-east-1: AccessDeniedException: User is not authorized to "

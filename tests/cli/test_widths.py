@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from training_clusters import cli
+from training_clusters.cli import common
 from training_clusters.model.tables import TABLE_WIDTH
 
 from ..conftest import ROOT
@@ -113,7 +114,7 @@ def test_usage_errors_fit(argv: list[str]) -> None:
 
 def test_a_long_error_is_wrapped_at_spaces_keeping_each_word_whole() -> None:
     long = "error: " + " ".join(f"word{i:03d}" for i in range(40)) + " /a/" + "p" * 130
-    fitted = cli._fitted(long)
+    fitted = common.fitted(long)
     lines = fitted.splitlines()
     assert " ".join(line.strip() for line in lines) == long
     assert all(len(line) <= TABLE_WIDTH for line in lines[:-1]) and lines[-1] == "    /a/" + "p" * 130
