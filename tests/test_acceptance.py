@@ -130,7 +130,7 @@ def test_environment_gets_its_jobs(stem: str) -> None:
     ("stem", "why"),
     [
         ("hyperpod-slurm", "partition dev: ml.c5.xlarge has no EFA"),
-        ("network-storage", "no parallelcluster, hyperpod, pcs, eks, hyperpod_eks section"),
+        ("network-storage", "no hyperpod, parallelcluster, eks, pcs, hyperpod_eks section"),
     ],
 )
 def test_environments_without_efa_say_why(stem: str, why: str) -> None:

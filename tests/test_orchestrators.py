@@ -103,3 +103,14 @@ def test_the_chain_detector_sees_a_chain() -> None:
     source = "def f(config):\n    if config.eks is not None:\n        return 1\n    if config.pcs is None:\n        return 2\n"
     ((_, function),) = [(n.name, n) for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)]
     assert _section_tests(function) == {"eks", "pcs"}
+
+
+def test_the_file_model_and_compute_list_the_registry_s_orchestrators() -> None:
+    from training_clusters.config import ORCHESTRATOR_SECTIONS, USER_ORCHESTRATORS
+    from training_clusters.config.compute import USER_ORCHESTRATORS as COMPUTE_USER_ORCHESTRATORS
+    from training_clusters.config.compute import Ignorable
+
+    assert ORCHESTRATOR_SECTIONS == ("hyperpod", "parallelcluster", "eks", "pcs", "hyperpod_eks")
+    assert USER_ORCHESTRATORS == ("hyperpod", "parallelcluster")
+    assert [o.section for o in COMPUTE_USER_ORCHESTRATORS] == ["parallelcluster", "hyperpod"]
+    assert {i.value for i in Ignorable} >= set(ORCHESTRATORS)

@@ -34,6 +34,8 @@ class OrchestratorParts:
     """How the README and messages name it."""
     kubernetes: bool
     """Whether its nodes run Kubernetes (an EKS cluster of ours is their control plane)."""
+    team_users: bool
+    """Whether the file's ``users`` are created on its nodes (Linux accounts on every Slurm node)."""
     stack: str
     """The stack class an environment with this section gets."""
     compute: str
@@ -56,10 +58,16 @@ class OrchestratorParts:
     @classmethod
     def parts(cls) -> tuple[str, ...]:
         """The parts every orchestrator has: each field naming ``"module:attribute"``."""
-        return tuple(f.name for f in fields(cls) if f.name not in {"section", "kind", "title", "kubernetes"})
+        return tuple(
+            f.name
+            for f in fields(cls)
+            if f.name not in {"section", "kind", "title", "kubernetes", "team_users"}
+        )
 
 
-def _entry(section: str, title: str, *, stack: str, kubernetes: bool, reader: str = "") -> OrchestratorParts:
+def _entry(
+    section: str, title: str, *, stack: str, kubernetes: bool, team_users: bool = False, reader: str = ""
+) -> OrchestratorParts:
     acceptance = "training_clusters.acceptance.eks" if kubernetes else "training_clusters.acceptance.slurm"
     reader = reader or section
     return OrchestratorParts(
@@ -67,6 +75,7 @@ def _entry(section: str, title: str, *, stack: str, kubernetes: bool, reader: st
         kind=section.replace("_", "-"),
         title=title,
         kubernetes=kubernetes,
+        team_users=team_users,
         stack=f"training_clusters.stacks.{section}:{stack}",
         compute=f"training_clusters.config.compute:{section}_section",
         demands=f"training_clusters.preflight:{section}_demands",
@@ -77,16 +86,26 @@ def _entry(section: str, title: str, *, stack: str, kubernetes: bool, reader: st
     )
 
 
-#: Every orchestrator, by section. The order is the README's.
+#: Every orchestrator, by section, in the order of the environment file's sections (messages list them so).
 ORCHESTRATORS: dict[str, OrchestratorParts] = {
     entry.section: entry
     for entry in (
         _entry(
-            "parallelcluster", "AWS ParallelCluster", stack="ParallelClusterEnvironment", kubernetes=False
+            "hyperpod",
+            "SageMaker HyperPod (Slurm)",
+            stack="HyperPodEnvironment",
+            kubernetes=False,
+            team_users=True,
         ),
-        _entry("hyperpod", "SageMaker HyperPod (Slurm)", stack="HyperPodEnvironment", kubernetes=False),
-        _entry("pcs", "AWS PCS", stack="PcsEnvironment", kubernetes=False),
+        _entry(
+            "parallelcluster",
+            "AWS ParallelCluster",
+            stack="ParallelClusterEnvironment",
+            kubernetes=False,
+            team_users=True,
+        ),
         _entry("eks", "Amazon EKS", stack="EksTrainingEnvironment", kubernetes=True),
+        _entry("pcs", "AWS PCS", stack="PcsEnvironment", kubernetes=False),
         _entry(
             "hyperpod_eks",
             "SageMaker HyperPod (EKS)",

@@ -91,7 +91,7 @@ from training_clusters.model.releases import (
     HYPERPOD_VPC_CNI_VERSION,
     PCS_SLURM_VERSION,
 )
-from training_clusters.orchestrators import orchestrator_of
+from training_clusters.orchestrators import ORCHESTRATORS, orchestrator_of
 from training_clusters.rules import eks_queues as queue_rules
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import hyperpod_eks as hyperpod_eks_rules
@@ -1707,9 +1707,9 @@ class PcsConfig(_Model):
 
 
 #: The sections that each make an environment's cluster; at most one per file.
-ORCHESTRATOR_SECTIONS = ("hyperpod", "parallelcluster", "eks", "pcs", "hyperpod_eks")
+ORCHESTRATOR_SECTIONS = tuple(ORCHESTRATORS)
 #: The orchestrators that create ``users`` on their nodes.
-USER_ORCHESTRATORS = ("parallelcluster", "hyperpod")
+USER_ORCHESTRATORS = tuple(section for section, entry in ORCHESTRATORS.items() if entry.team_users)
 
 
 class UserGroupConfig(_Model):
