@@ -77,7 +77,7 @@ check: bootstrap lint
 check-slow: bootstrap
 	$(BIN)/python -m pytest -m 'not fast and not integration'
 
-# The environment file's JSON Schema, for editor completion (see README: "Editor completion").
+# The environment file's JSON Schema, for editor completion (see docs/environment-file.md).
 schema: $(VENV)/.installed
 	$(BIN)/training-clusters schema > environments/schema.json
 

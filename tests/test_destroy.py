@@ -215,8 +215,8 @@ def test_cleanup_finds_every_kind_of_resource_destroy_keeps(
     assert kept <= {kind.cloudformation_type for kind in Kind}
 
 
-#: The README's kept list, by what it names, and the log groups (by logical id) each name stands for.
-README_KEPT_LOG_GROUPS = {
+#: docs/deploy.md's kept list ("What destroy keeps"), by what it names, and the log groups (by logical id) each name stands for.
+KEPT_LOG_GROUPS = {
     "the flow-log group": re.compile(r"NetworkFlowLogs[0-9A-F]{8}"),
     "the MPI operator's log group": re.compile(r"(HyperPodDependencies)?MpiOperatorLogs[0-9A-F]{8}"),
     "log groups (the database's own, its user handler's and its secret rotation's)": re.compile(
@@ -226,24 +226,25 @@ README_KEPT_LOG_GROUPS = {
 
 
 @pytest.mark.parametrize("path", ENVIRONMENTS, ids=IDS)
-def test_the_readme_names_every_log_group_destroy_keeps(
+def test_the_deploy_guide_names_every_log_group_destroy_keeps(
     environment_gates: EnvironmentGates, path: Path
 ) -> None:
-    readme = " ".join((ROOT / "README.md").read_text().split())
-    for name in README_KEPT_LOG_GROUPS:
-        assert name in readme, f"README no longer says: {name}"
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    kept_list = " ".join(guide[guide.index("## What destroy keeps") :].split())
+    for name in KEPT_LOG_GROUPS:
+        assert name in kept_list, f"docs/deploy.md's kept list no longer says: {name}"
     template = environment_gates.template(path)
     kept = [
         logical_id
         for logical_id, r in template["Resources"].items()
         if r["Type"] == "AWS::Logs::LogGroup" and is_retained(r)
     ]
-    unnamed = [k for k in kept if not any(p.fullmatch(k) for p in README_KEPT_LOG_GROUPS.values())]
+    unnamed = [k for k in kept if not any(p.fullmatch(k) for p in KEPT_LOG_GROUPS.values())]
     assert unnamed == []
 
 
-def test_the_readme_s_log_group_names_match_only_what_they_name() -> None:
-    patterns = README_KEPT_LOG_GROUPS.values()
+def test_the_kept_list_s_log_group_names_match_only_what_they_name() -> None:
+    patterns = KEPT_LOG_GROUPS.values()
     for named in ("NetworkFlowLogs2BEC3212", "MpiOperatorLogsA1B2C3D4", "AccountingRotationLogs0A1B2C3D"):
         assert any(p.fullmatch(named) for p in patterns)
     for unnamed in ("NetworkFlowLogs2BEC321", "ClusterLogs2BEC3212", "AccountingRotationLog0A1B2C3D"):

@@ -1,8 +1,8 @@
-"""examples/constructs/ is the README's construct example as a ready CDK project, and the CDK CLI synthesizes it.
+"""examples/constructs/ is docs/constructs.md's example as a ready CDK project, and the CDK CLI synthesizes it.
 
-The README shows the code; the folder adds what a project needs around it: ``cdk.json`` (the app command and the
+The guide shows the code; the folder adds what a project needs around it: ``cdk.json`` (the app command and the
 feature flags this repository is tested with) and ``package.json`` (the CDK CLI, and the two npm packages
-``training-clusters diagram`` draws with), at the versions the README's install steps name.
+``training-clusters diagram`` draws with), at the versions the guide's install steps name.
 """
 
 from __future__ import annotations
@@ -24,14 +24,19 @@ SECTION = "Use the constructs in your own app"
 PLAN_ARN = "arn:aws:sagemaker:us-east-1:111122223333:training-plan/p5-plan"
 
 
-def _readme_section() -> str:
-    text = (ROOT / "README.md").read_text()
-    start = text.index(f"## {SECTION}")
+def _guide_section() -> str:
+    """docs/constructs.md from its title to its first subsection."""
+    text = (ROOT / "docs" / "constructs.md").read_text()
+    start = text.index(f"# {SECTION}\n")
     return text[start : text.index("\n## ", start + 1)]
 
 
-def test_the_example_folder_holds_the_readme_example_verbatim() -> None:
-    (block,) = [b for b in BLOCKS if b.heading == SECTION and "app.synth()" in b.code]
+def test_the_example_folder_holds_the_guide_example_verbatim() -> None:
+    (block,) = [
+        b
+        for b in BLOCKS
+        if b.page == "docs/constructs.md" and b.heading == SECTION and "app.synth()" in b.code
+    ]
     app = (EXAMPLE / "app.py").read_text()
     header, _, code = app.partition("import aws_cdk as cdk\n")
     assert "import aws_cdk as cdk\n" + code == block.code
@@ -44,12 +49,12 @@ def test_its_cdk_json_runs_the_app_with_the_flags_the_repository_is_tested_with(
     assert example["context"] == json.loads((ROOT / "cdk.json").read_text())["context"]
 
 
-def test_its_package_json_and_the_readme_install_steps_pin_what_the_repository_uses() -> None:
+def test_its_package_json_and_the_guide_s_install_steps_pin_what_the_repository_uses() -> None:
     pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]
     assert json.loads((EXAMPLE / "package.json").read_text())["devDependencies"] == pinned
     installed = {
         name: version
-        for line in _readme_section().splitlines()
+        for line in _guide_section().splitlines()
         if line.startswith("npm install --save-dev ")
         for name, version in re.findall(r"(@?[\w./-]+)@(\d[\w.-]*)", line.split("#")[0])
     }
@@ -65,7 +70,7 @@ def _chart_values(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_the_cdk_cli_synthesizes_the_example_folder(tmp_path: Path) -> None:
-    """``npx cdk synth`` from the folder, as its README line says (the CLI from this repository's node_modules,
+    """``npx cdk synth`` from the folder, as its guide line says (the CLI from this repository's node_modules,
     found the way npx finds it: in the folders above)."""
     bin_dir = ROOT / ".venv" / "bin"
     if not (bin_dir / "npx").exists() or not (ROOT / "node_modules" / ".bin" / "cdk").exists():

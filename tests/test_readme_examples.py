@@ -1,9 +1,10 @@
-"""Every ```python block of README.md runs as written and builds what its section says it builds.
+"""Every ```python block of README.md and of the guide pages under docs/ runs as written and builds what its
+section says it builds.
 
-Blocks are named by the heading they sit under. Each runs with ``exec`` in a fresh namespace, inside its own
+Blocks are named by the heading they sit under (on their page). Each runs with ``exec`` in a fresh namespace, inside its own
 temporary working directory (examples may write files), except a block preceded by
 ``<!-- continues the example above -->``: it runs after the python block before it, in that block's
-namespace. A block that is deliberately not runnable is preceded by ``<!-- not-tested: reason -->``; at most
+namespace (a continuation stays on its page). A block that is deliberately not runnable is preceded by ``<!-- not-tested: reason -->``; at most
 :data:`MAX_NOT_TESTED` may be.
 
 A chain of blocks (an example and its continuations) is executed once and its app synthesized once: CDK
@@ -30,8 +31,8 @@ from aws_cdk import aws_s3
 from training_clusters.gates.compliance import Finding, add_compliance_checks, synth_with_checks
 
 from .assertions import text, values_of
+from .readme.blocks import ROOT, pages
 
-README = Path(__file__).resolve().parent.parent / "README.md"
 CONTINUES = "<!-- continues the example above -->"
 NOT_TESTED = re.compile(r"^<!--\s*not-tested:\s*(?P<reason>.*?)\s*-->$")
 MAX_NOT_TESTED = 2
@@ -39,14 +40,15 @@ ADMIN_ROLE = "arn:aws:iam::111122223333:role/Admin"
 
 
 # --------------------------------------------------------------------------------------------------
-# reading the README
+# reading the pages
 
 
 @dataclass(frozen=True)
 class Block:
-    """One fenced python block of the README."""
+    """One fenced python block of a page (README.md or a guide page)."""
 
     index: int
+    page: str
     line: int
     headings: tuple[str, ...]
     code: str
@@ -62,9 +64,16 @@ class Block:
         slug = re.sub(r"[^A-Za-z0-9]+", "-", self.heading).strip("-")[:40]
         return f"{self.index:02d}-{slug}"
 
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
 
-def read_readme(text: str) -> tuple[list[Block], list[tuple[str, ...]]]:
-    """The python blocks and every heading path (outside code fences) of a Markdown text."""
+
+def read_page(
+    text: str, page: str = "README.md", first_index: int = 0
+) -> tuple[list[Block], list[tuple[str, ...]]]:
+    """The python blocks and every heading path (outside code fences) of a Markdown text; blocks are numbered
+    from ``first_index``."""
     blocks: list[Block] = []
     headings: list[tuple[str, ...]] = []
     path: list[str] = []
@@ -79,7 +88,8 @@ def read_readme(text: str) -> tuple[list[Block], list[tuple[str, ...]]]:
                     found = NOT_TESTED.match(marker)
                     blocks.append(
                         Block(
-                            index=len(blocks),
+                            index=first_index + len(blocks),
+                            page=page,
                             line=start + 1,
                             headings=tuple(path),
                             code="\n".join(body) + "\n",
@@ -102,7 +112,16 @@ def read_readme(text: str) -> tuple[list[Block], list[tuple[str, ...]]]:
     return blocks, headings
 
 
-BLOCKS, HEADINGS = read_readme(README.read_text())
+def read_pages() -> list[Block]:
+    """The python blocks of every page, numbered across pages in page order."""
+    found: list[Block] = []
+    for path in pages():
+        blocks, _ = read_page(path.read_text(encoding="utf-8"), path.relative_to(ROOT).as_posix(), len(found))
+        found.extend(blocks)
+    return found
+
+
+BLOCKS = read_pages()
 TESTED = [b for b in BLOCKS if b.not_tested is None]
 
 
@@ -124,7 +143,7 @@ class Run:
     @property
     def stack(self) -> cdk.Stack:
         stack = self.namespace.get("stack")
-        assert isinstance(stack, cdk.Stack), f"README.md:{self.block.line}: the example defines no `stack`"
+        assert isinstance(stack, cdk.Stack), f"{self.block.where}: the example defines no `stack`"
         return stack
 
     @property
@@ -175,15 +194,22 @@ class Examples:
             if block is chain.failed:
                 assert chain.error is not None
                 raise chain.error
-            pytest.fail(f"the example this block continues failed (README.md:{chain.failed.line})")
+            pytest.fail(f"the example this block continues failed ({chain.failed.where})")
         if chain.synth_error is not None:
             raise chain.synth_error
         return chain.runs[block.index]
 
-    def execute(self, code: str, namespace: dict[str, Any], workdir: Path, first_line: int = 1) -> None:
-        """Run ``code`` as if it stood at ``first_line`` of README.md, so tracebacks point into the README."""
+    def execute(
+        self,
+        code: str,
+        namespace: dict[str, Any],
+        workdir: Path,
+        first_line: int = 1,
+        page: str = "README.md",
+    ) -> None:
+        """Run ``code`` as if it stood at ``first_line`` of ``page``, so tracebacks point into the page."""
         with contextlib.chdir(workdir):
-            exec(compile("\n" * (first_line - 1) + code, str(README), "exec"), namespace)
+            exec(compile("\n" * (first_line - 1) + code, str(ROOT / page), "exec"), namespace)
         app = namespace.get("app")
         if isinstance(app, cdk.App) and app not in self.apps:
             self.apps.append(app)
@@ -195,7 +221,7 @@ class Examples:
         for block in [head, *continuations_of(head)]:
             namespace = dict(namespace)
             try:
-                self.execute(block.code, namespace, workdir, block.line)
+                self.execute(block.code, namespace, workdir, block.line, block.page)
             except Exception as error:
                 chain.failed, chain.error = block, error
                 break
@@ -225,8 +251,11 @@ class Examples:
 
 def chain_head(block: Block) -> Block:
     while block.continues:
-        assert block.index > 0, f"README.md:{block.line} continues, but no python block comes before it"
-        block = BLOCKS[block.index - 1]
+        before = BLOCKS[block.index - 1] if block.index > 0 else None
+        assert before is not None and before.page == block.page, (
+            f"{block.where} continues, but no python block comes before it on its page"
+        )
+        block = before
     return block
 
 
@@ -281,7 +310,7 @@ def allows(run: Run, target: Any, source: Any, port: int) -> bool:
 
 
 def assert_closed_to_the_internet(run: Run) -> None:
-    """README's security defaults: no ingress from 0.0.0.0/0 or ::/0, no subnet hands out public IPs."""
+    """docs/security.md's first defaults: no ingress from 0.0.0.0/0 or ::/0, no subnet hands out public IPs."""
     rules = [r["Properties"] for r in run.of_type("AWS::EC2::SecurityGroupIngress").values()]
     for group in run.of_type("AWS::EC2::SecurityGroup").values():
         rules += group["Properties"].get("SecurityGroupIngress", [])
@@ -289,6 +318,38 @@ def assert_closed_to_the_internet(run: Run) -> None:
     assert open_rules == []
     subnets = run.of_type("AWS::EC2::Subnet").values()
     assert not any(s["Properties"].get("MapPublicIpOnLaunch") for s in subnets)
+
+
+@check("The constructs in your own app")
+def _readme_cluster(run: Run) -> None:
+    """README's example: one stack, a ParallelCluster mounting the file system it may reach, nothing else open."""
+    ns = run.namespace
+    assert [s.stack_name for s in ns["app"].synth().stacks] == ["Training"]
+    (fsx,) = run.of_type("AWS::FSx::FileSystem").values()
+    assert fsx["DeletionPolicy"] == "Retain"  # "stateful resources are kept when the stack is destroyed"
+    lustre = fsx["Properties"]["LustreConfiguration"]
+    assert (lustre["DeploymentType"], fsx["Properties"]["StorageCapacity"]) == ("SCRATCH_2", 1200)
+    config = ns["cluster"].concrete_configuration()
+    (storage,) = config["SharedStorage"]
+    assert (storage["MountDir"], storage["StorageType"]) == ("/fsx", "FsxLustre")
+    (queue,) = config["Scheduling"]["SlurmQueues"]
+    (resource,) = queue["ComputeResources"]
+    assert (queue["Name"], resource["InstanceType"], resource["MaxCount"]) == ("efa", "c5n.18xlarge", 4)
+    assert resource["Efa"]["Enabled"] is True
+    # fs.allow_clients_from(cluster): Lustre's port 988 opened to the cluster's nodes (and the file servers
+    # to each other), to nothing else
+    fs_group = run.resolve(ns["fs"].connections.security_groups[0].security_group_id)
+    cluster_groups = [run.resolve(g.security_group_id) for g in ns["cluster"].connections.security_groups]
+    to_lustre = [
+        r["Properties"]
+        for r in run.of_type("AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == fs_group
+        and r["Properties"]["FromPort"] <= 988 <= r["Properties"]["ToPort"]
+    ]
+    sources = {json.dumps(rule["SourceSecurityGroupId"], sort_keys=True) for rule in to_lustre}
+    assert sources == {
+        json.dumps(group, sort_keys=True) for group in [fs_group, *cluster_groups]
+    }  # and the servers
 
 
 @check("Gate your own app's CI on cdk-nag")
@@ -305,7 +366,7 @@ def _gate(run: Run) -> None:
     assert broken != run.block.code
     namespace: dict[str, Any] = {"aws_s3": aws_s3}
     with pytest.raises(RuntimeError, match=r"ValidationFailed"):
-        run.examples.execute(broken, namespace, run.workdir, run.block.line)
+        run.examples.execute(broken, namespace, run.workdir, run.block.line, run.block.page)
 
 
 @check("Use the constructs in your own app")
@@ -383,7 +444,7 @@ def _catalogue(run: Run) -> None:
 def test_readme_example_runs_and_builds_what_it_says(block: Block, examples: Examples) -> None:
     matching = checks_for(block)
     assert len(matching) == 1, (
-        f"README.md:{block.line} under '{block.heading}' needs exactly one check in this file, found {matching}"
+        f"{block.where} under '{block.heading}' needs exactly one check in this file, found {matching}"
     )
     run = examples.run(block)
     CHECKS[matching[0]](run)
@@ -395,10 +456,10 @@ def test_readme_example_runs_and_builds_what_it_says(block: Block, examples: Exa
 
 def test_every_check_has_its_readme_example() -> None:
     unused = [prefix for prefix in CHECKS if not any(b.heading.startswith(prefix) for b in TESTED)]
-    assert unused == [], "checks whose README example is gone"
+    assert unused == [], "checks whose example is gone from the pages"
 
 
-def test_the_readme_names_every_public_construct() -> None:
+def test_the_constructs_guide_names_every_public_construct() -> None:
     from constructs import Construct
 
     import training_clusters.constructs as package
@@ -408,32 +469,45 @@ def test_the_readme_names_every_public_construct() -> None:
         for name in package.__all__
         if isinstance(getattr(package, name), type) and issubclass(getattr(package, name), Construct)
     }
-    text = README.read_text()
+    text = (ROOT / "docs" / "constructs.md").read_text()
     listed = set(re.findall(r"`(\w+)`", text[text.index("The constructs:") :].split("\n\n")[0]))
-    assert public - {"ReleaseManifest"} <= listed, "constructs the README does not name"
-    assert listed <= public, "names in the README's construct list that are not public constructs"
+    assert public - {"ReleaseManifest"} <= listed, "constructs docs/constructs.md does not name"
+    assert listed <= public, "names in docs/constructs.md's construct list that are not public constructs"
 
 
 def test_continuations_follow_a_tested_example() -> None:
     for block in BLOCKS:
         if block.continues:
-            assert block.index > 0 and BLOCKS[block.index - 1].not_tested is None, f"README.md:{block.line}"
+            before = BLOCKS[block.index - 1]
+            assert block.index > 0 and before.page == block.page and before.not_tested is None, block.where
 
 
 def test_at_most_two_blocks_are_not_tested_and_each_says_why() -> None:
     skipped = [b for b in BLOCKS if b.not_tested is not None]
-    assert len(skipped) <= MAX_NOT_TESTED, [f"README.md:{b.line}" for b in skipped]
+    assert len(skipped) <= MAX_NOT_TESTED, [b.where for b in skipped]
     assert all(b.not_tested for b in skipped)
 
 
 def test_the_reader_finds_fences_and_markers() -> None:
-    blocks, headings = read_readme(
+    blocks, headings = read_page(
         "# A\n## B\n```bash\n# not a heading\n```\n<!-- not-tested: needs credentials -->\n"
-        "```python\nx = 1\n```\n### C\n```python\ny = 2\n```\n\n" + CONTINUES + "\n```python\nz = y\n```\n"
+        "```python\nx = 1\n```\n### C\n```python\ny = 2\n```\n\n" + CONTINUES + "\n```python\nz = y\n```\n",
+        "docs/guide.md",
+        5,
     )
     assert headings == [("A",), ("A", "B"), ("A", "B", "C")]
-    assert [(b.headings, b.code, b.continues, b.not_tested) for b in blocks] == [
-        (("A", "B"), "x = 1\n", False, "needs credentials"),
-        (("A", "B", "C"), "y = 2\n", False, None),
-        (("A", "B", "C"), "z = y\n", True, None),
+    assert [(b.index, b.where, b.headings, b.code, b.continues, b.not_tested) for b in blocks] == [
+        (5, "docs/guide.md:8", ("A", "B"), "x = 1\n", False, "needs credentials"),
+        (6, "docs/guide.md:12", ("A", "B", "C"), "y = 2\n", False, None),
+        (7, "docs/guide.md:17", ("A", "B", "C"), "z = y\n", True, None),
     ]
+
+
+def test_the_examples_are_read_from_the_readme_and_the_guide_pages() -> None:
+    assert {(b.page, b.heading) for b in BLOCKS} >= {
+        ("README.md", "The constructs in your own app"),
+        ("docs/constructs.md", "Use the constructs in your own app"),
+        ("docs/constructs.md", "Gate your own app's CI on cdk-nag"),
+        ("docs/constructs.md", "Instance catalogue"),
+    }
+    assert [b.index for b in BLOCKS] == list(range(len(BLOCKS)))

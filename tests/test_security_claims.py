@@ -1,6 +1,7 @@
-"""README's "What a team user can reach" and its SSM claim, checked against the shipped environments' templates.
+"""docs/slurm-teams.md's "What a team user can reach" and docs/security.md's SSM claim, checked against the shipped
+environments' templates.
 
-Each claim is quoted from README.md (the test fails when the sentence changes) and checked where it shows in
+Each claim is quoted from its guide page (the test fails when the sentence changes) and checked where it shows in
 what `cdk deploy` would create; what it means on the nodes (sshd refusing, netfilter resetting) is shown on
 the real-Slurm beds by tests/integration/test_slurm_real.py, test_parallelcluster_real.py and
 test_tenant_nodes_real.py.
@@ -20,13 +21,14 @@ from training_clusters.stacks.pcs import PcsEnvironment
 from .assertions import aws_managed, text
 from .conftest import ROOT, EnvironmentGates
 
-README = (ROOT / "README.md").read_text()
+#: The guide pages whose claims are checked here, by name.
+PAGES = {name: (ROOT / "docs" / name).read_text() for name in ("slurm-teams.md", "security.md")}
 ENVIRONMENTS = ROOT / "environments"
 
 
-def claimed(sentence: str) -> None:
-    """The README says SENTENCE (its line breaks aside)."""
-    assert sentence in " ".join(README.split()), f"README no longer says: {sentence}"
+def claimed(sentence: str, page: str = "slurm-teams.md") -> None:
+    """docs/PAGE says SENTENCE (its line breaks aside)."""
+    assert sentence in " ".join(PAGES[page].split()), f"docs/{page} no longer says: {sentence}"
 
 
 def _of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
@@ -173,7 +175,8 @@ def test_no_node_role_of_pcs_or_parallelcluster_gets_ssms_core_policy(
     environment_gates: EnvironmentGates, environment: str
 ) -> None:
     claimed("PCS nodes and ParallelCluster's head and login nodes reach SSM through `SessionManagerPolicy` "
-            "(registration and session channels, no parameter reads), not `AmazonSSMManagedInstanceCore`.")  # fmt: skip
+            "(registration and session channels, no parameter reads), not `AmazonSSMManagedInstanceCore`.",
+            "security.md")  # fmt: skip
     template = environment_gates.template(ENVIRONMENTS / environment)
     managed = [
         arn

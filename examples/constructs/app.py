@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# The README's example (README.md, "Use the constructs in your own app"), as a project: `npx cdk synth` here.
+# docs/constructs.md's example ("Use the constructs in your own app"), as a project: `npx cdk synth` here.
 # tests/test_example_app.py keeps the two the same and synthesizes this folder with the CDK CLI.
 import aws_cdk as cdk
 

@@ -147,9 +147,11 @@ def test_rendered_json_is_the_files_document(tmp_path: Path) -> None:
 
 #: How an environment file names a section of the README, the one way it may: ``the README's "<heading>"``.
 README_SECTION = re.compile(r"README's \"([^\"]+)\"")
+#: How it names a guide page: by its path, ``docs/<page>.md``.
+GUIDE_PAGE = re.compile(r"\bdocs/[\w./-]+\.md\b")
 
 
-def test_every_readme_section_an_environment_file_names_is_a_heading_of_the_readme() -> None:
+def test_every_readme_section_or_guide_page_an_environment_file_names_exists() -> None:
     headings: set[str] = set()
     fenced = False
     for line in (ROOT / "README.md").read_text().splitlines():
@@ -164,8 +166,12 @@ def test_every_readme_section_an_environment_file_names_is_a_heading_of_the_read
         sections = README_SECTION.findall(comments)
         assert comments.count("README") == len(sections), f"{path.name}: names the README without a section"
         assert set(sections) <= headings, f"{path.name}: {set(sections) - headings} are not README headings"
-        named += len(sections)
-    assert named >= 2  # hyperpod-team's "Slurm for a team", parallelcluster-c5n's console script
+        guides = GUIDE_PAGE.findall(comments)
+        assert [g for g in guides if not (ROOT / g).is_file()] == [], (
+            f"{path.name}: names a missing guide page"
+        )
+        named += len(sections) + len(guides)
+    assert named >= 2  # hyperpod-team's docs/slurm-teams.md, parallelcluster-c5n's docs/cli.md
 
 
 def test_render_pcluster_without_a_parallelcluster_section_is_a_clear_error(
@@ -377,9 +383,9 @@ def test_the_console_script_is_installed() -> None:
         assert command in result.stdout
 
 
-def test_readme_lists_exactly_the_iam_actions_preflight_calls() -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("- **preflight**") : readme.index("- **render-pcluster**")]
+def test_the_cli_guide_lists_exactly_the_iam_actions_preflight_calls() -> None:
+    guide = (ROOT / "docs" / "cli.md").read_text()
+    section = guide[guide.index("- **preflight**") : guide.index("- **render-pcluster**")]
     listed = set(re.findall(r"`((?:servicequotas|ec2|sagemaker):\w+)`", section))
     assert listed == set(preflight.REQUIRED_IAM_ACTIONS)
 

@@ -46,8 +46,8 @@ def test_a_step_naming_a_missing_output_is_refused() -> None:
         TrainingEnvironmentStack.next_steps(stack, "run [Nope]")  # type: ignore[arg-type]
 
 
-#: The outputs README's "From deploy to a finished job" names, by the environment that must have each.
-README_OUTPUTS = {
+#: The outputs docs/deploy.md's "From deploy to a finished job" names, by the environment that must have each.
+WALKTHROUGH_OUTPUTS = {
     "ControllerSsmCommand": "hyperpod-slurm",
     "HeadNodeSsmCommand": "parallelcluster-c5n",
     "LoginNodeSsmCommand": "pcs-c5n",
@@ -60,11 +60,11 @@ README_OUTPUTS = {
 
 
 def test_the_walkthrough_names_outputs_the_templates_have(environment_gates: EnvironmentGates) -> None:
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### From deploy to a finished job") :].split("\n## ")[0]
+    guide = (ROOT / "docs" / "deploy.md").read_text()
+    section = guide[guide.index("## From deploy to a finished job") :].split("\n## ")[0]
     named = set(re.findall(r"`([A-Z]\w+)`", section)) - {"NextSteps", "RESULT"}
-    assert named == set(README_OUTPUTS)
-    for output, environment in README_OUTPUTS.items():
+    assert named == set(WALKTHROUGH_OUTPUTS)
+    for output, environment in WALKTHROUGH_OUTPUTS.items():
         template = environment_gates.template(ROOT / "environments" / f"{environment}.yaml")
         assert output in template["Outputs"], (output, environment)
     assert (

@@ -245,7 +245,7 @@ class LifecycleOptions:
         of the shipped scripts (e.g. ``slurm_requeue_exit_codes``, or ``download_sha256``: ``{URL: SHA-256}``
         for what the scripts download, which they then refuse in any other form; by default nothing is pinned:
         enroot's ``.deb``s and Pyxis' source from github.com, Slurm's source from download.schedmd.com and
-        NVIDIA's apt key, README "On the nodes" lists the URLs) to ``training_clusters.json``; another
+        NVIDIA's apt key, docs/downloads.md lists the URLs) to ``training_clusters.json``; another
         key is an error, unless ``lifecycle_scripts_dir`` replaces the scripts (then it goes to
         ``provisioning_parameters.json``). A key the construct writes from a prop (``users``,
         ``extra_steps``, ``accounting``, ``controller_group``, ``fsx_mount_dir`` ...; see
