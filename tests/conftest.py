@@ -42,7 +42,8 @@ import jsii._kernel.providers.process as jsii_process  # noqa: E402
 import pytest  # noqa: E402
 
 import training_clusters  # noqa: E402  (before aws_cdk: puts this environment's Node 24 first on PATH)
-from training_clusters.environments import add_environment, environment_files  # noqa: E402
+from training_clusters.config import environment_name, load_environment  # noqa: E402
+from training_clusters.environments import add_environment_config, environment_files  # noqa: E402
 from training_clusters.gates.cfn_lint import LintMatch  # noqa: E402
 from training_clusters.gates.checkov import CheckovResult  # noqa: E402
 from training_clusters.gates.compliance import Finding, add_compliance_checks, synth_with_checks  # noqa: E402
@@ -312,7 +313,11 @@ class EnvironmentGates:
     def _gate(self, path: Path) -> tuple[TrainingEnvironmentStack, GateResult]:
         outdir = self._directory / path.stem / "cdk.out"
         app = cdk.App(outdir=str(outdir), context=dict(CDK_CONTEXT))
-        stack = add_environment(app, path)
+        # Named as a user in the project's directory types it, whatever the current directory is while the
+        # gates synthesize in the background (a README example may have changed into its own folder).
+        config = load_environment(path)
+        shown = path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else path.as_posix()
+        stack = add_environment_config(app, config, environment_name(config, path), environment_file=shown)
         return stack, GateResult(app)
 
 

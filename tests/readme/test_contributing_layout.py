@@ -27,66 +27,9 @@ ROOTS = ("training_clusters/", "tests/", "docs/", "environments/", "scripts/", "
 NOT_LAYOUT = frozenset({"__init__.py", "__pycache__", "py.typed"})
 
 #: Paths the section names that the package moves have not made yet (issue 37: the folder layout).
-AWAITING_THE_MOVE = frozenset(
-    {
-        "training_clusters/model/",
-        "training_clusters/catalog/",
-        "training_clusters/config/",
-        "training_clusters/orchestrators.py",
-        "tests/test_orchestrators.py",
-        "training_clusters/constructs/common/",
-        "training_clusters/constructs/slurm/",
-        "training_clusters/constructs/eks/",
-        "training_clusters/constructs/hyperpod/",
-        "training_clusters/constructs/hyperpod_eks/",
-        "training_clusters/constructs/parallelcluster/",
-        "training_clusters/constructs/pcs/",
-        "training_clusters/constructs/private/",
-        "training_clusters/workloads/",
-        "training_clusters/gates/",
-        "training_clusters/cli/",
-        "training_clusters/preflight/",
-        "training_clusters/node_scripts/",
-    }
-)
+AWAITING_THE_MOVE: frozenset[str] = frozenset()
 #: Modules and folders at the top of the package that are still to move into the layout's folders.
-NOT_YET_MOVED = frozenset(
-    {
-        "capacity.py",
-        "catalog.py",
-        "catalog_data.json",
-        "cdk_cli.py",
-        "checkov.py",
-        "cleanup.py",
-        "cli.py",
-        "compliance.py",
-        "config.py",
-        "connect.py",
-        "deployed.py",
-        "eks_mig.py",
-        "environments.py",
-        "errors.py",
-        "estimate.py",
-        "handlers",
-        "intent.py",
-        "job_layer.py",
-        "kept.py",
-        "lifecycle_scripts",
-        "lint.py",
-        "nccl_job.py",
-        "options.py",
-        "parallelcluster_actions",
-        "pod_security.py",
-        "preflight.py",
-        "prices.py",
-        "releases.py",
-        "report.py",
-        "tables.py",
-        "tenancy.py",
-        "unknown_keys.py",
-        "yaml_file.py",
-    }
-)
+NOT_YET_MOVED: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
