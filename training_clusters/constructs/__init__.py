@@ -38,6 +38,8 @@ _EXPORTS = {
     "Orchestrator": "hyperpod",
     "HyperPodAccounting": "training_clusters.options",
     "NodeProvisioningMode": "training_clusters.options",
+    "SlurmConfigMode": "training_clusters.options",
+    "SlurmConfigStrategy": "training_clusters.options",
     "TeamUser": "users",
     "ParallelCluster": "parallelcluster",
     "HeadNode": "parallelcluster",
