@@ -296,11 +296,16 @@ class HyperPodCluster(Construct):
                 InstanceGroup(name="worker-group-1", instance_type="ml.p5.48xlarge", instance_count=2,
                               partition="gpu"),
             ],
-            lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name))
+            lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name),
+            slurm_config=SlurmConfigMode.API)
+
+    HyperPod then configures Slurm from each group's ``SlurmConfig`` and mounts FSx itself; our lifecycle
+    script adds the rest (``slurm_config``; docs/hyperpod-slurm.md).
 
     Attributes: ``cluster`` (the L1), ``cluster_name``, ``cluster_arn``, ``role``, ``controller_role``,
     ``accounting_database``, ``users``, ``bucket``,
-    ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters``, ``lifecycle_settings``,
+    ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters`` (None when API-driven),
+    ``lifecycle_settings``, ``slurm_config``, ``slurm_config_strategy``, ``is_api_driven``, ``entry_script``,
     ``security_group``, ``connections``, ``controller_security_group``, ``controller_connections``.
     """
 
