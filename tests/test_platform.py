@@ -421,6 +421,7 @@ def _team_with_role(
         bucket=bucket if security_bucket else None,
         role=role,
         accounting=database,
+        slurm_config="legacy",  # our slurmdbd on the controller: an external database, all-or-nothing
     )
     return app, stack, cluster
 

@@ -64,10 +64,11 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
         str(stack.resolve(g.security_group_id))
         for g in (stack.cluster.controller_security_group, handler, rotation)
     )
-    # the controller reads slurmdbd's user from its secret (it alternates), never the master user's
-    accounting = stack.cluster.lifecycle_settings["accounting"]
-    assert "user" not in accounting
-    assert accounting["secret_arn"] == stack.accounting_database.slurmdbd_secret.secret_arn
+    # HyperPod's slurmdbd reads slurmdbd's user from its secret (it alternates), never the master user's
+    [cluster] = _of_type(environment_gates.template(team), "AWS::SageMaker::Cluster").values()
+    database = cluster["Properties"]["Orchestrator"]["Slurm"]["AccountingDatabase"]
+    assert database["SecretArn"] == stack.resolve(stack.accounting_database.slurmdbd_secret.secret_arn)
+    assert "accounting" not in stack.cluster.lifecycle_settings
 
     team = ENVIRONMENTS / "parallelcluster-team.yaml"
     stack, _ = environment_gates.get(team)
@@ -82,8 +83,9 @@ def test_the_accounting_database_admits_only_the_controller_or_head_node(
     database = stack.cluster.concrete_configuration()["Scheduling"]["SlurmSettings"]["Database"]
     assert database["UserName"] == stack.accounting_database.slurmdbd_username == "slurmdbd"
     claimed(
-        "On HyperPod slurmdbd's password rotates every 30 days (alternating users; the controller follows the "
-        "secret hourly); ParallelCluster's head node cannot follow a rotation, so there it does not rotate."
+        "On HyperPod slurmdbd's password rotates every 30 days (alternating users; the login in use is never "
+        "changed: a legacy controller follows the secret hourly, HyperPod's own slurmdbd when it reads it again); "
+        "ParallelCluster's head node cannot follow a rotation, so there it does not rotate."
     )
     assert stack.accounting_database.slurmdbd_rotation_days is None
     assert not _of_type(environment_gates.template(team), "AWS::SecretsManager::RotationSchedule")

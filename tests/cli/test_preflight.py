@@ -182,7 +182,32 @@ class Account:
         }
         self.sagemaker.add_response("describe_training_plan", answer, {"TrainingPlanName": arn})
 
+    def deployed_cluster(self, name: str, *, api: bool) -> None:
+        """A HyperPod Slurm cluster of that name exists, configured through the API or the legacy way."""
+        group: dict[str, Any] = {"InstanceGroupName": "worker-group-1", "InstanceType": "ml.c5.xlarge"}
+        if api:
+            group["SlurmConfig"] = {"NodeType": "Compute", "PartitionNames": ["dev"]}
+        self.sagemaker.add_response(
+            "describe_cluster",
+            {
+                "ClusterArn": f"arn:aws:sagemaker:{REGION}:111122223333:cluster/abcdef123456",
+                "ClusterName": name,
+                "ClusterStatus": "InService",
+                "InstanceGroups": [group],
+            },
+            {"ClusterName": name},
+        )
+        self._cluster_answered = True
+
     def run(self, config: EnvironmentConfig) -> list[Check]:
+        if config.hyperpod is not None and not getattr(self, "_cluster_answered", False):
+            # No cluster of the file's name yet (preflight's last question, so queued last).
+            self.sagemaker.add_client_error(
+                "describe_cluster",
+                service_error_code="ResourceNotFound",
+                service_message=f"Cluster {config.hyperpod.cluster_name} not found",
+                expected_params={"ClusterName": config.hyperpod.cluster_name},
+            )
         with self.quotas, self.ec2, self.sagemaker:
             checks = preflight(config, self.clients, now=NOW)
         self.quotas.assert_no_pending_responses()
@@ -1295,3 +1320,84 @@ def test_preflight_repeats_the_advice_after_the_accounts_checks() -> None:
         "version of eks",
     ]
     assert checks[-1].verdict == "WARN"
+
+
+# --------------------------------------------------------------------------------------------------
+# a HyperPod Slurm cluster deployed already: its Slurm configuration must be the file's
+
+
+def _slurm_account(**deployed: bool) -> Account:
+    """hyperpod-slurm.yaml's quotas all fit; ``api=...`` deploys a cluster of its name first."""
+    account = Account()
+    account.listed_quotas(
+        "sagemaker",
+        [
+            quota("sagemaker", "L-0000B001", "ml.c5.xlarge for cluster usage", 10),
+            quota(
+                "sagemaker",
+                "L-0000B002",
+                "Maximum number instances allowed per SageMaker HyperPod cluster",
+                20,
+            ),
+            quota(
+                "sagemaker",
+                "L-0000B003",
+                "Total number of instances allowed across SageMaker HyperPod clusters",
+                100,
+            ),
+        ],
+    )
+    account.listed_quotas("fsx", [quota("fsx", *LUSTRE_SCRATCH, 100800)])
+    if deployed:
+        account.deployed_cluster("ml-cluster", api=deployed["api"])
+    return account
+
+
+SLURM_CONFIG_CHECK = "hyperpod.slurm_config of the deployed cluster ml-cluster"
+
+
+def test_no_cluster_of_the_files_name_adds_no_row() -> None:
+    checks = _slurm_account().run(environment("hyperpod-slurm"))
+    assert failures(checks) == []
+    assert [c for c in checks if c.check == SLURM_CONFIG_CHECK] == []
+
+
+def test_a_legacy_cluster_fails_an_api_file_naming_the_way_out() -> None:
+    checks = _slurm_account(api=False).run(environment("hyperpod-slurm"))
+    assert failures(checks) == [
+        Check(
+            check=SLURM_CONFIG_CHECK,
+            needed="api (this file)",
+            available="legacy (no SlurmConfig: provisioning_parameters.json)",
+            passed=False,
+            remedy="state hyperpod.slurm_config: legacy to keep the cluster as deployed; deploying api would fail "
+            "and roll back, or move the cluster over for good (docs/hyperpod-slurm.md)",
+        )
+    ]
+
+
+def test_an_api_cluster_fails_a_legacy_file() -> None:
+    checks = _slurm_account(api=True).run(_with("hyperpod-slurm", "hyperpod", slurm_config="legacy"))
+    assert failures(checks) == [
+        Check(
+            check=SLURM_CONFIG_CHECK,
+            needed="legacy (this file)",
+            available="api (SlurmConfig on its instance groups)",
+            passed=False,
+            remedy="state hyperpod.slurm_config: api: a cluster configured through the API cannot go back to "
+            "provisioning_parameters.json",
+        )
+    ]
+
+
+@pytest.mark.parametrize(("api", "mode"), [(True, None), (True, "api"), (False, "legacy")])
+def test_a_cluster_deployed_as_the_file_says_passes(api: bool, mode: str | None) -> None:
+    config = (
+        environment("hyperpod-slurm")
+        if mode is None
+        else _with("hyperpod-slurm", "hyperpod", slurm_config=mode)
+    )
+    checks = _slurm_account(api=api).run(config)
+    assert failures(checks) == []
+    [row] = [c for c in checks if c.check == SLURM_CONFIG_CHECK]
+    assert row.passed and row.needed == f"{'api' if api else 'legacy'} (this file)"

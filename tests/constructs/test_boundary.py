@@ -245,6 +245,16 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         package.NodeProvisioningMode.CONTINUOUS,
         "continuous",
     ),
+    "HyperPodCluster.slurm_config": (
+        lambda s, v: _hyperpod(s, slurm_config=v),
+        package.SlurmConfigMode.LEGACY,
+        "Legacy",
+    ),
+    "HyperPodCluster.slurm_config_strategy": (
+        lambda s, v: _hyperpod(s, slurm_config="api", slurm_config_strategy=v),
+        package.SlurmConfigStrategy.OVERWRITE,
+        "overwrite",
+    ),
     "HyperPodCluster.instance_groups[].role": (
         lambda s, v: _hyperpod(s, instance_groups=[dataclasses.replace(CONTROLLER, role=v), WORKERS]),
         package.NodeRole.CONTROLLER,

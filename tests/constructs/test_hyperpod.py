@@ -14,6 +14,7 @@ from aws_cdk.assertions import Match, Template
 from training_clusters.constructs.common.lustre import SharedLustre
 from training_clusters.constructs.common.network import TrainingNetwork
 from training_clusters.constructs.hyperpod.cluster import (
+    API_GROUP_KEYS,
     LIFECYCLE_SETTING_KEYS,
     ON_CREATE_SCRIPT,
     PROVISIONING_PARAMETER_KEYS,
@@ -51,6 +52,10 @@ WORKERS = InstanceGroup(
 
 
 def build(stack: cdk.Stack, groups: list[InstanceGroup] | None = None, **props: object) -> HyperPodCluster:
+    """A cluster with the shared FSx; legacy Slurm configuration unless ``slurm_config`` is given (the
+    API-driven one has its own tests, ``test_hyperpod_api.py``)."""
+    if props.get("orchestrator") is None:
+        props.setdefault("slurm_config", "legacy")
     network = TrainingNetwork(stack, "Network", availability_zones=AZS)
     fs = SharedLustre(stack, "Fsx", vpc=network.vpc, subnet=network.placement_subnet())
     cluster = HyperPodCluster(
@@ -695,6 +700,7 @@ def _with_lustre(stack: cdk.Stack, **lustre: str) -> HyperPodCluster:
         subnet=network.placement_subnet(),
         instance_groups=[CONTROLLER, WORKERS],
         lustre=LustreMount(**names),
+        slurm_config="legacy",
     )
 
 
@@ -769,6 +775,9 @@ def test_the_construct_and_the_scripts_agree_on_which_key_goes_where() -> None:
     ours = re.search(r"^OURS = \((.*?)\)$", script, re.S | re.M)
     assert ours is not None
     assert set(re.findall(r'"([a-z0-9_]+)"', ours.group(1))) == LIFECYCLE_SETTING_KEYS
+    groups = re.search(r"^GROUP_KEYS = \((.*?)\)$", script, re.S | re.M)
+    assert groups is not None
+    assert set(re.findall(r'"([a-z0-9_]+)"', groups.group(1))) == API_GROUP_KEYS
     assert SANDBOX_KEYS == PROVISIONING_PARAMETER_KEYS
 
 
@@ -795,6 +804,7 @@ def test_the_scripts_run_with_the_files_the_construct_writes(stack: cdk.Stack, t
             dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", mount_name="abcdefgh"
         ),
         lifecycle=LifecycleOptions(extra_steps=[LifecycleStep(name="team", script=step_script(tmp_path))]),
+        slurm_config="legacy",
     )
     (tmp_path / "tools").mkdir()
     sandbox = Sandbox(tmp=tmp_path / "node", tools=link_real_tools(tmp_path / "tools"))

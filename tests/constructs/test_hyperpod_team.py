@@ -81,6 +81,7 @@ def test_an_external_database_goes_to_the_nodes_and_its_secret_only_to_the_role(
     team = HyperPodCluster(
         stack,
         "Team",
+        slurm_config="legacy",
         cluster_name="team",
         vpc=network.vpc,
         subnet=network.placement_subnet(),
@@ -127,6 +128,7 @@ def test_only_the_controller_carries_the_group_the_database_admits(stack: cdk.St
     team = HyperPodCluster(
         stack,
         "Team",
+        slurm_config="legacy",
         cluster_name="team",
         vpc=network.vpc,
         subnet=network.placement_subnet(),
@@ -305,18 +307,31 @@ def test_custom_ami_volumes_and_continuous_provisioning(stack: cdk.Stack) -> Non
             extra_volume_kms_key=key,
         ),
     ]
-    build(stack, groups, node_provisioning_mode=NodeProvisioningMode.CONTINUOUS)
+    # Continuous provisioning on Slurm is API-driven: FSx goes after the volumes, no strategy is sent.
+    cluster = build(stack, groups, node_provisioning_mode=NodeProvisioningMode.CONTINUOUS, slurm_config="api")
 
     props = _cluster_props(stack)
     assert props["NodeProvisioningMode"] == "Continuous"
+    assert props["Orchestrator"] == {"Slurm": {}}
+    assert cluster.slurm_config_strategy is None
+    fs = stack.node.find_child("Fsx")
+    fsx = {
+        "FsxLustreConfig": {
+            "DnsName": stack.resolve(fs.dns_name),  # type: ignore[attr-defined]
+            "MountName": stack.resolve(fs.mount_name),  # type: ignore[attr-defined]
+            "MountPath": "/fsx",
+        }
+    }
     controller, worker = props["InstanceGroups"]
     assert controller["ImageId"] == "ami-0123456789abcdef0"
     assert controller["InstanceStorageConfigs"] == [
-        {"EbsVolumeConfig": {"RootVolume": True, "VolumeSizeInGB": 200}}
+        {"EbsVolumeConfig": {"RootVolume": True, "VolumeSizeInGB": 200}},
+        fsx,
     ]
     assert "ImageId" not in worker
     assert worker["InstanceStorageConfigs"] == [
-        {"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": stack.resolve(key.key_arn)}}
+        {"EbsVolumeConfig": {"VolumeSizeInGB": 500, "VolumeKmsKeyId": stack.resolve(key.key_arn)}},
+        fsx,
     ]
     key_statements = [st for st in _policy_statements(stack) if any(a.startswith("kms:") for a in st.actions)]
     assert key_statements == [allow({"kms:CreateGrant", "kms:DescribeKey"}, [stack.resolve(key.key_arn)])]
@@ -403,6 +418,7 @@ def test_a_role_of_another_stack_gets_its_grants_from_a_policy_in_the_clusters_s
     HyperPodCluster(
         layout.cluster,
         "Team",
+        slurm_config="legacy",
         cluster_name="team",
         vpc=layout.network.vpc,
         subnet=layout.network.placement_subnet(),
@@ -455,6 +471,7 @@ def _database_layout(
     cluster = HyperPodCluster(
         layout.cluster,
         "Team",
+        slurm_config="legacy",
         cluster_name="team",
         vpc=layout.network.vpc,
         subnet=layout.network.placement_subnet(),
@@ -471,6 +488,7 @@ def test_the_cluster_waits_for_the_database_writer_of_its_own_stack(stack: cdk.S
     cluster = HyperPodCluster(
         stack,
         "Team",
+        slurm_config="legacy",
         cluster_name="team",
         vpc=network.vpc,
         subnet=network.placement_subnet(),

@@ -12,6 +12,8 @@ Where each other step is made to fail (the thing it waits for never comes, or th
   (``test_lifecycle_roles.py``), accounting (``test_lifecycle_team.py``, ``test_lifecycle_accounting.py``),
   slurm-controller, slurm-worker and slurm-login (``test_lifecycle_slurm.py``), user-<name>
   (``test_lifecycle_extra_steps.py``).
+* HyperPod Slurm, API-driven (``on_init_complete.sh``): preflight, fsx-mounted, slurm-keys and slurm-ready
+  (``test_lifecycle_api.py``); the steps it shares with ``on_create.sh`` as above.
 * HyperPod EKS (``lib/eks_node.sh``): volume and lustre-client (``test_lifecycle_eks.py``).
 * ParallelCluster custom actions: ``users.sh`` and ``pyxis.sh`` (``tests/parallelcluster_actions/``).
 * Here: controller-access, pam-slurm-adopt, observability; the EKS node's stop-runtime, move-<name> and

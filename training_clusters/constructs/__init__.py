@@ -38,6 +38,8 @@ _EXPORTS = {
     "Orchestrator": "hyperpod.cluster",
     "HyperPodAccounting": "training_clusters.model.options",
     "NodeProvisioningMode": "training_clusters.model.options",
+    "SlurmConfigMode": "training_clusters.model.options",
+    "SlurmConfigStrategy": "training_clusters.model.options",
     "TeamUser": "slurm.users",
     "ParallelCluster": "parallelcluster.cluster",
     "HeadNode": "parallelcluster.cluster",

@@ -136,6 +136,33 @@ class NodeProvisioningMode(Choice):
     trying for the missing ones. Without it, creation or scaling succeeds or fails as a whole."""
 
 
+class SlurmConfigMode(Choice):
+    """Who configures Slurm on a HyperPod Slurm cluster ("SageMaker HyperPod Slurm configuration",
+    https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-ref.html)."""
+
+    API = "api"
+    """API-driven: every instance group carries ``SlurmConfig`` (Controller, Login, or Compute with its
+    partition) and FSx goes in its ``InstanceStorageConfigs``; HyperPod writes the node and partition lines
+    of slurm.conf, starts the daemons and mounts FSx, then runs our reduced lifecycle script
+    (``OnInitComplete``). No ``provisioning_parameters.json``. AWS recommends it for new clusters."""
+    LEGACY = "legacy"
+    """``provisioning_parameters.json`` read by our ``on_create.sh`` (``OnCreate``), which mounts FSx,
+    starts the Slurm daemons and runs accounting on the controller. For clusters deployed by an earlier
+    version of this library: HyperPod refuses ``SlurmConfig`` beside that file."""
+
+
+class SlurmConfigStrategy(Choice):
+    """``Orchestrator.Slurm.SlurmConfigStrategy``: what HyperPod does with slurm.conf edits made on the
+    controller when the API's configuration changes (``sagemaker-hyperpod-ref``)."""
+
+    MANAGED = "Managed"
+    """The API is the truth: an update finding slurm.conf edited fails and rolls back."""
+    OVERWRITE = "Overwrite"
+    """The API's configuration is forced: edits made on the controller are lost."""
+    MERGE = "Merge"
+    """Edits made on the controller are kept beside the API's configuration."""
+
+
 class HyperPodAccounting(Choice):
     """Where slurmdbd on a HyperPod controller keeps Slurm's accounting (``sacct``, fair share)."""
 

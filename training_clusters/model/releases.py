@@ -74,6 +74,17 @@ PCS_SLURM_VERSION = "25.11"
 #: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-release-ami.html). HyperPod chooses
 #: the AMI, not this library; update a cluster's AMI with ``UpdateClusterSoftware``.
 HYPERPOD_SLURM_AMI_SLURM = "24.11.0"
+#: The oldest HyperPod Slurm AMI release API-driven Slurm configuration (``slurm_config: api``) runs on: January
+#: 2026 ("Migrating to API-driven Slurm configuration",
+#: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-slurm-api-config-migration.html). It cannot be
+#: pinned or checked here: HyperPod gives a new Slurm cluster its newest AMI, and the AWS::SageMaker::Cluster schema
+#: takes an ``ImageReleaseVersion`` for EKS-orchestrated clusters only. A custom ``image_id`` must be built from an
+#: AMI of this month or later; an older cluster is brought up to date with ``UpdateClusterSoftware`` first.
+HYPERPOD_API_SLURM_MIN_AMI = date(2026, 1, 1)
+#: HyperPod's external accounting database (``Orchestrator.Slurm.AccountingDatabase``) needs AMIs released after
+#: 30 August 2026 ("Using an external accounting database with SageMaker HyperPod Slurm clusters",
+#: https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-external-accounting-db-slurm.html).
+HYPERPOD_ACCOUNTING_DATABASE_MIN_AMI = date(2026, 8, 31)
 
 # --------------------------------------------------------------------------------------------------
 # Helm charts

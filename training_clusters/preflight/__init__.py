@@ -119,6 +119,7 @@ REQUIRED_IAM_ACTIONS = (
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeCapacityReservations",
     "sagemaker:DescribeTrainingPlan",
+    "sagemaker:DescribeCluster",
 )
 """Every action preflight calls: all read-only."""
 
@@ -200,7 +201,7 @@ class AwsClients:
     service_quotas: Any
     ec2: Any
     sagemaker: Any = None
-    """Asked only about training plans."""
+    """Asked about training plans, and about a HyperPod Slurm cluster of the file's name that exists already."""
 
     @classmethod
     def from_session(cls, session: boto3.session.Session, region: str) -> AwsClients:
@@ -474,7 +475,8 @@ def preflight(config: EnvironmentConfig, clients: AwsClients, *, now: datetime |
 
     Calls, in this order: EC2 instance types (only for EC2 types the catalogue does not know: their vCPUs),
     Service Quotas (EC2 quotas, then SageMaker, then FSx), EC2 (offerings, instance types, then each capacity
-    reservation) and SageMaker (each training plan), read-only; see
+    reservation) and SageMaker (each training plan, then the HyperPod Slurm cluster of the file's name), read-only;
+    see
     :data:`REQUIRED_IAM_ACTIONS`. ``now`` (default: the current time) dates the reservations' ends and the
     version advice (:func:`version_checks`).
     """
@@ -490,6 +492,7 @@ def preflight(config: EnvironmentConfig, clients: AwsClients, *, now: datetime |
         *_lustre_quota_checks(config, clients),
         *_reserved_capacity_checks(demands, clients, moment),
         *version_checks(config, moment.date()),
+        *_slurm_config_checks(config, clients),
     ]
 
 
@@ -533,6 +536,42 @@ def parallelcluster_versions(config: EnvironmentConfig, today: date) -> VersionC
 def hyperpod_versions(config: EnvironmentConfig, today: date) -> VersionChoice:
     """HyperPod picks its own Slurm and AMI: nothing of ours to advise on."""
     return ("hyperpod", "SageMaker HyperPod", None)
+
+
+def _slurm_config_checks(config: EnvironmentConfig, clients: AwsClients) -> list[Check]:
+    """A HyperPod Slurm cluster of the file's name deployed already, by this file or an earlier version of the
+    library: its Slurm configuration must be the file's. ``SlurmConfig`` cannot join a cluster configured by
+    ``provisioning_parameters.json`` (the update fails and rolls back, or migrates the cluster for good), and a
+    cluster configured through the API cannot go back (docs/hyperpod-slurm.md). No row without such a cluster."""
+    spec = config.hyperpod
+    if spec is None or clients.sagemaker is None:
+        return []
+    check = f"hyperpod.slurm_config of the deployed cluster {spec.cluster_name}"
+    wanted = "api" if spec.api_driven else "legacy"
+    needed = f"{wanted} (this file)"
+    try:
+        cluster = clients.sagemaker.describe_cluster(ClusterName=spec.cluster_name)
+    except ClientError as error:
+        if _error_code(error) in ("ResourceNotFound", "ValidationException"):
+            return []
+        return [_failed_call(check, needed, error, clients.sagemaker)]
+    except BotoCoreError as error:
+        return [_failed_call(check, needed, error, clients.sagemaker)]
+    deployed = "api" if any("SlurmConfig" in g for g in cluster.get("InstanceGroups", [])) else "legacy"
+    shape = {
+        "api": "api (SlurmConfig on its instance groups)",
+        "legacy": "legacy (no SlurmConfig: provisioning_parameters.json)",
+    }[deployed]
+    if deployed == wanted:
+        return [Check(check=check, needed=needed, available=shape, passed=True, remedy="")]
+    remedy = (
+        "state hyperpod.slurm_config: legacy to keep the cluster as deployed; deploying api would fail and roll "
+        "back, or move the cluster over for good (docs/hyperpod-slurm.md)"
+        if deployed == "legacy"
+        else "state hyperpod.slurm_config: api: a cluster configured through the API cannot go back to "
+        "provisioning_parameters.json"
+    )
+    return [Check(check=check, needed=needed, available=shape, passed=False, remedy=remedy)]
 
 
 def version_checks(config: EnvironmentConfig, today: date) -> list[Check]:

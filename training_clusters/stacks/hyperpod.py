@@ -88,11 +88,14 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
             accounting=self.accounting_database or spec.accounting,
             users=[_team_user(u) for u in config.users],
             node_provisioning_mode=spec.node_provisioning_mode,
+            slurm_config=spec.slurm_config,
+            slurm_config_strategy=spec.slurm_config_strategy,
         )
         if self.shared_storage is not None:
             self.shared_storage.allow_clients_from(self.cluster)
         if self.accounting_database is not None:
-            # slurmdbd on the controller is the database's only client: team users log in to the others.
+            # slurmdbd on the controller (ours, or HyperPod's through AccountingDatabase) is the database's only
+            # client: team users log in to the others.
             self.accounting_database.connections.allow_default_port_from(self.cluster.controller_connections)
             self._retain_database_subnets(self.accounting_database)
         self._add_outputs(spec)
@@ -138,7 +141,7 @@ class HyperPodEnvironment(TrainingEnvironmentStack):
         self.output(
             "LifecycleScriptsUri",
             self.cluster.source_s3_uri,
-            "Where the lifecycle scripts and provisioning_parameters.json were uploaded",
+            "Where the lifecycle scripts and their settings were uploaded",
         )
 
         self.next_steps(

@@ -54,6 +54,8 @@ from training_clusters.model.options import (
     NodeProvisioningMode,
     NodeRecovery,
     NodeRole,
+    SlurmConfigMode,
+    SlurmConfigStrategy,
 )
 from training_clusters.rules.common import mount_dir_problem
 from training_clusters.rules.downloads import (
@@ -63,16 +65,30 @@ from training_clusters.rules.downloads import (
 )
 from training_clusters.rules.hyperpod import (
     RESERVED_MOUNT_DIRS,
+    accounting_database_name_problem,
+    api_accounting_problem,
     cluster_name_problem,
+    continuous_slurm_problem,
+    fsx_lustre_dns_name_problem,
     image_id_problem,
     instance_group_name_problem,
     partition_name_problem,
+    slurm_config_strategy_problem,
 )
 from training_clusters.rules.instance_types import hyperpod_instance_type_name_problem
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
 
-#: The lifecycle entry point HyperPod runs on every node (``LifeCycleConfig.OnCreate``).
+#: The lifecycle entry point HyperPod runs on every node with legacy Slurm configuration
+#: (``LifeCycleConfig.OnCreate``): it mounts FSx and starts the Slurm daemons itself.
 ON_CREATE_SCRIPT = "on_create.sh"
+#: The entry point HyperPod runs on every node with API-driven Slurm configuration
+#: (``LifeCycleConfig.OnInitComplete``, "Extended mode": after HyperPod has set up Slurm and mounted FSx).
+ON_INIT_COMPLETE_SCRIPT = "on_init_complete.sh"
+#: Why a cluster with no ``slurm_config`` stated is warned about (``training-clusters:slurm-config-default``).
+SLURM_CONFIG_DEFAULT_WARNING = "slurm-config-default"
+#: The strategy API-driven clusters get when none is given (see :class:`HyperPodCluster`'s
+#: ``slurm_config_strategy``).
+DEFAULT_SLURM_CONFIG_STRATEGY = SlurmConfigStrategy.MERGE
 PROVISIONING_PARAMETERS_FILE = "provisioning_parameters.json"
 #: Our own settings, uploaded beside ``provisioning_parameters.json`` and read by our scripts.
 LIFECYCLE_SETTINGS_FILE = "training_clusters.json"
@@ -96,8 +112,12 @@ LIFECYCLE_SETTING_KEYS = frozenset(
         "enable_pam_slurm_adopt",
         "team_logins_on_controller",
         "download_sha256",
+        "slurm_config",
     }
 )
+#: With API-driven Slurm, ``training_clusters.json`` also names the groups (there is no
+#: ``provisioning_parameters.json``): ``on_init_complete.sh`` finds its node's role with them.
+API_GROUP_KEYS = frozenset({"controller_group", "login_group", "worker_groups"})
 #: The keys the construct writes itself from its props, which check them: ``lifecycle.extra`` cannot set them.
 OWNED_KEYS = {
     "workload_manager": "orchestrator",
@@ -115,7 +135,10 @@ OWNED_KEYS = {
     "users": "users",
     "enable_pam_slurm_adopt": "lifecycle.enable_pam_slurm_adopt",
     "team_logins_on_controller": "lifecycle.team_logins_on_controller",
+    "slurm_config": "slurm_config",
 }
+#: ``SlurmConfig.NodeType`` of each role (``ClusterSlurmConfig``: Controller | Login | Compute).
+SLURM_NODE_TYPES = {NodeRole.CONTROLLER: "Controller", NodeRole.LOGIN: "Login", NodeRole.WORKER: "Compute"}
 #: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
 USER_STEPS_FOLDER = "user_steps"
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
@@ -124,9 +147,10 @@ _MAX_EBS_GIB = 16384
 
 @dataclass(frozen=True)
 class Orchestrator:
-    """Slurm (configured by our lifecycle scripts) or an existing EKS cluster.
+    """Slurm or an existing EKS cluster.
 
-    Slurm is configured by the shipped lifecycle scripts; with EKS (``Orchestrator.eks(cluster_arn)``), use
+    Slurm is configured by HyperPod from the instance groups (``slurm_config`` api) or by the shipped
+    lifecycle scripts (legacy); with EKS (``Orchestrator.eks(cluster_arn)``), use
     :class:`~training_clusters.constructs.hyperpod_eks.cluster.HyperPodEksCluster`, which installs what HyperPod needs
     in the cluster first (``environments/hyperpod-eks-*.yaml``).
     """
@@ -275,11 +299,16 @@ class HyperPodCluster(Construct):
                 InstanceGroup(name="worker-group-1", instance_type="ml.p5.48xlarge", instance_count=2,
                               partition="gpu"),
             ],
-            lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name))
+            lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name),
+            slurm_config=SlurmConfigMode.API)
+
+    HyperPod then configures Slurm from each group's ``SlurmConfig`` and mounts FSx itself; our lifecycle
+    script adds the rest (``slurm_config``; docs/hyperpod-slurm.md).
 
     Attributes: ``cluster`` (the L1), ``cluster_name``, ``cluster_arn``, ``role``, ``controller_role``,
     ``accounting_database``, ``users``, ``bucket``,
-    ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters``, ``lifecycle_settings``,
+    ``lifecycle_prefix``, ``source_s3_uri``, ``provisioning_parameters`` (None when API-driven),
+    ``lifecycle_settings``, ``slurm_config``, ``slurm_config_strategy``, ``is_api_driven``, ``entry_script``,
     ``security_group``, ``connections``, ``controller_security_group``, ``controller_connections``.
     """
 
@@ -303,6 +332,8 @@ class HyperPodCluster(Construct):
         accounting: SlurmAccountingDatabase | HyperPodAccounting | str | None = None,
         users: Sequence[TeamUser] = (),
         node_provisioning_mode: NodeProvisioningMode | str | None = None,
+        slurm_config: SlurmConfigMode | str | None = None,
+        slurm_config_strategy: SlurmConfigStrategy | str | None = None,
     ) -> None:
         """Create the cluster, its execution role, bucket and lifecycle upload.
 
@@ -348,13 +379,48 @@ class HyperPodCluster(Construct):
         :param users: The team's Linux users, the same ids on every node, homes on the shared file system.
             Default: none.
         :param node_provisioning_mode: ``CONTINUOUS``: nodes join as they come, the cluster is usable
-            before all have. Default: HyperPod's all-or-nothing provisioning.
+            before all have; needs ``slurm_config`` API under Slurm. Default: HyperPod's all-or-nothing
+            provisioning.
+        :param slurm_config: Who configures Slurm (Slurm orchestrator only). ``API``: each instance group's
+            ``SlurmConfig`` (NodeType Controller, Login, or Compute with ``PartitionNames`` [its partition]),
+            FSx in each group's ``InstanceStorageConfigs`` (``FsxLustreConfig`` DnsName, MountName,
+            MountPath = ``lustre.mount_dir``), and ``LifeCycleConfig.OnInitComplete`` =
+            :data:`ON_INIT_COMPLETE_SCRIPT`: HyperPod writes slurm.conf's node and partition lines, starts the
+            daemons, keeps accounting on the controller (or in the ``accounting`` database under continuous
+            provisioning) and mounts FSx, then our script adds what it does not do (the team's users, the
+            IMDS guard and node access, packages, Enroot/Pyxis and Docker, our slurm.conf keys,
+            observability, your steps). No ``provisioning_parameters.json`` is uploaded. ``LEGACY``:
+            ``provisioning_parameters.json`` and ``OnCreate`` = :data:`ON_CREATE_SCRIPT`, which does all of
+            it itself: for a cluster deployed by an earlier version of this library (HyperPod refuses
+            ``SlurmConfig`` beside that file: the update fails and rolls back; AWS's migration guide,
+            sagemaker-hyperpod-slurm-api-config-migration, moves a cluster over by hand, one way). Default:
+            ``API``, with the warning ``training-clusters:slurm-config-default`` saying so: state it to
+            silence it. API needs a HyperPod AMI from January 2026 or later (what HyperPod gives a new
+            cluster; a custom ``image_id`` must be built from one).
+        :param slurm_config_strategy: ``Orchestrator.Slurm.SlurmConfigStrategy`` of an API-driven cluster:
+            what an update does when slurm.conf on the controller differs from the API's configuration.
+            ``MANAGED`` fails the update and rolls it back, ``OVERWRITE`` discards the edits, ``MERGE`` keeps
+            them. AWS's pages disagree on the service's default (the reference says Managed, the migration
+            guide Merge), so it is always sent. Refused under continuous provisioning, which rejects any
+            value and merges. Default: ``MERGE``: our lifecycle script keeps its own keys in slurm.conf
+            (``JobRequeue``, ``RequeueExit``, pam_slurm_adopt's), which ``MANAGED`` would count as drift
+            (every update failing) and ``OVERWRITE`` would discard on each update; and it is what continuous
+            provisioning does anyway, so both modes behave alike.
         """
         super().__init__(scope, id)
         claim_efa_groups(
             additional_security_groups, cluster=self, owner=self, prop="additional_security_groups"
         )
         self._orchestrator = orchestrator or Orchestrator.slurm()
+        self.node_provisioning_mode = (
+            None
+            if node_provisioning_mode is None
+            else option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
+        )
+        #: ``API`` or ``LEGACY`` under Slurm (see ``slurm_config``); None with EKS.
+        self.slurm_config: SlurmConfigMode | None = self._slurm_config_option(slurm_config)
+        #: The ``SlurmConfigStrategy`` sent, or None (legacy, EKS, continuous provisioning).
+        self.slurm_config_strategy: SlurmConfigStrategy | None = self._strategy_option(slurm_config_strategy)
         node_recovery = option(self, "node_recovery", NodeRecovery, node_recovery)
         instance_groups = [self._group_options(i, g) for i, g in enumerate(instance_groups)]
         self._check_cluster_name(cluster_name)
@@ -369,11 +435,9 @@ class HyperPodCluster(Construct):
         self._accounting = self._accounting_option(accounting, lifecycle_scripts_dir)
         self._check_users(users, lifecycle_scripts_dir)
         self.users = tuple(users)
-        self.node_provisioning_mode = (
-            None
-            if node_provisioning_mode is None
-            else option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
-        )
+        self._check_api_accounting()
+        if self.is_api_driven:
+            self._check_api_lustre(lustre)
         self.cluster_name = cluster_name
         self.instance_groups = tuple(instance_groups)
         self.lifecycle_prefix = f"lifecycle/{cluster_name}/"
@@ -389,8 +453,13 @@ class HyperPodCluster(Construct):
         )
         self.bucket = bucket or SecureBucket(self, "LifecycleBucket", name_prefix="sagemaker-").bucket
         self.source_s3_uri = f"s3://{self.bucket.bucket_name}/{self.lifecycle_prefix}"
-        self.provisioning_parameters = self._provisioning_parameters(lustre, lifecycle, lifecycle_scripts_dir)
-        self.lifecycle_settings = self._lifecycle_settings(lustre, lifecycle)
+        #: ``provisioning_parameters.json`` (legacy Slurm, EKS), or None: API-driven clusters have none.
+        self.provisioning_parameters: dict[str, Any] | None = (
+            None
+            if self.is_api_driven
+            else self._provisioning_parameters(lustre, lifecycle, lifecycle_scripts_dir)
+        )
+        self.lifecycle_settings = self._lifecycle_settings(lustre, lifecycle, lifecycle_scripts_dir)
         self.deployment = self._upload_lifecycle_scripts(lifecycle_scripts_dir, lifecycle)
         self.role = role or self._create_execution_role(subnet)
         self._grant_lifecycle_read()
@@ -403,6 +472,7 @@ class HyperPodCluster(Construct):
         )
         self._grant_accounting_secret()
         self._grant_volume_keys()
+        self._lustre = lustre
         self.cluster = self._create_cluster(subnet, node_recovery)
         self.cluster_arn: str = self.cluster.attr_cluster_arn
         self.cluster_id: str = cdk.Fn.select(1, cdk.Fn.split("cluster/", self.cluster.attr_cluster_arn))
@@ -426,6 +496,16 @@ class HyperPodCluster(Construct):
                 f"{self._accounting.name}",
             )
         return SameEnvironmentConnections(owner=self, security_groups=[self.controller_security_group])
+
+    @property
+    def is_api_driven(self) -> bool:
+        """Whether HyperPod configures Slurm from the instance groups' ``SlurmConfig`` (``slurm_config`` API)."""
+        return self.slurm_config is SlurmConfigMode.API
+
+    @property
+    def entry_script(self) -> str:
+        """The lifecycle entry point HyperPod runs: ``on_init_complete.sh`` (API) or ``on_create.sh``."""
+        return ON_INIT_COMPLETE_SCRIPT if self.is_api_driven else ON_CREATE_SCRIPT
 
     @property
     def controller_group(self) -> InstanceGroup | None:
@@ -507,7 +587,8 @@ class HyperPodCluster(Construct):
 
     def _check_scripts_folder(self, scripts_dir: str | Path) -> None:
         folder = Path(scripts_dir)
-        wanted = f"a folder holding {ON_CREATE_SCRIPT}, the script HyperPod runs on every node"
+        entry = self.entry_script
+        wanted = f"a folder holding {entry}, the script HyperPod runs on every node"
         if not folder.exists():
             raise fail(
                 self.node.path,
@@ -518,11 +599,11 @@ class HyperPodCluster(Construct):
             raise fail(
                 self.node.path, "lifecycle_scripts_dir", f"must be {wanted}, got '{scripts_dir}', a file"
             )
-        if not (folder / ON_CREATE_SCRIPT).is_file():
+        if not (folder / entry).is_file():
             raise fail(
                 self.node.path,
                 "lifecycle_scripts_dir",
-                f"must be {wanted}, got '{scripts_dir}', which has no {ON_CREATE_SCRIPT}",
+                f"must be {wanted}, got '{scripts_dir}', which has no {entry}",
             )
 
     def _lifecycle_options(
@@ -555,8 +636,19 @@ class HyperPodCluster(Construct):
             )
         if scripts_dir is not None:
             return
-        known = PROVISIONING_PARAMETER_KEYS | LIFECYCLE_SETTING_KEYS
+        known = (
+            LIFECYCLE_SETTING_KEYS
+            if self.is_api_driven
+            else PROVISIONING_PARAMETER_KEYS | LIFECYCLE_SETTING_KEYS
+        )
         for key in options.extra:
+            if key in PROVISIONING_PARAMETER_KEYS and self.is_api_driven:
+                raise fail(
+                    self.node.path,
+                    "lifecycle.extra",
+                    f"holds '{key}', a key of provisioning_parameters.json, which an API-driven cluster "
+                    "(slurm_config api) does not upload",
+                )
             if key not in known:
                 raise fail(
                     self.node.path,
@@ -665,6 +757,62 @@ class HyperPodCluster(Construct):
                 f"or the EKS orchestrator, got {mode.name}",
             )
         return mode
+
+    def _slurm_config_option(self, value: SlurmConfigMode | str | None) -> SlurmConfigMode | None:
+        """The Slurm configuration mode (None with EKS); API with a warning when none was given."""
+        if not self._orchestrator.is_slurm:
+            if value is not None:
+                raise fail(
+                    self.node.path,
+                    "slurm_config",
+                    f"applies to the Slurm orchestrator only, got {value} with the EKS orchestrator",
+                )
+            return None
+        if value is None:
+            advise(
+                self,
+                SLURM_CONFIG_DEFAULT_WARNING,
+                "slurm_config is not stated, so this cluster is API-driven (each instance group's "
+                "SlurmConfig, no provisioning_parameters.json). A cluster deployed by an earlier version of "
+                "this library is legacy: HyperPod refuses SlurmConfig beside its provisioning_parameters.json "
+                "and the update fails and rolls back. State slurm_config legacy for such a cluster, or "
+                "slurm_config api for a new one (docs/hyperpod-slurm.md).",
+            )
+            return SlurmConfigMode.API
+        mode = option(self, "slurm_config", SlurmConfigMode, value)
+        continuous = self.node_provisioning_mode is NodeProvisioningMode.CONTINUOUS
+        refuse(
+            self, "node_provisioning_mode", continuous_slurm_problem(mode is SlurmConfigMode.API, continuous)
+        )
+        return mode
+
+    def _strategy_option(self, value: SlurmConfigStrategy | str | None) -> SlurmConfigStrategy | None:
+        """The strategy sent: the one given, or :data:`DEFAULT_SLURM_CONFIG_STRATEGY` for an API-driven
+        cluster without continuous provisioning (which takes none)."""
+        continuous = self.node_provisioning_mode is NodeProvisioningMode.CONTINUOUS
+        if value is not None:
+            strategy = option(self, "slurm_config_strategy", SlurmConfigStrategy, value)
+            refuse(
+                self,
+                "slurm_config_strategy",
+                slurm_config_strategy_problem(strategy.value, self.is_api_driven, continuous),
+            )
+            return strategy
+        return DEFAULT_SLURM_CONFIG_STRATEGY if self.is_api_driven and not continuous else None
+
+    def _check_api_accounting(self) -> None:
+        continuous = self.node_provisioning_mode is NodeProvisioningMode.CONTINUOUS
+        refuse(
+            self, "accounting", api_accounting_problem(self._accounting.value, self.is_api_driven, continuous)
+        )
+        database = self.accounting_database
+        if self.is_api_driven and database is not None and not is_unresolved(database.databases[0]):
+            refuse(self, "accounting", accounting_database_name_problem(database.databases[0]))
+
+    def _check_api_lustre(self, lustre: LustreMount | None) -> None:
+        """HyperPod's ``FsxLustreConfig.DnsName`` is narrower than a host name: an FSx file system's."""
+        if lustre is not None and not is_unresolved(lustre.dns_name):
+            refuse(self, "lustre.dns_name", fsx_lustre_dns_name_problem(lustre.dns_name))
 
     def _check_users(self, users: Sequence[TeamUser], scripts_dir: str | Path | None) -> None:
         if not users:
@@ -852,12 +1000,18 @@ class HyperPodCluster(Construct):
         params.update({key: value for key, value in options.extra.items() if key not in ours})
         return params
 
-    def _lifecycle_settings(self, lustre: LustreMount | None, options: LifecycleOptions) -> dict[str, Any]:
-        """``training_clusters.json``: the settings of the shipped scripts and the steps of yours."""
-        settings: dict[str, Any] = {
-            "enable_enroot_pyxis": options.enable_enroot_pyxis,
-            "enable_observability": options.enable_observability,
-        }
+    def _lifecycle_settings(
+        self, lustre: LustreMount | None, options: LifecycleOptions, scripts_dir: str | Path | None
+    ) -> dict[str, Any]:
+        """``training_clusters.json``: the settings of the shipped scripts and the steps of yours. An
+        API-driven cluster's also names its groups (``on_init_complete.sh`` finds its node's role with them)
+        and leaves accounting out: HyperPod runs it."""
+        settings: dict[str, Any] = {}
+        if self.is_api_driven:
+            settings["slurm_config"] = str(SlurmConfigMode.API)
+            settings.update(self._group_settings())
+        settings["enable_enroot_pyxis"] = options.enable_enroot_pyxis
+        settings["enable_observability"] = options.enable_observability
         if lustre is not None:
             settings["fsx_mount_dir"] = lustre.mount_dir
         if options.enable_docker:
@@ -866,7 +1020,9 @@ class HyperPodCluster(Construct):
             settings["enable_pam_slurm_adopt"] = True
         if options.team_logins_on_controller:
             settings["team_logins_on_controller"] = True
-        if self._accounting is HyperPodAccounting.LOCAL:
+        if self.is_api_driven:
+            pass  # HyperPod's own slurmdbd: MariaDB on the controller, or AccountingDatabase
+        elif self._accounting is HyperPodAccounting.LOCAL:
             settings["accounting"] = {"mode": "local"}
         elif self.accounting_database is not None:
             db = self.accounting_database
@@ -888,8 +1044,23 @@ class HyperPodCluster(Construct):
                 }
                 for step in options.extra_steps
             ]
-        settings.update({key: value for key, value in options.extra.items() if key in LIFECYCLE_SETTING_KEYS})
+        ours = LIFECYCLE_SETTING_KEYS if scripts_dir is None or not self.is_api_driven else options.extra
+        settings.update({key: value for key, value in options.extra.items() if key in ours})
         return settings
+
+    def _group_settings(self) -> dict[str, Any]:
+        """The controller, login and worker groups (with their partitions), as the legacy file names them."""
+        controller = self.controller_group
+        assert controller is not None
+        groups: dict[str, Any] = {"controller_group": controller.name}
+        if self.login_group is not None:
+            groups["login_group"] = self.login_group.name
+        groups["worker_groups"] = [
+            {"instance_group_name": g.name, "partition_name": g.partition}
+            for g in self.instance_groups
+            if g.role is NodeRole.WORKER
+        ]
+        return groups
 
     def _upload_lifecycle_scripts(
         self, scripts_dir: str | Path | None, options: LifecycleOptions
@@ -902,7 +1073,13 @@ class HyperPodCluster(Construct):
             destination_key_prefix=self.lifecycle_prefix,
             sources=[
                 s3deploy.Source.asset(str(folder), exclude=["__pycache__", "*.pyc", "README.md"]),
-                s3deploy.Source.json_data(PROVISIONING_PARAMETERS_FILE, self.provisioning_parameters),
+                *(
+                    []
+                    if self.provisioning_parameters is None
+                    else [
+                        s3deploy.Source.json_data(PROVISIONING_PARAMETERS_FILE, self.provisioning_parameters)
+                    ]
+                ),
                 s3deploy.Source.json_data(LIFECYCLE_SETTINGS_FILE, self.lifecycle_settings),
                 *(
                     s3deploy.Source.data(
@@ -1107,15 +1284,7 @@ class HyperPodCluster(Construct):
                 security_group_ids=[sg.security_group_id for sg in self.security_groups],
                 subnets=[subnet.subnet_id],
             ),
-            orchestrator=(
-                None
-                if self._orchestrator.is_slurm
-                else sagemaker.CfnCluster.OrchestratorProperty(
-                    eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(
-                        cluster_arn=self._orchestrator.eks_cluster_arn or ""
-                    )
-                )
-            ),
+            orchestrator=self._orchestrator_property(),
         )
         # Nodes download the scripts at creation and need the role's policies: wait for both (IAM is
         # eventually consistent, and a missing script fails the whole cluster).
@@ -1128,6 +1297,55 @@ class HyperPodCluster(Construct):
             # DB cluster exists minutes before it) and that user. In another stack this is a stack dependency.
             cluster.node.add_dependency(self.accounting_database.ready)
         return cluster
+
+    def _orchestrator_property(self) -> sagemaker.CfnCluster.OrchestratorProperty | None:
+        """EKS; API-driven Slurm (its strategy, or HyperPod's accounting database under continuous
+        provisioning, or nothing: ``Slurm: {}``); legacy Slurm sends none."""
+        if not self._orchestrator.is_slurm:
+            return sagemaker.CfnCluster.OrchestratorProperty(
+                eks=sagemaker.CfnCluster.ClusterOrchestratorEksConfigProperty(
+                    cluster_arn=self._orchestrator.eks_cluster_arn or ""
+                )
+            )
+        if not self.is_api_driven:
+            return None
+        return sagemaker.CfnCluster.OrchestratorProperty(
+            slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
+                slurm_config_strategy=None
+                if self.slurm_config_strategy is None
+                else self.slurm_config_strategy.value,
+                accounting_database=self._accounting_database_property(),
+            )
+        )
+
+    def _accounting_database_property(self) -> sagemaker.CfnCluster.ClusterAccountingDatabaseProperty | None:
+        """HyperPod's ``AccountingDatabase`` (continuous provisioning): our Aurora database, its first
+        database (the one slurmdbd's user has ``ALL`` on; the API's own default name differs per page, so it
+        is sent) and slurmdbd's own rotating secret (``username`` / ``password`` JSON), never the master's."""
+        database = self.accounting_database
+        if database is None or not self.is_api_driven:
+            return None
+        return sagemaker.CfnCluster.ClusterAccountingDatabaseProperty(
+            endpoint=database.endpoint,
+            name=database.databases[0],
+            port=database.port,
+            secret_arn=database.slurmdbd_secret.secret_arn,
+        )
+
+    def _slurm_config_property(
+        self, group: InstanceGroup
+    ) -> sagemaker.CfnCluster.ClusterSlurmConfigProperty | None:
+        """``SlurmConfig`` of an API-driven cluster's group: Controller, Login, or Compute in its partition."""
+        if not self.is_api_driven:
+            return None
+        if group.role is NodeRole.WORKER:
+            assert group.partition is not None
+            return sagemaker.CfnCluster.ClusterSlurmConfigProperty(
+                node_type=SLURM_NODE_TYPES[NodeRole.WORKER], partition_names=[group.partition]
+            )
+        return sagemaker.CfnCluster.ClusterSlurmConfigProperty(
+            node_type=SLURM_NODE_TYPES[NodeRole(group.role)]
+        )
 
     def _interface_groups(self) -> list[ec2.ISecurityGroup]:
         """Every group a node's interface may carry: the cluster's, and the controller's own."""
@@ -1159,9 +1377,12 @@ class HyperPodCluster(Construct):
             execution_role=self._role_of(group).role_arn,
             threads_per_core=group.threads_per_core,
             life_cycle_config=sagemaker.CfnCluster.ClusterLifeCycleConfigProperty(
-                source_s3_uri=self.source_s3_uri, on_create=ON_CREATE_SCRIPT
+                source_s3_uri=self.source_s3_uri,
+                on_create=None if self.is_api_driven else ON_CREATE_SCRIPT,
+                on_init_complete=ON_INIT_COMPLETE_SCRIPT if self.is_api_driven else None,
             ),
-            instance_storage_configs=_storage_configs(group),
+            instance_storage_configs=_storage_configs(group, self._lustre if self.is_api_driven else None),
+            slurm_config=self._slurm_config_property(group),
             image_id=group.image_id,
             on_start_deep_health_checks=[str(c) for c in checks] or None,
             training_plan_arn=None if group.capacity is None else group.capacity.training_plan_arn,
@@ -1170,9 +1391,10 @@ class HyperPodCluster(Construct):
 
 
 def _storage_configs(
-    group: InstanceGroup,
+    group: InstanceGroup, lustre: LustreMount | None = None
 ) -> list[sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty] | None:
-    """``InstanceStorageConfigs``: the extra volume (``/opt/sagemaker``) and the root volume's size."""
+    """``InstanceStorageConfigs``: the extra volume (``/opt/sagemaker``), the root volume's size and, for an
+    API-driven cluster, the FSx for Lustre file system HyperPod mounts (``lustre``)."""
     volumes = []
     if group.extra_volume_gib:
         volumes.append(
@@ -1189,9 +1411,18 @@ def _storage_configs(
                 root_volume=True, volume_size_in_gb=group.root_volume_gib
             )
         )
-    return [
+    configs = [
         sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(ebs_volume_config=v) for v in volumes
-    ] or None
+    ]
+    if lustre is not None:
+        configs.append(
+            sagemaker.CfnCluster.ClusterInstanceStorageConfigProperty(
+                fsx_lustre_config=sagemaker.CfnCluster.ClusterFsxLustreConfigProperty(
+                    dns_name=lustre.dns_name, mount_name=lustre.mount_name, mount_path=lustre.mount_dir
+                )
+            )
+        )
+    return configs or None
 
 
 def lifecycle_scripts_path() -> Path:

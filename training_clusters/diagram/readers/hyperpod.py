@@ -54,9 +54,14 @@ class HyperPodReader(GraphReader):
                 if self.type_of(t) == "AWS::FSx::FileSystem"
             ]
             eks = _target(_dict(_dict(props.get("Orchestrator")).get("Eks")).get("ClusterArn"))
+            # API-driven Slurm: HyperPod's AccountingDatabase instead of the lifecycle settings' database.
+            accounting = _dict(_dict(props.get("Orchestrator")).get("Slurm")).get("AccountingDatabase")
             databases = [
                 t
-                for t in _targets(_dict(self.resources.get(deployment or "", {})).get("Properties"))
+                for t in (
+                    *_targets(_dict(self.resources.get(deployment or "", {})).get("Properties")),
+                    *_targets(accounting),
+                )
                 if self.type_of(t) == "AWS::RDS::DBCluster"
             ]
             for group in _list(props.get("InstanceGroups")):
@@ -75,6 +80,7 @@ class HyperPodReader(GraphReader):
                     )
                 else:
                     self.link(node_id, file_systems, EdgeKind.MOUNTS, mount)
+                    self.hyperpod_mounts(node_id, group)
                 if self.nodes[node_id].role is NodeRole.CONTROLLER:
                     self.link(node_id, databases, EdgeKind.DATABASE, "slurmdbd")
                 self.link(
@@ -83,6 +89,13 @@ class HyperPodReader(GraphReader):
                     EdgeKind.FETCHES,
                     "lifecycle scripts",
                 )
+
+    def hyperpod_mounts(self, node_id: str, group: Mapping[str, Any]) -> None:
+        """API-driven Slurm: the FSx file systems HyperPod mounts on a group (``FsxLustreConfig``)."""
+        for config in _list(group.get("InstanceStorageConfigs")):
+            lustre = _dict(_dict(config).get("FsxLustreConfig"))
+            targets = [t for t in _targets(lustre) if self.type_of(t) == "AWS::FSx::FileSystem"]
+            self.link(node_id, targets, EdgeKind.MOUNTS, _literal(lustre.get("MountPath")) or "")
 
     def instance_group(
         self,

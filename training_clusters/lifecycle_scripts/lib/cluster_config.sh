@@ -5,7 +5,10 @@
 #                                 HyperPod's reference lifecycle scripts use (version,
 #                                 workload_manager, controller_group, login_group, worker_groups,
 #                                 fsx_dns_name, fsx_mountname)
-#   training_clusters.json        uploaded beside it: this project's own settings (optional)
+#   training_clusters.json        uploaded beside it: this project's own settings (optional); with
+#                                 API-driven Slurm ("slurm_config": "api") there is no
+#                                 provisioning_parameters.json and this file names the groups itself
+#                                 (controller_group, login_group, worker_groups)
 #   resource_config.json          written by HyperPod at /opt/ml/config/resource_config.json
 # and sets TC_* shell variables. Values are validated here, once, because they end up in fstab,
 # slurm.conf and command lines.
@@ -19,6 +22,8 @@ TC_LOGIN_GROUP=""
 TC_FSX_DNS_NAME=""
 TC_FSX_MOUNTNAME=""
 TC_FSX_MOUNT_DIR=""
+TC_FSX_MANAGED=""         # true: HyperPod mounts FSx at TC_FSX_MOUNT_DIR (API-driven Slurm)
+TC_SLURM_CONFIG=""        # api | legacy
 TC_ENABLE_OBSERVABILITY=""
 TC_ENABLE_ENROOT_PYXIS=""
 TC_SLURM_REQUEUE_EXIT=""
@@ -71,8 +76,39 @@ tc_preflight() {
         "team_logins_on_controller=${TC_TEAM_LOGINS_ON_CONTROLLER}"
 }
 
+# Step preflight of on_init_complete.sh (API-driven Slurm): training_clusters.json names the groups and
+# there is no provisioning_parameters.json.
+tc_preflight_api() {
+    if ! command -v "$TC_PYTHON" >/dev/null 2>&1; then
+        tc_error "python3 not found (TC_PYTHON='${TC_PYTHON}'): it is needed to read the JSON configuration"
+        return 1
+    fi
+    if [[ ! -f $TC_SETTINGS_FILE ]]; then
+        tc_error "settings not found at ${TC_SETTINGS_FILE}: upload training_clusters.json next to on_init_complete.sh"
+        return 1
+    fi
+    if [[ ! -f $TC_RESOURCE_CONFIG ]]; then
+        tc_error "HyperPod resource config not found at ${TC_RESOURCE_CONFIG} (set SAGEMAKER_RESOURCE_CONFIG_PATH to override)"
+        return 1
+    fi
+    tc_load_params "" "$TC_SETTINGS_FILE"
+    log "settings: slurm_config=${TC_SLURM_CONFIG} controller_group=${TC_CONTROLLER_GROUP}" \
+        "login_group=${TC_LOGIN_GROUP:-<none>} worker_groups=${TC_WORKER_GROUPS[*]:-<none>}" \
+        "fsx_mount_dir=${TC_FSX_MANAGED:+${TC_FSX_MOUNT_DIR} (mounted by HyperPod)}${TC_FSX_MANAGED:-<none>}" \
+        "enable_enroot_pyxis=${TC_ENABLE_ENROOT_PYXIS} enable_observability=${TC_ENABLE_OBSERVABILITY}" \
+        "slurm_requeue_exit=${TC_SLURM_REQUEUE_EXIT:-<none>} extra_steps=${TC_EXTRA_STEPS[*]:-<none>}" \
+        "enable_docker=${TC_ENABLE_DOCKER} users=${#TC_USERS[@]}" \
+        "enable_pam_slurm_adopt=${TC_ENABLE_PAM_SLURM_ADOPT} team_logins_on_controller=${TC_TEAM_LOGINS_ON_CONTROLLER}"
+}
+
+# tc_has_fsx: whether the node has the shared FSx file system (mounted by us, or by HyperPod).
+tc_has_fsx() {
+    [[ -n $TC_FSX_DNS_NAME || $TC_FSX_MANAGED == true ]]
+}
+
 # tc_load_params PARAMS_FILE SETTINGS_FILE: validate provisioning_parameters.json and
 # training_clusters.json (optional: defaults apply without it) and set the TC_* parameter variables.
+# An empty PARAMS_FILE: API-driven Slurm, whose training_clusters.json names the groups.
 tc_load_params() {
     local out key value
     out="$("$TC_PYTHON" -I -S - "$1" "$2" "${TC_HOME:-.}" <<'PY'
@@ -87,7 +123,9 @@ SETTINGS = os.path.basename(settings_path)
 # provisioning_parameters.json keeps the keys HyperPod's reference scripts read; ours live beside it.
 OURS = ("fsx_mount_dir", "enable_enroot_pyxis", "enable_observability", "slurm_requeue_exit_codes",
         "extra_steps", "enable_docker", "accounting", "users", "enable_pam_slurm_adopt",
-        "team_logins_on_controller", "download_sha256")
+        "team_logins_on_controller", "download_sha256", "slurm_config")
+# With API-driven Slurm, training_clusters.json also names the groups (there is no provisioning_parameters.json).
+GROUP_KEYS = ("controller_group", "login_group", "worker_groups")
 ROLES = ("controller", "login", "worker")
 
 
@@ -109,14 +147,30 @@ def load(path, required):
     return data
 
 
-params = load(params_path, required=True)
-settings = load(settings_path, required=False)
+settings = load(settings_path, required=not params_path)
+api = not params_path
+slurm_config = settings.get("slurm_config", "legacy")
+if slurm_config not in ("api", "legacy"):
+    fail(SETTINGS, f"slurm_config must be api or legacy, got {slurm_config!r}")
+if api != (slurm_config == "api"):
+    entry = "on_init_complete.sh (OnInitComplete)" if api else "on_create.sh (OnCreate)"
+    fail(SETTINGS, f"slurm_config {slurm_config!r} does not go with {entry}: api runs on_init_complete.sh, "
+         "legacy on_create.sh with provisioning_parameters.json")
+if api:
+    PARAMS = SETTINGS
+    params = {key: settings[key] for key in GROUP_KEYS if key in settings}
+    if "accounting" in settings:
+        fail(SETTINGS, "accounting is HyperPod's with slurm_config api (its own slurmdbd), got "
+             f"{settings['accounting']!r}")
+else:
+    params = load(params_path, required=True)
 for key in OURS:
     if key in params:
         print(f"warning={PARAMS}: {key} is ignored there: it belongs in {SETTINGS}")
-unknown = sorted(set(settings) - set(OURS))
+allowed = OURS + GROUP_KEYS if api else OURS
+unknown = sorted(set(settings) - set(allowed))
 if unknown:
-    fail(SETTINGS, f"unknown key {unknown[0]!r}: allowed are {', '.join(OURS)}")
+    fail(SETTINGS, f"unknown key {unknown[0]!r}: allowed are {', '.join(allowed)}")
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 DNS = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*$")
@@ -164,6 +218,8 @@ out = {
     "enable_docker": flag("enable_docker", False),
     "enable_pam_slurm_adopt": flag("enable_pam_slurm_adopt", False),
     "team_logins_on_controller": flag("team_logins_on_controller", False),
+    "slurm_config": slurm_config,
+    "fsx_managed": "true" if api and "fsx_mount_dir" in settings else "",
 }
 if bool(out["fsx_dns_name"]) != bool(out["fsx_mountname"]):
     fail(PARAMS, "fsx_dns_name and fsx_mountname must be given together (or both left out to skip FSx), "
@@ -330,6 +386,8 @@ PY
             fsx_dns_name) TC_FSX_DNS_NAME=$value ;;
             fsx_mountname) TC_FSX_MOUNTNAME=$value ;;
             fsx_mount_dir) TC_FSX_MOUNT_DIR=$value ;;
+            fsx_managed) TC_FSX_MANAGED=$value ;;
+            slurm_config) TC_SLURM_CONFIG=$value ;;
             enable_observability) TC_ENABLE_OBSERVABILITY=$value ;;
             enable_enroot_pyxis) TC_ENABLE_ENROOT_PYXIS=$value ;;
             slurm_requeue_exit) TC_SLURM_REQUEUE_EXIT=$value ;;

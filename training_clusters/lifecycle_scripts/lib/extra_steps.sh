@@ -10,7 +10,7 @@
 # with this node's facts in its environment.
 tc_run_extra_step() {
     local path="${TC_HOME}/$1" fsx_dir=""
-    if [[ -n $TC_FSX_DNS_NAME ]]; then
+    if tc_has_fsx; then
         fsx_dir=$TC_FSX_MOUNT_DIR
     fi
     log "running $1 (role ${TC_ROLE}, group ${TC_GROUP})"

@@ -208,7 +208,10 @@ tc_install_slurm_keys() {
             echo "slurm.conf RequeueExit ${TC_SLURM_REQUEUE_EXIT}"
         fi
         # Accounting through slurmdbd on this node (lib/accounting.sh), when training_clusters.json asks.
-        tc_accounting_slurm_keys
+        # (With API-driven Slurm, accounting is HyperPod's: lib/accounting.sh is not sourced.)
+        if declare -F tc_accounting_slurm_keys >/dev/null; then
+            tc_accounting_slurm_keys
+        fi
         # pam_slurm_adopt (lib/pam_slurm_adopt.sh) adopts SSH sessions into the job's "extern" step,
         # which needs PrologFlags=Contain and Slurm's cgroup plugins (https://slurm.schedmd.com/
         # pam_slurm_adopt.html), as AWS's reference utils/pam_adopt_cgroup_wheel.sh sets them; then
@@ -247,6 +250,35 @@ Unit=${TC_SLURM_KEYS_UNIT}.service
 [Install]
 WantedBy=multi-user.target
 EOF
+}
+
+# Step slurm-keys of on_init_complete.sh (API-driven Slurm, controller): HyperPod wrote slurm.conf and
+# started slurmctld before running the script; our settings go in as with on_create.sh (kept by the same
+# path unit) and `scontrol reconfigure` makes slurmctld read them (since Slurm 23.11 it restarts the
+# daemons in place: https://slurm.schedmd.com/scontrol.html#OPT_reconfigure). SlurmConfigStrategy Merge
+# (the construct's default, and what continuous provisioning does) keeps these edits across updates.
+tc_setup_slurm_keys_api() {
+    local conf="${TC_SLURM_ETC}/slurm.conf" keys_command="${TC_ROOT}${TC_SLURM_KEYS_COMMAND}"
+    tc_wait_for_slurm_conf "$conf"
+    tc_backup_once "$conf"
+    tc_backup_once "${TC_SLURM_ETC}/cgroup.conf"
+    tc_check_topology "$conf"
+    tc_install_slurm_keys
+    systemctl daemon-reload
+    TC_ROOT=$TC_ROOT "$BASH" "$keys_command"
+    systemctl enable --now "${TC_SLURM_KEYS_UNIT}.path"
+    log "${TC_SLURM_KEYS_UNIT}.path keeps the settings of ${TC_SLURM_KEYS_SETTINGS} applied"
+}
+
+# Step slurm-ready of on_init_complete.sh: HyperPod started this node's Slurm daemon; wait, bounded, until
+# slurmctld answers (and, on the controller, slurmctld's unit is active), so a node whose Slurm is not up
+# fails its lifecycle run instead of reporting success.
+tc_check_slurm_api() {
+    if [[ $TC_ROLE == controller ]]; then
+        tc_wait_for_slurmctld slurmctld
+    else
+        tc_wait_for_slurmctld ""
+    fi
 }
 
 # ---------------------------------------------------------------------------------------------------

@@ -12,7 +12,7 @@
 
 tc_setup_users() {
     local entry name uid gid group home_root lock_fd=""
-    if [[ -n $TC_FSX_DNS_NAME ]]; then
+    if tc_has_fsx; then
         home_root=$TC_FSX_MOUNT_DIR
         if [[ -L "${TC_ROOT}${TC_FSX_MOUNT_DIR}/.training-clusters-home.lock" ]]; then
             tc_error "${TC_FSX_MOUNT_DIR}/.training-clusters-home.lock is a symbolic link: refusing to open it"

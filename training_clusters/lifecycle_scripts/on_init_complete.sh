@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# shellcheck source-path=SCRIPTDIR
+#
+# SageMaker HyperPod OnInitComplete entry point of the cdk-training-clusters lifecycle scripts, for
+# API-driven Slurm (each instance group's SlurmConfig; no provisioning_parameters.json).
+#
+# HyperPod runs it as root on every new node after its own set-up ("Extended mode": the
+# AWS::SageMaker::Cluster ClusterLifeCycleConfig), from the folder it downloaded
+# LifeCycleConfig.SourceS3Uri to (this folder plus training_clusters.json and user_steps/). By then
+# HyperPod has written slurm.conf's node and partition lines (and topology), started the node's Slurm
+# daemon, set up accounting and mounted FSx at the group's FsxLustreConfig.MountPath
+# ("SageMaker HyperPod Slurm configuration", sagemaker-hyperpod-ref). What is left is what AWS's
+# migration guide keeps in lifecycle scripts, "user creation, package installation, and environment
+# configuration": the team's users, the IMDS guard and node access, packages (Enroot/Pyxis, Docker),
+# our slurm.conf keys HyperPod leaves alone, observability and your steps. Same log, step runner and
+# FAILED line as on_create.sh; running it twice gives the same node.
+set -euo pipefail
+
+TC_HOME="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd -P)"
+cd -- "$TC_HOME"
+
+source lib/common.sh
+source lib/cluster_config.sh
+source lib/apt.sh
+source lib/apt_hotfix.sh
+source lib/fsx.sh
+source lib/shared_home.sh
+source lib/users.sh
+source lib/imds.sh
+source lib/node_access.sh
+source lib/docker.sh
+source lib/pam_slurm_adopt.sh
+source lib/enroot_pyxis.sh
+source lib/slurm.sh
+source lib/observability.sh
+source lib/extra_steps.sh
+
+main() {
+    local entry name script roles
+    tc_install_traps
+    log "on_init_complete.sh started (scripts: ${TC_HOME}, root: ${TC_ROOT:-/}, log: ${TC_LOG_FILE})"
+
+    run_step preflight tc_preflight_api
+    run_step detect-role tc_detect_role
+    run_step apt-hotfix tc_apt_hotfix
+    run_step apt-update tc_apt_update
+
+    # HyperPod mounted FSx (FsxLustreConfig); the cluster user's home and key pair go on it.
+    if tc_has_fsx; then
+        run_step fsx-mounted tc_wait_writable "${TC_ROOT}${TC_FSX_MOUNT_DIR}"
+        run_step shared-home tc_setup_shared_home
+    else
+        skip_step fsx-mounted "no fsx_mount_dir in training_clusters.json: the cluster has no FSx"
+        skip_step shared-home "no FSx"
+    fi
+
+    # As in on_create.sh: what keeps a team user in their lane is in force before their account exists.
+    if ((${#TC_USERS[@]} > 0)); then
+        run_step imds-guard tc_setup_imds_guard
+    else
+        skip_step imds-guard "no users in training_clusters.json: only administrators log in"
+    fi
+    if ((${#TC_USERS[@]} == 0)); then
+        skip_step controller-access "no users in training_clusters.json: only administrators log in"
+    elif [[ $TC_ROLE != controller ]]; then
+        skip_step controller-access "runs on the controller only"
+    elif [[ $TC_TEAM_LOGINS_ON_CONTROLLER == true ]]; then
+        skip_step controller-access "team_logins_on_controller is true: the team logs in here too"
+    else
+        run_step controller-access tc_keep_team_off_node
+    fi
+
+    if [[ $TC_ENABLE_PAM_SLURM_ADOPT != true ]]; then
+        skip_step pam-slurm-adopt "enable_pam_slurm_adopt is false"
+    elif [[ $TC_ROLE != worker ]]; then
+        skip_step pam-slurm-adopt "runs on workers only (the controller sets PrologFlags=Contain)"
+    else
+        run_step pam-slurm-adopt tc_setup_pam_slurm_adopt
+    fi
+
+    if ((${#TC_USERS[@]} > 0)); then
+        run_step users tc_setup_users
+    else
+        skip_step users "no users in training_clusters.json"
+    fi
+
+    if [[ $TC_ENABLE_ENROOT_PYXIS == true ]]; then
+        run_step enroot-pyxis tc_setup_enroot_pyxis
+    else
+        skip_step enroot-pyxis "enable_enroot_pyxis is false"
+    fi
+
+    if [[ $TC_ENABLE_DOCKER == true ]]; then
+        run_step docker tc_setup_docker
+    else
+        skip_step docker "enable_docker is false"
+    fi
+
+    # HyperPod runs Slurm and its accounting; the controller keeps our keys in slurm.conf.
+    if [[ $TC_ROLE == controller ]]; then
+        run_step slurm-keys tc_setup_slurm_keys_api
+    else
+        skip_step slurm-keys "runs on the controller only"
+    fi
+    run_step slurm-ready tc_check_slurm_api
+
+    if [[ $TC_ENABLE_OBSERVABILITY == true ]]; then
+        run_step observability tc_setup_observability
+    else
+        skip_step observability "enable_observability is false"
+    fi
+
+    for entry in "${TC_EXTRA_STEPS[@]}"; do
+        IFS=: read -r name script roles <<<"$entry"
+        if [[ ,${roles}, == *,"${TC_ROLE}",* ]]; then
+            run_step "user-${name}" tc_run_extra_step "$script"
+        else
+            skip_step "user-${name}" "runs on ${roles//,/, } nodes only"
+        fi
+    done
+
+    log "SUCCESS: node configured as ${TC_ROLE} (group ${TC_GROUP}) in ${SECONDS}s"
+}
+
+mkdir -p -- "$(dirname -- "$TC_LOG_FILE")"
+main "$@" 2>&1 | tee -a -- "$TC_LOG_FILE"
