@@ -18,11 +18,13 @@ The system nodes, where the add-ons run with their EKS Pod Identity tokens, carr
 kubernetes/kubernetes ``cluster/addons/dns/coredns/coredns.yaml.base``):
 a pod that does not tolerate it is never scheduled there. Every add-on meant for those nodes gets
 :func:`system_placement` (the system nodes' labels and :data:`SYSTEM_TOLERATION`); a team's pods get
-neither, and so run only on the accelerator nodes their jobs ask for. The EKS add-ons need nothing from us:
-the EBS and FSx CSI controllers tolerate ``CriticalAddonsOnly`` by default and their node DaemonSets every taint
-(``controller.tolerations``, ``node.tolerateAllTaints`` in kubernetes-sigs/aws-ebs-csi-driver and
-aws-fsx-csi-driver ``charts/*/values.yaml``), and the Pod Identity agent and the VPC CNI's ``aws-node`` tolerate
-every taint (aws/eks-charts ``stable/eks-pod-identity-agent``, ``stable/aws-vpc-cni``: ``operator: Exists``).
+neither, and so run only on the accelerator nodes their jobs ask for. The EBS and FSx CSI controllers tolerate
+``CriticalAddonsOnly`` by default and their node DaemonSets every taint (``controller.tolerations``,
+``node.tolerateAllTaints`` in kubernetes-sigs/aws-ebs-csi-driver and aws-fsx-csi-driver
+``charts/*/values.yaml``); tolerating is not being kept there, so their add-ons' configuration also selects the
+system nodes (HyperPod's instance groups are untainted unless the file taints them). The Pod Identity agent and
+the VPC CNI's ``aws-node`` tolerate every taint (aws/eks-charts ``stable/eks-pod-identity-agent``,
+``stable/aws-vpc-cni``: ``operator: Exists``): node agents, they belong on every node.
 
 >>> [o["kind"] for o in team_namespace_objects("vision", kubernetes_version="1.33")]
 ['Namespace', 'RoleBinding', 'NetworkPolicy']

@@ -22,6 +22,7 @@ from training_clusters.options import TopologyPlacement
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,
+    after_team_namespaces,
     kubernetes_acceptance_step,
     queue_step,
     team_roles,
@@ -102,8 +103,12 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
                     "FsxCsiDriver",
                     cluster=self.eks,
                     storage=self.shared_storage,
+                    namespaces=spec.team_namespaces,
                     addon_version=spec.addons.fsx_csi_driver_version,
                 )
+                if self.queues is not None:
+                    # each team's claim goes into its namespace, which the queues make
+                    after_team_namespaces(self.fsx_csi, self.queues)
         self._add_outputs(spec)
 
     def _queues(self, spec: HyperPodEksConfig) -> TrainingQueues | None:
@@ -194,8 +199,9 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
         if self.fsx_csi is not None:
             self.output(
                 "SharedStorageClaim",
-                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
-                "How pods mount the shared FSx for Lustre file system",
+                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (in each team namespace: its "
+                f"directory teams/<namespace> of the file system)",
+                "How pods mount their team's directory of the shared FSx for Lustre file system",
             )
         self.next_steps(
             "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
