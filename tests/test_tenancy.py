@@ -10,6 +10,7 @@ https://kubernetes.io/docs/concepts/security/pod-security-standards/; each case 
 from __future__ import annotations
 
 import copy
+import ipaddress
 from typing import Any
 
 import pytest
@@ -27,6 +28,7 @@ from training_clusters.pod_security import CONTROLS, controls, pod_templates, vi
 from training_clusters.releases import DEFAULT_NCCL_TESTS_IMAGE, PYTORCH_EFA_IMAGE
 from training_clusters.tenancy import (
     monitoring_ingress,
+    no_instance_metadata_egress,
     pod_security_labels,
     same_namespace_ingress,
     team_group,
@@ -447,6 +449,45 @@ def test_a_team_s_pods_accept_connections_from_their_own_namespace_only() -> Non
     }
 
 
+def _cidr_holds(cidr: str, address: str) -> bool:
+    network, host = ipaddress.ip_network(cidr), ipaddress.ip_address(address)
+    return network.version == host.version and host in network
+
+
+def _egress_allowed(policy: dict[str, Any], address: str) -> bool:
+    """Whether a NetworkPolicy's egress rules admit a connection to ``address`` (an address outside the
+    cluster's pods), as https://kubernetes.io/docs/concepts/services-networking/network-policies/ reads
+    ``ipBlock``: inside ``cidr`` and in none of ``except``; rules and peers are ORed."""
+    return any(
+        _cidr_holds(peer["ipBlock"]["cidr"], address)
+        and not any(_cidr_holds(e, address) for e in peer["ipBlock"].get("except", []))
+        for rule in policy["spec"]["egress"]
+        for peer in rule["to"]
+        if "ipBlock" in peer
+    )
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("169.254.169.254", False),  # instance metadata (IPv4)
+        ("fd00:ec2::254", False),  # instance metadata (IPv6)
+        ("169.254.170.23", True),  # the EKS Pod Identity agent: pods' own roles
+        ("fd00:ec2::23", True),
+        ("169.254.169.253", True),  # the VPC's DNS resolver
+        ("10.0.1.6", True),  # the VPC: FSx, other nodes
+        ("52.94.0.1", True),  # AWS APIs and the internet, through NAT
+        ("169.254.169.255", True),  # both sides of the /32
+    ],
+)
+def test_a_team_s_pods_reach_everything_but_instance_metadata(address: str, allowed: bool) -> None:
+    policy = no_instance_metadata_egress("vision")
+    assert policy["spec"]["podSelector"] == {} and policy["spec"]["policyTypes"] == ["Egress"]
+    assert _egress_allowed(policy, address) is allowed
+    # and every pod of the cluster (a namespaceSelector that selects every namespace)
+    assert {"namespaceSelector": {}} in policy["spec"]["egress"][0]["to"]
+
+
 @pytest.mark.parametrize("namespace", ["vision", "default"])
 @pytest.mark.parametrize("level", ["baseline", "restricted"])
 def test_the_team_namespace_objects_are_valid_for_the_pinned_kubernetes_version(
@@ -462,12 +503,13 @@ def test_the_team_namespace_objects_are_valid_for_the_pinned_kubernetes_version(
     assert [o["kind"] for o in objects] == (["Namespace"] if namespace != "default" else []) + [
         "RoleBinding",
         "NetworkPolicy",
+        "NetworkPolicy",
     ]
     for obj in [*objects, monitoring_ingress("monitoring")]:
         kubernetes_validate.validate(obj, f"{KUBERNETES_VERSION}.0", strict=True)
     with pytest.raises(kubernetes_validate.ValidationError):  # the validator does refuse: a field misspelt
         kubernetes_validate.validate(
-            {**objects[-1], "spec": {**objects[-1]["spec"], "podSelectors": {}}},
+            {**objects[-2], "spec": {**objects[-2]["spec"], "podSelectors": {}}},
             f"{KUBERNETES_VERSION}.0",
             strict=True,
         )
