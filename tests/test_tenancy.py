@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import ipaddress
+import json
 from typing import Any
 
 import pytest
@@ -36,7 +37,7 @@ from training_clusters.tenancy import (
     team_role_binding,
 )
 
-from .conftest import ROOT
+from .conftest import ROOT, EnvironmentGates
 
 BASELINE = PodSecurityLevel.BASELINE
 RESTRICTED = PodSecurityLevel.RESTRICTED
@@ -564,3 +565,62 @@ def test_a_team_role_of_no_team_or_not_a_role_is_refused(queues: dict[str, Any],
     with pytest.raises(ConfigurationError) as error:
         parse_environment(_eks_document(queues), source="f.yaml")
     assert message in str(error.value)
+
+
+def test_hyperpod_s_api_has_no_instance_metadata_setting_so_the_namespace_policy_is_what_guards_it() -> None:
+    """HyperPod manages its instances: neither SageMaker's ``CreateCluster`` (botocore's model of the API) nor
+    CloudFormation's ``AWS::SageMaker::Cluster`` (aws-cdk-lib's ``CfnCluster``) has a metadata option or hop
+    limit for an instance group, unlike EC2's launch templates (``MetadataOptions``), which our EKS nodegroups
+    set to one hop. A team pod on a HyperPod node is kept from the node's role by the namespace's egress
+    policy instead (:func:`no_instance_metadata_egress`)."""
+    botocore_session = pytest.importorskip("botocore.session")
+    from aws_cdk import aws_sagemaker as sagemaker
+
+    model = botocore_session.get_session().get_service_model("sagemaker")
+    group = model.shape_for("ClusterInstanceGroupSpecification")
+    assert "InstanceGroupName" in group.members  # the shape read is the instance group's
+
+    def metadata_like(name: str) -> bool:
+        return any(word in name.lower() for word in ("metadata", "imds", "hoplimit"))
+
+    assert not [name for name in group.members if metadata_like(name)]
+    create = model.operation_model("CreateCluster").input_shape
+    assert not [name for name in create.members if metadata_like(name)]
+    properties = [name for name in dir(sagemaker.CfnCluster) if name.endswith("Property")]
+    assert "ClusterInstanceGroupProperty" in properties
+    assert not [name for name in properties if metadata_like(name)]
+    # an EC2 launch template does have it: the words would be found where the setting exists
+    ec2 = botocore_session.get_session().get_service_model("ec2")
+    assert "MetadataOptions" in ec2.shape_for("RequestLaunchTemplateData").members
+    assert metadata_like("MetadataOptions")
+
+
+def test_an_admin_role_named_by_name_is_the_deploying_account_s_role_of_that_name_without_a_path(
+    environment_gates: EnvironmentGates,
+) -> None:
+    """``admin_role_name`` becomes ``arn:<partition>:iam::<the deploying account>:role/<name>`` in the admin access
+    entry: no other account's role, and no path (a role with one needs ``admin_role_arn``). EKS keeps the role's
+    unique id with the entry, so a role made again under the name later does not inherit it (Amazon EKS API
+    reference, ``AccessEntry.principalArn``)."""
+    path = ROOT / "environments" / "eks-g5-efa.yaml"
+    name = load_environment(path).eks.admin_role_name  # type: ignore[union-attr]
+    assert name is not None
+    template = environment_gates.template(path)
+    entries = [
+        r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::EKS::AccessEntry"
+    ]
+    admin = [e for e in entries if "AmazonEKSClusterAdminPolicy" in json.dumps(e.get("AccessPolicies", []))]
+    # the others are roles this stack makes (CDK's kubectl handler, the release-manifest handler): by GetAtt
+    named = [e for e in admin if "Fn::GetAtt" not in e["PrincipalArn"]]
+    assert len(named) == 1 and len(admin) > 1
+    admin = named
+    assert admin[0]["PrincipalArn"] == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:aws:iam::",
+                {"Ref": "AWS::AccountId"},
+                f":role/{name}",
+            ],  # the stack's region fixes the partition
+        ]
+    }

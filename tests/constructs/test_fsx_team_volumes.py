@@ -42,6 +42,7 @@ from training_clusters.releases import BUSYBOX_IMAGE
 from training_clusters.tenancy import SYSTEM_NODE_LABELS, SYSTEM_TOLERATION
 
 from ..assertions import manifest_objects, text
+from ..charts.test_system_nodes import SYSTEM_NODE, NodeFacts, lands_on
 from ..conftest import AZS, ROOT, EnvironmentGates
 
 FS = {
@@ -356,3 +357,24 @@ def test_no_team_claim_of_a_shipped_environment_reaches_the_root_or_another_team
     assert set(namespaces_ids) <= set(resources[claims_id].get("DependsOn", []))
     if set(section.team_namespaces) != {"default"}:
         assert namespaces_ids
+
+
+#: A HyperPod instance group's node as a file without taints makes it: untainted, labelled by HyperPod.
+HYPERPOD_NODE = NodeFacts(
+    {
+        "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
+        "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+        "kubernetes.io/os": "linux",
+    },
+    (),
+)
+
+
+def test_the_csi_controllers_land_on_the_system_nodes_and_not_on_an_untainted_hyperpod_node() -> None:
+    """Judged as the scheduler judges it (:func:`lands_on`): the add-on's own default, a ``CriticalAddonsOnly``
+    toleration alone, would let the controller run on any untainted HyperPod node, beside the teams' pods."""
+    controller = CSI_CONTROLLER_CONFIGURATION["controller"]
+    assert lands_on(controller, SYSTEM_NODE)
+    assert not lands_on(controller, HYPERPOD_NODE)
+    chart_default = {"tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}]}
+    assert lands_on(chart_default, HYPERPOD_NODE) and lands_on(chart_default, SYSTEM_NODE)
