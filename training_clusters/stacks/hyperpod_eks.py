@@ -39,7 +39,8 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     the device plugins, the VPC CNI, the MPI Operator, Kubeflow Trainer and Kueue are in the cluster; Kueue's
     queues (``queues``: a :class:`TrainingQueues` whose quota is what the GPU instance groups provide) and the
     TrainJob runtimes of the EFA GPU groups (``runtimes``: :class:`TrainingRuntimes`) follow. Pods mount the shared FSx through
-    the CSI driver (``fsx_csi``, a PV and the claim ``fsx-lustre``). HyperPod places its instances itself: the
+    the CSI driver (``fsx_csi``: in each team namespace the claim ``fsx-lustre`` of its directory
+    ``teams/<namespace>``, never the root). HyperPod places its instances itself: the
     environment's placement group is not used by its nodes.
     """
 
