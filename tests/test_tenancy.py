@@ -624,3 +624,25 @@ def test_an_admin_role_named_by_name_is_the_deploying_account_s_role_of_that_nam
             ],  # the stack's region fixes the partition
         ]
     }
+
+
+def test_the_team_namespaces_are_the_queues_or_default_without_queues() -> None:
+    """What the FSx CSI driver gives a directory and a claim: the namespaces the queues make, else ``default``
+    (no queues without Kueue or without a GPU group: nothing makes another namespace)."""
+    with_queues = parse_environment(_eks_document({"namespaces": ["vision", "nlp"]})).eks
+    assert with_queues is not None and with_queues.team_namespaces == ["vision", "nlp"]
+    document = _eks_document({})
+    del document["eks"]["queues"]
+    document["eks"].setdefault("addons", {})["kueue"] = False
+    without_kueue = parse_environment(document).eks
+    assert without_kueue is not None and without_kueue.team_namespaces == ["default"]
+    hyperpod = yaml.safe_load((ROOT / "environments" / "hyperpod-eks-p5.yaml").read_text())
+    hyperpod["hyperpod_eks"]["queues"] = {"namespaces": ["vision"]}
+    section = parse_environment(hyperpod).hyperpod_eks
+    assert section is not None and section.team_namespaces == ["vision"]
+    cpu_only = yaml.safe_load((ROOT / "environments" / "hyperpod-eks-p5.yaml").read_text())
+    cpu_only["hyperpod_eks"].pop("queues", None)
+    for group in cpu_only["hyperpod_eks"]["instance_groups"]:
+        group["instance_type"] = "ml.c5n.18xlarge"
+    section = parse_environment(cpu_only).hyperpod_eks
+    assert section is not None and section.queue_groups == [] and section.team_namespaces == ["default"]
