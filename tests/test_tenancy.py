@@ -10,6 +10,8 @@ https://kubernetes.io/docs/concepts/security/pod-security-standards/; each case 
 from __future__ import annotations
 
 import copy
+import ipaddress
+import json
 from typing import Any
 
 import pytest
@@ -27,6 +29,7 @@ from training_clusters.workloads.pod_security import CONTROLS, controls, pod_tem
 from training_clusters.workloads.scheduling import NODEGROUP_LABEL, FlavorCapacity, Taint, runtime_manifests
 from training_clusters.workloads.tenancy import (
     monitoring_ingress,
+    no_instance_metadata_egress,
     pod_security_labels,
     same_namespace_ingress,
     team_group,
@@ -34,7 +37,7 @@ from training_clusters.workloads.tenancy import (
     team_role_binding,
 )
 
-from .conftest import ROOT
+from .conftest import ROOT, EnvironmentGates
 
 BASELINE = PodSecurityLevel.BASELINE
 RESTRICTED = PodSecurityLevel.RESTRICTED
@@ -447,6 +450,45 @@ def test_a_team_s_pods_accept_connections_from_their_own_namespace_only() -> Non
     }
 
 
+def _cidr_holds(cidr: str, address: str) -> bool:
+    network, host = ipaddress.ip_network(cidr), ipaddress.ip_address(address)
+    return network.version == host.version and host in network
+
+
+def _egress_allowed(policy: dict[str, Any], address: str) -> bool:
+    """Whether a NetworkPolicy's egress rules admit a connection to ``address`` (an address outside the
+    cluster's pods), as https://kubernetes.io/docs/concepts/services-networking/network-policies/ reads
+    ``ipBlock``: inside ``cidr`` and in none of ``except``; rules and peers are ORed."""
+    return any(
+        _cidr_holds(peer["ipBlock"]["cidr"], address)
+        and not any(_cidr_holds(e, address) for e in peer["ipBlock"].get("except", []))
+        for rule in policy["spec"]["egress"]
+        for peer in rule["to"]
+        if "ipBlock" in peer
+    )
+
+
+@pytest.mark.parametrize(
+    ("address", "allowed"),
+    [
+        ("169.254.169.254", False),  # instance metadata (IPv4)
+        ("fd00:ec2::254", False),  # instance metadata (IPv6)
+        ("169.254.170.23", True),  # the EKS Pod Identity agent: pods' own roles
+        ("fd00:ec2::23", True),
+        ("169.254.169.253", True),  # the VPC's DNS resolver
+        ("10.0.1.6", True),  # the VPC: FSx, other nodes
+        ("52.94.0.1", True),  # AWS APIs and the internet, through NAT
+        ("169.254.169.255", True),  # both sides of the /32
+    ],
+)
+def test_a_team_s_pods_reach_everything_but_instance_metadata(address: str, allowed: bool) -> None:
+    policy = no_instance_metadata_egress("vision")
+    assert policy["spec"]["podSelector"] == {} and policy["spec"]["policyTypes"] == ["Egress"]
+    assert _egress_allowed(policy, address) is allowed
+    # and every pod of the cluster (a namespaceSelector that selects every namespace)
+    assert {"namespaceSelector": {}} in policy["spec"]["egress"][0]["to"]
+
+
 @pytest.mark.parametrize("namespace", ["vision", "default"])
 @pytest.mark.parametrize("level", ["baseline", "restricted"])
 def test_the_team_namespace_objects_are_valid_for_the_pinned_kubernetes_version(
@@ -462,12 +504,13 @@ def test_the_team_namespace_objects_are_valid_for_the_pinned_kubernetes_version(
     assert [o["kind"] for o in objects] == (["Namespace"] if namespace != "default" else []) + [
         "RoleBinding",
         "NetworkPolicy",
+        "NetworkPolicy",
     ]
     for obj in [*objects, monitoring_ingress("monitoring")]:
         kubernetes_validate.validate(obj, f"{KUBERNETES_VERSION}.0", strict=True)
     with pytest.raises(kubernetes_validate.ValidationError):  # the validator does refuse: a field misspelt
         kubernetes_validate.validate(
-            {**objects[-1], "spec": {**objects[-1]["spec"], "podSelectors": {}}},
+            {**objects[-2], "spec": {**objects[-2]["spec"], "podSelectors": {}}},
             f"{KUBERNETES_VERSION}.0",
             strict=True,
         )
@@ -522,3 +565,84 @@ def test_a_team_role_of_no_team_or_not_a_role_is_refused(queues: dict[str, Any],
     with pytest.raises(ConfigurationError) as error:
         parse_environment(_eks_document(queues), source="f.yaml")
     assert message in str(error.value)
+
+
+def test_hyperpod_s_api_has_no_instance_metadata_setting_so_the_namespace_policy_is_what_guards_it() -> None:
+    """HyperPod manages its instances: neither SageMaker's ``CreateCluster`` (botocore's model of the API) nor
+    CloudFormation's ``AWS::SageMaker::Cluster`` (aws-cdk-lib's ``CfnCluster``) has a metadata option or hop
+    limit for an instance group, unlike EC2's launch templates (``MetadataOptions``), which our EKS nodegroups
+    set to one hop. A team pod on a HyperPod node is kept from the node's role by the namespace's egress
+    policy instead (:func:`no_instance_metadata_egress`)."""
+    botocore_session = pytest.importorskip("botocore.session")
+    from aws_cdk import aws_sagemaker as sagemaker
+
+    model = botocore_session.get_session().get_service_model("sagemaker")
+    group = model.shape_for("ClusterInstanceGroupSpecification")
+    assert "InstanceGroupName" in group.members  # the shape read is the instance group's
+
+    def metadata_like(name: str) -> bool:
+        return any(word in name.lower() for word in ("metadata", "imds", "hoplimit"))
+
+    assert not [name for name in group.members if metadata_like(name)]
+    create = model.operation_model("CreateCluster").input_shape
+    assert not [name for name in create.members if metadata_like(name)]
+    properties = [name for name in dir(sagemaker.CfnCluster) if name.endswith("Property")]
+    assert "ClusterInstanceGroupProperty" in properties
+    assert not [name for name in properties if metadata_like(name)]
+    # an EC2 launch template does have it: the words would be found where the setting exists
+    ec2 = botocore_session.get_session().get_service_model("ec2")
+    assert "MetadataOptions" in ec2.shape_for("RequestLaunchTemplateData").members
+    assert metadata_like("MetadataOptions")
+
+
+def test_an_admin_role_named_by_name_is_the_deploying_account_s_role_of_that_name_without_a_path(
+    environment_gates: EnvironmentGates,
+) -> None:
+    """``admin_role_name`` becomes ``arn:<partition>:iam::<the deploying account>:role/<name>`` in the admin access
+    entry: no other account's role, and no path (a role with one needs ``admin_role_arn``). EKS keeps the role's
+    unique id with the entry, so a role made again under the name later does not inherit it (Amazon EKS API
+    reference, ``AccessEntry.principalArn``)."""
+    path = ROOT / "environments" / "eks-g5-efa.yaml"
+    name = load_environment(path).eks.admin_role_name  # type: ignore[union-attr]
+    assert name is not None
+    template = environment_gates.template(path)
+    entries = [
+        r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::EKS::AccessEntry"
+    ]
+    admin = [e for e in entries if "AmazonEKSClusterAdminPolicy" in json.dumps(e.get("AccessPolicies", []))]
+    # the others are roles this stack makes (CDK's kubectl handler, the release-manifest handler): by GetAtt
+    named = [e for e in admin if "Fn::GetAtt" not in e["PrincipalArn"]]
+    assert len(named) == 1 and len(admin) > 1
+    admin = named
+    assert admin[0]["PrincipalArn"] == {
+        "Fn::Join": [
+            "",
+            [
+                "arn:aws:iam::",
+                {"Ref": "AWS::AccountId"},
+                f":role/{name}",
+            ],  # the stack's region fixes the partition
+        ]
+    }
+
+
+def test_the_team_namespaces_are_the_queues_or_default_without_queues() -> None:
+    """What the FSx CSI driver gives a directory and a claim: the namespaces the queues make, else ``default``
+    (no queues without Kueue or without a GPU group: nothing makes another namespace)."""
+    with_queues = parse_environment(_eks_document({"namespaces": ["vision", "nlp"]})).eks
+    assert with_queues is not None and with_queues.team_namespaces == ["vision", "nlp"]
+    document = _eks_document({})
+    del document["eks"]["queues"]
+    document["eks"].setdefault("addons", {})["kueue"] = False
+    without_kueue = parse_environment(document).eks
+    assert without_kueue is not None and without_kueue.team_namespaces == ["default"]
+    hyperpod = yaml.safe_load((ROOT / "environments" / "hyperpod-eks-p5.yaml").read_text())
+    hyperpod["hyperpod_eks"]["queues"] = {"namespaces": ["vision"]}
+    section = parse_environment(hyperpod).hyperpod_eks
+    assert section is not None and section.team_namespaces == ["vision"]
+    cpu_only = yaml.safe_load((ROOT / "environments" / "hyperpod-eks-p5.yaml").read_text())
+    cpu_only["hyperpod_eks"].pop("queues", None)
+    for group in cpu_only["hyperpod_eks"]["instance_groups"]:
+        group["instance_type"] = "ml.c5n.18xlarge"
+    section = parse_environment(cpu_only).hyperpod_eks
+    assert section is not None and section.queue_groups == [] and section.team_namespaces == ["default"]

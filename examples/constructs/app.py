@@ -89,7 +89,7 @@ EfaNodegroup(
     placement_group=placement,
     efa_security_group=network.add_efa_security_group("EksEfa"),
 )
-FsxCsiDriver(eks_stack, "Fsx", cluster=eks, storage=fs)  # pods mount the PVC fsx-lustre
+FsxCsiDriver(eks_stack, "Fsx", cluster=eks, storage=fs)  # PVC fsx-lustre: teams/default
 for cluster in (hyperpod, pcluster, eks):
     fs.allow_clients_from(cluster)  # the rules land in each cluster's stack: no dependency cycle
 

@@ -25,6 +25,8 @@ from training_clusters.constructs.eks.addons import (
     gp3_storage_class_manifest,
     gpu_operator_values,
     lustre_volume_manifests,
+    team_directory_manifests,
+    team_volume_manifests,
 )
 from training_clusters.constructs.eks.cluster import KUBERNETES_VERSION
 from training_clusters.constructs.hyperpod_eks.cluster import health_monitoring_agent_manifests
@@ -264,6 +266,20 @@ def construct_objects() -> list[dict[str, Any]]:
             dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
             mount_name="abcdefgh",
             capacity_gib=1200,
+        ),
+        *team_volume_manifests(
+            file_system_id="fs-0123456789abcdef0",
+            dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+            mount_name="abcdefgh",
+            capacity_gib=1200,
+            namespaces=["default", "vision"],
+        ),
+        *team_directory_manifests(
+            file_system_id="fs-0123456789abcdef0",
+            dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+            mount_name="abcdefgh",
+            capacity_gib=1200,
+            namespaces=["default", "vision"],
         ),
         *dashboard_configmaps("monitoring"),
         *dashboard_configmaps("monitoring", lustre_file_system_id="fs-0123456789abcdef0"),

@@ -404,13 +404,17 @@ def test_fsx_csi_is_an_eks_addon_with_pod_identity(
     system_nodegroup = stack.get_logical_id(cluster.system_nodegroup.node.default_child)
     agent = stack.get_logical_id(cluster.pod_identity_agent.node.default_child)
     assert {system_nodegroup, agent} <= set(found["aws-fsx-csi-driver"]["DependsOn"])
-    (kinds,) = [
+    kinds = sorted(
         [o["kind"] for o in manifest_objects(v)]
         for v in template["Resources"].values()
         if v["Type"] == "Custom::AWSCDK-EKS-KubernetesResource"
         and "PersistentVolumeClaim" in {o["kind"] for o in manifest_objects(v)}
+    )
+    # the default team's volume and claim; the root's claim and the job that makes the team directories
+    assert kinds == [
+        ["PersistentVolume", "PersistentVolumeClaim", "Job"],
+        ["StorageClass", "PersistentVolume", "PersistentVolumeClaim"],
     ]
-    assert kinds == ["StorageClass", "PersistentVolume", "PersistentVolumeClaim"]
 
 
 def _applied(resource: dict[str, Any]) -> list[dict[str, Any]]:

@@ -45,7 +45,12 @@ from training_clusters.workloads.scheduling import (
     NODEGROUP_LABEL,
     NodePool,
 )
-from training_clusters.workloads.tenancy import pod_security_labels, same_namespace_ingress, team_role_binding
+from training_clusters.workloads.tenancy import (
+    no_instance_metadata_egress,
+    pod_security_labels,
+    same_namespace_ingress,
+    team_role_binding,
+)
 
 from ..assertions import numbered_steps
 from ..conftest import AZS, ROOT, EnvironmentGates, PinnedStack
@@ -788,8 +793,10 @@ def test_each_team_namespace_gets_its_role_binding_and_network_policy_after_it_e
     assert objects == [
         team_role_binding("default"),
         same_namespace_ingress("default"),
+        no_instance_metadata_egress("default"),
         team_role_binding("vision"),
         same_namespace_ingress("vision"),
+        no_instance_metadata_egress("vision"),
     ]
     assert objects == queues.team_manifests
     namespaces_id, _ = _applied_namespaces(template)

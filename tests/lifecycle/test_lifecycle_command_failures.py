@@ -114,7 +114,7 @@ def test_a_file_system_that_never_shows_as_mounted_fails_the_mount_step(sandbox:
         f"{fsx} is not mounted and writable after 3 checks",
     ]
     assert len(run.calls_to("sleep")) == 3
-    assert "step 'shared-home' started" not in run.log
+    assert "step 'admin-home' started" not in run.log
 
 
 def test_a_malformed_slurm_keys_line_is_refused(sandbox: Sandbox) -> None:

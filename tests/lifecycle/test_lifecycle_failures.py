@@ -6,7 +6,7 @@ Where each other step is made to fail (the thing it waits for never comes, or th
 
 * HyperPod Slurm (``on_create.sh``): preflight and detect-role (``test_lifecycle_runs.py``,
   ``test_lifecycle_roles.py``, ``test_lifecycle_team.py``), apt-hotfix and apt-update (``test_lifecycle_apt.py``),
-  lustre-client, mount-fsx and shared-home (``test_lifecycle_runs.py``, ``test_lifecycle_node.py``), users and
+  lustre-client, mount-fsx and admin-home (``test_lifecycle_runs.py``, ``test_lifecycle_node.py``), users and
   imds-guard (``test_lifecycle_team.py``), enroot-pyxis (``test_lifecycle_containers.py``,
   ``test_lifecycle_downloads.py``), docker (``test_lifecycle_containers.py``), slurm-config
   (``test_lifecycle_roles.py``), accounting (``test_lifecycle_team.py``, ``test_lifecycle_accounting.py``),

@@ -48,31 +48,17 @@ def test_enroot_does_not_wait_for_a_failed_or_missing_dlami_nvme(sandbox: Sandbo
     assert failed.calls_to("sleep") == missing.calls_to("sleep") == []
 
 
-# -- issue 18 item 6: usermod --move-home fallback ---------------------------------------------
+# -- issue 40: ubuntu's home off FSx; a failing repoint fails the step ------------------------------------
 
 
-def test_home_is_copied_and_repointed_when_usermod_cannot_move_it(sandbox: Sandbox) -> None:
-    run = sandbox.run(STUB_USERMOD_MOVE_FAIL="1")
+def test_a_home_that_cannot_be_repointed_fails_the_step_clearly(sandbox: Sandbox) -> None:
+    (sandbox.state / "home.ubuntu").write_text("/fsx/ubuntu\n")  # as an earlier version left it
 
-    assert run.returncode == 0, run.output
-    assert run.calls_to("usermod") == [
-        ["--move-home", "--home", "/fsx/ubuntu", "ubuntu"],
-        ["--home", "/fsx/ubuntu", "ubuntu"],
-    ]
-    assert "usermod --move-home failed (exit 8); copying /home/ubuntu to /fsx/ubuntu" in run.log
-    assert sandbox.path("fsx/ubuntu/.bashrc").read_text() == "# the AMI's\n"
-    assert sandbox.path("home/ubuntu/.bashrc").exists()  # the original stays
-    assert (sandbox.state / "home.ubuntu").read_text().strip() == "/fsx/ubuntu"
-    assert sandbox.path("fsx/ubuntu/.ssh/id_ed25519").exists()
-
-
-def test_home_that_cannot_be_repointed_fails_the_step_clearly(sandbox: Sandbox) -> None:
     run = sandbox.run(STUB_USERMOD_FAIL="1")
 
     assert run.returncode == 8
     assert run.output.count("FAILED step") == 1
-    assert run.output.rstrip().endswith("FAILED step 'shared-home' (exit 8)")
-    assert "could not point the home of ubuntu at /fsx/ubuntu (usermod exit 8)" in run.log
+    assert run.output.rstrip().endswith("FAILED step 'admin-home' (exit 8)")
 
 
 # -- issue 18 item 6: our keys in a file of our own ---------------------------------------------

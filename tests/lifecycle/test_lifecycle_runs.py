@@ -77,13 +77,14 @@ def test_fstab_entry_for_the_mount_point_is_replaced_not_doubled(sandbox: Sandbo
 
 def test_custom_mount_dir(sandbox: Sandbox) -> None:
     sandbox.write_params(fsx_mount_dir="/lustre/shared")
+    (sandbox.state / "home.ubuntu").write_text("/lustre/shared/ubuntu\n")  # an earlier version's shared home
 
     run = sandbox.run()
 
     assert run.returncode == 0, run.output
     assert " /lustre/shared lustre " in sandbox.path("etc/fstab").read_text()
-    assert run.calls_to("usermod")[0][1:3] == ["--home", "/lustre/shared/ubuntu"]
-    assert sandbox.path("lustre/shared/ubuntu/.ssh/id_ed25519").exists()
+    assert run.calls_to("usermod") == [["--home", "/home/ubuntu", "ubuntu"]]  # judged against the mount dir
+    assert not sandbox.path("lustre/shared/ubuntu").exists()
 
 
 def test_failing_step_exits_non_zero_naming_the_step(sandbox: Sandbox) -> None:
@@ -108,32 +109,65 @@ def test_every_line_is_timestamped_in_the_log_and_on_stdout(sandbox: Sandbox) ->
     steps = re.findall(r"step '([a-z-]+)' started", run.log)
     assert steps == [
         "preflight", "detect-role", "apt-hotfix", "apt-update", "lustre-client", "mount-fsx",
-        "shared-home", "enroot-pyxis", "slurm-worker",
+        "admin-home", "enroot-pyxis", "slurm-worker",
     ]  # fmt: skip
     assert len(ours) > 30
     # Tool output passes through untouched, everything else is ours.
     assert all(ISO_LINE.match(line) or not line[:4].isdigit() for line in run.log.splitlines())
 
 
-def test_shared_home_and_keys_are_made_once_for_the_cluster(sandbox: Sandbox) -> None:
-    first = sandbox.run()
-    key = sandbox.path("fsx/ubuntu/.ssh/id_ed25519.pub").read_text().strip()
-    # Another node of the cluster: its own (fresh) machine state, the same FSx.
-    (sandbox.state / "mounts").unlink()
-    (sandbox.state / "home.ubuntu").unlink()
-    sandbox.node_ip = "10.1.1.11"
-    second = sandbox.run()
+def test_ubuntu_s_home_and_keys_stay_on_the_node_s_disk(sandbox: Sandbox) -> None:
+    """``ubuntu`` has passwordless sudo and is admitted to every node: nothing of it goes to FSx, where root on
+    any client could plant a key (issue 40, Medium 5)."""
+    run = sandbox.run()
 
-    assert first.returncode == second.returncode == 0, second.output
-    assert first.calls_to("usermod") == [["--move-home", "--home", "/fsx/ubuntu", "ubuntu"]]
-    assert second.calls_to("usermod") == [["--home", "/fsx/ubuntu", "ubuntu"]]
-    assert len(first.calls_to("ssh-keygen")) == 1
-    assert second.calls_to("ssh-keygen") == []
-    authorized = sandbox.path("fsx/ubuntu/.ssh/authorized_keys").read_text().splitlines()
-    assert authorized == [key]
-    assert oct(sandbox.path("fsx/ubuntu/.ssh").stat().st_mode & 0o777) == "0o700"
-    assert oct(sandbox.path("fsx/ubuntu/.ssh/id_ed25519").stat().st_mode & 0o777) == "0o600"
-    assert ["ubuntu:", str(sandbox.path("fsx/ubuntu/.ssh"))] == second.calls_to("chown")[1][:2]
+    assert run.returncode == 0, run.output
+    assert run.calls_to("usermod") == [] and run.calls_to("useradd") == []
+    assert run.calls_to("ssh-keygen") == []
+    assert not sandbox.path("fsx/ubuntu").exists()
+    assert "home of ubuntu stays /home/ubuntu on this node's disk (nothing of ubuntu's is on FSx)" in run.log
+    assert (sandbox.state / "home.ubuntu").exists() is False  # never repointed
+
+
+def test_a_home_an_earlier_version_put_on_fsx_is_brought_back_and_the_old_keys_named(
+    sandbox: Sandbox,
+) -> None:
+    (sandbox.state / "home.ubuntu").write_text("/fsx/ubuntu\n")  # the node as the earlier scripts left it
+    sandbox.write("fsx/ubuntu/.ssh/id_ed25519", "old private key\n")
+
+    first = sandbox.run()
+    second = sandbox.run()  # running twice gives the same node
+
+    assert first.returncode == second.returncode == 0, first.output + second.output
+    assert first.calls_to("usermod") == [["--home", "/home/ubuntu", "ubuntu"]]
+    assert ["ubuntu:", str(sandbox.path("home/ubuntu"))] in first.calls_to("chown")
+    assert oct(sandbox.path("home/ubuntu").stat().st_mode & 0o777) == "0o750"
+    assert (sandbox.state / "home.ubuntu").read_text().strip() == "/home/ubuntu"
+    assert (
+        "home of ubuntu was /fsx/ubuntu on FSx; it is /home/ubuntu on this node's disk now. /fsx/ubuntu is left in "
+        "place: it holds ubuntu's old SSH key pair, readable by root on every FSx client; delete it once every "
+        "node has run this"
+    ) in first.log
+    assert sandbox.path("fsx/ubuntu/.ssh/id_ed25519").read_text() == "old private key\n"  # data is kept
+    assert second.calls_to("usermod") == []
+    assert sandbox.path("home/ubuntu/.bashrc").read_text() == "# the AMI's\n"
+
+
+def test_a_link_where_ubuntu_s_local_home_goes_is_refused(sandbox: Sandbox) -> None:
+    (sandbox.state / "home.ubuntu").write_text("/fsx/ubuntu\n")
+    target = sandbox.write("fsx/elsewhere/.keep", "")
+    home = sandbox.path("home/ubuntu")
+    for child in home.iterdir():
+        child.unlink()
+    home.rmdir()
+    home.symlink_to(target.parent)
+
+    run = sandbox.run()
+
+    assert run.returncode == 1
+    assert run.output.rstrip().endswith("FAILED step 'admin-home' (exit 1)")
+    assert "/home/ubuntu is a symbolic link: refusing to make it ubuntu's home" in run.log
+    assert run.calls_to("usermod") == [] and run.calls_to("chown") == []
 
 
 def test_user_is_created_when_the_ami_has_none(sandbox: Sandbox) -> None:
@@ -141,7 +175,7 @@ def test_user_is_created_when_the_ami_has_none(sandbox: Sandbox) -> None:
 
     assert run.returncode == 0, run.output
     assert run.calls_to("useradd") == [
-        ["--create-home", "--home-dir", "/fsx/ubuntu", "--shell", "/bin/bash", "ubuntu"]
+        ["--create-home", "--home-dir", "/home/ubuntu", "--shell", "/bin/bash", "ubuntu"]
     ]
     assert run.calls_to("usermod") == []
 

@@ -1356,6 +1356,12 @@ class EksConfig(_Model):
         return self
 
     @property
+    def team_namespaces(self) -> list[str]:
+        """The namespaces that are teams': the queues' (the stack makes them with the queues, which need Kueue
+        and a GPU nodegroup), else ``default``."""
+        return list(self.queues.namespaces) if self.addons.kueue and self.queue_nodegroups else ["default"]
+
+    @property
     def queue_nodegroups(self) -> list[str]:
         """The nodegroups the queues cover: those with NVIDIA GPUs."""
         names = [(g.name, g.instance_type) for g in self.efa_nodegroups]
@@ -1574,6 +1580,12 @@ class HyperPodEksConfig(_Model):
         ]
         _raise_at("queues.topology", queue_rules.required_topology_problem(self.queues.topology, reporting))
         return self
+
+    @property
+    def team_namespaces(self) -> list[str]:
+        """The namespaces that are teams': the queues' (the stack makes them with the queues, which need Kueue
+        and a GPU instance group), else ``default``."""
+        return list(self.queues.namespaces) if self.addons.kueue and self.queue_groups else ["default"]
 
     @property
     def queue_groups(self) -> list[str]:

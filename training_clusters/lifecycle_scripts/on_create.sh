@@ -53,9 +53,9 @@ main() {
     if [[ -n $TC_FSX_DNS_NAME ]]; then
         run_step lustre-client tc_ensure_lustre_client
         run_step mount-fsx tc_mount_fsx
-        run_step shared-home tc_setup_shared_home
+        run_step admin-home tc_setup_admin_home
     else
-        for step in lustre-client mount-fsx shared-home; do
+        for step in lustre-client mount-fsx admin-home; do
             skip_step "$step" "no fsx_dns_name / fsx_mountname in provisioning_parameters.json"
         done
     fi

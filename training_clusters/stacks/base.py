@@ -21,6 +21,7 @@ from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
 if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database, EKS only by the EKS stacks
     from training_clusters.config import EksQueuesConfig
+    from training_clusters.constructs.eks.addons import FsxCsiDriver
     from training_clusters.constructs.eks.scheduling import TrainingQueues, TrainingRuntimes
     from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 
@@ -69,6 +70,12 @@ def team_roles(scope: Construct, queues: EksQueuesConfig) -> dict[str, iam.IRole
         namespace: iam.Role.from_role_arn(scope, f"TeamRole-{namespace}", arn, mutable=False)
         for namespace, arn in queues.team_roles.items()
     }
+
+
+def after_team_namespaces(fsx_csi: FsxCsiDriver, queues: TrainingQueues) -> None:
+    """Apply the FSx CSI driver's team claims once the queues have made the team namespaces."""
+    if queues.namespaces_resource is not None:
+        fsx_csi.manifest.node.add_dependency(queues.namespaces_resource)
 
 
 def kubernetes_acceptance_step(

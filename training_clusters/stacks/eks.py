@@ -31,6 +31,7 @@ from training_clusters.model.options import MigStrategy, TopologyPlacement
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,
+    after_team_namespaces,
     kubernetes_acceptance_step,
     queue_step,
     team_roles,
@@ -94,6 +95,9 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         self.gpu_nodegroups = self._gpu_nodegroups(settings)
         self._add_addons(settings)
         self._add_job_layer(settings)
+        if self.fsx_csi is not None and self.queues is not None:
+            # each team's claim goes into its namespace, which the queues make
+            after_team_namespaces(self.fsx_csi, self.queues)
         self.nccl_jobs: dict[str, dict[str, Any]] = {}
         self.applied_nccl_jobs: dict[str, eks.KubernetesManifest] = {}
         if settings.nccl_test.enabled:
@@ -228,6 +232,7 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
                 "FsxCsiDriver",
                 cluster=self.cluster,
                 storage=self.shared_storage,
+                namespaces=settings.team_namespaces,
                 addon_version=addons.fsx_csi_driver_version,
             )
         self.mpi_operator: MpiOperator | None = None
@@ -368,8 +373,9 @@ class EksTrainingEnvironment(TrainingEnvironmentStack):
         if self.fsx_csi is not None:
             self.output(
                 "SharedStorageClaim",
-                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
-                "How pods mount the shared FSx for Lustre file system",
+                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (in each team namespace: its "
+                f"directory teams/<namespace> of the file system)",
+                "How pods mount their team's directory of the shared FSx for Lustre file system",
             )
         for name in self._runnable_nccl_jobs():  # `training-clusters acceptance` writes no job for the others
             self.output(

@@ -25,6 +25,7 @@ from training_clusters.model.options import TopologyPlacement
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     TrainingEnvironmentStack,
+    after_team_namespaces,
     kubernetes_acceptance_step,
     queue_step,
     team_roles,
@@ -42,7 +43,8 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     the device plugins, the VPC CNI, the MPI Operator, Kubeflow Trainer and Kueue are in the cluster; Kueue's
     queues (``queues``: a :class:`TrainingQueues` whose quota is what the GPU instance groups provide) and the
     TrainJob runtimes of the EFA GPU groups (``runtimes``: :class:`TrainingRuntimes`) follow. Pods mount the shared FSx through
-    the CSI driver (``fsx_csi``, a PV and the claim ``fsx-lustre``). HyperPod places its instances itself: the
+    the CSI driver (``fsx_csi``: in each team namespace the claim ``fsx-lustre`` of its directory
+    ``teams/<namespace>``, never the root). HyperPod places its instances itself: the
     environment's placement group is not used by its nodes.
     """
 
@@ -106,8 +108,12 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
                     "FsxCsiDriver",
                     cluster=self.eks,
                     storage=self.shared_storage,
+                    namespaces=spec.team_namespaces,
                     addon_version=spec.addons.fsx_csi_driver_version,
                 )
+                if self.queues is not None:
+                    # each team's claim goes into its namespace, which the queues make
+                    after_team_namespaces(self.fsx_csi, self.queues)
         self._add_outputs(spec)
 
     def _queues(self, spec: HyperPodEksConfig) -> TrainingQueues | None:
@@ -198,8 +204,9 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
         if self.fsx_csi is not None:
             self.output(
                 "SharedStorageClaim",
-                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (namespace default)",
-                "How pods mount the shared FSx for Lustre file system",
+                f"persistentVolumeClaim: {{claimName: {self.fsx_csi.claim_name}}} (in each team namespace: its "
+                f"directory teams/<namespace> of the file system)",
+                "How pods mount their team's directory of the shared FSx for Lustre file system",
             )
         self.next_steps(
             "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "

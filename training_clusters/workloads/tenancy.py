@@ -11,21 +11,30 @@ A team namespace (one ``eks.queues.namespaces`` or ``hyperpod_eks.queues.namespa
   namespace changes (``edit`` grants neither; https://kubernetes.io/docs/reference/access-authn-authz/rbac/
   "User-facing roles"). The group reaches the cluster through an EKS access entry of the team's IAM role;
 - a ``NetworkPolicy`` admitting ingress from the namespace's own pods only: other teams' pods cannot connect
-  (enforced by the VPC CNI's network policy agent, which the stacks turn on).
+  (enforced by the VPC CNI's network policy agent, which the stacks turn on);
+- a ``NetworkPolicy`` refusing its pods' egress to the instance metadata service (``169.254.169.254``,
+  ``fd00:ec2::254``), everything else allowed: a team pod never reads the node's role, whatever the node's
+  metadata hop limit. Our EKS nodegroups answer metadata one hop away only (IMDSv2, hop limit 1), but HyperPod
+  manages its instances and its API has no metadata setting (SageMaker's ``CreateCluster`` and
+  ``AWS::SageMaker::Cluster`` instance groups: no metadata options), so on HyperPod EKS this policy is what keeps
+  the execution role from the pods. The EKS Pod Identity agent (``169.254.170.23``, ``fd00:ec2::23``) stays
+  reachable: pods get their own roles from it.
 
 The system nodes, where the add-ons run with their EKS Pod Identity tokens, carry :data:`SYSTEM_NODE_TAINT`
 (``CriticalAddonsOnly=true:NoSchedule``, the key Kubernetes' own add-ons tolerate: CoreDNS's Deployment does,
 kubernetes/kubernetes ``cluster/addons/dns/coredns/coredns.yaml.base``):
 a pod that does not tolerate it is never scheduled there. Every add-on meant for those nodes gets
 :func:`system_placement` (the system nodes' labels and :data:`SYSTEM_TOLERATION`); a team's pods get
-neither, and so run only on the accelerator nodes their jobs ask for. The EKS add-ons need nothing from us:
-the EBS and FSx CSI controllers tolerate ``CriticalAddonsOnly`` by default and their node DaemonSets every taint
-(``controller.tolerations``, ``node.tolerateAllTaints`` in kubernetes-sigs/aws-ebs-csi-driver and
-aws-fsx-csi-driver ``charts/*/values.yaml``), and the Pod Identity agent and the VPC CNI's ``aws-node`` tolerate
-every taint (aws/eks-charts ``stable/eks-pod-identity-agent``, ``stable/aws-vpc-cni``: ``operator: Exists``).
+neither, and so run only on the accelerator nodes their jobs ask for. The EBS and FSx CSI controllers tolerate
+``CriticalAddonsOnly`` by default and their node DaemonSets every taint (``controller.tolerations``,
+``node.tolerateAllTaints`` in kubernetes-sigs/aws-ebs-csi-driver and aws-fsx-csi-driver
+``charts/*/values.yaml``); tolerating is not being kept there, so their add-ons' configuration also selects the
+system nodes (HyperPod's instance groups are untainted unless the file taints them). The Pod Identity agent and
+the VPC CNI's ``aws-node`` tolerate every taint (aws/eks-charts ``stable/eks-pod-identity-agent``,
+``stable/aws-vpc-cni``: ``operator: Exists``): node agents, they belong on every node.
 
 >>> [o["kind"] for o in team_namespace_objects("vision", kubernetes_version="1.33")]
-['Namespace', 'RoleBinding', 'NetworkPolicy']
+['Namespace', 'RoleBinding', 'NetworkPolicy', 'NetworkPolicy']
 """
 
 from __future__ import annotations
@@ -42,6 +51,10 @@ EDIT_CLUSTER_ROLE = "edit"
 #: The names of the objects made in each team namespace.
 TEAM_ROLE_BINDING = "training-clusters-team-edit"
 TEAM_NETWORK_POLICY = "training-clusters-same-namespace-ingress"
+TEAM_METADATA_POLICY = "training-clusters-no-instance-metadata"
+#: The instance metadata service's addresses (IPv4, and IPv6 on Nitro instances): "Access instance metadata",
+#: https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/instancedata-data-retrieval.html.
+INSTANCE_METADATA_ADDRESSES = ("169.254.169.254/32", "fd00:ec2::254/128")
 
 #: Labels of the system nodes: where controllers (add-ons, Kueue, Kubeflow Trainer) run.
 SYSTEM_NODE_LABELS: Mapping[str, str] = {"training-clusters/role": "system"}
@@ -125,6 +138,30 @@ def same_namespace_ingress(namespace: str, name: str = TEAM_NETWORK_POLICY) -> d
     }
 
 
+def no_instance_metadata_egress(namespace: str, name: str = TEAM_METADATA_POLICY) -> dict[str, Any]:
+    """Every pod of ``namespace`` may connect anywhere (any address, any pod of the cluster) except to the
+    instance metadata service (:data:`INSTANCE_METADATA_ADDRESSES`)."""
+    ipv4, ipv6 = INSTANCE_METADATA_ADDRESSES
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "podSelector": {},
+            "policyTypes": ["Egress"],
+            "egress": [
+                {
+                    "to": [
+                        {"ipBlock": {"cidr": "0.0.0.0/0", "except": [ipv4]}},
+                        {"ipBlock": {"cidr": "::/0", "except": [ipv6]}},
+                        {"namespaceSelector": {}},
+                    ]
+                }
+            ],
+        },
+    }
+
+
 def team_namespace_objects(
     namespace: str,
     *,
@@ -133,7 +170,8 @@ def team_namespace_objects(
     labels: dict[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """The namespace (unless ``default``, which exists: label it with :func:`pod_security_labels` instead) with
-    ``labels`` and its Pod Security labels, then its RoleBinding and NetworkPolicy."""
+    ``labels`` and its Pod Security labels, then its RoleBinding and NetworkPolicies (ingress from the namespace
+    only; egress anywhere but instance metadata)."""
     objects: list[dict[str, Any]] = []
     if namespace != "default":
         objects.append(
@@ -146,7 +184,12 @@ def team_namespace_objects(
                 },
             }
         )
-    return [*objects, team_role_binding(namespace), same_namespace_ingress(namespace)]
+    return [
+        *objects,
+        team_role_binding(namespace),
+        same_namespace_ingress(namespace),
+        no_instance_metadata_egress(namespace),
+    ]
 
 
 #: The pods of kube-prometheus-stack that serve what a tenant must not reach: Prometheus and Alertmanager (made

@@ -390,14 +390,15 @@ class TrainingQueues(Construct):
     Each team namespace is also a tenant's boundary (:mod:`training_clusters.workloads.tenancy`): Pod Security admission
     enforces ``pod_security`` there (``baseline``: no privileged, hostPath, hostNetwork pod; warn and audit at
     ``restricted``), the team's Kubernetes group (``training-clusters:team:<namespace>``) holds ``edit`` in it
-    and nothing outside, its pods accept connections from their own namespace only, and each IAM role of
+    and nothing outside, its pods accept connections from their own namespace only and reach everything but
+    the instance metadata service (so never the node's role, whatever the node's hop limit), and each IAM role of
     ``team_roles`` gets an EKS access entry in that group.
 
     Attributes: ``capacities`` (:class:`~training_clusters.workloads.scheduling.FlavorCapacity` by nodegroup),
     ``manifests`` (the objects), ``cluster_queue`` (the ClusterQueue object), ``topology`` (the placement), ``resource`` (the
     ``KubernetesManifest`` of the queues), ``namespaces_resource`` (the one of the team namespaces, never
     pruned: one the list lets go stays; or None), ``default_namespace_label`` (the ``KubernetesPatch``
-    opting ``default`` in, or None), ``team_manifests`` (each namespace's RoleBinding and NetworkPolicy),
+    opting ``default`` in, or None), ``team_manifests`` (each namespace's RoleBinding and NetworkPolicies),
     ``team_resource`` (their ``KubernetesManifest``), ``team_access_entries`` (``CfnAccessEntry`` by
     namespace), ``local_queue_name``, ``namespaces``, ``pod_security``.
     """

@@ -1098,11 +1098,13 @@ class HyperPodCluster(Construct):
     def _create_execution_role(
         self, subnet: ec2.ISubnet, id_: str = "ExecutionRole", whose: str = "the instances of "
     ) -> iam.Role:
+        """The instances' execution role, trusted by ``sagemaker.amazonaws.com`` without an ``aws:SourceAccount``
+        or ``aws:SourceArn`` condition, on purpose: neither SageMaker's HyperPod IAM page
+        (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html, whose trust
+        policy for the cluster instances' role has no condition) nor the instance role's managed-policy page
+        documents one for cluster instance roles, and a condition on a key the service does not send would leave
+        every node without credentials (``tests/constructs/test_hyperpod.py`` holds the trust to exactly this)."""
         stack = cdk.Stack.of(self)
-        # No aws:SourceAccount / aws:SourceArn condition on the trust: neither SageMaker's HyperPod IAM page
-        # (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-prerequisites-iam.html) nor the
-        # instance role's managed-policy page documents one for cluster instance roles, and a condition on a key
-        # the service does not send would leave every node without credentials.
         role = iam.Role(
             self,
             id_,

@@ -10,6 +10,8 @@
 # nothing; a user or group that exists with other ids fails the step instead of being changed.
 # Supplementary groups (`groups`) are created with their gids and the user added to them.
 
+TC_SSH_KEY_TYPE="${TC_SSH_KEY_TYPE:-ed25519}"
+
 tc_setup_users() {
     local entry name uid gid group home_root lock_fd=""
     if tc_has_fsx; then
