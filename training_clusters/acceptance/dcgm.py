@@ -26,7 +26,7 @@ import yaml
 from training_clusters.acceptance.fragments import comment_lines, fragment, readonly_lines
 from training_clusters.acceptance.jobs import AcceptanceJob
 from training_clusters.catalog import InstanceType
-from training_clusters.job_layer import KUEUE_QUEUE_LABEL, QueueRoute
+from training_clusters.job_layer import QueueRoute
 from training_clusters.releases import DCGM_IMAGE
 
 DCGM_LEVELS = (2, 3, 4)
@@ -221,7 +221,7 @@ def _dcgm_job(
     metadata: dict[str, Any] = {"name": name, "labels": dict(pod_labels)}
     if queue is not None:
         metadata["namespace"] = queue.namespace
-        metadata["labels"][KUEUE_QUEUE_LABEL] = queue.local_queue
+        metadata["labels"].update(queue.labels())
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

@@ -28,6 +28,7 @@ _EXPORTS = {
     "HyperPodEksDependencies": "hyperpod_eks",
     "EksInstanceGroup": "hyperpod_eks",
     "KubernetesTaint": "hyperpod_eks",
+    "HyperPodTaskGovernance": "hyperpod_governance",
     "InstanceGroup": "hyperpod",
     "LifecycleOptions": "hyperpod",
     "LifecycleStep": "hyperpod",
