@@ -92,7 +92,7 @@ def unique_problem(names: Sequence[str]) -> str | None:
     repeated = sorted({name for name in names if list(names).count(name) > 1})
     if not repeated:
         return None
-    return f"names must each be given once, got {', '.join(repeated)} more than once"
+    return f"must each have a name of their own, got {', '.join(repeated)} more than once"
 
 
 def quota_resources_count_problem(count: int) -> str | None:
