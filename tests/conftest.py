@@ -107,6 +107,7 @@ WITHOUT_JSII = (
     "tests/test_rules.py",
     "tests/test_rules_boundaries.py",
     "tests/test_rules_governance.py",
+    "tests/test_config_governance.py",
     "tests/test_options_mutants.py",
     "tests/test_config_exact.py",
     "tests/test_intent_exact.py",

@@ -13,7 +13,7 @@ import pytest
 from aws_cdk import aws_iam as iam
 from aws_cdk.assertions import Template
 
-from training_clusters.constructs.hyperpod_eks import EksInstanceGroup, HyperPodEksCluster
+from training_clusters.constructs.hyperpod_eks import EksInstanceGroup
 from training_clusters.constructs.hyperpod_governance import COMPUTE_QUOTA_TYPE, HyperPodTaskGovernance
 from training_clusters.errors import ConfigurationError
 from training_clusters.lint import cfn_lint
