@@ -328,6 +328,21 @@ def _resources(template: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     return {logical_id: resource for logical_id, resource in resources.items() if isinstance(resource, dict)}
 
 
+def _quota_resource(resource: Mapping[str, Any]) -> str:
+    """One ``ComputeQuotaResourceConfig`` in words: instances, amounts and MIG partitions of its type."""
+    instance_type = _text(resource.get("InstanceType"))
+    partition = _dict(resource.get("AcceleratorPartition"))
+    parts = [f"{_text(resource['Count'])} {TIMES} {instance_type}"] if "Count" in resource else []
+    for key, unit in (("Accelerators", "accelerators"), ("VCpu", "vCPUs"), ("MemoryInGiB", "GiB")):
+        if key in resource:
+            parts.append(f"{_text(resource[key])} {unit} of {instance_type}")
+    if partition:
+        parts.append(
+            f"{_text(partition.get('Count'))} {TIMES} {_text(partition.get('Type'))} of {instance_type}"
+        )
+    return ", ".join(parts)
+
+
 def _target(value: Any) -> str | None:
     """The logical id a ``Ref`` or ``Fn::GetAtt`` points at."""
     if isinstance(value, dict) and len(value) == 1:
@@ -1387,6 +1402,7 @@ class _GraphBuilder:
             details = [f"orchestrator {orchestrator}"]
             if "NodeRecovery" in props:
                 details.append(f"node recovery {_text(props['NodeRecovery']).lower()}")
+            details += self.task_governance(cluster_id)
             self.add(
                 Node(
                     cluster_id,
@@ -1436,6 +1452,36 @@ class _GraphBuilder:
                     EdgeKind.FETCHES,
                     "lifecycle scripts",
                 )
+
+    def task_governance(self, cluster_id: str) -> list[str]:
+        """The cluster policy and each team's compute quota of SageMaker HyperPod task governance, one line each."""
+        lines = []
+        for _, props in self.of_type("AWS::SageMaker::ClusterSchedulerConfig"):
+            if _target(props.get("ClusterArn")) != cluster_id:
+                continue
+            config = _dict(props.get("SchedulerConfig"))
+            classes = ", ".join(
+                f"{_text(_dict(c).get('Name'))} {_text(_dict(c).get('Weight'))}"
+                for c in _list(config.get("PriorityClasses"))
+            )
+            lines.append(
+                f"task governance: priority classes {classes or 'none'}; fair share "
+                f"{_text(config.get('FairShare', 'Enabled')).lower()}; idle sharing "
+                f"{_text(config.get('IdleResourceSharing', 'Enabled')).lower()}"
+            )
+        for _, props in self.of_type("AWS::SageMaker::ComputeQuota"):
+            if _target(props.get("ClusterArn")) != cluster_id:
+                continue
+            config = _dict(props.get("ComputeQuotaConfig"))
+            quota = "; ".join(_quota_resource(_dict(r)) for r in _list(config.get("ComputeQuotaResources")))
+            sharing = _dict(config.get("ResourceSharingConfig"))
+            limit = sharing.get("BorrowLimit")
+            lines.append(
+                f"team {_text(_dict(props.get('ComputeQuotaTarget')).get('TeamName'))}: {quota or 'no quota'}, "
+                f"{_text(sharing.get('Strategy', 'LendAndBorrow'))}"
+                + (f" (borrows up to {_text(limit)} %)" if limit is not None else "")
+            )
+        return lines
 
     def instance_group(
         self,
