@@ -145,8 +145,8 @@ def quota_resource(resource: QuotaResource) -> dict[str, Any]:
 
 
 def compute_quota_config(team: Team) -> dict[str, Any]:
-    """``AWS::SageMaker::ComputeQuota`` ``ComputeQuotaConfig``: every setting stated, none left to a default the
-    service may change."""
+    """``AWS::SageMaker::ComputeQuota`` ``ComputeQuotaConfig``: the strategy and the preemption always stated (the
+    service's defaults are what a reader of the template would have to know); the borrow limit when given."""
     sharing: dict[str, Any] = {"Strategy": team.sharing.value}
     if team.borrow_limit_percent is not None:
         sharing["BorrowLimit"] = team.borrow_limit_percent
