@@ -45,6 +45,10 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     TrainJob runtimes of the EFA GPU groups (``runtimes``: :class:`TrainingRuntimes`) follow. Pods mount the shared FSx through
     the CSI driver (``fsx_csi``, a PV and the claim ``fsx-lustre``). HyperPod places its instances itself: the
     environment's placement group is not used by its nodes.
+
+    With ``task_governance`` in the section, SageMaker HyperPod task governance (``task_governance``: a
+    :class:`HyperPodTaskGovernance`) takes Kueue's place: its add-on, the cluster policy and one compute quota per
+    team, and each team's tenancy in the namespace HyperPod makes for it; our Kueue and queues are not installed.
     """
 
     def __init__(
