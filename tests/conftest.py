@@ -109,6 +109,8 @@ WITHOUT_JSII = (
     "tests/test_rules_boundaries.py",
     "tests/test_rules_hyperpod_api.py",
     "tests/test_config_hyperpod_api.py",
+    "tests/test_rules_governance.py",
+    "tests/test_config_governance.py",
     "tests/test_options_boundaries.py",
     "tests/test_config_defaults.py",
     "tests/test_compute_section.py",

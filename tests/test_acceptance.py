@@ -82,6 +82,9 @@ EXPECTED_FILES: dict[str, set[str]] = {
     "hyperpod-eks-p5": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"}
     | _dcgm("p5")
     | _job_layer("p5", efa=True),
+    "hyperpod-eks-governance": {"nccl-tests-p4d.yaml", "nccl-tests-p4d-check.sh"}
+    | _dcgm("p4d")
+    | _job_layer("p4d", efa=True),
     "hyperpod-p5": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-p5-training-plan": _slurm(SLURM_GPU, "gpu"),
     "hyperpod-slurm": set(),
@@ -420,6 +423,59 @@ def test_hyperpod_eks_gets_the_job_layer_tests_through_its_queue() -> None:
         "gang-test-p5.yaml",
         "gang-test-p5-check.sh",
     }
+
+
+GOVERNED_LABELS = {
+    "kueue.x-k8s.io/queue-name": "hyperpod-ns-research-localqueue",
+    "kueue.x-k8s.io/priority-class": "experiment-priority",
+}
+
+
+def test_hyperpod_eks_under_task_governance_queues_every_job_in_a_teams_namespace() -> None:
+    """Task governance's own Kueue: every job (the MPIJob too) in the first baseline team's namespace, through its
+    LocalQueue, at the lowest-weight priority class (an acceptance test never preempts a team's work)."""
+    stem = "hyperpod-eks-governance"
+    (mpijob,) = _yaml_documents(stem, "nccl-tests-p4d.yaml")
+    (trainjob,) = _yaml_documents(stem, "nccl-trainjob-p4d.yaml")
+    (dcgm,) = _yaml_documents(stem, "dcgm-diag-p4d.yaml")
+    first, second = _yaml_documents(stem, "gang-test-p4d.yaml")
+    for job in (mpijob, trainjob, dcgm, first, second):
+        assert job["metadata"]["namespace"] == "hyperpod-ns-research", job["metadata"]["name"]
+        assert {
+            k: v for k, v in job["metadata"]["labels"].items() if k.startswith("kueue.")
+        } == GOVERNED_LABELS
+    # no Topology of ours in HyperPod's Kueue: no topology annotation on any pod set
+    worker = mpijob["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
+    assert "annotations" not in worker.get("metadata", {})
+    for job in (first, second):
+        assert "annotations" not in job["spec"]["template"].get("metadata", {})
+    assert (
+        "kubectl apply -f nccl-tests-p4d.yaml && kubectl logs -n hyperpod-ns-research -f job/nccl-tests-p4d-launcher"
+        in _job(stem, "nccl-tests-p4d.yaml").description
+    )
+
+
+def _gang_documents(document: dict[str, Any]) -> list[dict[str, Any]]:
+    (job,) = [
+        j
+        for j in acceptance_plan(parse_environment(document), "x").jobs
+        if j.filename == "gang-test-p4d.yaml"
+    ]
+    return [doc for doc in yaml.safe_load_all(job.content) if doc]
+
+
+def test_task_governance_route_takes_a_baseline_team_and_the_lowest_class() -> None:
+    document = yaml.safe_load((ENVIRONMENTS / "hyperpod-eks-governance.yaml").read_text())
+    governance = document["hyperpod_eks"]["task_governance"]
+    governance["teams"].reverse()  # inference (restricted) first: research still takes the tests
+    gang, _ = _gang_documents(document)
+    assert gang["metadata"]["namespace"] == "hyperpod-ns-research"
+    for team in governance["teams"]:
+        team["pod_security"] = "restricted"  # none at baseline: the first team's namespace
+    governance["priority_classes"] = []  # no class: no priority label
+    gang, _ = _gang_documents(document)
+    assert gang["metadata"]["namespace"] == "hyperpod-ns-inference"
+    assert gang["metadata"]["labels"] == {"kueue.x-k8s.io/queue-name": "hyperpod-ns-inference-localqueue"}
 
 
 def test_hyperpod_eks_group_of_one_node_is_skipped() -> None:

@@ -40,6 +40,9 @@ Not shown, by acknowledgement, and why:
   CKV_AWS_117 (``in_vpc``), CKV_AWS_173 (``has_environment``) of ``accept_handler_findings`` and CKV_AWS_158 on
   the flow logs (a key given): dropping the condition writes a skip checkov never needs.
 * ``CloudFormation-Validate::W3010`` on pinned subnets is CDK's own validation, off in the suite's synths.
+* ``CloudFormation-Validate::F3006`` on each ``AWS::SageMaker::ComputeQuota`` (a type newer than the schemas
+  aws-cdk-lib 2.275 bundles) is CDK's own validation too; cfn-lint's schema of the type is the gate instead
+  (``tests/constructs/test_hyperpod_governance.py``).
 * No checkov skip for a deleteable database: checkov 3.3.30 checks deletion protection for Terraform only
   (``checkov/terraform/checks/resource/aws/RDSDeletionProtection.py``); no CloudFormation check reads an
   ``AWS::RDS::DBCluster``'s ``DeletionProtection``, so a skip of CKV_AWS_139 would be written for a check that

@@ -72,6 +72,7 @@ EXPECTED_EFA = {
     "eks-p5-capacity-block": {"p5.48xlarge": 32, "t3.large": 0},
     "eks-p5-efa": {"p5.48xlarge": 32, "t3.large": 0},
     "hyperpod-eks-g5": {"ml.g5.8xlarge": 1, "t3.large": 0},
+    "hyperpod-eks-governance": {"ml.p4d.24xlarge": 4, "t3.large": 0},
     "hyperpod-eks-p5": {"ml.p5.48xlarge": 32, "t3.large": 0},
     "hyperpod-p5": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},
     "hyperpod-p5-training-plan": {"ml.m5.2xlarge": 0, "ml.p5.48xlarge": 32},
@@ -844,6 +845,28 @@ def test_a_hyperpod_instance_group_on_eks_offers_its_kubernetes_labels_and_taint
     assert _set_of(graph, "Pooled").title == "on instance group p5 (ml.p5.48xlarge)"  # its Kubernetes label
     assert _set_of(graph, "Untolerated").title == "on no node group"  # its Kubernetes taint
     assert [e.target for e in graph.edges if e.source == "Eks/add-ons/Hp/group/p5"] == ["Hp/group/p5"]
+
+
+def test_a_hyperpod_cluster_under_task_governance_lists_its_policy_and_each_teams_quota() -> None:
+    arn = {"Fn::GetAtt": ["Hp", "ClusterArn"]}
+    template = {
+        "Hp": {"Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": "c", "Orchestrator": {"Eks": {"ClusterArn": "x"}}, "InstanceGroups": []}},
+        "Other": {"Type": "AWS::SageMaker::Cluster", "Properties": {"ClusterName": "o", "Orchestrator": {"Eks": {"ClusterArn": "x"}}, "InstanceGroups": []}},
+        "Policy": {"Type": "AWS::SageMaker::ClusterSchedulerConfig", "Properties": {"ClusterArn": arn, "SchedulerConfig": {"PriorityClasses": [{"Name": "high", "Weight": 100}, {"Name": "low", "Weight": 1}], "FairShare": "Disabled"}}},
+        "A": {"Type": "AWS::SageMaker::ComputeQuota", "Properties": {"ClusterArn": arn, "ComputeQuotaTarget": {"TeamName": "a"}, "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p4d.24xlarge", "Count": 1}, {"InstanceType": "ml.g5.8xlarge", "Accelerators": 2, "VCpu": 8, "MemoryInGiB": 64}], "ResourceSharingConfig": {"Strategy": "LendAndBorrow", "BorrowLimit": 100}}}},
+        "B": {"Type": "AWS::SageMaker::ComputeQuota", "Properties": {"ClusterArn": arn, "ComputeQuotaTarget": {"TeamName": "b"}, "ComputeQuotaConfig": {"ComputeQuotaResources": [{"InstanceType": "ml.p4d.24xlarge", "AcceleratorPartition": {"Type": "mig-3g.20gb", "Count": 4}}], "ResourceSharingConfig": {"Strategy": "Lend"}}}},
+        "C": {"Type": "AWS::SageMaker::ComputeQuota", "Properties": {"ClusterArn": arn, "ComputeQuotaTarget": {"TeamName": "c"}, "ComputeQuotaConfig": {}}},
+    }  # fmt: skip
+    graph = _graph(template)
+    assert graph.node("Hp").details == (
+        "orchestrator EKS",
+        "task governance: priority classes high 100, low 1; fair share disabled; idle sharing enabled",
+        "team a: 1 \N{MULTIPLICATION SIGN} ml.p4d.24xlarge; 2 accelerators of ml.g5.8xlarge, 8 vCPUs of "
+        "ml.g5.8xlarge, 64 GiB of ml.g5.8xlarge, LendAndBorrow (borrows up to 100 %)",
+        "team b: 4 \N{MULTIPLICATION SIGN} mig-3g.20gb of ml.p4d.24xlarge, Lend",
+        "team c: no quota, LendAndBorrow",
+    )
+    assert graph.node("Other").details == ("orchestrator EKS",)
 
 
 @pytest.mark.parametrize(

@@ -32,6 +32,7 @@ MAIN_CONSTRUCTS = (
     "ParallelCluster",
     "GpuEksCluster",
     "EfaNodegroup",
+    "HyperPodTaskGovernance",
 )
 
 

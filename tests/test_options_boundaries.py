@@ -95,7 +95,7 @@ def test_allowed_and_spellings() -> None:
 
 
 def test_every_option_is_listed_once() -> None:
-    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 23
+    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 25
     assert {QueuePreemption, CapacityKind, PodSecurityLevel, TopologyPlacement} <= set(ALL_CHOICES)
 
 

@@ -158,6 +158,9 @@ def test_every_version_default_is_in_the_one_table_with_a_public_source() -> Non
         "Helm chart kube-prometheus-stack": "82.6.0",
         "Helm chart kueue": "0.19.2",
         "Helm chart kubeflow-trainer": "2.3.0",
+        "EKS add-on amazon-sagemaker-hyperpod-taskgovernance (SageMaker HyperPod task governance)": (
+            "v1.6.0-eksbuild.1"
+        ),
         "MPI Operator release manifest": "v0.7.0",
     }
     for row in VERSION_DEFAULTS:

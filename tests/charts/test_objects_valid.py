@@ -62,7 +62,13 @@ from training_clusters.workloads.scheduling import (
     queue_mpijob,
     runtime_manifests,
 )
-from training_clusters.workloads.tenancy import monitoring_ingress, team_namespace_objects
+from training_clusters.workloads.tenancy import (
+    monitoring_ingress,
+    pod_security_labels,
+    same_namespace_ingress,
+    team_namespace_objects,
+    team_role_binding,
+)
 
 from ..assertions import manifest_objects
 from ..conftest import ROOT, EnvironmentGates
@@ -158,6 +164,10 @@ EVERY_POLICY = QueuePolicy(
     borrowing_limit_percent=100,
 )
 ROUTE = QueueRoute(namespace="vision", local_queue=DEFAULT_LOCAL_QUEUE)
+#: SageMaker HyperPod task governance's queue of team ``a``, at a priority class.
+GOVERNED = QueueRoute(
+    namespace="hyperpod-ns-a", local_queue="hyperpod-ns-a-localqueue", priority_class="training-priority"
+)
 
 
 def _acceptance_objects() -> Iterator[dict[str, Any]]:
@@ -198,10 +208,44 @@ def _acceptance_objects() -> Iterator[dict[str, Any]]:
                 image=DEFAULT_NCCL_TESTS_IMAGE,
                 topology=topology,
             )
+    # under task governance: in the team's namespace, its LocalQueue and a priority class on every job
+    yield gang_job(
+        name="gang-hp-governed",
+        capacity=HYPERPOD,
+        image=DEFAULT_NCCL_TESTS_IMAGE,
+        namespace=GOVERNED.namespace,
+        queue=GOVERNED.local_queue,
+        topology=TopologyPlacement.OFF,
+        priority_class=GOVERNED.priority_class,
+    )
+    yield nccl_test_trainjob(
+        name="nccl-hp-governed",
+        nodegroup="hp",
+        instance_type=HYPERPOD.instance_type,
+        nodes=HYPERPOD.nodes,
+        image=DEFAULT_NCCL_TESTS_IMAGE,
+        namespace=GOVERNED.namespace,
+        queue=GOVERNED.local_queue,
+        priority_class=GOVERNED.priority_class,
+    )
+    yield queue_mpijob(
+        nccl_test_mpijob(
+            name="nccl-tests-hp-governed",
+            instance_type=HYPERPOD.instance_type,
+            workers=HYPERPOD.nodes,
+            efa_interfaces=HYPERPOD.efa_interfaces,
+            namespace=GOVERNED.namespace,
+            node_instance_type="ml.p5.48xlarge",
+        ),
+        local_queue=GOVERNED.local_queue,
+        instance_type=HYPERPOD.instance_type,
+        topology=TopologyPlacement.OFF,
+        priority_class=GOVERNED.priority_class,
+    )
     jobs = [
         *(
             job
-            for queue in (None, ROUTE)
+            for queue in (None, ROUTE, GOVERNED)
             for job in dcgm_eks_jobs(
                 nodegroup="p5",
                 instance=P5.instance_type,
@@ -258,6 +302,19 @@ def construct_objects() -> list[dict[str, Any]]:
             for namespace in ("default", "vision")
             for obj in team_namespace_objects(namespace, kubernetes_version=KUBERNETES_VERSION, level=level)
         ),
+        *(  # a team namespace HyperPod made, as our patch leaves it, and its tenancy objects
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": GOVERNED.namespace,
+                    "labels": pod_security_labels(level, KUBERNETES_VERSION),
+                },
+            }
+            for level in PodSecurityLevel
+        ),
+        team_role_binding(GOVERNED.namespace),
+        same_namespace_ingress(GOVERNED.namespace),
         monitoring_ingress("monitoring"),
         gp3_storage_class_manifest(),
         gp3_storage_class_manifest(name="gp3-scratch", reclaim_policy="Delete"),

@@ -656,6 +656,9 @@ def test_the_applied_nccl_mpijob_waits_for_its_local_queue(environment_gates: En
 
 
 HYPERPOD_EKS_FILES = sorted((ROOT / "environments").glob("hyperpod-eks-*.yaml"))
+#: Those under SageMaker HyperPod task governance: HyperPod's Kueue makes the queues, not the stack.
+GOVERNED_FILES = [p for p in HYPERPOD_EKS_FILES if "task_governance:" in p.read_text()]
+QUEUED_FILES = [*EKS_FILES, *(p for p in HYPERPOD_EKS_FILES if p not in GOVERNED_FILES)]
 #: What a pod asks for when it holds GPUs the queues count.
 _QUEUED_RESOURCES = (GPU_RESOURCE, "nvidia.com/gpu.shared", "nvidia.com/mig-")
 
@@ -674,9 +677,7 @@ def _holds_gpus(pod: dict[str, Any]) -> bool:
     return any(key.startswith(_QUEUED_RESOURCES) for key in limits)
 
 
-@pytest.mark.parametrize(
-    "path", [*EKS_FILES, *HYPERPOD_EKS_FILES], ids=[p.stem for p in [*EKS_FILES, *HYPERPOD_EKS_FILES]]
-)
+@pytest.mark.parametrize("path", QUEUED_FILES, ids=[p.stem for p in QUEUED_FILES])
 def test_every_acceptance_job_holding_gpus_joins_a_local_queue_the_stack_makes(
     environment_gates: EnvironmentGates, path: Path
 ) -> None:
@@ -716,13 +717,22 @@ def test_every_acceptance_job_holding_gpus_joins_a_local_queue_the_stack_makes(
 def test_hyperpod_eks_gets_trainer_before_kueue_and_the_cluster_and_runtimes_on_its_groups(
     environment_gates: EnvironmentGates, path: Path
 ) -> None:
+    """Under task governance there is no Kueue of ours: Trainer still comes before the cluster."""
     template = environment_gates.template(path)
     resources = template["Resources"]
-    trainer_id, kueue_id = _chart_id(template, "kubeflow-trainer"), _chart_id(template, "kueue")
+    trainer_id = _chart_id(template, "kubeflow-trainer")
     assert json.loads(resources[trainer_id]["Properties"]["Values"]) == kubeflow_trainer_values()
-    assert trainer_id in resources[kueue_id]["DependsOn"]
     ((_, hyperpod),) = [(k, v) for k, v in resources.items() if v["Type"] == "AWS::SageMaker::Cluster"]
-    assert {trainer_id, kueue_id} <= set(hyperpod["DependsOn"])
+    assert trainer_id in hyperpod["DependsOn"]
+    charts = {
+        v["Properties"]["Chart"] for v in resources.values() if v["Type"] == "Custom::AWSCDK-EKS-HelmChart"
+    }
+    if path in GOVERNED_FILES:
+        assert "kueue" not in charts
+    else:
+        kueue_id = _chart_id(template, "kueue")
+        assert trainer_id in resources[kueue_id]["DependsOn"]
+        assert kueue_id in hyperpod["DependsOn"]
     groups = {g["InstanceGroupName"]: g for g in hyperpod["Properties"]["InstanceGroups"]}
     runtimes_id, runtimes = _applied_objects(template, "ClusterTrainingRuntime")
     assert trainer_id in resources[runtimes_id]["DependsOn"]

@@ -24,6 +24,9 @@ ENVIRONMENTS = environment_files(ROOT / "environments")
 EKS = [p for p in ENVIRONMENTS if p.stem.startswith("eks-")]
 PARALLELCLUSTER = [p for p in ENVIRONMENTS if p.stem.startswith("parallelcluster-")]
 HYPERPOD_EKS = [p for p in ENVIRONMENTS if p.stem.startswith("hyperpod-eks-")]
+#: The HyperPod-on-EKS files under SageMaker HyperPod task governance (its Kueue, not ours).
+GOVERNED = [p for p in HYPERPOD_EKS if load_environment(p).hyperpod_eks.task_governance is not None]  # type: ignore[union-attr]
+QUEUED_HYPERPOD_EKS = [p for p in HYPERPOD_EKS if p not in GOVERNED]
 
 
 def test_the_network_and_hyperpod_environments_are_shipped() -> None:
@@ -91,7 +94,7 @@ HYPERPOD_EKS_QUOTAS: dict[
 }
 
 
-@pytest.mark.parametrize("path", HYPERPOD_EKS, ids=[p.stem for p in HYPERPOD_EKS])
+@pytest.mark.parametrize("path", QUEUED_HYPERPOD_EKS, ids=[p.stem for p in QUEUED_HYPERPOD_EKS])
 def test_hyperpod_eks_queues_hold_what_the_instance_groups_provide(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
     stack, result = gated(path)
     assert isinstance(stack, HyperPodEksEnvironment) and stack.queues is not None
@@ -124,6 +127,68 @@ def test_hyperpod_eks_queues_hold_what_the_instance_groups_provide(gated, path: 
     assert kueue in resources[cluster]["DependsOn"]
     assert kueue in resources[queues]["DependsOn"]
     assert queues not in resources[cluster]["DependsOn"]
+
+
+def test_a_governed_hyperpod_eks_file_is_shipped_and_the_others_queue() -> None:
+    assert [p.stem for p in GOVERNED] == ["hyperpod-eks-governance"]
+    assert QUEUED_HYPERPOD_EKS
+
+
+@pytest.mark.parametrize("path", GOVERNED, ids=[p.stem for p in GOVERNED])
+def test_task_governance_replaces_our_kueue_and_comes_after_the_cluster(gated, path: Path) -> None:  # type: ignore[no-untyped-def]
+    """No Kueue chart, ClusterQueue or LocalQueue of ours; the add-on after the system nodes, the policy after
+    the add-on and the SageMaker cluster, each team's quota after the policy, its namespace's labels after it."""
+    stack, result = gated(path)
+    assert isinstance(stack, HyperPodEksEnvironment)
+    assert stack.queues is None and stack.hyperpod.dependencies.kueue is None
+    resources = template_of(stack, result)["Resources"]
+    assert not [i for i, r in resources.items() if r.get("Properties", {}).get("Chart") == "kueue"]
+    kinds = {
+        o["kind"]
+        for r in resources.values()
+        if "Manifest" in r.get("Properties", {})
+        for o in manifest_objects(r)
+    }
+    assert not kinds & {"ClusterQueue", "LocalQueue", "ResourceFlavor", "Topology"}
+
+    def of_type(kind: str) -> dict[str, Any]:
+        return {i: r for i, r in resources.items() if r["Type"] == kind}
+
+    (addon,) = [
+        i
+        for i, r in of_type("AWS::EKS::Addon").items()
+        if r["Properties"]["AddonName"].endswith("taskgovernance")
+    ]
+    (nodegroup,) = of_type("AWS::EKS::Nodegroup")
+    (cluster,) = of_type("AWS::SageMaker::Cluster")
+    (policy,) = of_type("AWS::SageMaker::ClusterSchedulerConfig")
+    quotas = of_type("AWS::SageMaker::ComputeQuota")
+    assert resources[addon]["DependsOn"] == [nodegroup]
+    assert sorted(resources[policy]["DependsOn"]) == sorted([cluster, addon])
+    teams = load_environment(path).hyperpod_eks.task_governance.teams  # type: ignore[union-attr]
+    assert sorted(q["Properties"]["ComputeQuotaTarget"]["TeamName"] for q in quotas.values()) == sorted(
+        t.name for t in teams
+    )
+    patches = {
+        r["Properties"]["ResourceName"]: r for r in of_type("Custom::AWSCDK-EKS-KubernetesPatch").values()
+    }
+    for quota_id, quota in quotas.items():
+        assert quota["DependsOn"] == [policy]
+        namespace = f"hyperpod-ns-{quota['Properties']['ComputeQuotaTarget']['TeamName']}"
+        assert quota_id in patches[f"namespace/{namespace}"]["DependsOn"]
+    # the TrainJob runtimes ask for no Topology (HyperPod's Kueue has none of ours)
+    runtimes = [
+        o for r in resources.values() if "Manifest" in r.get("Properties", {}) for o in manifest_objects(r)
+    ]
+    runtimes = [o for o in runtimes if o["kind"] == "ClusterTrainingRuntime"]
+    assert runtimes and "kueue.x-k8s.io/podset-preferred-topology" not in json.dumps(runtimes)
+    steps = text(template_of(stack, result)["Outputs"]["NextSteps"]["Value"])
+    assert (
+        "Train: a team's jobs go in its namespace hyperpod-ns-<team> (hyperpod-ns-research, hyperpod-ns-inference) "
+        "labelled kueue.x-k8s.io/queue-name: hyperpod-ns-<team>-localqueue (e.g. hyperpod-ns-research-localqueue) "
+        "and kueue.x-k8s.io/priority-class: one of inference-priority, training-priority, experiment-priority; "
+        "HyperPod's Kueue starts a job when its team's quota, or idle compute it may borrow, holds it"
+    ) in steps
 
 
 @pytest.mark.parametrize("path", PARALLELCLUSTER, ids=[p.stem for p in PARALLELCLUSTER])

@@ -27,7 +27,7 @@ from training_clusters.acceptance.fragments import comment_lines, fragment, read
 from training_clusters.acceptance.jobs import AcceptanceJob
 from training_clusters.catalog import InstanceType
 from training_clusters.model.releases import DCGM_IMAGE
-from training_clusters.workloads.scheduling import KUEUE_QUEUE_LABEL, QueueRoute
+from training_clusters.workloads.scheduling import QueueRoute
 
 DCGM_LEVELS = (2, 3, 4)
 """The ``dcgmi diag -r`` levels the acceptance command offers (1 is a seconds-long deployment check)."""
@@ -221,7 +221,7 @@ def _dcgm_job(
     metadata: dict[str, Any] = {"name": name, "labels": dict(pod_labels)}
     if queue is not None:
         metadata["namespace"] = queue.namespace
-        metadata["labels"][KUEUE_QUEUE_LABEL] = queue.local_queue
+        metadata["labels"].update(queue.labels())
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",

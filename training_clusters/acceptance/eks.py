@@ -37,7 +37,7 @@ from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.acceptance.mig import mig_eks_jobs
 from training_clusters.catalog import InstanceType, lookup, lookup_hyperpod
 from training_clusters.config import EksGpuNodegroupConfig
-from training_clusters.model.options import TopologyPlacement
+from training_clusters.model.options import PodSecurityLevel, TopologyPlacement
 from training_clusters.workloads.mig import mig_config_name, mig_devices
 from training_clusters.workloads.nccl import (
     NODE_LINE_MARK,
@@ -60,9 +60,15 @@ from training_clusters.workloads.scheduling import (
     nccl_test_trainjob,
     queue_mpijob,
 )
+from training_clusters.workloads.task_governance import priority_class_label, team_local_queue, team_namespace
 
 if TYPE_CHECKING:
-    from training_clusters.config import EksEfaNodegroupConfig, EksQueuesConfig, EnvironmentConfig
+    from training_clusters.config import (
+        EksEfaNodegroupConfig,
+        EksQueuesConfig,
+        EnvironmentConfig,
+        TaskGovernanceConfig,
+    )
 
 
 #: The label every node carries with its instance type (EC2's name; HyperPod's ``ml.`` name on its nodes).
@@ -155,7 +161,13 @@ def hyperpod_eks_plan(
     """
     assert config.hyperpod_eks is not None
     spec = config.hyperpod_eks
-    queue = queue_route(kueue=spec.addons.kueue, queued_groups=spec.queue_groups, queues=spec.queues)
+    queue = (
+        governance_route(spec.task_governance)
+        if spec.task_governance is not None
+        else queue_route(kueue=spec.kueue, queued_groups=spec.queue_groups, queues=spec.queues)
+    )
+    # under task governance the MPIJob joins the team's queue too: its namespace holds only queued pods
+    mpijob_queue = queue if spec.task_governance is not None else None
     jobs: list[AcceptanceJob] = []
     skipped: list[str] = []
     for group in spec.instance_groups:
@@ -177,8 +189,10 @@ def hyperpod_eks_plan(
                 image=spec.nccl_test.image,
                 environment=environment,
                 node_instance_type=group.instance_type,
-                queue=_in_default_namespace(queue),
-                topology=spec.queues.topology,
+                queue=mpijob_queue.local_queue if mpijob_queue else _in_default_namespace(queue),
+                topology=TopologyPlacement.OFF if mpijob_queue else spec.queues.topology,
+                namespace=mpijob_queue.namespace if mpijob_queue else "default",
+                priority_class=mpijob_queue.priority_class if mpijob_queue else None,
             )
         if instance.is_gpu:
             jobs += dcgm_eks_jobs(
@@ -194,10 +208,10 @@ def hyperpod_eks_plan(
                 environment=environment,
                 queue=queue,
             )
-    if not spec.addons.kueue:
-        skipped.append("hyperpod_eks: addons.kueue is off (no queues: no TrainJob NCCL test, no gang test)")
-    elif queue is not None:
+    if queue is not None:
         jobs += _hyperpod_job_layer_jobs(config, environment, queue)
+    elif not spec.addons.kueue:
+        skipped.append("hyperpod_eks: addons.kueue is off (no queues: no TrainJob NCCL test, no gang test)")
     return AcceptancePlan(jobs=tuple(jobs), skipped=tuple(skipped))
 
 
@@ -224,6 +238,7 @@ def _hyperpod_job_layer_jobs(
                 namespace=queue.namespace,
                 queue=queue.local_queue,
                 environment=environment,
+                priority_class=queue.priority_class,
             )
         jobs += _gang_jobs(
             capacity=FlavorCapacity(name=group.name, instance_type=instance, nodes=group.count),
@@ -232,7 +247,9 @@ def _hyperpod_job_layer_jobs(
             queue=queue.local_queue,
             timeout_minutes=spec.queues.pods_ready_timeout_minutes,
             environment=environment,
-            topology=_gang_topology(spec.queues.topology),
+            # task governance's Kueue has no Topology of ours to place by
+            topology=TopologyPlacement.OFF if queue.priority_class else _gang_topology(spec.queues.topology),
+            priority_class=queue.priority_class,
         )
     return jobs
 
@@ -248,6 +265,8 @@ def _eks_jobs(
     node_instance_type: str | None = None,
     queue: str | None = None,
     topology: TopologyPlacement = TopologyPlacement.OFF,
+    namespace: str = "default",
+    priority_class: str | None = None,
 ) -> list[AcceptanceJob]:
     job_name = nccl_job_name(name)
     manifest_file, check_file = nccl_job_files(name)
@@ -259,12 +278,16 @@ def _eks_jobs(
         workers=workers,
         efa_interfaces=efa_interfaces,
         image=image,
+        namespace=namespace,
         node_instance_type=node_instance_type,
     )
     job["metadata"]["annotations"] = _busbw_annotations(expectation)
     if queue is not None:  # Kueue's MPIJob integration admits it through the namespace's LocalQueue
-        queue_mpijob(job, local_queue=queue, instance_type=instance, topology=topology)
-    check_command = f"kubectl logs job/{job_name}-launcher | bash {check_file}"
+        queue_mpijob(
+            job, local_queue=queue, instance_type=instance, topology=topology, priority_class=priority_class
+        )
+    in_namespace = "" if namespace == "default" else f" -n {namespace}"
+    check_command = f"kubectl logs{in_namespace} job/{job_name}-launcher | bash {check_file}"
     header = [
         f"# NCCL all_reduce_perf over EFA on nodegroup {name} ({workers} x {instance.name}, "
         f"{efa_interfaces} EFA interface(s) each): acceptance test of environment {environment}.",
@@ -274,7 +297,7 @@ def _eks_jobs(
             f"EFA is not working when the peak stays below the minimum; the check fails too unless "
             f"{NCCL_EFA_EVIDENCE}."
         ),
-        f"# Run:   {run_instructions(manifest_file, job_name)}",
+        f"# Run:   {run_instructions(manifest_file, job_name, namespace=namespace)}",
         f"# Check: {check_command}",
     ]
     expected = f"{expectation.summary()} ({instance.name}: {expectation.basis}); fails too unless {NCCL_EFA_EVIDENCE}"
@@ -284,7 +307,7 @@ def _eks_jobs(
             content="\n".join(header) + "\n" + manifest_yaml(job),
             description=(
                 f"MPIJob: NCCL all_reduce_perf across {workers} {instance.name} nodes of nodegroup {name} "
-                f"over EFA: {run_instructions(manifest_file, job_name)}; then {check_command}"
+                f"over EFA: {run_instructions(manifest_file, job_name, namespace=namespace)}; then {check_command}"
             ),
             expected=expected,
         ),
@@ -297,7 +320,7 @@ def _eks_jobs(
                 expectation,
                 environment,
                 name,
-                usage=f"kubectl logs job/{job_name}-launcher",
+                usage=f"kubectl logs{in_namespace} job/{job_name}-launcher",
             ),
             description=f"Gate for {manifest_file}: {check_command} (exit 1 when EFA is not delivering)",
             expected=expected,
@@ -363,6 +386,21 @@ def queue_route(*, kueue: bool, queued_groups: list[str], queues: EksQueuesConfi
         return None
     namespaces = queues.namespaces
     return QueueRoute("default" if "default" in namespaces else namespaces[0], queues.local_queue)
+
+
+def governance_route(governance: TaskGovernanceConfig) -> QueueRoute:
+    """Where acceptance jobs join task governance's queues: the LocalQueue of the first team whose namespace
+    enforces baseline (our jobs run as root; restricted refuses them), else the first team's, with the priority
+    class of the lowest weight, so an acceptance test never preempts a team's work (no class when there is none).
+    """
+    baseline = [t for t in governance.teams if t.pod_security is PodSecurityLevel.BASELINE]
+    team = (baseline or governance.teams)[0].name
+    lowest = min(governance.priority_classes, key=lambda c: c.weight, default=None)
+    return QueueRoute(
+        team_namespace(team),
+        team_local_queue(team),
+        None if lowest is None else priority_class_label(lowest.name),
+    )
 
 
 def _in_default_namespace(queue: QueueRoute | None) -> str | None:
@@ -452,6 +490,7 @@ def _trainjob_nccl_jobs(
     namespace: str,
     queue: str,
     environment: str,
+    priority_class: str | None = None,
 ) -> list[AcceptanceJob]:
     name = trainjob_nccl_name(nodegroup)
     manifest_file, check_file = f"{name}.yaml", f"{name}-check.sh"
@@ -464,6 +503,7 @@ def _trainjob_nccl_jobs(
         image=image,
         namespace=namespace,
         queue=queue,
+        priority_class=priority_class,
     )
     job["metadata"]["annotations"] = _busbw_annotations(expectation)
     logs = f"kubectl logs -n {namespace} -f job/{name}-launcher-0"
@@ -540,6 +580,7 @@ def _gang_jobs(
     timeout_minutes: int,
     environment: str,
     topology: TopologyPlacement = TopologyPlacement.PREFERRED,
+    priority_class: str | None = None,
 ) -> list[AcceptanceJob]:
     first, second = gang_job_names(capacity.name)
     manifest_file, check_file = f"gang-test-{capacity.name}.yaml", f"gang-test-{capacity.name}-check.sh"
@@ -561,7 +602,13 @@ def _gang_jobs(
     ]
     jobs = [
         gang_job(
-            name=name, capacity=capacity, image=image, namespace=namespace, queue=queue, topology=topology
+            name=name,
+            capacity=capacity,
+            image=image,
+            namespace=namespace,
+            queue=queue,
+            topology=topology,
+            priority_class=priority_class,
         )
         for name in (first, second)
     ]

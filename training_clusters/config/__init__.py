@@ -80,16 +80,19 @@ from training_clusters.model.options import (
     QueuePreemption,
     QueueUpdateStrategy,
     RemovalPolicy,
+    ResourceSharingStrategy,
     SlurmAccounting,
     SlurmConfigMode,
     SlurmConfigStrategy,
     SlurmVersion,
+    TeamPreemption,
     TimeSlicing,
     TopologyPlacement,
 )
 from training_clusters.model.releases import (
     DEFAULT_NCCL_TESTS_IMAGE,
     HYPERPOD_EKS_KUBERNETES_VERSION,
+    HYPERPOD_TASK_GOVERNANCE_VERSION,
     HYPERPOD_VPC_CNI_VERSION,
     PCS_SLURM_VERSION,
 )
@@ -97,6 +100,7 @@ from training_clusters.orchestrators import ORCHESTRATORS, orchestrator_of
 from training_clusters.rules import eks_queues as queue_rules
 from training_clusters.rules import hyperpod as hyperpod_rules
 from training_clusters.rules import hyperpod_eks as hyperpod_eks_rules
+from training_clusters.rules import hyperpod_governance as governance_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules import pcs as pcs_rules
 from training_clusters.rules import users as user_rules
@@ -1508,6 +1512,155 @@ class HyperPodEksNcclTestConfig(_Model):
     )
 
 
+# --- HyperPod task governance (hyperpod_eks.task_governance) ---
+
+
+class TaskGovernancePriorityClassConfig(_Model):
+    """``hyperpod_eks.task_governance.priority_classes[]``: a class of tasks; jobs name it in the label
+    ``kueue.x-k8s.io/priority-class: <name>-priority``."""
+
+    name: str
+    weight: int = Field(description="0 to 100: a higher weight is admitted first and may preempt lower ones.")
+
+    _name = field_validator("name")(_follows(governance_rules.priority_class_name_problem))
+    _weight = field_validator("weight")(_follows(governance_rules.weight_problem))
+
+
+class TaskGovernancePartitionConfig(_Model):
+    """``...quota[].accelerator_partition``: MIG partitions of the instance type's GPUs."""
+
+    type: str = Field(description="mig-<profile> of a profile the type's GPUs have, e.g. mig-1g.10gb.")
+    count: int
+
+    _count = field_validator("count")(_follows(governance_rules.partition_count_problem))
+
+
+class TaskGovernanceQuotaConfig(_Model):
+    """``hyperpod_eks.task_governance.teams[].quota[]``: what the team is allotted of one instance type."""
+
+    instance_type: str = Field(description="The ml. type of one of the cluster's instance groups.")
+    count: int | None = Field(default=None, description="Whole instances.")
+    accelerators: int | None = Field(default=None, description="GPUs or Trainium devices.")
+    vcpu: float | None = None
+    memory_gib: float | None = None
+    accelerator_partition: TaskGovernancePartitionConfig | None = None
+
+    _amounts = field_validator("count", "accelerators", "vcpu", "memory_gib")(
+        _follows(governance_rules.amount_problem)
+    )
+
+    @model_validator(mode="after")
+    def _allots_something(self) -> TaskGovernanceQuotaConfig:
+        _raise_if(
+            governance_rules.quota_amount_given_problem(
+                count=self.count,
+                accelerators=self.accelerators,
+                vcpu=self.vcpu,
+                memory_gib=self.memory_gib,
+                partition_type=None
+                if self.accelerator_partition is None
+                else self.accelerator_partition.type,
+            )
+        )
+        return self
+
+
+class TaskGovernanceTeamConfig(_Model):
+    """``hyperpod_eks.task_governance.teams[]``: a team, its namespace hyperpod-ns-<name> and its quota."""
+
+    name: str = Field(description="HyperPod makes the namespace hyperpod-ns-<name> and its LocalQueue.")
+    quota: list[TaskGovernanceQuotaConfig] = Field(
+        default_factory=list, description="What the team is allotted, by instance type (at most 15)."
+    )
+    fair_share_weight: int | None = Field(
+        default=None, description="0 to 100: the team's share of idle compute under fair share. Default: 0."
+    )
+    sharing: Annotated[ResourceSharingStrategy, _FileChoice(ResourceSharingStrategy)] = Field(
+        default=ResourceSharingStrategy.LEND_AND_BORROW,
+        description="Lend, DontLend or LendAndBorrow the team's idle quota.",
+    )
+    borrow_limit_percent: int | None = Field(
+        default=None,
+        description="1 to 500: idle compute the team may borrow, in percent of its quota (LendAndBorrow). "
+        "Default: 50.",
+    )
+    preempt_team_tasks: Annotated[TeamPreemption, _FileChoice(TeamPreemption)] = Field(
+        default=TeamPreemption.LOWER_PRIORITY,
+        description="LowerPriority: a pending task evicts the team's own tasks of a lower class; or Never.",
+    )
+    pod_security: Annotated[PodSecurityLevel, _FileChoice(PodSecurityLevel)] = Field(
+        default=PodSecurityLevel.BASELINE,
+        description="Pod Security Standards level the team's namespace enforces (warn and audit at restricted).",
+    )
+    role_arn: str | None = Field(
+        default=None,
+        description="An IAM role whose sessions act as the team: an EKS access entry in the group "
+        "training-clusters:team:hyperpod-ns-<name>, which holds edit in that namespace only.",
+    )
+
+    _name = field_validator("name")(_follows(governance_rules.team_name_problem))
+    _weight = field_validator("fair_share_weight")(_follows(governance_rules.weight_problem))
+    _borrow = field_validator("borrow_limit_percent")(_follows(governance_rules.borrow_limit_problem))
+    _quota = field_validator("quota")(
+        _follows(lambda quota: governance_rules.quota_resources_count_problem(len(quota)))
+    )
+
+    @model_validator(mode="after")
+    def _borrow_limit_borrows(self) -> TaskGovernanceTeamConfig:
+        _raise_at(
+            "borrow_limit_percent",
+            governance_rules.borrow_limit_needs_borrowing_problem(self.sharing, self.borrow_limit_percent),
+        )
+        return self
+
+    @model_validator(mode="after")
+    def _role_is_a_role(self) -> TaskGovernanceTeamConfig:
+        if self.role_arn is not None and not queue_rules.IAM_ROLE_ARN.fullmatch(self.role_arn):
+            raise _FieldProblem(
+                "role_arn",
+                "must be an IAM role ARN such as arn:aws:iam::111122223333:role/VisionTeam (the role whose "
+                f"sessions act as the team), got {excerpt(self.role_arn)}",
+            )
+        return self
+
+
+class TaskGovernanceConfig(_Model):
+    """``hyperpod_eks.task_governance``: SageMaker HyperPod task governance (its EKS add-on, the cluster policy and
+    one compute quota per team) instead of our Kueue and ClusterQueue."""
+
+    addon_version: str = Field(
+        default=HYPERPOD_TASK_GOVERNANCE_VERSION,
+        description="The amazon-sagemaker-hyperpod-taskgovernance add-on.",
+    )
+    priority_classes: list[TaskGovernancePriorityClassConfig] = Field(
+        default_factory=list, description="At most 10 classes of tasks, each with a weight."
+    )
+    fair_share: bool = Field(
+        default=True, description="Teams borrow idle compute by their fair_share_weight (else first come)."
+    )
+    idle_resource_sharing: bool = Field(
+        default=True, description="Compute no team's quota holds is lent to the teams that borrow."
+    )
+    teams: Annotated[list[TaskGovernanceTeamConfig], Field(min_length=1)]
+
+    _addon_version = field_validator("addon_version")(_follows(governance_rules.addon_version_problem))
+
+    @field_validator("priority_classes")
+    @classmethod
+    def _classes(
+        cls, value: list[TaskGovernancePriorityClassConfig]
+    ) -> list[TaskGovernancePriorityClassConfig]:
+        _raise_if(governance_rules.priority_classes_count_problem(len(value)))
+        _raise_if(governance_rules.unique_problem([c.name for c in value]))
+        return value
+
+    @field_validator("teams")
+    @classmethod
+    def _teams(cls, value: list[TaskGovernanceTeamConfig]) -> list[TaskGovernanceTeamConfig]:
+        _raise_if(governance_rules.unique_problem([t.name for t in value]))
+        return value
+
+
 class HyperPodEksConfig(_Model):
     """``hyperpod_eks``: a SageMaker HyperPod cluster whose nodes join an EKS cluster made with it."""
 
@@ -1538,6 +1691,11 @@ class HyperPodEksConfig(_Model):
     addons: HyperPodEksAddonsConfig = HyperPodEksAddonsConfig()
     queues: EksQueuesConfig = EksQueuesConfig()
     nccl_test: HyperPodEksNcclTestConfig = HyperPodEksNcclTestConfig()
+    task_governance: TaskGovernanceConfig | None = Field(
+        default=None,
+        description="SageMaker HyperPod task governance: teams with quotas, priority classes, fair share. With "
+        "it, the stack installs HyperPod's task governance add-on instead of Kueue and our queues.",
+    )
 
     _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
     _version = field_validator("kubernetes_version")(_follows(hyperpod_eks_rules.kubernetes_version_problem))
@@ -1556,6 +1714,49 @@ class HyperPodEksConfig(_Model):
         if repeated:
             raise ValueError(f"instance group names must be unique, got {', '.join(repeated)} more than once")
         return self
+
+    @model_validator(mode="after")
+    def _one_kueue(self) -> HyperPodEksConfig:
+        if self.task_governance is None:
+            return self
+        problem = governance_rules.own_kueue_problem(
+            kueue_set="kueue" in self.addons.model_fields_set and self.addons.kueue,
+            queues_set="queues" in self.model_fields_set,
+        )
+        if problem:
+            raise _FieldProblem(*problem)
+        return self
+
+    @model_validator(mode="after")
+    def _quotas_of_the_cluster(self) -> HyperPodEksConfig:
+        if self.task_governance is None:
+            return self
+        cluster_types = [g.instance_type for g in self.instance_groups]
+        for t, team in enumerate(self.task_governance.teams):
+            for q, resource in enumerate(team.quota):
+                where = f"task_governance.teams.{t}.quota.{q}"
+                _raise_at(
+                    f"{where}.instance_type",
+                    governance_rules.quota_instance_type_problem(resource.instance_type, cluster_types),
+                )
+                instance_type = lookup_hyperpod(resource.instance_type)
+                _raise_at(
+                    f"{where}.accelerators",
+                    governance_rules.accelerators_problem(instance_type, resource.accelerators),
+                )
+                if resource.accelerator_partition is not None:
+                    _raise_at(
+                        f"{where}.accelerator_partition.type",
+                        governance_rules.accelerator_partition_problem(
+                            instance_type, resource.accelerator_partition.type
+                        ),
+                    )
+        return self
+
+    @property
+    def kueue(self) -> bool:
+        """Whether the stack installs our Kueue (and its queues): never beside task governance."""
+        return self.addons.kueue and self.task_governance is None
 
     @model_validator(mode="after")
     def _queues_need_kueue_and_gpus(self) -> HyperPodEksConfig:

@@ -28,6 +28,7 @@ _EXPORTS = {
     "HyperPodEksDependencies": "hyperpod_eks.cluster",
     "EksInstanceGroup": "hyperpod_eks.cluster",
     "KubernetesTaint": "hyperpod_eks.cluster",
+    "HyperPodTaskGovernance": "hyperpod_eks.governance",
     "InstanceGroup": "hyperpod.cluster",
     "LifecycleOptions": "hyperpod.cluster",
     "LifecycleStep": "hyperpod.cluster",

@@ -456,3 +456,31 @@ class TopologyPlacement(Choice):
 
 
 ALL_CHOICES = (*ALL_CHOICES, TopologyPlacement)
+
+
+# --- SageMaker HyperPod task governance ---
+
+
+class ResourceSharingStrategy(Choice):
+    """How a team of HyperPod task governance shares idle compute (``ComputeQuota``
+    ``ResourceSharingConfig.Strategy``; https://docs.aws.amazon.com/sagemaker/latest/APIReference/API_ResourceSharingConfig.html)."""
+
+    LEND = "Lend"
+    """The team's idle quota may be lent to teams that borrow; the team borrows none."""
+    DONT_LEND = "DontLend"
+    """The team neither lends its idle quota nor borrows."""
+    LEND_AND_BORROW = "LendAndBorrow"
+    """The team lends its idle quota and borrows others', up to its borrow limit. The service's default."""
+
+
+class TeamPreemption(Choice):
+    """Whether a team's pending task may evict the team's own running tasks of lower priority (``ComputeQuota``
+    ``PreemptTeamTasks``)."""
+
+    NEVER = "Never"
+    """A pending task waits for the team's quota to free up."""
+    LOWER_PRIORITY = "LowerPriority"
+    """A pending task evicts the team's running tasks of a lower priority class. The service's default."""
+
+
+ALL_CHOICES = (*ALL_CHOICES, ResourceSharingStrategy, TeamPreemption)

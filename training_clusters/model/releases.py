@@ -345,6 +345,16 @@ HEALTH_MONITORING_AGENT_TAG = "1.0.1892.0_1.0.424.0"
 #: --addon-name vpc-cni --kubernetes-version 1.35`` before relying on it there (botocore's ``eks`` model
 #: describes the API, not the versions).
 HYPERPOD_VPC_CNI_VERSION = "v1.20.1-eksbuild.3"
+#: SageMaker HyperPod task governance, the EKS add-on that runs HyperPod's Kueue and turns the
+#: ``ClusterSchedulerConfig`` and each ``ComputeQuota`` into Kueue objects: the version "Upgrade the task
+#: governance add-on" names for v1.6, which packages Kueue v0.19.2 and requires that no other Kueue is installed
+#: (https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade.html).
+#: EKS publishes no standard-support end for an add-on version.
+HYPERPOD_TASK_GOVERNANCE_ADDON = "amazon-sagemaker-hyperpod-taskgovernance"
+HYPERPOD_TASK_GOVERNANCE_VERSION = "v1.6.0-eksbuild.1"
+#: The Kueue inside :data:`HYPERPOD_TASK_GOVERNANCE_VERSION` (the same page).
+HYPERPOD_TASK_GOVERNANCE_KUEUE_VERSION = "0.19.2"
+_TASK_GOVERNANCE_UPGRADE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-operate-console-ui-governance-upgrade.html"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -426,6 +436,11 @@ VERSION_DEFAULTS: tuple[VersionDefault, ...] = (
         "https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-release-ami.html",
     ),
     *(VersionDefault(f"Helm chart {spec.chart}", spec.version, spec.repository) for spec in HELM_CHARTS),
+    VersionDefault(
+        f"EKS add-on {HYPERPOD_TASK_GOVERNANCE_ADDON} (SageMaker HyperPod task governance)",
+        HYPERPOD_TASK_GOVERNANCE_VERSION,
+        _TASK_GOVERNANCE_UPGRADE,
+    ),
     VersionDefault(
         "MPI Operator release manifest",
         MPI_OPERATOR_VERSION,

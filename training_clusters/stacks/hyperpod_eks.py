@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import aws_cdk as cdk
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.config import (
     EnvironmentConfig,
     HyperPodEksConfig,
     HyperPodEksInstanceGroupConfig,
+    TaskGovernanceConfig,
+    TaskGovernanceTeamConfig,
     stated_capacity,
 )
 from training_clusters.constructs.eks.addons import FsxCsiDriver
@@ -20,6 +23,7 @@ from training_clusters.constructs.hyperpod_eks.cluster import (
     HyperPodEksCluster,
     KubernetesTaint,
 )
+from training_clusters.constructs.hyperpod_eks.governance import HyperPodTaskGovernance
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import TopologyPlacement
 from training_clusters.stacks.base import (
@@ -31,6 +35,12 @@ from training_clusters.stacks.base import (
     team_roles,
 )
 from training_clusters.workloads.nccl import nccl_skip_reason
+from training_clusters.workloads.task_governance import (
+    PriorityClass,
+    QuotaResource,
+    Team,
+    priority_class_label,
+)
 
 
 class HyperPodEksEnvironment(TrainingEnvironmentStack):
@@ -46,6 +56,10 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
     the CSI driver (``fsx_csi``: in each team namespace the claim ``fsx-lustre`` of its directory
     ``teams/<namespace>``, never the root). HyperPod places its instances itself: the
     environment's placement group is not used by its nodes.
+
+    With ``task_governance`` in the section, SageMaker HyperPod task governance (``task_governance``: a
+    :class:`HyperPodTaskGovernance`) takes Kueue's place: its add-on, the cluster policy and one compute quota per
+    team, and each team's tenancy in the namespace HyperPod makes for it; our Kueue and queues are not installed.
     """
 
     def __init__(
@@ -92,11 +106,12 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             node_provisioning_mode=spec.node_provisioning_mode,
             mpi_operator=spec.addons.mpi_operator,
             vpc_cni_version=spec.addons.vpc_cni_version,
-            kueue=spec.addons.kueue,
+            kueue=spec.kueue,
             pods_ready_timeout_minutes=spec.queues.pods_ready_timeout_minutes,
             kubeflow_trainer=spec.addons.kubeflow_trainer,
         )
         self.queues = self._queues(spec)
+        self.task_governance = self._task_governance(spec.task_governance)
         self.runtimes = self._runtimes(spec)
         self.fsx_csi: FsxCsiDriver | None = None
         if self.shared_storage is not None:
@@ -160,7 +175,29 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             nodegroups=pools,
             mpi_image=spec.nccl_test.image,
             # only Kueue reads the pod-set annotations, and only its queues name the Topology
-            topology=spec.queues.topology if spec.addons.kueue else TopologyPlacement.OFF,
+            topology=spec.queues.topology if spec.kueue else TopologyPlacement.OFF,
+        )
+
+    def _task_governance(self, spec: TaskGovernanceConfig | None) -> HyperPodTaskGovernance | None:
+        """SageMaker HyperPod task governance (instead of our Kueue and queues), when the file asks for it."""
+        if spec is None:
+            return None
+        return HyperPodTaskGovernance(
+            self,
+            "TaskGovernance",
+            eks_cluster=self.eks,
+            hyperpod=self.hyperpod,
+            teams=[_team(t) for t in spec.teams],
+            priority_classes=[PriorityClass(c.name, c.weight) for c in spec.priority_classes],
+            fair_share=spec.fair_share,
+            idle_resource_sharing=spec.idle_resource_sharing,
+            addon_version=spec.addon_version,
+            pod_security={t.name: t.pod_security for t in spec.teams},
+            team_roles={
+                t.name: iam.Role.from_role_arn(self, f"TeamRole-{t.name}", t.role_arn, mutable=False)
+                for t in spec.teams
+                if t.role_arn is not None
+            },
         )
 
     def _lustre(self) -> LustreMount | None:
@@ -213,10 +250,29 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             "public_access_cidrs is set), then kubectl get nodes -L sagemaker.amazonaws.com/node-health-status",
             *self._acceptance_step(spec),
             *queue_step(self.queues, self.runtimes, fits_on=" on the instance groups"),
+            *self._governance_step(),
             "A node that does not join: its lifecycle script's log is in [LifecycleLogGroup]; a pod that does not "
             "start: kubectl describe, and the control plane's logs in [ControlPlaneLogGroup]",
             DESTROY_STEP,
         )
+
+    def _governance_step(self) -> list[str]:
+        """How a team's job joins task governance's queue, when the stack set it up."""
+        governance = self.task_governance
+        if governance is None:
+            return []
+        team = governance.teams[0]
+        step = (
+            f"Train: a team's jobs go in its namespace hyperpod-ns-<team> ({', '.join(t.namespace for t in governance.teams)}) "
+            f"labelled kueue.x-k8s.io/queue-name: hyperpod-ns-<team>-localqueue (e.g. {team.local_queue})"
+        )
+        if governance.priority_classes:
+            classes = ", ".join(priority_class_label(c.name) for c in governance.priority_classes)
+            step += f" and kueue.x-k8s.io/priority-class: one of {classes}"
+        return [
+            step
+            + "; HyperPod's Kueue starts a job when its team's quota, or idle compute it may borrow, holds it"
+        ]
 
     def _acceptance_step(self, spec: HyperPodEksConfig) -> list[str]:
         """What ``training-clusters acceptance`` writes for these instance groups (as
@@ -227,12 +283,13 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             for p in pools
         )
         gpus = any(p.instance_type.is_gpu for p in pools)
+        queued = self.queues is not None or self.task_governance is not None
         return kubernetes_acceptance_step(
             mpijob=nccl,
-            trainjob=nccl and self.queues is not None and spec.addons.kubeflow_trainer,
+            trainjob=nccl and queued and spec.addons.kubeflow_trainer,
             dcgm=gpus,
             mig=False,
-            gang=gpus and self.queues is not None,
+            gang=gpus and queued,
         )
 
 
@@ -249,4 +306,26 @@ def _instance_group(spec: HyperPodEksInstanceGroupConfig) -> EksInstanceGroup:
         capacity=stated_capacity(spec.capacity),
         labels=dict(spec.labels),
         taints=[KubernetesTaint(key=t.key, value=t.value, effect=t.effect) for t in spec.taints],
+    )
+
+
+def _team(spec: TaskGovernanceTeamConfig) -> Team:
+    return Team(
+        name=spec.name,
+        resources=[
+            QuotaResource(
+                instance_type=q.instance_type,
+                count=q.count,
+                accelerators=q.accelerators,
+                vcpu=q.vcpu,
+                memory_gib=q.memory_gib,
+                partition_type=None if q.accelerator_partition is None else q.accelerator_partition.type,
+                partition_count=None if q.accelerator_partition is None else q.accelerator_partition.count,
+            )
+            for q in spec.quota
+        ],
+        fair_share_weight=spec.fair_share_weight,
+        sharing=spec.sharing,
+        borrow_limit_percent=spec.borrow_limit_percent,
+        preempt_team_tasks=spec.preempt_team_tasks,
     )

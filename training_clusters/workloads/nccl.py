@@ -288,19 +288,26 @@ def _check(name: str, instance_type: InstanceType, workers: int, efa_interfaces:
 
 
 def run_instructions(
-    manifest_path: str, job_name: str, *, install_operator: bool = False, applied: bool = False
+    manifest_path: str,
+    job_name: str,
+    *,
+    install_operator: bool = False,
+    applied: bool = False,
+    namespace: str = "default",
 ) -> str:
     """Shell commands that start the job (unless the stack applied it) and follow the launcher's output.
 
     :param install_operator: Prefix the MPI Operator's install (when the stack does not install it).
     :param applied: The stack applied the job already: only follow its output.
+    :param namespace: The job's namespace. Default: ``default`` (kubectl's).
     """
     steps = []
     if install_operator:
         steps.append(f"kubectl apply --server-side -f {MPI_OPERATOR_MANIFEST_URL}")
     if not applied:
         steps.append(f"kubectl apply -f {manifest_path}")
-    steps.append(f"kubectl logs -f job/{job_name}-launcher")
+    in_namespace = "" if namespace == "default" else f" -n {namespace}"
+    steps.append(f"kubectl logs{in_namespace} -f job/{job_name}-launcher")
     return " && ".join(steps)
 
 

@@ -190,10 +190,28 @@ def pod_set_topology(placement: TopologyPlacement, instance_type: InstanceType) 
 
 @dataclass(frozen=True)
 class QueueRoute:
-    """Where a job joins the queues: a team namespace and its LocalQueue (``kueue.x-k8s.io/queue-name``)."""
+    """Where a job joins the queues: a team namespace and its LocalQueue (``kueue.x-k8s.io/queue-name``), and
+    under SageMaker HyperPod task governance the job's priority class (``kueue.x-k8s.io/priority-class``)."""
 
     namespace: str
     local_queue: str
+    priority_class: str | None = None
+
+    def labels(self) -> dict[str, str]:
+        """The labels a job joins the queue with."""
+        return queue_labels(self.local_queue, self.priority_class)
+
+
+#: The label naming a job's Kueue ``WorkloadPriorityClass`` (task governance makes one per priority class).
+KUEUE_PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def queue_labels(local_queue: str, priority_class: str | None = None) -> dict[str, str]:
+    """``kueue.x-k8s.io/queue-name`` and, when given, ``kueue.x-k8s.io/priority-class``."""
+    labels = {KUEUE_QUEUE_LABEL: local_queue}
+    if priority_class is not None:
+        labels[KUEUE_PRIORITY_CLASS_LABEL] = priority_class
+    return labels
 
 
 @dataclass(frozen=True)
@@ -581,17 +599,19 @@ def nccl_test_trainjob(
     image: str,
     namespace: str = "default",
     queue: str | None = DEFAULT_LOCAL_QUEUE,
+    priority_class: str | None = None,
 ) -> dict[str, Any]:
     """A TrainJob running NCCL's ``all_reduce_perf`` over EFA across ``nodes`` nodes of ``nodegroup``, on its
     mpirun runtime (:func:`mpi_runtime`): the launcher runs the same command as the MPIJob test (each node's
     name, then ``mpirun``), one
     process per GPU (``spec.trainer.numProcPerNode``, the slots of each node in the hostfile Trainer writes).
 
-    With ``queue``, the job is labelled for that LocalQueue and Kueue admits it when the whole of it fits.
+    With ``queue``, the job is labelled for that LocalQueue (and ``priority_class``, when given) and Kueue admits
+    it when the whole of it fits.
     """
     metadata: dict[str, Any] = {"name": name, "namespace": namespace}
     if queue is not None:
-        metadata["labels"] = {KUEUE_QUEUE_LABEL: queue}
+        metadata["labels"] = queue_labels(queue, priority_class)
     return {
         "apiVersion": TRAINER_API,
         "kind": "TrainJob",
@@ -614,11 +634,15 @@ def queue_mpijob(
     local_queue: str,
     instance_type: InstanceType,
     topology: TopologyPlacement = TopologyPlacement.PREFERRED,
+    priority_class: str | None = None,
 ) -> dict[str, Any]:
     """``job`` (an MPIJob, :func:`~training_clusters.workloads.nccl.nccl_test_mpijob`) labelled for ``local_queue``
     of its namespace, so Kueue's MPIJob integration admits it whole, its workers (the pod set holding the GPUs)
     asking for ``topology`` on a type that reports it; the launcher holds no GPU and asks for nothing."""
-    job["metadata"]["labels"] = {**job["metadata"].get("labels", {}), KUEUE_QUEUE_LABEL: local_queue}
+    job["metadata"]["labels"] = {
+        **job["metadata"].get("labels", {}),
+        **queue_labels(local_queue, priority_class),
+    }
     annotations = pod_set_topology(topology, instance_type)
     if annotations:
         worker = job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]
@@ -637,6 +661,7 @@ def gang_job(
     queue: str = DEFAULT_LOCAL_QUEUE,
     seconds: int = 600,
     topology: TopologyPlacement = TopologyPlacement.PREFERRED,
+    priority_class: str | None = None,
 ) -> dict[str, Any]:
     """A Job asking for every GPU of ``capacity``'s nodegroup (as the device plugin advertises them, shared
     replicas included): one pod per GPU, each holding it for ``seconds``, so it also passes a time-slicing
@@ -663,7 +688,7 @@ def gang_job(
     return {
         "apiVersion": "batch/v1",
         "kind": "Job",
-        "metadata": {"name": name, "namespace": namespace, "labels": {KUEUE_QUEUE_LABEL: queue}},
+        "metadata": {"name": name, "namespace": namespace, "labels": queue_labels(queue, priority_class)},
         "spec": {
             "suspend": True,
             "parallelism": gpus,

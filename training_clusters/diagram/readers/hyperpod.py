@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from training_clusters.diagram.graph import EdgeKind, Node, NodeKind, NodeRole
+from training_clusters.diagram.graph import TIMES, EdgeKind, Node, NodeKind, NodeRole
 from training_clusters.diagram.readers.base import GraphReader
 from training_clusters.diagram.template import (
     ON_DEMAND,
@@ -25,6 +25,21 @@ from training_clusters.diagram.template import (
 )
 
 
+def _quota_resource(resource: Mapping[str, Any]) -> str:
+    """One ``ComputeQuotaResourceConfig`` in words: instances, amounts and MIG partitions of its type."""
+    instance_type = _text(resource.get("InstanceType"))
+    partition = _dict(resource.get("AcceleratorPartition"))
+    parts = [f"{_text(resource['Count'])} {TIMES} {instance_type}"] if "Count" in resource else []
+    for key, unit in (("Accelerators", "accelerators"), ("VCpu", "vCPUs"), ("MemoryInGiB", "GiB")):
+        if key in resource:
+            parts.append(f"{_text(resource[key])} {unit} of {instance_type}")
+    if partition:
+        parts.append(
+            f"{_text(partition.get('Count'))} {TIMES} {_text(partition.get('Type'))} of {instance_type}"
+        )
+    return ", ".join(parts)
+
+
 class HyperPodReader(GraphReader):
     def hyperpod_clusters(self, *, on_eks: bool) -> None:
         for cluster_id, props in self.of_type("AWS::SageMaker::Cluster"):
@@ -34,6 +49,7 @@ class HyperPodReader(GraphReader):
             details = [f"orchestrator {orchestrator}"]
             if "NodeRecovery" in props:
                 details.append(f"node recovery {_text(props['NodeRecovery']).lower()}")
+            details += self.task_governance(cluster_id)
             self.add(
                 Node(
                     cluster_id,
@@ -96,6 +112,36 @@ class HyperPodReader(GraphReader):
             lustre = _dict(_dict(config).get("FsxLustreConfig"))
             targets = [t for t in _targets(lustre) if self.type_of(t) == "AWS::FSx::FileSystem"]
             self.link(node_id, targets, EdgeKind.MOUNTS, _literal(lustre.get("MountPath")) or "")
+
+    def task_governance(self, cluster_id: str) -> list[str]:
+        """The cluster policy and each team's compute quota of SageMaker HyperPod task governance, one line each."""
+        lines = []
+        for _, props in self.of_type("AWS::SageMaker::ClusterSchedulerConfig"):
+            if _target(props.get("ClusterArn")) != cluster_id:
+                continue
+            config = _dict(props.get("SchedulerConfig"))
+            classes = ", ".join(
+                f"{_text(_dict(c).get('Name'))} {_text(_dict(c).get('Weight'))}"
+                for c in _list(config.get("PriorityClasses"))
+            )
+            lines.append(
+                f"task governance: priority classes {classes or 'none'}; fair share "
+                f"{_text(config.get('FairShare', 'Enabled')).lower()}; idle sharing "
+                f"{_text(config.get('IdleResourceSharing', 'Enabled')).lower()}"
+            )
+        for _, props in self.of_type("AWS::SageMaker::ComputeQuota"):
+            if _target(props.get("ClusterArn")) != cluster_id:
+                continue
+            config = _dict(props.get("ComputeQuotaConfig"))
+            quota = "; ".join(_quota_resource(_dict(r)) for r in _list(config.get("ComputeQuotaResources")))
+            sharing = _dict(config.get("ResourceSharingConfig"))
+            limit = sharing.get("BorrowLimit")
+            lines.append(
+                f"team {_text(_dict(props.get('ComputeQuotaTarget')).get('TeamName'))}: {quota or 'no quota'}, "
+                f"{_text(sharing.get('Strategy', 'LendAndBorrow'))}"
+                + (f" (borrows up to {_text(limit)} %)" if limit is not None else "")
+            )
+        return lines
 
     def instance_group(
         self,
