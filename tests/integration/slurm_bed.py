@@ -202,9 +202,9 @@ def hyperpod_slurm_conf(controller_ip: str, partitions: dict[str, list[str]], *,
         "KillWait=5",
         "MinJobAge=300",
     ]
-    for ips in partitions.values():
-        for ip in ips:
-            lines.append(f"NodeName={node_name(ip)} NodeAddr={ip} CPUs=8 State=UNKNOWN")
+    # one NodeName line per node, in the order the partitions first list it (a node may be in several)
+    for ip in dict.fromkeys(ip for ips in partitions.values() for ip in ips):
+        lines.append(f"NodeName={node_name(ip)} NodeAddr={ip} CPUs=8 State=UNKNOWN")
     default = True
     for partition, ips in partitions.items():
         nodes = ",".join(node_name(ip) for ip in ips)
@@ -362,11 +362,13 @@ class Node:
             self.path(spool).mkdir(parents=True, exist_ok=True)
             os.chown(self.path(spool), slurm_uid, slurm_gid)
 
-    def upload_lifecycle(self, params: dict[str, object], settings: dict[str, object]) -> None:
-        """The lifecycle folder as HyperPod downloads it: our scripts plus the two generated files."""
+    def upload_lifecycle(self, params: dict[str, object] | None, settings: dict[str, object]) -> None:
+        """The lifecycle folder as HyperPod downloads it: our scripts plus the generated files (no
+        provisioning_parameters.json when PARAMS is None, as in HyperPod's API-driven Slurm mode)."""
         target = self.path(LIFECYCLE_ON_NODE)
         shutil.copytree(LIFECYCLE, target, ignore=shutil.ignore_patterns("README.md", "__pycache__"))
-        (target / "provisioning_parameters.json").write_text(json.dumps(params, indent=2))
+        if params is not None:
+            (target / "provisioning_parameters.json").write_text(json.dumps(params, indent=2))
         (target / "training_clusters.json").write_text(json.dumps(settings, indent=2))
 
     def boot(self) -> None:
@@ -449,8 +451,10 @@ class Node:
                 *(f"{key}={value}" for key, value in variables.items()), *command]  # fmt: skip
         return run(full, check=check, timeout=timeout)
 
-    def on_create(self, *, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.Popen[str]:
-        """Starts the lifecycle script as HyperPod does (root, its folder, stdin closed); returns at once."""
+    def on_create(self, *, env: dict[str, str] | None = None, timeout: float = 300,
+                  script: str = "on_create.sh") -> subprocess.Popen[str]:  # fmt: skip
+        """Starts the lifecycle script (SCRIPT of the lifecycle folder: LifeCycleConfig.OnCreate or
+        OnInitComplete) as HyperPod does (root, its folder, stdin closed); returns at once."""
         variables = {
             "PATH": ROOT_PATH,
             "HOME": "/root",
@@ -460,7 +464,7 @@ class Node:
         }
         command = ["nsenter", "-t", str(self.leader), "-a", "--", "env", "-i",
                    *(f"{key}={value}" for key, value in variables.items()),
-                   "bash", f"{LIFECYCLE_ON_NODE}/on_create.sh"]  # fmt: skip
+                   "bash", f"{LIFECYCLE_ON_NODE}/{script}"]  # fmt: skip
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)  # fmt: skip
 
