@@ -11,7 +11,9 @@ and ``SwitchName=<leaf> Nodes=<node names>`` lines for the switches instances ha
 
 Slurm places a job only inside one switch fabric ("jobs can only span nodes connected by the same switch
 fabric", topology.conf's prerequisites): when the instances sit under more than one top-layer network
-node, a switch named :data:`ROOT_SWITCH` joins them, so no job is refused for spanning two spines.
+node, a switch named :data:`ROOT_SWITCH` joins them. Without it Slurm 24.11 refuses at submission any job
+that would span two spines ("Requested topology configuration is not available"; shown on the real-Slurm
+bed, tests/integration/test_hyperpod_api_real.py).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ What is emulated, and from which AWS page (details in hyperpod_api_bed.py; the b
 Then our lifecycle (``hyperpod_api_bed.LIFECYCLE_SCRIPT``, today's on_create.sh) runs on every node at once,
 and real Slurm answers: the controller up with the agent's topology loaded and left alone by our steps, by
 our keys' re-application and by ``scontrol reconfigure``; ``sbatch -N2 --switches=1`` on two nodes of one
-leaf (and waiting rather than spreading over two); workers idle in their partitions; the login node serving
+leaf (and waiting rather than spreading over two); instances under two spines still one fabric; workers idle in their partitions; the login node serving
 ``srun``; the team user on every node and their jobs in accounting (slurmdbd and MariaDB on the controller,
 our ``local`` mode); a second run changing nothing; a node replaced under another leaf.
 The timings are printed at the end of the run.
@@ -43,6 +43,7 @@ from tests.integration.hyperpod_api_bed import (
 )
 from tests.integration.hyperpod_bed import ALICE, CONTROLLER_IP, LOGIN_IP, job_field, sbatch
 from tests.integration.slurm_bed import missing_prerequisites, node_name, wait_until
+from training_clusters.topology import ROOT_SWITCH
 
 pytestmark = pytest.mark.integration
 
@@ -291,5 +292,34 @@ def test_replaced_node_joins_under_its_new_leaf(cluster: ApiCluster) -> None:
     ]
     try:
         assert run_until_running(cluster, "-N3 --switches=1")[1] == {NAMES[0], NAMES[1], NAMES[2]}
+    finally:
+        cancel_all(cluster)
+
+
+def test_instances_under_two_spines_share_one_fabric(cluster: ApiCluster) -> None:
+    """An instance under another spine: topology_conf joins the spines under ROOT_SWITCH, without which
+    Slurm refuses any job spanning both (shown first with the same file minus that line)."""
+    cluster.wait_idle()
+    other = cluster.bed.nodes[COMPUTE_IPS[3]]
+    cluster.network_nodes[other.ip] = ["nn-spine-2", "nn-agg-2", "nn-leaf-c"]
+    joined = cluster.topology()
+    assert f"SwitchName={ROOT_SWITCH} Switches=nn-spine-0123456789,nn-spine-2" in joined.splitlines()
+    apart = "".join(line for line in joined.splitlines(keepends=True) if ROOT_SWITCH not in line)
+    cluster.controller.write("/opt/slurm/etc/topology.conf", apart)
+    scontrol(cluster, "reconfigure")
+    refused = cluster.login.sh(
+        "/opt/slurm/bin/sbatch -N4 -o /dev/null --wrap true", user="alice", check=False
+    )
+    assert (refused.returncode, refused.stderr.strip()) == (
+        1,
+        "sbatch: error: Batch job submission failed: Requested topology configuration is not available",
+    )
+    cluster.agent_places(other.ip, cluster.network_nodes[other.ip])
+    assert topology_lines(cluster)[0] == (
+        f"SwitchName={ROOT_SWITCH} Level=3 LinkSpeed=1 Nodes=ip-10-1-1-[11-14] "
+        "Switches=nn-spine-0123456789,nn-spine-2"
+    )
+    try:
+        assert run_until_running(cluster, "-N4")[1] == set(NAMES)
     finally:
         cancel_all(cluster)
