@@ -17,8 +17,9 @@ latest/dg/<page>.html):
   installation, and environment configuration"; no ``provisioning_parameters.json``; FSx for Lustre is
   mounted by HyperPod from the groups' ``FsxLustreConfig`` (``MountPath`` ``/fsx``) before the scripts run:
   here one host folder bound at ``/fsx`` into every node (:attr:`ApiCluster.fsx`), already there at boot.
-  ``OnInitComplete`` runs after HyperPod's own set-up, so the agent's files are in place when the lifecycle
-  script starts (no racing agent, unlike the legacy bed's :meth:`slurm_bed.Bed.agent_writes_slurm_conf`).
+  ``OnInitComplete`` "runs on the node after the AMI-based initialization is complete" (API reference,
+  ``API_ClusterLifeCycleConfig``), so the agent's files are in place when the lifecycle script starts (no
+  racing agent, unlike the legacy bed's :meth:`slurm_bed.Bed.agent_writes_slurm_conf`).
 - ``sagemaker-hyperpod-topology``: HyperPod sets ``TopologyPlugin=topology/tree`` for ml.p5, ml.p5e and
   ml.p5en, ``topology/flat`` (no plugin line) as soon as one compute group is of another type, and writes
   ``topology.conf`` beside ``slurm.conf`` on Slurm 24.x (the bed's version); it recomputes it on scale-up,
