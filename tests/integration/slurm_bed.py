@@ -307,6 +307,11 @@ class Node:
              f"lowerdir={self.bed.root},upperdir={self.base / 'upper'},workdir={self.base / 'work'}",
              str(self.merged)])  # fmt: skip
         self.write("/etc/hostname", self.name + "\n")
+        self.write_hosts()
+
+    def write_hosts(self) -> None:
+        """/etc/hosts naming every node of the bed, as the VPC's DNS resolves every ip-a-b-c-d name (slurmctld
+        looks up the host of each client it answers: a name it cannot resolve costs it 10 s per message)."""
         hosts = ["127.0.0.1 localhost"] + [f"{ip} {node_name(ip)}" for ip in self.bed.ips]
         self.write("/etc/hosts", "\n".join(hosts) + "\n")
 
@@ -554,6 +559,9 @@ class Bed:
         run(["ip", "-n", node.netns, "link", "set", "eth0", "up"])
         run(["ip", "-n", node.netns, "link", "set", "lo", "up"])
         self.ips.append(ip)
+        for other in self.nodes.values():  # the new name resolves on every node already there
+            if os.path.ismount(other.merged):
+                other.write_hosts()
 
     def prepare(self, ip: str, *, generation: int = 0) -> Node:
         """A node's file system (a fresh overlay), not yet booted."""

@@ -16,7 +16,8 @@ What is emulated, and from which AWS page (details in hyperpod_api_bed.py; the b
 Then our lifecycle (``hyperpod_api_bed.LIFECYCLE_SCRIPT``, today's on_create.sh) runs on every node at once,
 and real Slurm answers: the controller up with the agent's topology loaded and left alone by our steps, by
 our keys' re-application and by ``scontrol reconfigure``; ``sbatch -N2 --switches=1`` on two nodes of one
-leaf (and waiting rather than spreading over two); instances under two spines still one fabric; workers idle in their partitions; the login node serving
+leaf (and waiting rather than spreading over two); instances under two spines still one fabric; a group of
+a type HyperPod does not place turning the cluster to ``topology/flat``; workers idle in their partitions; the login node serving
 ``srun``; the team user on every node and their jobs in accounting (slurmdbd and MariaDB on the controller,
 our ``local`` mode); a second run changing nothing; a node replaced under another leaf.
 The timings are printed at the end of the run.
@@ -39,6 +40,7 @@ from tests.integration.hyperpod_api_bed import (
     LEAF_A,
     LEAF_B,
     ApiCluster,
+    InstanceGroup,
     boot_api_cluster,
 )
 from tests.integration.hyperpod_bed import ALICE, CONTROLLER_IP, LOGIN_IP, job_field, sbatch
@@ -323,3 +325,34 @@ def test_instances_under_two_spines_share_one_fabric(cluster: ApiCluster) -> Non
         assert run_until_running(cluster, "-N4")[1] == set(NAMES)
     finally:
         cancel_all(cluster)
+
+
+def test_a_group_hyperpod_cannot_place_turns_the_topology_flat(cluster: ApiCluster) -> None:
+    """Scale-up with an ml.g5 group: the agent writes slurm.conf without TopologyPlugin (topology/flat, as
+    sagemaker-hyperpod-topology says); our keys come back beside it and do not bring topology/tree back."""
+    cluster.wait_idle()
+    small = InstanceGroup("g5", "Compute", ("10.1.1.21",), partition="small", instance_type="ml.g5.48xlarge")
+    cluster.groups = (*cluster.groups, small)
+    started = time.monotonic()
+    node = cluster.prepare(small.ips[0])
+    node.boot()
+    controller = cluster.controller
+    conf = cluster.slurm_conf()
+    assert "TopologyPlugin" not in conf
+    controller.write("/opt/slurm/etc/slurm.conf", conf)
+    run = cluster.provision([node], agent_writes=False)[node.ip]
+    assert run.returncode == 0, run.output
+    # no TopologyPlugin line: Slurm's flat topology, which Slurm 24.11 reports as topology/default
+    wait_until(
+        "slurmctld on the flat topology",
+        lambda: topology_config(cluster) == ["TopologyParam = (null)", "TopologyPlugin = topology/default"],
+        seen=lambda: topology_config(cluster),
+        timeout=60,
+    )
+    cluster.wait_idle()
+    TIMINGS.append(("api", "API-driven HyperPod: a g5 group added, idle", time.monotonic() - started))
+    lines = controller.read("/opt/slurm/etc/slurm.conf").splitlines()
+    assert "JobRequeue=1" in lines
+    assert not [line for line in lines if line.lower().startswith("topologyplugin")]
+    out = cluster.login.sh("/opt/slurm/bin/srun -p small -N1 hostname", user="alice")
+    assert out.stdout.split() == [node.name]
