@@ -117,6 +117,7 @@ WITHOUT_JSII = (
     "tests/test_compute_node_groups.py",
     "tests/test_catalog_checks.py",
     "tests/test_versions.py",
+    "tests/test_topology.py",
 )
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
 REGION = "us-east-1"

@@ -18,7 +18,7 @@ TIMINGS: list[tuple[str, str, float]] = []
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     if TIMINGS:
-        terminalreporter.section("real apt timings")
+        terminalreporter.section("integration timings")
         for test, what, seconds in TIMINGS:
             terminalreporter.write_line(f"{seconds:7.1f} s  {what}  ({test})")
 

@@ -8,6 +8,7 @@ instance of a new cluster, while the "agent" writes the controller's slurm.conf 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 from dataclasses import dataclass, field
@@ -63,6 +64,8 @@ class Cluster:
     bed: Bed
     settings: dict[str, Any]
     runs: dict[str, Provisioned] = field(default_factory=dict)
+    #: The lifecycle script HyperPod runs (LifeCycleConfig.OnCreate), in the lifecycle folder.
+    script: str = "on_create.sh"
 
     @property
     def controller(self) -> Node:
@@ -90,7 +93,7 @@ class Cluster:
     def provision(self, nodes: list[Node], *, agent_writes: bool) -> dict[str, Provisioned]:
         """Runs on_create.sh on NODES at once; the agent writes slurm.conf meanwhile (if asked)."""
         started = time.monotonic()
-        processes = {node.ip: node.on_create() for node in nodes}
+        processes = {node.ip: node.on_create(script=self.script) for node in nodes}
         if agent_writes:
             self.bed.agent_writes_slurm_conf(self.controller, self.slurm_conf(), after_s=AGENT_DELAY_S)
         done: dict[str, Provisioned] = {}
@@ -104,6 +107,19 @@ class Cluster:
             done[node.ip] = Provisioned(node, process.returncode, output, time.monotonic() - started)
         self.runs.update(done)
         return done
+
+    def daemon_pids(self) -> dict[str, str]:
+        """The main PID of every Slurm daemon (and of local accounting's), by node/unit."""
+        controller = ("slurmctld", "slurmdbd", "mariadb")
+        if self.settings.get("accounting", {}).get("mode") != "local":
+            controller = ("slurmctld",)
+        units = [(self.controller, controller), (self.login, ("sackd",))]
+        units += [(worker, ("slurmd",)) for worker in self.workers]
+        return {
+            f"{node.name}/{unit}": node.sh(f"systemctl show -p MainPID --value {unit}").stdout.strip()
+            for node, names in units
+            for unit in names
+        }
 
     def sinfo_states(self) -> dict[str, str]:
         out = self.controller.sh("/opt/slurm/bin/sinfo -h -N -o '%N %t'", check=False).stdout
@@ -228,3 +244,18 @@ def boot_cluster(work: Path, settings: dict[str, Any], *, database: bool = False
         bed.__exit__(None, None, None)
         raise
     return cluster
+
+
+def job_field(cluster: Cluster, job: str, key: str) -> str:
+    shown = cluster.controller.sh(f"/opt/slurm/bin/scontrol show job {job}", check=False).stdout
+    found = re.search(rf"\b{key}=(\S*)", shown)
+    return found.group(1) if found else ""
+
+
+def sbatch(cluster: Cluster, options: str, *, script: str | None = None, user: str = "alice") -> str:
+    """Submits from the login node as USER; SCRIPT (a batch script's body) is written to the user's home."""
+    if script is not None:
+        cluster.login.write(f"/home/{user}/job.sh", "#!/bin/bash\n" + script + "\n", 0o755)
+        options += f" /home/{user}/job.sh"
+    out = cluster.login.sh(f"/opt/slurm/bin/sbatch --parsable {options}", user=user).stdout.strip()
+    return out.split(";")[0]

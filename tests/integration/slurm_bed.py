@@ -19,6 +19,9 @@ the lifecycle scripts themselves. What is emulated, because it cannot run here:
   resumes its replacement. The file's cgroup settings differ from HyperPod's: this machine delegates no
   cgroups to containers, so Slurm's cgroup plugins cannot run (``proctrack/linuxproc``, ``task/none``,
   ``CgroupPlugin=disabled``). HyperPod's own defaults are ``task/none`` as well.
+- **HyperPod's API-driven Slurm mode** (hyperpod_api_bed.py, whose docstring cites the AWS pages): the agent
+  writes the node and partition sections of slurm.conf and topology.conf from the instance groups'
+  ``SlurmConfig`` before the lifecycle script runs, and FSx is already mounted (a host folder).
 - **Secrets Manager** (``aws`` on the controller answers ``get-secret-value`` from a file) and **Aurora**
   (a MariaDB node of the bed).
 - **ParallelCluster's AMI layout** (:meth:`Node.lay_out_parallelcluster_ami`, used by parallelcluster_bed.py,
@@ -202,9 +205,9 @@ def hyperpod_slurm_conf(controller_ip: str, partitions: dict[str, list[str]], *,
         "KillWait=5",
         "MinJobAge=300",
     ]
-    for ips in partitions.values():
-        for ip in ips:
-            lines.append(f"NodeName={node_name(ip)} NodeAddr={ip} CPUs=8 State=UNKNOWN")
+    # one NodeName line per node, in the order the partitions first list it (a node may be in several)
+    for ip in dict.fromkeys(ip for ips in partitions.values() for ip in ips):
+        lines.append(f"NodeName={node_name(ip)} NodeAddr={ip} CPUs=8 State=UNKNOWN")
     default = True
     for partition, ips in partitions.items():
         nodes = ",".join(node_name(ip) for ip in ips)
@@ -304,6 +307,11 @@ class Node:
              f"lowerdir={self.bed.root},upperdir={self.base / 'upper'},workdir={self.base / 'work'}",
              str(self.merged)])  # fmt: skip
         self.write("/etc/hostname", self.name + "\n")
+        self.write_hosts()
+
+    def write_hosts(self) -> None:
+        """/etc/hosts naming every node of the bed, as the VPC's DNS resolves every ip-a-b-c-d name (slurmctld
+        looks up the host of each client it answers: a name it cannot resolve costs it 10 s per message)."""
         hosts = ["127.0.0.1 localhost"] + [f"{ip} {node_name(ip)}" for ip in self.bed.ips]
         self.write("/etc/hosts", "\n".join(hosts) + "\n")
 
@@ -362,11 +370,13 @@ class Node:
             self.path(spool).mkdir(parents=True, exist_ok=True)
             os.chown(self.path(spool), slurm_uid, slurm_gid)
 
-    def upload_lifecycle(self, params: dict[str, object], settings: dict[str, object]) -> None:
-        """The lifecycle folder as HyperPod downloads it: our scripts plus the two generated files."""
+    def upload_lifecycle(self, params: dict[str, object] | None, settings: dict[str, object]) -> None:
+        """The lifecycle folder as HyperPod downloads it: our scripts plus the generated files (no
+        provisioning_parameters.json when PARAMS is None, as in HyperPod's API-driven Slurm mode)."""
         target = self.path(LIFECYCLE_ON_NODE)
         shutil.copytree(LIFECYCLE, target, ignore=shutil.ignore_patterns("README.md", "__pycache__"))
-        (target / "provisioning_parameters.json").write_text(json.dumps(params, indent=2))
+        if params is not None:
+            (target / "provisioning_parameters.json").write_text(json.dumps(params, indent=2))
         (target / "training_clusters.json").write_text(json.dumps(settings, indent=2))
 
     def boot(self) -> None:
@@ -449,8 +459,10 @@ class Node:
                 *(f"{key}={value}" for key, value in variables.items()), *command]  # fmt: skip
         return run(full, check=check, timeout=timeout)
 
-    def on_create(self, *, env: dict[str, str] | None = None, timeout: float = 300) -> subprocess.Popen[str]:
-        """Starts the lifecycle script as HyperPod does (root, its folder, stdin closed); returns at once."""
+    def on_create(self, *, env: dict[str, str] | None = None, timeout: float = 300,
+                  script: str = "on_create.sh") -> subprocess.Popen[str]:  # fmt: skip
+        """Starts the lifecycle script (SCRIPT of the lifecycle folder: LifeCycleConfig.OnCreate or
+        OnInitComplete) as HyperPod does (root, its folder, stdin closed); returns at once."""
         variables = {
             "PATH": ROOT_PATH,
             "HOME": "/root",
@@ -460,7 +472,7 @@ class Node:
         }
         command = ["nsenter", "-t", str(self.leader), "-a", "--", "env", "-i",
                    *(f"{key}={value}" for key, value in variables.items()),
-                   "bash", f"{LIFECYCLE_ON_NODE}/on_create.sh"]  # fmt: skip
+                   "bash", f"{LIFECYCLE_ON_NODE}/{script}"]  # fmt: skip
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)  # fmt: skip
 
@@ -547,6 +559,9 @@ class Bed:
         run(["ip", "-n", node.netns, "link", "set", "eth0", "up"])
         run(["ip", "-n", node.netns, "link", "set", "lo", "up"])
         self.ips.append(ip)
+        for other in self.nodes.values():  # the new name resolves on every node already there
+            if os.path.ismount(other.merged):
+                other.write_hosts()
 
     def prepare(self, ip: str, *, generation: int = 0) -> Node:
         """A node's file system (a fresh overlay), not yet booted."""

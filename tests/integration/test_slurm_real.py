@@ -36,6 +36,8 @@ from tests.integration.hyperpod_bed import (
     WORKER_IPS,
     Cluster,
     boot_cluster,
+    job_field,
+    sbatch,
     start_database,
 )
 from tests.integration.slurm_bed import (
@@ -78,21 +80,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         TIMINGS.append(
             ("cluster", "HyperPod-like cluster, local accounting: whole scenario", time.monotonic() - started)
         )
-
-
-def job_field(cluster: Cluster, job: str, key: str) -> str:
-    shown = cluster.controller.sh(f"/opt/slurm/bin/scontrol show job {job}", check=False).stdout
-    found = re.search(rf"\b{key}=(\S*)", shown)
-    return found.group(1) if found else ""
-
-
-def sbatch(cluster: Cluster, options: str, *, script: str | None = None, user: str = "alice") -> str:
-    """Submits from the login node as USER; SCRIPT (a batch script's body) is written to the user's home."""
-    if script is not None:
-        cluster.login.write(f"/home/{user}/job.sh", "#!/bin/bash\n" + script + "\n", 0o755)
-        options += f" /home/{user}/job.sh"
-    out = cluster.login.sh(f"/opt/slurm/bin/sbatch --parsable {options}", user=user).stdout.strip()
-    return out.split(";")[0]
 
 
 def release_requeued(cluster: Cluster, job: str) -> None:
@@ -208,25 +195,15 @@ def test_settings_survive_the_agent_rewriting_slurm_conf(cluster: Cluster) -> No
     cluster.wait_idle()
 
 
-def _daemon_pids(cluster: Cluster) -> dict[str, str]:
-    units = [(cluster.controller, ("slurmctld", "slurmdbd", "mariadb")), (cluster.login, ("sackd",))]
-    units += [(worker, ("slurmd",)) for worker in cluster.workers]
-    return {
-        f"{node.name}/{unit}": node.sh(f"systemctl show -p MainPID --value {unit}").stdout.strip()
-        for node, names in units
-        for unit in names
-    }
-
-
 def test_second_run_of_on_create_restarts_nothing(cluster: Cluster) -> None:
     """Defect 11: a second run restarted slurmd on every worker (killing their jobs' steps)."""
     cluster.wait_idle()
-    before = _daemon_pids(cluster)
+    before = cluster.daemon_pids()
     assert all(pid not in ("", "0") for pid in before.values()), before
     runs = cluster.provision([cluster.controller, cluster.login, *cluster.workers], agent_writes=False)
     for ip, run in runs.items():
         assert run.returncode == 0, f"{ip}:\n{run.output}"
-    assert _daemon_pids(cluster) == before
+    assert cluster.daemon_pids() == before
     assert "slurmctld already runs with this configuration: not restarted" in runs[CONTROLLER_IP].output
     assert "slurmdbd already runs with this configuration: not restarted" in runs[CONTROLLER_IP].output
 
