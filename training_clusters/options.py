@@ -136,6 +136,14 @@ class NodeProvisioningMode(Choice):
     trying for the missing ones. Without it, creation or scaling succeeds or fails as a whole."""
 
 
+class AutoScaler(Choice):
+    """Who scales a HyperPod EKS cluster's instance groups (``AutoScaling.AutoScalerType``)."""
+
+    KARPENTER = "karpenter"
+    """HyperPod's managed Karpenter: it adds and removes nodes of the instance groups a ``HyperpodNodeClass``
+    names as pods wait for them ("Autoscaling on SageMaker HyperPod EKS")."""
+
+
 class HyperPodAccounting(Choice):
     """Where slurmdbd on a HyperPod controller keeps Slurm's accounting (``sacct``, fair share)."""
 

@@ -344,7 +344,8 @@ def _hyperpod_section(config: EnvironmentConfig) -> tuple[str, str, list[_HyperP
         return "hyperpod", config.hyperpod.cluster_name, groups
     if config.hyperpod_eks is not None:
         groups = [
-            _HyperPodGroup(g.name, g.instance_type, g.count, stated_capacity(g.capacity), g.volume_gib)
+            # an autoscaled group may reach max_count nodes: the quota must allow that many
+            _HyperPodGroup(g.name, g.instance_type, g.nodes, stated_capacity(g.capacity), g.volume_gib)
             for g in config.hyperpod_eks.instance_groups
         ]
         return "hyperpod_eks", config.hyperpod_eks.cluster_name, groups

@@ -89,6 +89,7 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             kueue=spec.addons.kueue,
             pods_ready_timeout_minutes=spec.queues.pods_ready_timeout_minutes,
             kubeflow_trainer=spec.addons.kubeflow_trainer,
+            autoscaling=spec.autoscaling,
         )
         self.queues = self._queues(spec)
         self.runtimes = self._runtimes(spec)
@@ -238,4 +239,6 @@ def _instance_group(spec: HyperPodEksInstanceGroupConfig) -> EksInstanceGroup:
         capacity=stated_capacity(spec.capacity),
         labels=dict(spec.labels),
         taints=[KubernetesTaint(key=t.key, value=t.value, effect=t.effect) for t in spec.taints],
+        max_instance_count=spec.max_count,
+        efa_interface_type=spec.efa_interface_type,
     )
