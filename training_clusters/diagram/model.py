@@ -1387,6 +1387,9 @@ class _GraphBuilder:
             details = [f"orchestrator {orchestrator}"]
             if "NodeRecovery" in props:
                 details.append(f"node recovery {_text(props['NodeRecovery']).lower()}")
+            if _dict(props.get("AutoScaling")).get("Mode") == "Enable":
+                # the groups' counts are where Karpenter starts them; their NodePools bound them
+                details.append("Karpenter autoscaling: groups start at 0, NodePools set the most")
             self.add(
                 Node(
                     cluster_id,

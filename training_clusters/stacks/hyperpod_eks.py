@@ -201,12 +201,22 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
         self.next_steps(
             "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
             "public_access_cidrs is set), then kubectl get nodes -L sagemaker.amazonaws.com/node-health-status",
+            *self._autoscaling_step(),
             *self._acceptance_step(spec),
             *queue_step(self.queues, self.runtimes, fits_on=" on the instance groups"),
             "A node that does not join: its lifecycle script's log is in [LifecycleLogGroup]; a pod that does not "
             "start: kubectl describe, and the control plane's logs in [ControlPlaneLogGroup]",
             DESTROY_STEP,
         )
+
+    def _autoscaling_step(self) -> list[str]:
+        """With Karpenter autoscaling: where to see it (its groups start with no node)."""
+        if self.hyperpod.autoscaling is None:
+            return []
+        return [
+            "Autoscaling: the instance groups start with no node; `kubectl get hyperpodnodeclass,nodepool` shows "
+            "them Ready, and a pending pod makes Karpenter start one (`kubectl get nodeclaims`)"
+        ]
 
     def _acceptance_step(self, spec: HyperPodEksConfig) -> list[str]:
         """What ``training-clusters acceptance`` writes for these instance groups (as
