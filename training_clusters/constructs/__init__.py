@@ -28,6 +28,8 @@ _EXPORTS = {
     "HyperPodEksDependencies": "hyperpod_eks",
     "EksInstanceGroup": "hyperpod_eks",
     "KubernetesTaint": "hyperpod_eks",
+    "HyperPodAutoscaling": "hyperpod_eks_autoscaling",
+    "AutoScaler": "training_clusters.options",
     "InstanceGroup": "hyperpod",
     "LifecycleOptions": "hyperpod",
     "LifecycleStep": "hyperpod",

@@ -536,7 +536,9 @@ class HyperPodEksCluster(Construct):
     add-ons') and exchange its credentials for pods' roles through EKS Pod Identity on this cluster.
 
     Attributes: ``hyperpod`` (the :class:`HyperPodCluster`), ``cluster`` (the L1), ``cluster_name``,
-    ``cluster_arn``, ``role``, ``dependencies``, ``instance_groups``, ``node_pools``, ``connections``.
+    ``cluster_arn``, ``role``, ``dependencies``, ``instance_groups``, ``node_pools``, ``connections``,
+    ``autoscaling`` (the :class:`~training_clusters.constructs.hyperpod_eks_autoscaling.HyperPodAutoscaling`:
+    cluster role, waiter, NodeClasses and NodePools; None without ``autoscaling``).
     """
 
     def __init__(
