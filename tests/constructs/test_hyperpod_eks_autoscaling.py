@@ -257,7 +257,7 @@ def test_the_node_pool_of_a_tainted_gpu_group() -> None:
                     "taints": [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
                 },
             },
-            "limits": {"cpu": "192"},
+            "limits": {"cpu": "192", "nodes": "2"},
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": "5m"},
         },
     }
@@ -267,7 +267,7 @@ def test_the_node_pool_of_a_tainted_gpu_group() -> None:
 def test_a_group_without_taints_has_none_in_its_node_pool(stack: cdk.Stack) -> None:
     manifest = node_pool_manifest("g5", instance_type="ml.g5.8xlarge", max_nodes=4, vcpus=32, labels={})
     assert "taints" not in manifest["spec"]["template"]["spec"]
-    assert manifest["spec"]["limits"] == {"cpu": "128"}
+    assert manifest["spec"]["limits"] == {"cpu": "128", "nodes": "4"}
 
 
 #: "Create a NodePool": the requirements HyperPod's provider supports.

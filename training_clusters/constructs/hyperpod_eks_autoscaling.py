@@ -17,7 +17,7 @@ From AWS's "Autoscaling on SageMaker HyperPod EKS"
 
 One NodeClass and one NodePool per instance group (:func:`node_class_manifest`, :func:`node_pool_manifest`): a
 pod that selects a group (``training-clusters/nodegroup``) gets a node of that group, and each group is bounded
-on its own (``limits``: its ``max_instance_count`` nodes' vCPUs). They are applied once
+on its own (``limits``: its ``max_instance_count`` nodes). They are applied once
 :class:`HyperPodAutoscaling`'s waiter (``handlers/autoscaling_status``) has seen ``AutoScaling.Status``
 ``InService``: HyperPod installs Karpenter and these kinds after the cluster is created.
 """
@@ -93,8 +93,12 @@ def node_pool_manifest(
 ) -> dict[str, Any]:
     """The NodePool of one instance group: its NodeClass, its ``ml.`` type, the labels and taints HyperPod gives
     its nodes (so Karpenter starts a node only for a pod that selects and tolerates what the node will have),
-    at most ``max_nodes`` nodes (``limits.cpu``: ``max_nodes`` times ``vcpus``), never expiring, released when empty
-    (:data:`CONSOLIDATE_AFTER`)."""
+    at most ``max_nodes`` nodes, never expiring, released when empty (:data:`CONSOLIDATE_AFTER`).
+
+    The bound is given twice: ``limits.nodes`` (Karpenter releases that count nodes in a NodePool's limits; an
+    older one finds no such resource on its nodes and ignores it) and ``limits.cpu``, ``max_nodes`` times the
+    type's vCPUs (every Karpenter release; a node reporting fewer CPUs, with hyper-threading off, lets ``nodes``
+    bind first)."""
     template_spec: dict[str, Any] = {
         "nodeClassRef": {
             "group": NODE_CLASS_API_VERSION.split("/")[0],
@@ -114,7 +118,7 @@ def node_pool_manifest(
         "metadata": {"name": node_resource_name(group)},
         "spec": {
             "template": {"metadata": {"labels": dict(labels)}, "spec": template_spec},
-            "limits": {"cpu": str(max_nodes * vcpus)},
+            "limits": {"cpu": str(max_nodes * vcpus), "nodes": str(max_nodes)},
             "disruption": {"consolidationPolicy": "WhenEmpty", "consolidateAfter": CONSOLIDATE_AFTER},
         },
     }
