@@ -76,6 +76,12 @@ EXPECTED_FILES: dict[str, set[str]] = {
     | _dcgm("p5")
     | _job_layer("p5", efa=True),
     "eks-p5-efa": {"nccl-tests-p5.yaml", "nccl-tests-p5-check.sh"} | _dcgm("p5") | _job_layer("p5", efa=True),
+    "hyperpod-eks-autoscaling": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"}
+    | {"nccl-tests-p4d.yaml", "nccl-tests-p4d-check.sh"}
+    | _dcgm("g5")
+    | _dcgm("p4d")
+    | _job_layer("g5", efa=True)
+    | _job_layer("p4d", efa=True),
     "hyperpod-eks-g5": {"nccl-tests-g5.yaml", "nccl-tests-g5-check.sh"}
     | _dcgm("g5")
     | _job_layer("g5", efa=True),

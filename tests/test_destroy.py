@@ -219,6 +219,7 @@ def test_cleanup_finds_every_kind_of_resource_destroy_keeps(
 KEPT_LOG_GROUPS = {
     "the flow-log group": re.compile(r"NetworkFlowLogs[0-9A-F]{8}"),
     "the MPI operator's log group": re.compile(r"(HyperPodDependencies)?MpiOperatorLogs[0-9A-F]{8}"),
+    "the autoscaling waiter's log group": re.compile(r"HyperPodAutoscalingStatusLogs[0-9A-F]{8}"),
     "log groups (the database's own, its user handler's and its secret rotation's)": re.compile(
         r"Accounting(Database)?(AuditLog|ErrorLog|GeneralLog|SlowqueryLog|UserHandlerLogs|RotationLogs)[0-9A-F]{8}"
     ),

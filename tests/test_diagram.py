@@ -71,6 +71,7 @@ EXPECTED_EFA = {
     "eks-mig": {"p4d.24xlarge": 0, "t3.large": 0},
     "eks-p5-capacity-block": {"p5.48xlarge": 32, "t3.large": 0},
     "eks-p5-efa": {"p5.48xlarge": 32, "t3.large": 0},
+    "hyperpod-eks-autoscaling": {"ml.g5.8xlarge": 1, "ml.p4d.24xlarge": 4, "t3.large": 0},
     "hyperpod-eks-g5": {"ml.g5.8xlarge": 1, "t3.large": 0},
     "hyperpod-eks-governance": {"ml.p4d.24xlarge": 4, "t3.large": 0},
     "hyperpod-eks-p5": {"ml.p5.48xlarge": 32, "t3.large": 0},

@@ -749,11 +749,12 @@ def test_hyperpod_eks_gets_trainer_before_kueue_and_the_cluster_and_runtimes_on_
         (node,) = [j for j in runtime["spec"]["template"]["spec"]["replicatedJobs"] if j["name"] == "node"]
         pod = node["template"]["spec"]["template"]["spec"]
         labels = groups[group]["KubernetesConfig"]["Labels"]
-        # the label HyperPod puts on the group's nodes, and Schedulable: never a node under checks or repair
-        assert pod["nodeSelector"] == {
-            NODEGROUP_LABEL: group,
-            "sagemaker.amazonaws.com/node-health-status": "Schedulable",
-        }
+        # the label HyperPod puts on the group's nodes, and Schedulable: never a node under checks or repair;
+        # not on a group Karpenter scales (its new nodes get that label only once running: HyperPod's health
+        # taint keeps pods off a faulty one)
+        autoscaled = hyperpod["Properties"].get("AutoScaling", {}).get("Mode") == "Enable"
+        schedulable = {} if autoscaled else {"sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+        assert pod["nodeSelector"] == {NODEGROUP_LABEL: group, **schedulable}
         assert labels[NODEGROUP_LABEL] == group
         taints = groups[group]["KubernetesConfig"].get("Taints", [])
         assert pod.get("tolerations", []) == [

@@ -82,6 +82,22 @@ HYPERPOD_EKS_QUOTAS: dict[
             {"nvidia.com/gpu": 2, "vpc.amazonaws.com/efa": 2, "hugepages-2Mi": "7044Mi"},
         )
     },
+    "hyperpod-eks-autoscaling": {
+        "g5": (
+            "ml.g5.8xlarge",
+            {"training-clusters/pool": "g5", "training-clusters/nodegroup": "g5"},
+            [],
+            # up to 4 nodes (max_count) x 1 A10G, x 1 EFA interface, x 1761 2 MiB huge pages
+            {"nvidia.com/gpu": 4, "vpc.amazonaws.com/efa": 4, "hugepages-2Mi": "14088Mi"},
+        ),
+        "p4d": (
+            "ml.p4d.24xlarge",
+            {"training-clusters/pool": "p4d", "training-clusters/nodegroup": "p4d"},
+            [{"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}],
+            # up to 2 nodes x 8 A100, x 4 EFA interfaces, x 5281 2 MiB huge pages (96 vCPUs x 110 MiB / 2 MiB + 1)
+            {"nvidia.com/gpu": 16, "vpc.amazonaws.com/efa": 8, "hugepages-2Mi": "21124Mi"},
+        ),
+    },
     "hyperpod-eks-p5": {
         "p5": (
             "ml.p5.48xlarge",
@@ -92,6 +108,10 @@ HYPERPOD_EKS_QUOTAS: dict[
         )
     },
 }
+
+
+#: The shipped HyperPod-on-EKS files whose groups HyperPod's Karpenter scales (their quota: max_count nodes).
+AUTOSCALED = {"hyperpod-eks-autoscaling"}
 
 
 @pytest.mark.parametrize("path", QUEUED_HYPERPOD_EKS, ids=[p.stem for p in QUEUED_HYPERPOD_EKS])
@@ -106,12 +126,12 @@ def test_hyperpod_eks_queues_hold_what_the_instance_groups_provide(gated, path: 
     }
     for name, (reported, labels, taints, _) in flavors.items():
         spec = objects[("ResourceFlavor", name)]["spec"]
-        # the group's nodes (its name label, from KubernetesConfig), only while HyperPod has them Schedulable
-        assert spec["nodeLabels"] == {
-            "node.kubernetes.io/instance-type": reported,
-            **labels,
-            "sagemaker.amazonaws.com/node-health-status": "Schedulable",
-        }
+        # the group's nodes (its name label, from KubernetesConfig), only while HyperPod has them Schedulable;
+        # Karpenter's nodes get that label after they start, so autoscaled groups' pods do not select it
+        schedulable = (
+            {} if path.stem in AUTOSCALED else {"sagemaker.amazonaws.com/node-health-status": "Schedulable"}
+        )
+        assert spec["nodeLabels"] == {"node.kubernetes.io/instance-type": reported, **labels, **schedulable}
         assert spec.get("nodeTaints", []) == taints
         assert spec.get("tolerations", []) == [{**t, "operator": "Equal"} for t in taints]
     # the queues are in the template, applied after Kueue, which is installed before the SageMaker cluster

@@ -172,7 +172,7 @@ def hyperpod_eks_plan(
     skipped: list[str] = []
     for group in spec.instance_groups:
         instance = lookup_hyperpod(group.instance_type)
-        reason = nccl_skip_reason(instance, group.count)
+        reason = nccl_skip_reason(instance, group.nodes)
         if not instance.efa_supported:
             skipped.append(f"instance group {group.name}: {group.instance_type} has no EFA to verify")
         elif reason is not None:
@@ -183,7 +183,7 @@ def hyperpod_eks_plan(
             jobs += _eks_jobs(
                 name=group.name,
                 instance=instance,
-                workers=group.count,
+                workers=group.nodes,
                 # HyperPod attaches every EFA interface the type has, one per network card
                 efa_interfaces=min(instance.max_efa_interfaces, instance.max_network_cards),
                 image=spec.nccl_test.image,
@@ -198,7 +198,7 @@ def hyperpod_eks_plan(
             jobs += dcgm_eks_jobs(
                 nodegroup=group.name,
                 instance=instance,
-                nodes=group.count,
+                nodes=group.nodes,
                 labels={
                     INSTANCE_TYPE_LABEL: group.instance_type,
                     **group.labels,
@@ -226,12 +226,12 @@ def _hyperpod_job_layer_jobs(
         instance = lookup_hyperpod(group.instance_type)
         if not instance.is_gpu:
             continue
-        runs_nccl = spec.nccl_test.enabled and nccl_skip_reason(instance, group.count) is None
+        runs_nccl = spec.nccl_test.enabled and nccl_skip_reason(instance, group.nodes) is None
         if spec.addons.kubeflow_trainer and instance.efa_supported and runs_nccl:
             jobs += _trainjob_nccl_jobs(
                 nodegroup=group.name,
                 instance=instance,
-                nodes=group.count,
+                nodes=group.nodes,
                 # what the group's runtime asks for per node (HyperPodEksCluster.node_pools)
                 efa_interfaces=instance.max_efa_interfaces,
                 image=spec.nccl_test.image,
@@ -241,7 +241,7 @@ def _hyperpod_job_layer_jobs(
                 priority_class=queue.priority_class,
             )
         jobs += _gang_jobs(
-            capacity=FlavorCapacity(name=group.name, instance_type=instance, nodes=group.count),
+            capacity=FlavorCapacity(name=group.name, instance_type=instance, nodes=group.nodes),
             image=spec.nccl_test.image,
             namespace=queue.namespace,
             queue=queue.local_queue,

@@ -59,6 +59,7 @@ from training_clusters.model.capacity import Orchestrator as CapacityOrchestrato
 from training_clusters.model.errors import ConfigurationError, bounded, exact_number_problem, excerpt
 from training_clusters.model.options import (
     AccessMode,
+    AutoScaler,
     CapacityKind,
     Choice,
     DeepHealthCheck,
@@ -1437,7 +1438,24 @@ class HyperPodEksInstanceGroupConfig(_Model):
 
     name: str
     instance_type: str = Field(description="HyperPod instance type with the ml. prefix, e.g. ml.p5.48xlarge")
-    count: Annotated[int, Field(ge=1, json_schema_extra={"maximum": hyperpod_rules.MAX_INSTANCE_COUNT})] = 1
+    count: Annotated[
+        int,
+        Field(
+            ge=0,
+            json_schema_extra={"maximum": hyperpod_rules.MAX_INSTANCE_COUNT},
+            description="Nodes of the group: 1 or more; 0 with autoscaling: karpenter (Karpenter adds them).",
+        ),
+    ] = 1
+    max_count: int | None = Field(
+        default=None,
+        description="With autoscaling: karpenter, the most nodes Karpenter may start in the group (its NodePool's "
+        "limit, the queues' quota). Required then, refused otherwise.",
+    )
+    efa_interface_type: Annotated[EfaInterfaceType, _FileChoice(EfaInterfaceType)] | None = Field(
+        default=None,
+        description="efa-only: the secondary EFA interfaces take no IP address (types with 2 or more EFA "
+        "interfaces). Default: HyperPod's (efa).",
+    )
     volume_gib: int | None = Field(
         default=None,
         description="The EBS volume at /opt/sagemaker that holds containerd's and the kubelet's data. Required.",
@@ -1462,6 +1480,11 @@ class HyperPodEksInstanceGroupConfig(_Model):
     _name = field_validator("name")(_follows(hyperpod_rules.instance_group_name_problem))
     _count = field_validator("count")(_follows(hyperpod_rules.instance_count_problem))
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
+
+    @property
+    def nodes(self) -> int:
+        """The nodes the group may have: ``count``, or ``max_count`` when Karpenter scales it."""
+        return self.count if self.max_count is None else self.max_count
 
     @model_validator(mode="after")
     def _volume_given(self) -> HyperPodEksInstanceGroupConfig:
@@ -1687,6 +1710,11 @@ class HyperPodEksConfig(_Model):
     node_provisioning_mode: Annotated[NodeProvisioningMode, _FileChoice(NodeProvisioningMode)] = (
         NodeProvisioningMode.CONTINUOUS
     )
+    autoscaling: Annotated[AutoScaler, _FileChoice(AutoScaler)] | None = Field(
+        default=None,
+        description="karpenter: HyperPod's managed Karpenter scales each instance group from 0 (count: 0) to its "
+        "max_count as pods wait. Default: none (each group keeps count nodes).",
+    )
     instance_groups: Annotated[list[HyperPodEksInstanceGroupConfig], Field(min_length=1)]
     addons: HyperPodEksAddonsConfig = HyperPodEksAddonsConfig()
     queues: EksQueuesConfig = EksQueuesConfig()
@@ -1705,6 +1733,70 @@ class HyperPodEksConfig(_Model):
     def _one_admin_role(self) -> HyperPodEksConfig:
         if self.admin_role_arn is not None and self.admin_role_name is not None:
             raise ValueError("admin_role_arn and admin_role_name name the same thing; give one of them")
+        return self
+
+    @model_validator(mode="after")
+    def _counts_fit_the_scaling(self) -> HyperPodEksConfig:
+        """A fixed group has 1 or more nodes; an autoscaled group starts at 0, up to its max_count."""
+        for index, group in enumerate(self.instance_groups):
+            where = f"instance_groups.{index}"
+            if self.autoscaling is None:
+                if group.count < 1:
+                    raise _FieldProblem(f"{where}.count", f"must be 1 or more, got {group.count}")
+                _raise_at(
+                    f"{where}.max_count",
+                    hyperpod_eks_rules.max_count_without_autoscaling_problem(group.max_count),
+                )
+                continue
+            _raise_at(f"{where}.count", hyperpod_eks_rules.autoscaled_count_problem(group.count))
+            _raise_at(
+                f"{where}.max_count",
+                hyperpod_eks_rules.autoscaled_max_count_problem(
+                    group.max_count, hyperpod_rules.MAX_INSTANCE_COUNT
+                ),
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _autoscaling_is_possible(self) -> HyperPodEksConfig:
+        """What HyperPod's Karpenter autoscaling refuses, refused here with its reason."""
+        if self.autoscaling is None:
+            return self
+        _raise_at(
+            "node_provisioning_mode",
+            hyperpod_eks_rules.autoscaling_provisioning_problem(self.node_provisioning_mode.value),
+        )
+        _raise_at("node_recovery", hyperpod_eks_rules.autoscaling_recovery_problem(self.node_recovery.value))
+        _raise_at("instance_groups", hyperpod_eks_rules.autoscaled_groups_problem(len(self.instance_groups)))
+        _raise_at(
+            "instance_groups",
+            hyperpod_eks_rules.node_resource_names_problem([g.name for g in self.instance_groups]),
+        )
+        for index, group in enumerate(self.instance_groups):
+            where = f"instance_groups.{index}"
+            training_plan = group.capacity is not None and group.capacity.type is CapacityKind.TRAINING_PLAN
+            _raise_at(f"{where}.capacity", hyperpod_eks_rules.autoscaled_capacity_problem(training_plan))
+            _raise_at(
+                f"{where}.deep_health_checks",
+                hyperpod_eks_rules.autoscaled_health_checks_problem(
+                    [str(c) for c in group.deep_health_checks or ()]
+                ),
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _efa_only_applies(self) -> HyperPodEksConfig:
+        """efa-only on a type with secondary EFA interfaces and a VPC CNI that knows them."""
+        for index, group in enumerate(self.instance_groups):
+            if group.efa_interface_type is EfaInterfaceType.EFA_ONLY:
+                _raise_at(
+                    f"instance_groups.{index}.efa_interface_type",
+                    hyperpod_eks_rules.efa_only_problem(
+                        group.instance_type,
+                        lookup_hyperpod(group.instance_type).max_efa_interfaces,
+                        self.addons.vpc_cni_version,
+                    ),
+                )
         return self
 
     @model_validator(mode="after")
@@ -1795,7 +1887,7 @@ class HyperPodEksConfig(_Model):
 
     @model_validator(mode="after")
     def _pods_fit_the_subnet(self) -> HyperPodEksConfig:
-        nodes = sum(g.count for g in self.instance_groups)
+        nodes = sum(g.nodes for g in self.instance_groups)
         _raise_at(
             "instance_groups",
             hyperpod_eks_rules.pod_addresses_problem(

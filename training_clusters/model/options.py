@@ -163,6 +163,14 @@ class SlurmConfigStrategy(Choice):
     """Edits made on the controller are kept beside the API's configuration."""
 
 
+class AutoScaler(Choice):
+    """Who scales a HyperPod EKS cluster's instance groups (``AutoScaling.AutoScalerType``)."""
+
+    KARPENTER = "karpenter"
+    """HyperPod's managed Karpenter: it adds and removes nodes of the instance groups a ``HyperpodNodeClass``
+    names as pods wait for them ("Autoscaling on SageMaker HyperPod EKS")."""
+
+
 class HyperPodAccounting(Choice):
     """Where slurmdbd on a HyperPod controller keeps Slurm's accounting (``sacct``, fair share)."""
 

@@ -330,6 +330,8 @@ class _HyperPodGroup:
     count: int
     capacity: capacity_model.Capacity | None
     volume_gib: int | None
+    count_field: str = "count"
+    """The setting that sets ``count``: ``max_count`` for a group Karpenter scales."""
 
 
 def _hyperpod_section(config: EnvironmentConfig) -> tuple[str, str, list[_HyperPodGroup]] | None:
@@ -343,7 +345,15 @@ def _hyperpod_section(config: EnvironmentConfig) -> tuple[str, str, list[_HyperP
         ]
     elif isinstance(spec, HyperPodEksConfig):
         groups = [
-            _HyperPodGroup(g.name, g.instance_type, g.count, stated_capacity(g.capacity), g.volume_gib)
+            # an autoscaled group may reach max_count nodes: the quota must allow that many
+            _HyperPodGroup(
+                g.name,
+                g.instance_type,
+                g.nodes,
+                stated_capacity(g.capacity),
+                g.volume_gib,
+                "count" if g.max_count is None else "max_count",
+            )
             for g in spec.instance_groups
         ]
     else:
@@ -362,7 +372,7 @@ def _instance_group_demands(config: EnvironmentConfig) -> list[InstanceDemand]:
             instance_type=group.instance_type,
             count=group.count,
             where=f"{section}.instance_groups[{group.name}]",
-            count_field=f"{section}.instance_groups[{group.name}].count",
+            count_field=f"{section}.instance_groups[{group.name}].{group.count_field}",
             service=Service.SAGEMAKER,
             availability_zones=(config.placement_availability_zone,),
             in_placement_az=True,

@@ -10,6 +10,7 @@ Kubernetes versions, the two authentication modes, the VPC CNI version.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from training_clusters.model.errors import excerpt
 from training_clusters.model.releases import HYPERPOD_KUBERNETES_VERSIONS as HYPERPOD_KUBERNETES_VERSIONS
@@ -119,3 +120,145 @@ def pod_addresses_problem(nodes: int, addresses_per_node: int, usable: int) -> s
         f"{addresses_per_node} per node: the node and the VPC CNI's pool), {needed:,} in all, but the subnet has "
         f"{usable:,} usable addresses; lower the counts"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# Karpenter autoscaling ("Autoscaling on SageMaker HyperPod EKS",
+# https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-eks-autoscaling.html, and its pages "Create a
+# NodeClass" (sagemaker-hyperpod-eks-autoscaling-nodeclass) and "Create a NodePool"
+# (sagemaker-hyperpod-eks-autoscaling-nodepool)). What the service refuses, refused before a deployment.
+
+#: "You can specify up to 10 instance groups in a NodeClass."
+MAX_NODE_CLASS_GROUPS = 10
+#: The status ``DescribeCluster`` reports in ``AutoScaling.Status`` once HyperPod's Karpenter runs; the
+#: ``HyperpodNodeClass`` is not Ready before it.
+AUTOSCALING_IN_SERVICE = "InService"
+
+
+def autoscaling_provisioning_problem(node_provisioning_mode: str | None) -> str | None:
+    """Karpenter autoscaling is built on continuous provisioning (the page's first prerequisite)."""
+    if node_provisioning_mode == "Continuous":
+        return None
+    got = (
+        "none (all-or-nothing provisioning)"
+        if node_provisioning_mode is None
+        else excerpt(node_provisioning_mode)
+    )
+    return (
+        f"must be Continuous with autoscaling: karpenter (HyperPod's Karpenter autoscaling is built on "
+        f"continuous provisioning), got {got}"
+    )
+
+
+def autoscaling_recovery_problem(node_recovery: str) -> str | None:
+    """Karpenter autoscaling needs automatic node recovery (the page's prerequisites: ``NodeRecovery`` Automatic)."""
+    if node_recovery == "Automatic":
+        return None
+    return (
+        f"must be Automatic with autoscaling: karpenter (HyperPod's Karpenter autoscaling replaces faulty "
+        f"nodes itself), got {excerpt(node_recovery)}"
+    )
+
+
+def autoscaled_count_problem(count: int) -> str | None:
+    """An autoscaled instance group starts with no node: Karpenter adds them as pods wait, and scales a group
+    that starts above 0 down to 0 ("Create a NodeClass": "You must start with 0 nodes in your instance group")."""
+    if count == 0:
+        return None
+    return (
+        f"must be 0 with autoscaling: karpenter (Karpenter adds the nodes as pods wait for them, and would "
+        f"scale the group down to 0 anyway); bound the group with max_count instead, got {count}"
+    )
+
+
+def autoscaled_max_count_problem(max_count: int | None, limit: int) -> str | None:
+    """How many nodes Karpenter may bring up in an autoscaled group: its NodePool's limit and Kueue's quota."""
+    if max_count is None:
+        return (
+            "is required with autoscaling: karpenter: the most nodes Karpenter may start in the group (its "
+            "NodePool's limit and the queues' quota); give e.g. 2"
+        )
+    if not 1 <= max_count <= limit:
+        return f"must be between 1 and {limit}, got {max_count}"
+    return None
+
+
+def max_count_without_autoscaling_problem(max_count: int | None) -> str | None:
+    """``max_count`` bounds an autoscaled group; a fixed group has its count."""
+    if max_count is None:
+        return None
+    return f"applies with autoscaling: karpenter only (a fixed group has count nodes), got {max_count}"
+
+
+def autoscaled_capacity_problem(training_plan: bool) -> str | None:
+    """ "Only on-demand capacity is supported at this time. Instance groups with Training plan or reserved
+    capacity are not supported." ("Create a NodeClass")"""
+    if not training_plan:
+        return None
+    return (
+        "must be on-demand with autoscaling: karpenter (HyperPod's Karpenter scales On-Demand instance groups "
+        "only, not groups on a training plan or reserved capacity), got training-plan"
+    )
+
+
+def autoscaled_health_checks_problem(checks: Sequence[str]) -> str | None:
+    """ "Instance groups with DeepHealthChecks (DHC) are not supported": they take 60-90 minutes, during which
+    the pods that asked for the node wait and Karpenter may start more ("Create a NodeClass")."""
+    if not checks:
+        return None
+    return (
+        f"must be empty with autoscaling: karpenter (a deep health check takes 60-90 minutes, while the pods "
+        f"that asked for the node wait and Karpenter starts more; HyperPod refuses them on autoscaled groups), "
+        f"got {', '.join(checks)}"
+    )
+
+
+def autoscaled_groups_problem(count: int) -> str | None:
+    """A ``HyperpodNodeClass`` names at most :data:`MAX_NODE_CLASS_GROUPS` instance groups."""
+    if count <= MAX_NODE_CLASS_GROUPS:
+        return None
+    return (
+        f"must hold at most {MAX_NODE_CLASS_GROUPS} groups with autoscaling: karpenter (a HyperpodNodeClass "
+        f"names up to {MAX_NODE_CLASS_GROUPS} instance groups), got {count}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# EFA interface type (``InstanceGroups[].NetworkInterface.InterfaceType``, the API's
+# ClusterNetworkInterface: ``efa`` "an EFA with ENA interface" or ``efa-only`` "only the EFA device capabilities
+# without the ENA device"). EC2 ("Elastic Fabric Adapter", efa-only interfaces): an EFA-only interface has no IP
+# address and cannot be an instance's primary interface; the Amazon VPC CNI handles EFA-only interfaces from
+# v1.18.5.
+
+#: The oldest VPC CNI that leaves EFA-only interfaces alone.
+MIN_VPC_CNI_FOR_EFA_ONLY = (1, 18, 5)
+
+
+def efa_only_problem(instance_type: str, max_efa_interfaces: int, vpc_cni_version: str) -> str | None:
+    """``efa-only`` needs secondary EFA interfaces (an instance type with more than one) and a VPC CNI that
+    knows them."""
+    if max_efa_interfaces < 2:
+        return (
+            f"efa-only applies to secondary EFA interfaces, and {instance_type} has "
+            f"{max_efa_interfaces or 'no'} EFA interface{'' if max_efa_interfaces == 1 else 's'} (its primary "
+            f"interface is never EFA-only); use efa or leave it out"
+        )
+    found = _ADDON_VERSION.fullmatch(vpc_cni_version)
+    if found is not None and tuple(int(part) for part in found.groups()) < MIN_VPC_CNI_FOR_EFA_ONLY:
+        oldest = ".".join(str(part) for part in MIN_VPC_CNI_FOR_EFA_ONLY)
+        return f"efa-only needs the VPC CNI v{oldest} or newer, got addons.vpc_cni_version {vpc_cni_version}"
+    return None
+
+
+def node_resource_names_problem(groups: Sequence[str]) -> str | None:
+    """Each autoscaled group's NodeClass and NodePool take its name in lower case (Kubernetes names are): two
+    names differing only in case would share them."""
+    seen: dict[str, str] = {}
+    for name in groups:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            return (
+                f"with autoscaling: karpenter must have names that differ in more than case (each group's "
+                f"NodeClass and NodePool take its name in lower case), got {other} and {name}"
+            )
+    return None

@@ -109,6 +109,7 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
             kueue=spec.kueue,
             pods_ready_timeout_minutes=spec.queues.pods_ready_timeout_minutes,
             kubeflow_trainer=spec.addons.kubeflow_trainer,
+            autoscaling=spec.autoscaling,
         )
         self.queues = self._queues(spec)
         self.task_governance = self._task_governance(spec.task_governance)
@@ -248,6 +249,7 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
         self.next_steps(
             "Connect: run [UpdateKubeconfigCommand] from a machine in the VPC (the endpoint is private unless "
             "public_access_cidrs is set), then kubectl get nodes -L sagemaker.amazonaws.com/node-health-status",
+            *self._autoscaling_step(),
             *self._acceptance_step(spec),
             *queue_step(self.queues, self.runtimes, fits_on=" on the instance groups"),
             *self._governance_step(),
@@ -272,6 +274,15 @@ class HyperPodEksEnvironment(TrainingEnvironmentStack):
         return [
             step
             + "; HyperPod's Kueue starts a job when its team's quota, or idle compute it may borrow, holds it"
+        ]
+
+    def _autoscaling_step(self) -> list[str]:
+        """With Karpenter autoscaling: where to see it (its groups start with no node)."""
+        if self.hyperpod.autoscaling is None:
+            return []
+        return [
+            "Autoscaling: the instance groups start with no node; `kubectl get hyperpodnodeclass,nodepool` shows "
+            "them Ready, and a pending pod makes Karpenter start one (`kubectl get nodeclaims`)"
         ]
 
     def _acceptance_step(self, spec: HyperPodEksConfig) -> list[str]:
@@ -306,6 +317,8 @@ def _instance_group(spec: HyperPodEksInstanceGroupConfig) -> EksInstanceGroup:
         capacity=stated_capacity(spec.capacity),
         labels=dict(spec.labels),
         taints=[KubernetesTaint(key=t.key, value=t.value, effect=t.effect) for t in spec.taints],
+        max_instance_count=spec.max_count,
+        efa_interface_type=spec.efa_interface_type,
     )
 
 

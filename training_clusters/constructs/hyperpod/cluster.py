@@ -856,9 +856,13 @@ class HyperPodCluster(Construct):
                 hyperpod_instance_type_name_problem(group.instance_type)
                 or hyperpod_offer_problem(group.instance_type),
             )
-        if group.instance_count < 1:
+        # An EKS group may start at 0 (Karpenter autoscaling): HyperPodEksCluster checks its counts itself.
+        least = 1 if self._orchestrator.is_slurm else 0
+        if group.instance_count < least:
             raise fail(
-                self.node.path, f"{where}.instance_count", f"must be 1 or more, got {group.instance_count}"
+                self.node.path,
+                f"{where}.instance_count",
+                f"must be {least} or more, got {group.instance_count}",
             )
         if group.threads_per_core not in (1, 2):
             raise fail(

@@ -70,11 +70,22 @@ from training_clusters.constructs.hyperpod.cluster import (
     Orchestrator,
     lifecycle_scripts_path,
 )
+from training_clusters.constructs.hyperpod_eks.autoscaling import (
+    HyperPodAutoscaling,
+    node_class_manifest,
+    node_pool_manifest,
+)
 from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option, refuse
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
-from training_clusters.model.options import DeepHealthCheck, NodeProvisioningMode, NodeRecovery
+from training_clusters.model.options import (
+    AutoScaler,
+    DeepHealthCheck,
+    EfaInterfaceType,
+    NodeProvisioningMode,
+    NodeRecovery,
+)
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     HEALTH_MONITORING_AGENT_REGISTRIES,
@@ -87,9 +98,20 @@ from training_clusters.model.releases import (
     eks_registry,
 )
 from training_clusters.rules.eks import kubernetes_labels
+from training_clusters.rules.hyperpod import MAX_INSTANCE_COUNT
 from training_clusters.rules.hyperpod_eks import (
     HEALTH_STATUS_KEY,
+    autoscaled_capacity_problem,
+    autoscaled_count_problem,
+    autoscaled_groups_problem,
+    autoscaled_health_checks_problem,
+    autoscaled_max_count_problem,
+    autoscaling_provisioning_problem,
+    autoscaling_recovery_problem,
+    efa_only_problem,
     kubernetes_version_problem,
+    max_count_without_autoscaling_problem,
+    node_resource_names_problem,
     reserved_key_problem,
     taint_problem,
     volume_problem,
@@ -193,6 +215,12 @@ class EksInstanceGroup:
     :param root_volume_gib: Default: HyperPod's root volume size.
     :param labels: Kubernetes labels on every node (``KubernetesConfig.Labels``). Default: none.
     :param taints: Kubernetes taints on every node (``KubernetesConfig.Taints``). Default: none.
+    :param max_instance_count: With the cluster's ``autoscaling``: the most nodes Karpenter may start in the
+        group (``instance_count`` is then 0); its NodePool's limit and the queues' quota. Required then, refused
+        otherwise.
+    :param efa_interface_type: ``NetworkInterface.InterfaceType`` of the group's EFA interfaces: ``efa-only``
+        gives the secondary ones no IP address (types with 2 or more EFA interfaces; VPC CNI v1.18.5 or newer).
+        Default: HyperPod's (``efa``, the property left out).
     """
 
     name: str
@@ -206,6 +234,8 @@ class EksInstanceGroup:
     root_volume_gib: int | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: Sequence[KubernetesTaint] = ()
+    max_instance_count: int | None = None
+    efa_interface_type: EfaInterfaceType | str | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -513,7 +543,9 @@ class HyperPodEksCluster(Construct):
     add-ons') and exchange its credentials for pods' roles through EKS Pod Identity on this cluster.
 
     Attributes: ``hyperpod`` (the :class:`HyperPodCluster`), ``cluster`` (the L1), ``cluster_name``,
-    ``cluster_arn``, ``role``, ``dependencies``, ``instance_groups``, ``node_pools``, ``connections``.
+    ``cluster_arn``, ``role``, ``dependencies``, ``instance_groups``, ``node_pools``, ``connections``,
+    ``autoscaling`` (the :class:`~training_clusters.constructs.hyperpod_eks.autoscaling.HyperPodAutoscaling`:
+    cluster role, waiter, NodeClasses and NodePools; None without ``autoscaling``).
     """
 
     def __init__(
@@ -535,6 +567,7 @@ class HyperPodEksCluster(Construct):
         kueue: bool = True,
         pods_ready_timeout_minutes: int = DEFAULT_PODS_READY_TIMEOUT_MINUTES,
         kubeflow_trainer: bool = True,
+        autoscaling: AutoScaler | str | None = None,
     ) -> None:
         """Create the dependencies, then the cluster.
 
@@ -556,15 +589,24 @@ class HyperPodEksCluster(Construct):
             :attr:`node_pools` with :class:`~training_clusters.constructs.eks.scheduling.TrainingRuntimes`).
             Default: True.
         :param vpc_cni_version: Default: :data:`HYPERPOD_VPC_CNI_VERSION`.
+        :param autoscaling: ``karpenter``: HyperPod's managed Karpenter scales every instance group from 0 to its
+            ``max_instance_count`` (:mod:`~training_clusters.constructs.hyperpod_eks.autoscaling`); needs
+            continuous provisioning and automatic node recovery, On-Demand groups without deep health checks
+            (their default is then none). Default: none (each group keeps ``instance_count`` nodes).
         """
         super().__init__(scope, id)
+        self.autoscaler = (
+            None if autoscaling is None else option(self, "autoscaling", AutoScaler, autoscaling)
+        )
         refuse(
             self, "eks_cluster.kubernetes_version", kubernetes_version_problem(eks_cluster.kubernetes_version)
         )
-        groups = [self._checked_group(i, g) for i, g in enumerate(instance_groups)]
+        groups = [self._checked_group(i, g, vpc_cni_version) for i, g in enumerate(instance_groups)]
         if not groups:
             raise fail(self.node.path, "instance_groups", "must hold at least one group, got none")
+        self._check_autoscaling(groups, node_recovery, node_provisioning_mode)
         self.instance_groups = tuple(groups)
+        self.autoscaling = HyperPodAutoscaling(self, "Autoscaling") if self.autoscaler is not None else None
         self.dependencies = HyperPodEksDependencies(
             self,
             "Dependencies",
@@ -597,9 +639,11 @@ class HyperPodEksCluster(Construct):
         self.cluster_arn = self.hyperpod.cluster_arn
         self.role = self.hyperpod.role
         self._set_kubernetes_config(groups)
+        self._set_network_interfaces(groups)
         self._grant_node_permissions(eks_cluster)
         for resource in self.dependencies.resources:
             self.cluster.node.add_dependency(resource)
+        self._set_autoscaling(groups, eks_cluster)
 
     @property
     def node_pools(self) -> dict[str, NodePool]:
@@ -614,7 +658,7 @@ class HyperPodEksCluster(Construct):
     # ----------------------------------------------------------------------------------------------
     # validation, one rule per method
 
-    def _checked_group(self, index: int, group: EksInstanceGroup) -> EksInstanceGroup:
+    def _checked_group(self, index: int, group: EksInstanceGroup, vpc_cni_version: str) -> EksInstanceGroup:
         where = f"instance_groups[{index}]"
         if not isinstance(group, EksInstanceGroup):
             raise fail(self.node.path, where, f"must be an EksInstanceGroup, got {type(group).__name__}")
@@ -622,7 +666,91 @@ class HyperPodEksCluster(Construct):
             refuse(self, f"{where}.volume_gib", volume_problem(group.volume_gib))
         self._check_labels(f"{where}.labels", group.labels)
         self._check_taints(f"{where}.taints", group.taints)
-        return replace(group, labels=dict(group.labels), taints=tuple(group.taints))
+        self._check_count(where, group)
+        interface_type = self._checked_interface_type(where, group, vpc_cni_version)
+        checks = group.deep_health_checks
+        if checks is None and self.autoscaler is not None:
+            checks = ()  # HyperPod refuses deep health checks on autoscaled groups
+        return replace(
+            group,
+            labels=dict(group.labels),
+            taints=tuple(group.taints),
+            deep_health_checks=checks,
+            efa_interface_type=interface_type,
+        )
+
+    def _check_count(self, where: str, group: EksInstanceGroup) -> None:
+        """A fixed group has 1 or more nodes; an autoscaled one starts at 0 and has its ``max_instance_count``."""
+        if self.autoscaler is None:
+            if group.instance_count < 1:
+                raise fail(
+                    self.node.path,
+                    f"{where}.instance_count",
+                    f"must be 1 or more, got {group.instance_count}",
+                )
+            refuse(
+                self,
+                f"{where}.max_instance_count",
+                max_count_without_autoscaling_problem(group.max_instance_count),
+            )
+            return
+        refuse(self, f"{where}.instance_count", autoscaled_count_problem(group.instance_count))
+        refuse(
+            self,
+            f"{where}.max_instance_count",
+            autoscaled_max_count_problem(group.max_instance_count, MAX_INSTANCE_COUNT),
+        )
+        training_plan = group.capacity is not None and group.capacity.training_plan_arn is not None
+        refuse(self, f"{where}.capacity", autoscaled_capacity_problem(training_plan))
+        refuse(
+            self,
+            f"{where}.deep_health_checks",
+            autoscaled_health_checks_problem(
+                [
+                    str(option(self, f"{where}.deep_health_checks", DeepHealthCheck, c))
+                    for c in group.deep_health_checks or ()
+                ]
+            ),
+        )
+
+    def _checked_interface_type(
+        self, where: str, group: EksInstanceGroup, vpc_cni_version: str
+    ) -> EfaInterfaceType | None:
+        if group.efa_interface_type is None:
+            return None
+        chosen = option(self, f"{where}.efa_interface_type", EfaInterfaceType, group.efa_interface_type)
+        if chosen is EfaInterfaceType.EFA_ONLY:
+            instance_type = lookup_hyperpod(group.instance_type, field=f"{where}.instance_type")
+            refuse(
+                self,
+                f"{where}.efa_interface_type",
+                efa_only_problem(group.instance_type, instance_type.max_efa_interfaces, vpc_cni_version),
+            )
+        return chosen
+
+    def _check_autoscaling(
+        self,
+        groups: Sequence[EksInstanceGroup],
+        node_recovery: NodeRecovery | str,
+        node_provisioning_mode: NodeProvisioningMode | str | None,
+    ) -> None:
+        """What HyperPod's Karpenter autoscaling needs of the cluster (its prerequisites)."""
+        if self.autoscaler is None:
+            return
+        mode = (
+            None
+            if node_provisioning_mode is None
+            else option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
+        )
+        refuse(
+            self,
+            "node_provisioning_mode",
+            autoscaling_provisioning_problem(None if mode is None else mode.value),
+        )
+        recovery = option(self, "node_recovery", NodeRecovery, node_recovery)
+        refuse(self, "node_recovery", autoscaling_recovery_problem(recovery.value))
+        refuse(self, "instance_groups", autoscaled_groups_problem(len(groups)))
+        refuse(self, "instance_groups", node_resource_names_problem([g.name for g in groups]))
 
     def _check_labels(self, where: str, labels: Mapping[str, str]) -> None:
         try:
@@ -651,6 +779,29 @@ class HyperPodEksCluster(Construct):
             self.cluster.add_property_override(
                 f"InstanceGroups.{index}.KubernetesConfig", kubernetes_config(group)
             )
+
+    def _set_network_interfaces(self, groups: Sequence[EksInstanceGroup]) -> None:
+        """``NetworkInterface`` of each group that chose its EFA interface type."""
+        for index, group in enumerate(groups):
+            if group.efa_interface_type is not None:
+                self.cluster.add_property_override(
+                    f"InstanceGroups.{index}.NetworkInterface",
+                    {"InterfaceType": EfaInterfaceType.parse(group.efa_interface_type).value},
+                )
+
+    def _set_autoscaling(self, groups: Sequence[EksInstanceGroup], eks_cluster: GpuEksCluster) -> None:
+        """``AutoScaling`` and ``ClusterRole`` on the L1, then the waiter and each group's NodeClass and NodePool."""
+        if self.autoscaling is None:
+            return
+        self.cluster.add_property_override("AutoScaling", {"Mode": "Enable", "AutoScalerType": "Karpenter"})
+        self.cluster.add_property_override("ClusterRole", self.autoscaling.role.role_arn)
+        self.autoscaling.apply(
+            cluster_name=self.cluster_name,
+            cluster_arn=self.cluster_arn,
+            cluster=self.cluster,
+            eks_cluster=eks_cluster,
+            node_pools=[(node_class_manifest(g.name), karpenter_node_pool(g)) for g in groups],
+        )
 
     def _grant_node_permissions(self, eks_cluster: GpuEksCluster) -> None:
         """What a HyperPod node of an EKS cluster does with its execution role beyond a Slurm node: pull
@@ -708,16 +859,38 @@ def node_labels(group: EksInstanceGroup) -> dict[str, str]:
 def node_pool(group: EksInstanceGroup) -> NodePool:
     """What an instance group provides: its nodes (``node.kubernetes.io/instance-type`` is the ``ml.`` name on
     HyperPod's nodes), every EFA interface of the type, its labels (:func:`node_labels`) and taints, and
-    :data:`SCHEDULABLE` while a node may take work."""
+    :data:`SCHEDULABLE` while a node may take work.
+
+    An autoscaled group (``max_instance_count`` set) provides up to ``max_instance_count`` nodes and no
+    :data:`SCHEDULABLE` selector: Karpenter starts a node only for a pod whose selectors the node will carry
+    from the start, and HyperPod sets that label on a running node; a faulty node still takes no pod (HyperPod's
+    health taint, which training pods do not tolerate)."""
     instance_type = lookup_hyperpod(group.instance_type)
+    autoscaled = group.max_instance_count is not None
     return NodePool(
         instance_type=instance_type,
-        nodes=group.instance_count,
+        nodes=group.max_instance_count if group.max_instance_count is not None else group.instance_count,
         efa_interfaces=instance_type.max_efa_interfaces,
         labels=node_labels(group),
         taints=tuple(Taint(t.key, t.value, t.effect) for t in group.taints),
         reported_instance_type=group.instance_type,
-        ready_labels=dict(SCHEDULABLE),
+        ready_labels={} if autoscaled else dict(SCHEDULABLE),
+    )
+
+
+def karpenter_node_pool(group: EksInstanceGroup) -> dict[str, Any]:
+    """The Karpenter NodePool of an autoscaled group (:func:`~training_clusters.constructs.hyperpod_eks.autoscaling.
+    node_pool_manifest`): its type, :func:`node_labels`, its taints, at most ``max_instance_count`` nodes."""
+    return node_pool_manifest(
+        group.name,
+        instance_type=group.instance_type,
+        max_nodes=group.max_instance_count or 0,
+        vcpus=lookup_hyperpod(group.instance_type).vcpus,
+        labels=node_labels(group),
+        taints=[
+            {"key": t.key, **({"value": t.value} if t.value else {}), "effect": t.effect}
+            for t in group.taints
+        ],
     )
 
 

@@ -49,6 +49,9 @@ class HyperPodReader(GraphReader):
             details = [f"orchestrator {orchestrator}"]
             if "NodeRecovery" in props:
                 details.append(f"node recovery {_text(props['NodeRecovery']).lower()}")
+            if _dict(props.get("AutoScaling")).get("Mode") == "Enable":
+                # the groups' counts are where Karpenter starts them; their NodePools bound them
+                details.append("Karpenter autoscaling: groups start at 0, NodePools set the most")
             details += self.task_governance(cluster_id)
             self.add(
                 Node(
