@@ -112,6 +112,7 @@ WITHOUT_JSII = (
     "tests/test_intent_exact_groups.py",
     "tests/test_catalog_exact.py",
     "tests/test_versions.py",
+    "tests/test_topology.py",
 )
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
 REGION = "us-east-1"
