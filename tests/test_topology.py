@@ -96,8 +96,9 @@ def test_four_layers_of_p6_b200() -> None:
     )
 
 
-def test_no_nodes_no_switches() -> None:
-    assert topology_conf([], {}) == HEADER
+def test_no_nodes_still_one_switch_as_slurm_needs() -> None:
+    """Slurm's tree plugin stops slurmctld on a file without a switch ("No switches configured")."""
+    assert topology_conf([], {}) == HEADER + "SwitchName=ec2-network\n"
 
 
 def test_a_network_node_under_two_parents_is_refused() -> None:
@@ -271,6 +272,21 @@ def stub_refresh(stub: Stubber, *, ec2_error: str | None = None) -> None:
 
 
 REFRESH = ["--cluster-name", "p5-training", "--region", "us-east-1", "--partition", "gpu"]
+
+
+def refresh_args(tmp_path: Path, conf: Path, slurm: FakeSlurm) -> list[str]:
+    return [
+        "refresh",
+        "--conf",
+        str(conf),
+        *REFRESH,
+        "--scontrol",
+        str(slurm.path),
+        "--state",
+        str(tmp_path / "state"),
+    ]
+
+
 PLACED = HEADER + (
     f"SwitchName=ec2-network Switches={SPINE},unplaced\n"
     f"SwitchName={SPINE} Switches={LEFT_MIDDLE}\n"
@@ -283,7 +299,7 @@ PLACED = HEADER + (
 def test_refresh_writes_the_file_reconfigures_once_then_leaves_both_alone(tmp_path: Path, capsys) -> None:
     slurm = FakeSlurm(tmp_path)
     conf = tmp_path / "etc" / "topology.conf"
-    args = ["refresh", "--conf", str(conf), *REFRESH, "--scontrol", str(slurm.path)]
+    args = refresh_args(tmp_path, conf, slurm)
     ec2 = ec2_client()
     with Stubber(ec2) as stub:
         stub_refresh(stub)
@@ -296,6 +312,8 @@ def test_refresh_writes_the_file_reconfigures_once_then_leaves_both_alone(tmp_pa
         stub.assert_no_pending_responses()
     assert slurm.calls() == ["-o show nodes", "reconfigure", "-o show nodes"]
     assert sorted(os.listdir(conf.parent)) == ["topology.conf"]
+    assert sorted(os.listdir(tmp_path / "state")) == ["topology.conf"]
+    assert (tmp_path / "state" / "topology.conf").read_text() == PLACED
     out = capsys.readouterr().out.splitlines()
     assert out == [f"topology.py: {conf} rewritten, Slurm reconfigured", f"topology.py: {conf} unchanged"]
 
@@ -304,7 +322,7 @@ def test_a_failed_reconfigure_is_owed_and_retried(tmp_path: Path, capsys) -> Non
     slurm = FakeSlurm(tmp_path)
     slurm.fails.touch()
     conf = tmp_path / "topology.conf"
-    args = ["refresh", "--conf", str(conf), *REFRESH, "--scontrol", str(slurm.path)]
+    args = refresh_args(tmp_path, conf, slurm)
     ec2 = ec2_client()
     with Stubber(ec2) as stub:
         stub_refresh(stub)
@@ -314,18 +332,18 @@ def test_a_failed_reconfigure_is_owed_and_retried(tmp_path: Path, capsys) -> Non
             f"topology.py: error: {slurm.path} reconfigure failed (exit 1): slurm_reconfigure error: Unable to "
             f"contact slurm controller ({conf} left as it was)\n"
         )
-        assert (tmp_path / "topology.conf.pending").exists()
+        assert (tmp_path / "state" / "reconfigure.pending").exists()
         slurm.fails.unlink()
         assert main(args, ec2=ec2) == 0  # same content, but the reconfigure is still owed
     assert slurm.calls() == ["-o show nodes", "reconfigure", "-o show nodes", "reconfigure"]
-    assert not (tmp_path / "topology.conf.pending").exists()
+    assert not (tmp_path / "state" / "reconfigure.pending").exists()
 
 
 def test_a_denied_describe_leaves_the_file_as_it_was(tmp_path: Path, capsys) -> None:
     slurm = FakeSlurm(tmp_path)
     conf = tmp_path / "topology.conf"
     conf.write_text("SwitchName=ec2-network Switches=unplaced\n")
-    args = ["refresh", "--conf", str(conf), *REFRESH, "--scontrol", str(slurm.path)]
+    args = refresh_args(tmp_path, conf, slurm)
     ec2 = ec2_client()
     with Stubber(ec2) as stub:
         stub_refresh(stub, ec2_error="UnauthorizedOperation")
@@ -341,12 +359,52 @@ def test_a_denied_describe_leaves_the_file_as_it_was(tmp_path: Path, capsys) -> 
 
 def test_a_failing_scontrol_is_one_error_line(tmp_path: Path, capsys) -> None:
     conf = tmp_path / "topology.conf"
-    args = ["refresh", "--conf", str(conf), *REFRESH, "--scontrol", "/bin/false"]
+    args = [
+        "refresh",
+        "--conf",
+        str(conf),
+        *REFRESH,
+        "--scontrol",
+        "/bin/false",
+        "--state",
+        str(tmp_path / "s"),
+    ]
     assert main(args, ec2=ec2_client()) == 1
     assert capsys.readouterr().err == (
         f"topology.py: error: /bin/false -o show nodes failed (exit 1):  ({conf} left as it was)\n"
     )
     assert not conf.exists()
+
+
+def test_a_file_parallelcluster_deleted_comes_back_before_slurm_is_asked(tmp_path: Path, capsys) -> None:
+    """A pcluster update that changes queues deletes topology.conf; slurmctld cannot start without it."""
+    slurm = FakeSlurm(tmp_path)
+    conf = tmp_path / "topology.conf"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "topology.conf").write_text(PLACED)
+    assert (
+        main(
+            [
+                "refresh",
+                "--conf",
+                str(conf),
+                *REFRESH,
+                "--scontrol",
+                "/bin/false",
+                "--state",
+                str(tmp_path / "state"),
+            ]
+        )
+        == 1
+    )
+    assert conf.read_text() == PLACED  # back, though slurmctld did not answer
+    assert (tmp_path / "state" / "reconfigure.pending").exists()
+    ec2 = ec2_client()
+    with Stubber(ec2) as stub:
+        stub_refresh(stub)
+        assert main(refresh_args(tmp_path, conf, slurm), ec2=ec2) == 0
+    assert slurm.calls() == ["-o show nodes", "reconfigure"]  # owed, though the content is the same
+    assert not (tmp_path / "state" / "reconfigure.pending").exists()
 
 
 def test_initial_puts_every_node_unplaced_once(tmp_path: Path) -> None:
@@ -375,6 +433,7 @@ def test_install_writes_the_units_enables_the_timer_and_refreshes(tmp_path: Path
     args = [
         "install", "--conf", str(conf), *REFRESH, "--scontrol", str(slurm.path),
         "--python", "/opt/venv/bin/python", "--module", "/opt/training-clusters/topology.py", "--systemd", str(systemd),
+        "--state", str(tmp_path / "state"),
     ]  # fmt: skip
     ec2 = ec2_client()
     with Stubber(ec2) as stub:
@@ -383,7 +442,7 @@ def test_install_writes_the_units_enables_the_timer_and_refreshes(tmp_path: Path
     service = (systemd / "training-clusters-topology.service").read_text()
     assert service.splitlines()[-1] == (
         f"ExecStart=/opt/venv/bin/python /opt/training-clusters/topology.py refresh --conf {conf} --cluster-name "
-        f"p5-training --region us-east-1 --partition gpu --scontrol {slurm.path}"
+        f"p5-training --region us-east-1 --partition gpu --scontrol {slurm.path} --state {tmp_path / 'state'}"
     )
     timer = (systemd / "training-clusters-topology.timer").read_text()
     assert "OnUnitActiveSec=60\n" in timer and "WantedBy=timers.target\n" in timer

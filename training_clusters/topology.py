@@ -8,7 +8,8 @@ on p6-b200/b300; https://docs.aws.amazon.com/AWSEC2/latest/APIReference/API_Desc
 :func:`topology_conf` turns that answer into Slurm's tree: one ``SwitchName`` per network node, its children
 below it, the Slurm nodes under their instance's last network node
 (https://slurm.schedmd.com/topology.conf.html), and one switch above every top-level network node
-(:data:`ROOT_SWITCH`) so that a job may still span the whole cluster.
+(:data:`ROOT_SWITCH`) so that a job may still span the whole cluster. The file always has that switch: Slurm's
+tree plugin stops slurmctld on a file without one.
 
 Slurm's tree plugin schedules only on nodes a switch reaches, so every node is in the file: a node whose instance
 EC2 does not place (not running yet: a powered-down dynamic node; of a partition whose types EC2 does not
@@ -54,6 +55,8 @@ HEADER = (
 )
 #: Where ParallelCluster installs Slurm (the cookbook's node['cluster']['slurm']['install_dir']).
 SCONTROL = "/opt/slurm/bin/scontrol"
+#: The head node's own folder for the last file written and a reconfigure owed (/opt/slurm/etc is shared).
+STATE = "/var/lib/training-clusters/topology"
 SERVICE = "training-clusters-topology"
 REFRESH_SECONDS = 60
 
@@ -108,12 +111,15 @@ def topology_conf(
                 f"network node {switch} holds instances and network nodes: EC2's answer is not a tree"
             )
     lines = []
-    level = [ROOT_SWITCH] if ROOT_SWITCH in children else []
+    if ROOT_SWITCH not in children:  # no node at all: an empty leaf, as Slurm refuses a file without a switch
+        leaves[ROOT_SWITCH] = []
+    level = [ROOT_SWITCH]
     while level:
         below = []
         for switch in level:
             if switch in leaves:
-                lines.append(f"SwitchName={switch} Nodes={hostlist(leaves[switch])}")
+                nodes = hostlist(leaves[switch])
+                lines.append(f"SwitchName={switch} Nodes={nodes}" if nodes else f"SwitchName={switch}")
             else:
                 kids = sorted(children[switch])
                 lines.append(f"SwitchName={switch} Switches={','.join(kids)}")
@@ -265,11 +271,25 @@ def _run(command: Sequence[str]) -> str:
     return done.stdout
 
 
-def refresh(ec2: Any, *, conf: str, cluster_name: str, partitions: Sequence[str], scontrol: str) -> bool:
+def refresh(
+    ec2: Any, *, conf: str, cluster_name: str, partitions: Sequence[str], scontrol: str, state: str
+) -> bool:
     """Rewrite ``conf`` from EC2 and Slurm, and reconfigure slurmctld, when the topology changed.
 
-    A reconfigure owed by an earlier run that failed is retried (``conf`` + ``.pending``).
+    ``state`` (a folder of the head node's own disk) keeps the last file written (``topology.conf``) and a
+    reconfigure owed by an earlier run that failed (``reconfigure.pending``). A ``conf`` that has disappeared is
+    put back from the last file first, without asking Slurm: slurmctld cannot start without it while
+    ``TopologyPlugin=topology/tree`` (Slurm's ``topology/tree/switch_record.c``: ``fatal`` on a file it cannot
+    read), and ParallelCluster deletes it when an update changes the queues of a cluster without p6e-gb200 blocks
+    (aws-parallelcluster-cookbook, ``block_topology`` resource, ``--cleanup``).
     """
+    last = os.path.join(state, "topology.conf")
+    pending = os.path.join(state, "reconfigure.pending")
+    os.makedirs(state, exist_ok=True)
+    if not os.path.exists(conf) and os.path.exists(last):
+        with open(last, encoding="utf-8") as kept:
+            write_if_changed(conf, kept.read())
+        open(pending, "w").close()
     try:
         wanted = current_conf(
             ec2,
@@ -282,9 +302,9 @@ def refresh(ec2: Any, *, conf: str, cluster_name: str, partitions: Sequence[str]
             raise
         # botocore's ClientError (a denied or throttled call) and connection errors
         raise TopologyError(f"reading EC2 failed: {error}") from error
-    pending = conf + ".pending"
     if write_if_changed(conf, wanted):
         open(pending, "w").close()
+    write_if_changed(last, wanted)
     if os.path.exists(pending):
         _run([scontrol, "reconfigure"])
         os.unlink(pending)
@@ -340,6 +360,7 @@ def _parser() -> argparse.ArgumentParser:
         command.add_argument("--region", required=True)
         command.add_argument("--partition", required=True, action="append")
         command.add_argument("--scontrol", default=SCONTROL)
+        command.add_argument("--state", default=STATE)
         if name == "install":
             command.add_argument("--python", required=True)
             command.add_argument("--module", required=True)
@@ -356,7 +377,7 @@ def main(argv: Sequence[str] | None = None, *, ec2: Any = None) -> int:
             return 0
         refresh_args = ["--conf", args.conf, "--cluster-name", args.cluster_name, "--region", args.region]
         refresh_args += [item for p in args.partition for item in ("--partition", p)]
-        refresh_args += ["--scontrol", args.scontrol]
+        refresh_args += ["--scontrol", args.scontrol, "--state", args.state]
         if args.command == "install":
             for name, text in units(
                 python=args.python, module=args.module, refresh_args=refresh_args
@@ -374,6 +395,7 @@ def main(argv: Sequence[str] | None = None, *, ec2: Any = None) -> int:
             cluster_name=args.cluster_name,
             partitions=args.partition,
             scontrol=args.scontrol,
+            state=args.state,
         )
         print(f"topology.py: {args.conf} {'rewritten, Slurm reconfigured' if changed else 'unchanged'}")
         return 0
