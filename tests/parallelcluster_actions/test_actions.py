@@ -615,7 +615,7 @@ def test_no_action_runs_a_slurm_command_by_its_bare_name(script: str) -> None:
 
 def test_the_actions_are_shellcheck_clean(shellcheck: str) -> None:
     scripts = sorted(ACTIONS_DIR.glob("*.sh"))
-    assert {p.name for p in scripts} == {"users.sh", "pyxis.sh"}
+    assert {p.name for p in scripts} == {"users.sh", "pyxis.sh", "topology.sh"}
     result = subprocess.run(
         [shellcheck, "-x", "--severity=style", *map(str, scripts), str(STUB)],
         capture_output=True,
