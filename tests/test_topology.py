@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import sys
 from pathlib import Path
 
 import boto3
@@ -407,6 +408,21 @@ def test_a_file_parallelcluster_deleted_comes_back_before_slurm_is_asked(tmp_pat
     assert not (tmp_path / "state" / "reconfigure.pending").exists()
 
 
+def test_without_boto3_the_refresh_still_puts_the_file_back_and_says_what_is_missing(
+    tmp_path: Path, capsys, monkeypatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "boto3", None)  # import boto3 raises ImportError
+    conf = tmp_path / "topology.conf"
+    (tmp_path / "state").mkdir()
+    (tmp_path / "state" / "topology.conf").write_text(PLACED)
+    args = ["refresh", "--conf", str(conf), *REFRESH, "--state", str(tmp_path / "state")]
+    assert main(args) == 1
+    captured = capsys.readouterr()
+    assert captured.out == f"topology.py: put {conf} back from {tmp_path / 'state'}\n"
+    assert captured.err.startswith(f"topology.py: error: {sys.executable} cannot import boto3 (")
+    assert conf.read_text() == PLACED
+
+
 def test_initial_puts_every_node_unplaced_once(tmp_path: Path) -> None:
     conf = tmp_path / "topology.conf"
     assert main(["initial", "--conf", str(conf), "--nodes", "gpu-st-p5-[1-2]", "gpu-dy-p5-[1-2]"]) == 0
@@ -445,7 +461,7 @@ def test_install_writes_the_units_enables_the_timer_and_refreshes(tmp_path: Path
         f"p5-training --region us-east-1 --partition gpu --scontrol {slurm.path} --state {tmp_path / 'state'}"
     )
     timer = (systemd / "training-clusters-topology.timer").read_text()
-    assert "OnUnitActiveSec=60\n" in timer and "WantedBy=timers.target\n" in timer
+    assert "OnUnitActiveSec=30\n" in timer and "WantedBy=timers.target\n" in timer
     assert slurm.calls() == [
         "systemctl daemon-reload",
         "systemctl enable --now training-clusters-topology.timer",

@@ -27,7 +27,7 @@ has boto3): it imports nothing but the standard library and, in :func:`main`, bo
   matched by ``NodeAddr``, the instance's private address), the topology of the nodes of the partitions named,
   the file rewritten (staged and renamed) and ``scontrol reconfigure`` run when its content changed;
 - ``install --conf FILE ... --python PYTHON --module PATH``: a systemd service that runs ``refresh`` and a timer
-  that starts it every minute (nodes come and go; ParallelCluster's resume and suspend programs are its own),
+  that starts it every 30 seconds (nodes come and go; ParallelCluster's resume and suspend programs are its own),
   then one ``refresh``.
 """
 
@@ -58,7 +58,8 @@ SCONTROL = "/opt/slurm/bin/scontrol"
 #: The head node's own folder for the last file written and a reconfigure owed (/opt/slurm/etc is shared).
 STATE = "/var/lib/training-clusters/topology"
 SERVICE = "training-clusters-topology"
-REFRESH_SECONDS = 60
+#: How often the timer refreshes: within the 60 s slurmctld waits for a missing file.
+REFRESH_SECONDS = 30
 
 
 class TopologyError(Exception):
@@ -285,11 +286,7 @@ def refresh(
     """
     last = os.path.join(state, "topology.conf")
     pending = os.path.join(state, "reconfigure.pending")
-    os.makedirs(state, exist_ok=True)
-    if not os.path.exists(conf) and os.path.exists(last):
-        with open(last, encoding="utf-8") as kept:
-            write_if_changed(conf, kept.read())
-        open(pending, "w").close()
+    restore(conf, state)
     try:
         wanted = current_conf(
             ec2,
@@ -310,6 +307,20 @@ def refresh(
         os.unlink(pending)
         return True
     return False
+
+
+def restore(conf: str, state: str) -> bool:
+    """Put ``conf`` back from the last file written (``state``/``topology.conf``) when it has disappeared, and
+    owe a reconfigure; asks neither EC2 nor Slurm. Real slurmctld 24.11 waits 60 s for a missing file ("cannot
+    stat file ... retrying in 1sec up to 60sec") before it stops: the timer comes back sooner."""
+    last = os.path.join(state, "topology.conf")
+    os.makedirs(state, exist_ok=True)
+    if os.path.exists(conf) or not os.path.exists(last):
+        return False
+    with open(last, encoding="utf-8") as kept:
+        write_if_changed(conf, kept.read())
+    open(os.path.join(state, "reconfigure.pending"), "w").close()
+    return True
 
 
 def initial(conf: str, nodes: Sequence[str]) -> bool:
@@ -385,9 +396,13 @@ def main(argv: Sequence[str] | None = None, *, ec2: Any = None) -> int:
                 write_if_changed(os.path.join(args.systemd, name), text)
             _run(["systemctl", "daemon-reload"])
             _run(["systemctl", "enable", "--now", f"{SERVICE}.timer"])
+        if restore(args.conf, args.state):
+            print(f"topology.py: put {args.conf} back from {args.state}")
         if ec2 is None:
-            import boto3  # on the head node: ParallelCluster's node virtual environment has it
-
+            try:
+                import boto3  # on the head node: ParallelCluster's node virtual environment has it
+            except ImportError as error:
+                raise TopologyError(f"{sys.executable} cannot import boto3 ({error})") from error
             ec2 = boto3.client("ec2", region_name=args.region)
         changed = refresh(
             ec2,
