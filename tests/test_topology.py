@@ -471,6 +471,37 @@ def test_install_writes_the_units_enables_the_timer_and_refreshes(tmp_path: Path
     assert conf.read_text() == PLACED
 
 
+def test_install_keeps_the_head_node_going_when_the_first_refresh_fails(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    """A failed OnNodeConfigured action fails the cluster's creation: a denied or throttled first refresh is a
+    warning, and the timer, already running, tries again."""
+    slurm = FakeSlurm(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text(f'#!/bin/bash\necho "systemctl $*" >>"{slurm.log}"\n')
+    (bin_dir / "systemctl").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    conf = tmp_path / "topology.conf"
+    args = [
+        "install", "--conf", str(conf), *REFRESH, "--scontrol", str(slurm.path), "--python", "/p", "--module", "/m",
+        "--systemd", str(tmp_path / "systemd"), "--state", str(tmp_path / "state"),
+    ]  # fmt: skip
+    ec2 = ec2_client()
+    with Stubber(ec2) as stub:
+        stub_refresh(stub, ec2_error="UnauthorizedOperation")
+        assert main(args, ec2=ec2) == 0
+    assert capsys.readouterr().err == (
+        "topology.py: warning: reading EC2 failed: An error occurred (UnauthorizedOperation) when calling the "
+        "DescribeInstanceTopology operation: You are not authorized to perform this operation. "
+        f"({conf} left as it was; the timer tries again every 30 s: journalctl -u training-clusters-topology)\n"
+    )
+    assert slurm.calls()[:2] == [
+        "systemctl daemon-reload",
+        "systemctl enable --now training-clusters-topology.timer",
+    ]
+
+
 def test_the_module_imports_nothing_of_the_package() -> None:
     """It is shipped alone to the head node: the standard library and boto3 only."""
     source = Path(topology.__file__).read_text()

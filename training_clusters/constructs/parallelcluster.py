@@ -512,10 +512,11 @@ class ParallelCluster(Construct):
             whose every instance type EC2 instance topology describes (``topology_queues``; a queue that mixes in
             another type stays flat, its nodes under one leaf). The step runs at the head node's ``OnNodeStart``
             (every node unplaced, before slurmctld starts) and ``OnNodeConfigured`` (a systemd timer that
-            refreshes the file every minute, as static and dynamic nodes come and go, and reconfigures slurmctld
+            refreshes the file every 30 s, as static and dynamic nodes come and go, and reconfigures slurmctld
             when it changed); the head node gets ``ec2:DescribeInstanceTopology`` (no resource-level permission
-            exists: ``*`` in this region only, ``topology_policy``). With no such queue it changes nothing (a
-            warning says so). Default: none (no topology plugin).
+            exists: ``*`` in this region only, ``topology_policy``; ``ec2:DescribeInstances``, which the refresh
+            also calls, is in the head node policy ParallelCluster makes, ``HeadNodeIamResources``). With no such
+            queue it changes nothing (a warning says so). Default: none (no topology plugin).
 
         Replacement: ``cluster_name`` is immutable (ParallelCluster creates a stack of that name); changing
         it creates a new cluster and deletes the old one. ``tests/test_replacement.py`` pins it.
