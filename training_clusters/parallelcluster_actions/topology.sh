@@ -11,7 +11,7 @@
 # default['cluster']['node_virtualenv_path'], github.com/aws/aws-parallelcluster-cookbook, where
 # aws-parallelcluster-node and its boto3 are installed), copied
 # to /opt/training-clusters/topology.py. `initial` writes every node unplaced when no file exists (slurmctld reads
-# the file as it starts); `install` adds a systemd timer that refreshes the file every minute (dynamic nodes come
+# the file as it starts); `install` adds a systemd timer that refreshes the file every 30 s (dynamic nodes come
 # and go through ParallelCluster's own ResumeProgram and SuspendProgram, which no custom setting may replace) and
 # refreshes it once. Running it again changes nothing. TC_ROOT (default: empty, the real root) prefixes every path,
 # for tests.
