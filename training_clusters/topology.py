@@ -189,7 +189,8 @@ def slurm_nodes(scontrol_output: str) -> list[SlurmNode]:
 def cluster_instances(ec2: Any, cluster_name: str) -> dict[str, str]:
     """``{private IPv4 address: instance id}`` of the cluster's running compute instances.
 
-    ParallelCluster tags each one ``parallelcluster:cluster-name`` and ``parallelcluster:node-type=Compute``.
+    ParallelCluster tags each one ``parallelcluster:cluster-name`` and ``parallelcluster:node-type=Compute`` (the
+    filters AWS's own sample uses, github.com/aws-samples/ec2-topology-aware-for-slurm, ``ec2-topology.py``).
     """
     found: dict[str, str] = {}
     pages = ec2.get_paginator("describe_instances").paginate(
