@@ -3,6 +3,8 @@ on the queues EC2 instance topology places, and nothing where it does not."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from training_clusters.errors import ConfigurationError
 
 from ..assertions import allow, policy_statements
 from ..conftest import GatedStacks, gated_stack
+from ..pcluster_schema import pcluster_python
 from .test_parallelcluster import C5N, P5, Parts, _logical_id, resolved
 from .test_session_manager import acknowledged_rules
 
@@ -170,3 +173,46 @@ def test_the_topology_policy_acknowledges_only_its_one_wildcard(gated_stacks: Ga
     assert assembly is not None
     acknowledged = acknowledged_rules(Path(assembly.directory), "Test")
     assert acknowledged["/Test/Cluster/NetworkTopology"] == {"AwsSolutions-IAM5[Resource::*]"}
+
+
+#: ParallelCluster's own check of cluster-level CustomSlurmSettings (pcluster/config/cluster_config.py registers
+#: it with SLURM_SETTINGS_DENY_LIST["SlurmConf"]["Global"]), run in .venv-pcluster.
+_PCLUSTER_CUSTOM_SETTINGS_CHECK = """
+import json, sys
+from pcluster.validators.slurm_settings_validator import (
+    SLURM_SETTINGS_DENY_LIST, CustomSlurmSettingLevel, CustomSlurmSettingsValidator,
+)
+failures = CustomSlurmSettingsValidator().execute(
+    custom_settings=json.load(sys.stdin),
+    deny_list=SLURM_SETTINGS_DENY_LIST["SlurmConf"]["Global"],
+    settings_level=CustomSlurmSettingLevel.SLURM_CONF,
+)
+print(json.dumps([failure.message for failure in failures]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("settings", "failures"),
+    [
+        ([{"TopologyPlugin": "topology/tree"}], []),
+        # what it refuses, so the check is known to run (a slurmctld hook for new nodes would need this one)
+        (
+            [{"SlurmctldParameters": "reconfig_on_change"}],
+            [
+                "Using the following custom Slurm settings at SlurmConf level is not allowed: SlurmctldParameters"
+            ],
+        ),
+    ],
+)
+def test_parallelclusters_own_validator_takes_the_topology_plugin(
+    settings: list[dict[str, str]], failures: list[str]
+) -> None:
+    completed = subprocess.run(
+        [str(pcluster_python()), "-c", _PCLUSTER_CUSTOM_SETTINGS_CHECK],
+        input=json.dumps(settings),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert json.loads(completed.stdout) == failures
