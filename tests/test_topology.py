@@ -121,6 +121,19 @@ def test_a_leaf_above_another_instance_is_refused() -> None:
     )
 
 
+def test_a_line_longer_than_slurm_reads_is_refused() -> None:
+    spines = [f"nn-{n:017x}" for n in range(195)]  # 195 top network nodes: a root line of 4,126 characters
+    answer = [instance(f"i-{n:016x}", spine, f"{spine}-b", f"{spine}-c") for n, spine in enumerate(spines)]
+    names = {f"i-{n:016x}": f"gpu-st-p5-{n + 1}" for n in range(195)}
+    with pytest.raises(TopologyError) as raised:
+        topology_conf(answer, names)
+    assert str(raised.value) == (
+        "SwitchName=ec2-network would be a line of 4126 characters; Slurm reads at most 4095 (parse_config.c's "
+        "buffer), so the file is not written"
+    )
+    assert len(topology_conf(answer[:180], names).splitlines()[2]) < 4095  # 180 fit
+
+
 @pytest.mark.parametrize(
     ("names", "expected"),
     [

@@ -47,6 +47,9 @@ from typing import Any
 ROOT_SWITCH = "ec2-network"
 #: The leaf holding the Slurm nodes EC2 does not place (yet).
 UNPLACED_SWITCH = "unplaced"
+#: Slurm reads a configuration line, continuations included, into a buffer of this many bytes
+#: (``BUFFER_SIZE`` of src/common/parse_config.c, https://github.com/SchedMD/slurm).
+MAX_LINE = 4096
 #: ``DescribeInstanceTopology`` takes at most 100 instance ids per request.
 MAX_INSTANCE_IDS = 100
 HEADER = (
@@ -80,7 +83,7 @@ def topology_conf(
         (absent, or with no ``NetworkNodes``) goes under :data:`UNPLACED_SWITCH`.
     :param unplaced: More Slurm nodes to put under :data:`UNPLACED_SWITCH` (nodes with no instance).
     :raises TopologyError: the network nodes do not form a tree (one node under two parents, or a leaf of one
-        instance above another).
+        instance above another), or a switch's line would be longer than Slurm reads (:data:`MAX_LINE`).
     """
     children: dict[str, set[str]] = {}
     parent: dict[str, str] = {}
@@ -126,6 +129,12 @@ def topology_conf(
                 lines.append(f"SwitchName={switch} Switches={','.join(kids)}")
                 below += kids
         level = below
+    for line in lines:
+        if len(line) >= MAX_LINE:
+            raise TopologyError(
+                f"{line.split()[0]} would be a line of {len(line)} characters; Slurm reads at most {MAX_LINE - 1} "
+                "(parse_config.c's buffer), so the file is not written"
+            )
     return HEADER + "".join(f"{line}\n" for line in lines)
 
 
