@@ -130,9 +130,9 @@ def topology_conf(
                 below += kids
         level = below
     for line in lines:
-        if len(line) >= MAX_LINE:
+        if len(line) > MAX_LINE - 2:  # fgets into the buffer keeps the newline and a NUL
             raise TopologyError(
-                f"{line.split()[0]} would be a line of {len(line)} characters; Slurm reads at most {MAX_LINE - 1} "
+                f"{line.split()[0]} would be a line of {len(line)} characters; Slurm reads at most {MAX_LINE - 2} "
                 "(parse_config.c's buffer), so the file is not written"
             )
     return HEADER + "".join(f"{line}\n" for line in lines)
