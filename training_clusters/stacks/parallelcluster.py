@@ -128,6 +128,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         # homes on the shared file system; without one, on /home, which ParallelCluster shares from the head node
         home_root = f"{mount_dir}/home" if self.shared_storage is not None else "/home"
         self._actions: tuple[s3.IBucket, s3deploy.BucketDeployment] | None = None
+        self._ships_topology = _topology_wanted(spec)
         team_actions = self._team_actions(spec, config.users, home_root)
         #: The compute nodes' instance metadata guard (every queue's first OnNodeStart action), with users.
         self.imds_guard: CustomActionScript | None = (
@@ -307,15 +308,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
                 "Actions",
                 destination_bucket=bucket,
                 destination_key_prefix=ACTIONS_PREFIX,
-                sources=[
-                    s3deploy.Source.asset(str(ACTIONS_DIR), exclude=["*.py", "__pycache__"]),
-                    s3deploy.Source.asset(
-                        str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}", f"!{ENROOT_SCRIPT}"]
-                    ),
-                    s3deploy.Source.asset(
-                        str(TOPOLOGY_MODULE.parent), exclude=["*", f"!{TOPOLOGY_MODULE.name}"]
-                    ),
-                ],
+                sources=self._action_sources(),
                 prune=True,
                 retain_on_delete=True,
                 memory_limit=256,
@@ -325,13 +318,26 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
             self._actions = (bucket, deployment)
         return self._actions[0]
 
+    def _action_sources(self) -> list[s3deploy.ISource]:
+        """The shipped actions, the node scripts shared with HyperPod, and with topology, ``topology.py`` (the
+        topology step's files only then, so a cluster without it uploads what it did before the step existed)."""
+        own = ["*.py", "__pycache__", *([] if self._ships_topology else [TOPOLOGY_SCRIPT])]
+        sources = [
+            s3deploy.Source.asset(str(ACTIONS_DIR), exclude=own),
+            s3deploy.Source.asset(
+                str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}", f"!{ENROOT_SCRIPT}"]
+            ),
+        ]
+        if self._ships_topology:
+            sources.append(
+                s3deploy.Source.asset(str(TOPOLOGY_MODULE.parent), exclude=["*", f"!{TOPOLOGY_MODULE.name}"])
+            )
+        return sources
+
     def _topology_step(self, spec: ParallelClusterConfig) -> TopologyStep | None:
         """The head node's topology step (``topology.sh`` and ``topology.py``, uploaded with the other actions)
         when the file asks for topology and a queue's types all have it; None otherwise."""
-        if spec.slurm.topology is SlurmTopology.OFF:
-            return None
-        types = [[CATALOG.get(r.instance_type) for r in q.compute_resources] for q in spec.queues]
-        if not any(None not in queue and placed_by_topology(queue) for queue in types):  # type: ignore[arg-type]
+        if not self._ships_topology:
             return None
         return TopologyStep(
             bucket=self._actions_bucket(),
@@ -415,6 +421,17 @@ def enroot_args(names: Sequence[str]) -> list[str]:
         "--runtime", "/run/enroot/runtime", "--data", "/run/enroot/data", "--cache", "/var/enroot/cache",
         "--temp", "/var/enroot/tmp", "--pyxis-runtime", "/run/pyxis", "--user", ",".join(names),
     ]  # fmt: skip
+
+
+def _topology_wanted(spec: ParallelClusterConfig) -> bool:
+    """Whether the file asks for topology and a queue's instance types all have it (the construct decides the same
+    from its queues; types the catalogue lacks are the construct's error to report)."""
+    if spec.slurm.topology is SlurmTopology.OFF:
+        return False
+    queues = [[CATALOG.get(r.instance_type) for r in q.compute_resources] for q in spec.queues]
+    return any(
+        placed_by_topology([t for t in types if t is not None]) for types in queues if None not in types
+    )
 
 
 def _one(action: PclusterCustomActionConfig | None) -> list[PclusterCustomActionConfig]:
