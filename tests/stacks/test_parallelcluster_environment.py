@@ -308,3 +308,13 @@ def test_topology_off_in_the_file_leaves_a_p5_cluster_flat(app: cdk.App, environ
         {"TopologyPlugin": "topology/block"}
     ]
     assert stack.cluster.topology_policy is None
+
+
+def test_a_cluster_without_the_topology_step_uploads_no_topology_files(
+    environment_gates: EnvironmentGates, environments_dir: Path
+) -> None:
+    """parallelcluster-team (c5n, users and pyxis): the actions and the shared node scripts, as before the step."""
+    stack, template = _shipped(environment_gates, environments_dir / "parallelcluster-team.yaml")
+    assert stack.cluster.topology_policy is None
+    deployment = next(iter(template.find_resources("Custom::CDKBucketDeployment").values()))
+    assert len(deployment["Properties"]["SourceObjectKeys"]) == 2
