@@ -1551,3 +1551,137 @@ def test_the_placement_asks_for_no_permission_in_the_cluster() -> None:
                     "RoleBinding",
                     "ClusterRoleBinding",
                 }
+
+
+# --- Slurm NCCL jobs: where the nodes sat in the network ---------------------------------------------
+
+STUB_SCONTROL = r"""#!/bin/bash
+# scontrol: `show topology` prints $STUB_TOPOLOGY (exit $STUB_TOPOLOGY_STATUS); `show hostnames` expands comma
+# lists with one [a-b,c] range per name, as Slurm's hostlists are written.
+if [[ $1 == show && $2 == topology ]]; then
+    cat "${STUB_TOPOLOGY}"
+    exit "${STUB_TOPOLOGY_STATUS:-0}"
+fi
+[[ $1 == show && $2 == hostnames ]] || exit 2
+expr=${3:-} depth=0 current=""
+items=()
+for ((i = 0; i < ${#expr}; i++)); do
+    ch=${expr:i:1}
+    if [[ $ch == "[" ]]; then depth=1; elif [[ $ch == "]" ]]; then depth=0; fi
+    if [[ $ch == "," && $depth == 0 ]]; then items+=("$current"); current=""; else current+=$ch; fi
+done
+if [[ -n $current ]]; then items+=("$current"); fi
+for item in "${items[@]}"; do
+    if [[ $item =~ ^(.*)\[(.*)\]$ ]]; then
+        prefix=${BASH_REMATCH[1]}
+        IFS=, read -ra parts <<<"${BASH_REMATCH[2]}"
+        for part in "${parts[@]}"; do
+            if [[ $part =~ ^([0-9]+)-([0-9]+)$ ]]; then
+                for ((n = BASH_REMATCH[1]; n <= BASH_REMATCH[2]; n++)); do echo "$prefix$n"; done
+            else
+                echo "$prefix$part"
+            fi
+        done
+    else
+        echo "$item"
+    fi
+done
+"""
+#: `scontrol show topology` of the file training_clusters.parallelcluster_actions.topology writes for four p5 nodes under two leaves and
+#: two dynamic nodes EC2 has not placed (Slurm's line format: topology/tree's _print_topo_record).
+SLURM_TOPOLOGY = (
+    "SwitchName=ec2-network Level=3 LinkSpeed=1 Nodes=gpu-dy-p5-[1-2],gpu-st-p5-[1-4] Switches=nn-a,unplaced\n"
+    "SwitchName=nn-a Level=2 LinkSpeed=1 Nodes=gpu-st-p5-[1-4] Switches=nn-b\n"
+    "SwitchName=unplaced Level=0 LinkSpeed=1 Nodes=gpu-dy-p5-[1-2]\n"
+    "SwitchName=nn-b Level=1 LinkSpeed=1 Nodes=gpu-st-p5-[1-4] Switches=nn-c,nn-d\n"
+    "SwitchName=nn-c Level=0 LinkSpeed=1 Nodes=gpu-st-p5-[1-2]\n"
+    "SwitchName=nn-d Level=0 LinkSpeed=1 Nodes=gpu-st-p5-[3-4]\n"
+)
+P5_LABEL = "PLACEMENT all_reduce_perf over EFA (p5.48xlarge, gpu)"
+
+
+def _slurm_nccl_run(
+    bash: Bash, nodelist: str, *, peak: float = 355.1, topology: str = SLURM_TOPOLOGY, status: int = 0,
+    scontrol: bool = True,
+) -> subprocess.CompletedProcess[str]:  # fmt: skip
+    env = _fake_open_mpi(bash, nccl_output(peak=peak, ranks=16))
+    test_binary = bash.tmp / "all_reduce_perf"
+    test_binary.write_text("#!/bin/bash\n")
+    test_binary.chmod(0o755)
+    if scontrol:
+        stub = bash.bin / "scontrol"
+        stub.write_text(STUB_SCONTROL)
+        stub.chmod(0o755)
+    return bash.run(
+        bash.script(*P5_NCCL_EFA),
+        NCCL_TESTS_BIN=str(test_binary),
+        SLURM_NNODES="2",
+        SLURM_JOB_NODELIST=nodelist,
+        STUB_TOPOLOGY=str(bash.text("topology.txt", topology)),
+        STUB_TOPOLOGY_STATUS=str(status),
+        **env,
+    )
+
+
+def _placement_lines(result: subprocess.CompletedProcess[str]) -> list[str]:
+    return [line for line in result.stdout.splitlines() if line.startswith("PLACEMENT ")]
+
+
+def test_the_slurm_nccl_job_prints_each_nodes_switches_after_its_verdict(bash: Bash) -> None:
+    result = _slurm_nccl_run(bash, "gpu-st-p5-[1-2]")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _placement_lines(result) == [
+        f"{P5_LABEL}: node gpu-st-p5-1: ec2-network > nn-a > nn-b > nn-c",
+        f"{P5_LABEL}: node gpu-st-p5-2: ec2-network > nn-a > nn-b > nn-c",
+        f"{P5_LABEL}: all 2 nodes under one leaf switch (nn-c)",
+    ]
+    lines = result.stdout.splitlines()
+    verdict = next(i for i, line in enumerate(lines) if line.startswith("RESULT "))
+    assert verdict < lines.index(_placement_lines(result)[0])  # the bandwidth first, then the placement
+
+
+def test_a_scattered_slurm_job_says_so_and_keeps_its_failing_verdict(bash: Bash) -> None:
+    result = _slurm_nccl_run(bash, "gpu-st-p5-[2-3]", peak=40.0)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "RESULT all_reduce_perf over EFA (p5.48xlarge, gpu): FAIL" in result.stdout
+    assert _placement_lines(result) == [
+        f"{P5_LABEL}: node gpu-st-p5-2: ec2-network > nn-a > nn-b > nn-c",
+        f"{P5_LABEL}: node gpu-st-p5-3: ec2-network > nn-a > nn-b > nn-d",
+        f"{P5_LABEL}: SCATTERED, 2 nodes under 2 leaf switches (nn-c, nn-d): a low bandwidth may be the placement",
+    ]
+
+
+def test_nodes_ec2_had_not_placed_are_named_so(bash: Bash) -> None:
+    result = _slurm_nccl_run(bash, "gpu-dy-p5-[1-2]")
+    assert _placement_lines(result)[-1] == (
+        f"{P5_LABEL}: all 2 nodes under unplaced: EC2 had not placed them when Slurm last read its topology"
+    )
+
+
+def test_a_node_under_no_switch_is_counted(bash: Bash) -> None:
+    result = _slurm_nccl_run(bash, "gpu-st-p5-1,gpu-st-p5-9")
+    assert _placement_lines(result) == [
+        f"{P5_LABEL}: node gpu-st-p5-1: ec2-network > nn-a > nn-b > nn-c",
+        f"{P5_LABEL}: node gpu-st-p5-9: under no switch",
+        f"{P5_LABEL}: 1 of 2 nodes are under no switch of Slurm's topology",
+    ]
+
+
+def test_a_flat_slurm_says_it_has_no_switch_tree(bash: Bash) -> None:
+    result = _slurm_nccl_run(bash, "gpu-st-p5-[1-2]", topology="No topology information available\n")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _placement_lines(result) == [
+        f"{P5_LABEL}: nodes gpu-st-p5-1 gpu-st-p5-2; Slurm has no switch tree (scontrol show topology: No "
+        "topology information available)"
+    ]
+
+
+def test_without_scontrol_the_placement_is_unknown(bash: Bash) -> None:
+    result = _slurm_nccl_run(bash, "gpu-st-p5-[1-2]", scontrol=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _placement_lines(result) == [f"{P5_LABEL}: unknown, no scontrol on PATH or in /opt/slurm/bin"]
+
+
+def test_without_a_node_list_the_placement_is_unknown(bash: Bash) -> None:
+    result = _slurm_nccl_run(bash, "")
+    assert _placement_lines(result) == [f"{P5_LABEL}: unknown, no SLURM_JOB_NODELIST (not run by Slurm)"]

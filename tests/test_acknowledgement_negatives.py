@@ -23,10 +23,11 @@ added brings each back); SMG4 on slurmdbd's secret only while it does not rotate
 Not shown, by acknowledgement, and why:
 
 * ``IAM5[Resource::*]`` (HyperPod's execution role, the rotation, the user handler, FSx CSI, HyperPod EKS
-  nodes, the release-manifest handler): cdk-nag names every statement on ``*`` by that one id, so a statement
-  whose resource is widened to ``*`` hides behind it. The cases widen the actions instead (a new wildcard
-  action is a new id); the resources are pinned by the exact statement tests (``tests/assertions.py``'s
-  ``role_statements``) of those roles.
+  nodes, the release-manifest handler, ParallelCluster's ``NetworkTopology``): cdk-nag names every statement
+  on ``*`` by that one id, so a statement whose resource is widened to ``*`` hides behind it. The cases widen
+  the actions instead (a new wildcard action is a new id); the resources are pinned by the exact statement
+  tests (``tests/assertions.py``'s ``role_statements``) of those roles (``NetworkTopology``'s in
+  ``tests/constructs/test_parallelcluster_topology.py``).
 * Unconditional, no cause to widen in our code (true of every template): RDS6 (slurmdbd cannot use IAM
   tokens), RDS11 (MySQL's port), RDS14 (no backtrack on Aurora Serverless v2); SMG4 on the master user's
   secret and on ParallelCluster's plain-text copy; ``acknowledge_cdk_made`` (L1, SF1, SF2, IAM4, IAM5 on

@@ -20,6 +20,7 @@ from training_clusters.model.options import (
     NodeRecovery,
     PodSecurityLevel,
     QueuePreemption,
+    SlurmTopology,
     SpreadLevel,
     TopologyPlacement,
 )
@@ -95,8 +96,16 @@ def test_allowed_and_spellings() -> None:
 
 
 def test_every_option_is_listed_once() -> None:
-    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 25
-    assert {QueuePreemption, CapacityKind, PodSecurityLevel, TopologyPlacement} <= set(ALL_CHOICES)
+    assert len(ALL_CHOICES) == len(set(ALL_CHOICES)) == 26
+    assert {QueuePreemption, CapacityKind, PodSecurityLevel, TopologyPlacement, SlurmTopology} <= set(
+        ALL_CHOICES
+    )
+
+
+def test_slurm_topology_spellings() -> None:
+    assert SlurmTopology.allowed() == "tree, off"
+    assert SlurmTopology.parse("Tree") is SlurmTopology.TREE
+    assert SlurmTopology.parse("OFF") is SlurmTopology.OFF
 
 
 # --------------------------------------------------------------------------------------------------

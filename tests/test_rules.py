@@ -65,3 +65,30 @@ def test_a_pattern_rule_shows_the_value_as_a_bounded_excerpt() -> None:
     assert pattern_problem("it's", name, "must be letters") == 'must be letters, got "it\'s"'
     long = pattern_problem("A" * 500, name, "must be letters")
     assert long is not None and long.endswith("... (500 characters)") and len(long) < 150
+
+
+@pytest.mark.parametrize(
+    ("types", "placed"),
+    [
+        ([], False),
+        (["p5.48xlarge"], True),
+        (["trn2.48xlarge", "p5en.48xlarge"], True),
+        (["p5.48xlarge", "c5n.9xlarge"], False),  # one type EC2 does not place keeps the queue flat
+        (["c5n.9xlarge"], False),
+    ],
+)
+def test_a_queue_is_placed_by_topology_only_when_every_type_is(types: list[str], placed: bool) -> None:
+    from training_clusters.catalog import lookup
+    from training_clusters.rules.parallelcluster import placed_by_topology
+
+    assert placed_by_topology([lookup(name) for name in types]) is placed
+
+
+def test_a_topology_plugin_of_ones_own_is_refused_only_by_name() -> None:
+    from training_clusters.rules.parallelcluster import topology_plugin_problem
+
+    assert topology_plugin_problem({"PriorityType": "priority/multifactor"}) is None
+    assert topology_plugin_problem({"TopologyPlugin": "topology/block"}) == (
+        "must not set TopologyPlugin while topology is tree (the head node writes topology.conf for "
+        "topology/tree); set topology to off to choose your own plugin"
+    )

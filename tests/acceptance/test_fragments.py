@@ -41,6 +41,7 @@ def test_the_fragments_are_found() -> None:
         "osu_check_output",
         "osu_latency_check",
         "osu_run",
+        "slurm_placement",
         "stdin_entry",
     }
 

@@ -26,7 +26,7 @@ latest/dg/<page>.html):
   scale-down and node replacement (:meth:`ApiCluster.agent_places`). How HyperPod learns where an instance
   sits is not published (its nodes are not in the customer's account, so the customer's
   ``DescribeInstanceTopology`` does not see them): the emulation writes the file with
-  :func:`training_clusters.topology.topology_conf` from entries shaped as ``DescribeInstanceTopology``'s.
+  :func:`training_clusters.parallelcluster_actions.topology.topology_conf` from entries shaped as ``DescribeInstanceTopology``'s.
 
 Not emulated, because the pages do not say it: which Slurm daemons HyperPod starts before the lifecycle
 script (today's ``on_create.sh`` starts them itself, so the agent leaves them stopped), who distributes
@@ -43,7 +43,8 @@ from typing import Any
 
 from tests.integration.hyperpod_bed import CONTROLLER_IP, LOGIN_IP, SCRIPT_ENV, Cluster
 from tests.integration.slurm_bed import Bed, Node, hyperpod_slurm_conf, node_name, resource_config
-from training_clusters.topology import topology_conf
+
+from .agent_topology import topology_conf
 
 #: Instance types HyperPod configures topology/tree for (sagemaker-hyperpod-topology).
 TREE_TYPES = ("ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.p5en.48xlarge")

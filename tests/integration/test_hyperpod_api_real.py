@@ -10,7 +10,7 @@ What is emulated, and from which AWS page (details in hyperpod_api_bed.py; the b
   layout (``sagemaker-hyperpod-slurm-api-config-migration``): here a host folder bound into every node;
 - the agent's ``TopologyPlugin=topology/tree`` and ``topology.conf`` for ml.p5 compute groups, recomputed
   when a node is replaced (``sagemaker-hyperpod-topology``), written with
-  ``training_clusters.topology.topology_conf`` from ``DescribeInstanceTopology``-shaped entries: four
+  ``training_clusters.parallelcluster_actions.topology.topology_conf`` from ``DescribeInstanceTopology``-shaped entries: four
   compute nodes under two leaf switches.
 
 Then our lifecycle (``hyperpod_api_bed.LIFECYCLE_SCRIPT``, today's on_create.sh) runs on every node at once,
@@ -45,7 +45,8 @@ from tests.integration.hyperpod_api_bed import (
 )
 from tests.integration.hyperpod_bed import ALICE, CONTROLLER_IP, LOGIN_IP, job_field, sbatch
 from tests.integration.slurm_bed import missing_prerequisites, node_name, wait_until
-from training_clusters.topology import ROOT_SWITCH
+
+from .agent_topology import ROOT_SWITCH
 
 pytestmark = pytest.mark.integration
 

@@ -14,15 +14,19 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from training_clusters.parallelcluster_actions import ACTIONS_DIR, ENROOT_FOLDERS
+from training_clusters.parallelcluster_actions.topology import __file__ as _topology_file
 from training_clusters.stacks.parallelcluster import enroot_args
 
 STUB = Path(__file__).resolve().parent / "stub.sh"
+TOPOLOGY_MODULE = Path(_topology_file)
 #: The PATH of every ParallelCluster custom action (OnNodeStart, OnNodeConfigured, OnNodeUpdated): the node's user
 #: data exports it before cfn-init, whose commands run /opt/parallelcluster/scripts/fetch_and_run, and the
 #: cookbook's custom_action_executor.py hands its own environment to the script. From github.com/aws/
@@ -611,7 +615,7 @@ def test_no_action_runs_a_slurm_command_by_its_bare_name(script: str) -> None:
 
 def test_the_actions_are_shellcheck_clean(shellcheck: str) -> None:
     scripts = sorted(ACTIONS_DIR.glob("*.sh"))
-    assert {p.name for p in scripts} == {"users.sh", "pyxis.sh"}
+    assert {p.name for p in scripts} == {"users.sh", "pyxis.sh", "topology.sh"}
     result = subprocess.run(
         [shellcheck, "-x", "--severity=style", *map(str, scripts), str(STUB)],
         capture_output=True,
@@ -620,3 +624,99 @@ def test_the_actions_are_shellcheck_clean(shellcheck: str) -> None:
     )
     assert result.returncode == 0, result.stdout
     assert all(os.access(p, os.X_OK) for p in scripts)
+
+
+# --------------------------------------------------------------------------------------------------
+# topology.sh
+
+#: Where ParallelCluster's AMI has its node virtual environment (the cookbook's node_virtualenv_path).
+NODE_PYTHON = "opt/parallelcluster/pyenv/versions/3.12.8/envs/node_virtualenv/bin/python"
+MODULE_URL = "s3://training-scripts/parallelcluster-actions/topology.py"
+
+
+def fake_node_python(node: Node) -> Path:
+    """The node virtual environment's Python: it logs each call; ``-c`` (the download) copies the object from the
+    fake bucket ``TC_ROOT/s3``; ``initial`` runs the module for real; ``install`` (it needs EC2) only logs."""
+    python = node.root / NODE_PYTHON
+    python.parent.mkdir(parents=True)
+    python.write_text(
+        "#!/bin/bash\n"
+        'echo "python $*" >>"${TC_ROOT}/calls.log"\n'
+        'if [[ $1 == -c ]]; then cp "${TC_ROOT}/s3/$4/$5" "$6"; exit; fi\n'
+        f'if [[ $2 == initial ]]; then exec "{sys.executable}" "$@"; fi\n'
+    )
+    python.chmod(0o755)
+    bucket = node.root / "s3" / "training-scripts" / "parallelcluster-actions"
+    bucket.mkdir(parents=True)
+    shutil.copy(TOPOLOGY_MODULE, bucket / "topology.py")
+    return python
+
+
+def test_topology_initial_downloads_the_module_and_writes_every_node_unplaced(head: Node) -> None:
+    fake_node_python(head)
+    conf = head.root / "opt" / "slurm" / "etc" / "topology.conf"
+    args = [
+        MODULE_URL,
+        "us-east-1",
+        "initial",
+        "--conf",
+        str(conf),
+        "--nodes",
+        "gpu-st-p5-[1-2]",
+        "gpu-dy-p5-[1-4]",
+    ]
+    result = head.run_as_parallelcluster("topology.sh", *args)
+    assert result.returncode == 0, result.stderr
+    installed = head.root / "opt" / "training-clusters" / "topology.py"
+    assert installed.read_text() == TOPOLOGY_MODULE.read_text()
+    assert stat.S_IMODE(installed.stat().st_mode) == 0o644
+    assert conf.read_text().splitlines()[-2:] == [
+        "SwitchName=ec2-network Switches=unplaced",
+        "SwitchName=unplaced Nodes=gpu-st-p5-[1-2],gpu-dy-p5-[1-4]",
+    ]
+    calls = head.calls("python")
+    assert calls[0].startswith("python -c import sys, boto3; ")
+    assert calls[0].endswith(f" us-east-1 training-scripts parallelcluster-actions/topology.py {installed}")
+    assert calls[1] == f"python {installed} initial --conf {conf} --nodes gpu-st-p5-[1-2] gpu-dy-p5-[1-4]"
+
+
+def test_topology_install_hands_the_timer_the_node_python_and_the_installed_module(head: Node) -> None:
+    fake_node_python(head)
+    args = [MODULE_URL, "us-east-1", "install", "--conf", "/opt/slurm/etc/topology.conf",
+            "--cluster-name", "p5-training", "--partition", "gpu"]  # fmt: skip
+    result = head.run_as_parallelcluster("topology.sh", *args)
+    assert result.returncode == 0, result.stderr
+    installed = head.root / "opt" / "training-clusters" / "topology.py"
+    assert head.calls("python")[1] == (
+        f"python {installed} install --region us-east-1 --python /{NODE_PYTHON} --module "
+        "/opt/training-clusters/topology.py --conf /opt/slurm/etc/topology.conf --cluster-name p5-training "
+        "--partition gpu"
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["s3://b/k", "us-east-1"], "usage: topology.sh MODULE_URL REGION initial|install ARGS..."),
+        (["https://b/k", "us-east-1", "initial"], "MODULE_URL must be s3://BUCKET/KEY, got 'https://b/k'"),
+        ([MODULE_URL, "us-east-1", "refresh"], "the command must be initial or install, got 'refresh'"),
+        (
+            ["s3://training-scripts/missing.py", "us-east-1", "initial"],
+            "could not download s3://training-scripts/missing.py (the head node reads it with its S3Access)",
+        ),
+    ],
+)
+def test_topology_refuses_with_one_line(head: Node, args: list[str], message: str) -> None:
+    fake_node_python(head)
+    result = head.run_as_parallelcluster("topology.sh", *args)
+    assert result.returncode == 1
+    assert result.stderr.splitlines()[-1] == f"topology.sh: error: {message}"
+
+
+def test_topology_without_a_node_virtual_environment_says_so(head: Node) -> None:
+    result = head.run_as_parallelcluster("topology.sh", MODULE_URL, "us-east-1", "initial")
+    assert result.returncode == 1
+    assert result.stderr == (
+        "topology.sh: error: no /opt/parallelcluster/pyenv/versions/*/envs/node_virtualenv/bin/python: not a "
+        "ParallelCluster AMI?\n"
+    )

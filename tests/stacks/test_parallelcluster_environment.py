@@ -239,3 +239,82 @@ def test_the_provider_lambda_role_from_the_environment_file(app: cdk.App, enviro
     assert provider["Properties"]["Parameters"] == {
         "CustomLambdaRole": "arn:aws:iam::111122223333:role/pcluster-provider"
     }
+
+
+def test_the_p5_environment_ships_the_topology_step_with_the_other_actions(
+    environment_gates: EnvironmentGates, environments_dir: Path
+) -> None:
+    stack, template = _shipped(environment_gates, environments_dir / "parallelcluster-p5.yaml")
+    config = stack.cluster.concrete_configuration()
+    head = config["HeadNode"]
+    bucket = head["Iam"]["S3Access"][0]["BucketName"]
+    assert head["Iam"]["S3Access"] == [
+        {"BucketName": bucket, "KeyName": "parallelcluster-actions/topology.sh"},
+        {"BucketName": bucket, "KeyName": "parallelcluster-actions/topology.py"},
+    ]
+    module = f"s3://{bucket}/parallelcluster-actions/topology.py"
+    assert head["CustomActions"] == {
+        "OnNodeStart": {
+            "Script": f"s3://{bucket}/parallelcluster-actions/topology.sh",
+            "Args": [module, "us-east-1", "initial", "--conf", "/opt/slurm/etc/topology.conf", "--nodes",
+                     "gpu-dy-p5-[1-4]"],
+        },
+        "OnNodeConfigured": {
+            "Script": f"s3://{bucket}/parallelcluster-actions/topology.sh",
+            "Args": [module, "us-east-1", "install", "--conf", "/opt/slurm/etc/topology.conf", "--cluster-name",
+                     "p5-training", "--partition", "gpu"],
+        },
+    }  # fmt: skip
+    assert config["Scheduling"]["SlurmSettings"]["CustomSlurmSettings"] == [
+        {"TopologyPlugin": "topology/tree"}
+    ]
+    deployment = next(iter(template.find_resources("Custom::CDKBucketDeployment").values()))
+    assert deployment["Properties"]["DestinationBucketKeyPrefix"] == "parallelcluster-actions"
+    assert (
+        len(deployment["Properties"]["SourceObjectKeys"]) == 3
+    )  # the actions, the shared node scripts, topology.py
+
+
+@pytest.mark.parametrize(
+    "queue_types", [["c5n.9xlarge"], ["p5.48xlarge", "c5n.9xlarge"]], ids=["c5n", "mixed"]
+)
+def test_no_topology_step_where_it_is_off_or_no_queue_has_it(
+    app: cdk.App, environments_dir: Path, queue_types: list[str]
+) -> None:
+    document = c5n_document(environments_dir)
+    document["parallelcluster"]["queues"][0]["compute_resources"] = [
+        {"name": f"r{i}", "instance_type": name, "max_count": 2} for i, name in enumerate(queue_types)
+    ]
+    stack = ParallelClusterEnvironment(
+        app, "training-c5n", config=parse_environment(document), environment_name="c5n"
+    )
+    rendered = stack.cluster.concrete_configuration()
+    assert "CustomActions" not in rendered["HeadNode"]
+    assert "CustomSlurmSettings" not in rendered["Scheduling"]["SlurmSettings"]
+    assert stack.cluster.topology_policy is None
+    assert Template.from_stack(stack).find_resources("Custom::CDKBucketDeployment") == {}
+
+
+def test_topology_off_in_the_file_leaves_a_p5_cluster_flat(app: cdk.App, environments_dir: Path) -> None:
+    document = yaml.safe_load((environments_dir / "parallelcluster-p5.yaml").read_text())
+    document["parallelcluster"]["slurm"]["topology"] = "off"
+    document["parallelcluster"]["slurm"]["custom_settings"] = [{"TopologyPlugin": "topology/block"}]
+    stack = ParallelClusterEnvironment(
+        app, "training-p5", config=parse_environment(document), environment_name="p5"
+    )
+    rendered = stack.cluster.concrete_configuration()
+    assert "CustomActions" not in rendered["HeadNode"]
+    assert rendered["Scheduling"]["SlurmSettings"]["CustomSlurmSettings"] == [
+        {"TopologyPlugin": "topology/block"}
+    ]
+    assert stack.cluster.topology_policy is None
+
+
+def test_a_cluster_without_the_topology_step_uploads_no_topology_files(
+    environment_gates: EnvironmentGates, environments_dir: Path
+) -> None:
+    """parallelcluster-team (c5n, users and pyxis): the actions and the shared node scripts, as before the step."""
+    stack, template = _shipped(environment_gates, environments_dir / "parallelcluster-team.yaml")
+    assert stack.cluster.topology_policy is None
+    deployment = next(iter(template.find_resources("Custom::CDKBucketDeployment").values()))
+    assert len(deployment["Properties"]["SourceObjectKeys"]) == 2

@@ -6,7 +6,8 @@ two nodes:
 NCCL ``all_reduce_perf`` (one rank per GPU) over EFA and over NCCL's socket transport. Each script prints
 the measured figure beside the expected one and exits non-zero when it is clearly worse or when the run's
 own output does not show the transport it was meant to use; ``bash SCRIPT --check OUTPUT`` applies the
-same gate to a saved output. Benchmarks the AMI lacks are built once from pinned, checksummed releases.
+same gate to a saved output. After the NCCL verdict, each node's switches in Slurm's topology (``scontrol show
+topology``) and whether all nodes shared their leaf switch (``bash/slurm_placement.sh``). Benchmarks the AMI lacks are built once from pinned, checksummed releases.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from training_clusters.acceptance.fragments import (
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.catalog import InstanceType, lookup
 from training_clusters.model.options import NodeRole, QueuePlacement
+from training_clusters.parallelcluster_actions.topology import UNPLACED_SWITCH
 
 if TYPE_CHECKING:
     from training_clusters.config import (
@@ -460,7 +462,7 @@ def _sbatch(script: _Script, environment: str, shared_dir: str) -> str:
     body = {
         "osu-bw": ["common", "osu_bandwidth_check", "osu_check_output", "network", "osu_run"],
         "osu-latency": ["common", "osu_latency_check", "osu_check_output", "network", "osu_run"],
-        "nccl-tests": ["common", "nccl_check", "network", "nccl_run"],
+        "nccl-tests": ["common", "nccl_check", "network", "slurm_placement", "nccl_run"],
     }[script.test]
     fragments = [fragment(name) for name in [*body, "entry"]]
     return "\n".join([*header, "set -euo pipefail", "", settings, *fragments])
@@ -496,6 +498,7 @@ def _settings(script: _Script, shared_dir: str, ranks_per_node: int) -> str:
             f"readonly NCCL_TESTS_SHA256={NCCL_TESTS_SHA256}",
             f"readonly NCCL_TESTS_URL={NCCL_TESTS_URL}",
             'readonly CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"',
+            f"readonly TOPOLOGY_UNPLACED={UNPLACED_SWITCH}",
         ]
     else:
         if script.transport is Transport.EFA:

@@ -85,6 +85,7 @@ from training_clusters.model.options import (
     SlurmAccounting,
     SlurmConfigMode,
     SlurmConfigStrategy,
+    SlurmTopology,
     SlurmVersion,
     TeamPreemption,
     TimeSlicing,
@@ -811,10 +812,23 @@ class PclusterSlurmConfig(_Model):
         description="Extra slurm.conf parameters (CustomSlurmSettings), e.g. [{PriorityType: priority/multifactor}]; "
         "parameters ParallelCluster manages are refused. Default: none.",
     )
+    topology: Annotated[SlurmTopology, _FileChoice(SlurmTopology)] = Field(
+        default=SlurmTopology.TREE,
+        description="Place multi-node jobs by EC2 network topology: tree (Slurm's topology/tree on every queue whose "
+        "instance types EC2 instance topology describes, p5, p5e, p5en, p6, trn2 and the like; the head node writes "
+        "topology.conf and keeps it current; jobs ask with --switches) or off. Default: tree.",
+    )
 
     _idletime = field_validator("scaledown_idletime_minutes")(
         _follows(pcluster_rules.scaledown_idletime_problem)
     )
+
+    @model_validator(mode="after")
+    def _own_topology_plugin(self) -> PclusterSlurmConfig:
+        if self.topology is SlurmTopology.TREE:
+            for index, settings in enumerate(self.custom_settings):
+                _raise_at(f"custom_settings[{index}]", pcluster_rules.topology_plugin_problem(settings))
+        return self
 
     @field_validator("custom_settings")
     @classmethod

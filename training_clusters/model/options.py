@@ -492,3 +492,17 @@ class TeamPreemption(Choice):
 
 
 ALL_CHOICES = (*ALL_CHOICES, ResourceSharingStrategy, TeamPreemption)
+
+
+class SlurmTopology(Choice):
+    """Whether a Slurm cluster (ParallelCluster, PCS) places multi-node jobs by EC2 network topology: Slurm's
+    ``topology/tree`` over the network nodes EC2 instance topology reports, on the queues whose every instance
+    type it describes (p5, p5e, p5en, p6, trn2 and the like); a queue that mixes in another type stays flat."""
+
+    TREE = "tree"
+    """``TopologyPlugin=topology/tree`` where the queues' types allow it; jobs ask with ``--switches``. The default."""
+    OFF = "off"
+    """No topology plugin: Slurm treats the nodes as one flat network."""
+
+
+ALL_CHOICES = (*ALL_CHOICES, SlurmTopology)

@@ -1,8 +1,10 @@
-"""ParallelCluster custom action scripts shipped as package data: the team's users and Pyxis/Enroot, and, shared
+"""ParallelCluster custom action scripts shipped as package data: the team's users, Pyxis/Enroot, the head node's
+Slurm topology step (``topology.sh``, which installs ``topology.py`` beside it), and, shared
 with the lifecycle scripts (``node/``, one script for both services), the instance metadata guard of compute
 nodes and enroot's per-user folders.
 
-The ParallelCluster stack uploads this folder and the guard to its scripts bucket; see ``users.sh``, ``pyxis.sh``.
+The ParallelCluster stack uploads this folder, the guard and ``topology.py`` to its scripts bucket; see ``users.sh``,
+``pyxis.sh``, ``topology.sh``.
 """
 
 from __future__ import annotations
@@ -20,3 +22,6 @@ IMDS_SCRIPT = IMDS_GUARD.name
 #: script for both services), and its name in the bucket.
 ENROOT_FOLDERS = IMDS_GUARD.parent / "training-clusters-enroot.sh"
 ENROOT_SCRIPT = ENROOT_FOLDERS.name
+#: The head node's topology step, and the program it installs (``topology.py``, uploaded beside it).
+TOPOLOGY_SCRIPT = "topology.sh"
+TOPOLOGY_MODULE = ACTIONS_DIR / "topology.py"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from training_clusters.catalog import CATALOG, InstanceType
 from training_clusters.model.capacity import Capacity
@@ -289,6 +289,23 @@ def ldap_tls_req_cert_problem(value: str) -> str | None:
     if value not in LDAP_TLS_REQ_CERT:
         return f"must be one of {', '.join(LDAP_TLS_REQ_CERT)}, got '{value}'"
     return None
+
+
+def topology_plugin_problem(names: Iterable[str]) -> str | None:
+    """With ``topology`` on, the cluster's ``TopologyPlugin`` is ours (``topology/tree``, with the head node's
+    ``topology.conf``): a custom setting of it would contradict the file."""
+    if "TopologyPlugin" in names:
+        return (
+            "must not set TopologyPlugin while topology is tree (the head node writes topology.conf for "
+            "topology/tree); set topology to off to choose your own plugin"
+        )
+    return None
+
+
+def placed_by_topology(instances: Sequence[InstanceType]) -> bool:
+    """Whether a queue of these types gets ``topology/tree``: EC2 instance topology describes every one
+    (:attr:`InstanceType.network_node_layers`); one type it does not place keeps the queue flat."""
+    return bool(instances) and all(instance.network_node_layers > 0 for instance in instances)
 
 
 def custom_slurm_setting_problem(name: str) -> str | None:

@@ -11,6 +11,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_secretsmanager as secretsmanager
 from constructs import Construct
 
+from training_clusters.catalog import CATALOG
 from training_clusters.config import (
     EnvironmentConfig,
     ParallelClusterConfig,
@@ -32,19 +33,22 @@ from training_clusters.constructs.parallelcluster.cluster import (
     ParallelCluster,
     SlurmQueue,
     SlurmSettings,
+    TopologyStep,
 )
 from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.gates.compliance import acknowledge_cdk_made
-from training_clusters.model.options import OperatingSystem, RemovalPolicy
+from training_clusters.model.options import OperatingSystem, RemovalPolicy, SlurmTopology
 from training_clusters.parallelcluster_actions import (
     ACTIONS_DIR,
     ENROOT_SCRIPT,
     IMDS_GUARD,
     IMDS_SCRIPT,
     PYXIS_SCRIPT,
+    TOPOLOGY_MODULE,
+    TOPOLOGY_SCRIPT,
     USERS_SCRIPT,
 )
-from training_clusters.rules.parallelcluster import accounting_database_name
+from training_clusters.rules.parallelcluster import accounting_database_name, placed_by_topology
 from training_clusters.stacks.base import (
     DESTROY_STEP,
     SLURM_ACCEPTANCE_STEP,
@@ -123,6 +127,8 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         self.accounting_database = self._accounting_database(spec, spec.cluster_name or environment_name)
         # homes on the shared file system; without one, on /home, which ParallelCluster shares from the head node
         home_root = f"{mount_dir}/home" if self.shared_storage is not None else "/home"
+        self._actions: tuple[s3.IBucket, s3deploy.BucketDeployment] | None = None
+        self._ships_topology = _topology_wanted(spec)
         team_actions = self._team_actions(spec, config.users, home_root)
         #: The compute nodes' instance metadata guard (every queue's first OnNodeStart action), with users.
         self.imds_guard: CustomActionScript | None = (
@@ -172,6 +178,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
                 if spec.provider_lambda_role_arn
                 else None
             ),
+            topology=self._topology_step(spec),
         )
         if self.shared_storage is not None:
             # both directions: ParallelCluster's create-time check wants outbound Lustre rules too
@@ -270,25 +277,7 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         """users.sh (when the file has users) then pyxis.sh (when on), uploaded to a scripts bucket."""
         if not users and not spec.pyxis:
             return []
-        bucket = SecureBucket(self, "ActionsBucket").bucket
-        self.actions_bucket = bucket
-        deployment = s3deploy.BucketDeployment(
-            self,
-            "Actions",
-            destination_bucket=bucket,
-            destination_key_prefix=ACTIONS_PREFIX,
-            sources=[
-                s3deploy.Source.asset(str(ACTIONS_DIR), exclude=["*.py", "__pycache__"]),
-                s3deploy.Source.asset(
-                    str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}", f"!{ENROOT_SCRIPT}"]
-                ),
-            ],
-            prune=True,
-            retain_on_delete=True,
-            memory_limit=256,
-        )
-        _acknowledge_deployment(self)
-        self.actions_deployment = deployment
+        bucket = self._actions_bucket()
         actions = []
         if users:
             actions.append(
@@ -308,6 +297,53 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
                 )
             )
         return actions
+
+    def _actions_bucket(self) -> s3.IBucket:
+        """The scripts bucket and the upload of the shipped actions (made once, when an action needs them)."""
+        if self._actions is None:
+            bucket = SecureBucket(self, "ActionsBucket").bucket
+            self.actions_bucket = bucket
+            deployment = s3deploy.BucketDeployment(
+                self,
+                "Actions",
+                destination_bucket=bucket,
+                destination_key_prefix=ACTIONS_PREFIX,
+                sources=self._action_sources(),
+                prune=True,
+                retain_on_delete=True,
+                memory_limit=256,
+            )
+            _acknowledge_deployment(self)
+            self.actions_deployment = deployment
+            self._actions = (bucket, deployment)
+        return self._actions[0]
+
+    def _action_sources(self) -> list[s3deploy.ISource]:
+        """The shipped actions, the node scripts shared with HyperPod, and with topology, ``topology.py`` (the
+        topology step's files only then, so a cluster without it uploads what it did before the step existed)."""
+        own = ["*.py", "__pycache__", *([] if self._ships_topology else [TOPOLOGY_SCRIPT])]
+        sources = [
+            s3deploy.Source.asset(str(ACTIONS_DIR), exclude=own),
+            s3deploy.Source.asset(
+                str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}", f"!{ENROOT_SCRIPT}"]
+            ),
+        ]
+        if self._ships_topology:
+            sources.append(
+                s3deploy.Source.asset(str(TOPOLOGY_MODULE.parent), exclude=["*", f"!{TOPOLOGY_MODULE.name}"])
+            )
+        return sources
+
+    def _topology_step(self, spec: ParallelClusterConfig) -> TopologyStep | None:
+        """The head node's topology step (``topology.sh`` and ``topology.py``, uploaded with the other actions)
+        when the file asks for topology and a queue's types all have it; None otherwise."""
+        if not self._ships_topology:
+            return None
+        return TopologyStep(
+            bucket=self._actions_bucket(),
+            script_key=f"{ACTIONS_PREFIX}/{TOPOLOGY_SCRIPT}",
+            module_key=f"{ACTIONS_PREFIX}/{TOPOLOGY_MODULE.name}",
+        )
 
     def _add_outputs(self, spec: ParallelClusterConfig) -> None:
         self.output("ClusterName", self.cluster.cluster_name, "ParallelCluster name")
@@ -385,6 +421,17 @@ def enroot_args(names: Sequence[str]) -> list[str]:
         "--runtime", "/run/enroot/runtime", "--data", "/run/enroot/data", "--cache", "/var/enroot/cache",
         "--temp", "/var/enroot/tmp", "--pyxis-runtime", "/run/pyxis", "--user", ",".join(names),
     ]  # fmt: skip
+
+
+def _topology_wanted(spec: ParallelClusterConfig) -> bool:
+    """Whether the file asks for topology and a queue's instance types all have it (the construct decides the same
+    from its queues; types the catalogue lacks are the construct's error to report)."""
+    if spec.slurm.topology is SlurmTopology.OFF:
+        return False
+    queues = [[CATALOG.get(r.instance_type) for r in q.compute_resources] for q in spec.queues]
+    return any(
+        placed_by_topology([t for t in types if t is not None]) for types in queues if None not in types
+    )
 
 
 def _one(action: PclusterCustomActionConfig | None) -> list[PclusterCustomActionConfig]:

@@ -1,5 +1,6 @@
 # shellcheck shell=bash
-# main for the NCCL scripts: find or build all_reduce_perf, run one rank per GPU, gate it.
+# main for the NCCL scripts: find or build all_reduce_perf, run one rank per GPU, gate it, then say where the
+# nodes sit in the network (slurm_placement.sh).
 # Reads GPUS_PER_NODE, NCCL_* and CUDA_HOME from the settings.
 # A fragment of the generated acceptance scripts (training_clusters/acceptance/fragments.py): the lines
 # above the first blank line are dropped, the rest is copied after the script's settings block.
@@ -106,6 +107,9 @@ main() {
         --map-by "ppr:${GPUS_PER_NODE}:node" --bind-to none --mca pml ob1 --mca btl tcp,self \
         --mca btl_tcp_if_exclude lo,docker0 "${MPI_EXPORTS[@]}" \
         "${binary}" -b 8 -e 16G -f 2 -g 1 -c 1 -w 5 -n 20
-    check_output "${OUTPUT}" || exit
+    local verdict=0
+    check_output "${OUTPUT}" || verdict=$?
+    placement
+    ((verdict == 0)) || exit "${verdict}"
     log "output kept in ${OUTPUT}; check it again with: bash ${SCRIPT_NAME} --check ${OUTPUT}"
 }

@@ -82,6 +82,7 @@ from training_clusters.constructs.private.validation import (
     refuse_misplaced,
 )
 from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
+from training_clusters.gates.compliance import acknowledge
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.errors import ConfigurationError
@@ -93,6 +94,7 @@ from training_clusters.model.options import (
     QueuePlacement,
     QueueUpdateStrategy,
 )
+from training_clusters.parallelcluster_actions.topology import hostlist
 from training_clusters.rules.instance_types import instance_type_name_problem
 from training_clusters.rules.lustre import lustre_capacity_problem, lustre_throughput_problem
 from training_clusters.rules.parallelcluster import (
@@ -117,11 +119,13 @@ from training_clusters.rules.parallelcluster import (
     mount_dir_problem,
     os_problem,
     pcluster_log_retention_problem,
+    placed_by_topology,
     placement_may_be_left_out,
     queue_capacity_problem,
     scaledown_idletime_problem,
     slurm_name_problem,
     ssh_allowed_ips_problem,
+    topology_plugin_problem,
 )
 from training_clusters.rules.versions import PARALLELCLUSTER_CVE_2026, parallelcluster_cve_advice
 
@@ -154,6 +158,26 @@ class CustomActionScript:
     bucket: s3.IBucket
     key: str
     args: Sequence[str] = ()
+
+
+#: Where the head node's step writes Slurm's topology file: beside slurm.conf in ParallelCluster's Slurm folder
+#: (Slurm reads topology.conf from slurm.conf's directory, https://slurm.schedmd.com/topology.conf.html).
+TOPOLOGY_CONF = "/opt/slurm/etc/topology.conf"
+
+
+@dataclass(frozen=True)
+class TopologyStep:
+    """The head node's step that writes Slurm's ``topology.conf`` from EC2 instance topology and keeps it current:
+    ``parallelcluster_actions/topology.sh`` with :mod:`training_clusters.parallelcluster_actions.topology` (``topology.py``) beside it.
+
+    :param bucket: The bucket holding both.
+    :param script_key: The action's key, e.g. ``parallelcluster-actions/topology.sh``.
+    :param module_key: ``topology.py``'s key, e.g. ``parallelcluster-actions/topology.py``.
+    """
+
+    bucket: s3.IBucket
+    script_key: str
+    module_key: str
 
 
 @dataclass(frozen=True)
@@ -408,6 +432,7 @@ class ParallelCluster(Construct):
         deletion_policy: DeletionPolicy | str = DeletionPolicy.DELETE,
         provider_lambda_role: iam.IRole | None = None,
         provider_additional_policies: Sequence[iam.IManagedPolicy] = (),
+        topology: TopologyStep | None = None,
     ) -> None:
         """Build the configuration, the provider and the cluster.
 
@@ -463,6 +488,16 @@ class ParallelCluster(Construct):
         :param provider_additional_policies: More managed policies for the role the provider makes
             (``AdditionalIamPolicies``), e.g. to reach a bucket of yours. Not with ``provider_lambda_role``.
             Default: none.
+        :param topology: Place multi-node jobs by EC2 network topology: Slurm's ``topology/tree``
+            (``CustomSlurmSettings``) over a ``topology.conf`` the head node writes with this step, on the queues
+            whose every instance type EC2 instance topology describes (``topology_queues``; a queue that mixes in
+            another type stays flat, its nodes under one leaf). The step runs at the head node's ``OnNodeStart``
+            (every node unplaced, before slurmctld starts) and ``OnNodeConfigured`` (a systemd timer that
+            refreshes the file every 30 s, as static and dynamic nodes come and go, and reconfigures slurmctld
+            when it changed); the head node gets ``ec2:DescribeInstanceTopology`` (no resource-level permission
+            exists: ``*`` in this region only, ``topology_policy``; ``ec2:DescribeInstances``, which the refresh
+            also calls, is in the head node policy ParallelCluster makes, ``HeadNodeIamResources``). With no such
+            queue it changes nothing (a warning says so). Default: none (no topology plugin).
 
         Replacement: ``cluster_name`` is immutable (ParallelCluster creates a stack of that name); changing
         it creates a new cluster and deletes the old one. ``tests/test_replacement.py`` pins it.
@@ -510,6 +545,9 @@ class ParallelCluster(Construct):
         self._check_custom_amis(custom_ami)
         self._check_login_nodes()
         self._check_custom_slurm_settings()
+        #: The queues placed by EC2 network topology (``topology``), in order; empty without it.
+        self.topology_queues = self._topology_queues(topology, instances)
+        self._check_topology_settings()
         self._check_directory_service(directory_service)
         self._check_tags(tags or {})
         self._tags = cdk.TagManager(cdk.TagType.KEY_VALUE, CUSTOM_RESOURCE_TYPE, dict(tags or {}))
@@ -540,10 +578,23 @@ class ParallelCluster(Construct):
             description=f"ParallelCluster {cluster_name}: SSM Session Manager only, for the head and login nodes",
         )
         self.login_nodes_policy = self._login_nodes_policy(cluster_actions)
+        #: The head node's ``ec2:DescribeInstanceTopology`` (with ``topology`` and a queue it places), or None.
+        self.topology_policy = self._topology_policy(cluster_name) if self.topology_queues else None
+        head_node, head_reads, slurm_settings = self.head_node, [], self.slurm_settings
+        if topology is not None and self.topology_policy is not None:
+            head_node = self._head_node_with_topology(topology)
+            head_reads = [CustomActionScript(bucket=topology.bucket, key=topology.module_key)]
+            slurm_settings = replace(
+                slurm_settings,
+                custom_slurm_settings=[
+                    *slurm_settings.custom_slurm_settings,
+                    {"TopologyPlugin": "topology/tree"},
+                ],
+            )
         self.configuration: dict[str, Any] = _ClusterConfigurationBuilder(
             vpc=vpc,
             subnet=subnet,
-            head_node=self.head_node,
+            head_node=head_node,
             queues=self.queues,
             instances=instances,
             os=os,
@@ -553,7 +604,7 @@ class ParallelCluster(Construct):
             file_system=file_system,
             managed_file_system=managed_file_system,
             mount_dir=mount_dir,
-            slurm_settings=self.slurm_settings,
+            slurm_settings=slurm_settings,
             on_node_configured=cluster_actions,
             log_retention_days=log_retention_days,
             head_group=self.head_node_security_group,
@@ -562,6 +613,8 @@ class ParallelCluster(Construct):
             login_nodes_policy=self.login_nodes_policy,
             session_manager_policy=self.session_manager_policy,
             directory_service=directory_service,
+            head_reads=head_reads,
+            head_policies=[p for p in (self.topology_policy,) if p is not None],
         ).build()
         self.configuration["Iam"] = lazy(self._iam_boundary)
         self.configuration["Tags"] = lazy(self._rendered_tags)
@@ -1078,6 +1131,71 @@ class ParallelCluster(Construct):
             ldap_tls_req_cert_problem(directory.ldap_tls_req_cert),
         )
 
+    def _topology_queues(
+        self, topology: TopologyStep | None, instances: Mapping[str, InstanceType]
+    ) -> list[str]:
+        if topology is None:
+            return []
+        placed = [
+            q.name
+            for q in self.queues
+            if placed_by_topology([instances[r.instance_type] for r in q.compute_resources])
+        ]
+        if not placed:
+            cdk.Annotations.of(self).add_warning_v2(
+                "training-clusters:topology-off",
+                "topology is given, but no queue's instance types are all described by EC2 instance topology "
+                "(p5, p5e, p5en, p6, trn2 and the like are): Slurm keeps a flat network and the head node gets no "
+                "topology step",
+            )
+        return placed
+
+    def _check_topology_settings(self) -> None:
+        if not self.topology_queues:
+            return
+        for i, settings in enumerate(self.slurm_settings.custom_slurm_settings):
+            refuse(self, f"slurm_settings.custom_slurm_settings[{i}]", topology_plugin_problem(settings))
+
+    def _topology_policy(self, cluster_name: str) -> iam.ManagedPolicy:
+        """``ec2:DescribeInstanceTopology``: EC2 has no resource-level permission for it, and ``ec2:Region`` is
+        its only condition key (Service Authorization Reference, "Actions, resources, and condition keys for
+        Amazon EC2": https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2.html)."""
+        policy = iam.ManagedPolicy(
+            self,
+            "NetworkTopology",
+            path=PCLUSTER_POLICY_PATH,
+            description=f"ParallelCluster {cluster_name}: the head node reads EC2 instance topology for Slurm",
+            statements=[
+                iam.PolicyStatement(
+                    actions=["ec2:DescribeInstanceTopology"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"ec2:Region": cdk.Stack.of(self).region}},
+                )
+            ],
+        )
+        acknowledge(
+            policy,
+            "AwsSolutions-IAM5[Resource::*]",
+            "ec2:DescribeInstanceTopology supports no resource-level permission (Service Authorization Reference); "
+            "the statement is held to this region by ec2:Region, and the action only reads where instances sit",
+        )
+        return policy
+
+    def _head_node_with_topology(self, topology: TopologyStep) -> HeadNode:
+        """The head node with the topology step last of its ``OnNodeStart`` and ``OnNodeConfigured`` scripts."""
+        region = cdk.Stack.of(self).region
+        module = f"s3://{topology.bucket.bucket_name}/{topology.module_key}"
+        nodes = [expr for q in self.queues for r in q.compute_resources for expr in _node_names(q.name, r)]
+        initial = [module, region, "initial", "--conf", TOPOLOGY_CONF, "--nodes", *nodes]
+        install = [module, region, "install", "--conf", TOPOLOGY_CONF, "--cluster-name", self.cluster_name]
+        install += [arg for name in self.topology_queues for arg in ("--partition", name)]
+        script = CustomActionScript(bucket=topology.bucket, key=topology.script_key)
+        return replace(
+            self.head_node,
+            on_node_start=[*self.head_node.on_node_start, replace(script, args=tuple(initial))],
+            on_node_configured=[*self.head_node.on_node_configured, replace(script, args=tuple(install))],
+        )
+
     def _login_nodes_policy(self, cluster_actions: Sequence[CustomActionScript]) -> iam.ManagedPolicy | None:
         """Read access to the login nodes' scripts (ParallelCluster has no ``S3Access`` for login pools)."""
         scripts = [
@@ -1111,6 +1229,16 @@ def _as_sequence(
     if isinstance(scripts, CustomActionScript):
         return [scripts]
     return list(scripts)
+
+
+def _node_names(queue: str, resource: ComputeResource) -> list[str]:
+    """The Slurm nodes ParallelCluster names for a compute resource, as host lists: ``{queue}-st-{name}-N`` for
+    its ``min_count`` static nodes, ``{queue}-dy-{name}-N`` for the rest (each numbered from 1)."""
+    static = [f"{queue}-st-{resource.name}-{i}" for i in range(1, resource.min_count + 1)]
+    dynamic = [
+        f"{queue}-dy-{resource.name}-{i}" for i in range(1, resource.max_count - resource.min_count + 1)
+    ]
+    return [hostlist(names) for names in (static, dynamic) if names]
 
 
 def _action(script: CustomActionScript) -> dict[str, Any]:
@@ -1180,6 +1308,8 @@ class _ClusterConfigurationBuilder:
     login_nodes_policy: iam.ManagedPolicy | None
     session_manager_policy: iam.ManagedPolicy
     directory_service: DirectoryService | None
+    head_reads: Sequence[CustomActionScript] = ()
+    head_policies: Sequence[iam.IManagedPolicy] = ()
 
     def build(self) -> dict[str, Any]:
         image: dict[str, Any] = {"Os": self.os.value}
@@ -1221,8 +1351,11 @@ class _ClusterConfigurationBuilder:
             },
             "Ssh": ssh,
             "Iam": {
-                "AdditionalIamPolicies": [{"Policy": self.session_manager_policy.managed_policy_arn}],
-                **self._script_access(head.on_node_start, head.on_node_configured),
+                "AdditionalIamPolicies": [
+                    {"Policy": p.managed_policy_arn}
+                    for p in (self.session_manager_policy, *self.head_policies)
+                ],
+                **self._script_access(head.on_node_start, head.on_node_configured, self.head_reads),
             },
             "Imds": {"Secured": True},
         }

@@ -1,4 +1,8 @@
-"""Slurm's ``topology.conf`` (``TopologyPlugin=topology/tree``) from EC2's instance topology. CDK-free.
+"""What the emulated HyperPod agent writes as Slurm's ``topology.conf`` (``TopologyPlugin=topology/tree``) from EC2's
+instance topology (``tests/integration/hyperpod_api_bed.py``). HyperPod's own agent writes the file on a real
+cluster ("Topology-aware scheduling in SageMaker HyperPod",
+https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-topology.html); ours for ParallelCluster is
+:mod:`training_clusters.parallelcluster_actions.topology`.
 
 EC2's ``DescribeInstanceTopology`` (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
 API_DescribeInstanceTopology.html) answers, per instance, its ``NetworkNodes``: the network nodes above it,
