@@ -401,21 +401,21 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- what mutmut 3 does not mutate (decorated functions: pydantic validators, properties), CDK-free
     Mutant(
         "config-lustre-backups-check-dropped",
-        "config/__init__.py",
+        "config/storage.py",
         "        problem = lustre_backup_retention_problem(self.deployment_type, self.backup_retention_days)\n        if problem:",
         "        problem = lustre_backup_retention_problem(self.deployment_type, self.backup_retention_days)\n        if False:",
         ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
     ),
     Mutant(
         "config-pcluster-min-count-field-dropped",
-        "config/__init__.py",
+        "config/parallelcluster.py",
         '_raise_if(pcluster_rules.min_count_problem(self.min_count, self.max_count), "min_count")',
         "_raise_if(pcluster_rules.min_count_problem(self.min_count, self.max_count))",
         ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),
     ),
     Mutant(
         "config-hyperpod-nodes-not-counted",
-        "config/__init__.py",
+        "config/hyperpod.py",
         '            [(f"instance_groups.{i}.count", g.count) for i, g in enumerate(self.instance_groups)]',
         '            [(f"instance_groups.{i}.count", 1) for i, g in enumerate(self.instance_groups)]',
         ("tests/test_bad_inputs.py", "tests/test_config.py", "-k", "not build-"),

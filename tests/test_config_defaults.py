@@ -26,6 +26,8 @@ from training_clusters.config import (
     parse_environment,
     yaml_file,
 )
+from training_clusters.config import base as config_base
+from training_clusters.config import capacity as config_capacity
 from training_clusters.config.unknown_keys import retired_capacity_key_problem, unknown_key_problem
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
@@ -38,7 +40,7 @@ MINIMAL: dict[str, Any] = {"region": "us-east-1", "availability_zones": ["us-eas
 
 
 def test_a_rule_field_validator_refuses_with_the_rules_words_and_passes_none() -> None:
-    check = config._follows(lambda value: "must be small" if value > 1 else None)
+    check = config_base._follows(lambda value: "must be small" if value > 1 else None)
     assert check(None) is None
     assert check(1) == 1
     with pytest.raises(ValueError, match=r"^must be small$"):
@@ -46,7 +48,7 @@ def test_a_rule_field_validator_refuses_with_the_rules_words_and_passes_none() -
 
 
 def test_a_capacity_field_validator_checks_the_orchestrators_forms() -> None:
-    check = config._capacity_for(CapacityOrchestrator.HYPERPOD)
+    check = config_capacity._capacity_for(CapacityOrchestrator.HYPERPOD)
     assert check(None) is None
     on_demand = CapacityConfig(type="on-demand")
     assert check(on_demand) is on_demand
@@ -57,7 +59,7 @@ def test_a_capacity_field_validator_checks_the_orchestrators_forms() -> None:
 
 
 def test_a_choice_field_parses_every_spelling_and_writes_the_value_back() -> None:
-    field = TypeAdapter(Annotated[NodeRecovery, config._FileChoice(NodeRecovery)])
+    field = TypeAdapter(Annotated[NodeRecovery, config_base._FileChoice(NodeRecovery)])
     assert field.validate_python("automatic") is NodeRecovery.AUTOMATIC
     assert field.validate_python("NONE") is NodeRecovery.NONE
     assert field.dump_python(NodeRecovery.AUTOMATIC) == "Automatic"

@@ -38,6 +38,7 @@ def test_each_part_resolves_to_what_its_callers_call(section: str, part: str) ->
 def test_each_orchestrator_has_its_files_named_alike(section: str) -> None:
     """The checklist of CONTRIBUTING's "A new orchestrator": a file each, named after the section."""
     expected = [
+        PACKAGE / "config" / f"{section}.py",
         PACKAGE / "rules" / f"{section}.py",
         PACKAGE / "constructs" / section / "__init__.py",
         PACKAGE / "stacks" / f"{section}.py",
@@ -52,7 +53,7 @@ def test_contributing_lists_each_part_of_the_checklist() -> None:
     checklist = checklist[: checklist.index("\n### ", 1)] if "\n### " in checklist[1:] else checklist
     missing = [part for part in OrchestratorParts.parts() if f"`{part}`" not in checklist]
     assert missing == []
-    for shape in ("rules/<section>.py", "constructs/<section>/", "stacks/<section>.py"):
+    for shape in ("config/<section>.py", "rules/<section>.py", "constructs/<section>/", "stacks/<section>.py"):
         assert shape in checklist
 
 
