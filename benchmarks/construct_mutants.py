@@ -308,28 +308,28 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- lifecycle scripts (HyperPod): errexit, swallowed failures, a check inverted
     _script(
         "on-create-errexit-removed",
-        "lifecycle_scripts/on_create.sh",
+        "node_scripts/hyperpod/on_create.sh",
         "set -euo pipefail\n",
         "set -uo pipefail\n",
         RUNS,
     ),
     _script(
         "on-exit-reports-success",
-        "lifecycle_scripts/lib/common.sh",
+        "node_scripts/hyperpod/lib/common.sh",
         '        tc_error "FAILED step \'${TC_CURRENT_STEP:-on_create}\' (exit ${rc})"\n    fi\n    exit "$rc"',
         "        tc_error \"FAILED step '${TC_CURRENT_STEP:-on_create}' (exit ${rc})\"\n    fi\n    exit 0",
         RUNS,
     ),
     _script(
         "apt-update-failure-swallowed",
-        "lifecycle_scripts/lib/apt.sh",
+        "node_scripts/hyperpod/lib/apt.sh",
         "tc_apt_update() {\n    apt_get update\n}",
         "tc_apt_update() {\n    apt_get update || true\n}",
         "tests/lifecycle/test_lifecycle_apt.py",
     ),
     _script(
         "mount-failure-swallowed",
-        "lifecycle_scripts/lib/fsx.sh",
+        "node_scripts/hyperpod/lib/fsx.sh",
         '            mount -t lustre -o noatime,flock -- "$source" "$rooted"\n',
         '            mount -t lustre -o noatime,flock -- "$source" "$rooted" || true\n',
         "tests/lifecycle/test_lifecycle_node.py",
@@ -337,7 +337,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _script(
         "mount-not-waited-for",
-        "lifecycle_scripts/lib/fsx.sh",
+        "node_scripts/hyperpod/lib/fsx.sh",
         '    tc_wait_writable "$rooted"\n}',
         '    tc_wait_writable "$rooted" || true\n}',
         "tests/lifecycle/test_lifecycle_node.py",
@@ -346,7 +346,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _script(
         "useradd-failure-swallowed",
-        "lifecycle_scripts/lib/users.sh",
+        "node_scripts/hyperpod/lib/users.sh",
         '    useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell /bin/bash "$name"\n',
         '    useradd --uid "$uid" --gid "$gid" --home-dir "$home" --no-create-home --shell /bin/bash "$name" || true\n',
         "tests/lifecycle/test_lifecycle_team.py",
@@ -354,14 +354,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _script(
         "existing-user-with-other-uid-accepted",
-        "lifecycle_scripts/lib/users.sh",
+        "node_scripts/hyperpod/lib/users.sh",
         '                "disagree (files on the shared file system belong to the uid)"\n            return 1',
         '                "disagree (files on the shared file system belong to the uid)"\n            return 0',
         "tests/lifecycle/test_lifecycle_team.py",
     ),
     _script(
         "unknown-role-accepted",
-        "lifecycle_scripts/lib/slurm.sh",
+        "node_scripts/hyperpod/lib/slurm.sh",
         "            tc_error \"unknown role '${TC_ROLE}'\"\n            return 1",
         "            tc_error \"unknown role '${TC_ROLE}'\"\n            return 0",
         "tests/lifecycle/test_lifecycle_roles.py",
@@ -369,7 +369,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _script(
         "slurmctld-restart-failure-swallowed",
-        "lifecycle_scripts/lib/slurm.sh",
+        "node_scripts/hyperpod/lib/slurm.sh",
         "        systemctl restart slurmctld\n",
         "        systemctl restart slurmctld || true\n",
         "tests/lifecycle/test_lifecycle_slurm.py",
@@ -377,14 +377,14 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _script(
         "imds-guard-reject-dropped",
-        "lifecycle_scripts/node/training-clusters-imds.sh",
+        "node_scripts/hyperpod/node/training-clusters-imds.sh",
         '    "$iptables" -w -A "$CHAIN" -j REJECT\n',
         "",
         "tests/lifecycle/test_lifecycle_team.py",
     ),
     _script(
         "slurm-keys-bad-line-accepted",
-        "lifecycle_scripts/node/training-clusters-slurm-keys.sh",
+        "node_scripts/hyperpod/node/training-clusters-slurm-keys.sh",
         "got '${file} ${key} ${value}'\" >&2\n            exit 1",
         "got '${file} ${key} ${value}'\" >&2\n            continue",
         "tests/lifecycle/test_lifecycle_slurm.py",
@@ -392,7 +392,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     _script(
         "docker-data-root-check-swallowed",
-        "lifecycle_scripts/lib/docker.sh",
+        "node_scripts/hyperpod/lib/docker.sh",
         "    [[ -n $data_root ]] || return 1",
         "    [[ -n $data_root ]] || return 0",
         "tests/lifecycle/test_lifecycle_containers.py",
@@ -437,21 +437,21 @@ MUTANTS: tuple[Mutant, ...] = (
     # --- ParallelCluster custom actions
     _script(
         "pcluster-users-errexit-removed",
-        "parallelcluster_actions/users.sh",
+        "node_scripts/parallelcluster/users.sh",
         "set -euo pipefail\n",
         "set -uo pipefail\n",
         ACTIONS,
     ),
     _script(
         "pcluster-users-die-succeeds",
-        "parallelcluster_actions/users.sh",
+        "node_scripts/parallelcluster/users.sh",
         '    echo "users.sh: error: $*" >&2\n    exit 1',
         '    echo "users.sh: error: $*" >&2\n    exit 0',
         ACTIONS,
     ),
     _script(
         "pcluster-pyxis-die-succeeds",
-        "parallelcluster_actions/pyxis.sh",
+        "node_scripts/parallelcluster/pyxis.sh",
         '    echo "pyxis.sh: error: $*" >&2\n    exit 1',
         '    echo "pyxis.sh: error: $*" >&2\n    exit 0',
         ACTIONS,

@@ -1587,7 +1587,7 @@ for item in "${items[@]}"; do
     fi
 done
 """
-#: `scontrol show topology` of the file training_clusters.parallelcluster_actions.topology writes for four p5 nodes under two leaves and
+#: `scontrol show topology` of the file training_clusters.node_scripts.parallelcluster.topology writes for four p5 nodes under two leaves and
 #: two dynamic nodes EC2 has not placed (Slurm's line format: topology/tree's _print_topo_record).
 SLURM_TOPOLOGY = (
     "SwitchName=ec2-network Level=3 LinkSpeed=1 Nodes=gpu-dy-p5-[1-2],gpu-st-p5-[1-4] Switches=nn-a,unplaced\n"

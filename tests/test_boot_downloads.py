@@ -14,8 +14,8 @@ ROOT = PACKAGE.parent
 #: Every file whose code runs on a node as root: HyperPod's lifecycle scripts, ParallelCluster's custom actions
 #: and the PCS construct (its user data).
 NODE_FILES = [
-    *sorted((PACKAGE / "lifecycle_scripts").rglob("*.sh")),
-    *sorted((PACKAGE / "parallelcluster_actions").glob("*.sh")),
+    *sorted((PACKAGE / "node_scripts" / "hyperpod").rglob("*.sh")),
+    *sorted((PACKAGE / "node_scripts" / "parallelcluster").glob("*.sh")),
     PACKAGE / "constructs" / "pcs" / "cluster.py",
 ]
 #: A line that fetches something: our download helper, curl, wget, apt keys, gpg, a local .deb, an image pull.
@@ -46,14 +46,14 @@ def test_every_download_line_of_the_node_scripts_is_a_row() -> None:
 
 
 def test_the_download_helper_is_where_the_table_says_pins_are_checked() -> None:
-    common = (PACKAGE / "lifecycle_scripts" / "lib" / "common.sh").read_text()
+    common = (PACKAGE / "node_scripts" / "hyperpod" / "lib" / "common.sh").read_text()
     assert 'curl -fsSL --retry 5 --retry-delay 5 --connect-timeout 20 -o "$dest" "$url"' in common
     assert "(download_sha256): refusing to use it" in common
 
 
 def test_each_row_says_one_of_the_three_ways_and_defaults_match_the_scripts() -> None:
     assert {d.verified for d in BOOT_DOWNLOADS} == {releases.TRUSTED_ON_FIRST_USE, releases.SIGNED}
-    enroot = (PACKAGE / "lifecycle_scripts" / "lib" / "enroot_pyxis.sh").read_text()
+    enroot = (PACKAGE / "node_scripts" / "hyperpod" / "lib" / "enroot_pyxis.sh").read_text()
     assert f'TC_ENROOT_VERSION="${{TC_ENROOT_VERSION:-{releases.ENROOT_VERSION}}}"' in enroot
     assert f'TC_PYXIS_VERSION="${{TC_PYXIS_VERSION:-{releases.PYXIS_VERSION}}}"' in enroot
     for row in BOOT_DOWNLOADS:

@@ -53,7 +53,12 @@ def test_contributing_lists_each_part_of_the_checklist() -> None:
     checklist = checklist[: checklist.index("\n### ", 1)] if "\n### " in checklist[1:] else checklist
     missing = [part for part in OrchestratorParts.parts() if f"`{part}`" not in checklist]
     assert missing == []
-    for shape in ("config/<section>.py", "rules/<section>.py", "constructs/<section>/", "stacks/<section>.py"):
+    for shape in (
+        "config/<section>.py",
+        "rules/<section>.py",
+        "constructs/<section>/",
+        "stacks/<section>.py",
+    ):
         assert shape in checklist
 
 

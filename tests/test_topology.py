@@ -12,8 +12,8 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from training_clusters.parallelcluster_actions import topology
-from training_clusters.parallelcluster_actions.topology import (
+from training_clusters.node_scripts.parallelcluster import topology
+from training_clusters.node_scripts.parallelcluster.topology import (
     HEADER,
     TopologyError,
     cluster_instances,

@@ -10,7 +10,7 @@ Build side (what ``cdk synth`` runs):
 - :mod:`~training_clusters.rules`: validation rules by service, shared by constructs and the file model.
 - :mod:`~training_clusters.catalog`: instance-type facts (GPUs, EFA interfaces, GPUDirect RDMA ...).
 - :mod:`~training_clusters.gates.compliance`: cdk-nag set-up and precise acknowledgements.
-- ``lifecycle_scripts/``: the HyperPod lifecycle scripts, shipped as package data.
+- ``node_scripts/hyperpod/``: the HyperPod lifecycle scripts, shipped as package data.
 
 Operate side (the ``training-clusters`` console script, :mod:`~training_clusters.cli`):
 

@@ -12,8 +12,8 @@ from constructs import IConstruct
 from training_clusters.constructs.common.network import TrainingNetwork
 from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.gates.compliance import add_compliance_checks, nag_findings, synth_with_checks
-from training_clusters.handlers.slurmdbd_user import HANDLER_DIR, staged_asset
 from training_clusters.model.errors import ConfigurationError
+from training_clusters.node_scripts.handlers.slurmdbd_user import HANDLER_DIR, staged_asset
 
 from ..assertions import (
     NO_EGRESS,

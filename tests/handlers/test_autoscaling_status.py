@@ -13,8 +13,12 @@ import botocore.session
 import pytest
 from botocore.stub import Stubber
 
-from training_clusters.handlers.autoscaling_status import index
-from training_clusters.handlers.autoscaling_status.index import AutoscalingError, on_event, wait_in_service
+from training_clusters.node_scripts.handlers.autoscaling_status import index
+from training_clusters.node_scripts.handlers.autoscaling_status.index import (
+    AutoscalingError,
+    on_event,
+    wait_in_service,
+)
 
 NAME = "autoscaling-eks-cluster"
 ARN = f"arn:aws:sagemaker:us-east-1:111122223333:cluster/{'a1b2c3d4e5f6'}"

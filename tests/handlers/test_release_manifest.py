@@ -19,7 +19,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from training_clusters.handlers.release_manifest import index
+from training_clusters.node_scripts.handlers.release_manifest import index
 
 CLUSTER = "training"
 URL = "https://raw.githubusercontent.com/kubeflow/mpi-operator/v0.7.0/deploy/v2beta1/mpi-operator.yaml"

@@ -14,7 +14,7 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from training_clusters.handlers.slurmdbd_user.index import UserError, alternate_user, on_rotation
+from training_clusters.node_scripts.handlers.slurmdbd_user.index import UserError, alternate_user, on_rotation
 
 ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurmdbd-AbCdEf"
 MASTER_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:master-AbCdEf"

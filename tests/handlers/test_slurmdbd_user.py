@@ -14,8 +14,8 @@ import pymysql.err
 import pytest
 from botocore.stub import Stubber
 
-from training_clusters.handlers.slurmdbd_user import index
-from training_clusters.handlers.slurmdbd_user.index import UserError, on_event, user_statements
+from training_clusters.node_scripts.handlers.slurmdbd_user import index
+from training_clusters.node_scripts.handlers.slurmdbd_user.index import UserError, on_event, user_statements
 
 MASTER_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:master-AbCdEf"
 USER_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurmdbd-AbCdEf"

@@ -1,8 +1,8 @@
 """The bed's stand-ins for what SlurmAccountingDatabase deploys around Aurora: its TLS (a test CA instead of
 RDS's, see database_tls.py), its master user, and the slurmdbd-user custom resource, run for real.
 
-The handler (``training_clusters/handlers/slurmdbd_user``) runs as Lambda runs it: the code of the asset the
-construct stages (the handler beside PyMySQL, :func:`~training_clusters.handlers.slurmdbd_user.staged_asset`), its ``on_event`` given a
+The handler (``training_clusters/node_scripts/handlers/slurmdbd_user``) runs as Lambda runs it: the code of the asset the
+construct stages (the handler beside PyMySQL, :func:`~training_clusters.node_scripts.handlers.slurmdbd_user.staged_asset`), its ``on_event`` given a
 CloudFormation event, in the VPC, which here is the bed's bridge namespace (an address of its own there, as a
 Lambda function's network interface in the database's subnet). Secrets Manager is botocore's Stubber, checked
 against the service model, answering the two GetSecretValue calls the handler makes.
@@ -19,7 +19,7 @@ from typing import Any
 
 from tests.integration import database_tls
 from tests.integration.slurm_bed import Bed, Node, run
-from training_clusters.handlers.slurmdbd_user import staged_asset
+from training_clusters.node_scripts.handlers.slurmdbd_user import staged_asset
 
 #: Aurora's master user, as CloudFormation creates it from the master secret.
 MASTER_USER = "admin"

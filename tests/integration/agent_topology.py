@@ -2,7 +2,7 @@
 instance topology (``tests/integration/hyperpod_api_bed.py``). HyperPod's own agent writes the file on a real
 cluster ("Topology-aware scheduling in SageMaker HyperPod",
 https://docs.aws.amazon.com/sagemaker/latest/dg/sagemaker-hyperpod-topology.html); ours for ParallelCluster is
-:mod:`training_clusters.parallelcluster_actions.topology`.
+:mod:`training_clusters.node_scripts.parallelcluster.topology`.
 
 EC2's ``DescribeInstanceTopology`` (https://docs.aws.amazon.com/AWSEC2/latest/APIReference/
 API_DescribeInstanceTopology.html) answers, per instance, its ``NetworkNodes``: the network nodes above it,

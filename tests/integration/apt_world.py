@@ -24,7 +24,7 @@ from tests.integration.netns_apt import ADDRESSES
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
-SCRIPTS = REPO_ROOT / "training_clusters" / "lifecycle_scripts"
+SCRIPTS = REPO_ROOT / "training_clusters" / "node_scripts" / "hyperpod"
 DEFAULT_DEBIAN_ROOT = REPO_ROOT / ".cache" / "debian-root"
 SUITE = "bookworm"
 PACKAGE = "tc-hello"

@@ -26,7 +26,7 @@ latest/dg/<page>.html):
   scale-down and node replacement (:meth:`ApiCluster.agent_places`). How HyperPod learns where an instance
   sits is not published (its nodes are not in the customer's account, so the customer's
   ``DescribeInstanceTopology`` does not see them): the emulation writes the file with
-  :func:`training_clusters.parallelcluster_actions.topology.topology_conf` from entries shaped as ``DescribeInstanceTopology``'s.
+  :func:`training_clusters.node_scripts.parallelcluster.topology.topology_conf` from entries shaped as ``DescribeInstanceTopology``'s.
 
 Not emulated, because the pages do not say it: which Slurm daemons HyperPod starts before the lifecycle
 script (today's ``on_create.sh`` starts them itself, so the agent leaves them stopped), who distributes

@@ -81,7 +81,7 @@ from tests.integration.slurm_bed import (
 )
 from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
 from training_clusters.config import load_environment
-from training_clusters.parallelcluster_actions import (
+from training_clusters.node_scripts.parallelcluster import (
     ACTIONS_DIR,
     ENROOT_FOLDERS,
     ENROOT_SCRIPT,

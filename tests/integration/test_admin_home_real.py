@@ -19,7 +19,7 @@ from tests.integration.slurm_bed import slurm_root
 
 pytestmark = pytest.mark.integration
 
-LIFECYCLE = Path(__file__).resolve().parents[2] / "training_clusters" / "lifecycle_scripts"
+LIFECYCLE = Path(__file__).resolve().parents[2] / "training_clusters" / "node_scripts" / "hyperpod"
 STEP = (
     "set -euo pipefail; cd /opt/lifecycle; source lib/common.sh; source lib/shared_home.sh; "
     "TC_FSX_MOUNT_DIR=/fsx; TC_CURRENT_STEP=admin-home; tc_setup_admin_home"

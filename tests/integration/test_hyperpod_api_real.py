@@ -10,7 +10,7 @@ What is emulated, and from which AWS page (details in hyperpod_api_bed.py; the b
   layout (``sagemaker-hyperpod-slurm-api-config-migration``): here a host folder bound into every node;
 - the agent's ``TopologyPlugin=topology/tree`` and ``topology.conf`` for ml.p5 compute groups, recomputed
   when a node is replaced (``sagemaker-hyperpod-topology``), written with
-  ``training_clusters.parallelcluster_actions.topology.topology_conf`` from ``DescribeInstanceTopology``-shaped entries: four
+  ``training_clusters.node_scripts.parallelcluster.topology.topology_conf`` from ``DescribeInstanceTopology``-shaped entries: four
   compute nodes under two leaf switches.
 
 Then our lifecycle (``hyperpod_api_bed.LIFECYCLE_SCRIPT``, today's on_create.sh) runs on every node at once,

@@ -53,7 +53,12 @@ from tests.integration.parallelcluster_bed import (
 from tests.integration.slurm_bed import REPO, Node, node_name, slurm_root, wait_until
 from tests.parallelcluster_actions.test_actions import PARALLELCLUSTER_PATH
 from training_clusters.acceptance.plan import acceptance_plan
-from training_clusters.parallelcluster_actions import ENROOT_SCRIPT, IMDS_SCRIPT, PYXIS_SCRIPT, USERS_SCRIPT
+from training_clusters.node_scripts.parallelcluster import (
+    ENROOT_SCRIPT,
+    IMDS_SCRIPT,
+    PYXIS_SCRIPT,
+    USERS_SCRIPT,
+)
 from training_clusters.stacks.parallelcluster import PCLUSTER_ADMIN_USER
 
 pytestmark = pytest.mark.integration
@@ -367,7 +372,7 @@ def test_before_the_fix_pyxis_exits_127_on_a_head_node_as_scontrol_is_not_on_the
     if reason:
         pytest.fail(reason)
     old = subprocess.run(
-        ["git", "show", f"{FIX_COMMIT}~1:training_clusters/parallelcluster_actions/{PYXIS_SCRIPT}"],
+        ["git", "show", f"{FIX_COMMIT}~1:training_clusters/node_scripts/parallelcluster/{PYXIS_SCRIPT}"],
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if old.returncode != 0:

@@ -3,7 +3,7 @@
 A ParallelCluster-like head node (parallelcluster_bed.py: the cookbook's slurm.conf and units) with
 ``TopologyPlugin=topology/tree`` in ParallelCluster's custom settings file, as the stack's ``CustomSlurmSettings``
 put it there, and a partition of four static and two dynamic p5 nodes named as ParallelCluster names them. Real
-slurmctld loads what ``training_clusters/parallelcluster_actions/topology.py`` writes: the ``initial`` file (run on the node, every node
+slurmctld loads what ``training_clusters/node_scripts/parallelcluster/topology.py`` writes: the ``initial`` file (run on the node, every node
 unplaced) it starts with, and the file ``topology_conf`` makes from a DescribeInstanceTopology answer (four nodes
 under two leaves), after ``scontrol reconfigure``. The Slurm NCCL acceptance jobs' placement lines are read from
 real ``scontrol show topology`` and ``scontrol show hostnames``. And why the step writes a file before slurmctld
@@ -33,8 +33,8 @@ from tests.integration.parallelcluster_bed import (
 from tests.integration.slurm_bed import Bed, Node, wait_until
 from tests.test_topology import FOUR, LEFT_LEAF, LEFT_MIDDLE, RIGHT_LEAF, SPINE
 from training_clusters.acceptance.fragments import fragment
-from training_clusters.parallelcluster_actions.topology import UNPLACED_SWITCH, topology_conf
-from training_clusters.parallelcluster_actions.topology import __file__ as TOPOLOGY_MODULE
+from training_clusters.node_scripts.parallelcluster.topology import UNPLACED_SWITCH, topology_conf
+from training_clusters.node_scripts.parallelcluster.topology import __file__ as TOPOLOGY_MODULE
 
 pytestmark = pytest.mark.integration
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPTS = REPO / "training_clusters" / "lifecycle_scripts"
+SCRIPTS = REPO / "training_clusters" / "node_scripts" / "hyperpod"
 STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
 #: What the curl stub answers for AWS's RDS certificate bundle: two test CA certificates made by openssl.
 RDS_CA_BUNDLE = STUB.parent / "rds-ca-bundle.pem"

@@ -360,7 +360,7 @@ FAILURE_REASONS = [
 def test_every_apt_failure_gets_its_reason(tmp_path: Path, output: str, rc: int, reason: str) -> None:
     apt_output = tmp_path / "apt.out"
     apt_output.write_text(output + "\n")
-    library = REPO / "training_clusters" / "lifecycle_scripts" / "lib" / "apt_hotfix.sh"
+    library = REPO / "training_clusters" / "node_scripts" / "hyperpod" / "lib" / "apt_hotfix.sh"
     result = subprocess.run(
         [
             "bash",

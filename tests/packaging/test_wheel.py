@@ -206,11 +206,11 @@ def test_wheel_carries_the_package_data(downstream: Downstream) -> None:
     names = set(zipfile.ZipFile(downstream.wheel).namelist())
     assert "training_clusters/py.typed" in names
     assert "training_clusters/catalog/catalog_data.json" in names
-    assert "training_clusters/lifecycle_scripts/on_create.sh" in names
-    assert "training_clusters/lifecycle_scripts/on_init_complete.sh" in names
-    assert any(n.startswith("training_clusters/lifecycle_scripts/lib/") for n in names)
-    assert "training_clusters/handlers/release_manifest/index.py" in names
-    actions = {f"training_clusters/parallelcluster_actions/{name}.sh" for name in ("users", "pyxis")}
+    assert "training_clusters/node_scripts/hyperpod/on_create.sh" in names
+    assert "training_clusters/node_scripts/hyperpod/on_init_complete.sh" in names
+    assert any(n.startswith("training_clusters/node_scripts/hyperpod/lib/") for n in names)
+    assert "training_clusters/node_scripts/handlers/release_manifest/index.py" in names
+    actions = {f"training_clusters/node_scripts/parallelcluster/{name}.sh" for name in ("users", "pyxis")}
     assert actions <= names
     for folder, pattern in (
         ("acceptance/bash", "*.sh"),

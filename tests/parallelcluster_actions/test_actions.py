@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from training_clusters.parallelcluster_actions import ACTIONS_DIR, ENROOT_FOLDERS
-from training_clusters.parallelcluster_actions.topology import __file__ as _topology_file
+from training_clusters.node_scripts.parallelcluster import ACTIONS_DIR, ENROOT_FOLDERS
+from training_clusters.node_scripts.parallelcluster.topology import __file__ as _topology_file
 from training_clusters.stacks.parallelcluster import enroot_args
 
 STUB = Path(__file__).resolve().parent / "stub.sh"

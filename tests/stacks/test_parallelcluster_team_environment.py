@@ -13,7 +13,7 @@ from constructs import IConstruct
 
 from training_clusters.config import UserConfig, UserGroupConfig, parse_environment
 from training_clusters.model.errors import ConfigurationError
-from training_clusters.parallelcluster_actions import IMDS_GUARD
+from training_clusters.node_scripts.parallelcluster import IMDS_GUARD
 from training_clusters.stacks.parallelcluster import (
     ACTIONS_PREFIX,
     ParallelClusterEnvironment,

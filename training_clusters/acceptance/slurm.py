@@ -36,7 +36,7 @@ from training_clusters.acceptance.fragments import (
 from training_clusters.acceptance.jobs import AcceptanceJob, AcceptancePlan
 from training_clusters.catalog import InstanceType, lookup
 from training_clusters.model.options import NodeRole, QueuePlacement
-from training_clusters.parallelcluster_actions.topology import UNPLACED_SWITCH
+from training_clusters.node_scripts.parallelcluster.topology import UNPLACED_SWITCH
 
 if TYPE_CHECKING:
     from training_clusters.config import (

@@ -9,7 +9,7 @@ the advice a synth and ``training-clusters preflight`` give.
 
 A tag is not a pin: a release's files can be replaced under the same tag. Every manifest the stacks apply
 is named here with the SHA-256 of its bytes, which the applying handler checks before anything reaches the
-cluster (``training_clusters.handlers.release_manifest``).
+cluster (``training_clusters.node_scripts.handlers.release_manifest``).
 """
 
 from __future__ import annotations
@@ -361,13 +361,13 @@ _TASK_GOVERNANCE_UPGRADE = "https://docs.aws.amazon.com/sagemaker/latest/dg/sage
 # What the HyperPod Slurm lifecycle scripts install on the nodes
 
 #: enroot, installed from its release packages (https://github.com/NVIDIA/enroot/releases): the default of
-#: ``TC_ENROOT_VERSION`` in ``lifecycle_scripts/lib/enroot_pyxis.sh``.
+#: ``TC_ENROOT_VERSION`` in ``node_scripts/hyperpod/lib/enroot_pyxis.sh``.
 ENROOT_VERSION = "3.5.0"
 #: Pyxis, built on the node from its source tag (https://github.com/NVIDIA/pyxis/tags): the default of
-#: ``TC_PYXIS_VERSION`` in ``lifecycle_scripts/lib/enroot_pyxis.sh``.
+#: ``TC_PYXIS_VERSION`` in ``node_scripts/hyperpod/lib/enroot_pyxis.sh``.
 PYXIS_VERSION = "0.20.0"
 #: NVIDIA's DCGM exporter, run in Docker by HyperPod's opt-in observability (``enable_observability``): the
-#: default of ``TC_DCGM_EXPORTER_IMAGE`` in ``lifecycle_scripts/lib/observability.sh``.
+#: default of ``TC_DCGM_EXPORTER_IMAGE`` in ``node_scripts/hyperpod/lib/observability.sh``.
 HYPERPOD_DCGM_EXPORTER_IMAGE = "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.5-3.4.0-ubuntu22.04"
 
 
@@ -490,7 +490,7 @@ class BootDownload:
 BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
     BootDownload(
         "enroot's `enroot` and `enroot+caps` .debs",
-        "lifecycle_scripts/lib/enroot_pyxis.sh",
+        "node_scripts/hyperpod/lib/enroot_pyxis.sh",
         'tc_download "${TC_ENROOT_BASE_URL}/v${TC_ENROOT_VERSION}/${package}_${TC_ENROOT_VERSION}-1_${arch}.deb" \\',
         f"https://github.com/NVIDIA/enroot/releases/download/v{ENROOT_VERSION}/enroot[+caps]_{ENROOT_VERSION}-1_<arch>.deb",
         "HyperPod `enable_enroot_pyxis`, workers without enroot",
@@ -501,7 +501,7 @@ BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
     ),
     BootDownload(
         "Pyxis' source",
-        "lifecycle_scripts/lib/enroot_pyxis.sh",
+        "node_scripts/hyperpod/lib/enroot_pyxis.sh",
         'tc_download "$TC_PYXIS_TARBALL_URL" "${build}.tar.gz"',
         f"https://github.com/NVIDIA/pyxis/archive/refs/tags/v{PYXIS_VERSION}.tar.gz",
         "HyperPod `enable_enroot_pyxis`, nodes without `spank_pyxis.so`",
@@ -512,7 +512,7 @@ BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
     ),
     BootDownload(
         "NVIDIA's container toolkit apt key",
-        "lifecycle_scripts/lib/enroot_pyxis.sh",
+        "node_scripts/hyperpod/lib/enroot_pyxis.sh",
         'if ! tc_download "$TC_NVIDIA_CONTAINER_KEY_URL" "$key"; then',
         "https://nvidia.github.io/libnvidia-container/gpgkey",
         "HyperPod `enable_enroot_pyxis`, GPU workers without `nvidia-container-cli`",
@@ -523,7 +523,7 @@ BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
     ),
     BootDownload(
         "Slurm's source, to build `pam_slurm_adopt.so`",
-        "lifecycle_scripts/lib/pam_slurm_adopt.sh",
+        "node_scripts/hyperpod/lib/pam_slurm_adopt.sh",
         'tc_download "${TC_SLURM_SOURCE_URL}/slurm-${version}.tar.bz2" "${TC_PAM_BUILD_DIR}/slurm-${version}.tar.bz2"',
         "https://download.schedmd.com/slurm/slurm-<installed version>.tar.bz2",
         "HyperPod `enable_pam_slurm_adopt`, only on an AMI without the module (the AMI's own is used first)",
@@ -534,7 +534,7 @@ BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
     ),
     BootDownload(
         "Amazon RDS certificate bundle",
-        "lifecycle_scripts/lib/accounting.sh",
+        "node_scripts/hyperpod/lib/accounting.sh",
         "if ! answer=\"$(curl --fail --silent --show-error --location --proto '=https,file' --proto-redir '=https' \\",
         "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem",
         "HyperPod `accounting.mode: external`, controller",
@@ -544,7 +544,7 @@ BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
     ),
     BootDownload(
         "NVIDIA's DCGM exporter image",
-        "lifecycle_scripts/lib/observability.sh",
+        "node_scripts/hyperpod/lib/observability.sh",
         'docker run --detach --name "$TC_DCGM_EXPORTER_NAME" --restart unless-stopped \\',
         HYPERPOD_DCGM_EXPORTER_IMAGE,
         "HyperPod `enable_observability`, GPU nodes with Docker",
@@ -554,7 +554,7 @@ BOOT_DOWNLOADS: tuple[BootDownload, ...] = (
     ),
     BootDownload(
         "Distribution packages (`apt-get install`)",
-        "lifecycle_scripts/lib/common.sh",
+        "node_scripts/hyperpod/lib/common.sh",
         "",
         "the AMI's apt sources",
         "every step that installs a package",

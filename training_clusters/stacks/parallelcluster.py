@@ -38,7 +38,7 @@ from training_clusters.constructs.parallelcluster.cluster import (
 from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.gates.compliance import acknowledge_cdk_made
 from training_clusters.model.options import OperatingSystem, RemovalPolicy, SlurmTopology
-from training_clusters.parallelcluster_actions import (
+from training_clusters.node_scripts.parallelcluster import (
     ACTIONS_DIR,
     ENROOT_SCRIPT,
     IMDS_GUARD,

@@ -2,7 +2,7 @@
 
 Kubeflow ships the MPI Operator as one YAML file per release tag. CDK's ``add_manifest`` needs the objects
 inline, which would copy the publisher's file into this repository; :class:`ReleaseManifest` instead runs
-a small Lambda (``training_clusters/handlers/release_manifest``) that downloads the pinned release when
+a small Lambda (``training_clusters/node_scripts/handlers/release_manifest``) that downloads the pinned release when
 the stack deploys and applies it server-side with the kubectl of the cluster's kubectl layer.
 
 Example::
@@ -50,7 +50,7 @@ from training_clusters.workloads.tenancy import system_placement
 
 __all__ = ["DeploymentPatch", "MpiOperator", "ReleaseManifest", "mpi_operator_placement"]
 
-HANDLER_DIR = Path(__file__).resolve().parents[2] / "handlers" / "release_manifest"
+HANDLER_DIR = Path(__file__).resolve().parents[2] / "node_scripts" / "handlers" / "release_manifest"
 #: Moving references: a manifest behind one of these could change under a deployed stack.
 _UNPINNED = re.compile(r"/(master|main|latest|HEAD)/")
 _SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")

@@ -1433,7 +1433,7 @@ def _storage_configs(
 
 def lifecycle_scripts_path() -> Path:
     """The lifecycle scripts shipped inside the installed package."""
-    return Path(str(resources.files("training_clusters") / "lifecycle_scripts"))
+    return Path(str(resources.files("training_clusters") / "node_scripts" / "hyperpod"))
 
 
 #: CloudWatch metric namespace HyperPod's agent writes to (the managed policy's condition).

@@ -45,7 +45,7 @@ from training_clusters.gates.compliance import (
     nag_detail,
 )
 
-HANDLER_DIR = Path(__file__).resolve().parents[2] / "handlers" / "autoscaling_status"
+HANDLER_DIR = Path(__file__).resolve().parents[2] / "node_scripts" / "handlers" / "autoscaling_status"
 #: The principal HyperPod's autoscaler assumes the cluster role as.
 HYPERPOD_SERVICE_PRINCIPAL = "hyperpod.sagemaker.amazonaws.com"
 NODE_CLASS_API_VERSION = "karpenter.sagemaker.amazonaws.com/v1"

@@ -94,7 +94,7 @@ from training_clusters.model.options import (
     QueuePlacement,
     QueueUpdateStrategy,
 )
-from training_clusters.parallelcluster_actions.topology import hostlist
+from training_clusters.node_scripts.parallelcluster.topology import hostlist
 from training_clusters.rules.instance_types import instance_type_name_problem
 from training_clusters.rules.lustre import lustre_capacity_problem, lustre_throughput_problem
 from training_clusters.rules.parallelcluster import (
@@ -168,7 +168,7 @@ TOPOLOGY_CONF = "/opt/slurm/etc/topology.conf"
 @dataclass(frozen=True)
 class TopologyStep:
     """The head node's step that writes Slurm's ``topology.conf`` from EC2 instance topology and keeps it current:
-    ``parallelcluster_actions/topology.sh`` with :mod:`training_clusters.parallelcluster_actions.topology` (``topology.py``) beside it.
+    ``node_scripts/parallelcluster/topology.sh`` with :mod:`training_clusters.node_scripts.parallelcluster.topology` (``topology.py``) beside it.
 
     :param bucket: The bucket holding both.
     :param script_key: The action's key, e.g. ``parallelcluster-actions/topology.sh``.

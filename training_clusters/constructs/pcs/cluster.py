@@ -761,7 +761,7 @@ def node_user_data(mount_target: str | None, mount_dir: str) -> str:
 
 #: The metadata guard HyperPod's lifecycle scripts and ParallelCluster's compute nodes run, one script.
 IMDS_GUARD_SCRIPT = (
-    Path(__file__).resolve().parents[2] / "lifecycle_scripts" / "node" / "training-clusters-imds.sh"
+    Path(__file__).resolve().parents[2] / "node_scripts" / "hyperpod" / "node" / "training-clusters-imds.sh"
 )
 #: The heredoc delimiter the boothook writes the guard with (a line the guard never holds).
 _GUARD_END = "TC_IMDS_GUARD_END"

@@ -43,8 +43,8 @@ from training_clusters.gates.compliance import (
     acknowledge_wildcards,
     skip_checkov,
 )
-from training_clusters.handlers.slurmdbd_user import staged_asset
 from training_clusters.model.options import RemovalPolicy
+from training_clusters.node_scripts.handlers.slurmdbd_user import staged_asset
 
 #: Aurora MySQL 3.10, a long-term-support release (MySQL 8.0 compatible), supported by Serverless v2. The
 #: engine itself is looked up when a database is built (:func:`_engine`): a jsii call at import time would
@@ -96,7 +96,7 @@ class SlurmAccountingDatabase(Construct):
     https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/AuroraMySQL.Security.html#AuroraMySQL.Security.SSL),
     so the server refuses any connection without TLS (MySQL error 3159). Clients verify the server's
     certificate against AWS's RDS certificate bundle (:data:`RDS_CA_BUNDLE_URL`): the slurmdbd-user handler
-    (below) and HyperPod's controller (``lifecycle_scripts/lib/accounting.sh``: slurmdbd.conf's
+    (below) and HyperPod's controller (``node_scripts/hyperpod/lib/accounting.sh``: slurmdbd.conf's
     ``StorageParameters=SSL_CA=<bundle>``, the bundle fetched over HTTPS and checked to be PEM certificates).
     ParallelCluster's head node encrypts without verifying: its cookbook writes slurmdbd's storage settings
     into ``slurm_parallelcluster_slurmdbd.conf`` with no ``StorageParameters``
@@ -111,7 +111,7 @@ class SlurmAccountingDatabase(Construct):
 
     **slurmdbd's own database user.** slurmdbd needs ``ALL`` on its database only (Slurm's accounting guide,
     ``grant all on slurm_acct_db.*``); the master user holds every privilege RDS gives. At deploy time a
-    custom resource (``training_clusters/handlers/slurmdbd_user``: a Lambda function in the database's
+    custom resource (``training_clusters/node_scripts/handlers/slurmdbd_user``: a Lambda function in the database's
     subnets, PyMySQL over TLS verifying the server) reads the master secret and makes the user
     :data:`SLURMDBD_USERNAME` with ``ALL`` on each of ``databases`` (``REQUIRE SSL``), its password in a
     secret of its own (``slurmdbd_secret``). Clients are meant to read only slurmdbd's: ``slurmdbd_username``
@@ -145,7 +145,7 @@ class SlurmAccountingDatabase(Construct):
     ``get_connection``/``connect_and_authenticate``). It also refuses to change the password of a user that
     still has a session open (slurmdbd not moved over yet): the rotation fails and is tried again, and
     slurmdbd is never cut off. HyperPod's controller follows the secret with an hourly timer
-    (``lifecycle_scripts/node/training-clusters-slurmdbd-password.sh``: rewrites StorageUser/StoragePass,
+    (``node_scripts/hyperpod/node/training-clusters-slurmdbd-password.sh``: rewrites StorageUser/StoragePass,
     restarts slurmdbd only on a change). ParallelCluster cannot follow it: its head node runs
     ``update_slurm_database_password.sh`` (which rewrites ``StoragePass`` only, never the user) when it
     configures slurmdbd and on ``pcluster update-cluster``, nothing in between (aws/aws-parallelcluster-cookbook

@@ -16,7 +16,7 @@ ACTIONS_DIR = Path(__file__).resolve().parent
 USERS_SCRIPT = "users.sh"
 PYXIS_SCRIPT = "pyxis.sh"
 #: The instance metadata guard, shared with HyperPod's lifecycle scripts, and its name in the bucket.
-IMDS_GUARD = ACTIONS_DIR.parent / "lifecycle_scripts" / "node" / "training-clusters-imds.sh"
+IMDS_GUARD = ACTIONS_DIR.parent / "hyperpod" / "node" / "training-clusters-imds.sh"
 IMDS_SCRIPT = IMDS_GUARD.name
 #: enroot's and Pyxis' folders, one per user (the lifecycle scripts' ``node/training-clusters-enroot.sh``, one
 #: script for both services), and its name in the bucket.

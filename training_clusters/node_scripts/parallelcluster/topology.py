@@ -17,7 +17,7 @@ describe; or not yet in EC2's eventually consistent answer) sits under :data:`UN
 below the root, until a later refresh places it.
 
 The rest of this module runs on a ParallelCluster head node (shipped beside the custom action
-``parallelcluster_actions/topology.sh``, run by the Python of ParallelCluster's node virtual environment, which
+``node_scripts/parallelcluster/topology.sh``, run by the Python of ParallelCluster's node virtual environment, which
 has boto3): it imports nothing but the standard library and, in :func:`main`, boto3. Subcommands:
 
 - ``initial --conf FILE --nodes EXPR ...`` (OnNodeStart, before slurmctld first starts): a file with every node

@@ -1,0 +1,1 @@
+"""What runs on machines: HyperPod's lifecycle scripts (hyperpod/), ParallelCluster's custom actions (parallelcluster/), and\nthe Lambda handlers of our custom resources (handlers/). Shipped as package data."""
