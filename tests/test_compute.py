@@ -368,7 +368,7 @@ MESSAGES = [
     (
         "users under eks",
         _changed("eks", lambda d: d.update(users=[{"name": "alice", "uid": 2001}])),
-        "users: are created on the nodes of a parallelcluster or hyperpod cluster, and orchestrator: eks has none",
+        "users: are created on the nodes of a hyperpod or parallelcluster cluster, and orchestrator: eks has none",
     ),
     (
         "ignore what is used",

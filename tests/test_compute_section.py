@@ -41,7 +41,7 @@ WHOLE = {
     "controller under eks": "compute.controller: orchestrator: eks runs the Kubernetes control plane (managed by EKS) itself, so no instance of yours is a controller and this would not be used; remove it, or add compute.controller to ignore",
     "controller under pcs": "compute.controller: orchestrator: pcs runs the Slurm controller (managed by AWS PCS) itself, so no instance of yours is a controller and this would not be used; remove it, or add compute.controller to ignore",
     "login under hyperpod-eks": "compute.login: orchestrator: hyperpod-eks has no login nodes (kubectl is the way in), so this would not be used; remove it, or add compute.login to ignore",
-    "users under eks": "users: are created on the nodes of a parallelcluster or hyperpod cluster, and orchestrator: eks has none; remove users, or add users to ignore",
+    "users under eks": "users: are created on the nodes of a hyperpod or parallelcluster cluster, and orchestrator: eks has none; remove users, or add users to ignore",
     "ignore what is used": "ignore[0]: compute.login is used by orchestrator: parallelcluster; remove it from ignore",
     "ignore what is absent": "ignore[2]: hyperpod is not in this file; remove it from ignore",
     "ignore something else": "ignore[2]: must be one of compute.controller, compute.login, users, hyperpod, parallelcluster, eks, pcs, hyperpod_eks, got 'network'",
@@ -493,7 +493,7 @@ def test_every_part_the_orchestrator_cannot_use_is_reported_in_one_run_in_file_o
         "used; remove it, or add compute.login to ignore",
         "  F:10: hyperpod: this file builds orchestrator: eks, so a hyperpod section does not apply; remove it, set "
         "orchestrator: hyperpod, or add hyperpod to ignore",
-        "  F:12: users: are created on the nodes of a parallelcluster or hyperpod cluster, and orchestrator: eks has "
+        "  F:12: users: are created on the nodes of a hyperpod or parallelcluster cluster, and orchestrator: eks has "
         "none; remove users, or add users to ignore",
     ]
 

@@ -118,5 +118,5 @@ def test_the_file_model_and_compute_list_the_registry_s_orchestrators() -> None:
 
     assert ORCHESTRATOR_SECTIONS == ("hyperpod", "parallelcluster", "eks", "pcs", "hyperpod_eks")
     assert USER_ORCHESTRATORS == ("hyperpod", "parallelcluster")
-    assert [o.section for o in COMPUTE_USER_ORCHESTRATORS] == ["parallelcluster", "hyperpod"]
+    assert [o.section for o in COMPUTE_USER_ORCHESTRATORS] == ["hyperpod", "parallelcluster"]
     assert {i.value for i in Ignorable} >= set(ORCHESTRATORS)

@@ -187,6 +187,10 @@ def run_preflight(monkeypatch: pytest.MonkeyPatch, *options: str) -> tuple[int, 
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "example")
     monkeypatch.delenv("AWS_PROFILE", raising=False)
+    # no cluster of the file's name yet: preflight's last question (its slurm_config check)
+    account.sagemaker.add_client_error(
+        "describe_cluster", service_error_code="ResourceNotFound", service_message="Cluster not found"
+    )
     out = io.StringIO()
     with account.quotas, account.ec2, account.sagemaker:
         status = cli.main(["preflight", str(ENVIRONMENTS / "hyperpod-p5.yaml"), *options], stdout=out)

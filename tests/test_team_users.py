@@ -118,6 +118,6 @@ def test_users_need_a_cluster_that_creates_them() -> None:
     with pytest.raises(ConfigurationError) as error:
         parse_environment({**BASE, "users": [{"name": "alice", "uid": 2001}]}, source="env.yaml")
     assert (
-        "users: are created on the nodes of a parallelcluster or hyperpod cluster; add one of those sections "
+        "users: are created on the nodes of a hyperpod or parallelcluster cluster; add one of those sections "
         "or remove users"
     ) in str(error.value)

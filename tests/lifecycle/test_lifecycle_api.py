@@ -27,7 +27,7 @@ from tests.lifecycle.sandbox import (
 
 ENTRY = "on_init_complete.sh"
 STEPS = (
-    "preflight", "detect-role", "apt-hotfix", "apt-update", "fsx-mounted", "shared-home", "imds-guard",
+    "preflight", "detect-role", "apt-hotfix", "apt-update", "fsx-mounted", "admin-home", "imds-guard",
     "controller-access", "pam-slurm-adopt", "users", "enroot-pyxis", "docker", "slurm-keys", "slurm-ready",
     "observability",
 )  # fmt: skip
@@ -107,10 +107,11 @@ def test_second_run_changes_nothing(sandbox: Sandbox) -> None:
     assert ["reconfigure"] not in second.calls_to("scontrol")  # nothing changed: no reconfigure
 
 
-def test_shared_home_goes_on_hyperpods_fsx(sandbox: Sandbox) -> None:
+def test_ubuntus_home_and_keys_stay_off_hyperpods_fsx(sandbox: Sandbox) -> None:
     run = run_api(as_hyperpod_leaves_it(sandbox, "worker"))
     assert run.returncode == 0, run.output
-    assert sandbox.path("fsx/ubuntu/.ssh/id_ed25519").is_file()
+    assert "step 'admin-home' done" in run.output
+    assert not sandbox.path("fsx/ubuntu").exists()
 
 
 def test_fsx_not_mounted_by_hyperpod_fails_the_node(sandbox: Sandbox) -> None:

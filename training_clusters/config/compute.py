@@ -107,7 +107,7 @@ DEFAULT_PCS_AMI_SSM_PARAMETER = "/training-clusters/pcs/ami"
 #: HyperPod instance group names of the controller and login nodes (so node groups cannot take them).
 HYPERPOD_CONTROLLER_GROUP, HYPERPOD_LOGIN_GROUP = "controller", "login"
 #: The orchestrators that create ``users`` on their nodes (the others have no shared Slurm nodes to log in to).
-USER_ORCHESTRATORS = tuple(o for o in Orchestrator if ORCHESTRATORS[o.section].team_users)
+USER_ORCHESTRATORS = tuple(Orchestrator(entry.kind) for entry in ORCHESTRATORS.values() if entry.team_users)
 _EKS_NODEGROUP_NAME = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 _CAPACITY_KEYS = (
     "type",
