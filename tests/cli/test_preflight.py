@@ -7,7 +7,6 @@ No CDK here: these tests stay fast.
 
 from __future__ import annotations
 
-import inspect
 import re
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -34,6 +33,7 @@ from training_clusters.preflight import (
     preflight,
     version_checks,
 )
+from training_clusters.preflight import versions as preflight_versions
 
 ENVIRONMENTS = Path(__file__).resolve().parents[2] / "environments"
 REGION = "us-east-1"
@@ -818,7 +818,8 @@ def test_the_required_actions_are_exactly_the_operations_preflight_calls() -> No
     """REQUIRED_IAM_ACTIONS (what the console script and README say preflight needs) against preflight's
     source: every operation of its clients' services whose method it calls (``.describe_instance_types(``)
     or whose name it passes to a paginator (``"describe_instance_type_offerings"``)."""
-    source = inspect.getsource(preflight_module)
+    package = Path(preflight_module.__file__).parent
+    source = "\n".join(module.read_text() for module in sorted(package.glob("*.py")))
     called = {
         f"{client.meta.service_model.signing_name}:{operation}"
         for client in vars(Account().clients).values()
@@ -1298,7 +1299,7 @@ def test_a_pcs_slurm_series_without_the_cve_fixes_is_a_warning_row() -> None:
 def test_parallelcluster_below_the_cve_floor_is_a_warning_row(monkeypatch: pytest.MonkeyPatch) -> None:
     config = environment("parallelcluster-c5n")
     assert version_checks(config, NOW.date()) == []
-    monkeypatch.setattr(preflight_module, "PARALLELCLUSTER_VERSION", "3.16.0")
+    monkeypatch.setattr(preflight_versions, "PARALLELCLUSTER_VERSION", "3.16.0")
     (row,) = version_checks(config, NOW.date())
     assert (row.check, row.verdict) == ("version of parallelcluster", "WARN")
     assert row.remedy.startswith("use ParallelCluster 3.16.1 (Slurm 25.11.8)")
