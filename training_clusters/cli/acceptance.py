@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from training_clusters.cli.common import EXIT_OK, load, output_dir, paragraph, print_json
 from training_clusters.model.tables import text_table
 
 if TYPE_CHECKING:
     pass
-from training_clusters.cli.common import EXIT_OK, load, output_dir, paragraph, print_json
 
 
 def acceptance_command(args: argparse.Namespace, out: TextIO) -> int:

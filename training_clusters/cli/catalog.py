@@ -6,11 +6,11 @@ import argparse
 from typing import TYPE_CHECKING, TextIO
 
 from training_clusters.catalog import all_instance_types
+from training_clusters.cli.common import EXIT_OK, print_json
 from training_clusters.model.tables import text_table
 
 if TYPE_CHECKING:
     pass
-from training_clusters.cli.common import EXIT_OK, print_json
 
 
 def catalog_command(args: argparse.Namespace, out: TextIO) -> int:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, TextIO
 
+from training_clusters.cli.common import load
+
 if TYPE_CHECKING:
     pass
-from training_clusters.cli.common import load
 
 
 def cdk_command(args: argparse.Namespace, out: TextIO) -> int:

@@ -8,11 +8,6 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
-from training_clusters.model.errors import ConfigurationError
-from training_clusters.model.tables import numbered_notes, text_table
-
-if TYPE_CHECKING:
-    from training_clusters.cli.cleanup import Inventory, Leftover
 from training_clusters.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -22,6 +17,11 @@ from training_clusters.cli.common import (
     paragraph,
     print_json,
 )
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.tables import numbered_notes, text_table
+
+if TYPE_CHECKING:
+    from training_clusters.cli.cleanup import Inventory, Leftover
 
 
 def cleanup_command(args: argparse.Namespace, out: TextIO) -> int:

@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, TextIO
 
+from training_clusters.cli.common import EXIT_FAILED, EXIT_OK, load, no_credentials, print_json
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.tables import TABLE_WIDTH
 
 if TYPE_CHECKING:
     pass
-from training_clusters.cli.common import EXIT_FAILED, EXIT_OK, load, no_credentials, print_json
 
 
 def connect_command(args: argparse.Namespace, out: TextIO) -> int:

@@ -6,13 +6,6 @@ import argparse
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TextIO
 
-from training_clusters.config import EnvironmentConfig
-from training_clusters.model.errors import ConfigurationError
-from training_clusters.model.tables import numbered_notes, text_table
-from training_clusters.rules.regions import unknown_region_problem
-
-if TYPE_CHECKING:
-    from training_clusters.preflight import Check
 from training_clusters.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
@@ -22,6 +15,13 @@ from training_clusters.cli.common import (
     paragraph,
     print_json,
 )
+from training_clusters.config import EnvironmentConfig
+from training_clusters.model.errors import ConfigurationError
+from training_clusters.model.tables import numbered_notes, text_table
+from training_clusters.rules.regions import unknown_region_problem
+
+if TYPE_CHECKING:
+    from training_clusters.preflight import Check
 
 
 def preflight_command(args: argparse.Namespace, out: TextIO) -> int:

@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from training_clusters.cli.common import EXIT_OK, aws_problem, load, print_json
 from training_clusters.model.errors import ConfigurationError
 
 if TYPE_CHECKING:
     pass
-from training_clusters.cli.common import EXIT_OK, aws_problem, load, print_json
 
 
 def render_pcluster_command(args: argparse.Namespace, out: TextIO) -> int:

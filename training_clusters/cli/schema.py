@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any, TextIO
 
+from training_clusters.cli.common import EXIT_OK, print_json
 from training_clusters.config import EnvironmentConfig
 
 if TYPE_CHECKING:
     pass
-from training_clusters.cli.common import EXIT_OK, print_json
 
 
 def schema_command(args: argparse.Namespace, out: TextIO) -> int:
