@@ -45,13 +45,14 @@ main() {
     run_step apt-hotfix tc_apt_hotfix
     run_step apt-update tc_apt_update
 
-    # HyperPod mounted FSx (FsxLustreConfig); the cluster user's home and key pair go on it.
+    # HyperPod mounted FSx (FsxLustreConfig); as in on_create.sh, the cluster user's home stays on the
+    # node's disk (lib/shared_home.sh), the team's homes go on FSx (step users).
     if tc_has_fsx; then
         run_step fsx-mounted tc_wait_writable "${TC_ROOT}${TC_FSX_MOUNT_DIR}"
-        run_step shared-home tc_setup_shared_home
+        run_step admin-home tc_setup_admin_home
     else
         skip_step fsx-mounted "no fsx_mount_dir in training_clusters.json: the cluster has no FSx"
-        skip_step shared-home "no FSx"
+        skip_step admin-home "no FSx"
     fi
 
     # As in on_create.sh: what keeps a team user in their lane is in force before their account exists.
