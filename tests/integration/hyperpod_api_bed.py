@@ -17,32 +17,55 @@ latest/dg/<page>.html):
   installation, and environment configuration"; no ``provisioning_parameters.json``; FSx for Lustre is
   mounted by HyperPod from the groups' ``FsxLustreConfig`` (``MountPath`` ``/fsx``) before the scripts run:
   here one host folder bound at ``/fsx`` into every node (:attr:`ApiCluster.fsx`), already there at boot.
-  ``OnInitComplete`` "runs on the node after the AMI-based initialization is complete" (API reference,
-  ``API_ClusterLifeCycleConfig``), so the agent's files are in place when the lifecycle script starts (no
-  racing agent, unlike the legacy bed's :meth:`slurm_bed.Bed.agent_writes_slurm_conf`).
+- API reference ``API_ClusterLifeCycleConfig``: ``OnInitComplete`` "runs on the node after the AMI-based
+  initialization is complete". So everything the agent does here is done before our script starts, and the
+  script is the one the construct names (:data:`LIFECYCLE_SCRIPT`, ``on_init_complete.sh``), run as root with
+  no arguments from the lifecycle folder, beside it the ``training_clusters.json`` the real construct writes
+  for these groups in API-driven mode (:func:`construct_settings`: ``slurm_config`` api, the groups, no
+  ``accounting``).
+- ``sagemaker-hyperpod-ref`` with the pages above: HyperPod, not the lifecycle script, runs Slurm in this
+  mode, so the agent starts the daemons before ``OnInitComplete`` (:meth:`ApiCluster.agent_starts_slurm`):
+  slurmctld on the controller, then configless slurmd (``--conf-server``, the AMI's unit, which removes the
+  AMI's placeholder ``slurm.conf`` itself) on every compute node.
+- ``sagemaker-hyperpod-external-accounting-db-slurm``: "By default, SageMaker HyperPod deploys MariaDB on your
+  cluster's controller instance" (an external ``AccountingDatabase`` needs continuous provisioning): the agent
+  starts MariaDB and slurmdbd on the controller, writes ``slurmdbd.conf``, registers the cluster and puts
+  ``AccountingStorageType=accounting_storage/slurmdbd`` with the controller as ``AccountingStorageHost`` in
+  ``slurm.conf`` before slurmctld starts (:meth:`ApiCluster.agent_runs_accounting`). The bed's root has
+  MariaDB (Debian's), so this is the real database and the real slurmdbd.
 - ``sagemaker-hyperpod-topology``: HyperPod sets ``TopologyPlugin=topology/tree`` for ml.p5, ml.p5e and
   ml.p5en, ``topology/flat`` (no plugin line) as soon as one compute group is of another type, and writes
   ``topology.conf`` beside ``slurm.conf`` on Slurm 24.x (the bed's version); it recomputes it on scale-up,
   scale-down and node replacement (:meth:`ApiCluster.agent_places`). How HyperPod learns where an instance
   sits is not published (its nodes are not in the customer's account, so the customer's
   ``DescribeInstanceTopology`` does not see them): the emulation writes the file with
-  :func:`training_clusters.node_scripts.parallelcluster.topology.topology_conf` from entries shaped as ``DescribeInstanceTopology``'s.
+  :func:`training_clusters.node_scripts.parallelcluster.topology.topology_conf` from entries shaped as
+  ``DescribeInstanceTopology``'s.
 
-Not emulated, because the pages do not say it: which Slurm daemons HyperPod starts before the lifecycle
-script (today's ``on_create.sh`` starts them itself, so the agent leaves them stopped), who distributes
-munge's key (the bed's nodes share the root's), and HyperPod's own accounting database
-(``Orchestrator.Slurm.AccountingDatabase``).
+Not in the pages, so chosen here and said so: which daemon a login node runs (here sackd ``--conf-server``,
+Slurm's login-node daemon since 23.11, https://slurm.schedmd.com/sackd.html, from a unit of the agent's, with
+the AMI's placeholder ``slurm.conf`` moved aside so client commands read sackd's copy); the agent's own
+slurmdbd and database credentials (a generated password in a 0600 ``slurmdbd.conf``); and who distributes
+munge's key (the bed's nodes share the root's).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
+import secrets
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.integration.hyperpod_bed import CONTROLLER_IP, LOGIN_IP, SCRIPT_ENV, Cluster
-from tests.integration.slurm_bed import Bed, Node, hyperpod_slurm_conf, node_name, resource_config
+import aws_cdk as cdk
+
+from tests.integration.hyperpod_bed import ALICE, CONTROLLER_IP, LOGIN_IP, SCRIPT_ENV, Cluster
+from tests.integration.slurm_bed import Bed, Node, hyperpod_slurm_conf, node_name, resource_config, wait_until
+from training_clusters.constructs.common.network import TrainingNetwork
+from training_clusters.constructs.hyperpod import cluster as construct
+from training_clusters.constructs.slurm.users import TeamUser
 
 from .agent_topology import topology_conf
 
@@ -53,11 +76,29 @@ DEV_PARTITION = "dev"
 #: Where HyperPod mounts FSx for Lustre (FsxLustreConfig.MountPath).
 FSX_MOUNT_PATH = "/fsx"
 
-#: The lifecycle run under test, in one place: today's on_create.sh (run as LifeCycleConfig.OnCreate),
-#: which reads the legacy provisioning_parameters.json (:func:`legacy_parameters`). The reduced script of
-#: API-driven mode (OnInitComplete, no provisioning_parameters.json) changes these two lines only.
-LIFECYCLE_SCRIPT = "on_create.sh"
-LIFECYCLE_READS_PROVISIONING_PARAMETERS = True
+#: The lifecycle script of API-driven mode (LifeCycleConfig.OnInitComplete), as the construct names it.
+LIFECYCLE_SCRIPT = construct.ON_INIT_COMPLETE_SCRIPT
+#: slurmdbd's port (Slurm's default), on the controller.
+SLURMDBD_PORT = 6819
+#: The unit the agent runs sackd from on the login node (the AMI's units are slurmd, slurmctld, slurmdbd).
+AGENT_SACKD_UNIT = f"""\
+[Unit]
+Description=Slurm auth and cred kiosk daemon (HyperPod's agent, emulated)
+After=network-online.target munge.service remote-fs.target
+Wants=network-online.target
+
+[Service]
+Type=notify
+User=slurm
+Group=slurm
+RuntimeDirectory=slurm
+RuntimeDirectoryMode=0755
+ExecStart=/opt/slurm/sbin/sackd --systemd --conf-server {CONTROLLER_IP}
+KillMode=process
+
+[Install]
+WantedBy=multi-user.target
+"""
 
 
 @dataclass(frozen=True)
@@ -76,6 +117,17 @@ class InstanceGroup:
         if self.partition is not None:
             config["PartitionNames"] = [self.partition]
         return config
+
+    def construct_group(self) -> construct.InstanceGroup:
+        """The group as the construct takes it."""
+        role = {value: key for key, value in construct.SLURM_NODE_TYPES.items()}[self.node_type]
+        return construct.InstanceGroup(
+            name=self.name,
+            instance_type=self.instance_type,
+            instance_count=len(self.ips),
+            role=role,
+            partition=self.partition,
+        )
 
 
 COMPUTE_IPS = ("10.1.1.11", "10.1.1.12", "10.1.1.13", "10.1.1.14")
@@ -127,8 +179,15 @@ def api_slurm_conf(config: dict[str, Any]) -> str:
         partitions[DEV_PARTITION] += _ips(group)
         (name,) = group["SlurmConfig"]["PartitionNames"]
         partitions.setdefault(name, []).extend(_ips(group))
-    extra = "TopologyPlugin=topology/tree\n" if tree_topology(config) else ""
-    return hyperpod_slurm_conf(_ips(controller)[0], partitions, extra=extra)
+    controller_ip = _ips(controller)[0]
+    extra = (
+        "AccountingStorageType=accounting_storage/slurmdbd\n"
+        f"AccountingStorageHost={controller_ip}\n"
+        f"AccountingStoragePort={SLURMDBD_PORT}\n"
+    )
+    if tree_topology(config):
+        extra += "TopologyPlugin=topology/tree\n"
+    return hyperpod_slurm_conf(controller_ip, partitions, extra=extra)
 
 
 def instance_topology(config: dict[str, Any], network_nodes: dict[str, list[str]]) -> list[dict[str, Any]]:
@@ -155,32 +214,54 @@ def api_topology_conf(config: dict[str, Any], network_nodes: dict[str, list[str]
     return topology_conf(instance_topology(config, network_nodes), names)
 
 
-def legacy_parameters(config: dict[str, Any]) -> dict[str, Any]:
-    """What today's on_create.sh reads from provisioning_parameters.json, derived from the SlurmConfig."""
-    (controller,) = _groups_of(config, "Controller")
-    login = _groups_of(config, "Login")
-    return {
-        "version": "1.0.0",
-        "workload_manager": "slurm",
-        "controller_group": controller["Name"],
-        **({"login_group": login[0]["Name"]} if login else {}),
-        "worker_groups": [
-            {
-                "instance_group_name": group["Name"],
-                "partition_name": group["SlurmConfig"]["PartitionNames"][0],
-            }
-            for group in _groups_of(config, "Compute")
-        ],
-    }
+@functools.cache
+def construct_settings(groups: tuple[InstanceGroup, ...]) -> dict[str, Any]:
+    """``training_clusters.json`` as :class:`~training_clusters.constructs.hyperpod.cluster.HyperPodCluster`
+    writes it for GROUPS in API-driven mode (``slurm_config`` api), with the FSx of ``/fsx``, the team user
+    ALICE and no Enroot/Pyxis (the bed has no network to download them)."""
+    zones = ["us-east-1a", "us-east-1b"]
+
+    class BedStack(cdk.Stack):
+        @property
+        def availability_zones(self) -> list[str]:
+            return zones
+
+    stack = BedStack(cdk.App(), "Bed", env=cdk.Environment(region="us-east-1"))
+    network = TrainingNetwork(stack, "Network", availability_zones=zones)
+    cluster = construct.HyperPodCluster(
+        stack,
+        "HyperPod",
+        cluster_name="ml-cluster",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[group.construct_group() for group in groups],
+        lustre=construct.LustreMount(
+            dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com",
+            mount_name="abcdefgh",
+            mount_dir=FSX_MOUNT_PATH,
+        ),
+        additional_security_groups=[network.efa_security_group],
+        users=[TeamUser(name=ALICE["name"], uid=ALICE["uid"])],
+        slurm_config="api",
+        lifecycle=construct.LifecycleOptions(enable_enroot_pyxis=False),
+    )
+    assert cluster.entry_script == LIFECYCLE_SCRIPT and cluster.provisioning_parameters is None
+    return cluster.lifecycle_settings
 
 
 @dataclass
 class ApiCluster(Cluster):
-    """A cluster of GROUPS in API-driven mode: the agent has written Slurm's files and mounted FSx."""
+    """A cluster of GROUPS in API-driven mode: the agent writes Slurm's files, runs its daemons and accounting,
+    and FSx is mounted, before our ``on_init_complete.sh`` runs."""
 
     groups: tuple[InstanceGroup, ...] = GROUPS
     network_nodes: dict[str, list[str]] = field(default_factory=lambda: copy.deepcopy(NETWORK_NODES))
     fsx: Path = Path()
+    #: systemd's InvocationID of each daemon's unit (:meth:`daemon_units`) once the agent had started Slurm,
+    #: before the lifecycle script ran: a unit started again gets a new one.
+    invocations_before_lifecycle: dict[str, str] = field(default_factory=dict)
+    #: How long the agent took, from the nodes booted to every daemon running (accounting included).
+    agent_seconds: float = 0.0
 
     def __post_init__(self) -> None:
         self.script = LIFECYCLE_SCRIPT
@@ -199,6 +280,10 @@ class ApiCluster(Cluster):
     def workers(self) -> list[Node]:
         return [self.bed.nodes[ip] for ip in self.compute_ips]
 
+    def controller_daemons(self) -> tuple[str, ...]:
+        """The agent's accounting runs on the controller beside slurmctld."""
+        return ("slurmctld", "slurmdbd", "mariadb")
+
     def slurm_conf(self) -> str:
         return api_slurm_conf(self.config)
 
@@ -206,12 +291,13 @@ class ApiCluster(Cluster):
         return api_topology_conf(self.config, self.network_nodes)
 
     def prepare(self, ip: str, *, generation: int = 0) -> Node:
-        """A node as HyperPod hands it to the lifecycle script: the AMI, FSx mounted, our lifecycle folder."""
+        """A node as HyperPod hands it over before the agent starts: the AMI, FSx mounted, our lifecycle
+        folder with the construct's ``training_clusters.json`` (no ``provisioning_parameters.json``)."""
         node = self.bed.prepare(ip, generation=generation)
         node.lay_out_hyperpod_ami(self.config)
         node.binds[FSX_MOUNT_PATH] = self.fsx
-        params = legacy_parameters(self.config) if LIFECYCLE_READS_PROVISIONING_PARAMETERS else None
-        node.upload_lifecycle(params, self.settings)
+        self.settings = construct_settings(self.groups)
+        node.upload_lifecycle(None, self.settings)
         if ip == CONTROLLER_IP:
             self.agent_writes_configuration(node)
         return node
@@ -222,6 +308,52 @@ class ApiCluster(Cluster):
         if tree_topology(self.config):
             controller.write("/opt/slurm/etc/topology.conf", self.topology())
 
+    def agent_runs_accounting(self, controller: Node) -> None:
+        """HyperPod's default accounting: MariaDB and slurmdbd on the controller, the cluster registered."""
+        password = secrets.token_hex(16)
+        controller.sh("systemctl enable --now mariadb")
+        controller.sh(
+            "mysql --protocol=socket -u root <<'EOF'\n"
+            "CREATE DATABASE IF NOT EXISTS slurm_acct_db;\n"
+            f"CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '{password}';\n"
+            "GRANT ALL ON slurm_acct_db.* TO 'slurm'@'localhost';\n"
+            "EOF"
+        )
+        controller.write(
+            "/opt/slurm/etc/slurmdbd.conf",
+            "AuthType=auth/munge\nDbdHost=localhost\n"
+            f"DbdPort={SLURMDBD_PORT}\nSlurmUser=slurm\nLogFile=/var/log/slurmdbd.log\nPidFile=/run/slurmdbd.pid\n"
+            "StorageType=accounting_storage/mysql\nStorageHost=localhost\nStoragePort=3306\n"
+            f"StorageUser=slurm\nStoragePass={password}\nStorageLoc=slurm_acct_db\n",
+            0o600,
+        )
+        controller.sh("chown slurm:slurm /opt/slurm/etc/slurmdbd.conf && systemctl enable --now slurmdbd")
+        wait_until(
+            "slurmdbd answering",
+            lambda: controller.sh("/opt/slurm/bin/sacctmgr -n -P show cluster", check=False).returncode == 0,
+            timeout=60,
+        )
+        controller.sh("/opt/slurm/bin/sacctmgr -i add cluster ml-cluster")
+
+    def agent_starts_slurm(self, node: Node) -> None:
+        """The node's Slurm daemon, as the agent starts it before OnInitComplete: accounting and slurmctld on
+        the controller, configless slurmd on a compute node, sackd on the login node."""
+        if node.ip == CONTROLLER_IP:
+            self.agent_runs_accounting(node)
+            node.sh("systemctl enable --now slurmctld")
+            wait_until(
+                "slurmctld answering",
+                lambda: "is UP" in node.sh("/opt/slurm/bin/scontrol ping", check=False).stdout,
+                timeout=60,
+            )
+        elif node.ip == LOGIN_IP:
+            node.sh("rm -f /opt/slurm/etc/slurm.conf")
+            node.write("/etc/systemd/system/sackd.service", AGENT_SACKD_UNIT)
+            node.sh("systemctl daemon-reload && systemctl enable --now sackd")
+        else:
+            node.write("/etc/default/slurmd", f"SLURMD_OPTIONS='--conf-server {CONTROLLER_IP}'\n")
+            node.sh("systemctl enable --now slurmd")
+
     def agent_places(self, ip: str, network_nodes: list[str]) -> None:
         """An instance (a replacement) under NETWORK_NODES: the agent recomputes topology.conf and has
         slurmctld read it."""
@@ -229,18 +361,35 @@ class ApiCluster(Cluster):
         self.controller.write("/opt/slurm/etc/topology.conf", self.topology())
         self.controller.sh("/opt/slurm/bin/scontrol reconfigure")
 
+    def agent_scales_up(self, group: InstanceGroup) -> list[Node]:
+        """A new compute group: the agent's slurm.conf for the groups, read by slurmctld, then each new node
+        booted with its slurmd running."""
+        self.groups = (*self.groups, group)
+        nodes = [self.prepare(ip) for ip in group.ips]
+        self.controller.write("/opt/slurm/etc/slurm.conf", self.slurm_conf())
+        self.controller.sh("/opt/slurm/bin/scontrol reconfigure")
+        for node in nodes:
+            node.boot()
+            self.agent_starts_slurm(node)
+        return nodes
 
-def boot_api_cluster(work: Path, settings: dict[str, Any]) -> ApiCluster:
-    """Boots every node of GROUPS as HyperPod hands it over in API-driven mode, then runs the lifecycle on
-    all of them at once."""
+
+def boot_api_cluster(work: Path) -> ApiCluster:
+    """Boots every node of GROUPS as HyperPod hands it over in API-driven mode (the agent's configuration and
+    daemons, the controller's first), then runs ``on_init_complete.sh`` on all of them at once."""
     bed = Bed(work)
     bed.script_env = dict(SCRIPT_ENV)
     bed.__enter__()
     try:
-        cluster = ApiCluster(bed, settings)
+        cluster = ApiCluster(bed, {})
         nodes = [cluster.prepare(ip) for group in cluster.groups for ip in group.ips]
         for node in nodes:
             node.boot()
+        started = time.monotonic()
+        for node in nodes:
+            cluster.agent_starts_slurm(node)
+        cluster.agent_seconds = time.monotonic() - started
+        cluster.invocations_before_lifecycle = cluster.daemon_units("InvocationID")
         cluster.provision(nodes, agent_writes=False)
     except BaseException:
         bed.__exit__(None, None, None)

@@ -108,15 +108,22 @@ class Cluster:
         self.runs.update(done)
         return done
 
+    def controller_daemons(self) -> tuple[str, ...]:
+        """The units of the controller's daemons: slurmctld, and local accounting's when the settings ask."""
+        if self.settings.get("accounting", {}).get("mode") == "local":
+            return ("slurmctld", "slurmdbd", "mariadb")
+        return ("slurmctld",)
+
     def daemon_pids(self) -> dict[str, str]:
         """The main PID of every Slurm daemon (and of local accounting's), by node/unit."""
-        controller = ("slurmctld", "slurmdbd", "mariadb")
-        if self.settings.get("accounting", {}).get("mode") != "local":
-            controller = ("slurmctld",)
-        units = [(self.controller, controller), (self.login, ("sackd",))]
+        return self.daemon_units("MainPID")
+
+    def daemon_units(self, prop: str) -> dict[str, str]:
+        """PROP of the unit of every Slurm daemon (and of local accounting's), by node/unit."""
+        units = [(self.controller, self.controller_daemons()), (self.login, ("sackd",))]
         units += [(worker, ("slurmd",)) for worker in self.workers]
         return {
-            f"{node.name}/{unit}": node.sh(f"systemctl show -p MainPID --value {unit}").stdout.strip()
+            f"{node.name}/{unit}": node.sh(f"systemctl show -p {prop} --value {unit}").stdout.strip()
             for node, names in units
             for unit in names
         }

@@ -19,9 +19,10 @@ the lifecycle scripts themselves. What is emulated, because it cannot run here:
   resumes its replacement. The file's cgroup settings differ from HyperPod's: this machine delegates no
   cgroups to containers, so Slurm's cgroup plugins cannot run (``proctrack/linuxproc``, ``task/none``,
   ``CgroupPlugin=disabled``). HyperPod's own defaults are ``task/none`` as well.
-- **HyperPod's API-driven Slurm mode** (hyperpod_api_bed.py, whose docstring cites the AWS pages): the agent
-  writes the node and partition sections of slurm.conf and topology.conf from the instance groups'
-  ``SlurmConfig`` before the lifecycle script runs, and FSx is already mounted (a host folder).
+- **HyperPod's API-driven Slurm mode** (hyperpod_api_bed.py, whose docstring cites the AWS pages): before
+  ``on_init_complete.sh`` runs, the agent writes the node and partition sections of slurm.conf and
+  topology.conf from the instance groups' ``SlurmConfig``, runs its accounting (MariaDB and slurmdbd on the
+  controller) and the Slurm daemons, and FSx is already mounted (a host folder).
 - **Secrets Manager** (``aws`` on the controller answers ``get-secret-value`` from a file) and **Aurora**
   (a MariaDB node of the bed).
 - **ParallelCluster's AMI layout** (:meth:`Node.lay_out_parallelcluster_ami`, used by parallelcluster_bed.py,

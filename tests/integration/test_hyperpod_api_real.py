@@ -6,25 +6,31 @@ What is emulated, and from which AWS page (details in hyperpod_api_bed.py; the b
   with one partition each: ``API_ClusterSlurmConfig``, ``sagemaker-hyperpod-ref`` "SageMaker HyperPod Slurm
   configuration"), which the agent turns into the node and partition sections of the controller's
   ``slurm.conf``, every compute node also in ``dev``;
-- FSx for Lustre already mounted at ``/fsx`` by HyperPod and no ``provisioning_parameters.json`` for Slurm's
-  layout (``sagemaker-hyperpod-slurm-api-config-migration``): here a host folder bound into every node;
+- FSx for Lustre already mounted at ``/fsx`` by HyperPod and no ``provisioning_parameters.json``
+  (``sagemaker-hyperpod-slurm-api-config-migration``): here a host folder bound into every node;
+- Slurm running before the lifecycle script (``OnInitComplete`` runs "after the AMI-based initialization is
+  complete", ``API_ClusterLifeCycleConfig``): slurmctld on the controller, configless slurmd on the compute
+  nodes, sackd on the login node; and HyperPod's default accounting, MariaDB and slurmdbd on the controller
+  (``sagemaker-hyperpod-external-accounting-db-slurm``);
 - the agent's ``TopologyPlugin=topology/tree`` and ``topology.conf`` for ml.p5 compute groups, recomputed
   when a node is replaced (``sagemaker-hyperpod-topology``), written with
-  ``training_clusters.node_scripts.parallelcluster.topology.topology_conf`` from ``DescribeInstanceTopology``-shaped entries: four
-  compute nodes under two leaf switches.
+  ``training_clusters.node_scripts.parallelcluster.topology.topology_conf`` from ``DescribeInstanceTopology``-shaped
+  entries: four compute nodes under two leaf switches.
 
-Then our lifecycle (``hyperpod_api_bed.LIFECYCLE_SCRIPT``, today's on_create.sh) runs on every node at once,
-and real Slurm answers: the controller up with the agent's topology loaded and left alone by our steps, by
+Then our lifecycle of that mode (``on_init_complete.sh``, with the ``training_clusters.json`` the real
+construct writes for these groups) runs on every node at once, and real Slurm answers: no daemon of the
+agent's restarted by it; the controller up with the agent's topology loaded and left alone by our steps, by
 our keys' re-application and by ``scontrol reconfigure``; ``sbatch -N2 --switches=1`` on two nodes of one
 leaf (and waiting rather than spreading over two); instances under two spines still one fabric; a group of
-a type HyperPod does not place turning the cluster to ``topology/flat``; workers idle in their partitions; the login node serving
-``srun``; the team user on every node and their jobs in accounting (slurmdbd and MariaDB on the controller,
-our ``local`` mode); a second run changing nothing; a node replaced under another leaf.
+a type HyperPod does not place turning the cluster to ``topology/flat``; workers idle in their partitions; the
+login node serving ``srun``; the team user with the same ids on every node and their jobs in the agent's
+accounting; a second run changing nothing; a node replaced under another leaf.
 The timings are printed at the end of the run.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -43,21 +49,39 @@ from tests.integration.hyperpod_api_bed import (
     InstanceGroup,
     boot_api_cluster,
 )
-from tests.integration.hyperpod_bed import ALICE, CONTROLLER_IP, LOGIN_IP, job_field, sbatch
-from tests.integration.slurm_bed import missing_prerequisites, node_name, wait_until
+from tests.integration.hyperpod_bed import CONTROLLER_IP, LOGIN_IP, job_field, sbatch
+from tests.integration.slurm_bed import LIFECYCLE_ON_NODE, Node, missing_prerequisites, node_name, wait_until
 
 from .agent_topology import ROOT_SWITCH
 
 pytestmark = pytest.mark.integration
 
-#: Our settings (training_clusters.json): a team user, and accounting by our scripts on the controller, as
-#: long as HyperPod's own AccountingDatabase (continuous provisioning only) is not what the file asks for.
-SETTINGS = {"enable_enroot_pyxis": False, "users": [ALICE], "accounting": {"mode": "local"}}
 NAMES = [node_name(ip) for ip in COMPUTE_IPS]
 #: The compute nodes under each leaf switch (hyperpod_api_bed.NETWORK_NODES).
 UNDER_A = {NAMES[0], NAMES[2]}
 UNDER_B = {NAMES[1], NAMES[3]}
 SCONTROL = "/opt/slurm/bin/scontrol"
+#: Where the lifecycle script writes (besides its log): system and Slurm configuration, its state, the homes
+#: (the team's on FSx).
+WRITTEN_BY_US = ("/etc", "/opt/slurm/etc", "/var/lib/training-clusters", "/home", "/usr/local", "/fsx")
+
+
+def file_digests(node: Node) -> dict[str, str]:
+    """Every file of WRITTEN_BY_US on NODE (symbolic links as their target) by path, with its SHA-256, mode and
+    owner; the output of the last `apt-get update` left out (a record, not configuration)."""
+    listed = node.sh(
+        f"find {' '.join(WRITTEN_BY_US)} -xdev \\( -type f -o -type l \\) "
+        "-not -path /var/lib/training-clusters/apt-get.last.out -printf '%p %m %u:%g %l\\n' | sort"
+    ).stdout.splitlines()
+    digests = node.sh(
+        f"find {' '.join(WRITTEN_BY_US)} -xdev -type f -not -path /var/lib/training-clusters/apt-get.last.out "
+        "-exec sha256sum {} + | sort -k2"
+    ).stdout.splitlines()
+    found = {line.split(" ", 1)[0]: line for line in listed}
+    for line in digests:
+        digest, path = line.split(maxsplit=1)
+        found[path] += f" {digest}"
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +90,13 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiCluster]:
     if reason:
         pytest.fail(reason)
     started = time.monotonic()
-    made = boot_api_cluster(tmp_path_factory.mktemp("hyperpod-api"), SETTINGS)
-    TIMINGS.append(("api", "API-driven HyperPod, 6 nodes: boot + lifecycle", time.monotonic() - started))
+    made = boot_api_cluster(tmp_path_factory.mktemp("hyperpod-api"))
+    TIMINGS.append(
+        ("api", "API-driven HyperPod, 6 nodes: boot + agent + lifecycle", time.monotonic() - started)
+    )
+    TIMINGS.append(
+        ("api", "API-driven HyperPod: agent (accounting, slurmctld, slurmd, sackd)", made.agent_seconds)
+    )
     for ip, run in made.runs.items():
         TIMINGS.append(("api", f"API-driven HyperPod: lifecycle on {node_name(ip)}", run.seconds))
     try:
@@ -135,13 +164,50 @@ def test_every_node_is_provisioned_in_its_role(cluster: ApiCluster) -> None:
         assert run.returncode == 0, f"{ip}:\n{run.output}"
         assert "FAILED step" not in run.output
     roles = {
-        ip: re.search(r"SUCCESS: node provisioned as (\w+)", run.output) for ip, run in cluster.runs.items()
+        ip: re.search(r"SUCCESS: node configured as (\w+)", run.output) for ip, run in cluster.runs.items()
     }
     assert {ip: found.group(1) for ip, found in roles.items() if found} == {
         CONTROLLER_IP: "controller",
         LOGIN_IP: "login",
         **{ip: "worker" for ip in COMPUTE_IPS},
     }
+    for run in cluster.runs.values():  # the construct's settings, read by the API-driven preflight
+        assert (
+            "settings: slurm_config=api controller_group=controller-machine login_group=login-group"
+            in run.output
+        )
+
+
+def test_the_lifecycle_is_the_api_entry_point_with_the_constructs_settings(cluster: ApiCluster) -> None:
+    """on_init_complete.sh, beside training_clusters.json as the construct writes it in API-driven mode and
+    no provisioning_parameters.json."""
+    assert cluster.script == "on_init_complete.sh"
+    for node in (cluster.controller, cluster.login, *cluster.workers):
+        assert not node.path(f"{LIFECYCLE_ON_NODE}/provisioning_parameters.json").exists(), node.name
+        assert json.loads(node.read(f"{LIFECYCLE_ON_NODE}/training_clusters.json")) == {
+            "slurm_config": "api",
+            "controller_group": "controller-machine",
+            "login_group": "login-group",
+            "worker_groups": [
+                {"instance_group_name": "gpu-a", "partition_name": "train"},
+                {"instance_group_name": "gpu-b", "partition_name": "batch"},
+            ],
+            "enable_enroot_pyxis": False,
+            "enable_observability": False,
+            "fsx_mount_dir": "/fsx",
+            "users": [{"name": "alice", "uid": 2001, "gid": 2001, "groups": [], "ssh_public_keys": []}],
+        }, node.name
+
+
+def test_our_script_leaves_the_agents_daemons_running(cluster: ApiCluster) -> None:
+    """HyperPod started every daemon before OnInitComplete; our run started and restarted none (each unit has
+    the invocation the agent started; Slurm's own in-place re-exec on `scontrol reconfigure` keeps it)."""
+    before = cluster.invocations_before_lifecycle
+    assert len(before) == 8 and all(before.values()), before
+    assert cluster.daemon_units("InvocationID") == before
+    assert cluster.daemon_units("NRestarts") == dict.fromkeys(before, "0")
+    for run in cluster.runs.values():
+        assert "systemctl restart" not in run.output and "(re)start" not in run.output
 
 
 def test_fsx_is_hyperpods_mount_and_our_steps_leave_it_alone(cluster: ApiCluster) -> None:
@@ -151,7 +217,7 @@ def test_fsx_is_hyperpods_mount_and_our_steps_leave_it_alone(cluster: ApiCluster
         assert node.sh(f"cat {FSX_MOUNT_PATH}/from-the-agent").stdout == "shared\n", node.name
         assert FSX_MOUNT_PATH not in node.read("/etc/fstab"), node.name
     for run in cluster.runs.values():
-        assert re.search(r"step 'mount-fsx' skipped", run.output), run.output
+        assert "step 'fsx-mounted' done" in run.output and "mount-fsx" not in run.output, run.output
 
 
 def test_the_agents_topology_is_loaded_and_left_alone(cluster: ApiCluster) -> None:
@@ -263,13 +329,22 @@ def test_second_run_changes_nothing(cluster: ApiCluster) -> None:
     assert all(pid not in ("", "0") for pid in before.values()), before
     topology = cluster.controller.path("/opt/slurm/etc/topology.conf")
     stamp = topology.stat().st_mtime_ns
+    conf = cluster.controller.path("/opt/slurm/etc/slurm.conf")
+    conf_stamp = conf.stat().st_mtime_ns
+    nodes = [cluster.controller, cluster.login, *cluster.workers]
+    files_before = {node.name: file_digests(node) for node in nodes}
+    mine = files_before[cluster.controller.name]
+    assert {"/opt/slurm/etc/slurm.conf", "/fsx/alice/.ssh/authorized_keys", "/etc/passwd"} <= set(mine)
     started = time.monotonic()
     runs = cluster.provision([cluster.controller, cluster.login, *cluster.workers], agent_writes=False)
     TIMINGS.append(("api", "API-driven HyperPod: second run on 6 nodes", time.monotonic() - started))
     for ip, run in runs.items():
         assert run.returncode == 0, f"{ip}:\n{run.output}"
     assert cluster.daemon_pids() == before
-    assert "slurmctld already runs with this configuration: not restarted" in runs[CONTROLLER_IP].output
+    assert "settings already in place" in runs[CONTROLLER_IP].output
+    assert "scontrol reconfigure done" not in runs[CONTROLLER_IP].output
+    assert conf.stat().st_mtime_ns == conf_stamp
+    assert {node.name: file_digests(node) for node in nodes} == files_before
     assert topology.stat().st_mtime_ns == stamp
     assert topology_lines(cluster) == EXPECTED_TOPOLOGY
 
@@ -284,6 +359,7 @@ def test_replaced_node_joins_under_its_new_leaf(cluster: ApiCluster) -> None:
     cluster.controller.sh(f"{SCONTROL} update nodename={old.name} state=down reason=hyperpod-replacing")
     fresh = cluster.prepare(old.ip, generation=1)
     fresh.boot()
+    cluster.agent_starts_slurm(fresh)
     cluster.agent_places(old.ip, [*cluster.network_nodes[old.ip][:-1], LEAF_A])
     run = cluster.provision([fresh], agent_writes=False)[fresh.ip]
     assert run.returncode == 0, run.output
@@ -333,14 +409,10 @@ def test_a_group_hyperpod_cannot_place_turns_the_topology_flat(cluster: ApiClust
     sagemaker-hyperpod-topology says); our keys come back beside it and do not bring topology/tree back."""
     cluster.wait_idle()
     small = InstanceGroup("g5", "Compute", ("10.1.1.21",), partition="small", instance_type="ml.g5.48xlarge")
-    cluster.groups = (*cluster.groups, small)
     started = time.monotonic()
-    node = cluster.prepare(small.ips[0])
-    node.boot()
+    (node,) = cluster.agent_scales_up(small)
     controller = cluster.controller
-    conf = cluster.slurm_conf()
-    assert "TopologyPlugin" not in conf
-    controller.write("/opt/slurm/etc/slurm.conf", conf)
+    assert "TopologyPlugin" not in cluster.slurm_conf()
     run = cluster.provision([node], agent_writes=False)[node.ip]
     assert run.returncode == 0, run.output
     # no TopologyPlugin line: Slurm's flat topology, which Slurm 24.11 reports as topology/default

@@ -107,11 +107,14 @@ def test_second_run_changes_nothing(sandbox: Sandbox) -> None:
     assert ["reconfigure"] not in second.calls_to("scontrol")  # nothing changed: no reconfigure
 
 
-def test_ubuntus_home_and_keys_stay_off_hyperpods_fsx(sandbox: Sandbox) -> None:
+def test_ubuntu_s_home_stays_on_the_node_s_disk_beside_hyperpods_fsx(sandbox: Sandbox) -> None:
+    """As with on_create.sh (test_lifecycle_runs.py): nothing of ``ubuntu``'s goes to FSx (issue 40)."""
     run = run_api(as_hyperpod_leaves_it(sandbox, "worker"))
     assert run.returncode == 0, run.output
     assert "step 'admin-home' done" in run.output
+    assert run.calls_to("usermod") == [] and run.calls_to("ssh-keygen") == []
     assert not sandbox.path("fsx/ubuntu").exists()
+    assert "home of ubuntu stays /home/ubuntu on this node's disk (nothing of ubuntu's is on FSx)" in run.log
 
 
 def test_fsx_not_mounted_by_hyperpod_fails_the_node(sandbox: Sandbox) -> None:

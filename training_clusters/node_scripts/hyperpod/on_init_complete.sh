@@ -45,7 +45,8 @@ main() {
     run_step apt-hotfix tc_apt_hotfix
     run_step apt-update tc_apt_update
 
-    # HyperPod mounted FSx (FsxLustreConfig); ubuntu's home and keys stay on this node's disk (as on_create.sh).
+    # HyperPod mounted FSx (FsxLustreConfig); as in on_create.sh, the cluster user's home stays on the
+    # node's disk (lib/shared_home.sh), the team's homes go on FSx (step users).
     if tc_has_fsx; then
         run_step fsx-mounted tc_wait_writable "${TC_ROOT}${TC_FSX_MOUNT_DIR}"
         run_step admin-home tc_setup_admin_home
