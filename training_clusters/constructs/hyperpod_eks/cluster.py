@@ -48,14 +48,13 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType, lookup_hyperpod
-from training_clusters.constructs.eks.addons import (
-    _helm_chart,
+from training_clusters.constructs.eks.addons.base import helm_chart, instance_type_affinity
+from training_clusters.constructs.eks.addons.efa_device_plugin import (
     efa_device_plugin_repository,
     efa_device_plugin_values,
-    instance_type_affinity,
-    neuron_device_plugin_values,
-    nvidia_device_plugin_values,
 )
+from training_clusters.constructs.eks.addons.neuron_device_plugin import neuron_device_plugin_values
+from training_clusters.constructs.eks.addons.nvidia_device_plugin import nvidia_device_plugin_values
 from training_clusters.constructs.eks.cluster import GpuEksCluster
 from training_clusters.constructs.eks.release_manifest import MpiOperator
 from training_clusters.constructs.eks.scheduling import (
@@ -251,7 +250,7 @@ def hyperpod_nvidia_device_plugin_values(instance_types: Sequence[str]) -> dict[
 
 def hyperpod_efa_device_plugin_values(instance_types: Sequence[str], image_repository: str) -> dict[str, Any]:
     """The EFA device plugin's values on HyperPod's ``ml.`` EFA types, tolerating the health taint; the image
-    from ``image_repository`` (:func:`~training_clusters.constructs.eks.addons.efa_device_plugin_repository`)."""
+    from ``image_repository`` (:func:`~training_clusters.constructs.eks.addons.efa_device_plugin.efa_device_plugin_repository`)."""
     values = efa_device_plugin_values(instance_types=instance_types, image_repository=image_repository)
     values["tolerations"] = [*values["tolerations"], dict(HEALTH_TOLERATION)]
     return values
@@ -488,7 +487,7 @@ class HyperPodEksDependencies(Construct):
     ) -> eks.HelmChart | None:
         if values is None:
             return None
-        chart = _helm_chart(self, cluster, spec, values, id=id_)
+        chart = helm_chart(self, cluster, spec, values, id=id_)
         self.resources.append(chart)
         return chart
 
