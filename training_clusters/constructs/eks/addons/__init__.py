@@ -23,7 +23,8 @@ The modules: :mod:`.base` (the Helm add-on base: the chart, its values, placemen
 one per add-on (:mod:`.nvidia_device_plugin`, :mod:`.efa_device_plugin`, :mod:`.neuron_device_plugin`,
 :mod:`.fsx_csi_driver`, :mod:`.ebs_csi_driver`, :mod:`.gpu_operator`, :mod:`.gpu_monitoring`) and
 :mod:`.cluster_device_plugins` (the device plugins :class:`~training_clusters.constructs.eks.cluster.GpuEksCluster`
-installs itself). Every name they export is importable from here.
+installs itself). Every name they export is importable from here, and so are the Kubernetes objects the CSI
+drivers apply, which live with the other objects as data in :mod:`training_clusters.workloads.storage`.
 """
 
 from __future__ import annotations
@@ -40,10 +41,8 @@ from training_clusters.constructs.eks.addons.cluster_device_plugins import (
 from training_clusters.constructs.eks.addons.ebs_csi_driver import (
     EBS_CSI_ADDON,
     EBS_CSI_POLICY,
-    EBS_CSI_PROVISIONER,
     EBS_CSI_SERVICE_ACCOUNT,
     EbsCsiDriver,
-    gp3_storage_class_manifest,
 )
 from training_clusters.constructs.eks.addons.efa_device_plugin import (
     EfaDevicePlugin,
@@ -52,20 +51,8 @@ from training_clusters.constructs.eks.addons.efa_device_plugin import (
 )
 from training_clusters.constructs.eks.addons.fsx_csi_driver import (
     FSX_CSI_ADDON,
-    FSX_CSI_PROVISIONER,
     FSX_CSI_SERVICE_ACCOUNT,
-    TEAM_DIRECTORY_GID,
-    TEAM_DIRECTORY_JOB,
-    TEAM_DIRECTORY_MODE,
-    TEAM_DIRECTORY_NAMESPACE,
-    TEAM_DIRECTORY_PARENT,
     FsxCsiDriver,
-    lustre_volume_manifests,
-    team_directory,
-    team_directory_commands,
-    team_directory_manifests,
-    team_directory_script,
-    team_volume_manifests,
 )
 from training_clusters.constructs.eks.addons.gpu_monitoring import (
     EKS_LOOPBACK_ONLY,
@@ -106,6 +93,22 @@ from training_clusters.model.releases import (
     NEURON_HELM_CHART,
     NVIDIA_DEVICE_PLUGIN_CHART,
     HelmChartSpec,
+)
+from training_clusters.workloads.storage import (
+    EBS_CSI_PROVISIONER,
+    FSX_CSI_PROVISIONER,
+    TEAM_DIRECTORY_GID,
+    TEAM_DIRECTORY_JOB,
+    TEAM_DIRECTORY_MODE,
+    TEAM_DIRECTORY_NAMESPACE,
+    TEAM_DIRECTORY_PARENT,
+    gp3_storage_class_manifest,
+    lustre_volume_manifests,
+    team_directory,
+    team_directory_commands,
+    team_directory_manifests,
+    team_directory_script,
+    team_volume_manifests,
 )
 
 __all__ = [

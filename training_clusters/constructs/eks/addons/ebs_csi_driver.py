@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
@@ -19,41 +18,16 @@ from training_clusters.constructs.eks.cluster import GpuEksCluster
 from training_clusters.constructs.private.validation import checked_props, fail, to_removal_policy
 from training_clusters.gates.compliance import acknowledge
 from training_clusters.model.options import RemovalPolicy
+from training_clusters.workloads.storage import gp3_storage_class_manifest
 
-#: EKS add-on name, controller service account, provisioner and AWS-managed policy of the EBS CSI driver.
+#: EKS add-on name and the service account of the EBS CSI driver's controller.
 EBS_CSI_ADDON = "aws-ebs-csi-driver"
 EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
-
-
-EBS_CSI_PROVISIONER = "ebs.csi.aws.com"
 #: AWS's scoped policy (2026-04): the driver creates, attaches, snapshots and deletes only volumes and snapshots
 #: tagged ``ebs.csi.aws.com/cluster: "true"`` (which it tags itself), not every volume of the account as
 #: ``service-role/AmazonEBSCSIDriverPolicy`` allows (https://docs.aws.amazon.com/aws-managed-policy/latest/
 #: reference/AmazonEBSCSIDriverPolicyV2.html).
 EBS_CSI_POLICY = "AmazonEBSCSIDriverPolicyV2"
-
-
-def gp3_storage_class_manifest(
-    *, name: str = "gp3", reclaim_policy: str = "Retain", volume_tags: Mapping[str, str] | None = None
-) -> dict[str, Any]:
-    """A StorageClass of encrypted gp3 EBS volumes, provisioned in the AZ of the pod that first uses them.
-
-    ``volume_tags`` go on every volume it makes, as the driver's ``tagSpecification_<n>: "key=value"``
-    parameters (https://github.com/kubernetes-sigs/aws-ebs-csi-driver/blob/master/docs/tagging.md), in key order.
-    """
-    tags = sorted((volume_tags or {}).items())
-    parameters = {"type": "gp3", "encrypted": "true"}
-    parameters.update({f"tagSpecification_{n}": f"{key}={value}" for n, (key, value) in enumerate(tags, 1)})
-    return {
-        "apiVersion": "storage.k8s.io/v1",
-        "kind": "StorageClass",
-        "metadata": {"name": name},
-        "provisioner": EBS_CSI_PROVISIONER,
-        "parameters": parameters,
-        "reclaimPolicy": reclaim_policy,
-        "volumeBindingMode": "WaitForFirstConsumer",
-        "allowVolumeExpansion": True,
-    }
 
 
 @checked_props
