@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import aws_cdk as cdk
 from aws_cdk import aws_eks_v2 as eks
 from constructs import Construct
 
@@ -83,9 +84,14 @@ def helm_chart(
     values: dict[str, Any],
     *,
     id: str = "Resource",
+    wait_minutes: int | None = None,
 ) -> eks.HelmChart:
     """The chart ``spec`` pins, released with ``values`` into its namespace (created if missing) of ``cluster``,
-    as ``scope``'s child ``id``."""
+    as ``scope``'s child ``id``. With ``wait_minutes``, installed with ``helm --wait``: complete only once its
+    workloads are ready, and failed when they are not within that many minutes."""
+    wait: dict[str, Any] = {}
+    if wait_minutes is not None:
+        wait = {"wait": True, "timeout": cdk.Duration.minutes(wait_minutes)}
     return eks.HelmChart(
         scope,
         id,
@@ -96,6 +102,7 @@ def helm_chart(
         namespace=spec.namespace,
         release=spec.release,
         create_namespace=True,
+        **wait,
         values=values,
     )
 
@@ -112,7 +119,14 @@ class HelmAddon(Construct):
     chart: eks.HelmChart
     values: dict[str, Any]
 
-    def _install(self, cluster: GpuEksCluster, spec: HelmChartSpec, values: dict[str, Any]) -> None:
-        """Release ``spec``, with ``values``, on ``cluster``."""
+    def _install(
+        self,
+        cluster: GpuEksCluster,
+        spec: HelmChartSpec,
+        values: dict[str, Any],
+        *,
+        wait_minutes: int | None = None,
+    ) -> None:
+        """Release ``spec``, with ``values``, on ``cluster`` (:func:`helm_chart`)."""
         self.values = values
-        self.chart = helm_chart(self, cluster, spec, values)
+        self.chart = helm_chart(self, cluster, spec, values, wait_minutes=wait_minutes)
