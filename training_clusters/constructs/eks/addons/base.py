@@ -1,13 +1,14 @@
 """The Helm add-on base: what every add-on installed as one Helm chart shares.
 
-An add-on's chart is pinned in :mod:`training_clusters.model.releases` (a :class:`~training_clusters.model.releases.
-HelmChartSpec` listed in ``HELM_CHARTS``, with its public source) and installed at deploy time from its publisher's
-repository by CDK's kubectl handler (:func:`helm_chart`): no third-party manifest is copied into this repository.
-Its values are built by a plain function from typed options (tested as dicts) and validated when the construct is
-created; the construct keeps both (:class:`HelmAddon`: ``chart``, ``values``). What runs on accelerator nodes is
-scheduled on exactly the instance types given (:func:`instance_type_affinity`, each checked against the catalogue
-by :func:`check_instance_types`) and tolerates their taints (:data:`ACCELERATOR_TOLERATIONS`); controllers run on
-the system nodes (:func:`~training_clusters.workloads.tenancy.system_placement`).
+An add-on's chart is pinned in :mod:`training_clusters.model.releases` (a
+:class:`~training_clusters.model.releases.HelmChartSpec` listed in ``HELM_CHARTS``, with its public source) and
+installed at deploy time from its publisher's repository by CDK's kubectl handler (:func:`helm_chart`): no
+third-party manifest is copied into this repository. Its values are built by a plain function from typed options
+(tested as dicts) and validated when the construct is created; the construct keeps both (:class:`HelmAddon`:
+``chart``, ``values``). What runs on accelerator nodes is scheduled on exactly the instance types given
+(:func:`instance_type_affinity`, each checked against the catalogue by :func:`check_instance_types`) and tolerates
+their taints (:data:`ACCELERATOR_TOLERATIONS`); controllers run on the system nodes
+(:func:`~training_clusters.workloads.tenancy.system_placement`).
 """
 
 from __future__ import annotations

@@ -28,12 +28,12 @@ from training_clusters.workloads.tenancy import system_placement
 CSI_CONTROLLER_CONFIGURATION: Mapping[str, Any] = {"controller": system_placement()}
 #: Where EKS add-ons run their controllers (and so their service accounts).
 ADDON_NAMESPACE = "kube-system"
-
-
+#: EKS's form of an add-on version (``aws eks describe-addon-versions``).
 EKS_ADDON_VERSION = re.compile(r"v\d+\.\d+\.\d+-eksbuild\.\d+")
 
 
 def check_addon_version(scope: Construct, addon_version: str | None) -> None:
+    """Refuse a pinned ``addon_version`` that is not in EKS's form (:data:`EKS_ADDON_VERSION`)."""
     if addon_version is not None and not EKS_ADDON_VERSION.fullmatch(addon_version):
         raise fail(
             scope.node.path,
