@@ -23,8 +23,9 @@ The modules: :mod:`.base` (the Helm add-on base: the chart, its values, placemen
 one per add-on (:mod:`.nvidia_device_plugin`, :mod:`.efa_device_plugin`, :mod:`.neuron_device_plugin`,
 :mod:`.fsx_csi_driver`, :mod:`.ebs_csi_driver`, :mod:`.gpu_operator`, :mod:`.gpu_monitoring`) and
 :mod:`.cluster_device_plugins` (the device plugins :class:`~training_clusters.constructs.eks.cluster.GpuEksCluster`
-installs itself). Every name they export is importable from here, and so are the Kubernetes objects the CSI
-drivers apply, which live with the other objects as data in :mod:`training_clusters.workloads.storage`.
+installs itself). The add-ons' constructs, values functions and constants are importable from here (``__all__``),
+and so are the Kubernetes objects the CSI drivers apply, which live with the other objects as data in
+:mod:`training_clusters.workloads.storage`; the bases' helpers are imported from their modules.
 """
 
 from __future__ import annotations
