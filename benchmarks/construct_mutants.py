@@ -80,22 +80,31 @@ NARROWED = {
 }
 
 
-#: Construct modules whose test file is named after the module's old flat name (``constructs/<name>.py``).
+#: Construct modules (or, ending in ``/``, folders) whose test file is named after the module's old flat name
+#: (``constructs/<name>.py``).
 MIRRORS = {
     "hyperpod/cluster.py": "hyperpod",
     "hyperpod_eks/cluster.py": "hyperpod_eks",
     "pcs/cluster.py": "pcs",
     "parallelcluster/cluster.py": "parallelcluster",
     "eks/cluster.py": "eks_gpu",
-    "eks/addons.py": "eks_addons",
+    "eks/addons/": "eks_addons",
     "eks/scheduling.py": "eks_jobs",
     "eks/release_manifest.py": "eks_release_manifest",
 }
 
 
+def _mirror(path: str) -> str:
+    """The mirror test file of the construct module ``path`` (relative to ``constructs/``)."""
+    for home, name in MIRRORS.items():
+        if path == home or (home.endswith("/") and path.startswith(home)):
+            return f"tests/constructs/test_{name}.py"
+    return f"tests/constructs/test_{Path(path).stem}.py"
+
+
 def _construct(name: str, path: str, old: str, new: str, *tests: str, k: str | None = None) -> Mutant:
     """A construct's mutant, run against its mirror test file (or ``tests``), narrowed to ``-k`` when given."""
-    mirror = f"tests/constructs/test_{MIRRORS.get(path, Path(path).stem)}.py"
+    mirror = _mirror(path)
     k = k or NARROWED.get(name)
     return Mutant(name, f"constructs/{path}", old, new, (*(tests or (mirror,)), *(("-k", k) if k else ())))
 
@@ -175,6 +184,21 @@ MUTANTS: tuple[Mutant, ...] = (
         'iam.PolicyStatement(actions=["eks:DescribeCluster"], resources=["*"])',
         "tests/constructs/test_eks_addons.py",
         "tests/handlers/test_release_manifest.py",
+    ),
+    _construct(
+        "fsx-csi-controller-actions-widened",
+        "eks/addons/fsx_csi_driver.py",
+        'iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])',
+        'iam.PolicyStatement(actions=["fsx:Describe*"], resources=["*"])',
+        k="fsx_csi",
+    ),
+    _construct(
+        "csi-controllers-off-the-system-nodes",
+        "eks/addons/managed_addon.py",
+        '{"controller": system_placement()}',
+        '{"controller": {}}',
+        "tests/constructs/test_fsx_team_volumes.py",
+        k="system_nodes",
     ),
     _construct(
         "parallelcluster-s3-read-widened",

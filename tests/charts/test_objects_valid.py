@@ -21,13 +21,7 @@ from training_clusters.acceptance.dcgm import dcgm_eks_jobs
 from training_clusters.acceptance.mig import mig_eks_jobs
 from training_clusters.catalog import lookup, lookup_hyperpod
 from training_clusters.config import environment_name, load_environment
-from training_clusters.constructs.eks.addons import (
-    gp3_storage_class_manifest,
-    gpu_operator_values,
-    lustre_volume_manifests,
-    team_directory_manifests,
-    team_volume_manifests,
-)
+from training_clusters.constructs.eks.addons.gpu_operator import gpu_operator_values
 from training_clusters.constructs.eks.cluster import KUBERNETES_VERSION
 from training_clusters.constructs.hyperpod_eks.cluster import health_monitoring_agent_manifests
 from training_clusters.environments import environment_files
@@ -61,6 +55,12 @@ from training_clusters.workloads.scheduling import (
     queue_manifests,
     queue_mpijob,
     runtime_manifests,
+)
+from training_clusters.workloads.storage import (
+    gp3_storage_class_manifest,
+    lustre_volume_manifests,
+    team_directory_manifests,
+    team_volume_manifests,
 )
 from training_clusters.workloads.tenancy import (
     monitoring_ingress,

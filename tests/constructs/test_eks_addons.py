@@ -451,6 +451,29 @@ def _trusts_pod_identity_only(
     )
 
 
+def test_fsx_csi_controllers_role_may_only_describe_file_systems(
+    addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
+) -> None:
+    """Static provisioning creates and deletes nothing: one action, on * (it has no resource-level permissions),
+    in the role's one policy, and no managed policy."""
+    template = addons[2]
+    (addon,) = (
+        v for v in template["Resources"].values()
+        if v["Type"] == "AWS::EKS::Addon" and v["Properties"]["AddonName"] == "aws-fsx-csi-driver"
+    )  # fmt: skip
+    (association,) = addon["Properties"]["PodIdentityAssociations"]
+    role_id = association["RoleArn"]["Fn::GetAtt"][0]
+    assert "ManagedPolicyArns" not in template["Resources"][role_id]["Properties"]
+    (policy,) = (
+        v["Properties"] for v in _of_type(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_id} in v["Properties"]["Roles"]
+    )  # fmt: skip
+    assert policy["Roles"] == [{"Ref": role_id}]
+    assert policy["PolicyDocument"]["Statement"] == [
+        {"Action": "fsx:DescribeFileSystems", "Effect": "Allow", "Resource": "*"}
+    ]
+
+
 def test_ebs_csi_controller_gets_its_own_role_through_pod_identity(
     addons: tuple[cdk.Stack, GpuEksCluster, dict[str, Any]],
 ) -> None:

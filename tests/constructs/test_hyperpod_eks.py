@@ -310,6 +310,36 @@ def test_labels_and_taints_reach_kubernetes_config(stack: cdk.Stack) -> None:
     assert props["TrainingPlanArn"] == PLAN
 
 
+def test_the_l1_holds_each_groups_kubernetes_config_as_built(stack: cdk.Stack) -> None:
+    """The instance groups are built whole, each with its KubernetesConfig and NetworkInterface: the exposed L1
+    (``cluster``) says what the template says, with no override patched in by index afterwards."""
+    groups = [
+        EksInstanceGroup(
+            name="p5",
+            instance_type="ml.p5.48xlarge",
+            volume_gib=2000,
+            taints=[KubernetesTaint("nvidia.com/gpu", "true")],
+            efa_interface_type="efa",
+        ),
+        EksInstanceGroup(name="g5", instance_type="ml.g5.8xlarge", volume_gib=500),
+    ]
+    cluster = build(stack, groups)
+    built: list[Any] = list(cluster.cluster.instance_groups)
+    assert [(g.instance_group_name, g.kubernetes_config.labels) for g in built] == [
+        ("p5", {"training-clusters/nodegroup": "p5"}),
+        ("g5", {"training-clusters/nodegroup": "g5"}),
+    ]
+    (taint,) = built[0].kubernetes_config.taints
+    assert (taint.key, taint.value, taint.effect) == ("nvidia.com/gpu", "true", "NoSchedule")
+    assert built[1].kubernetes_config.taints is None
+    assert [g.network_interface and g.network_interface.interface_type for g in built] == ["efa", None]
+    _, resource = the_cluster(stack)
+    assert [g.get("NetworkInterface") for g in resource["Properties"]["InstanceGroups"]] == [
+        {"InterfaceType": "efa"},
+        None,
+    ]
+
+
 def test_nodes_carry_the_eks_cluster_group_hyperpods_own_and_the_efa_group(stack: cdk.Stack) -> None:
     cluster = build(stack)
     _, resource = the_cluster(stack)

@@ -328,7 +328,7 @@ class MigLayout:
 class TimeSlicing:
     """Share each GPU between ``replicas`` pods by CUDA time-slicing (no memory isolation).
 
-    Taken by :class:`~training_clusters.constructs.eks.addons.NvidiaDevicePlugin` and built from the
+    Taken by :class:`~training_clusters.constructs.eks.addons.nvidia_device_plugin.NvidiaDevicePlugin` and built from the
     environment file's ``eks.addons.nvidia_device_plugin`` section; its rules live in
     :mod:`training_clusters.rules.eks`.
 

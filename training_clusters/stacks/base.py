@@ -21,7 +21,7 @@ from training_clusters.rules.logs import CLOUDWATCH_RETENTION_DAYS
 
 if TYPE_CHECKING:  # RDS is loaded only by the stacks that make a database, EKS only by the EKS stacks
     from training_clusters.config import EksQueuesConfig
-    from training_clusters.constructs.eks.addons import FsxCsiDriver
+    from training_clusters.constructs.eks.addons.fsx_csi_driver import FsxCsiDriver
     from training_clusters.constructs.eks.scheduling import TrainingQueues, TrainingRuntimes
     from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 

@@ -10,11 +10,11 @@ from constructs import Construct
 
 from training_clusters.catalog import CATALOG
 from training_clusters.config import PROJECT_TAG, EksConfig, EnvironmentConfig, stated_capacity
-from training_clusters.constructs.eks.addons import (
-    EfaDevicePlugin,
-    FsxCsiDriver,
-    GpuMonitoring,
-    NeuronDevicePlugin,
+from training_clusters.constructs.eks.addons.efa_device_plugin import EfaDevicePlugin
+from training_clusters.constructs.eks.addons.fsx_csi_driver import FsxCsiDriver
+from training_clusters.constructs.eks.addons.gpu_monitoring import GpuMonitoring
+from training_clusters.constructs.eks.addons.neuron_device_plugin import NeuronDevicePlugin
+from training_clusters.constructs.eks.addons.nvidia_device_plugin import (
     NvidiaDevicePlugin,
     device_plugin_node_labels,
 )

@@ -14,7 +14,7 @@ from training_clusters.config import (
     TaskGovernanceTeamConfig,
     stated_capacity,
 )
-from training_clusters.constructs.eks.addons import FsxCsiDriver
+from training_clusters.constructs.eks.addons.fsx_csi_driver import FsxCsiDriver
 from training_clusters.constructs.eks.cluster import GpuEksCluster
 from training_clusters.constructs.eks.scheduling import TrainingQueues, TrainingRuntimes
 from training_clusters.constructs.hyperpod.cluster import LustreMount

@@ -84,7 +84,7 @@ class ExistingLustre:
     :param dns_name: Its DNS name, ``fs-<id>.fsx.<region>.amazonaws.com`` (letters, digits, ``-`` and ``.``).
     :param mount_name: Its Lustre mount name: 1-8 letters, digits, ``_`` or ``-`` (``fsx`` on PERSISTENT_1).
     :param storage_capacity_gib: Its capacity, for clients that advertise it (an EKS PersistentVolume).
-        Default: unknown; :class:`~training_clusters.constructs.eks.addons.FsxCsiDriver` then asks for it.
+        Default: unknown; :class:`~training_clusters.constructs.eks.addons.fsx_csi_driver.FsxCsiDriver` then asks for it.
     """
 
     file_system_id: str

@@ -214,7 +214,7 @@ class GpuEksCluster(Construct):
             Trainium types, each scheduled on exactly those instance types, with the charts and values of
             :mod:`~training_clusters.constructs.eks.addons` (without them no pod can ask for a GPU, an EFA
             interface or a Neuron device). A plugin you create for this cluster yourself
-            (:class:`~training_clusters.constructs.eks.addons.NvidiaDevicePlugin`, ``EfaDevicePlugin``,
+            (:class:`~training_clusters.constructs.eks.addons.nvidia_device_plugin.NvidiaDevicePlugin`, ``EfaDevicePlugin``,
             ``NeuronDevicePlugin``, e.g. for GPU sharing) replaces the cluster's of that kind. Default: True,
             as eksctl does; False installs none.
         :param kubernetes_version: The control plane's Kubernetes version; the kubectl layer (v1.35) drives
@@ -374,8 +374,10 @@ class GpuEksCluster(Construct):
                 continue
             self._device_plugin_types[kind].add(instance_type.name)
             if kind not in self.device_plugin_charts and kind not in self._given_device_plugins:
-                # eks_addons imports this module
-                from training_clusters.constructs.eks.addons import cluster_device_plugin
+                # the add-ons import this module
+                from training_clusters.constructs.eks.addons.cluster_device_plugins import (
+                    cluster_device_plugin,
+                )
 
                 self.device_plugin_charts[kind] = cluster_device_plugin(
                     self, kind, functools.partial(sorted, self._device_plugin_types[kind])

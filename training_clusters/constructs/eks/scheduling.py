@@ -28,12 +28,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import aws_cdk as cdk
 import yaml
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from constructs import Construct
 
+from training_clusters.constructs.eks.addons.base import HelmAddon
 from training_clusters.constructs.eks.cluster import (
     SYSTEM_NODE_LABELS,
     EfaNodegroup,
@@ -218,29 +218,8 @@ def kubeflow_trainer_values(
     }
 
 
-def _ready_chart(
-    scope: Construct, cluster: GpuEksCluster, spec: HelmChartSpec, values: dict[str, Any]
-) -> eks.HelmChart:
-    """The chart, installed with ``helm --wait``: complete only once its controllers (and so their admission
-    webhooks) are ready, so what depends on it is applied against a webhook that answers."""
-    return eks.HelmChart(
-        scope,
-        "Resource",
-        cluster=cluster.cluster,
-        chart=spec.chart,
-        repository=spec.repository,
-        version=spec.version,
-        namespace=spec.namespace,
-        release=spec.release,
-        create_namespace=True,
-        wait=True,
-        timeout=cdk.Duration.minutes(CHART_READY_TIMEOUT_MINUTES),
-        values=values,
-    )
-
-
 @checked_props
-class Kueue(Construct):
+class Kueue(HelmAddon):
     """Kueue with all-or-nothing admission (``waitForPodsReady``), managing Jobs, MPIJobs, JobSets and TrainJobs.
 
     Example::
@@ -276,12 +255,12 @@ class Kueue(Construct):
         super().__init__(scope, id)
         if not is_unresolved(pods_ready_timeout_minutes):
             refuse(self, "pods_ready_timeout_minutes", pods_ready_timeout_problem(pods_ready_timeout_minutes))
-        self.values = kueue_values(pods_ready_timeout_minutes=pods_ready_timeout_minutes, image=image)
-        self.chart = _ready_chart(self, cluster, chart, self.values)
+        values = kueue_values(pods_ready_timeout_minutes=pods_ready_timeout_minutes, image=image)
+        self._install(cluster, chart, values, wait_minutes=CHART_READY_TIMEOUT_MINUTES)
 
 
 @checked_props
-class KubeflowTrainer(Construct):
+class KubeflowTrainer(HelmAddon):
     """Kubeflow Trainer v2 (``TrainJob``, ``ClusterTrainingRuntime``) and JobSet, which runs its jobs.
 
     Example::
@@ -313,8 +292,8 @@ class KubeflowTrainer(Construct):
             Default: :data:`~training_clusters.model.releases.JOBSET_IMAGE`.
         """
         super().__init__(scope, id)
-        self.values = kubeflow_trainer_values(image=image, jobset_image=jobset_image)
-        self.chart = _ready_chart(self, cluster, chart, self.values)
+        values = kubeflow_trainer_values(image=image, jobset_image=jobset_image)
+        self._install(cluster, chart, values, wait_minutes=CHART_READY_TIMEOUT_MINUTES)
 
 
 def node_pool(group: EfaNodegroup | GpuNodegroup | NodePool) -> NodePool:

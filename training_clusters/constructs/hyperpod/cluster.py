@@ -1393,7 +1393,14 @@ class HyperPodCluster(Construct):
             on_start_deep_health_checks=[str(c) for c in checks] or None,
             training_plan_arn=None if group.capacity is None else group.capacity.training_plan_arn,
             override_vpc_config=self._override_vpc_config(group, subnet),
+            **self._orchestrator_group_settings(group),
         )
+
+    def _orchestrator_group_settings(self, group: InstanceGroup) -> dict[str, Any]:
+        """What the orchestrator adds to ``group``'s ``ClusterInstanceGroupProperty``: nothing under Slurm;
+        :class:`~training_clusters.constructs.hyperpod_eks.cluster.HyperPodEksCluster` adds each group's
+        ``KubernetesConfig`` and ``NetworkInterface``."""
+        return {}
 
 
 def _storage_configs(

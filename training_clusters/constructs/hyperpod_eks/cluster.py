@@ -45,17 +45,17 @@ import jsii
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct
 
 from training_clusters.catalog import InstanceType, lookup_hyperpod
-from training_clusters.constructs.eks.addons import (
-    _helm_chart,
+from training_clusters.constructs.eks.addons.base import helm_chart, instance_type_affinity
+from training_clusters.constructs.eks.addons.efa_device_plugin import (
     efa_device_plugin_repository,
     efa_device_plugin_values,
-    instance_type_affinity,
-    neuron_device_plugin_values,
-    nvidia_device_plugin_values,
 )
+from training_clusters.constructs.eks.addons.neuron_device_plugin import neuron_device_plugin_values
+from training_clusters.constructs.eks.addons.nvidia_device_plugin import nvidia_device_plugin_values
 from training_clusters.constructs.eks.cluster import GpuEksCluster
 from training_clusters.constructs.eks.release_manifest import MpiOperator
 from training_clusters.constructs.eks.scheduling import (
@@ -251,7 +251,7 @@ def hyperpod_nvidia_device_plugin_values(instance_types: Sequence[str]) -> dict[
 
 def hyperpod_efa_device_plugin_values(instance_types: Sequence[str], image_repository: str) -> dict[str, Any]:
     """The EFA device plugin's values on HyperPod's ``ml.`` EFA types, tolerating the health taint; the image
-    from ``image_repository`` (:func:`~training_clusters.constructs.eks.addons.efa_device_plugin_repository`)."""
+    from ``image_repository`` (:func:`~training_clusters.constructs.eks.addons.efa_device_plugin.efa_device_plugin_repository`)."""
     values = efa_device_plugin_values(instance_types=instance_types, image_repository=image_repository)
     values["tolerations"] = [*values["tolerations"], dict(HEALTH_TOLERATION)]
     return values
@@ -488,7 +488,7 @@ class HyperPodEksDependencies(Construct):
     ) -> eks.HelmChart | None:
         if values is None:
             return None
-        chart = _helm_chart(self, cluster, spec, values, id=id_)
+        chart = helm_chart(self, cluster, spec, values, id=id_)
         self.resources.append(chart)
         return chart
 
@@ -618,9 +618,10 @@ class HyperPodEksCluster(Construct):
             pods_ready_timeout_minutes=pods_ready_timeout_minutes,
             kubeflow_trainer=kubeflow_trainer,
         )
-        self.hyperpod = HyperPodCluster(
+        self.hyperpod = _HyperPodOnEks(
             self,
             "Resource",
+            eks_groups=groups,
             cluster_name=cluster_name,
             vpc=vpc,
             subnet=subnet,
@@ -638,8 +639,6 @@ class HyperPodEksCluster(Construct):
         self.cluster_name = cluster_name
         self.cluster_arn = self.hyperpod.cluster_arn
         self.role = self.hyperpod.role
-        self._set_kubernetes_config(groups)
-        self._set_network_interfaces(groups)
         self._grant_node_permissions(eks_cluster)
         for resource in self.dependencies.resources:
             self.cluster.node.add_dependency(resource)
@@ -773,28 +772,14 @@ class HyperPodEksCluster(Construct):
     # ----------------------------------------------------------------------------------------------
     # building
 
-    def _set_kubernetes_config(self, groups: Sequence[EksInstanceGroup]) -> None:
-        """``KubernetesConfig`` (labels, taints) of each group, on the L1 HyperPodCluster made."""
-        for index, group in enumerate(groups):
-            self.cluster.add_property_override(
-                f"InstanceGroups.{index}.KubernetesConfig", kubernetes_config(group)
-            )
-
-    def _set_network_interfaces(self, groups: Sequence[EksInstanceGroup]) -> None:
-        """``NetworkInterface`` of each group that chose its EFA interface type."""
-        for index, group in enumerate(groups):
-            if group.efa_interface_type is not None:
-                self.cluster.add_property_override(
-                    f"InstanceGroups.{index}.NetworkInterface",
-                    {"InterfaceType": EfaInterfaceType.parse(group.efa_interface_type).value},
-                )
-
     def _set_autoscaling(self, groups: Sequence[EksInstanceGroup], eks_cluster: GpuEksCluster) -> None:
         """``AutoScaling`` and ``ClusterRole`` on the L1, then the waiter and each group's NodeClass and NodePool."""
         if self.autoscaling is None:
             return
-        self.cluster.add_property_override("AutoScaling", {"Mode": "Enable", "AutoScalerType": "Karpenter"})
-        self.cluster.add_property_override("ClusterRole", self.autoscaling.role.role_arn)
+        self.cluster.auto_scaling = sagemaker.CfnCluster.ClusterAutoScalingConfigProperty(
+            mode="Enable", auto_scaler_type="Karpenter"
+        )
+        self.cluster.cluster_role = self.autoscaling.role.role_arn
         self.autoscaling.apply(
             cluster_name=self.cluster_name,
             cluster_arn=self.cluster_arn,
@@ -903,6 +888,43 @@ def kubernetes_config(group: EksInstanceGroup) -> dict[str, Any]:
             for t in group.taints
         ]
     return config
+
+
+def _kubernetes_config_property(
+    group: EksInstanceGroup,
+) -> sagemaker.CfnCluster.ClusterKubernetesConfigProperty:
+    """:func:`kubernetes_config` as the L1's typed property."""
+    config = kubernetes_config(group)
+    taints = [
+        sagemaker.CfnCluster.ClusterKubernetesTaintProperty(
+            key=t["Key"], value=t.get("Value"), effect=t["Effect"]
+        )
+        for t in config.get("Taints", [])
+    ]
+    return sagemaker.CfnCluster.ClusterKubernetesConfigProperty(
+        labels=config["Labels"], taints=taints or None
+    )
+
+
+class _HyperPodOnEks(HyperPodCluster):
+    """The HyperPod cluster of :class:`HyperPodEksCluster`: each instance group's property is built whole, with
+    its ``KubernetesConfig`` (:func:`kubernetes_config`) and, where the group chose its EFA interface type, its
+    ``NetworkInterface``."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, eks_groups: Sequence[EksInstanceGroup], **props: Any
+    ) -> None:
+        self._eks_groups = {group.name: group for group in eks_groups}  # read while the L1 is built
+        super().__init__(scope, id, **props)
+
+    def _orchestrator_group_settings(self, group: InstanceGroup) -> dict[str, Any]:
+        eks_group = self._eks_groups[group.name]
+        settings: dict[str, Any] = {"kubernetes_config": _kubernetes_config_property(eks_group)}
+        if eks_group.efa_interface_type is not None:
+            settings["network_interface"] = sagemaker.CfnCluster.ClusterNetworkInterfaceProperty(
+                interface_type=EfaInterfaceType.parse(eks_group.efa_interface_type).value
+            )
+        return settings
 
 
 def _instance_group(group: EksInstanceGroup) -> InstanceGroup:
