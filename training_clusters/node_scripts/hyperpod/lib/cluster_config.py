@@ -6,9 +6,10 @@ The keys are written here once: the construct (``constructs/hyperpod/cluster.py`
 which file, and this module, shipped in the lifecycle folder, reads them on the node.
 
 ``lib/cluster_config.sh`` runs it with the node's ``python3`` (``"$TC_PYTHON" -I -S lib/cluster_config.py ...``),
-so it imports nothing but the standard library and keeps to the Python 3.7 language (the oldest ``python3``
-of the AMIs HyperPod runs lifecycle scripts on: Amazon Linux 2's; ruff checks this file against py37). Its two
-subcommands print ``key=value`` lines that the bash side reads into ``TC_*`` variables:
+so it imports nothing but the standard library and keeps to the Python 3.7 language, which any ``python3`` a
+HyperPod AMI may carry runs (Amazon Linux 2's is 3.7, Ubuntu 20.04's 3.8; ruff checks this file as py37,
+mypy with the package). Its subcommands print what the bash side reads (``key=value`` lines become ``TC_*``
+variables):
 
 - ``params PARAMS_FILE SETTINGS_FILE HOME``: validates ``provisioning_parameters.json`` (empty PARAMS_FILE:
   API-driven Slurm, whose ``training_clusters.json`` names the groups itself) and ``training_clusters.json``
