@@ -118,6 +118,7 @@ WITHOUT_JSII = (
     "tests/test_catalog_checks.py",
     "tests/test_versions.py",
     "tests/test_topology.py",
+    "tests/test_cluster_config.py",
 )
 CDK_CONTEXT = json.loads((ROOT / "cdk.json").read_text())["context"]
 REGION = "us-east-1"

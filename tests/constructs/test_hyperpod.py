@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from training_clusters.constructs.hyperpod.cluster import (
 )
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
+from training_clusters.node_scripts.hyperpod.lib import cluster_config as lifecycle_files
 
 from ..assertions import (
     all_traffic,
@@ -768,17 +768,105 @@ def test_extra_keys_go_to_the_file_that_reads_them(stack: cdk.Stack, tmp_path: P
     assert own.provisioning_parameters["version"] == "2.0.0"
 
 
-def test_the_construct_and_the_scripts_agree_on_which_key_goes_where() -> None:
+SSH_KEY = "ssh-ed25519 AAAAC3Nz alice@laptop"
+
+
+def test_the_keys_come_from_the_module_the_nodes_run() -> None:
+    """The construct's lists of keys are the node module's, and that module is the one shipped in the
+    lifecycle folder (``lib/cluster_config.sh`` runs it there), not a copy beside it."""
     from tests.lifecycle.sandbox import PROVISIONING_PARAMETER_KEYS as SANDBOX_KEYS
 
-    script = (lifecycle_scripts_path() / "lib" / "cluster_config.sh").read_text()
-    ours = re.search(r"^OURS = \((.*?)\)$", script, re.S | re.M)
-    assert ours is not None
-    assert set(re.findall(r'"([a-z0-9_]+)"', ours.group(1))) == LIFECYCLE_SETTING_KEYS
-    groups = re.search(r"^GROUP_KEYS = \((.*?)\)$", script, re.S | re.M)
-    assert groups is not None
-    assert set(re.findall(r'"([a-z0-9_]+)"', groups.group(1))) == API_GROUP_KEYS
+    shipped = lifecycle_scripts_path() / "lib" / "cluster_config.py"
+    assert Path(lifecycle_files.__file__).resolve() == shipped.resolve()
+    assert '"$TC_CLUSTER_CONFIG_PY" params' in (shipped.parent / "cluster_config.sh").read_text()
+    assert frozenset(lifecycle_files.PARAMETER_KEYS) == PROVISIONING_PARAMETER_KEYS
+    assert frozenset(lifecycle_files.SETTING_KEYS) == LIFECYCLE_SETTING_KEYS
+    assert frozenset(lifecycle_files.GROUP_KEYS) == API_GROUP_KEYS
     assert SANDBOX_KEYS == PROVISIONING_PARAMETER_KEYS
+
+
+@pytest.mark.parametrize("slurm_config", ["legacy", "api"])
+def test_the_node_module_reads_every_key_the_construct_writes(
+    stack: cdk.Stack, tmp_path: Path, slurm_config: str
+) -> None:
+    """With every lifecycle option on, each key the construct writes is one the node module reads from that
+    file: it accepts both files without a warning, and a key it reads from training_clusters.json in
+    provisioning_parameters.json is warned about."""
+    from training_clusters.constructs.slurm.users import TeamUser
+
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = HyperPodCluster(
+        stack,
+        "HyperPod",
+        cluster_name="ml-cluster",
+        vpc=network.vpc,
+        subnet=network.placement_subnet(),
+        instance_groups=[
+            CONTROLLER,
+            InstanceGroup(name="login-group", instance_type="ml.m5.xlarge", role=NodeRole.LOGIN),
+            InstanceGroup(name="worker-group-1", instance_type="ml.c5.xlarge", partition="dev"),
+        ],
+        lustre=LustreMount(
+            dns_name="fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com", mount_name="abcdefgh"
+        ),
+        users=[TeamUser(name="alice", uid=2001, groups={"ml-team": 3000}, ssh_public_keys=[SSH_KEY])],
+        **({"accounting": "local"} if slurm_config == "legacy" else {}),  # type: ignore[arg-type]
+        lifecycle=LifecycleOptions(
+            enable_observability=True,
+            enable_docker=True,
+            enable_pam_slurm_adopt=True,
+            team_logins_on_controller=True,
+            extra_steps=[LifecycleStep(name="team", script=step_script(tmp_path))],
+            extra={
+                "slurm_requeue_exit_codes": [75, 76],
+                "download_sha256": {"https://example.com/a": "a" * 64},
+            },
+        ),
+        slurm_config=slurm_config,
+    )
+    params = cluster.provisioning_parameters
+    settings = cluster.lifecycle_settings
+    (tmp_path / "user_steps").mkdir()
+    (tmp_path / "user_steps" / "team.sh").write_text(STEP_SCRIPT)
+    (tmp_path / "training_clusters.json").write_text(json.dumps(settings))
+    params_path = ""
+    if params is not None:
+        params_path = str(tmp_path / "provisioning_parameters.json")
+        Path(params_path).write_text(json.dumps(params))
+    warnings: list[str] = []
+
+    out, lines = lifecycle_files.read_params(
+        params_path, str(tmp_path / "training_clusters.json"), str(tmp_path), warnings.append
+    )
+
+    assert warnings == []
+    if slurm_config == "legacy":  # every key the module reads, but slurm_config (legacy is the default)
+        assert set(settings) == LIFECYCLE_SETTING_KEYS - {"slurm_config"}
+        assert params is not None and set(params) == PROVISIONING_PARAMETER_KEYS
+    else:  # the groups too, and no accounting: HyperPod's own
+        assert set(settings) == (LIFECYCLE_SETTING_KEYS - {"accounting"}) | API_GROUP_KEYS
+        assert params is None
+    assert (out["accounting_mode"], out["slurm_requeue_exit"]) == (
+        "local" if slurm_config == "legacy" else "none",
+        "75,76",
+    )
+    assert lines == [
+        "worker_group=worker-group-1:dev",
+        "extra_step=team:user_steps/team.sh:controller,login,worker",
+        "user=alice:2001:2001",
+        "user_group=alice:ml-team:3000",
+        f"download_sha256={'a' * 64} https://example.com/a",
+    ]
+    if params is not None:  # our keys in HyperPod's file are ignored, with a warning naming each
+        Path(params_path).write_text(json.dumps({**params, **settings}))
+        lifecycle_files.read_params(
+            params_path, str(tmp_path / "training_clusters.json"), str(tmp_path), warnings.append
+        )
+        assert warnings == [
+            f"provisioning_parameters.json: {key} is ignored there: it belongs in training_clusters.json"
+            for key in lifecycle_files.SETTING_KEYS
+            if key in settings
+        ]
 
 
 def test_the_scripts_run_with_the_files_the_construct_writes(stack: cdk.Stack, tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training_clusters.node_scripts.hyperpod.lib.cluster_config import PARAMETER_KEYS
+
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "training_clusters" / "node_scripts" / "hyperpod"
 STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
@@ -58,11 +60,8 @@ WORKER_IPS = {"worker-group-1": ["10.1.1.11", "10.1.1.12"], "worker-group-2": ["
 ROLE_IPS = {"controller": CONTROLLER_IP, "login": LOGIN_IP, "worker": "10.1.1.12"}
 
 #: The keys HyperPod's reference scripts read from provisioning_parameters.json; ours go to
-#: training_clusters.json (the construct writes both files the same way).
-PROVISIONING_PARAMETER_KEYS = frozenset(
-    {"version", "workload_manager", "controller_group", "login_group", "worker_groups", "fsx_dns_name",
-     "fsx_mountname"}
-)  # fmt: skip
+#: training_clusters.json (the construct writes both files the same way, from the same list).
+PROVISIONING_PARAMETER_KEYS = frozenset(PARAMETER_KEYS)
 
 FSX_DNS = "fs-0123456789abcdef0.fsx.us-east-1.amazonaws.com"
 FSX_MOUNTNAME = "abcdefgh"

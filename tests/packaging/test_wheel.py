@@ -209,6 +209,8 @@ def test_wheel_carries_the_package_data(downstream: Downstream) -> None:
     assert "training_clusters/node_scripts/hyperpod/on_create.sh" in names
     assert "training_clusters/node_scripts/hyperpod/on_init_complete.sh" in names
     assert any(n.startswith("training_clusters/node_scripts/hyperpod/lib/") for n in names)
+    # run on the nodes, and imported by the HyperPod construct (the keys of the files it uploads)
+    assert "training_clusters/node_scripts/hyperpod/lib/cluster_config.py" in names
     assert "training_clusters/node_scripts/handlers/release_manifest/index.py" in names
     actions = {f"training_clusters/node_scripts/parallelcluster/{name}.sh" for name in ("users", "pyxis")}
     assert actions <= names

@@ -18,6 +18,7 @@ from training_clusters.diagram.scheduling import (
     NodeGroupLabels,
     Taint,
 )
+from training_clusters.node_scripts.hyperpod.lib import cluster_config as lifecycle_files
 
 
 def retained_logical_ids(template: Mapping[str, Any]) -> set[str]:
@@ -375,5 +376,5 @@ def _namespaced(kubernetes_object: Mapping[str, Any]) -> str:
     return f"{namespace}/{name}" if namespace else name
 
 
-LIFECYCLE_FILES = ("provisioning_parameters.json", "training_clusters.json")
+LIFECYCLE_FILES = (lifecycle_files.PARAMETERS_FILE, lifecycle_files.SETTINGS_FILE)
 """The settings HyperPod lifecycle scripts read: node roles (HyperPod's reference keys) and the mount point."""

@@ -57,6 +57,7 @@ from training_clusters.model.options import (
     SlurmConfigMode,
     SlurmConfigStrategy,
 )
+from training_clusters.node_scripts.hyperpod.lib import cluster_config as lifecycle_files
 from training_clusters.rules.common import mount_dir_problem
 from training_clusters.rules.downloads import (
     LIFECYCLE_DOWNLOAD_OPTIONS,
@@ -89,35 +90,18 @@ SLURM_CONFIG_DEFAULT_WARNING = "slurm-config-default"
 #: The strategy API-driven clusters get when none is given (see :class:`HyperPodCluster`'s
 #: ``slurm_config_strategy``).
 DEFAULT_SLURM_CONFIG_STRATEGY = SlurmConfigStrategy.MERGE
-PROVISIONING_PARAMETERS_FILE = "provisioning_parameters.json"
+#: HyperPod's reference lifecycle file, uploaded beside the shipped scripts (legacy Slurm, EKS).
+PROVISIONING_PARAMETERS_FILE = lifecycle_files.PARAMETERS_FILE
 #: Our own settings, uploaded beside ``provisioning_parameters.json`` and read by our scripts.
-LIFECYCLE_SETTINGS_FILE = "training_clusters.json"
-#: The keys of ``provisioning_parameters.json``: those HyperPod's reference lifecycle scripts read
-#: (github.com/aws-samples/awsome-distributed-training, LifecycleScripts/base-config).
-PROVISIONING_PARAMETER_KEYS = frozenset(
-    {"version", "workload_manager", "controller_group", "login_group", "worker_groups", "fsx_dns_name",
-     "fsx_mountname"}
-)  # fmt: skip
-#: The keys of ``training_clusters.json`` the shipped scripts read (``lib/cluster_config.sh``).
-LIFECYCLE_SETTING_KEYS = frozenset(
-    {
-        "fsx_mount_dir",
-        "enable_enroot_pyxis",
-        "enable_observability",
-        "slurm_requeue_exit_codes",
-        "extra_steps",
-        "enable_docker",
-        "accounting",
-        "users",
-        "enable_pam_slurm_adopt",
-        "team_logins_on_controller",
-        "download_sha256",
-        "slurm_config",
-    }
-)
+LIFECYCLE_SETTINGS_FILE = lifecycle_files.SETTINGS_FILE
+#: The keys of ``provisioning_parameters.json``: those HyperPod's reference lifecycle scripts read. This and the
+#: two below are written once, in the module the nodes run (``node_scripts/hyperpod/lib/cluster_config.py``).
+PROVISIONING_PARAMETER_KEYS = frozenset(lifecycle_files.PARAMETER_KEYS)
+#: The keys of ``training_clusters.json`` the shipped scripts read.
+LIFECYCLE_SETTING_KEYS = frozenset(lifecycle_files.SETTING_KEYS)
 #: With API-driven Slurm, ``training_clusters.json`` also names the groups (there is no
 #: ``provisioning_parameters.json``): ``on_init_complete.sh`` finds its node's role with them.
-API_GROUP_KEYS = frozenset({"controller_group", "login_group", "worker_groups"})
+API_GROUP_KEYS = frozenset(lifecycle_files.GROUP_KEYS)
 #: The keys the construct writes itself from its props, which check them: ``lifecycle.extra`` cannot set them.
 OWNED_KEYS = {
     "workload_manager": "orchestrator",

@@ -26,17 +26,7 @@ TC_EKS_STOPPED_UNITS=()    # what tc_eks_stop_runtime stopped, started again by 
 
 # tc_workload_manager: provisioning_parameters.json's workload_manager (slurm when absent).
 tc_workload_manager() {
-    "$TC_PYTHON" -I -S - "$TC_PARAMS_FILE" <<'PY'
-import json
-import sys
-
-try:
-    with open(sys.argv[1], encoding="utf-8") as handle:
-        value = json.load(handle).get("workload_manager", "slurm")
-except (OSError, ValueError, AttributeError):
-    value = "slurm"  # the Slurm preflight says what is wrong with the file
-print(value if value in ("slurm", "eks") else "slurm")
-PY
+    "$TC_PYTHON" -I -S "$TC_CLUSTER_CONFIG_PY" workload-manager "$TC_PARAMS_FILE"
 }
 
 tc_eks_preflight() {
@@ -44,15 +34,7 @@ tc_eks_preflight() {
         tc_error "provisioning parameters not found at ${TC_PARAMS_FILE}: upload provisioning_parameters.json next to on_create.sh"
         return 1
     fi
-    TC_EKS_FSX="$("$TC_PYTHON" -I -S - "$TC_PARAMS_FILE" <<'PY'
-import json
-import sys
-
-with open(sys.argv[1], encoding="utf-8") as handle:
-    params = json.load(handle)
-print("true" if params.get("fsx_dns_name") else "false")
-PY
-)"
+    TC_EKS_FSX="$("$TC_PYTHON" -I -S "$TC_CLUSTER_CONFIG_PY" has-fsx "$TC_PARAMS_FILE")"
     log "parameters: workload_manager=eks fsx=${TC_EKS_FSX} volume=${TC_EKS_VOLUME}"
 }
 

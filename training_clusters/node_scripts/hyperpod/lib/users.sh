@@ -152,14 +152,5 @@ chmod 644 "$key.pub"
 
 # The public keys of user NAME from training_clusters.json (validated by preflight), one a line.
 tc_user_ssh_keys() {
-    "$TC_PYTHON" -I -S - "$TC_SETTINGS_FILE" "$1" <<'PY'
-import json
-import sys
-
-with open(sys.argv[1], encoding="utf-8") as handle:
-    settings = json.load(handle)
-for user in settings.get("users", []):
-    if user.get("name") == sys.argv[2]:
-        print("\n".join(user.get("ssh_public_keys", [])))
-PY
+    "$TC_PYTHON" -I -S "$TC_CLUSTER_CONFIG_PY" ssh-keys "$TC_SETTINGS_FILE" "$1"
 }
