@@ -463,17 +463,19 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # --- ParallelCluster custom actions
     _script(
-        "pcluster-users-errexit-removed",
+        "users-errexit-removed",
         "node_scripts/shared/users.sh",
         "set -euo pipefail\n",
         "set -uo pipefail\n",
+        FAILURES_MORE,
         ACTIONS,
     ),
     _script(
-        "pcluster-users-die-succeeds",
+        "users-die-succeeds",
         "node_scripts/shared/users.sh",
         '    echo "users.sh: error: $*" >&2\n    exit 1',
         '    echo "users.sh: error: $*" >&2\n    exit 0',
+        "tests/lifecycle/test_lifecycle_team.py",
         ACTIONS,
     ),
     _script(

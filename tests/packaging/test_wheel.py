@@ -212,7 +212,11 @@ def test_wheel_carries_the_package_data(downstream: Downstream) -> None:
     assert "training_clusters/node_scripts/handlers/release_manifest/index.py" in names
     actions = {f"training_clusters/node_scripts/parallelcluster/{name}.sh" for name in ("pyxis", "topology")}
     assert actions <= names
-    shared = {"users.sh", "training-clusters-imds.sh", "training-clusters-enroot.sh"}  # both services run them
+    shared = {
+        "users.sh",
+        "training-clusters-imds.sh",
+        "training-clusters-enroot.sh",
+    }  # both services run them
     assert {f"training_clusters/node_scripts/shared/{name}" for name in shared} <= names
     for folder, pattern in (
         ("acceptance/bash", "*.sh"),
