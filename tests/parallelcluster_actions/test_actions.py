@@ -414,6 +414,8 @@ def test_a_key_pair_that_cannot_be_generated_fails_the_bootstrap_before_any_key_
         (["--user", "alice:2001:2001"], "--home-root must be an absolute path, got ''"),
         (["--home-root", "/shared", "--user", "Alice:x:1"], "--user must be NAME:UID:GID[:GROUP=GID,...]"),
         (["--home-root", "/shared", "--frobnicate"], "unknown argument '--frobnicate'"),
+        (["--admins-only", "ubuntu", "--home-root", "/shared"], "--admins-only USER goes alone"),
+        (["--admins-only", "Not A User"], "the cluster's default user must be a user name, got 'Not A User'"),
     ],
 )
 def test_bad_arguments_are_clear_errors(head: Node, args: list[str], message: str) -> None:
