@@ -23,6 +23,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 TemplateJson = Mapping[str, Any]
@@ -319,3 +320,24 @@ def manifest_objects(resource: Mapping[str, Any]) -> list[Any]:
 def numbered_steps(value: Any) -> list[str]:
     """The steps of a ``NextSteps`` output (``1) first 2) second``), each whole, tokens as :func:`text`."""
     return re.split(r"(?:^| )\d+\) ", text(value))[1:]
+
+
+def deployed_files(assembly_dir: str | Path, deployment: Mapping[str, Any]) -> list[dict[str, bytes]]:
+    """The files a ``Custom::CDKBucketDeployment`` uploads, one mapping (key under the prefix -> bytes) per source
+    in the order of ``SourceObjectKeys``: each ``<hash>.zip`` is looked up in the assembly's asset manifests. The
+    assembly must have been synthesized with asset staging on (the tests turn it off: ``post_cli_context=
+    {"aws:cdk:disable-asset-staging": False}``), so the staged folder holds what the zip holds, excludes applied
+    (``Source.data`` and ``Source.json_data`` are staged as folders too, their markers not yet replaced)."""
+    sources: dict[str, Path] = {}
+    for manifest in Path(assembly_dir).glob("*.assets.json"):
+        for asset_hash, asset in json.loads(manifest.read_text())["files"].items():
+            source = Path(asset["source"]["path"])
+            sources[asset_hash] = source if source.is_absolute() else Path(assembly_dir) / source
+    return [
+        {
+            f.relative_to(sources[key]).as_posix(): f.read_bytes()
+            for f in sources[key].rglob("*")
+            if f.is_file()
+        }
+        for key in re.findall(r"[0-9a-f]{64}", json.dumps(deployment["Properties"]["SourceObjectKeys"]))
+    ]

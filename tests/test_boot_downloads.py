@@ -11,11 +11,12 @@ from training_clusters.model.releases import BOOT_DOWNLOADS, render_boot_downloa
 
 PACKAGE = Path(releases.__file__).parents[1]
 ROOT = PACKAGE.parent
-#: Every file whose code runs on a node as root: HyperPod's lifecycle scripts, ParallelCluster's custom actions
-#: and the PCS construct (its user data).
+#: Every file whose code runs on a node as root: HyperPod's lifecycle scripts, ParallelCluster's custom actions,
+#: the scripts both run (users, the metadata guard, enroot's folders) and the PCS construct (its user data).
 NODE_FILES = [
     *sorted((PACKAGE / "node_scripts" / "hyperpod").rglob("*.sh")),
     *sorted((PACKAGE / "node_scripts" / "parallelcluster").glob("*.sh")),
+    *sorted((PACKAGE / "node_scripts" / "shared").glob("*.sh")),
     PACKAGE / "constructs" / "pcs" / "cluster.py",
 ]
 #: A line that fetches something: our download helper, curl, wget, apt keys, gpg, a local .deb, an image pull.

@@ -10,7 +10,9 @@ Build side (what ``cdk synth`` runs):
 - :mod:`~training_clusters.rules`: validation rules by service, shared by constructs and the file model.
 - :mod:`~training_clusters.catalog`: instance-type facts (GPUs, EFA interfaces, GPUDirect RDMA ...).
 - :mod:`~training_clusters.gates.compliance`: cdk-nag set-up and precise acknowledgements.
-- ``node_scripts/hyperpod/``: the HyperPod lifecycle scripts, shipped as package data.
+- :mod:`~training_clusters.node_scripts`: what runs on machines, shipped as package data: HyperPod's lifecycle
+  scripts (``hyperpod/``), ParallelCluster's custom actions (``parallelcluster/``) and what both run, one
+  implementation each (``shared/``: the team's users and node access, the IMDS guard, enroot's folders).
 
 Operate side (the ``training-clusters`` console script, :mod:`~training_clusters.cli`):
 

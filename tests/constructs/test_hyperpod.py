@@ -29,12 +29,14 @@ from training_clusters.constructs.hyperpod.cluster import (
 )
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
+from training_clusters.node_scripts import HYPERPOD_DIR, SHARED_DIR
 from training_clusters.node_scripts.hyperpod.lib import cluster_config as lifecycle_files
 
 from ..assertions import (
     all_traffic,
     allow,
     arn_prefix,
+    deployed_files,
     ingress,
     logical_id,
     managed_policy_arns,
@@ -43,7 +45,7 @@ from ..assertions import (
     trust,
     trust_statements,
 )
-from ..conftest import AZS, GatedStacks, PinnedStack, gated_stack
+from ..conftest import AZS, CDK_CONTEXT, REGION, GatedStacks, PinnedStack, gated_stack
 
 CONTROLLER = InstanceGroup(name="controller-machine", instance_type="ml.c5.xlarge", role=NodeRole.CONTROLLER)
 WORKERS = InstanceGroup(
@@ -138,6 +140,40 @@ def test_provisioning_parameters_are_uploaded_as_a_file(stack: cdk.Stack, tmp_pa
     deployment = next(r for r in template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment")
     assert len(deployment["Properties"]["SourceObjectKeys"]) == 3  # scripts, parameters, our settings
     assert deployment["Properties"]["SourceMarkers"][1]  # the tokens (FSx DNS, mount name) to fill in
+
+
+def test_the_scripts_upload_carries_the_shared_node_scripts_in_shared(tmp_path: Path) -> None:
+    """The lifecycle scripts run from the folder HyperPod downloads and nothing else, so the scripts both services
+    run (node_scripts/shared/: users.sh, the IMDS guard, enroot's folders) travel inside it as shared/, byte for
+    byte what ParallelCluster's bucket gets; the scripts asset holds the hyperpod/ folder (but its README) and
+    them, nothing else, as one source."""
+    app = cdk.App(
+        outdir=str(tmp_path / "cdk.out"),
+        context=dict(CDK_CONTEXT),
+        post_cli_context={"aws:cdk:disable-asset-staging": False},  # staged as cdk synth does
+    )
+    stack = PinnedStack(app, "Test", env=cdk.Environment(region=REGION))
+    build(stack)
+    assembly = app.synth()
+    template = assembly.get_stack_by_name(stack.stack_name).template
+    deployment = next(r for r in template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment")
+    own = {
+        file.relative_to(HYPERPOD_DIR).as_posix(): file.read_bytes()
+        for file in HYPERPOD_DIR.rglob("*")
+        if file.is_file() and file.name != "README.md" and "__pycache__" not in file.parts
+    }
+    shared = {f"shared/{file.name}": file.read_bytes() for file in SHARED_DIR.glob("*.sh")}
+    assert sorted(shared) == [
+        "shared/training-clusters-enroot.sh",
+        "shared/training-clusters-imds.sh",
+        "shared/users.sh",
+    ]
+    scripts, *settings = deployed_files(assembly.directory, deployment)
+    assert scripts == own | shared
+    assert [sorted(files) for files in settings] == [
+        ["provisioning_parameters.json"],
+        ["training_clusters.json"],
+    ]
 
 
 def test_login_group_is_named_in_the_parameters(stack: cdk.Stack) -> None:
@@ -773,11 +809,12 @@ SSH_KEY = "ssh-ed25519 AAAAC3Nz alice@laptop"
 
 def test_the_keys_come_from_the_module_the_nodes_run() -> None:
     """The construct's lists of keys are the node module's, and that module is the one shipped in the
-    lifecycle folder (``lib/cluster_config.sh`` runs it there), not a copy beside it."""
+    lifecycle folder (``lib/cluster_config.sh`` runs it there, in the uploaded bundle), not a copy beside it."""
     from tests.lifecycle.sandbox import PROVISIONING_PARAMETER_KEYS as SANDBOX_KEYS
 
-    shipped = lifecycle_scripts_path() / "lib" / "cluster_config.py"
+    shipped = HYPERPOD_DIR / "lib" / "cluster_config.py"
     assert Path(lifecycle_files.__file__).resolve() == shipped.resolve()
+    assert (lifecycle_scripts_path() / "lib" / "cluster_config.py").read_bytes() == shipped.read_bytes()
     assert '"$TC_CLUSTER_CONFIG_PY" params' in (shipped.parent / "cluster_config.sh").read_text()
     assert frozenset(lifecycle_files.PARAMETER_KEYS) == PROVISIONING_PARAMETER_KEYS
     assert frozenset(lifecycle_files.SETTING_KEYS) == LIFECYCLE_SETTING_KEYS

@@ -1036,7 +1036,7 @@ def test_the_boothook_carries_the_guard_hyperpod_and_parallelcluster_nodes_run_b
     body = hook.split("<<'TC_IMDS_GUARD_END'", 1)[1].split("\n", 1)[1].split("\nTC_IMDS_GUARD_END\n", 1)[0]
     shared = (
         Path(__file__).resolve().parents[2]
-        / "training_clusters/node_scripts/hyperpod/node/training-clusters-imds.sh"
+        / "training_clusters/node_scripts/shared/training-clusters-imds.sh"
     )
     assert body + "\n" == shared.read_text()
     # EC2 takes at most 16 KB of user data (before base64): the guard and the mount part fit

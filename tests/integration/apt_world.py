@@ -21,10 +21,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.integration.netns_apt import ADDRESSES
+from training_clusters.node_scripts import lifecycle_bundle
 
 HERE = Path(__file__).resolve().parent
 REPO_ROOT = HERE.parents[1]
-SCRIPTS = REPO_ROOT / "training_clusters" / "node_scripts" / "hyperpod"
+SCRIPTS = lifecycle_bundle()
 DEFAULT_DEBIAN_ROOT = REPO_ROOT / ".cache" / "debian-root"
 SUITE = "bookworm"
 PACKAGE = "tc-hello"

@@ -88,6 +88,7 @@ from training_clusters.node_scripts.parallelcluster import (
     IMDS_GUARD,
     IMDS_SCRIPT,
     PYXIS_SCRIPT,
+    USERS,
     USERS_SCRIPT,
 )
 from training_clusters.stacks.parallelcluster import (
@@ -467,7 +468,7 @@ ON_NODE_CONFIGURED = (
 QUEUE_ON_NODE_START = ((IMDS_SCRIPT, IMDS_GUARD_ARGS),)
 #: Where each action's text comes from.
 SCRIPT_FILES = {
-    USERS_SCRIPT: ACTIONS_DIR / USERS_SCRIPT,
+    USERS_SCRIPT: USERS,
     PYXIS_SCRIPT: ACTIONS_DIR / PYXIS_SCRIPT,
     IMDS_SCRIPT: IMDS_GUARD,
     ENROOT_SCRIPT: ENROOT_FOLDERS,

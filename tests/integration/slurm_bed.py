@@ -50,11 +50,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.lifecycle.sandbox import AMI_PLACEHOLDER_SLURM_CONF, AMI_SLURMCTLD_UNIT, AMI_SLURMD_UNIT
+from training_clusters.node_scripts import lifecycle_bundle
 
 REPO = Path(__file__).resolve().parents[2]
 #: The lifecycle scripts under test (TC_BED_LIFECYCLE: another copy, e.g. an older commit's, to see a
 #: test fail on it).
-LIFECYCLE = Path(os.environ.get("TC_BED_LIFECYCLE", REPO / "training_clusters" / "node_scripts" / "hyperpod"))
+LIFECYCLE = Path(os.environ.get("TC_BED_LIFECYCLE") or lifecycle_bundle())
 #: Where HyperPod puts the lifecycle folder it downloads from LifeCycleConfig.SourceS3Uri (any folder:
 #: the scripts find their files beside on_create.sh).
 LIFECYCLE_ON_NODE = "/opt/ml/lifecycle"

@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 
 from tests.integration.slurm_bed import slurm_root
+from training_clusters.node_scripts import lifecycle_bundle
 
 pytestmark = pytest.mark.integration
 
-LIFECYCLE = Path(__file__).resolve().parents[2] / "training_clusters" / "node_scripts" / "hyperpod"
+LIFECYCLE = lifecycle_bundle()
 STEP = (
     "set -euo pipefail; cd /opt/lifecycle; source lib/common.sh; source lib/shared_home.sh; "
     "TC_FSX_MOUNT_DIR=/fsx; TC_CURRENT_STEP=admin-home; tc_setup_admin_home"

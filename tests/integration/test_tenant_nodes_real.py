@@ -6,7 +6,7 @@ our on_create.sh) with the team ``alice`` and ``bob``, plus one bare machine sta
 - **enroot's folders** (High 2): enroot cannot be installed here (Debian has no ``enroot`` package,
   ``apt-cache policy enroot`` names no candidate, and NVIDIA's GitHub release assets are out of reach), so the
   test runs what the lifecycle scripts run (``tc_configure_enroot`` of lib/enroot_pyxis.sh, i.e.
-  node/training-clusters-enroot.sh) on a worker, resolves the configuration as enroot 3.5 does
+  shared/training-clusters-enroot.sh) on a worker, resolves the configuration as enroot 3.5 does
   (github.com/NVIDIA/enroot v3.5.0 ``enroot.in``: ``config::load`` reads ``/etc/enroot/enroot.conf`` line by line
   and exports ``$(eval echo "$value")``, then ``mkdir -p`` the cache, data and runtime paths with umask 077; the
   config path defaults to ``${XDG_CONFIG_HOME:-$HOME/.config}/enroot``) as alice and as bob, and has bob try

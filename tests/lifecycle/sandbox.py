@@ -27,10 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from training_clusters.node_scripts import SHARED_DIR, lifecycle_bundle
 from training_clusters.node_scripts.hyperpod.lib.cluster_config import PARAMETER_KEYS
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = REPO / "training_clusters" / "node_scripts" / "hyperpod"
+#: The scripts HyperPod's lifecycle shares with ParallelCluster, uploaded inside it as shared/.
+SHARED = SHARED_DIR
 STUB = Path(__file__).resolve().parent / "stubs" / "stub.sh"
 #: What the curl stub answers for AWS's RDS certificate bundle: two test CA certificates made by openssl.
 RDS_CA_BUNDLE = STUB.parent / "rds-ca-bundle.pem"
@@ -46,7 +49,7 @@ STUBBED_COMMANDS = (
 REAL_TOOLS = (
     "awk", "basename", "bzip2", "cat", "chmod", "cksum", "cmp", "cp", "cut", "date", "dirname", "find",
     "flock", "grep", "gzip", "head", "ln", "ls", "mkdir", "mktemp", "mv", "openssl", "readlink", "rm", "sed", "sort",
-    "stat", "tail", "tar", "tee", "touch", "tr", "uname", "wc",
+    "stat", "tail", "tar", "tee", "test", "touch", "tr", "uname", "wc",
 )  # fmt: skip
 
 #: Slurm's daemons on the three roles (workers, login nodes, the controller and its accounting).
@@ -97,6 +100,8 @@ SlurmctldHost=localhost
 
 #: The AMI's slurmd unit (a model after the reference's start_slurm.sh, which substitutes
 #: $SLURMD_OPTIONS into /etc/systemd/system/slurmd.service): configless nodes keep no slurm.conf.
+#: sshd's PAM file as openssh-server installs it on the AMI (abridged): every node has one.
+AMI_SSHD_PAM = "@include common-auth\naccount required pam_nologin.so\n@include common-account\n"
 AMI_SLURMD_UNIT = """\
 [Unit]
 Description=Slurm node daemon
@@ -264,7 +269,8 @@ class Sandbox:
         self.bin = self.tmp / "bin"
         self.state = self.tmp / "stub-state"
         self.calls_file = self.tmp / "calls.txt"
-        shutil.copytree(SCRIPTS, self.scripts)
+        # as a node gets them: hyperpod/ with shared/ inside (what the construct uploads)
+        shutil.copytree(lifecycle_bundle(), self.scripts, ignore=shutil.ignore_patterns(".complete"))
         self.bin.mkdir()
         self.state.mkdir()
         stub = self.bin / ".stub.sh"  # a private copy: executable whatever the checkout's file modes
@@ -285,6 +291,7 @@ class Sandbox:
         for command in ("scontrol", "sacctmgr", "sinfo"):  # not on PATH, as on a node
             (self.path("opt/slurm/bin") / command).symlink_to(stub)
         self.write("home/ubuntu/.bashrc", "# the AMI's\n")
+        self.write("etc/pam.d/sshd", AMI_SSHD_PAM)
         (self.root / "etc/apt/sources.list.d").mkdir(parents=True)
 
     # -- inputs -------------------------------------------------------------------------------

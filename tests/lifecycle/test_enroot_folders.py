@@ -1,6 +1,6 @@
 """enroot's and Pyxis' folders hold no state one user can write for another (issue 40, High 2), in the sandbox.
 
-``node/training-clusters-enroot.sh`` is the one implementation HyperPod's on_create.sh and ParallelCluster's
+``node_scripts/shared/training-clusters-enroot.sh`` is the one implementation HyperPod's on_create.sh and ParallelCluster's
 custom action share. What enroot reads is taken from its own code (github.com/NVIDIA/enroot, v3.5.0):
 ``enroot.in`` loads enroot.conf, expands each value (``config::load``) and ``mkdir -p``s the cache, data and
 runtime paths, which succeeds on a folder someone else made; ``src/docker.sh`` ``docker::_download_extract``
@@ -21,9 +21,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.lifecycle.sandbox import SCRIPTS, Sandbox
+from tests.lifecycle.sandbox import SHARED, Sandbox
 
-SCRIPT = SCRIPTS / "node" / "training-clusters-enroot.sh"
+SCRIPT = SHARED / "training-clusters-enroot.sh"
 USERS = [{"name": "alice", "uid": 2001}, {"name": "bob", "uid": 2002, "gid": 2100}]
 KINDS = ("runtime", "data", "cache", "tmp")
 NVME = "/opt/dlami/nvme/enroot"

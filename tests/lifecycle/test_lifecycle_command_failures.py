@@ -67,7 +67,7 @@ ACCOUNT_TOOL_FAILURES = {
         {"STUB_SSH_KEYGEN_FAIL": "bob"},
         1,
         "failed: No space left on device",
-        "generated the SSH key pair of bob",
+        "generated the cluster key pair of bob",
     ),
 }
 
@@ -87,19 +87,37 @@ def test_each_account_tool_that_fails_fails_the_users_step(sandbox: Sandbox, cas
     assert "created user alice" in run.log  # alice came first and is in place
 
 
-def test_a_user_whose_group_or_home_cannot_be_repaired_fails_the_users_step(sandbox: Sandbox) -> None:
-    """alice exists with her uid but another primary group and home: usermod repairs them; when usermod
-    fails, so does the step (not a node where alice's files land in the wrong group)."""
+@pytest.mark.parametrize(
+    ("passwd", "message"),
+    [
+        (
+            "alice:x:2001:100::/fsx/alice:/bin/bash\n",
+            "users.sh: error: user alice exists with primary gid 100, not 2001: the users setting and this node"
+            " disagree (change the gid in the setting, or the user on the node: usermod --gid 2001 alice)",
+        ),
+        (
+            "alice:x:2001:2001::/home/alice:/bin/bash\n",
+            "users.sh: error: user alice exists with home /home/alice, not /fsx/alice: the users setting and this"
+            " node disagree (usermod --home /fsx/alice alice on the node, once the user runs nothing)",
+        ),
+    ],
+    ids=["primary-gid", "home"],
+)
+def test_a_user_whose_group_or_home_differs_fails_the_users_step_unchanged(
+    sandbox: Sandbox, passwd: str, message: str
+) -> None:
+    """alice exists with her uid but another primary group or home: the shared users.sh changes no account
+    (its header says why), so the step fails naming both values and the fix, and usermod never runs."""
     sandbox.write_params(users=USERS)
     (sandbox.state / "group").write_text("alice:x:2001:\n")
-    (sandbox.state / "passwd").write_text("alice:x:2001:100::/home/alice:/bin/bash\n")
+    (sandbox.state / "passwd").write_text(passwd)
 
-    run = sandbox.run(STUB_USERMOD_FAIL="alice")
+    run = sandbox.run()
 
-    assert_failed_step(run, "users", 8)
-    assert run.calls_to("usermod")[-1] == ["--gid", "2001", "--home", "/fsx/alice", "alice"]
-    assert "usermod: user alice is currently used by process 2411" in run.output
-    assert "user alice: primary group" not in run.log
+    assert_failed_step(run, "users", 1)
+    assert message in run.output.splitlines()
+    assert run.calls_to("usermod") == []
+    assert (sandbox.state / "passwd").read_text() == passwd
 
 
 def test_a_file_system_that_never_shows_as_mounted_fails_the_mount_step(sandbox: Sandbox) -> None:

@@ -1,4 +1,5 @@
-"""Every lifecycle script is bash and shellcheck clean (`shellcheck -x`, all severities)."""
+"""Every lifecycle script, and every shared script it runs (``node_scripts/shared/``), is bash and shellcheck clean
+(`shellcheck -x`, all severities)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ from pathlib import Path
 import pytest
 
 from tests import background
-from tests.lifecycle.sandbox import SCRIPTS, STUB, shellcheck_path
+from tests.lifecycle.sandbox import SCRIPTS, SHARED, STUB, shellcheck_path
 
-SHELL_FILES = [*sorted(SCRIPTS.rglob("*.sh")), STUB]
+SHELL_FILES = [*sorted(SCRIPTS.rglob("*.sh")), *sorted(SHARED.rglob("*.sh")), STUB]
 
 
 def test_the_scripts_are_found() -> None:
     names = {path.relative_to(SCRIPTS).as_posix() for path in SCRIPTS.rglob("*.sh")}
     assert {"on_create.sh", "lib/common.sh", "lib/apt.sh", "lib/apt_hotfix.sh"} <= names
+    assert {path.name for path in SHARED.rglob("*.sh")} == {
+        "users.sh",
+        "training-clusters-imds.sh",
+        "training-clusters-enroot.sh",
+    }
 
 
 def _shellcheck_all() -> subprocess.CompletedProcess[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.lifecycle.sandbox import CONTROLLER_IP, SCRIPTS, Run, Sandbox
+from tests.lifecycle.sandbox import AMI_SSHD_PAM, CONTROLLER_IP, SHARED, Run, Sandbox
 
 SECRET_ARN = "arn:aws:secretsmanager:us-east-1:123456789012:secret:slurm-accounting-AbCdEf"
 DB_HOST = "slurm-accounting.cluster-abc123.us-east-1.rds.amazonaws.com"
@@ -389,10 +389,18 @@ def test_users_have_fixed_ids_and_homes_on_fsx(sandbox: Sandbox, role: str) -> N
     ]
     assert group(sandbox) == ["alice:x:2001:", "bob:x:2100:", "ml-team:x:3000:bob"]
     keys = sandbox.path("fsx/alice/.ssh/authorized_keys").read_text().splitlines()
-    assert keys[0].endswith("alice@training-clusters")  # its own pair: srun / mpirun over ssh
-    assert keys[1] == ALICE_KEY
+    assert keys == [
+        "# BEGIN training-clusters managed keys",
+        sandbox.path("fsx/alice/.ssh/id_ed25519.pub")
+        .read_text()
+        .strip(),  # its own pair: srun / mpirun over ssh
+        ALICE_KEY,
+        "# END training-clusters managed keys",
+    ]
+    assert keys[1].endswith(" alice@training-clusters")
     assert sandbox.path("fsx/bob/.ssh/id_ed25519").exists()
-    assert ["-R", "2001:2001", str(sandbox.path("fsx/alice"))] in run.calls_to("chown")
+    assert ["2001:2001", str(sandbox.path("fsx/alice"))] in run.calls_to("chown")
+    assert "users.sh: created user alice (uid 2001, gid 2001)" in run.log  # the shared users.sh did it
     assert "2 users in place: alice bob" in run.log
 
 
@@ -419,21 +427,27 @@ def test_inside_a_home_everything_is_done_as_its_user(sandbox: Sandbox) -> None:
     run = sandbox.run()
 
     assert run.returncode == 0, run.output
-    as_user = [args for args in run.calls_to("runuser")]
-    assert [args[:3] for args in as_user] == [["-u", "alice", "--"], ["-u", "bob", "--"]]
-    assert all(args[-3] == str(sandbox.path(f"fsx/{args[1]}")) for args in as_user)
+    as_user = run.calls_to("runuser")
+    assert {tuple(args[:3]) for args in as_user} == {("-u", "alice", "--"), ("-u", "bob", "--")}
+    for args in as_user:  # every path a user's command names is in that user's home (or /etc/skel)
+        home = str(sandbox.path(f"fsx/{args[1]}"))
+        paths = [a for a in args[3:] if a.startswith(str(sandbox.root))]
+        assert paths and all(
+            a == home or a.startswith((home + "/", str(sandbox.path("etc/skel")))) for a in paths
+        )
     homes = (str(sandbox.path("fsx/alice")), str(sandbox.path("fsx/bob")))
     by_root = [args for command in ("chown", "chmod") for args in run.calls_to(command)]
     assert [args for args in by_root if any(a.startswith(homes) for a in args)] == [
-        ["-R", "2001:2001", homes[0]],
-        ["-R", "2002:2100", homes[1]],
+        ["2001:2001", homes[0]],
+        ["2002:2100", homes[1]],
     ]
     keygens = run.calls_to("ssh-keygen")
-    assert [
-        args[args.index("-f") + 1]
-        for args in keygens
-        if "-C" in args and "alice" in args[args.index("-C") + 1]
-    ] == [".ssh/id_ed25519"]  # relative: made in the home, by the user's shell
+    alice_keygen = next(args for args in keygens if "alice@training-clusters" in args)
+    assert alice_keygen == [
+        *["-q", "-t", "ed25519", "-N", "", "-C", "alice@training-clusters", "-f"],
+        str(sandbox.path("fsx/alice/.ssh/id_ed25519")),
+    ]
+    assert ["-u", "alice", "--", "ssh-keygen"] in [args[:4] for args in as_user]  # made by the user
 
 
 @pytest.mark.parametrize("link", ["alice", "alice/.ssh"])
@@ -448,9 +462,10 @@ def test_a_home_or_ssh_folder_that_is_a_link_is_refused(sandbox: Sandbox, link: 
     run = sandbox.run()
 
     assert_failed_step(run, "users")
-    assert (
-        "the home of alice (/fsx/alice) or its .ssh is a symbolic link: refusing to set it up" in run.output
-    )
+    assert {
+        "alice": "users.sh: error: the home of alice, /fsx/alice, is a symbolic link: refusing to use it",
+        "alice/.ssh": "users.sh: error: /fsx/alice/.ssh of alice is a symbolic link: refusing to use it",
+    }[link] in run.output.splitlines()
     assert list(target.iterdir()) == []
     assert run.calls_to("runuser") == []
 
@@ -483,7 +498,7 @@ def test_a_taken_uid_fails_the_step(sandbox: Sandbox) -> None:
     run = sandbox.run()
 
     assert_failed_step(run, "users")
-    assert "uid 2002 of bob already belongs to user carol on this node" in run.output
+    assert "users.sh: error: uid 2002 of user bob already belongs to user carol" in run.output.splitlines()
 
 
 def test_users_without_fsx_get_local_homes(sandbox: Sandbox) -> None:
@@ -562,7 +577,7 @@ def test_no_docker_by_default(sandbox: Sandbox) -> None:
 COMMON_SESSION = (
     "session [default=1] pam_permit.so\nsession optional pam_systemd.so\nsession required pam_unix.so\n"
 )
-SSHD_PAM = "@include common-auth\naccount required pam_nologin.so\n@include common-account\n"
+SSHD_PAM = AMI_SSHD_PAM
 
 
 def test_pam_slurm_adopt_on_a_worker_built_from_slurms_source(sandbox: Sandbox) -> None:
@@ -654,7 +669,7 @@ def test_the_controller_contains_jobs_for_pam_slurm_adopt(sandbox: Sandbox) -> N
     assert run.returncode == 0, run.output
     assert "PrologFlags=Contain" in conf_lines(sandbox, SLURM_CONF)
     assert "step 'pam-slurm-adopt' skipped: runs on workers only" in run.log
-    assert not sandbox.path("etc/pam.d/sshd").exists()
+    assert sandbox.path("etc/pam.d/sshd").read_text() == SSHD_PAM  # the AMI's, untouched
 
 
 def test_no_pam_slurm_adopt_by_default(sandbox: Sandbox) -> None:
@@ -662,7 +677,7 @@ def test_no_pam_slurm_adopt_by_default(sandbox: Sandbox) -> None:
 
     assert run.returncode == 0, run.output
     assert "step 'pam-slurm-adopt' skipped: enable_pam_slurm_adopt is false" in run.log
-    assert not sandbox.path("etc/pam.d/sshd").exists()
+    assert sandbox.path("etc/pam.d/sshd").read_text() == SSHD_PAM  # the AMI's, untouched
 
 
 # --- Instance metadata for root only (imds-guard) --------------------------------------------------
@@ -678,7 +693,7 @@ def test_nodes_with_users_keep_instance_metadata_for_root(sandbox: Sandbox, role
 
     assert run.returncode == 0, run.output
     command = sandbox.path("usr/local/sbin/training-clusters-imds")
-    assert command.read_bytes() == (SCRIPTS / "node" / "training-clusters-imds.sh").read_bytes()
+    assert command.read_bytes() == (SHARED / "training-clusters-imds.sh").read_bytes()
     assert stat.S_IMODE(command.stat().st_mode) == 0o755
     unit = conf_lines(sandbox, "etc/systemd/system/training-clusters-imds.service")
     assert "ExecStart=/usr/local/sbin/training-clusters-imds" in unit
@@ -711,7 +726,7 @@ def _imds_guard(sandbox: Sandbox, *args: str, **env: str) -> Run:
     """training-clusters-imds run on the node (netfilter emulated by the stub: tables in stub-state)."""
     command = [
         shutil.which("bash") or "/bin/bash",
-        str(sandbox.scripts / "node" / "training-clusters-imds.sh"),
+        str(sandbox.scripts / "shared" / "training-clusters-imds.sh"),
     ]
     return sandbox.run_command([*command, *args], **env)
 

@@ -212,8 +212,14 @@ def test_wheel_carries_the_package_data(downstream: Downstream) -> None:
     # run on the nodes, and imported by the HyperPod construct (the keys of the files it uploads)
     assert "training_clusters/node_scripts/hyperpod/lib/cluster_config.py" in names
     assert "training_clusters/node_scripts/handlers/release_manifest/index.py" in names
-    actions = {f"training_clusters/node_scripts/parallelcluster/{name}.sh" for name in ("users", "pyxis")}
+    actions = {f"training_clusters/node_scripts/parallelcluster/{name}.sh" for name in ("pyxis", "topology")}
     assert actions <= names
+    shared = {
+        "users.sh",
+        "training-clusters-imds.sh",
+        "training-clusters-enroot.sh",
+    }  # both services run them
+    assert {f"training_clusters/node_scripts/shared/{name}" for name in shared} <= names
     for folder, pattern in (
         ("acceptance/bash", "*.sh"),
         ("diagram", "*.mjs"),

@@ -21,11 +21,18 @@ from pathlib import Path
 
 import pytest
 
-from training_clusters.node_scripts.parallelcluster import ACTIONS_DIR, ENROOT_FOLDERS
+from training_clusters.node_scripts import SHARED_DIR
+from training_clusters.node_scripts.parallelcluster import ACTIONS_DIR, ENROOT_FOLDERS, SHARED_SCRIPTS
 from training_clusters.node_scripts.parallelcluster.topology import __file__ as _topology_file
 from training_clusters.stacks.parallelcluster import enroot_args
 
 STUB = Path(__file__).resolve().parent / "stub.sh"
+#: Each script the stack uploads to the actions bucket, by its name there: this folder's and the ones shared with
+#: HyperPod's lifecycle scripts (node_scripts/shared/: users.sh, the metadata guard, enroot's folders).
+BUCKET = {
+    **{path.name: path for path in ACTIONS_DIR.glob("*.sh")},
+    **{name: SHARED_DIR / name for name in SHARED_SCRIPTS},
+}
 TOPOLOGY_MODULE = Path(_topology_file)
 #: The PATH of every ParallelCluster custom action (OnNodeStart, OnNodeConfigured, OnNodeUpdated): the node's user
 #: data exports it before cfn-init, whose commands run /opt/parallelcluster/scripts/fetch_and_run, and the
@@ -120,7 +127,7 @@ class Node:
         bash = shutil.which("bash")
         assert bash
         return subprocess.run(
-            [bash, str(ACTIONS_DIR / script), *args], env=env, capture_output=True, text=True, check=False
+            [bash, str(BUCKET[script]), *args], env=env, capture_output=True, text=True, check=False
         )
 
     def run_enroot_action(self, *names: str) -> subprocess.CompletedProcess[str]:
@@ -250,8 +257,10 @@ def test_root_creates_a_home_and_everything_inside_it_is_done_as_its_user(head: 
     as_alice = [c.removeprefix("runuser -u alice -- ") for c in head.calls("runuser") if "-u alice" in c]
     assert f"cp -R {head.root}/etc/skel/. {home}" in as_alice
     assert f"mkdir -m 0700 {ssh}" in as_alice
-    assert f"ssh-keygen -q -t ed25519 -N  -C alice@cluster -f {ssh}/id_ed25519" in as_alice
-    assert f"[alice] ssh-keygen -q -t ed25519 -N  -C alice@cluster -f {ssh}/id_ed25519" in head.calls()
+    assert f"ssh-keygen -q -t ed25519 -N  -C alice@training-clusters -f {ssh}/id_ed25519" in as_alice
+    assert (
+        f"[alice] ssh-keygen -q -t ed25519 -N  -C alice@training-clusters -f {ssh}/id_ed25519" in head.calls()
+    )
     staged = next(c.split()[1] for c in as_alice if c.startswith("tee "))
     assert staged.startswith(f"{ssh}/tmp.")
     assert as_alice[-2:] == [f"chmod 0600 {staged}", f"mv -fT {staged} {ssh}/authorized_keys"]
@@ -260,8 +269,9 @@ def test_root_creates_a_home_and_everything_inside_it_is_done_as_its_user(head: 
 def test_a_planted_link_to_another_ssh_directory_fails_the_bootstrap_and_nothing_is_written_through_it(
     head: Node,
 ) -> None:
-    # The audit's reproducer: alice's retained home, her ~/.ssh a link to root's. The stub's runuser refuses
-    # what the kernel would refuse alice; the rest of the guarantee is that root writes nothing in a home.
+    # The audit's reproducer: alice's retained home, her ~/.ssh a link to root's. users.sh refuses the link
+    # outright (the stub's runuser would refuse, as the kernel would, what lies behind it; see the next test); the
+    # rest of the guarantee is that root writes nothing in a home.
     root_ssh = head.root / "root" / ".ssh"
     root_ssh.mkdir(parents=True)
     root_keys = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIRoot admin@desk\n"
@@ -271,7 +281,9 @@ def test_a_planted_link_to_another_ssh_directory_fails_the_bootstrap_and_nothing
     result = head.run("users.sh", *TEAM)
     assert result.returncode == 1
     errors = [line for line in result.stderr.splitlines() if line.startswith("users.sh")]
-    assert errors == ["users.sh: error: could not create /shared/home/alice/.ssh as alice"]
+    assert errors == [
+        "users.sh: error: /shared/home/alice/.ssh of alice is a symbolic link: refusing to use it"
+    ]
     assert [p.name for p in root_ssh.iterdir()] == ["authorized_keys"]
     assert (root_ssh / "authorized_keys").read_text() == root_keys
     assert not [c for c in head.by_root() if head.inside_a_home(c)]
@@ -313,7 +325,39 @@ def test_ids_taken_differently_on_the_node_fail_the_bootstrap(
     assert message in result.stderr
 
 
-#: Each account tool users.sh runs, made to fail for one name (the stub's switches): the exit status and message
+@pytest.mark.parametrize(
+    ("passwd", "message"),
+    [
+        (
+            "alice:x:2001:100::/shared/home/alice:/bin/bash",
+            "users.sh: error: user alice exists with primary gid 100, not 2001: the users setting and this node"
+            " disagree (change the gid in the setting, or the user on the node: usermod --gid 2001 alice)",
+        ),
+        (
+            "alice:x:2001:2001::/home/alice:/bin/bash",
+            "users.sh: error: user alice exists with home /home/alice, not /shared/home/alice: the users setting and"
+            " this node disagree (usermod --home /shared/home/alice alice on the node, once the user runs nothing)",
+        ),
+    ],
+    ids=["primary-gid", "home"],
+)
+@pytest.mark.parametrize("node", ["head", "compute"])
+def test_a_user_whose_group_or_home_differs_fails_the_bootstrap_unchanged(
+    request: pytest.FixtureRequest, node: str, passwd: str, message: str
+) -> None:
+    """The same rule as HyperPod's users step (one script): an account that disagrees is reported, not changed;
+    on a compute node too, which writes no home."""
+    where: Node = request.getfixturevalue(node)
+    with (where.root / "etc" / "passwd").open("a") as f:
+        f.write(passwd + "\n")
+    with (where.root / "etc" / "group").open("a") as f:
+        f.write("alice:x:2001:\n")
+    result = where.run("users.sh", *TEAM)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [message]
+    assert [c for c in where.changes() if _tool(c) in ("useradd", "usermod")] == []
+
+
 #: the bootstrap must end with, and the account calls made, in order, the failed one last: none after it.
 ACCOUNT_TOOLS = ("groupadd", "useradd", "usermod")
 ACCOUNT_TOOL_FAILURES = {
@@ -370,6 +414,8 @@ def test_a_key_pair_that_cannot_be_generated_fails_the_bootstrap_before_any_key_
         (["--user", "alice:2001:2001"], "--home-root must be an absolute path, got ''"),
         (["--home-root", "/shared", "--user", "Alice:x:1"], "--user must be NAME:UID:GID[:GROUP=GID,...]"),
         (["--home-root", "/shared", "--frobnicate"], "unknown argument '--frobnicate'"),
+        (["--admins-only", "ubuntu", "--home-root", "/shared"], "--admins-only USER goes alone"),
+        (["--admins-only", "Not A User"], "the cluster's default user must be a user name, got 'Not A User'"),
     ],
 )
 def test_bad_arguments_are_clear_errors(head: Node, args: list[str], message: str) -> None:
@@ -604,18 +650,24 @@ _TEXT = re.compile(r"'[^']*'" + r'|"(?:[^"\\$]|\\.|\$(?!\())*"')
 _BARE_SLURM = re.compile(rf"(?<![\w/.$-])({'|'.join(SLURM_CLIENTS)})(?![\w.-])")
 
 
-@pytest.mark.parametrize("script", sorted(p.name for p in ACTIONS_DIR.glob("*.sh")))
+@pytest.mark.parametrize("script", sorted(BUCKET))
 def test_no_action_runs_a_slurm_command_by_its_bare_name(script: str) -> None:
     """Every action (users.sh too) runs with :data:`PARALLELCLUSTER_PATH`: a Slurm command must be called by its
     full path under /opt/slurm/bin. Comments and plain quoted text (messages) are not commands."""
-    lines = (ACTIONS_DIR / script).read_text().splitlines()
+    lines = BUCKET[script].read_text().splitlines()
     code = [_TEXT.sub('""', line) for line in lines if not line.lstrip().startswith("#")]
     assert [line for line in code if _BARE_SLURM.search(line.split(" #")[0])] == []
 
 
 def test_the_actions_are_shellcheck_clean(shellcheck: str) -> None:
-    scripts = sorted(ACTIONS_DIR.glob("*.sh"))
-    assert {p.name for p in scripts} == {"users.sh", "pyxis.sh", "topology.sh"}
+    scripts = sorted(BUCKET.values())
+    assert set(BUCKET) == {
+        "users.sh",
+        "pyxis.sh",
+        "topology.sh",
+        "training-clusters-imds.sh",
+        "training-clusters-enroot.sh",
+    }
     result = subprocess.run(
         [shellcheck, "-x", "--severity=style", *map(str, scripts), str(STUB)],
         capture_output=True,

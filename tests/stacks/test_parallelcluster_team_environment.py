@@ -12,8 +12,10 @@ from aws_cdk.assertions import Match, Template
 from constructs import IConstruct
 
 from training_clusters.config import UserConfig, UserGroupConfig, parse_environment
+from training_clusters.environments import build_app
 from training_clusters.model.errors import ConfigurationError
-from training_clusters.node_scripts.parallelcluster import IMDS_GUARD
+from training_clusters.node_scripts import SHARED_DIR
+from training_clusters.node_scripts.parallelcluster import ACTIONS_DIR, IMDS_GUARD
 from training_clusters.stacks.parallelcluster import (
     ACTIONS_PREFIX,
     ParallelClusterEnvironment,
@@ -21,6 +23,7 @@ from training_clusters.stacks.parallelcluster import (
     users_args,
 )
 
+from ..assertions import deployed_files
 from ..conftest import CDK_CONTEXT, EnvironmentGates
 
 BASE: dict[str, Any] = {"region": "us-east-1", "availability_zones": ["us-east-1a", "us-east-1b"]}
@@ -195,6 +198,30 @@ def test_the_actions_are_uploaded_to_a_secure_bucket(
     template.has_resource_properties(
         "Custom::CDKBucketDeployment", {"DestinationBucketKeyPrefix": ACTIONS_PREFIX, "Prune": True}
     )
+
+
+def test_the_users_action_uploaded_is_the_one_hyperpod_runs(environments_dir: Path, tmp_path: Path) -> None:
+    """One implementation: the bucket's users.sh (and the guard, enroot's folders) are node_scripts/shared/'s
+    bytes, the same files HyperPod's lifecycle upload carries in its shared/ folder; this folder's own action is
+    uploaded beside them, and nothing else."""
+    app = cdk.App(
+        outdir=str(tmp_path / "cdk.out"),
+        context=dict(CDK_CONTEXT),
+        post_cli_context={"aws:cdk:disable-asset-staging": False},  # staged as cdk synth does
+    )
+    (stack,) = build_app(app, [environments_dir / "parallelcluster-team.yaml"])
+    assembly = app.synth()
+    template = assembly.get_stack_by_name(stack.stack_name).template
+    deployment = next(r for r in template["Resources"].values() if r["Type"] == "Custom::CDKBucketDeployment")
+    actions, shared_scripts = deployed_files(assembly.directory, deployment)
+    assert sorted(actions) == ["pyxis.sh"]
+    uploaded = actions | shared_scripts
+    shared = ("users.sh", "training-clusters-imds.sh", "training-clusters-enroot.sh")
+    assert sorted(uploaded) == sorted([*shared, "pyxis.sh"])
+    assert {name: uploaded[name] for name in shared} == {
+        name: (SHARED_DIR / name).read_bytes() for name in shared
+    }
+    assert uploaded["pyxis.sh"] == (ACTIONS_DIR / "pyxis.sh").read_bytes()
 
 
 def test_users_args_carry_ids_groups_and_keys() -> None:

@@ -38,12 +38,13 @@ from training_clusters.constructs.parallelcluster.cluster import (
 from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
 from training_clusters.gates.compliance import acknowledge_cdk_made
 from training_clusters.model.options import OperatingSystem, RemovalPolicy, SlurmTopology
+from training_clusters.node_scripts import SHARED_DIR
 from training_clusters.node_scripts.parallelcluster import (
     ACTIONS_DIR,
     ENROOT_SCRIPT,
-    IMDS_GUARD,
     IMDS_SCRIPT,
     PYXIS_SCRIPT,
+    SHARED_SCRIPTS,
     TOPOLOGY_MODULE,
     TOPOLOGY_SCRIPT,
     USERS_SCRIPT,
@@ -319,14 +320,13 @@ class ParallelClusterEnvironment(TrainingEnvironmentStack):
         return self._actions[0]
 
     def _action_sources(self) -> list[s3deploy.ISource]:
-        """The shipped actions, the node scripts shared with HyperPod, and with topology, ``topology.py`` (the
+        """The shipped actions, the node scripts shared with HyperPod (``node_scripts/shared/``: users, the metadata
+        guard, enroot's folders), and with topology, ``topology.py`` (the
         topology step's files only then, so a cluster without it uploads what it did before the step existed)."""
         own = ["*.py", "__pycache__", *([] if self._ships_topology else [TOPOLOGY_SCRIPT])]
         sources = [
             s3deploy.Source.asset(str(ACTIONS_DIR), exclude=own),
-            s3deploy.Source.asset(
-                str(IMDS_GUARD.parent), exclude=["*", f"!{IMDS_SCRIPT}", f"!{ENROOT_SCRIPT}"]
-            ),
+            s3deploy.Source.asset(str(SHARED_DIR), exclude=["*", *(f"!{name}" for name in SHARED_SCRIPTS)]),
         ]
         if self._ships_topology:
             sources.append(

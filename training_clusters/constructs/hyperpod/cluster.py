@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +56,7 @@ from training_clusters.model.options import (
     SlurmConfigMode,
     SlurmConfigStrategy,
 )
+from training_clusters.node_scripts import HYPERPOD_DIR, SHARED_DIR, lifecycle_bundle
 from training_clusters.node_scripts.hyperpod.lib import cluster_config as lifecycle_files
 from training_clusters.rules.common import mount_dir_problem
 from training_clusters.rules.downloads import (
@@ -681,8 +681,9 @@ class HyperPodCluster(Construct):
             raise fail(
                 self.node.path, f"{where}.script", f"must be a script file, got '{step.script}', {state}"
             )
-        if script.name == ON_CREATE_SCRIPT or script.resolve().is_relative_to(
-            lifecycle_scripts_path().resolve()
+        if script.name == ON_CREATE_SCRIPT or any(
+            script.resolve().is_relative_to(shipped.resolve())
+            for shipped in (HYPERPOD_DIR, SHARED_DIR, lifecycle_scripts_path())
         ):
             raise fail(
                 self.node.path,
@@ -1060,7 +1061,9 @@ class HyperPodCluster(Construct):
             destination_bucket=self.bucket,
             destination_key_prefix=self.lifecycle_prefix,
             sources=[
-                s3deploy.Source.asset(str(folder), exclude=["__pycache__", "*.pyc", "README.md"]),
+                s3deploy.Source.asset(
+                    str(folder), exclude=["__pycache__", "*.pyc", "README.md", ".complete"]
+                ),
                 *(
                     []
                     if self.provisioning_parameters is None
@@ -1423,8 +1426,9 @@ def _storage_configs(
 
 
 def lifecycle_scripts_path() -> Path:
-    """The lifecycle scripts shipped inside the installed package."""
-    return Path(str(resources.files("training_clusters") / "node_scripts" / "hyperpod"))
+    """The shipped lifecycle scripts as a node gets them: ``node_scripts/hyperpod/`` with the scripts both services
+    run (``node_scripts/shared/``) in its ``shared/`` folder (:func:`~training_clusters.node_scripts.lifecycle_bundle`)."""
+    return lifecycle_bundle()
 
 
 #: CloudWatch metric namespace HyperPod's agent writes to (the managed policy's condition).

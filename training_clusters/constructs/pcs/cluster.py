@@ -37,7 +37,6 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import aws_cdk as cdk
 import jsii
@@ -73,6 +72,7 @@ from training_clusters.model.capacity import Capacity, Orchestrator
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import PcsClusterSize, SlurmAccounting, SlurmVersion
 from training_clusters.model.releases import PCS_SLURM_VERSION
+from training_clusters.node_scripts import SHARED_DIR
 from training_clusters.rules import pcs as rules
 from training_clusters.rules.common import pattern_problem
 from training_clusters.rules.instance_types import instance_type_name_problem
@@ -759,10 +759,9 @@ def node_user_data(mount_target: str | None, mount_dir: str) -> str:
     return text + f"--{MIME_BOUNDARY}--\n"
 
 
-#: The metadata guard HyperPod's lifecycle scripts and ParallelCluster's compute nodes run, one script.
-IMDS_GUARD_SCRIPT = (
-    Path(__file__).resolve().parents[2] / "node_scripts" / "hyperpod" / "node" / "training-clusters-imds.sh"
-)
+#: The metadata guard HyperPod's lifecycle scripts and ParallelCluster's compute nodes run, one script
+#: (``node_scripts/shared/``).
+IMDS_GUARD_SCRIPT = SHARED_DIR / "training-clusters-imds.sh"
 #: The heredoc delimiter the boothook writes the guard with (a line the guard never holds).
 _GUARD_END = "TC_IMDS_GUARD_END"
 

@@ -22,8 +22,8 @@ variables):
 - ``workload-manager PARAMS_FILE``: ``slurm`` or ``eks`` (``slurm`` when the file says neither or cannot be
   read: the Slurm preflight then says what is wrong with it).
 - ``has-fsx PARAMS_FILE``: ``true`` when ``provisioning_parameters.json`` names a file system (EKS nodes).
-- ``ssh-keys SETTINGS_FILE NAME``: the public keys of team user NAME in ``training_clusters.json`` (checked by
-  ``params`` before), one a line.
+- ``ssh-keys SETTINGS_FILE``: the public keys of the team users in ``training_clusters.json`` (checked by
+  ``params`` before), one ``NAME:KEY`` a line, as ``shared/users.sh --key`` takes them.
 """
 
 from __future__ import annotations
@@ -520,14 +520,14 @@ def has_fsx(params_path: str) -> bool:
     return bool(params.get("fsx_dns_name"))
 
 
-def ssh_public_keys(settings_path: str, name: str) -> list[str]:
-    """One entry per team user NAME of ``training_clusters.json`` (names are unique): its keys, a line each."""
+def ssh_public_keys(settings_path: str) -> list[str]:
+    """Every team user's public keys in ``training_clusters.json``: ``NAME:KEY``, in the file's order."""
     with open(settings_path, encoding="utf-8") as handle:
         settings = json.load(handle)
     return [
-        "\n".join(user.get("ssh_public_keys", []))
+        "{}:{}".format(user["name"], key)
         for user in settings.get("users", [])
-        if user.get("name") == name
+        for key in user.get("ssh_public_keys", [])
     ]
 
 
@@ -546,16 +546,16 @@ def main(argv: Sequence[str]) -> int:
             print(workload_manager(args[0]))
         elif command == "has-fsx" and len(args) == 1:
             print("true" if has_fsx(args[0]) else "false")
-        elif command == "ssh-keys" and len(args) == 2:
-            for keys in ssh_public_keys(args[0], args[1]):
-                print(keys)
+        elif command == "ssh-keys" and len(args) == 1:
+            for line in ssh_public_keys(args[0]):
+                print(line)
         else:
             print(
                 "usage: cluster_config.py params PARAMS_FILE SETTINGS_FILE HOME\n"
                 "       cluster_config.py role RESOURCE_CONFIG IPS CONTROLLER_GROUP LOGIN_GROUP [GROUP:PARTITION ...]\n"
                 "       cluster_config.py workload-manager PARAMS_FILE\n"
                 "       cluster_config.py has-fsx PARAMS_FILE\n"
-                "       cluster_config.py ssh-keys SETTINGS_FILE NAME",
+                "       cluster_config.py ssh-keys SETTINGS_FILE",
                 file=sys.stderr,
             )
             return 64

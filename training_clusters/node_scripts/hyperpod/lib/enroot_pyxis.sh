@@ -116,7 +116,7 @@ tc__install_nvidia_container_cli() {
 }
 
 # enroot.conf and every folder enroot and Pyxis read from, through the one implementation HyperPod and
-# ParallelCluster share (node/training-clusters-enroot.sh, whose header says why): runtime, data, image cache
+# ParallelCluster share (shared/training-clusters-enroot.sh, whose header says why): runtime, data, image cache
 # and temporary files in one folder per user on the fastest local disk, made by root, 0700, the user's (the
 # cluster user and each of `users`); the user's enroot configuration (hooks, credentials) in their own home,
 # enroot's default. No folder is shared between users, so no user reads a layer another wrote: each user's
@@ -146,7 +146,7 @@ tc_configure_enroot() {
     if ((${#names[@]} > 0)); then
         user_args=(--user "$(IFS=,; echo "${names[*]}")")
     fi
-    TC_ROOT="$TC_ROOT" "$BASH" "${TC_HOME}/node/training-clusters-enroot.sh" --template - \
+    TC_ROOT="$TC_ROOT" "$BASH" "${TC_HOME}/shared/training-clusters-enroot.sh" --template - \
         --conf /etc/enroot/enroot.conf --runtime "${scratch}/enroot/runtime" --data "${scratch}/enroot/data" \
         --cache "${scratch}/enroot/cache" --temp "${scratch}/enroot/tmp" --pyxis-runtime /run/pyxis \
         "${user_args[@]}" <<'EOF'

@@ -9,17 +9,11 @@
 # sshd checks every login, with a key too, against its PAM account stack (UsePAM, the default on Ubuntu and
 # Debian: sshd_config(5)); pam_access(8) there, with an access file of ours listing root and the cluster
 # user (ubuntu), refuses everyone else: "Access denied for user alice by PAM account configuration".
-# SSM sessions, the administrators' way in, start without sshd and are not affected.
-
-TC_ADMINS_ACCESS_FILE="/etc/security/training-clusters-admins.conf"
+# SSM sessions, the administrators' way in, start without sshd and are not affected. One implementation for
+# HyperPod's controller and ParallelCluster's head node: shared/users.sh --admins-only (its header).
 
 tc_keep_team_off_node() {
-    tc_write_file "${TC_ROOT}${TC_ADMINS_ACCESS_FILE}" 0644 <<EOF
-# Written by the training-clusters lifecycle scripts (step controller-access): who may SSH in here.
-+:root ${TC_CLUSTER_USER}:ALL
--:ALL:ALL
-EOF
     tc_backup_once "${TC_ROOT}/etc/pam.d/sshd"
-    tc_ensure_line "${TC_ROOT}/etc/pam.d/sshd" "account required pam_access.so accessfile=${TC_ADMINS_ACCESS_FILE}"
+    TC_ROOT="$TC_ROOT" "$BASH" "${TC_HOME}/shared/users.sh" --admins-only "$TC_CLUSTER_USER"
     log "only root and ${TC_CLUSTER_USER} log in to this ${TC_ROLE} over SSH (the team's ${#TC_USERS[@]} users do not)"
 }
