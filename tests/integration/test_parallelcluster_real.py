@@ -372,7 +372,7 @@ def test_before_the_fix_pyxis_exits_127_on_a_head_node_as_scontrol_is_not_on_the
     if reason:
         pytest.fail(reason)
     old = subprocess.run(
-        ["git", "show", f"{FIX_COMMIT}~1:training_clusters/node_scripts/parallelcluster/{PYXIS_SCRIPT}"],
+        ["git", "show", f"{FIX_COMMIT}~1:training_clusters/parallelcluster_actions/{PYXIS_SCRIPT}"],  # its path then
         cwd=REPO, capture_output=True, text=True, check=False,
     )  # fmt: skip
     if old.returncode != 0:
