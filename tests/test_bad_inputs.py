@@ -56,7 +56,8 @@ def test_the_suite_covers_every_kind_of_mistake() -> None:
     assert len(FILES) >= 35
     kinds = {p.stem.split("-")[0] for p in FILES}
     assert {"misspelt", "wrong", "out", "unknown", "build", "duplicate", "tag", "alias"} <= kinds
-    assert len(BUILD_TIME) >= 10
+    # a build-time mistake the file model can see moves to load time (its rule applied by both), so few remain
+    assert len(BUILD_TIME) >= 3
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -325,7 +326,6 @@ BUILD_TIME_LINES = {
     "build-hyperpod-threads-per-core": "threads_per_core: 4",
     "build-hyperpod-two-controllers": "instance_groups:",
     "build-hyperpod-worker-without-partition": "- {name: worker-group-1, instance_type: ml.c5.xlarge, count: 1",
-    "build-partitions-with-cluster-strategy": "partitions: 3",
     "build-pcluster-name-is-stack-name": "cluster_name: training-c5n",
     "build-pcluster-reserved-mount-dir": "mount_dir: /opt/parallelcluster",
     "build-pcluster-reserved-tag": "tags:",

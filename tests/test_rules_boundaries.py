@@ -28,6 +28,7 @@ from training_clusters.rules import (
     lustre,
     network,
     pcs,
+    placement,
     regions,
     tags,
     users,
@@ -1553,3 +1554,61 @@ def test_a_custom_mig_layout_names_every_profile_the_gpu_does_not_offer() -> Non
     assert eks.mig_layout_problem(p4d, MigLayout.parse({"9g.1gb": 1, "8g.1gb": 1, "1g.5gb": 1})) == (
         f"'8g.1gb, 9g.1gb' is not a MIG profile of A100 40 GB (p4d.24xlarge); it offers {offered} (and all-balanced)"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# placement groups
+
+
+@pytest.mark.parametrize(
+    ("strategy", "partitions", "problem"),
+    [
+        ("CLUSTER", None, None),
+        ("PARTITION", None, None),
+        ("PARTITION", 1, None),
+        ("PARTITION", 7, None),
+        ("PARTITION", 0, "must be between 1 and 7 per AZ, got 0"),
+        ("PARTITION", 8, "must be between 1 and 7 per AZ, got 8"),
+        ("CLUSTER", 3, "applies to the PARTITION strategy only, got 3 with CLUSTER"),
+        ("SPREAD", 1, "applies to the PARTITION strategy only, got 1 with SPREAD"),
+    ],
+)
+def test_partitions_go_with_the_partition_strategy_one_to_seven(
+    strategy: str, partitions: int | None, problem: str | None
+) -> None:
+    assert placement.placement_partitions_problem(strategy, partitions) == problem
+
+
+@pytest.mark.parametrize(
+    ("strategy", "level", "problem"),
+    [
+        ("SPREAD", None, None),
+        ("SPREAD", "HOST", None),
+        ("CLUSTER", None, None),
+        ("CLUSTER", "HOST", "applies to the SPREAD strategy only, got HOST with CLUSTER"),
+        ("PARTITION", "RACK", "applies to the SPREAD strategy only, got RACK with PARTITION"),
+    ],
+)
+def test_a_spread_level_goes_with_the_spread_strategy(
+    strategy: str, level: str | None, problem: str | None
+) -> None:
+    assert placement.placement_spread_level_problem(strategy, level) == problem
+
+
+@pytest.mark.parametrize(
+    ("strategy", "zones", "problem"),
+    [
+        ("CLUSTER", [], None),
+        ("CLUSTER", ["us-east-1a", "us-east-1a"], None),
+        (
+            "CLUSTER",
+            ["us-east-1b", "us-east-1a", "us-east-1b"],
+            "span 2 Availability Zones (us-east-1a, us-east-1b); a CLUSTER placement group keeps its instances "
+            "in one AZ, so give subnets of a single AZ",
+        ),
+        ("SPREAD", ["us-east-1a", "us-east-1b"], None),
+        ("PARTITION", ["us-east-1a", "us-east-1b"], None),
+    ],
+)
+def test_a_cluster_group_keeps_to_one_zone(strategy: str, zones: list[str], problem: str | None) -> None:
+    assert placement.placement_zones_problem(strategy, zones) == problem

@@ -79,7 +79,6 @@ NOT_YET_MOVED: dict[str, int] = {
     "common/bucket.py": 1,
     "common/lustre.py": 4,
     "common/network.py": 3,
-    "common/placement.py": 4,
     "eks/addons.py": 14,
     "eks/cluster.py": 9,
     "eks/release_manifest.py": 5,
