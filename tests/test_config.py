@@ -167,7 +167,11 @@ def test_bad_documents_name_the_field_the_value_and_what_is_allowed(
 
 
 def test_two_orchestrator_sections_are_a_clear_error() -> None:
-    hyperpod = {"cluster_name": "x", "instance_groups": [{"name": "c", "instance_type": "ml.c5.xlarge"}]}
+    groups = [
+        {"name": "c", "instance_type": "ml.c5.xlarge", "role": "controller"},
+        {"name": "w", "instance_type": "ml.c5.xlarge", "partition": "dev"},
+    ]
+    hyperpod = {"cluster_name": "x", "instance_groups": groups}
     eks: dict[str, Any] = {}
     with pytest.raises(ConfigurationError) as error:
         parse_environment(with_(hyperpod=hyperpod, eks=eks), source="env.yaml")

@@ -45,3 +45,132 @@ def test_partitions_with_another_strategy_are_refused_at_the_field(strategy: str
         "network.placement_group.partitions: applies to the PARTITION strategy only, "
         f"got 2 with {strategy.upper()}"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# hyperpod and hyperpod_eks instance groups
+
+CONTROLLER = {"name": "controller", "instance_type": "ml.c5.xlarge", "role": "controller"}
+WORKER = {"name": "workers", "instance_type": "ml.g5.8xlarge", "partition": "dev"}
+
+
+def hyperpod(*groups: dict[str, Any]) -> dict[str, Any]:
+    return {**MINIMAL, "hyperpod": {"cluster_name": "ml", "instance_groups": list(groups)}}
+
+
+def hyperpod_eks(group: dict[str, Any]) -> dict[str, Any]:
+    group = {"name": "g5", "instance_type": "ml.g5.8xlarge", "volume_gib": 500, **group}
+    return {**MINIMAL, "hyperpod_eks": {"cluster_name": "ml", "instance_groups": [group]}}
+
+
+@pytest.mark.parametrize(
+    "worker",
+    [
+        {"threads_per_core": 2},
+        {"root_volume_gib": 100},
+        {"root_volume_gib": 16384},
+        {"extra_volume_gib": 1},
+        {"extra_volume_gib": 16384},
+        {"deep_health_checks": ["InstanceStress"]},
+    ],
+)
+def test_a_hyperpod_group_at_its_limits_loads(worker: dict[str, Any]) -> None:
+    parse_environment(hyperpod(CONTROLLER, {**WORKER, **worker}))
+
+
+@pytest.mark.parametrize(
+    ("worker", "message"),
+    [
+        ({"threads_per_core": 3}, "threads_per_core: must be 1 or 2, got 3"),
+        (
+            {"root_volume_gib": 99},
+            "root_volume_gib: must be between 100 (HyperPod's root volume) and 16384, got 99",
+        ),
+        ({"extra_volume_gib": 0}, "extra_volume_gib: must be between 1 and 16384, got 0"),
+        ({"extra_volume_gib": 16385}, "extra_volume_gib: must be between 1 and 16384, got 16385"),
+        (
+            {"instance_type": "ml.c5.xlarge", "deep_health_checks": ["InstanceStress"]},
+            "deep_health_checks: run on GPU and Trainium instances only, got ml.c5.xlarge",
+        ),
+    ],
+)
+def test_a_hyperpod_group_past_its_limits_is_refused_at_the_field(
+    worker: dict[str, Any], message: str
+) -> None:
+    assert problem(hyperpod(CONTROLLER, {**WORKER, **worker})) == f"hyperpod.instance_groups.1.{message}"
+
+
+@pytest.mark.parametrize(
+    ("groups", "message"),
+    [
+        ([WORKER], "instance_groups: need exactly one CONTROLLER group under Slurm, got 0 (none)"),
+        (
+            [CONTROLLER, {**CONTROLLER, "name": "c2"}, WORKER],
+            "instance_groups: need exactly one CONTROLLER group under Slurm, got 2 (controller, c2)",
+        ),
+        (
+            [
+                CONTROLLER,
+                {**CONTROLLER, "name": "l1", "role": "login"},
+                {**CONTROLLER, "name": "l2", "role": "login"},
+                WORKER,
+            ],
+            "instance_groups: allow at most one LOGIN group, got 2 (l1, l2)",
+        ),
+        ([CONTROLLER], "instance_groups: need at least one WORKER group to run jobs, got none"),
+        (
+            [{**CONTROLLER, "count": 2}, WORKER],
+            "instance_groups.0.count: of the CONTROLLER group must be 1, got 2",
+        ),
+        (
+            [CONTROLLER, {**WORKER, "partition": None}],
+            "instance_groups.1.partition: is required for WORKER group 'workers'",
+        ),
+        (
+            [{**CONTROLLER, "partition": "dev"}, WORKER],
+            "instance_groups.0.partition: applies to WORKER groups only, got 'dev' on CONTROLLER group 'controller'",
+        ),
+        ([CONTROLLER, WORKER, WORKER], "instance_groups.2.name: 'workers' is used twice"),
+    ],
+)
+def test_the_slurm_groups_are_checked_together(groups: list[dict[str, Any]], message: str) -> None:
+    assert problem(hyperpod(*groups)) == f"hyperpod.{message}"
+
+
+def test_one_controller_one_login_and_workers_load() -> None:
+    login = {**CONTROLLER, "name": "login", "role": "login"}
+    environment = parse_environment(hyperpod(CONTROLLER, login, WORKER, {**WORKER, "name": "more"}))
+    assert environment.hyperpod is not None
+    assert [g.name for g in environment.hyperpod.instance_groups] == [
+        "controller",
+        "login",
+        "workers",
+        "more",
+    ]
+
+
+@pytest.mark.parametrize(
+    "group", [{"threads_per_core": 2}, {"root_volume_gib": 100}, {"deep_health_checks": ["InstanceStress"]}]
+)
+def test_a_hyperpod_eks_group_at_its_limits_loads(group: dict[str, Any]) -> None:
+    parse_environment(hyperpod_eks(group))
+
+
+@pytest.mark.parametrize(
+    ("group", "message"),
+    [
+        ({"threads_per_core": 0}, "threads_per_core: must be 1 or 2, got 0"),
+        (
+            {"root_volume_gib": 16385},
+            "root_volume_gib: must be between 100 (HyperPod's root volume) and 16384, got 16385",
+        ),
+        (
+            {"instance_type": "ml.m5.2xlarge", "deep_health_checks": ["InstanceConnectivity"]},
+            "deep_health_checks: run on GPU and Trainium instances only, got ml.m5.2xlarge",
+        ),
+    ],
+)
+def test_a_hyperpod_eks_group_past_its_limits_is_refused_at_the_field(
+    group: dict[str, Any], message: str
+) -> None:
+    assert problem(hyperpod_eks(group)) == f"hyperpod_eks.instance_groups.0.{message}"

@@ -1612,3 +1612,146 @@ def test_a_spread_level_goes_with_the_spread_strategy(
 )
 def test_a_cluster_group_keeps_to_one_zone(strategy: str, zones: list[str], problem: str | None) -> None:
     assert placement.placement_zones_problem(strategy, zones) == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# HyperPod instance groups
+
+
+@pytest.mark.parametrize(
+    ("threads", "problem"), [(1, None), (2, None), (0, "must be 1 or 2, got 0"), (3, "must be 1 or 2, got 3")]
+)
+def test_threads_per_core_is_one_or_two(threads: int, problem: str | None) -> None:
+    assert hyperpod.threads_per_core_problem(threads) == problem
+
+
+@pytest.mark.parametrize(
+    ("gib", "problem"),
+    [
+        (None, None),
+        (1, None),
+        (16384, None),
+        (0, "must be between 1 and 16384, got 0"),
+        (16385, "must be between 1 and 16384, got 16385"),
+    ],
+)
+def test_the_extra_volume_is_one_gib_to_sixteen_tib(gib: int | None, problem: str | None) -> None:
+    assert hyperpod.extra_volume_problem(gib) == problem
+
+
+@pytest.mark.parametrize(
+    ("gib", "problem"),
+    [
+        (None, None),
+        (100, None),
+        (16384, None),
+        (99, "must be between 100 (HyperPod's root volume) and 16384, got 99"),
+        (16385, "must be between 100 (HyperPod's root volume) and 16384, got 16385"),
+    ],
+)
+def test_the_root_volume_grows_hyperpods_own_up_to_sixteen_tib(gib: int | None, problem: str | None) -> None:
+    assert hyperpod.root_volume_problem(gib) == problem
+
+
+@pytest.mark.parametrize(
+    ("gib", "problem"),
+    [
+        (1, None),
+        (500, None),
+        (None, "encrypts the extra volume, so it needs extra_volume_gib"),
+        (0, "encrypts the extra volume, so it needs extra_volume_gib"),
+    ],
+)
+def test_an_extra_volume_key_needs_the_extra_volume(gib: int | None, problem: str | None) -> None:
+    assert hyperpod.extra_volume_key_problem(gib) == problem
+
+
+@pytest.mark.parametrize(
+    ("count", "least", "problem"),
+    [(1, 1, None), (0, 1, "must be 1 or more, got 0"), (0, 0, None), (-1, 0, "must be 0 or more, got -1")],
+)
+def test_a_group_holds_at_least_its_least_count(count: int, least: int, problem: str | None) -> None:
+    assert hyperpod.group_count_problem(count, least) == problem
+
+
+@pytest.mark.parametrize(
+    ("checks", "instance_type", "problem"),
+    [
+        (["InstanceStress"], "ml.p5.48xlarge", None),
+        (["InstanceConnectivity"], "ml.trn1.32xlarge", None),
+        (["InstanceStress"], "p5.48xlarge", None),
+        ([], "ml.c5.xlarge", None),
+        (["InstanceStress"], "ml.c5.xlarge", "run on GPU and Trainium instances only, got ml.c5.xlarge"),
+        (["InstanceStress"], "ml.x9.unknown", "run on GPU and Trainium instances only, got ml.x9.unknown"),
+    ],
+)
+def test_deep_health_checks_need_accelerators(
+    checks: list[str], instance_type: str, problem: str | None
+) -> None:
+    assert hyperpod.deep_health_checks_problem(checks, instance_type) == problem
+
+
+def test_the_second_group_of_a_name_is_the_one_named() -> None:
+    assert hyperpod.group_names_problem([]) is None
+    assert hyperpod.group_names_problem(["a", "b"]) is None
+    assert hyperpod.group_names_problem(["a", "b", "a", "b"]) == (2, "'a' is used twice")
+
+
+@pytest.mark.parametrize(
+    ("roles", "problem"),
+    [
+        ([("c", "CONTROLLER"), ("w", "WORKER")], None),
+        ([("c", "CONTROLLER"), ("l", "LOGIN"), ("w", "WORKER")], None),
+        ([("w", "WORKER")], "need exactly one CONTROLLER group under Slurm, got 0 (none)"),
+        (
+            [("a", "CONTROLLER"), ("b", "CONTROLLER")],
+            "need exactly one CONTROLLER group under Slurm, got 2 (a, b)",
+        ),
+        (
+            [("c", "CONTROLLER"), ("l1", "LOGIN"), ("l2", "LOGIN")],
+            "allow at most one LOGIN group, got 2 (l1, l2)",
+        ),
+    ],
+)
+def test_slurm_has_one_controller_and_at_most_one_login_group(
+    roles: list[tuple[str, str]], problem: str | None
+) -> None:
+    assert hyperpod.slurm_roles_problem(roles) == problem
+
+
+def test_slurm_needs_a_worker_group() -> None:
+    assert hyperpod.slurm_workers_problem(["CONTROLLER", "WORKER"]) is None
+    assert hyperpod.slurm_workers_problem(["CONTROLLER", "LOGIN"]) == (
+        "need at least one WORKER group to run jobs, got none"
+    )
+
+
+@pytest.mark.parametrize(
+    ("role", "count", "problem"),
+    [
+        ("CONTROLLER", 1, None),
+        ("CONTROLLER", 2, "of the CONTROLLER group must be 1, got 2"),
+        ("CONTROLLER", 0, "of the CONTROLLER group must be 1, got 0"),
+        ("WORKER", 2, None),
+        ("LOGIN", 2, None),
+    ],
+)
+def test_the_controller_group_holds_one_instance(role: str, count: int, problem: str | None) -> None:
+    assert hyperpod.controller_count_problem(role, count) == problem
+
+
+@pytest.mark.parametrize(
+    ("role", "partition", "problem"),
+    [
+        ("WORKER", "dev", None),
+        ("WORKER", None, "is required for WORKER group 'g'"),
+        ("WORKER", "", "is required for WORKER group 'g'"),
+        ("CONTROLLER", None, None),
+        ("LOGIN", "dev", "applies to WORKER groups only, got 'dev' on LOGIN group 'g'"),
+        ("CONTROLLER", "dev", "applies to WORKER groups only, got 'dev' on CONTROLLER group 'g'"),
+    ],
+)
+def test_workers_and_only_workers_name_a_partition(
+    role: str, partition: str | None, problem: str | None
+) -> None:
+    assert hyperpod.slurm_partition_problem(role, partition, "g") == problem

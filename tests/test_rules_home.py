@@ -83,7 +83,7 @@ NOT_YET_MOVED: dict[str, int] = {
     "eks/cluster.py": 9,
     "eks/release_manifest.py": 5,
     "eks/scheduling.py": 4,
-    "hyperpod/cluster.py": 33,
+    "hyperpod/cluster.py": 20,
     "hyperpod_eks/cluster.py": 3,
     "hyperpod_eks/governance.py": 2,
     "parallelcluster/cluster.py": 8,

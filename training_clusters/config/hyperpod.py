@@ -64,8 +64,17 @@ class HyperPodInstanceGroupConfig(_Model):
     _partition_name = field_validator("partition")(_follows(hyperpod_rules.partition_name_problem))
 
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
+    _threads_per_core = field_validator("threads_per_core")(_follows(hyperpod_rules.threads_per_core_problem))
+    _extra_volume = field_validator("extra_volume_gib")(_follows(hyperpod_rules.extra_volume_problem))
+    _root_volume = field_validator("root_volume_gib")(_follows(hyperpod_rules.root_volume_problem))
 
     _hyperpod_type = field_validator("instance_type")(_hyperpod_any_type)
+
+    @model_validator(mode="after")
+    def _health_checks_need_accelerators(self) -> HyperPodInstanceGroupConfig:
+        checks = [check.value for check in self.deep_health_checks or ()]
+        _raise_at("deep_health_checks", hyperpod_rules.deep_health_checks_problem(checks, self.instance_type))
+        return self
 
     @model_validator(mode="after")
     def _workers_catalogued(self) -> HyperPodInstanceGroupConfig:
@@ -149,6 +158,29 @@ class HyperPodConfig(_Model):
             "accounting",
             hyperpod_rules.api_accounting_problem(self.accounting.value, self.api_driven, continuous),
         )
+        return self
+
+    @model_validator(mode="after")
+    def _slurm_groups(self) -> HyperPodConfig:
+        """One controller of one instance, at most one login group, workers with their partitions."""
+        repeated = hyperpod_rules.group_names_problem([g.name for g in self.instance_groups])
+        if repeated:
+            _raise_at(f"instance_groups.{repeated[0]}.name", repeated[1])
+        roles = [group.role.name for group in self.instance_groups]
+        _raise_at(
+            "instance_groups",
+            hyperpod_rules.slurm_roles_problem(
+                [(g.name, r) for g, r in zip(self.instance_groups, roles, strict=True)]
+            ),
+        )
+        for index, (group, role) in enumerate(zip(self.instance_groups, roles, strict=True)):
+            where = f"instance_groups.{index}"
+            _raise_at(f"{where}.count", hyperpod_rules.controller_count_problem(role, group.count))
+            _raise_at(
+                f"{where}.partition",
+                hyperpod_rules.slurm_partition_problem(role, group.partition, group.name),
+            )
+        _raise_at("instance_groups", hyperpod_rules.slurm_workers_problem(roles))
         return self
 
     @model_validator(mode="after")

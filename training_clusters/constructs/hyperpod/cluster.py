@@ -19,7 +19,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
-from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, hyperpod_offer_problem
+from training_clusters.catalog import hyperpod_offer_problem
 from training_clusters.constructs.common.bucket import SecureBucket
 from training_clusters.constructs.common.session_manager import CHANNEL_ACTIONS
 from training_clusters.constructs.private.grants import grant_passed_role
@@ -69,11 +69,23 @@ from training_clusters.rules.hyperpod import (
     api_accounting_problem,
     cluster_name_problem,
     continuous_slurm_problem,
+    controller_count_problem,
+    deep_health_checks_problem,
+    extra_volume_key_problem,
+    extra_volume_problem,
     fsx_lustre_dns_name_problem,
+    group_count_problem,
+    group_names_problem,
     image_id_problem,
     instance_group_name_problem,
+    is_accelerated,
     partition_name_problem,
+    root_volume_problem,
     slurm_config_strategy_problem,
+    slurm_partition_problem,
+    slurm_roles_problem,
+    slurm_workers_problem,
+    threads_per_core_problem,
 )
 from training_clusters.rules.instance_types import hyperpod_instance_type_name_problem
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
@@ -142,7 +154,6 @@ SLURM_NODE_TYPES = {NodeRole.CONTROLLER: "Controller", NodeRole.LOGIN: "Login", 
 #: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
 USER_STEPS_FOLDER = "user_steps"
 _STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
-_MAX_EBS_GIB = 16384
 
 
 @dataclass(frozen=True)
@@ -839,12 +850,11 @@ class HyperPodCluster(Construct):
             self._check_slurm_roles(groups)
 
     def _check_group_names(self, groups: Sequence[InstanceGroup]) -> None:
-        seen: set[str] = set()
         for index, group in enumerate(groups):
             refuse(self, f"instance_groups[{index}].name", instance_group_name_problem(group.name))
-            if group.name in seen:
-                raise fail(self.node.path, f"instance_groups[{index}].name", f"'{group.name}' is used twice")
-            seen.add(group.name)
+        repeated = group_names_problem([group.name for group in groups])
+        if repeated:
+            refuse(self, f"instance_groups[{repeated[0]}].name", repeated[1])
 
     def _check_group(self, where: str, group: InstanceGroup) -> None:
         if group.role is NodeRole.WORKER or not self._orchestrator.is_slurm:
@@ -858,86 +868,39 @@ class HyperPodCluster(Construct):
             )
         # An EKS group may start at 0 (Karpenter autoscaling): HyperPodEksCluster checks its counts itself.
         least = 1 if self._orchestrator.is_slurm else 0
-        if group.instance_count < least:
-            raise fail(
-                self.node.path,
-                f"{where}.instance_count",
-                f"must be {least} or more, got {group.instance_count}",
-            )
-        if group.threads_per_core not in (1, 2):
-            raise fail(
-                self.node.path, f"{where}.threads_per_core", f"must be 1 or 2, got {group.threads_per_core}"
-            )
-        if group.extra_volume_gib is not None and not 1 <= group.extra_volume_gib <= _MAX_EBS_GIB:
-            raise fail(
-                self.node.path,
-                f"{where}.extra_volume_gib",
-                f"must be between 1 and {_MAX_EBS_GIB}, got {group.extra_volume_gib}",
-            )
+        refuse(self, f"{where}.instance_count", group_count_problem(group.instance_count, least))
+        refuse(self, f"{where}.threads_per_core", threads_per_core_problem(group.threads_per_core))
+        refuse(self, f"{where}.extra_volume_gib", extra_volume_problem(group.extra_volume_gib))
         image_problem = (
             None
             if group.image_id is None or is_unresolved(group.image_id)
             else image_id_problem(group.image_id)
         )
-        if image_problem:
-            raise fail(self.node.path, f"{where}.image_id", image_problem)
-        if group.root_volume_gib is not None and not 100 <= group.root_volume_gib <= _MAX_EBS_GIB:
-            raise fail(
-                self.node.path,
-                f"{where}.root_volume_gib",
-                f"must be between 100 (HyperPod's root volume) and {_MAX_EBS_GIB}, got {group.root_volume_gib}",
-            )
-        if group.extra_volume_kms_key is not None and not group.extra_volume_gib:
-            raise fail(
-                self.node.path,
-                f"{where}.extra_volume_kms_key",
-                "encrypts the extra volume, so it needs extra_volume_gib",
-            )
-        if group.deep_health_checks and not _is_accelerated(group.instance_type):
-            raise fail(
-                self.node.path,
-                f"{where}.deep_health_checks",
-                f"run on GPU and Trainium instances only, got {group.instance_type}",
-            )
+        refuse(self, f"{where}.image_id", image_problem)
+        refuse(self, f"{where}.root_volume_gib", root_volume_problem(group.root_volume_gib))
+        if group.extra_volume_kms_key is not None:
+            refuse(self, f"{where}.extra_volume_kms_key", extra_volume_key_problem(group.extra_volume_gib))
+        refuse(
+            self,
+            f"{where}.deep_health_checks",
+            deep_health_checks_problem([str(c) for c in group.deep_health_checks or ()], group.instance_type),
+        )
 
     def _check_slurm_roles(self, groups: Sequence[InstanceGroup]) -> None:
-        controllers = [g.name for g in groups if g.role is NodeRole.CONTROLLER]
-        if len(controllers) != 1:
-            found = ", ".join(controllers) if controllers else "none"
-            raise fail(
-                self.node.path,
-                "instance_groups",
-                f"need exactly one CONTROLLER group under Slurm, got {len(controllers)} ({found})",
-            )
-        logins = [g.name for g in groups if g.role is NodeRole.LOGIN]
-        if len(logins) > 1:
-            raise fail(
-                self.node.path,
-                "instance_groups",
-                f"allow at most one LOGIN group, got {len(logins)} ({', '.join(logins)})",
-            )
+        roles = [NodeRole.parse(g.role).name for g in groups]
+        refuse(
+            self,
+            "instance_groups",
+            slurm_roles_problem([(g.name, r) for g, r in zip(groups, roles, strict=True)]),
+        )
         for index, group in enumerate(groups):
             self._check_slurm_group(f"instance_groups[{index}]", group)
-        if not any(g.role is NodeRole.WORKER for g in groups):
-            raise fail(
-                self.node.path, "instance_groups", "need at least one WORKER group to run jobs, got none"
-            )
+        refuse(self, "instance_groups", slurm_workers_problem(roles))
 
     def _check_slurm_group(self, where: str, group: InstanceGroup) -> None:
-        if group.role is NodeRole.CONTROLLER and group.instance_count != 1:
-            raise fail(
-                self.node.path,
-                f"{where}.instance_count",
-                f"of the CONTROLLER group must be 1, got {group.instance_count}",
-            )
-        if group.role is NodeRole.WORKER and not group.partition:
-            raise fail(self.node.path, f"{where}.partition", f"is required for WORKER group '{group.name}'")
-        if group.role is not NodeRole.WORKER and group.partition:
-            raise fail(
-                self.node.path,
-                f"{where}.partition",
-                f"applies to WORKER groups only, got '{group.partition}' on {NodeRole.parse(group.role).name} group '{group.name}'",
-            )
+        role = NodeRole.parse(group.role).name
+        refuse(self, f"{where}.instance_count", controller_count_problem(role, group.instance_count))
+        refuse(self, f"{where}.partition", slurm_partition_problem(role, group.partition, group.name))
         refuse(
             self, f"{where}.partition", partition_name_problem(group.partition) if group.partition else None
         )
@@ -1375,7 +1338,7 @@ class HyperPodCluster(Construct):
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         checks = group.deep_health_checks
         if checks is None:
-            checks = tuple(DeepHealthCheck) if _is_accelerated(group.instance_type) else ()
+            checks = tuple(DeepHealthCheck) if is_accelerated(group.instance_type) else ()
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_type=group.instance_type,
@@ -1479,13 +1442,6 @@ def cluster_instance_statements(stack: cdk.Stack, cluster_name: str) -> list[iam
 def ssm_target_hint(cluster_id: str, group: str) -> str:
     """The SSM target of a HyperPod node: ``sagemaker-cluster:<cluster-id>_<group>-<instance-id>``."""
     return f"sagemaker-cluster:{cluster_id}_{group}-<instance-id>"
-
-
-def _is_accelerated(instance_type: str) -> bool:
-    """Whether the catalogue knows the type to carry accelerators (a controller or login group of a type it
-    does not know is taken as CPU-only)."""
-    known = CATALOG.get(instance_type.removeprefix(HYPERPOD_PREFIX))
-    return known is not None and known.accelerators is not None
 
 
 def _cfn(construct: IConstruct) -> Any:
