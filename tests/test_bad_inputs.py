@@ -318,8 +318,6 @@ def test_a_symbolic_link_loop_is_named_as_one(tmp_path: Path, capsys: pytest.Cap
 
 #: What the line a build-time mistake is reported at says: the field the construct names, else its item.
 BUILD_TIME_LINES = {
-    "build-eks-admin-role-arn": "admin_role_arn: arn:aws:iam::111122223333:user/alice",
-    "build-eks-gpu-nodegroup-without-gpu": "- {name: gpu, instance_type: m5.xlarge, size: 2}",
     "build-eks-grafana-without-prometheus": "grafana: true",
     "build-eks-mps-beyond-daemon-limit": "replicas: 100",
     "build-pcluster-name-is-stack-name": "cluster_name: training-c5n",

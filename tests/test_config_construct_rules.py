@@ -174,3 +174,27 @@ def test_a_hyperpod_eks_group_past_its_limits_is_refused_at_the_field(
     group: dict[str, Any], message: str
 ) -> None:
     assert problem(hyperpod_eks(group)) == f"hyperpod_eks.instance_groups.0.{message}"
+
+
+# --------------------------------------------------------------------------------------------------
+# eks
+
+
+def test_an_admin_role_arn_loads_and_a_user_arn_is_refused() -> None:
+    role = "arn:aws:iam::111122223333:role/Admin"
+    environment = parse_environment({**MINIMAL, "eks": {"admin_role_arn": role}})
+    assert environment.eks is not None and environment.eks.admin_role_arn == role
+    assert problem({**MINIMAL, "eks": {"admin_role_arn": "arn:aws:iam::111122223333:user/alice"}}) == (
+        "eks.admin_role_arn: must be an IAM role ARN such as arn:aws:iam::111122223333:role/Admin, "
+        "got 'arn:aws:iam::111122223333:user/alice'"
+    )
+
+
+def test_a_gpu_nodegroup_loads_on_a_gpu_type_and_is_refused_on_a_cpu_type() -> None:
+    gpu = {"name": "gpu", "instance_type": "g5.2xlarge", "size": 1}
+    parse_environment({**MINIMAL, "eks": {"gpu_nodegroups": [gpu]}})
+    cpu = {**gpu, "instance_type": "m5.xlarge"}
+    assert problem({**MINIMAL, "eks": {"gpu_nodegroups": [cpu]}}) == (
+        "eks.gpu_nodegroups.0.instance_type: 'm5.xlarge' has no GPU or Trainium accelerator; use a type such "
+        "as g5.2xlarge"
+    )

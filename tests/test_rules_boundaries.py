@@ -1755,3 +1755,97 @@ def test_workers_and_only_workers_name_a_partition(
     role: str, partition: str | None, problem: str | None
 ) -> None:
     assert hyperpod.slurm_partition_problem(role, partition, "g") == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# EKS cluster and nodegroups
+
+
+@pytest.mark.parametrize(
+    ("arn", "problem"),
+    [
+        ("arn:aws:iam::111122223333:role/Admin", None),
+        ("arn:aws-cn:iam::111122223333:role/path/Admin", None),
+        ("arn:aws:iam::111122223333:user/alice", "user/alice"),
+        ("arn:aws:iam::11112222333:role/Admin", "11112222333"),
+        ("arn:aws:iam::111122223333:role/", "role/'"),
+    ],
+)
+def test_the_admin_role_is_a_role_arn(arn: str, problem: str | None) -> None:
+    found = eks.admin_role_arn_problem(arn)
+    if problem is None:
+        assert found is None
+    else:
+        assert found == f"must be an IAM role ARN such as arn:aws:iam::111122223333:role/Admin, got '{arn}'"
+
+
+def test_a_gpu_nodegroup_needs_an_accelerator() -> None:
+    assert eks.accelerated_nodegroup_problem(lookup("g5.2xlarge")) is None
+    assert eks.accelerated_nodegroup_problem(lookup("trn1.32xlarge")) is None
+    assert eks.accelerated_nodegroup_problem(lookup("m5.xlarge")) == (
+        "'m5.xlarge' has no GPU or Trainium accelerator; use a type such as g5.2xlarge"
+    )
+
+
+def test_the_system_nodegroup_has_a_node() -> None:
+    assert eks.system_node_count_problem(1) is None
+    assert eks.system_node_count_problem(0) == "must be 1 or more, got 0"
+
+
+@pytest.mark.parametrize(
+    ("hops", "problem"),
+    [
+        (1, None),
+        (64, None),
+        (0, "must be between 1 and 64 (1 keeps pods away from the node's credentials), got 0"),
+        (65, "must be between 1 and 64 (1 keeps pods away from the node's credentials), got 65"),
+    ],
+)
+def test_the_imds_hop_limit_is_one_to_sixty_four(hops: int, problem: str | None) -> None:
+    assert eks.imds_hop_limit_problem(hops) == problem
+
+
+def test_a_root_volume_holds_the_eks_ami() -> None:
+    assert eks.root_volume_size_problem(20) is None
+    assert eks.root_volume_size_problem(19) == "must be at least 20 (the EKS AMI's own size), got 19"
+
+
+@pytest.mark.parametrize(
+    ("sizes", "problem"),
+    [
+        ((0, 0, 1), None),
+        ((2, 1, 3), None),
+        ((3, 3, 3), None),
+        ((-1, -1, 1), ("desired_size", "must be 0 or more, got -1")),
+        ((0, 1, 3), ("desired_size", "must lie between min_size and max_size (1..3), got 0")),
+        ((4, 1, 3), ("desired_size", "must lie between min_size and max_size (1..3), got 4")),
+        ((0, 0, 0), ("max_size", "must be 1 or more, got 0")),
+    ],
+)
+def test_nodegroup_sizes(sizes: tuple[int, int, int], problem: tuple[str, str] | None) -> None:
+    assert eks.nodegroup_sizes_problem(*sizes) == problem
+
+
+@pytest.mark.parametrize(
+    ("reserved", "subnets", "problem"),
+    [
+        (None, None, None),
+        (None, 3, None),
+        ("reservation cr-1", 1, None),
+        (
+            "reservation cr-1",
+            None,
+            "must be one subnet in the AZ of reservation cr-1 (reserved capacity lives in one AZ), got the "
+            "VPC's private subnets",
+        ),
+        (
+            "reservation cr-1",
+            2,
+            "must be one subnet in the AZ of reservation cr-1 (reserved capacity lives in one AZ), got 2 subnets",
+        ),
+    ],
+)
+def test_reserved_nodes_take_one_subnet(
+    reserved: str | None, subnets: int | None, problem: str | None
+) -> None:
+    assert eks.reserved_subnets_problem(reserved, subnets) == problem

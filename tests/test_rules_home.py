@@ -80,7 +80,6 @@ NOT_YET_MOVED: dict[str, int] = {
     "common/lustre.py": 4,
     "common/network.py": 3,
     "eks/addons.py": 14,
-    "eks/cluster.py": 9,
     "eks/release_manifest.py": 5,
     "eks/scheduling.py": 4,
     "hyperpod/cluster.py": 20,
