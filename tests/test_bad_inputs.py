@@ -321,8 +321,6 @@ BUILD_TIME_LINES = {
     "build-eks-grafana-without-prometheus": "grafana: true",
     "build-eks-mps-beyond-daemon-limit": "replicas: 100",
     "build-pcluster-name-is-stack-name": "cluster_name: training-c5n",
-    "build-pcluster-reserved-mount-dir": "mount_dir: /opt/parallelcluster",
-    "build-pcluster-reserved-tag": "tags:",
 }
 
 

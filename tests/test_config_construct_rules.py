@@ -198,3 +198,49 @@ def test_a_gpu_nodegroup_loads_on_a_gpu_type_and_is_refused_on_a_cpu_type() -> N
         "eks.gpu_nodegroups.0.instance_type: 'm5.xlarge' has no GPU or Trainium accelerator; use a type such "
         "as g5.2xlarge"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# what ParallelCluster reserves: its folders under storage.lustre.mount_dir, its tag prefix and tag count
+
+PCLUSTER = {
+    "cluster_name": "c5n-training",
+    "queues": [
+        {
+            "name": "compute",
+            "compute_resources": [{"name": "c5n", "instance_type": "c5.xlarge", "max_count": 2}],
+        }
+    ],
+}
+LUSTRE = {"deployment_type": "SCRATCH_2", "storage_capacity_gib": 1200}
+
+
+def test_parallelcluster_refuses_its_own_folder_as_the_mount_dir() -> None:
+    reserved = {**LUSTRE, "mount_dir": "/opt/parallelcluster"}
+    parse_environment({**MINIMAL, "storage": {"lustre": reserved}})  # its folder only with ParallelCluster
+    parse_environment(
+        {**MINIMAL, "storage": {"lustre": {**LUSTRE, "mount_dir": "/shared"}}, "parallelcluster": PCLUSTER}
+    )
+    assert problem({**MINIMAL, "storage": {"lustre": reserved}, "parallelcluster": PCLUSTER}) == (
+        "storage.lustre.mount_dir: '/opt/parallelcluster' is reserved by the operating system or ParallelCluster; "
+        "use e.g. /shared or /fsx"
+    )
+
+
+def test_parallelcluster_refuses_its_tag_prefix() -> None:
+    tags = {"parallelcluster:team": "vision"}
+    parse_environment({**MINIMAL, "tags": tags})
+    parse_environment({**MINIMAL, "tags": {"team": "vision"}, "parallelcluster": PCLUSTER})
+    assert problem({**MINIMAL, "tags": tags, "parallelcluster": PCLUSTER}) == (
+        "tags: key 'parallelcluster:team' starts with 'parallelcluster:', which ParallelCluster keeps for itself"
+    )
+
+
+def test_parallelcluster_takes_forty_tags_with_the_librarys_own() -> None:
+    """project and environment are two of the 40 (cost_centre a third when given)."""
+    tags = {f"t{i:02}": "x" for i in range(38)}
+    parse_environment({**MINIMAL, "tags": tags, "parallelcluster": PCLUSTER})
+    message = problem({**MINIMAL, "tags": tags, "cost_centre": "ml", "parallelcluster": PCLUSTER})
+    assert message.startswith(
+        "tags: must be at most 40 tags (ParallelCluster keeps 10 of EC2's 50 for its own), got 41: "
+    )

@@ -52,6 +52,7 @@ from training_clusters.config.users import USER_ORCHESTRATORS, UserConfig, _user
 from training_clusters.config.yaml_file import KeyLines, read_yaml_with_lines
 from training_clusters.model.errors import ConfigurationError, bounded, excerpt
 from training_clusters.orchestrators import ORCHESTRATORS, orchestrator_of
+from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules.lustre import (
     ROOT_WRITING_ORCHESTRATORS,
     root_squash_orchestrator_problem,
@@ -273,6 +274,19 @@ class EnvironmentConfig(_Model):
                 problem = root_squash_orchestrator_problem(name)
                 assert problem is not None
                 raise _FieldProblem("storage.lustre.root_squash", problem)
+        return self
+
+    @model_validator(mode="after")
+    def _what_parallelcluster_reserves(self) -> EnvironmentConfig:
+        """ParallelCluster's own folders and tag prefix, refused in the storage and tags it is given."""
+        if self.parallelcluster is None:
+            return self
+        if self.storage.lustre is not None:
+            _raise_at(
+                "storage.lustre.mount_dir", pcluster_rules.mount_dir_problem(self.storage.lustre.mount_dir)
+            )
+        # the environment tag's value (the environment's name) is checked as a tag value where it is chosen
+        _raise_at("tags", pcluster_rules.cluster_tags_problem(self.resource_tags(self.name or "")))
         return self
 
     @model_validator(mode="after")
