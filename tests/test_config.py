@@ -920,7 +920,7 @@ def test_bad_capacity_sections_name_the_field_and_what_is_allowed(
 def test_a_reserved_queue_may_turn_its_placement_group_off_even_with_efa() -> None:
     queue = {"capacity": {"type": "reservation", "reservation_id": BLOCK}, "placement": "none"}
     assert parse_environment(_pcluster(queue)).parallelcluster is not None
-    with pytest.raises(ConfigurationError, match="placement is none, but compute resource 'p5' uses EFA"):
+    with pytest.raises(ConfigurationError, match="placement: is none, but compute resource 'p5' uses EFA"):
         parse_environment(_pcluster({"placement": "none"}))
 
 

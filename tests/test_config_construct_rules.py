@@ -244,3 +244,13 @@ def test_parallelcluster_takes_forty_tags_with_the_librarys_own() -> None:
     assert message.startswith(
         "tags: must be at most 40 tags (ParallelCluster keeps 10 of EC2's 50 for its own), got 41: "
     )
+
+
+def test_ssh_from_a_login_pool_needs_its_key_pair() -> None:
+    pool = {"name": "login", "instance_type": "t3.medium", "ssh_allowed_ips": "10.1.0.0/16"}
+    parse_environment(
+        {**MINIMAL, "parallelcluster": {**PCLUSTER, "login_nodes": [{**pool, "key_name": "ops"}]}}
+    )
+    assert problem({**MINIMAL, "parallelcluster": {**PCLUSTER, "login_nodes": [pool]}}) == (
+        "parallelcluster.login_nodes.0.ssh_allowed_ips: applies only with key_name (without a key pair, use SSM)"
+    )

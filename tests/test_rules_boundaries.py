@@ -1849,3 +1849,79 @@ def test_reserved_nodes_take_one_subnet(
     reserved: str | None, subnets: int | None, problem: str | None
 ) -> None:
     assert eks.reserved_subnets_problem(reserved, subnets) == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# ParallelCluster: moved from the construct
+
+
+def test_ssh_needs_a_key_pair_named_as_the_caller_names_it() -> None:
+    assert pc.ssh_key_problem("ops") is None
+    assert pc.ssh_key_problem(None) == "applies only with key_name (without a key pair, use SSM)"
+    assert pc.ssh_key_problem(None, "head_node.key_name") == (
+        "applies only with head_node.key_name (without a key pair, use SSM)"
+    )
+
+
+def test_a_cluster_holds_at_most_fifty_compute_resources() -> None:
+    assert pc.cluster_compute_resources_problem(50) is None
+    assert pc.cluster_compute_resources_problem(51) == (
+        "hold 51 compute resources in all; ParallelCluster allows at most 50 per cluster"
+    )
+
+
+@pytest.mark.parametrize(
+    ("placement", "efa", "problem"),
+    [
+        ("none", [], None),
+        ("shared", ["c5n"], None),
+        ("managed", ["c5n"], None),
+        (
+            "none",
+            ["c5n", "p5"],
+            "is none, but compute resource 'c5n' uses EFA, which needs a placement group; use shared or managed",
+        ),
+    ],
+)
+def test_efa_needs_a_placement_group(placement: str, efa: list[str], problem: str | None) -> None:
+    assert pc.efa_placement_problem(placement, efa) == problem
+
+
+@pytest.mark.parametrize(
+    ("placement", "has_group", "problem"),
+    [
+        ("shared", True, None),
+        ("managed", False, None),
+        ("none", False, None),
+        ("shared", False, "is shared, but the cluster has no placement_group; give one or use managed"),
+    ],
+)
+def test_shared_placement_needs_the_clusters_group(
+    placement: str, has_group: bool, problem: str | None
+) -> None:
+    assert pc.shared_placement_problem(placement, has_group) == problem
+
+
+def test_the_cluster_is_not_named_as_our_stack() -> None:
+    assert pc.stack_name_problem("c5n", "training-c5n") is None
+    assert pc.stack_name_problem("training-c5n", "training-c5n") == (
+        "'training-c5n' must differ from the stack's name: ParallelCluster creates a stack of that name"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("scripts/a.sh", None),
+        ("a", None),
+        ("", "must be an object key such as scripts/on-node-configured.sh, got ''"),
+        ("/scripts/a.sh", "must be an object key such as scripts/on-node-configured.sh, got '/scripts/a.sh'"),
+    ],
+)
+def test_a_custom_action_is_an_object_key(key: str, problem: str | None) -> None:
+    assert pc.action_key_problem(key) == problem
+
+
+def test_a_login_pool_has_a_node() -> None:
+    assert pc.login_count_problem(1) is None
+    assert pc.login_count_problem(0) == "must be 1 or more, got 0"

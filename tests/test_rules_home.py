@@ -54,6 +54,9 @@ WIRING: dict[tuple[str, str], str] = {
     ("parallelcluster/cluster.py", "'cannot be given together with file_system; mount our SharedLustre"): (
         "file_system is a SharedLustre construct the caller passes"
     ),
+    ("parallelcluster/cluster.py", "'is a public subnet; cluster nodes live in private subnets"): (
+        "a subnet construct the caller passes; a file's nodes always go in the private subnets its stack makes"
+    ),
     ("parallelcluster/rendering.py", "f'cannot render a reference to {key}"): (
         "render-pcluster's placeholders for a synthesized template, not a file value"
     ),
@@ -85,7 +88,6 @@ NOT_YET_MOVED: dict[str, int] = {
     "hyperpod/cluster.py": 20,
     "hyperpod_eks/cluster.py": 3,
     "hyperpod_eks/governance.py": 2,
-    "parallelcluster/cluster.py": 8,
     "pcs/cluster.py": 7,
     "slurm/accounting.py": 10,
 }
