@@ -254,3 +254,15 @@ def test_ssh_from_a_login_pool_needs_its_key_pair() -> None:
     assert problem({**MINIMAL, "parallelcluster": {**PCLUSTER, "login_nodes": [pool]}}) == (
         "parallelcluster.login_nodes.0.ssh_allowed_ips: applies only with key_name (without a key pair, use SSM)"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# storage.lustre root squash
+
+
+def test_exempt_nids_load_with_root_squash_and_are_refused_at_their_field_without() -> None:
+    lustre = {**LUSTRE, "root_squash": True, "root_squash_exempt_nids": ["10.0.1.6@tcp"]}
+    parse_environment({**MINIMAL, "storage": {"lustre": lustre}})
+    assert problem({**MINIMAL, "storage": {"lustre": {**lustre, "root_squash": False}}}) == (
+        "storage.lustre.root_squash_exempt_nids: applies only when root_squash is on"
+    )

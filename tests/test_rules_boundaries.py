@@ -30,6 +30,7 @@ from training_clusters.rules import (
     pcs,
     placement,
     regions,
+    s3,
     tags,
     users,
 )
@@ -1925,3 +1926,82 @@ def test_a_custom_action_is_an_object_key(key: str, problem: str | None) -> None
 def test_a_login_pool_has_a_node() -> None:
     assert pc.login_count_problem(1) is None
     assert pc.login_count_problem(0) == "must be 1 or more, got 0"
+
+
+# --------------------------------------------------------------------------------------------------
+# common constructs: Lustre, network, bucket (moved from the constructs)
+
+
+def test_exempt_nids_go_with_root_squash_sixty_four_at_most() -> None:
+    sixty_four = [f"10.0.1.{i}@tcp" for i in range(1, 65)]
+    assert lustre.exempt_nids_problem(False, []) is None
+    assert lustre.exempt_nids_problem(True, sixty_four) is None
+    assert lustre.exempt_nids_problem(False, ["10.0.1.6@tcp"]) == "applies only when root_squash is on"
+    assert (
+        lustre.exempt_nids_problem(True, [*sixty_four, "10.0.1.65@tcp"])
+        == "must hold at most 64 NIDs, got 65"
+    )
+    assert lustre.exempt_nids_problem(True, ["10.0.1.6"]) == lustre.no_squash_nid_problem("10.0.1.6")
+    assert lustre.no_squash_nid_problem("10.0.1.6") is not None
+
+
+def test_a_kms_key_needs_a_persistent_file_system() -> None:
+    assert lustre.lustre_kms_key_problem("PERSISTENT_2") is None
+    assert lustre.lustre_kms_key_problem("SCRATCH_2") == (
+        "applies to PERSISTENT_2 only; SCRATCH_2 is always encrypted with an FSx-managed key"
+    )
+
+
+def test_root_squash_is_set_where_the_file_system_is_made() -> None:
+    assert lustre.adopted_root_squash_problem(False) is None
+    assert lustre.adopted_root_squash_problem(True) == (
+        "applies to a file system made here; set an adopted one's root squash where it is made"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mask", "problem"),
+    [
+        (16, None),
+        (28, None),
+        (15, "must be between 16 and 28, got 15"),
+        (29, "must be between 16 and 28, got 29"),
+    ],
+)
+def test_private_subnet_masks_are_sixteen_to_twenty_eight(mask: int, problem: str | None) -> None:
+    assert network.private_subnet_mask_problem(mask) == problem
+
+
+def test_the_placement_zone_is_one_of_the_vpcs() -> None:
+    zones = ["us-east-1a", "us-east-1b"]
+    assert network.placement_zone_problem("us-east-1b", zones, "availability_zones") is None
+    assert network.placement_zone_problem("us-east-1c", zones, "availability_zones") == (
+        "'us-east-1c' must be one of availability_zones (us-east-1a, us-east-1b)"
+    )
+    assert network.private_subnet_zone_problem("us-east-1a", zones) is None
+    assert network.private_subnet_zone_problem("us-east-1f", zones) == (
+        "'us-east-1f' has no private subnet; available: us-east-1a, us-east-1b"
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "problem"),
+    [
+        ("a", None),
+        ("9-scripts", None),
+        ("a" * 20, None),
+        ("a" * 21, f"got '{'a' * 21}'"),
+        ("", "got ''"),
+        ("-scripts", "got '-scripts'"),
+        ("Scripts", "got 'Scripts'"),
+        ("my.scripts", "got 'my.scripts'"),
+    ],
+)
+def test_a_bucket_name_prefix(prefix: str, problem: str | None) -> None:
+    found = s3.bucket_name_prefix_problem(prefix)
+    if problem is None:
+        assert found is None
+    else:
+        assert found == (
+            f"must be 1-20 lowercase letters, digits or hyphens starting with a letter or digit, {problem}"
+        )

@@ -59,6 +59,7 @@ from training_clusters.rules.lustre import (
 )
 from training_clusters.rules.network import (
     nat_gateways_fit_problem,
+    placement_zone_problem,
     vpc_cidr_problem,
 )
 from training_clusters.rules.regions import (
@@ -204,10 +205,10 @@ class EnvironmentConfig(_Model):
                 "availability_zones", f"must not repeat a zone, got {self.availability_zones}"
             )
         chosen = self.network.placement_availability_zone
-        if chosen is not None and chosen not in self.availability_zones:
-            raise _FieldProblem(
+        if chosen is not None:
+            _raise_at(
                 "network.placement_availability_zone",
-                f"'{chosen}' must be one of availability_zones ({', '.join(self.availability_zones)})",
+                placement_zone_problem(chosen, self.availability_zones, "availability_zones"),
             )
         return self
 
