@@ -266,3 +266,31 @@ def test_exempt_nids_load_with_root_squash_and_are_refused_at_their_field_withou
     assert problem({**MINIMAL, "storage": {"lustre": {**lustre, "root_squash": False}}}) == (
         "storage.lustre.root_squash_exempt_nids: applies only when root_squash is on"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# parallelcluster.accounting
+
+
+@pytest.mark.parametrize(("low", "high"), [(0.5, 256), (2, 2), (1.5, 4)])
+def test_accounting_capacity_in_range_loads(low: float, high: float) -> None:
+    accounting = {"min_capacity_acu": low, "max_capacity_acu": high}
+    parse_environment({**MINIMAL, "parallelcluster": {**PCLUSTER, "accounting": accounting}})
+
+
+@pytest.mark.parametrize(
+    ("accounting", "message"),
+    [
+        ({"min_capacity_acu": 0}, "min_capacity_acu: must be 0.5 to 256 in steps of 0.5 ACU, got 0"),
+        ({"max_capacity_acu": 256.5}, "max_capacity_acu: must be 0.5 to 256 in steps of 0.5 ACU, got 256.5"),
+        (
+            {"min_capacity_acu": 3, "max_capacity_acu": 2},
+            "min_capacity_acu: must not exceed max_capacity_acu (2), got 3",
+        ),
+    ],
+)
+def test_accounting_capacity_out_of_range_is_refused_at_the_field(
+    accounting: dict[str, Any], message: str
+) -> None:
+    document = {**MINIMAL, "parallelcluster": {**PCLUSTER, "accounting": accounting}}
+    assert problem(document) == f"parallelcluster.accounting.{message}"

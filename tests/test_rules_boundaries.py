@@ -19,6 +19,7 @@ from training_clusters.model.options import (
     TimeSlicing,
 )
 from training_clusters.rules import (
+    accounting,
     common,
     eks,
     eks_queues,
@@ -2005,3 +2006,89 @@ def test_a_bucket_name_prefix(prefix: str, problem: str | None) -> None:
         assert found == (
             f"must be 1-20 lowercase letters, digits or hyphens starting with a letter or digit, {problem}"
         )
+
+
+# --------------------------------------------------------------------------------------------------
+# Slurm accounting's database
+
+
+@pytest.mark.parametrize(
+    ("username", "problem"),
+    [
+        ("admin", None),
+        ("a" * 16, None),
+        ("a_1", None),
+        ("a" * 17, f"must be 1 to 16 letters, digits or '_', starting with a letter, got '{'a' * 17}'"),
+        ("", "must be 1 to 16 letters, digits or '_', starting with a letter, got ''"),
+        ("1admin", "must be 1 to 16 letters, digits or '_', starting with a letter, got '1admin'"),
+        ("ad-min", "must be 1 to 16 letters, digits or '_', starting with a letter, got 'ad-min'"),
+        ("ädmin", "must be 1 to 16 letters, digits or '_', starting with a letter, got 'ädmin'"),
+        ("RdsAdmin", "is reserved by RDS, got 'RdsAdmin'"),
+        ("SlurmDBD", "is slurmdbd's own database user, got 'SlurmDBD'"),
+    ],
+)
+def test_the_master_user_name(username: str, problem: str | None) -> None:
+    assert accounting.master_username_problem(username) == problem
+
+
+@pytest.mark.parametrize(
+    ("databases", "problem"),
+    [
+        (["slurm_acct_db"], None),
+        (["a" * 64, "b"], None),
+        ([], "must name at least one database, got []"),
+        ("slurm_acct_db", "must name at least one database, got 'slurm_acct_db'"),
+        (["a" * 65], f"must be 1 to 64 letters, digits or '_' each, got '{'a' * 65}'"),
+        (["ok", ""], "must be 1 to 64 letters, digits or '_' each, got ''"),
+        (["slurm-db"], "must be 1 to 64 letters, digits or '_' each, got 'slurm-db'"),
+    ],
+)
+def test_the_databases(databases: list[str] | str, problem: str | None) -> None:
+    assert accounting.databases_problem(databases) == problem
+
+
+@pytest.mark.parametrize(
+    ("acu", "problem"),
+    [
+        (0.5, None),
+        (256.0, None),
+        (1.5, None),
+        (0.0, "must be 0.5 to 256 in steps of 0.5 ACU, got 0"),
+        (256.5, "must be 0.5 to 256 in steps of 0.5 ACU, got 256.5"),
+        (0.75, "must be 0.5 to 256 in steps of 0.5 ACU, got 0.75"),
+    ],
+)
+def test_capacity_in_half_acus(acu: float, problem: str | None) -> None:
+    assert accounting.capacity_acu_problem(acu) == problem
+
+
+def test_the_least_capacity_does_not_exceed_the_most() -> None:
+    assert accounting.capacity_range_problem(2, 2) is None
+    assert accounting.capacity_range_problem(2.5, 2) == "must not exceed max_capacity_acu (2), got 2.5"
+
+
+@pytest.mark.parametrize(
+    ("days", "problem"),
+    [
+        (1, None),
+        (35, None),
+        (0, "must be 1 to 35 (RDS keeps automated backups at least a day), got 0"),
+        (36, "must be 1 to 35 (RDS keeps automated backups at least a day), got 36"),
+    ],
+)
+def test_database_backups(days: int, problem: str | None) -> None:
+    assert accounting.backup_retention_problem(days) == problem
+
+
+@pytest.mark.parametrize(
+    ("days", "problem"),
+    [
+        (1, None),
+        (1000, None),
+        (0, "must be 1 to 1000 days (Secrets Manager's rotation schedule), got 0"),
+        (1001, "must be 1 to 1000 days (Secrets Manager's rotation schedule), got 1001"),
+        (True, "must be 1 to 1000 days (Secrets Manager's rotation schedule), got True"),
+    ],
+)
+def test_password_rotation(days: int, problem: str | None) -> None:
+    assert accounting.rotation_days_problem(days) == problem

@@ -72,6 +72,9 @@ WIRING: dict[tuple[str, str], str] = {
     ("private/validation.py", 'f"{what} in stack {other.node.path}'): (
         "a construct of another stack's account or region; a file builds one environment"
     ),
+    ("slurm/accounting.py", "'must be names known at synth time, got a token'"): (
+        "a deploy-time token; a file's names are always known"
+    ),
     ("slurm/accounting.py", 'f"is a plain-text copy made at deploy time'): (
         "the copy is asked for by the ParallelCluster stack's wiring, not by a file"
     ),
@@ -86,7 +89,6 @@ NOT_YET_MOVED: dict[str, int] = {
     "hyperpod_eks/cluster.py": 3,
     "hyperpod_eks/governance.py": 2,
     "pcs/cluster.py": 7,
-    "slurm/accounting.py": 10,
 }
 
 

@@ -36,6 +36,7 @@ from training_clusters.model.options import (
     RemovalPolicy,
     SlurmTopology,
 )
+from training_clusters.rules import accounting as accounting_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 
 
@@ -311,6 +312,17 @@ class PclusterAccountingConfig(_Model):
         default=RemovalPolicy.RETAIN,
         description="retain (default): the job history outlives the environment.",
     )
+
+    _min_acu = field_validator("min_capacity_acu")(_follows(accounting_rules.capacity_acu_problem))
+    _max_acu = field_validator("max_capacity_acu")(_follows(accounting_rules.capacity_acu_problem))
+
+    @model_validator(mode="after")
+    def _capacity_range(self) -> PclusterAccountingConfig:
+        _raise_at(
+            "min_capacity_acu",
+            accounting_rules.capacity_range_problem(self.min_capacity_acu, self.max_capacity_acu),
+        )
+        return self
 
 
 class PclusterDirectoryServiceConfig(_Model):
