@@ -294,3 +294,31 @@ def test_accounting_capacity_out_of_range_is_refused_at_the_field(
 ) -> None:
     document = {**MINIMAL, "parallelcluster": {**PCLUSTER, "accounting": accounting}}
     assert problem(document) == f"parallelcluster.accounting.{message}"
+
+
+# --------------------------------------------------------------------------------------------------
+# pcs
+
+PCS = {
+    "cluster_name": "training",
+    "ami_id": "ami-0123456789abcdef0",
+    "compute_node_groups": [{"name": "compute", "instance_type": "c5n.9xlarge", "max_count": 2}],
+}
+
+
+def test_pcs_queues_load_when_omitted_or_given_and_are_refused_empty() -> None:
+    parse_environment({**MINIMAL, "pcs": PCS})
+    parse_environment(
+        {**MINIMAL, "pcs": {**PCS, "queues": [{"name": "batch", "compute_node_groups": ["compute"]}]}}
+    )
+    assert problem({**MINIMAL, "pcs": {**PCS, "queues": []}}) == (
+        "pcs.queues: must hold at least one queue when given; omit it for one per group"
+    )
+
+
+def test_pcs_efa_interfaces_load_with_efa_and_are_refused_without() -> None:
+    group = {"name": "compute", "instance_type": "c5n.9xlarge", "max_count": 2, "efa_interfaces": 1}
+    parse_environment({**MINIMAL, "pcs": {**PCS, "compute_node_groups": [group]}})
+    assert problem({**MINIMAL, "pcs": {**PCS, "compute_node_groups": [{**group, "efa": False}]}}) == (
+        "pcs.compute_node_groups.0.efa_interfaces: applies only with EFA, but c5n.9xlarge in 'compute' has EFA off"
+    )

@@ -2092,3 +2092,30 @@ def test_database_backups(days: int, problem: str | None) -> None:
 )
 def test_password_rotation(days: int, problem: str | None) -> None:
     assert accounting.rotation_days_problem(days) == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# PCS: moved from the construct
+
+
+def test_a_pcs_cluster_has_a_compute_node_group() -> None:
+    assert pcs.node_groups_problem(1) is None
+    assert pcs.node_groups_problem(0) == "must hold at least one compute node group"
+
+
+def test_efa_interfaces_need_efa_on() -> None:
+    assert pcs.efa_interfaces_enabled_problem(True, "p5.48xlarge", "gpu") is None
+    assert pcs.efa_interfaces_enabled_problem(False, "c5n.9xlarge", "compute") == (
+        "applies only with EFA, but c5n.9xlarge in 'compute' has EFA off"
+    )
+
+
+def test_login_nodes_are_zero_or_more() -> None:
+    assert pcs.login_count_problem(0) is None
+    assert pcs.login_count_problem(-1) == "must be 0 or more, got -1"
+
+
+def test_queues_when_given_hold_one() -> None:
+    assert pcs.queues_problem(None) is None
+    assert pcs.queues_problem(1) is None
+    assert pcs.queues_problem(0) == "must hold at least one queue when given; omit it for one per group"

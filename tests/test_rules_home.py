@@ -57,6 +57,17 @@ WIRING: dict[tuple[str, str], str] = {
     ("parallelcluster/cluster.py", "'is a public subnet; cluster nodes live in private subnets"): (
         "a subnet construct the caller passes; a file's nodes always go in the private subnets its stack makes"
     ),
+    (
+        "pcs/cluster.py",
+        "'is required: a compute node group uses EFA, which needs a cluster placement group'",
+    ): ("the placement group construct the caller passes; a file's stack always makes one"),
+    (
+        "pcs/cluster.py",
+        "'is required: a compute node group uses EFA, which needs a group allowing all traffic",
+    ): ("the security group construct the caller passes; a file's stack always makes one"),
+    ("pcs/cluster.py", "'is a public subnet; PCS nodes live in private subnets"): (
+        "a subnet construct the caller passes; a file's nodes always go in the private subnets its stack makes"
+    ),
     ("parallelcluster/rendering.py", "f'cannot render a reference to {key}"): (
         "render-pcluster's placeholders for a synthesized template, not a file value"
     ),
@@ -88,7 +99,6 @@ NOT_YET_MOVED: dict[str, int] = {
     "hyperpod/cluster.py": 20,
     "hyperpod_eks/cluster.py": 3,
     "hyperpod_eks/governance.py": 2,
-    "pcs/cluster.py": 7,
 }
 
 
