@@ -322,3 +322,23 @@ def test_pcs_efa_interfaces_load_with_efa_and_are_refused_without() -> None:
     assert problem({**MINIMAL, "pcs": {**PCS, "compute_node_groups": [{**group, "efa": False}]}}) == (
         "pcs.compute_node_groups.0.efa_interfaces: applies only with EFA, but c5n.9xlarge in 'compute' has EFA off"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# hyperpod.download_sha256
+
+SLURM_SOURCE = "https://download.schedmd.com/slurm/slurm-24.11.5.tar.bz2"
+
+
+def test_download_pins_load_and_a_bad_one_is_refused() -> None:
+    pins = {SLURM_SOURCE: "0123456789abcdef" * 4}
+    document = hyperpod(CONTROLLER, WORKER)
+    document["hyperpod"]["download_sha256"] = pins
+    parse_environment(document)
+    for bad, message in [
+        ({SLURM_SOURCE: "abc"}, f"[{SLURM_SOURCE!r}] must be 64 hexadecimal digits, got 'abc'"),
+        ({"http://x/y": "0" * 64}, "keys must be https:// URLs without spaces, got 'http://x/y'"),
+    ]:
+        document = hyperpod(CONTROLLER, WORKER)
+        document["hyperpod"]["download_sha256"] = bad
+        assert problem(document) == f"hyperpod.download_sha256: {message}"

@@ -21,6 +21,7 @@ from training_clusters.model.options import (
 from training_clusters.rules import (
     accounting,
     common,
+    downloads,
     eks,
     eks_queues,
     hyperpod,
@@ -2119,3 +2120,58 @@ def test_queues_when_given_hold_one() -> None:
     assert pcs.queues_problem(None) is None
     assert pcs.queues_problem(1) is None
     assert pcs.queues_problem(0) == "must hold at least one queue when given; omit it for one per group"
+
+
+# --------------------------------------------------------------------------------------------------
+# downloads: pins and release manifests
+
+DIGEST = "0123456789abcdef" * 4
+
+
+def test_download_pins_map_https_urls_to_digests() -> None:
+    assert downloads.download_pins_problem({}) is None
+    assert downloads.download_pins_problem(["x"]) == "must map https:// URLs to SHA-256 digests, got ['x']"
+    assert downloads.pinned_url_problem("https://example.com/a.tar.gz") is None
+    for url in ("http://example.com/a", "https://example.com/a b", "https://", 5):
+        assert downloads.pinned_url_problem(url) == f"keys must be https:// URLs without spaces, got {url!r}"
+
+
+@pytest.mark.parametrize("digest", [DIGEST, DIGEST.upper()])
+def test_a_sha256_is_sixty_four_hex_digits(digest: str) -> None:
+    assert downloads.sha256_problem(digest) is None
+
+
+@pytest.mark.parametrize("digest", [DIGEST[:63], DIGEST + "0", "g" * 64, f"sha256:{DIGEST}", None])
+def test_other_digests_are_refused(digest: object) -> None:
+    assert downloads.sha256_problem(digest) == f"must be 64 hexadecimal digits, got {digest!r}"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("https://github.com/kubeflow/mpi-operator/raw/v0.7.0/deploy/v2beta1/mpi-operator.yaml", None),
+        ("http://example.com/v1/a.yaml", "must be an https:// URL, got 'http://example.com/v1/a.yaml'"),
+        (
+            "https://github.com/x/y/raw/master/a.yaml",
+            "must point at a release tag, not master/main/latest/HEAD, got 'https://github.com/x/y/raw/master/a.yaml'",
+        ),
+        (
+            "https://github.com/x/y/releases/latest/download/a.yaml",
+            "must point at a release tag, not master/main/latest/HEAD, got "
+            "'https://github.com/x/y/releases/latest/download/a.yaml'",
+        ),
+    ],
+)
+def test_a_release_manifest_is_fetched_over_https_at_a_tag(url: str, problem: str | None) -> None:
+    assert downloads.release_url_problem(url) == problem
+
+
+def test_release_tags_and_their_digests() -> None:
+    assert downloads.release_tag_problem("v0.7.0") is None
+    assert downloads.release_tag_problem("0.7.0") == "must be a release tag such as v0.7.0, got '0.7.0'"
+    assert downloads.release_tag_problem("v0.7") == "must be a release tag such as v0.7.0, got 'v0.7'"
+    assert downloads.mpi_operator_digest_problem("v9.9.9", DIGEST, ["v0.7.0"]) is None
+    assert downloads.mpi_operator_digest_problem("v9.9.9", None, ["v0.7.0", "v0.6.0"]) == (
+        "is required for version 'v9.9.9', which has no pinned digest (pinned: v0.6.0, v0.7.0): pass the SHA-256 "
+        "of its mpi-operator.yaml"
+    )

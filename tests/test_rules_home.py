@@ -94,9 +94,8 @@ WIRING: dict[tuple[str, str], str] = {
 #: Inline messages per module still to move into ``rules/``. Lower a count when you move one; never raise it.
 NOT_YET_MOVED: dict[str, int] = {
     "eks/addons.py": 14,
-    "eks/release_manifest.py": 5,
     "eks/scheduling.py": 4,
-    "hyperpod/cluster.py": 20,
+    "hyperpod/cluster.py": 17,
     "hyperpod_eks/cluster.py": 3,
     "hyperpod_eks/governance.py": 2,
 }

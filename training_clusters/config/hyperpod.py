@@ -18,6 +18,7 @@ from training_clusters.config.base import (
     _hyperpod_instance_type,
     _Model,
     _raise_at,
+    _raise_if,
     _raise_if_crowded,
 )
 from training_clusters.config.capacity import CapacityConfig, _capacity_for
@@ -31,6 +32,7 @@ from training_clusters.model.options import (
     SlurmConfigMode,
     SlurmConfigStrategy,
 )
+from training_clusters.rules import downloads as download_rules
 from training_clusters.rules import hyperpod as hyperpod_rules
 
 
@@ -191,6 +193,15 @@ class HyperPodConfig(_Model):
         return self
 
     _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
+
+    @field_validator("download_sha256")
+    @classmethod
+    def _pins(cls, value: dict[str, str]) -> dict[str, str]:
+        """Each pin as the nodes' preflight reads it: an https:// URL to 64 hexadecimal digits."""
+        for url, digest in value.items():
+            _raise_if(download_rules.pinned_url_problem(url))
+            _raise_if(download_rules.sha256_problem(digest), f"[{url!r}]")
+        return value
 
     def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:
         """(field, section) of every ``capacity`` this section states, in file order."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
@@ -61,6 +61,9 @@ from training_clusters.rules.common import mount_dir_problem
 from training_clusters.rules.downloads import (
     LIFECYCLE_DOWNLOAD_OPTIONS,
     UNPINNED_DOWNLOAD_WARNING,
+    download_pins_problem,
+    pinned_url_problem,
+    sha256_problem,
     unpinned_download_advice,
 )
 from training_clusters.rules.hyperpod import (
@@ -671,27 +674,12 @@ class HyperPodCluster(Construct):
 
     def _check_download_pins(self, pins: Any) -> None:
         """``download_sha256``: https:// URL to 64 hex digits, as the nodes' preflight checks it."""
-        if not isinstance(pins, Mapping):
-            raise fail(
-                self.node.path,
-                "lifecycle.extra['download_sha256']",
-                f"must map https:// URLs to SHA-256 digests, got {pins!r}",
-            )
+        field = "lifecycle.extra['download_sha256']"
+        refuse(self, field, download_pins_problem(pins))
         for url, digest in pins.items():
-            if not isinstance(url, str) or not re.fullmatch(r"https://[!-~]+", url):
-                raise fail(
-                    self.node.path,
-                    "lifecycle.extra['download_sha256']",
-                    f"keys must be https:// URLs without spaces, got {url!r}",
-                )
-            if is_unresolved(digest):
-                continue
-            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
-                raise fail(
-                    self.node.path,
-                    f"lifecycle.extra['download_sha256'][{url!r}]",
-                    f"must be 64 hexadecimal digits, got {digest!r}",
-                )
+            refuse(self, field, pinned_url_problem(url))
+            if not is_unresolved(digest):
+                refuse(self, f"{field}[{url!r}]", sha256_problem(digest))
 
     def _step_options(self, where: str, step: LifecycleStep) -> LifecycleStep:
         if not isinstance(step, LifecycleStep):
