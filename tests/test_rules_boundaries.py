@@ -2175,3 +2175,139 @@ def test_release_tags_and_their_digests() -> None:
         "is required for version 'v9.9.9', which has no pinned digest (pinned: v0.6.0, v0.7.0): pass the SHA-256 "
         "of its mpi-operator.yaml"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# HyperPod: the cluster's groups, orchestrator and lifecycle scripts
+
+
+def test_a_hyperpod_cluster_has_a_group() -> None:
+    assert hyperpod.groups_problem(1) is None
+    assert hyperpod.groups_problem(0) == "must hold at least one group, got none"
+
+
+@pytest.mark.parametrize(("slurm", "given"), [(True, False), (True, True), (False, True)])
+def test_lifecycle_scripts_are_shipped_for_slurm_only(slurm: bool, given: bool) -> None:
+    assert hyperpod.lifecycle_scripts_required_problem(slurm, given) is None
+
+
+def test_an_eks_cluster_brings_its_lifecycle_scripts() -> None:
+    assert hyperpod.lifecycle_scripts_required_problem(False, False) == (
+        "is required with the EKS orchestrator: the shipped lifecycle scripts configure Slurm nodes"
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "tail"),
+    [
+        (None, None),
+        ("missing", "which does not exist"),
+        ("file", "a file"),
+        ("no entry", "which has no on_create.sh"),
+    ],
+)
+def test_a_scripts_folder_holds_its_entry_script(state: str | None, tail: str | None) -> None:
+    found = hyperpod.scripts_folder_problem("/s", "on_create.sh", state)
+    expected = None
+    if tail is not None:
+        expected = (
+            f"must be a folder holding on_create.sh, the script HyperPod runs on every node, got '/s', {tail}"
+        )
+    assert found == expected
+
+
+def test_extra_steps_go_with_the_shipped_scripts() -> None:
+    assert hyperpod.extra_steps_problem(None, "on_create.sh") is None
+    assert hyperpod.extra_steps_problem("/s", "on_create.sh") == (
+        "are run by the shipped on_create.sh, so they cannot go with lifecycle_scripts_dir '/s': call your scripts "
+        "from your own on_create.sh, or leave lifecycle_scripts_dir out"
+    )
+
+
+def test_keys_the_construct_writes_are_refused_in_extra() -> None:
+    assert hyperpod.owned_keys_problem([]) is None
+    assert hyperpod.owned_keys_problem([("a", "p"), ("b", "q")]) == (
+        "sets a (set by p), b (set by q), which the construct writes itself from the props that check them; set "
+        "those props instead"
+    )
+
+
+def test_extra_keys_the_scripts_read() -> None:
+    provisioning = frozenset({"controller_group"})
+    known = frozenset({"x", "y"})
+    assert hyperpod.extra_key_problem("x", True, provisioning, known) is None
+    assert hyperpod.extra_key_problem("controller_group", False, provisioning, known | provisioning) is None
+    assert hyperpod.extra_key_problem("controller_group", True, provisioning, known) == (
+        "holds 'controller_group', a key of provisioning_parameters.json, which an API-driven cluster "
+        "(slurm_config api) does not upload"
+    )
+    assert hyperpod.extra_key_problem("z", True, provisioning, known) == (
+        "holds 'z', which the shipped lifecycle scripts do not read; allowed: x, y"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("a", True),
+        ("a" * 63, True),
+        ("a_b-1", True),
+        ("a" * 64, False),
+        ("-a", False),
+        ("", False),
+        (5, False),
+    ],
+)
+def test_a_step_name(name: object, ok: bool) -> None:
+    expected = (
+        None
+        if ok
+        else f"must be 1-63 letters, digits, '-' or '_' starting with a letter or digit, got '{name}'"
+    )
+    assert hyperpod.step_name_problem(name) == expected
+
+
+def test_a_step_is_a_script_of_ones_own() -> None:
+    assert hyperpod.step_script_problem("s.sh", None) is None
+    assert hyperpod.step_script_problem("d", "folder") == "must be a script file, got 'd', a folder"
+    assert (
+        hyperpod.step_script_problem("m", "missing") == "must be a script file, got 'm', which does not exist"
+    )
+    assert hyperpod.shipped_step_problem("s.sh", False, "on_create.sh") is None
+    assert hyperpod.shipped_step_problem("on_create.sh", True, "on_create.sh") == (
+        "must be a script of your own, not on_create.sh or another shipped lifecycle script (the shipped "
+        "on_create.sh runs every step, so the step would run it again without end), got 'on_create.sh'"
+    )
+
+
+@pytest.mark.parametrize(("roles", "ok"), [(None, True), (["WORKER"], True), ([], False), ("WORKER", False)])
+def test_step_roles(roles: object, ok: bool) -> None:
+    expected = None if ok else f"must be a list of R (leave it out for every role), got {roles!r}"
+    assert hyperpod.step_roles_problem(roles, "R") == expected
+
+
+@pytest.mark.parametrize(
+    ("own", "slurm", "ok"), [(False, True, True), (True, True, False), (False, False, False)]
+)
+def test_what_the_shipped_slurm_scripts_set_up(own: bool, slurm: bool, ok: bool) -> None:
+    accounting = hyperpod.slurm_lifecycle_problem("LOCAL", own, slurm)
+    users = hyperpod.users_problem(own, slurm)
+    if ok:
+        assert (accounting, users) == (None, None)
+    else:
+        assert accounting == (
+            "is set up by the shipped Slurm lifecycle scripts, so it cannot go with lifecycle_scripts_dir or the "
+            "EKS orchestrator, got LOCAL"
+        )
+        assert users == (
+            "are created by the shipped Slurm lifecycle scripts, so they cannot go with lifecycle_scripts_dir or "
+            "the EKS orchestrator"
+        )
+
+
+def test_slurm_settings_on_eks() -> None:
+    assert hyperpod.slurm_only_problem("api", slurm=True) is None
+    assert hyperpod.slurm_only_problem(None, slurm=False) is None
+    assert hyperpod.slurm_only_problem("api", slurm=False) == (
+        "applies to the Slurm orchestrator only, got api with the EKS orchestrator"
+    )

@@ -95,7 +95,6 @@ WIRING: dict[tuple[str, str], str] = {
 NOT_YET_MOVED: dict[str, int] = {
     "eks/addons.py": 14,
     "eks/scheduling.py": 4,
-    "hyperpod/cluster.py": 17,
     "hyperpod_eks/cluster.py": 3,
     "hyperpod_eks/governance.py": 2,
 }

@@ -233,3 +233,121 @@ def accounting_database_name_problem(name: str) -> str | None:
         _ACCOUNTING_DATABASE_NAME,
         "must be 1-64 letters, digits, '$' or '_' (HyperPod's AccountingDatabase.Name)",
     )
+
+
+# --- the cluster's groups, orchestrator and lifecycle scripts (the constructs' own props)
+
+_STEP_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,62}")
+
+
+def groups_problem(count: int) -> str | None:
+    """A HyperPod cluster has instance groups: at least one."""
+    return None if count >= 1 else "must hold at least one group, got none"
+
+
+def lifecycle_scripts_required_problem(slurm: bool, given: bool) -> str | None:
+    """The shipped lifecycle scripts configure Slurm nodes: an EKS cluster brings its own folder."""
+    if slurm or given:
+        return None
+    return "is required with the EKS orchestrator: the shipped lifecycle scripts configure Slurm nodes"
+
+
+def scripts_folder_problem(folder: str, entry: str, state: str | None) -> str | None:
+    """``lifecycle_scripts_dir``: a folder holding ``entry``. ``state`` says what ``folder`` is instead (None
+    when it is such a folder): "missing", "file" or "no entry"."""
+    wanted = f"a folder holding {entry}, the script HyperPod runs on every node"
+    found = {"missing": "which does not exist", "file": "a file", "no entry": f"which has no {entry}"}
+    return None if state is None else f"must be {wanted}, got '{folder}', {found[state]}"
+
+
+def extra_steps_problem(scripts_dir: str | None, entry: str) -> str | None:
+    """Extra lifecycle steps are run by the shipped entry script: not with a folder of one's own."""
+    if scripts_dir is None:
+        return None
+    return (
+        f"are run by the shipped {entry}, so they cannot go with lifecycle_scripts_dir '{scripts_dir}': call your "
+        f"scripts from your own {entry}, or leave lifecycle_scripts_dir out"
+    )
+
+
+def owned_keys_problem(owned: Sequence[tuple[str, str]]) -> str | None:
+    """``lifecycle.extra`` keys (``(key, the prop that sets it)``) the construct writes itself."""
+    if not owned:
+        return None
+    keys = ", ".join(f"{key} (set by {prop})" for key, prop in owned)
+    return f"sets {keys}, which the construct writes itself from the props that check them; set those props instead"
+
+
+def extra_key_problem(
+    key: str, api_driven: bool, provisioning_keys: frozenset[str], known: frozenset[str]
+) -> str | None:
+    """A ``lifecycle.extra`` key the shipped scripts read (``known``); provisioning_parameters.json's own keys
+    (``provisioning_keys``) only where that file is uploaded (legacy Slurm configuration)."""
+    if key in provisioning_keys and api_driven:
+        return (
+            f"holds '{key}', a key of provisioning_parameters.json, which an API-driven cluster (slurm_config api) "
+            "does not upload"
+        )
+    if key not in known:
+        return f"holds '{key}', which the shipped lifecycle scripts do not read; allowed: {', '.join(sorted(known))}"
+    return None
+
+
+def step_name_problem(name: object) -> str | None:
+    """A lifecycle step's name: 1-63 letters, digits, '-' or '_' starting with a letter or digit."""
+    if isinstance(name, str) and _STEP_NAME.fullmatch(name):
+        return None
+    return f"must be 1-63 letters, digits, '-' or '_' starting with a letter or digit, got '{name}'"
+
+
+def step_script_problem(script: str, state: str | None) -> str | None:
+    """A step's script is a file: ``state`` is None for one, else "folder" or "missing"."""
+    if state is None:
+        return None
+    found = "a folder" if state == "folder" else "which does not exist"
+    return f"must be a script file, got '{script}', {found}"
+
+
+def shipped_step_problem(script: str, shipped: bool, entry: str) -> str | None:
+    """A step is a script of one's own (``shipped``: the entry script or another shipped lifecycle script)."""
+    if not shipped:
+        return None
+    return (
+        f"must be a script of your own, not {entry} or another shipped lifecycle script (the shipped {entry} runs "
+        f"every step, so the step would run it again without end), got '{script}'"
+    )
+
+
+def step_roles_problem(roles: object, allowed: str) -> str | None:
+    """A step's roles: left out (every role) or a non-empty list of ``allowed``."""
+    if roles is not None and (isinstance(roles, str) or not roles):
+        return f"must be a list of {allowed} (leave it out for every role), got {roles!r}"
+    return None
+
+
+def slurm_lifecycle_problem(given: str, own_scripts: bool, slurm: bool) -> str | None:
+    """What the shipped Slurm lifecycle scripts set up (``given``, e.g. accounting): not with one's own scripts
+    (``own_scripts``) or the EKS orchestrator."""
+    if not own_scripts and slurm:
+        return None
+    return (
+        "is set up by the shipped Slurm lifecycle scripts, so it cannot go with lifecycle_scripts_dir or the EKS "
+        f"orchestrator, got {given}"
+    )
+
+
+def slurm_only_problem(value: object, slurm: bool) -> str | None:
+    """A Slurm setting: not on an EKS cluster."""
+    if slurm or value is None:
+        return None
+    return f"applies to the Slurm orchestrator only, got {value} with the EKS orchestrator"
+
+
+def users_problem(own_scripts: bool, slurm: bool) -> str | None:
+    """Team users are made by the shipped Slurm lifecycle scripts."""
+    if not own_scripts and slurm:
+        return None
+    return (
+        "are created by the shipped Slurm lifecycle scripts, so they cannot go with lifecycle_scripts_dir or the "
+        "EKS orchestrator"
+    )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from importlib import resources
@@ -74,21 +73,34 @@ from training_clusters.rules.hyperpod import (
     continuous_slurm_problem,
     controller_count_problem,
     deep_health_checks_problem,
+    extra_key_problem,
+    extra_steps_problem,
     extra_volume_key_problem,
     extra_volume_problem,
     fsx_lustre_dns_name_problem,
     group_count_problem,
     group_names_problem,
+    groups_problem,
     image_id_problem,
     instance_group_name_problem,
     is_accelerated,
+    lifecycle_scripts_required_problem,
+    owned_keys_problem,
     partition_name_problem,
     root_volume_problem,
+    scripts_folder_problem,
+    shipped_step_problem,
     slurm_config_strategy_problem,
+    slurm_lifecycle_problem,
+    slurm_only_problem,
     slurm_partition_problem,
     slurm_roles_problem,
     slurm_workers_problem,
+    step_name_problem,
+    step_roles_problem,
+    step_script_problem,
     threads_per_core_problem,
+    users_problem,
 )
 from training_clusters.rules.instance_types import hyperpod_instance_type_name_problem
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
@@ -156,7 +168,6 @@ OWNED_KEYS = {
 SLURM_NODE_TYPES = {NodeRole.CONTROLLER: "Controller", NodeRole.LOGIN: "Login", NodeRole.WORKER: "Compute"}
 #: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
 USER_STEPS_FOLDER = "user_steps"
-_STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
 
 
 @dataclass(frozen=True)
@@ -590,49 +601,36 @@ class HyperPodCluster(Construct):
             )
 
     def _check_lifecycle_scripts(self, scripts_dir: str | Path | None) -> None:
-        if not self._orchestrator.is_slurm and scripts_dir is None:
-            raise fail(
-                self.node.path,
-                "lifecycle_scripts_dir",
-                "is required with the EKS orchestrator: the shipped lifecycle scripts configure Slurm nodes",
-            )
+        refuse(
+            self,
+            "lifecycle_scripts_dir",
+            lifecycle_scripts_required_problem(self._orchestrator.is_slurm, scripts_dir is not None),
+        )
         if scripts_dir is not None:
             self._check_scripts_folder(scripts_dir)
 
     def _check_scripts_folder(self, scripts_dir: str | Path) -> None:
         folder = Path(scripts_dir)
         entry = self.entry_script
-        wanted = f"a folder holding {entry}, the script HyperPod runs on every node"
-        if not folder.exists():
-            raise fail(
-                self.node.path,
-                "lifecycle_scripts_dir",
-                f"must be {wanted}, got '{scripts_dir}', which does not exist",
-            )
-        if not folder.is_dir():
-            raise fail(
-                self.node.path, "lifecycle_scripts_dir", f"must be {wanted}, got '{scripts_dir}', a file"
-            )
-        if not (folder / entry).is_file():
-            raise fail(
-                self.node.path,
-                "lifecycle_scripts_dir",
-                f"must be {wanted}, got '{scripts_dir}', which has no {entry}",
-            )
+        state = (
+            "missing"
+            if not folder.exists()
+            else "file"
+            if not folder.is_dir()
+            else "no entry"
+            if not (folder / entry).is_file()
+            else None
+        )
+        refuse(self, "lifecycle_scripts_dir", scripts_folder_problem(str(scripts_dir), entry, state))
 
     def _lifecycle_options(
         self, options: LifecycleOptions, scripts_dir: str | Path | None
     ) -> LifecycleOptions:
         """The options with each step's roles as members, every step and extra key checked."""
         self._check_extra_keys(options, scripts_dir)
-        if options.extra_steps and scripts_dir is not None:
-            raise fail(
-                self.node.path,
-                "lifecycle.extra_steps",
-                f"are run by the shipped {ON_CREATE_SCRIPT}, so they cannot go with lifecycle_scripts_dir "
-                f"'{scripts_dir}': call your scripts from your own {ON_CREATE_SCRIPT}, or leave "
-                "lifecycle_scripts_dir out",
-            )
+        if options.extra_steps:
+            given = None if scripts_dir is None else str(scripts_dir)
+            refuse(self, "lifecycle.extra_steps", extra_steps_problem(given, ON_CREATE_SCRIPT))
         steps = tuple(
             self._step_options(f"lifecycle.extra_steps[{i}]", s) for i, s in enumerate(options.extra_steps)
         )
@@ -640,14 +638,8 @@ class HyperPodCluster(Construct):
         return replace(options, extra_steps=steps)
 
     def _check_extra_keys(self, options: LifecycleOptions, scripts_dir: str | Path | None) -> None:
-        owned = [key for key in options.extra if key in OWNED_KEYS]
-        if owned:
-            raise fail(
-                self.node.path,
-                "lifecycle.extra",
-                f"sets {', '.join(f'{key} (set by {OWNED_KEYS[key]})' for key in owned)}, which the construct "
-                "writes itself from the props that check them; set those props instead",
-            )
+        owned = [(key, OWNED_KEYS[key]) for key in options.extra if key in OWNED_KEYS]
+        refuse(self, "lifecycle.extra", owned_keys_problem(owned))
         if scripts_dir is not None:
             return
         known = (
@@ -656,20 +648,11 @@ class HyperPodCluster(Construct):
             else PROVISIONING_PARAMETER_KEYS | LIFECYCLE_SETTING_KEYS
         )
         for key in options.extra:
-            if key in PROVISIONING_PARAMETER_KEYS and self.is_api_driven:
-                raise fail(
-                    self.node.path,
-                    "lifecycle.extra",
-                    f"holds '{key}', a key of provisioning_parameters.json, which an API-driven cluster "
-                    "(slurm_config api) does not upload",
-                )
-            if key not in known:
-                raise fail(
-                    self.node.path,
-                    "lifecycle.extra",
-                    f"holds '{key}', which the shipped lifecycle scripts do not read; allowed: "
-                    f"{', '.join(sorted(known))}",
-                )
+            refuse(
+                self,
+                "lifecycle.extra",
+                extra_key_problem(key, self.is_api_driven, PROVISIONING_PARAMETER_KEYS, known),
+            )
         self._check_download_pins(options.extra.get("download_sha256", {}))
 
     def _check_download_pins(self, pins: Any) -> None:
@@ -684,47 +667,24 @@ class HyperPodCluster(Construct):
     def _step_options(self, where: str, step: LifecycleStep) -> LifecycleStep:
         if not isinstance(step, LifecycleStep):
             raise fail(self.node.path, where, f"must be a LifecycleStep, got {type(step).__name__}")
-        if not isinstance(step.name, str) or not _STEP_NAME.fullmatch(step.name):
-            raise fail(
-                self.node.path,
-                f"{where}.name",
-                f"must be 1-63 letters, digits, '-' or '_' starting with a letter or digit, got '{step.name}'",
-            )
+        refuse(self, f"{where}.name", step_name_problem(step.name))
         script = Path(step.script)
-        if not script.is_file():
-            state = "a folder" if script.is_dir() else "which does not exist"
-            raise fail(
-                self.node.path, f"{where}.script", f"must be a script file, got '{step.script}', {state}"
-            )
-        if script.name == ON_CREATE_SCRIPT or script.resolve().is_relative_to(
+        state = None if script.is_file() else "folder" if script.is_dir() else "missing"
+        refuse(self, f"{where}.script", step_script_problem(str(step.script), state))
+        shipped = script.name == ON_CREATE_SCRIPT or script.resolve().is_relative_to(
             lifecycle_scripts_path().resolve()
-        ):
-            raise fail(
-                self.node.path,
-                f"{where}.script",
-                f"must be a script of your own, not {ON_CREATE_SCRIPT} or another shipped lifecycle script "
-                f"(the shipped {ON_CREATE_SCRIPT} runs every step, so the step would run it again without "
-                f"end), got '{step.script}'",
-            )
-        if step.roles is not None and (isinstance(step.roles, str) or not step.roles):
-            raise fail(
-                self.node.path,
-                f"{where}.roles",
-                f"must be a list of {NodeRole.allowed()} (leave it out for every role), got {step.roles!r}",
-            )
+        )
+        refuse(self, f"{where}.script", shipped_step_problem(str(step.script), shipped, ON_CREATE_SCRIPT))
+        refuse(self, f"{where}.roles", step_roles_problem(step.roles, NodeRole.allowed()))
         roles = tuple(NodeRole) if step.roles is None else step.roles
         return replace(
             step, roles=tuple(option(self, f"{where}.roles[{i}]", NodeRole, r) for i, r in enumerate(roles))
         )
 
     def _check_step_names(self, steps: Sequence[LifecycleStep]) -> None:
-        seen: set[str] = set()
-        for index, step in enumerate(steps):
-            if step.name in seen:
-                raise fail(
-                    self.node.path, f"lifecycle.extra_steps[{index}].name", f"'{step.name}' is used twice"
-                )
-            seen.add(step.name)
+        repeated = group_names_problem([step.name for step in steps])
+        if repeated:
+            refuse(self, f"lifecycle.extra_steps[{repeated[0]}].name", repeated[1])
 
     def _accounting_option(
         self,
@@ -746,26 +706,18 @@ class HyperPodCluster(Construct):
                     "EXTERNAL needs the database itself: pass the SlurmAccountingDatabase, got the option "
                     "EXTERNAL",
                 )
-        if mode is not HyperPodAccounting.NONE and (
-            scripts_dir is not None or not self._orchestrator.is_slurm
-        ):
-            raise fail(
-                self.node.path,
+        if mode is not HyperPodAccounting.NONE:
+            refuse(
+                self,
                 "accounting",
-                f"is set up by the shipped Slurm lifecycle scripts, so it cannot go with lifecycle_scripts_dir "
-                f"or the EKS orchestrator, got {mode.name}",
+                slurm_lifecycle_problem(mode.name, scripts_dir is not None, self._orchestrator.is_slurm),
             )
         return mode
 
     def _slurm_config_option(self, value: SlurmConfigMode | str | None) -> SlurmConfigMode | None:
         """The Slurm configuration mode (None with EKS); API with a warning when none was given."""
         if not self._orchestrator.is_slurm:
-            if value is not None:
-                raise fail(
-                    self.node.path,
-                    "slurm_config",
-                    f"applies to the Slurm orchestrator only, got {value} with the EKS orchestrator",
-                )
+            refuse(self, "slurm_config", slurm_only_problem(value, slurm=False))
             return None
         if value is None:
             advise(
@@ -816,21 +768,14 @@ class HyperPodCluster(Construct):
     def _check_users(self, users: Sequence[TeamUser], scripts_dir: str | Path | None) -> None:
         if not users:
             return
-        if scripts_dir is not None or not self._orchestrator.is_slurm:
-            raise fail(
-                self.node.path,
-                "users",
-                "are created by the shipped Slurm lifecycle scripts, so they cannot go with lifecycle_scripts_dir "
-                "or the EKS orchestrator",
-            )
+        refuse(self, "users", users_problem(scripts_dir is not None, self._orchestrator.is_slurm))
         problem = team_problem(users)
         if problem is not None:
             where, sentence = problem
             raise fail(self.node.path, f"users{where}", sentence)
 
     def _check_groups(self, groups: Sequence[InstanceGroup]) -> None:
-        if not groups:
-            raise fail(self.node.path, "instance_groups", "must hold at least one group, got none")
+        refuse(self, "instance_groups", groups_problem(len(groups)))
         self._check_group_names(groups)
         for index, group in enumerate(groups):
             self._check_group(f"instance_groups[{index}]", group)
