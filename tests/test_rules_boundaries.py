@@ -26,6 +26,7 @@ from training_clusters.rules import (
     eks_queues,
     hyperpod,
     hyperpod_eks,
+    hyperpod_governance,
     logs,
     lustre,
     network,
@@ -2310,4 +2311,42 @@ def test_slurm_settings_on_eks() -> None:
     assert hyperpod.slurm_only_problem(None, slurm=False) is None
     assert hyperpod.slurm_only_problem("api", slurm=False) == (
         "applies to the Slurm orchestrator only, got api with the EKS orchestrator"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# HyperPod on EKS, task governance and EKS queues: moved from the constructs
+
+
+def test_hyperpod_eks_counts() -> None:
+    assert hyperpod_eks.instance_types_problem(1) is None
+    assert hyperpod_eks.instance_types_problem(0) == "must name at least one ml. instance type, got none"
+    assert hyperpod_eks.fixed_count_problem(1) is None
+    assert hyperpod_eks.fixed_count_problem(0) == "must be 1 or more, got 0"
+
+
+def test_governance_teams() -> None:
+    assert hyperpod_governance.teams_problem(1) is None
+    assert hyperpod_governance.teams_problem(0) == "must hold at least one team, got none"
+    assert hyperpod_governance.team_key_problem("a", ["a", "b"]) is None
+    assert hyperpod_governance.team_key_problem("c", ["a", "b"]) == "must name one of the teams (a, b)"
+
+
+def test_eks_queue_namespaces_and_nodegroups() -> None:
+    assert eks_queues.namespaces_problem(1) is None
+    assert eks_queues.namespaces_problem(0) == "must name at least one namespace, got none"
+    assert eks_queues.team_role_namespace_problem("ml", ["ml", "cv"]) is None
+    assert eks_queues.team_role_namespace_problem("nlp", ["ml", "cv"]) == (
+        "must name one of the team namespaces (ml, cv), got 'nlp'"
+    )
+    assert eks_queues.gpu_nodegroups_problem(True, ["gpu"]) is None
+    assert eks_queues.gpu_nodegroups_problem(False, ["cpu"]) == (
+        "must include a nodegroup with NVIDIA GPUs to queue for, got cpu"
+    )
+    assert eks_queues.gpu_nodegroups_problem(False, []) == (
+        "must include a nodegroup with NVIDIA GPUs to queue for, got none"
+    )
+    assert eks_queues.efa_gpu_nodegroups_problem(True, ["p5"]) is None
+    assert eks_queues.efa_gpu_nodegroups_problem(False, ["g5", "m5"]) == (
+        "must include an EFA nodegroup with NVIDIA GPUs, got g5, m5"
     )

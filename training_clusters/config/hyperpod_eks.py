@@ -394,8 +394,7 @@ class HyperPodEksConfig(_Model):
         for index, group in enumerate(self.instance_groups):
             where = f"instance_groups.{index}"
             if self.autoscaling is None:
-                if group.count < 1:
-                    raise _FieldProblem(f"{where}.count", f"must be 1 or more, got {group.count}")
+                _raise_at(f"{where}.count", hyperpod_eks_rules.fixed_count_problem(group.count))
                 _raise_at(
                     f"{where}.max_count",
                     hyperpod_eks_rules.max_count_without_autoscaling_problem(group.max_count),
