@@ -56,7 +56,8 @@ def test_the_suite_covers_every_kind_of_mistake() -> None:
     assert len(FILES) >= 35
     kinds = {p.stem.split("-")[0] for p in FILES}
     assert {"misspelt", "wrong", "out", "unknown", "build", "duplicate", "tag", "alias"} <= kinds
-    assert len(BUILD_TIME) >= 10
+    # a build-time mistake the file model can see moves to load time (its rule applied by both), so few remain
+    assert len(BUILD_TIME) >= 3
 
 
 @pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
@@ -317,18 +318,9 @@ def test_a_symbolic_link_loop_is_named_as_one(tmp_path: Path, capsys: pytest.Cap
 
 #: What the line a build-time mistake is reported at says: the field the construct names, else its item.
 BUILD_TIME_LINES = {
-    "build-eks-admin-role-arn": "admin_role_arn: arn:aws:iam::111122223333:user/alice",
-    "build-eks-gpu-nodegroup-without-gpu": "- {name: gpu, instance_type: m5.xlarge, size: 2}",
     "build-eks-grafana-without-prometheus": "grafana: true",
     "build-eks-mps-beyond-daemon-limit": "replicas: 100",
-    "build-hyperpod-health-checks-on-cpu": "deep_health_checks: [InstanceStress]",
-    "build-hyperpod-threads-per-core": "threads_per_core: 4",
-    "build-hyperpod-two-controllers": "instance_groups:",
-    "build-hyperpod-worker-without-partition": "- {name: worker-group-1, instance_type: ml.c5.xlarge, count: 1",
-    "build-partitions-with-cluster-strategy": "partitions: 3",
     "build-pcluster-name-is-stack-name": "cluster_name: training-c5n",
-    "build-pcluster-reserved-mount-dir": "mount_dir: /opt/parallelcluster",
-    "build-pcluster-reserved-tag": "tags:",
 }
 
 

@@ -167,7 +167,11 @@ def test_bad_documents_name_the_field_the_value_and_what_is_allowed(
 
 
 def test_two_orchestrator_sections_are_a_clear_error() -> None:
-    hyperpod = {"cluster_name": "x", "instance_groups": [{"name": "c", "instance_type": "ml.c5.xlarge"}]}
+    groups = [
+        {"name": "c", "instance_type": "ml.c5.xlarge", "role": "controller"},
+        {"name": "w", "instance_type": "ml.c5.xlarge", "partition": "dev"},
+    ]
+    hyperpod = {"cluster_name": "x", "instance_groups": groups}
     eks: dict[str, Any] = {}
     with pytest.raises(ConfigurationError) as error:
         parse_environment(with_(hyperpod=hyperpod, eks=eks), source="env.yaml")
@@ -916,7 +920,7 @@ def test_bad_capacity_sections_name_the_field_and_what_is_allowed(
 def test_a_reserved_queue_may_turn_its_placement_group_off_even_with_efa() -> None:
     queue = {"capacity": {"type": "reservation", "reservation_id": BLOCK}, "placement": "none"}
     assert parse_environment(_pcluster(queue)).parallelcluster is not None
-    with pytest.raises(ConfigurationError, match="placement is none, but compute resource 'p5' uses EFA"):
+    with pytest.raises(ConfigurationError, match="placement: is none, but compute resource 'p5' uses EFA"):
         parse_environment(_pcluster({"placement": "none"}))
 
 

@@ -19,16 +19,21 @@ from training_clusters.model.options import (
     TimeSlicing,
 )
 from training_clusters.rules import (
+    accounting,
     common,
+    downloads,
     eks,
     eks_queues,
     hyperpod,
     hyperpod_eks,
+    hyperpod_governance,
     logs,
     lustre,
     network,
     pcs,
+    placement,
     regions,
+    s3,
     tags,
     users,
 )
@@ -1552,4 +1557,796 @@ def test_a_custom_mig_layout_names_every_profile_the_gpu_does_not_offer() -> Non
     assert offered == "1g.5gb, 1g.10gb, 2g.10gb, 3g.20gb, 4g.20gb, 7g.40gb"
     assert eks.mig_layout_problem(p4d, MigLayout.parse({"9g.1gb": 1, "8g.1gb": 1, "1g.5gb": 1})) == (
         f"'8g.1gb, 9g.1gb' is not a MIG profile of A100 40 GB (p4d.24xlarge); it offers {offered} (and all-balanced)"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# placement groups
+
+
+@pytest.mark.parametrize(
+    ("strategy", "partitions", "problem"),
+    [
+        ("CLUSTER", None, None),
+        ("PARTITION", None, None),
+        ("PARTITION", 1, None),
+        ("PARTITION", 7, None),
+        ("PARTITION", 0, "must be between 1 and 7 per AZ, got 0"),
+        ("PARTITION", 8, "must be between 1 and 7 per AZ, got 8"),
+        ("CLUSTER", 3, "applies to the PARTITION strategy only, got 3 with CLUSTER"),
+        ("SPREAD", 1, "applies to the PARTITION strategy only, got 1 with SPREAD"),
+    ],
+)
+def test_partitions_go_with_the_partition_strategy_one_to_seven(
+    strategy: str, partitions: int | None, problem: str | None
+) -> None:
+    assert placement.placement_partitions_problem(strategy, partitions) == problem
+
+
+@pytest.mark.parametrize(
+    ("strategy", "level", "problem"),
+    [
+        ("SPREAD", None, None),
+        ("SPREAD", "HOST", None),
+        ("CLUSTER", None, None),
+        ("CLUSTER", "HOST", "applies to the SPREAD strategy only, got HOST with CLUSTER"),
+        ("PARTITION", "RACK", "applies to the SPREAD strategy only, got RACK with PARTITION"),
+    ],
+)
+def test_a_spread_level_goes_with_the_spread_strategy(
+    strategy: str, level: str | None, problem: str | None
+) -> None:
+    assert placement.placement_spread_level_problem(strategy, level) == problem
+
+
+@pytest.mark.parametrize(
+    ("strategy", "zones", "problem"),
+    [
+        ("CLUSTER", [], None),
+        ("CLUSTER", ["us-east-1a", "us-east-1a"], None),
+        (
+            "CLUSTER",
+            ["us-east-1b", "us-east-1a", "us-east-1b"],
+            "span 2 Availability Zones (us-east-1a, us-east-1b); a CLUSTER placement group keeps its instances "
+            "in one AZ, so give subnets of a single AZ",
+        ),
+        ("SPREAD", ["us-east-1a", "us-east-1b"], None),
+        ("PARTITION", ["us-east-1a", "us-east-1b"], None),
+    ],
+)
+def test_a_cluster_group_keeps_to_one_zone(strategy: str, zones: list[str], problem: str | None) -> None:
+    assert placement.placement_zones_problem(strategy, zones) == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# HyperPod instance groups
+
+
+@pytest.mark.parametrize(
+    ("threads", "problem"), [(1, None), (2, None), (0, "must be 1 or 2, got 0"), (3, "must be 1 or 2, got 3")]
+)
+def test_threads_per_core_is_one_or_two(threads: int, problem: str | None) -> None:
+    assert hyperpod.threads_per_core_problem(threads) == problem
+
+
+@pytest.mark.parametrize(
+    ("gib", "problem"),
+    [
+        (None, None),
+        (1, None),
+        (16384, None),
+        (0, "must be between 1 and 16384, got 0"),
+        (16385, "must be between 1 and 16384, got 16385"),
+    ],
+)
+def test_the_extra_volume_is_one_gib_to_sixteen_tib(gib: int | None, problem: str | None) -> None:
+    assert hyperpod.extra_volume_problem(gib) == problem
+
+
+@pytest.mark.parametrize(
+    ("gib", "problem"),
+    [
+        (None, None),
+        (100, None),
+        (16384, None),
+        (99, "must be between 100 (HyperPod's root volume) and 16384, got 99"),
+        (16385, "must be between 100 (HyperPod's root volume) and 16384, got 16385"),
+    ],
+)
+def test_the_root_volume_grows_hyperpods_own_up_to_sixteen_tib(gib: int | None, problem: str | None) -> None:
+    assert hyperpod.root_volume_problem(gib) == problem
+
+
+@pytest.mark.parametrize(
+    ("gib", "problem"),
+    [
+        (1, None),
+        (500, None),
+        (None, "encrypts the extra volume, so it needs extra_volume_gib"),
+        (0, "encrypts the extra volume, so it needs extra_volume_gib"),
+    ],
+)
+def test_an_extra_volume_key_needs_the_extra_volume(gib: int | None, problem: str | None) -> None:
+    assert hyperpod.extra_volume_key_problem(gib) == problem
+
+
+@pytest.mark.parametrize(
+    ("count", "least", "problem"),
+    [(1, 1, None), (0, 1, "must be 1 or more, got 0"), (0, 0, None), (-1, 0, "must be 0 or more, got -1")],
+)
+def test_a_group_holds_at_least_its_least_count(count: int, least: int, problem: str | None) -> None:
+    assert hyperpod.group_count_problem(count, least) == problem
+
+
+@pytest.mark.parametrize(
+    ("checks", "instance_type", "problem"),
+    [
+        (["InstanceStress"], "ml.p5.48xlarge", None),
+        (["InstanceConnectivity"], "ml.trn1.32xlarge", None),
+        (["InstanceStress"], "p5.48xlarge", None),
+        ([], "ml.c5.xlarge", None),
+        (["InstanceStress"], "ml.c5.xlarge", "run on GPU and Trainium instances only, got ml.c5.xlarge"),
+        (["InstanceStress"], "ml.x9.unknown", "run on GPU and Trainium instances only, got ml.x9.unknown"),
+    ],
+)
+def test_deep_health_checks_need_accelerators(
+    checks: list[str], instance_type: str, problem: str | None
+) -> None:
+    assert hyperpod.deep_health_checks_problem(checks, instance_type) == problem
+
+
+def test_the_second_group_of_a_name_is_the_one_named() -> None:
+    assert hyperpod.group_names_problem([]) is None
+    assert hyperpod.group_names_problem(["a", "b"]) is None
+    assert hyperpod.group_names_problem(["a", "b", "a", "b"]) == (2, "'a' is used twice")
+
+
+@pytest.mark.parametrize(
+    ("roles", "problem"),
+    [
+        ([("c", "CONTROLLER"), ("w", "WORKER")], None),
+        ([("c", "CONTROLLER"), ("l", "LOGIN"), ("w", "WORKER")], None),
+        ([("w", "WORKER")], "need exactly one CONTROLLER group under Slurm, got 0 (none)"),
+        (
+            [("a", "CONTROLLER"), ("b", "CONTROLLER")],
+            "need exactly one CONTROLLER group under Slurm, got 2 (a, b)",
+        ),
+        (
+            [("c", "CONTROLLER"), ("l1", "LOGIN"), ("l2", "LOGIN")],
+            "allow at most one LOGIN group, got 2 (l1, l2)",
+        ),
+    ],
+)
+def test_slurm_has_one_controller_and_at_most_one_login_group(
+    roles: list[tuple[str, str]], problem: str | None
+) -> None:
+    assert hyperpod.slurm_roles_problem(roles) == problem
+
+
+def test_slurm_needs_a_worker_group() -> None:
+    assert hyperpod.slurm_workers_problem(["CONTROLLER", "WORKER"]) is None
+    assert hyperpod.slurm_workers_problem(["CONTROLLER", "LOGIN"]) == (
+        "need at least one WORKER group to run jobs, got none"
+    )
+
+
+@pytest.mark.parametrize(
+    ("role", "count", "problem"),
+    [
+        ("CONTROLLER", 1, None),
+        ("CONTROLLER", 2, "of the CONTROLLER group must be 1, got 2"),
+        ("CONTROLLER", 0, "of the CONTROLLER group must be 1, got 0"),
+        ("WORKER", 2, None),
+        ("LOGIN", 2, None),
+    ],
+)
+def test_the_controller_group_holds_one_instance(role: str, count: int, problem: str | None) -> None:
+    assert hyperpod.controller_count_problem(role, count) == problem
+
+
+@pytest.mark.parametrize(
+    ("role", "partition", "problem"),
+    [
+        ("WORKER", "dev", None),
+        ("WORKER", None, "is required for WORKER group 'g'"),
+        ("WORKER", "", "is required for WORKER group 'g'"),
+        ("CONTROLLER", None, None),
+        ("LOGIN", "dev", "applies to WORKER groups only, got 'dev' on LOGIN group 'g'"),
+        ("CONTROLLER", "dev", "applies to WORKER groups only, got 'dev' on CONTROLLER group 'g'"),
+    ],
+)
+def test_workers_and_only_workers_name_a_partition(
+    role: str, partition: str | None, problem: str | None
+) -> None:
+    assert hyperpod.slurm_partition_problem(role, partition, "g") == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# EKS cluster and nodegroups
+
+
+@pytest.mark.parametrize(
+    ("arn", "problem"),
+    [
+        ("arn:aws:iam::111122223333:role/Admin", None),
+        ("arn:aws-cn:iam::111122223333:role/path/Admin", None),
+        ("arn:aws:iam::111122223333:user/alice", "user/alice"),
+        ("arn:aws:iam::11112222333:role/Admin", "11112222333"),
+        ("arn:aws:iam::111122223333:role/", "role/'"),
+    ],
+)
+def test_the_admin_role_is_a_role_arn(arn: str, problem: str | None) -> None:
+    found = eks.admin_role_arn_problem(arn)
+    if problem is None:
+        assert found is None
+    else:
+        assert found == f"must be an IAM role ARN such as arn:aws:iam::111122223333:role/Admin, got '{arn}'"
+
+
+def test_a_gpu_nodegroup_needs_an_accelerator() -> None:
+    assert eks.accelerated_nodegroup_problem(lookup("g5.2xlarge")) is None
+    assert eks.accelerated_nodegroup_problem(lookup("trn1.32xlarge")) is None
+    assert eks.accelerated_nodegroup_problem(lookup("m5.xlarge")) == (
+        "'m5.xlarge' has no GPU or Trainium accelerator; use a type such as g5.2xlarge"
+    )
+
+
+def test_the_system_nodegroup_has_a_node() -> None:
+    assert eks.system_node_count_problem(1) is None
+    assert eks.system_node_count_problem(0) == "must be 1 or more, got 0"
+
+
+@pytest.mark.parametrize(
+    ("hops", "problem"),
+    [
+        (1, None),
+        (64, None),
+        (0, "must be between 1 and 64 (1 keeps pods away from the node's credentials), got 0"),
+        (65, "must be between 1 and 64 (1 keeps pods away from the node's credentials), got 65"),
+    ],
+)
+def test_the_imds_hop_limit_is_one_to_sixty_four(hops: int, problem: str | None) -> None:
+    assert eks.imds_hop_limit_problem(hops) == problem
+
+
+def test_a_root_volume_holds_the_eks_ami() -> None:
+    assert eks.root_volume_size_problem(20) is None
+    assert eks.root_volume_size_problem(19) == "must be at least 20 (the EKS AMI's own size), got 19"
+
+
+@pytest.mark.parametrize(
+    ("sizes", "problem"),
+    [
+        ((0, 0, 1), None),
+        ((2, 1, 3), None),
+        ((3, 3, 3), None),
+        ((-1, -1, 1), ("desired_size", "must be 0 or more, got -1")),
+        ((0, 1, 3), ("desired_size", "must lie between min_size and max_size (1..3), got 0")),
+        ((4, 1, 3), ("desired_size", "must lie between min_size and max_size (1..3), got 4")),
+        ((0, 0, 0), ("max_size", "must be 1 or more, got 0")),
+    ],
+)
+def test_nodegroup_sizes(sizes: tuple[int, int, int], problem: tuple[str, str] | None) -> None:
+    assert eks.nodegroup_sizes_problem(*sizes) == problem
+
+
+@pytest.mark.parametrize(
+    ("reserved", "subnets", "problem"),
+    [
+        (None, None, None),
+        (None, 3, None),
+        ("reservation cr-1", 1, None),
+        (
+            "reservation cr-1",
+            None,
+            "must be one subnet in the AZ of reservation cr-1 (reserved capacity lives in one AZ), got the "
+            "VPC's private subnets",
+        ),
+        (
+            "reservation cr-1",
+            2,
+            "must be one subnet in the AZ of reservation cr-1 (reserved capacity lives in one AZ), got 2 subnets",
+        ),
+    ],
+)
+def test_reserved_nodes_take_one_subnet(
+    reserved: str | None, subnets: int | None, problem: str | None
+) -> None:
+    assert eks.reserved_subnets_problem(reserved, subnets) == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# ParallelCluster: moved from the construct
+
+
+def test_ssh_needs_a_key_pair_named_as_the_caller_names_it() -> None:
+    assert pc.ssh_key_problem("ops") is None
+    assert pc.ssh_key_problem(None) == "applies only with key_name (without a key pair, use SSM)"
+    assert pc.ssh_key_problem(None, "head_node.key_name") == (
+        "applies only with head_node.key_name (without a key pair, use SSM)"
+    )
+
+
+def test_a_cluster_holds_at_most_fifty_compute_resources() -> None:
+    assert pc.cluster_compute_resources_problem(50) is None
+    assert pc.cluster_compute_resources_problem(51) == (
+        "hold 51 compute resources in all; ParallelCluster allows at most 50 per cluster"
+    )
+
+
+@pytest.mark.parametrize(
+    ("placement", "efa", "problem"),
+    [
+        ("none", [], None),
+        ("shared", ["c5n"], None),
+        ("managed", ["c5n"], None),
+        (
+            "none",
+            ["c5n", "p5"],
+            "is none, but compute resource 'c5n' uses EFA, which needs a placement group; use shared or managed",
+        ),
+    ],
+)
+def test_efa_needs_a_placement_group(placement: str, efa: list[str], problem: str | None) -> None:
+    assert pc.efa_placement_problem(placement, efa) == problem
+
+
+@pytest.mark.parametrize(
+    ("placement", "has_group", "problem"),
+    [
+        ("shared", True, None),
+        ("managed", False, None),
+        ("none", False, None),
+        ("shared", False, "is shared, but the cluster has no placement_group; give one or use managed"),
+    ],
+)
+def test_shared_placement_needs_the_clusters_group(
+    placement: str, has_group: bool, problem: str | None
+) -> None:
+    assert pc.shared_placement_problem(placement, has_group) == problem
+
+
+def test_the_cluster_is_not_named_as_our_stack() -> None:
+    assert pc.stack_name_problem("c5n", "training-c5n") is None
+    assert pc.stack_name_problem("training-c5n", "training-c5n") == (
+        "'training-c5n' must differ from the stack's name: ParallelCluster creates a stack of that name"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "problem"),
+    [
+        ("scripts/a.sh", None),
+        ("a", None),
+        ("", "must be an object key such as scripts/on-node-configured.sh, got ''"),
+        ("/scripts/a.sh", "must be an object key such as scripts/on-node-configured.sh, got '/scripts/a.sh'"),
+    ],
+)
+def test_a_custom_action_is_an_object_key(key: str, problem: str | None) -> None:
+    assert pc.action_key_problem(key) == problem
+
+
+def test_a_login_pool_has_a_node() -> None:
+    assert pc.login_count_problem(1) is None
+    assert pc.login_count_problem(0) == "must be 1 or more, got 0"
+
+
+# --------------------------------------------------------------------------------------------------
+# common constructs: Lustre, network, bucket (moved from the constructs)
+
+
+def test_exempt_nids_go_with_root_squash_sixty_four_at_most() -> None:
+    sixty_four = [f"10.0.1.{i}@tcp" for i in range(1, 65)]
+    assert lustre.exempt_nids_problem(False, []) is None
+    assert lustre.exempt_nids_problem(True, sixty_four) is None
+    assert lustre.exempt_nids_problem(False, ["10.0.1.6@tcp"]) == "applies only when root_squash is on"
+    assert (
+        lustre.exempt_nids_problem(True, [*sixty_four, "10.0.1.65@tcp"])
+        == "must hold at most 64 NIDs, got 65"
+    )
+    assert lustre.exempt_nids_problem(True, ["10.0.1.6"]) == lustre.no_squash_nid_problem("10.0.1.6")
+    assert lustre.no_squash_nid_problem("10.0.1.6") is not None
+
+
+def test_a_kms_key_needs_a_persistent_file_system() -> None:
+    assert lustre.lustre_kms_key_problem("PERSISTENT_2") is None
+    assert lustre.lustre_kms_key_problem("SCRATCH_2") == (
+        "applies to PERSISTENT_2 only; SCRATCH_2 is always encrypted with an FSx-managed key"
+    )
+
+
+def test_root_squash_is_set_where_the_file_system_is_made() -> None:
+    assert lustre.adopted_root_squash_problem(False) is None
+    assert lustre.adopted_root_squash_problem(True) == (
+        "applies to a file system made here; set an adopted one's root squash where it is made"
+    )
+
+
+@pytest.mark.parametrize(
+    ("mask", "problem"),
+    [
+        (16, None),
+        (28, None),
+        (15, "must be between 16 and 28, got 15"),
+        (29, "must be between 16 and 28, got 29"),
+    ],
+)
+def test_private_subnet_masks_are_sixteen_to_twenty_eight(mask: int, problem: str | None) -> None:
+    assert network.private_subnet_mask_problem(mask) == problem
+
+
+def test_the_placement_zone_is_one_of_the_vpcs() -> None:
+    zones = ["us-east-1a", "us-east-1b"]
+    assert network.placement_zone_problem("us-east-1b", zones, "availability_zones") is None
+    assert network.placement_zone_problem("us-east-1c", zones, "availability_zones") == (
+        "'us-east-1c' must be one of availability_zones (us-east-1a, us-east-1b)"
+    )
+    assert network.private_subnet_zone_problem("us-east-1a", zones) is None
+    assert network.private_subnet_zone_problem("us-east-1f", zones) == (
+        "'us-east-1f' has no private subnet; available: us-east-1a, us-east-1b"
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "problem"),
+    [
+        ("a", None),
+        ("9-scripts", None),
+        ("a" * 20, None),
+        ("a" * 21, f"got '{'a' * 21}'"),
+        ("", "got ''"),
+        ("-scripts", "got '-scripts'"),
+        ("Scripts", "got 'Scripts'"),
+        ("my.scripts", "got 'my.scripts'"),
+    ],
+)
+def test_a_bucket_name_prefix(prefix: str, problem: str | None) -> None:
+    found = s3.bucket_name_prefix_problem(prefix)
+    if problem is None:
+        assert found is None
+    else:
+        assert found == (
+            f"must be 1-20 lowercase letters, digits or hyphens starting with a letter or digit, {problem}"
+        )
+
+
+# --------------------------------------------------------------------------------------------------
+# Slurm accounting's database
+
+
+@pytest.mark.parametrize(
+    ("username", "problem"),
+    [
+        ("admin", None),
+        ("a" * 16, None),
+        ("a_1", None),
+        ("a" * 17, f"must be 1 to 16 letters, digits or '_', starting with a letter, got '{'a' * 17}'"),
+        ("", "must be 1 to 16 letters, digits or '_', starting with a letter, got ''"),
+        ("1admin", "must be 1 to 16 letters, digits or '_', starting with a letter, got '1admin'"),
+        ("ad-min", "must be 1 to 16 letters, digits or '_', starting with a letter, got 'ad-min'"),
+        ("ädmin", "must be 1 to 16 letters, digits or '_', starting with a letter, got 'ädmin'"),
+        ("RdsAdmin", "is reserved by RDS, got 'RdsAdmin'"),
+        ("SlurmDBD", "is slurmdbd's own database user, got 'SlurmDBD'"),
+    ],
+)
+def test_the_master_user_name(username: str, problem: str | None) -> None:
+    assert accounting.master_username_problem(username) == problem
+
+
+@pytest.mark.parametrize(
+    ("databases", "problem"),
+    [
+        (["slurm_acct_db"], None),
+        (["a" * 64, "b"], None),
+        ([], "must name at least one database, got []"),
+        ("slurm_acct_db", "must name at least one database, got 'slurm_acct_db'"),
+        (["a" * 65], f"must be 1 to 64 letters, digits or '_' each, got '{'a' * 65}'"),
+        (["ok", ""], "must be 1 to 64 letters, digits or '_' each, got ''"),
+        (["slurm-db"], "must be 1 to 64 letters, digits or '_' each, got 'slurm-db'"),
+    ],
+)
+def test_the_databases(databases: list[str] | str, problem: str | None) -> None:
+    assert accounting.databases_problem(databases) == problem
+
+
+@pytest.mark.parametrize(
+    ("acu", "problem"),
+    [
+        (0.5, None),
+        (256.0, None),
+        (1.5, None),
+        (0.0, "must be 0.5 to 256 in steps of 0.5 ACU, got 0"),
+        (256.5, "must be 0.5 to 256 in steps of 0.5 ACU, got 256.5"),
+        (0.75, "must be 0.5 to 256 in steps of 0.5 ACU, got 0.75"),
+    ],
+)
+def test_capacity_in_half_acus(acu: float, problem: str | None) -> None:
+    assert accounting.capacity_acu_problem(acu) == problem
+
+
+def test_the_least_capacity_does_not_exceed_the_most() -> None:
+    assert accounting.capacity_range_problem(2, 2) is None
+    assert accounting.capacity_range_problem(2.5, 2) == "must not exceed max_capacity_acu (2), got 2.5"
+
+
+@pytest.mark.parametrize(
+    ("days", "problem"),
+    [
+        (1, None),
+        (35, None),
+        (0, "must be 1 to 35 (RDS keeps automated backups at least a day), got 0"),
+        (36, "must be 1 to 35 (RDS keeps automated backups at least a day), got 36"),
+    ],
+)
+def test_database_backups(days: int, problem: str | None) -> None:
+    assert accounting.backup_retention_problem(days) == problem
+
+
+@pytest.mark.parametrize(
+    ("days", "problem"),
+    [
+        (1, None),
+        (1000, None),
+        (0, "must be 1 to 1000 days (Secrets Manager's rotation schedule), got 0"),
+        (1001, "must be 1 to 1000 days (Secrets Manager's rotation schedule), got 1001"),
+        (True, "must be 1 to 1000 days (Secrets Manager's rotation schedule), got True"),
+    ],
+)
+def test_password_rotation(days: int, problem: str | None) -> None:
+    assert accounting.rotation_days_problem(days) == problem
+
+
+# --------------------------------------------------------------------------------------------------
+# PCS: moved from the construct
+
+
+def test_a_pcs_cluster_has_a_compute_node_group() -> None:
+    assert pcs.node_groups_problem(1) is None
+    assert pcs.node_groups_problem(0) == "must hold at least one compute node group"
+
+
+def test_efa_interfaces_need_efa_on() -> None:
+    assert pcs.efa_interfaces_enabled_problem(True, "p5.48xlarge", "gpu") is None
+    assert pcs.efa_interfaces_enabled_problem(False, "c5n.9xlarge", "compute") == (
+        "applies only with EFA, but c5n.9xlarge in 'compute' has EFA off"
+    )
+
+
+def test_login_nodes_are_zero_or_more() -> None:
+    assert pcs.login_count_problem(0) is None
+    assert pcs.login_count_problem(-1) == "must be 0 or more, got -1"
+
+
+def test_queues_when_given_hold_one() -> None:
+    assert pcs.queues_problem(None) is None
+    assert pcs.queues_problem(1) is None
+    assert pcs.queues_problem(0) == "must hold at least one queue when given; omit it for one per group"
+
+
+# --------------------------------------------------------------------------------------------------
+# downloads: pins and release manifests
+
+DIGEST = "0123456789abcdef" * 4
+
+
+def test_download_pins_map_https_urls_to_digests() -> None:
+    assert downloads.download_pins_problem({}) is None
+    assert downloads.download_pins_problem(["x"]) == "must map https:// URLs to SHA-256 digests, got ['x']"
+    assert downloads.pinned_url_problem("https://example.com/a.tar.gz") is None
+    for url in ("http://example.com/a", "https://example.com/a b", "https://", 5):
+        assert downloads.pinned_url_problem(url) == f"keys must be https:// URLs without spaces, got {url!r}"
+
+
+@pytest.mark.parametrize("digest", [DIGEST, DIGEST.upper()])
+def test_a_sha256_is_sixty_four_hex_digits(digest: str) -> None:
+    assert downloads.sha256_problem(digest) is None
+
+
+@pytest.mark.parametrize("digest", [DIGEST[:63], DIGEST + "0", "g" * 64, f"sha256:{DIGEST}", None])
+def test_other_digests_are_refused(digest: object) -> None:
+    assert downloads.sha256_problem(digest) == f"must be 64 hexadecimal digits, got {digest!r}"
+
+
+@pytest.mark.parametrize(
+    ("url", "problem"),
+    [
+        ("https://github.com/kubeflow/mpi-operator/raw/v0.7.0/deploy/v2beta1/mpi-operator.yaml", None),
+        ("http://example.com/v1/a.yaml", "must be an https:// URL, got 'http://example.com/v1/a.yaml'"),
+        (
+            "https://github.com/x/y/raw/master/a.yaml",
+            "must point at a release tag, not master/main/latest/HEAD, got 'https://github.com/x/y/raw/master/a.yaml'",
+        ),
+        (
+            "https://github.com/x/y/releases/latest/download/a.yaml",
+            "must point at a release tag, not master/main/latest/HEAD, got "
+            "'https://github.com/x/y/releases/latest/download/a.yaml'",
+        ),
+    ],
+)
+def test_a_release_manifest_is_fetched_over_https_at_a_tag(url: str, problem: str | None) -> None:
+    assert downloads.release_url_problem(url) == problem
+
+
+def test_release_tags_and_their_digests() -> None:
+    assert downloads.release_tag_problem("v0.7.0") is None
+    assert downloads.release_tag_problem("0.7.0") == "must be a release tag such as v0.7.0, got '0.7.0'"
+    assert downloads.release_tag_problem("v0.7") == "must be a release tag such as v0.7.0, got 'v0.7'"
+    assert downloads.mpi_operator_digest_problem("v9.9.9", DIGEST, ["v0.7.0"]) is None
+    assert downloads.mpi_operator_digest_problem("v9.9.9", None, ["v0.7.0", "v0.6.0"]) == (
+        "is required for version 'v9.9.9', which has no pinned digest (pinned: v0.6.0, v0.7.0): pass the SHA-256 "
+        "of its mpi-operator.yaml"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# HyperPod: the cluster's groups, orchestrator and lifecycle scripts
+
+
+def test_a_hyperpod_cluster_has_a_group() -> None:
+    assert hyperpod.groups_problem(1) is None
+    assert hyperpod.groups_problem(0) == "must hold at least one group, got none"
+
+
+@pytest.mark.parametrize(("slurm", "given"), [(True, False), (True, True), (False, True)])
+def test_lifecycle_scripts_are_shipped_for_slurm_only(slurm: bool, given: bool) -> None:
+    assert hyperpod.lifecycle_scripts_required_problem(slurm, given) is None
+
+
+def test_an_eks_cluster_brings_its_lifecycle_scripts() -> None:
+    assert hyperpod.lifecycle_scripts_required_problem(False, False) == (
+        "is required with the EKS orchestrator: the shipped lifecycle scripts configure Slurm nodes"
+    )
+
+
+@pytest.mark.parametrize(
+    ("state", "tail"),
+    [
+        (None, None),
+        ("missing", "which does not exist"),
+        ("file", "a file"),
+        ("no entry", "which has no on_create.sh"),
+    ],
+)
+def test_a_scripts_folder_holds_its_entry_script(state: str | None, tail: str | None) -> None:
+    found = hyperpod.scripts_folder_problem("/s", "on_create.sh", state)
+    expected = None
+    if tail is not None:
+        expected = (
+            f"must be a folder holding on_create.sh, the script HyperPod runs on every node, got '/s', {tail}"
+        )
+    assert found == expected
+
+
+def test_extra_steps_go_with_the_shipped_scripts() -> None:
+    assert hyperpod.extra_steps_problem(None, "on_create.sh") is None
+    assert hyperpod.extra_steps_problem("/s", "on_create.sh") == (
+        "are run by the shipped on_create.sh, so they cannot go with lifecycle_scripts_dir '/s': call your scripts "
+        "from your own on_create.sh, or leave lifecycle_scripts_dir out"
+    )
+
+
+def test_keys_the_construct_writes_are_refused_in_extra() -> None:
+    assert hyperpod.owned_keys_problem([]) is None
+    assert hyperpod.owned_keys_problem([("a", "p"), ("b", "q")]) == (
+        "sets a (set by p), b (set by q), which the construct writes itself from the props that check them; set "
+        "those props instead"
+    )
+
+
+def test_extra_keys_the_scripts_read() -> None:
+    provisioning = frozenset({"controller_group"})
+    known = frozenset({"x", "y"})
+    assert hyperpod.extra_key_problem("x", True, provisioning, known) is None
+    assert hyperpod.extra_key_problem("controller_group", False, provisioning, known | provisioning) is None
+    assert hyperpod.extra_key_problem("controller_group", True, provisioning, known) == (
+        "holds 'controller_group', a key of provisioning_parameters.json, which an API-driven cluster "
+        "(slurm_config api) does not upload"
+    )
+    assert hyperpod.extra_key_problem("z", True, provisioning, known) == (
+        "holds 'z', which the shipped lifecycle scripts do not read; allowed: x, y"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "ok"),
+    [
+        ("a", True),
+        ("a" * 63, True),
+        ("a_b-1", True),
+        ("a" * 64, False),
+        ("-a", False),
+        ("", False),
+        (5, False),
+    ],
+)
+def test_a_step_name(name: object, ok: bool) -> None:
+    expected = (
+        None
+        if ok
+        else f"must be 1-63 letters, digits, '-' or '_' starting with a letter or digit, got '{name}'"
+    )
+    assert hyperpod.step_name_problem(name) == expected
+
+
+def test_a_step_is_a_script_of_ones_own() -> None:
+    assert hyperpod.step_script_problem("s.sh", None) is None
+    assert hyperpod.step_script_problem("d", "folder") == "must be a script file, got 'd', a folder"
+    assert (
+        hyperpod.step_script_problem("m", "missing") == "must be a script file, got 'm', which does not exist"
+    )
+    assert hyperpod.shipped_step_problem("s.sh", False, "on_create.sh") is None
+    assert hyperpod.shipped_step_problem("on_create.sh", True, "on_create.sh") == (
+        "must be a script of your own, not on_create.sh or another shipped lifecycle script (the shipped "
+        "on_create.sh runs every step, so the step would run it again without end), got 'on_create.sh'"
+    )
+
+
+@pytest.mark.parametrize(("roles", "ok"), [(None, True), (["WORKER"], True), ([], False), ("WORKER", False)])
+def test_step_roles(roles: object, ok: bool) -> None:
+    expected = None if ok else f"must be a list of R (leave it out for every role), got {roles!r}"
+    assert hyperpod.step_roles_problem(roles, "R") == expected
+
+
+@pytest.mark.parametrize(
+    ("own", "slurm", "ok"), [(False, True, True), (True, True, False), (False, False, False)]
+)
+def test_what_the_shipped_slurm_scripts_set_up(own: bool, slurm: bool, ok: bool) -> None:
+    accounting = hyperpod.slurm_lifecycle_problem("LOCAL", own, slurm)
+    users = hyperpod.users_problem(own, slurm)
+    if ok:
+        assert (accounting, users) == (None, None)
+    else:
+        assert accounting == (
+            "is set up by the shipped Slurm lifecycle scripts, so it cannot go with lifecycle_scripts_dir or the "
+            "EKS orchestrator, got LOCAL"
+        )
+        assert users == (
+            "are created by the shipped Slurm lifecycle scripts, so they cannot go with lifecycle_scripts_dir or "
+            "the EKS orchestrator"
+        )
+
+
+def test_slurm_settings_on_eks() -> None:
+    assert hyperpod.slurm_only_problem("api", slurm=True) is None
+    assert hyperpod.slurm_only_problem(None, slurm=False) is None
+    assert hyperpod.slurm_only_problem("api", slurm=False) == (
+        "applies to the Slurm orchestrator only, got api with the EKS orchestrator"
+    )
+
+
+# --------------------------------------------------------------------------------------------------
+# HyperPod on EKS, task governance and EKS queues: moved from the constructs
+
+
+def test_hyperpod_eks_counts() -> None:
+    assert hyperpod_eks.instance_types_problem(1) is None
+    assert hyperpod_eks.instance_types_problem(0) == "must name at least one ml. instance type, got none"
+    assert hyperpod_eks.fixed_count_problem(1) is None
+    assert hyperpod_eks.fixed_count_problem(0) == "must be 1 or more, got 0"
+
+
+def test_governance_teams() -> None:
+    assert hyperpod_governance.teams_problem(1) is None
+    assert hyperpod_governance.teams_problem(0) == "must hold at least one team, got none"
+    assert hyperpod_governance.team_key_problem("a", ["a", "b"]) is None
+    assert hyperpod_governance.team_key_problem("c", ["a", "b"]) == "must name one of the teams (a, b)"
+
+
+def test_eks_queue_namespaces_and_nodegroups() -> None:
+    assert eks_queues.namespaces_problem(1) is None
+    assert eks_queues.namespaces_problem(0) == "must name at least one namespace, got none"
+    assert eks_queues.team_role_namespace_problem("ml", ["ml", "cv"]) is None
+    assert eks_queues.team_role_namespace_problem("nlp", ["ml", "cv"]) == (
+        "must name one of the team namespaces (ml, cv), got 'nlp'"
+    )
+    assert eks_queues.gpu_nodegroups_problem(True, ["gpu"]) is None
+    assert eks_queues.gpu_nodegroups_problem(False, ["cpu"]) == (
+        "must include a nodegroup with NVIDIA GPUs to queue for, got cpu"
+    )
+    assert eks_queues.gpu_nodegroups_problem(False, []) == (
+        "must include a nodegroup with NVIDIA GPUs to queue for, got none"
+    )
+    assert eks_queues.efa_gpu_nodegroups_problem(True, ["p5"]) is None
+    assert eks_queues.efa_gpu_nodegroups_problem(False, ["g5", "m5"]) == (
+        "must include an EFA nodegroup with NVIDIA GPUs, got g5, m5"
     )

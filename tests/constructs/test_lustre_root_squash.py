@@ -115,7 +115,7 @@ def test_on_maps_root_to_nobody_at_deploy_and_back_to_root_on_removal(
     [
         (
             {"root_squash_exempt_nids": ["10.0.1.6@tcp"]},
-            "Test/Fsx: root_squash_exempt_nids applies only with root_squash=True",
+            "Test/Fsx: root_squash_exempt_nids applies only when root_squash is on",
         ),
         (
             {"root_squash": True, "root_squash_exempt_nids": ["10.0.1.6"]},

@@ -134,8 +134,8 @@ def test_network_is_connectable(stack: cdk.Stack) -> None:
         ({"private_subnet_mask": 30}, "Test/Network: private_subnet_mask must be between 16 and 28, got 30"),
         (
             {"placement_availability_zone": "us-east-1c"},
-            "Test/Network: placement_availability_zone 'us-east-1c' is not one of the VPC's AZs: "
-            "us-east-1a, us-east-1b",
+            "Test/Network: placement_availability_zone 'us-east-1c' must be one of the VPC's AZs "
+            "(us-east-1a, us-east-1b)",
         ),
     ],
 )

@@ -611,14 +611,14 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
     (
         "efa without placement group",
         lambda p: {"queues": _queue(C5N, placement=QueuePlacement.NONE)},
-        "Test/Cluster: queues[0].placement is NONE, but compute resource 'c5n' uses EFA, which needs a "
-        "placement group; use SHARED or MANAGED",
+        "Test/Cluster: queues[0].placement is none, but compute resource 'c5n' uses EFA, which needs a "
+        "placement group; use shared or managed",
     ),
     (
         "shared placement without a group",
         lambda p: {"placement_group": None, "queues": _queue(T3, placement=QueuePlacement.SHARED)},
-        "Test/Cluster: queues[0].placement is SHARED, but the cluster has no placement_group; give one or use "
-        "MANAGED",
+        "Test/Cluster: queues[0].placement is shared, but the cluster has no placement_group; give one or use "
+        "managed",
     ),
     (
         "os alinux2",
@@ -660,7 +660,7 @@ BAD_PROPS: list[tuple[str, Callable[[Parts], dict[str, Any]], str]] = [
         "ssh range without a key",
         lambda p: {"head_node": HeadNode(ssh_allowed_ips="10.1.0.0/16")},
         "Test/Cluster: head_node.ssh_allowed_ips applies only with head_node.key_name (without a key pair, "
-        "reach the head node with SSM)",
+        "use SSM)",
     ),
     (
         "public subnet",

@@ -154,7 +154,7 @@ BAD_FILES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "efa without placement",
         lambda d: d["parallelcluster"]["queues"][0].update(placement="none"),
-        "parallelcluster.queues.0: placement is none, but compute resource 'c5n' uses EFA, which needs a "
+        "parallelcluster.queues.0.placement: is none, but compute resource 'c5n' uses EFA, which needs a "
         "placement group; use shared or managed",
     ),
     (
@@ -173,7 +173,7 @@ BAD_FILES: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     (
         "ssh without a key",
         lambda d: d["parallelcluster"]["head_node"].update(ssh_allowed_ips="10.1.0.0/16"),
-        "parallelcluster.head_node: ssh_allowed_ips applies only with key_name (without a key pair, use SSM)",
+        "parallelcluster.head_node.ssh_allowed_ips: applies only with key_name (without a key pair, use SSM)",
     ),
     (
         "cluster name",

@@ -44,6 +44,8 @@ from training_clusters.model.releases import (
 )
 from training_clusters.rules import eks_queues as queue_rules
 from training_clusters.rules.eks import (
+    accelerated_nodegroup_problem,
+    admin_role_arn_problem,
     efa_nodegroup_problem,
     gpu_sharing_problem,
     kubernetes_labels,
@@ -132,6 +134,11 @@ class EksGpuNodegroupConfig(_Model):
     def mig_layout(self) -> MigLayout | None:
         """``mig`` as the constructs' option (None for whole GPUs)."""
         return None if self.mig is None else MigLayout.parse(self.mig)
+
+    @model_validator(mode="after")
+    def _has_accelerators(self) -> EksGpuNodegroupConfig:
+        _raise_at("instance_type", accelerated_nodegroup_problem(CATALOG[self.instance_type]))
+        return self
 
     @model_validator(mode="after")
     def _mig_layout_fits_the_gpu(self) -> EksGpuNodegroupConfig:
@@ -364,6 +371,7 @@ class EksConfig(_Model):
     queues: EksQueuesConfig = EksQueuesConfig()
 
     _public_ranges = field_validator("public_access_cidrs")(_follows(public_access_cidrs_problem))
+    _admin_role_arn = field_validator("admin_role_arn")(_follows(admin_role_arn_problem))
 
     @model_validator(mode="after")
     def _one_admin_role(self) -> EksConfig:

@@ -52,12 +52,14 @@ from training_clusters.config.users import USER_ORCHESTRATORS, UserConfig, _user
 from training_clusters.config.yaml_file import KeyLines, read_yaml_with_lines
 from training_clusters.model.errors import ConfigurationError, bounded, excerpt
 from training_clusters.orchestrators import ORCHESTRATORS, orchestrator_of
+from training_clusters.rules import parallelcluster as pcluster_rules
 from training_clusters.rules.lustre import (
     ROOT_WRITING_ORCHESTRATORS,
     root_squash_orchestrator_problem,
 )
 from training_clusters.rules.network import (
     nat_gateways_fit_problem,
+    placement_zone_problem,
     vpc_cidr_problem,
 )
 from training_clusters.rules.regions import (
@@ -203,10 +205,10 @@ class EnvironmentConfig(_Model):
                 "availability_zones", f"must not repeat a zone, got {self.availability_zones}"
             )
         chosen = self.network.placement_availability_zone
-        if chosen is not None and chosen not in self.availability_zones:
-            raise _FieldProblem(
+        if chosen is not None:
+            _raise_at(
                 "network.placement_availability_zone",
-                f"'{chosen}' must be one of availability_zones ({', '.join(self.availability_zones)})",
+                placement_zone_problem(chosen, self.availability_zones, "availability_zones"),
             )
         return self
 
@@ -273,6 +275,19 @@ class EnvironmentConfig(_Model):
                 problem = root_squash_orchestrator_problem(name)
                 assert problem is not None
                 raise _FieldProblem("storage.lustre.root_squash", problem)
+        return self
+
+    @model_validator(mode="after")
+    def _what_parallelcluster_reserves(self) -> EnvironmentConfig:
+        """ParallelCluster's own folders and tag prefix, refused in the storage and tags it is given."""
+        if self.parallelcluster is None:
+            return self
+        if self.storage.lustre is not None:
+            _raise_at(
+                "storage.lustre.mount_dir", pcluster_rules.mount_dir_problem(self.storage.lustre.mount_dir)
+            )
+        # the environment tag's value (the environment's name) is checked as a tag value where it is chosen
+        _raise_at("tags", pcluster_rules.cluster_tags_problem(self.resource_tags(self.name or "")))
         return self
 
     @model_validator(mode="after")

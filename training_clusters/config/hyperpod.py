@@ -18,6 +18,7 @@ from training_clusters.config.base import (
     _hyperpod_instance_type,
     _Model,
     _raise_at,
+    _raise_if,
     _raise_if_crowded,
 )
 from training_clusters.config.capacity import CapacityConfig, _capacity_for
@@ -31,6 +32,7 @@ from training_clusters.model.options import (
     SlurmConfigMode,
     SlurmConfigStrategy,
 )
+from training_clusters.rules import downloads as download_rules
 from training_clusters.rules import hyperpod as hyperpod_rules
 
 
@@ -64,8 +66,17 @@ class HyperPodInstanceGroupConfig(_Model):
     _partition_name = field_validator("partition")(_follows(hyperpod_rules.partition_name_problem))
 
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
+    _threads_per_core = field_validator("threads_per_core")(_follows(hyperpod_rules.threads_per_core_problem))
+    _extra_volume = field_validator("extra_volume_gib")(_follows(hyperpod_rules.extra_volume_problem))
+    _root_volume = field_validator("root_volume_gib")(_follows(hyperpod_rules.root_volume_problem))
 
     _hyperpod_type = field_validator("instance_type")(_hyperpod_any_type)
+
+    @model_validator(mode="after")
+    def _health_checks_need_accelerators(self) -> HyperPodInstanceGroupConfig:
+        checks = [check.value for check in self.deep_health_checks or ()]
+        _raise_at("deep_health_checks", hyperpod_rules.deep_health_checks_problem(checks, self.instance_type))
+        return self
 
     @model_validator(mode="after")
     def _workers_catalogued(self) -> HyperPodInstanceGroupConfig:
@@ -152,6 +163,29 @@ class HyperPodConfig(_Model):
         return self
 
     @model_validator(mode="after")
+    def _slurm_groups(self) -> HyperPodConfig:
+        """One controller of one instance, at most one login group, workers with their partitions."""
+        repeated = hyperpod_rules.group_names_problem([g.name for g in self.instance_groups])
+        if repeated:
+            _raise_at(f"instance_groups.{repeated[0]}.name", repeated[1])
+        roles = [group.role.name for group in self.instance_groups]
+        _raise_at(
+            "instance_groups",
+            hyperpod_rules.slurm_roles_problem(
+                [(g.name, r) for g, r in zip(self.instance_groups, roles, strict=True)]
+            ),
+        )
+        for index, (group, role) in enumerate(zip(self.instance_groups, roles, strict=True)):
+            where = f"instance_groups.{index}"
+            _raise_at(f"{where}.count", hyperpod_rules.controller_count_problem(role, group.count))
+            _raise_at(
+                f"{where}.partition",
+                hyperpod_rules.slurm_partition_problem(role, group.partition, group.name),
+            )
+        _raise_at("instance_groups", hyperpod_rules.slurm_workers_problem(roles))
+        return self
+
+    @model_validator(mode="after")
     def _nodes_fit_the_subnet(self) -> HyperPodConfig:
         _raise_if_crowded(
             [(f"instance_groups.{i}.count", g.count) for i, g in enumerate(self.instance_groups)]
@@ -159,6 +193,15 @@ class HyperPodConfig(_Model):
         return self
 
     _cluster_name = field_validator("cluster_name")(_follows(hyperpod_rules.cluster_name_problem))
+
+    @field_validator("download_sha256")
+    @classmethod
+    def _pins(cls, value: dict[str, str]) -> dict[str, str]:
+        """Each pin as the nodes' preflight reads it: an https:// URL to 64 hexadecimal digits."""
+        for url, digest in value.items():
+            _raise_if(download_rules.pinned_url_problem(url))
+            _raise_if(download_rules.sha256_problem(digest), f"[{url!r}]")
+        return value
 
     def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:
         """(field, section) of every ``capacity`` this section states, in file order."""

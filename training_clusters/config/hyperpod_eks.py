@@ -125,6 +125,14 @@ class HyperPodEksInstanceGroupConfig(_Model):
     _name = field_validator("name")(_follows(hyperpod_rules.instance_group_name_problem))
     _count = field_validator("count")(_follows(hyperpod_rules.instance_count_problem))
     _image_id = field_validator("image_id")(_follows(hyperpod_rules.image_id_problem))
+    _threads_per_core = field_validator("threads_per_core")(_follows(hyperpod_rules.threads_per_core_problem))
+    _root_volume = field_validator("root_volume_gib")(_follows(hyperpod_rules.root_volume_problem))
+
+    @model_validator(mode="after")
+    def _health_checks_need_accelerators(self) -> HyperPodEksInstanceGroupConfig:
+        checks = [check.value for check in self.deep_health_checks or ()]
+        _raise_at("deep_health_checks", hyperpod_rules.deep_health_checks_problem(checks, self.instance_type))
+        return self
 
     @property
     def nodes(self) -> int:
@@ -386,8 +394,7 @@ class HyperPodEksConfig(_Model):
         for index, group in enumerate(self.instance_groups):
             where = f"instance_groups.{index}"
             if self.autoscaling is None:
-                if group.count < 1:
-                    raise _FieldProblem(f"{where}.count", f"must be 1 or more, got {group.count}")
+                _raise_at(f"{where}.count", hyperpod_eks_rules.fixed_count_problem(group.count))
                 _raise_at(
                     f"{where}.max_count",
                     hyperpod_eks_rules.max_count_without_autoscaling_problem(group.max_count),

@@ -10,7 +10,7 @@ from pydantic import (
     model_validator,
 )
 
-from training_clusters.config.base import _FileChoice, _Model
+from training_clusters.config.base import _FileChoice, _Model, _raise_at
 from training_clusters.model.options import (
     PlacementStrategy,
 )
@@ -18,13 +18,19 @@ from training_clusters.rules.logs import cloudwatch_retention_problem
 from training_clusters.rules.network import (
     nat_gateways_problem,
 )
+from training_clusters.rules.placement import MAX_PARTITIONS, placement_partitions_problem
 
 
 class PlacementGroupConfig(_Model):
     """``network.placement_group``: the group compute instances share."""
 
     strategy: Annotated[PlacementStrategy, _FileChoice(PlacementStrategy)] = PlacementStrategy.CLUSTER
-    partitions: Annotated[int, Field(ge=1, le=7)] | None = None
+    partitions: Annotated[int, Field(ge=1, le=MAX_PARTITIONS)] | None = None
+
+    @model_validator(mode="after")
+    def _partitions_need_their_strategy(self) -> PlacementGroupConfig:
+        _raise_at("partitions", placement_partitions_problem(self.strategy.name, self.partitions))
+        return self
 
 
 class NetworkConfig(_Model):

@@ -36,6 +36,7 @@ from training_clusters.model.options import (
     RemovalPolicy,
     SlurmTopology,
 )
+from training_clusters.rules import accounting as accounting_rules
 from training_clusters.rules import parallelcluster as pcluster_rules
 
 
@@ -173,11 +174,9 @@ class PclusterQueueConfig(_Model):
         ):
             return self  # reserved capacity: ParallelCluster only warns (see Capacity.keeps_placement_group)
         efa = [r.name for r in self.compute_resources if r.efa_enabled]
-        if efa and self.placement is QueuePlacement.NONE:
-            raise ValueError(
-                f"placement is none, but compute resource '{efa[0]}' uses EFA, which needs a placement group; "
-                "use shared or managed"
-            )
+        placement = None if self.placement is None else self.placement.value
+        if placement is not None:
+            _raise_at("placement", pcluster_rules.efa_placement_problem(placement, efa))
         return self
 
 
@@ -208,8 +207,7 @@ class PclusterHeadNodeConfig(_Model):
     def _ssh(self) -> PclusterHeadNodeConfig:
         if self.ssh_allowed_ips is None:
             return self
-        if self.key_name is None:
-            raise ValueError("ssh_allowed_ips applies only with key_name (without a key pair, use SSM)")
+        _raise_at("ssh_allowed_ips", pcluster_rules.ssh_key_problem(self.key_name))
         _raise_if(pcluster_rules.ssh_allowed_ips_problem(self.ssh_allowed_ips), "ssh_allowed_ips")
         return self
 
@@ -299,8 +297,7 @@ class PclusterLoginPoolConfig(_Model):
     @model_validator(mode="after")
     def _ssh(self) -> PclusterLoginPoolConfig:
         if self.ssh_allowed_ips is not None:
-            if self.key_name is None:
-                raise ValueError("ssh_allowed_ips applies only with key_name (without a key pair, use SSM)")
+            _raise_at("ssh_allowed_ips", pcluster_rules.ssh_key_problem(self.key_name))
             _raise_if(pcluster_rules.ssh_allowed_ips_problem(self.ssh_allowed_ips), "ssh_allowed_ips")
         return self
 
@@ -315,6 +312,17 @@ class PclusterAccountingConfig(_Model):
         default=RemovalPolicy.RETAIN,
         description="retain (default): the job history outlives the environment.",
     )
+
+    _min_acu = field_validator("min_capacity_acu")(_follows(accounting_rules.capacity_acu_problem))
+    _max_acu = field_validator("max_capacity_acu")(_follows(accounting_rules.capacity_acu_problem))
+
+    @model_validator(mode="after")
+    def _capacity_range(self) -> PclusterAccountingConfig:
+        _raise_at(
+            "min_capacity_acu",
+            accounting_rules.capacity_range_problem(self.min_capacity_acu, self.max_capacity_acu),
+        )
+        return self
 
 
 class PclusterDirectoryServiceConfig(_Model):
@@ -429,12 +437,9 @@ class ParallelClusterConfig(_Model):
     def _queues(cls, value: list[PclusterQueueConfig]) -> list[PclusterQueueConfig]:
         _raise_if(pcluster_rules.count_problem(len(value), pcluster_rules.MAX_QUEUES))
         _raise_if(pcluster_rules.duplicates_problem(q.name for q in value), "names")
-        total = sum(len(q.compute_resources) for q in value)
-        if total > pcluster_rules.MAX_COMPUTE_RESOURCES_PER_CLUSTER:
-            raise ValueError(
-                f"hold {total} compute resources in all; ParallelCluster allows at most "
-                f"{pcluster_rules.MAX_COMPUTE_RESOURCES_PER_CLUSTER} per cluster"
-            )
+        _raise_if(
+            pcluster_rules.cluster_compute_resources_problem(sum(len(q.compute_resources) for q in value))
+        )
         return value
 
     def stated_capacities(self) -> list[tuple[str, CapacityConfig | None]]:

@@ -13,7 +13,15 @@ from pydantic import (
 from training_clusters.catalog import (
     CATALOG,
 )
-from training_clusters.config.base import _any_type, _catalogued, _FileChoice, _follows, _Model, _raise_if
+from training_clusters.config.base import (
+    _any_type,
+    _catalogued,
+    _FileChoice,
+    _follows,
+    _Model,
+    _raise_at,
+    _raise_if,
+)
 from training_clusters.config.capacity import CapacityConfig, _capacity_for
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
@@ -66,8 +74,10 @@ class PcsComputeNodeGroupConfig(_Model):
         if self.efa is not None:
             _raise_if(pcs_rules.efa_flag_problem(instance, self.efa), "efa")
         if self.efa_interfaces is not None:
-            if not self.efa_enabled:
-                raise ValueError(f"efa_interfaces applies only with EFA, which is off for {instance.name}")
+            _raise_at(
+                "efa_interfaces",
+                pcs_rules.efa_interfaces_enabled_problem(self.efa_enabled, instance.name, self.name),
+            )
             _raise_if(pcs_rules.efa_interfaces_problem(instance, self.efa_interfaces), "efa_interfaces")
         return self
 
@@ -158,6 +168,7 @@ class PcsConfig(_Model):
                 pcs_rules.queue_node_groups_problem(queue.compute_node_groups, groups),
                 f"queues[{index}].compute_node_groups",
             )
+        _raise_at("queues", pcs_rules.queues_problem(None if self.queues is None else len(self.queues)))
         if self.queues is not None:
             _raise_if(pcs_rules.duplicates_problem(q.name for q in self.queues), "queues names")
         return self

@@ -10,7 +10,7 @@ from pydantic import (
     model_validator,
 )
 
-from training_clusters.config.base import _BUCKET_NAME, _FileChoice, _follows, _Model
+from training_clusters.config.base import _BUCKET_NAME, _FileChoice, _follows, _Model, _raise_at
 from training_clusters.model.errors import excerpt
 from training_clusters.model.options import (
     LustreDeploymentType,
@@ -21,12 +21,11 @@ from training_clusters.rules.lustre import (
     DEFAULT_BACKUP_RETENTION_DAYS,
     LUSTRE_FIRST_STEP_GIB,
     MAX_BACKUP_RETENTION_DAYS,
-    MAX_NO_SQUASH_NIDS,
+    exempt_nids_problem,
     file_system_path_problem,
     lustre_backup_retention_problem,
     lustre_capacity_problem,
     lustre_throughput_problem,
-    no_squash_nid_problem,
     s3_prefix_problem,
 )
 
@@ -93,17 +92,9 @@ class LustreConfig(_Model):
 
     @model_validator(mode="after")
     def _exempt_nids_need_root_squash(self) -> LustreConfig:
-        if self.root_squash_exempt_nids and not self.root_squash:
-            raise ValueError("root_squash_exempt_nids applies only with root_squash: true")
-        if len(self.root_squash_exempt_nids) > MAX_NO_SQUASH_NIDS:
-            raise ValueError(
-                f"root_squash_exempt_nids must hold at most {MAX_NO_SQUASH_NIDS} NIDs, "
-                f"got {len(self.root_squash_exempt_nids)}"
-            )
-        for nid in self.root_squash_exempt_nids:
-            problem = no_squash_nid_problem(nid)
-            if problem:
-                raise ValueError(f"root_squash_exempt_nids {problem}")
+        _raise_at(
+            "root_squash_exempt_nids", exempt_nids_problem(self.root_squash, self.root_squash_exempt_nids)
+        )
         return self
 
     @model_validator(mode="after")

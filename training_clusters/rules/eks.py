@@ -51,6 +51,69 @@ def mig_problem(instance_type: InstanceType, mig_strategy: MigStrategy) -> str |
     )
 
 
+_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
+#: Hops a node's IMDSv2 response may travel: 1 keeps pods (one hop further) away from the node's credentials.
+MAX_IMDS_HOP_LIMIT = 64
+#: The EKS-optimized AMI's own root volume: a nodegroup's may be larger, not smaller.
+MIN_ROOT_VOLUME_GIB = 20
+
+
+def admin_role_arn_problem(arn: str) -> str | None:
+    """The role made cluster admin through an access entry: an IAM role ARN (a user's is refused)."""
+    if _ROLE_ARN.fullmatch(arn):
+        return None
+    return f"must be an IAM role ARN such as arn:aws:iam::111122223333:role/Admin, got '{arn}'"
+
+
+def accelerated_nodegroup_problem(instance_type: InstanceType) -> str | None:
+    """A GPU (or EFA) nodegroup's type carries a GPU or Trainium accelerator."""
+    if instance_type.accelerators is not None:
+        return None
+    return f"'{instance_type.name}' has no GPU or Trainium accelerator; use a type such as g5.2xlarge"
+
+
+def system_node_count_problem(count: int) -> str | None:
+    """The system nodegroup runs CoreDNS and the controllers: 1 node or more."""
+    return None if count >= 1 else f"must be 1 or more, got {count}"
+
+
+def imds_hop_limit_problem(hop_limit: int) -> str | None:
+    """The nodes' IMDSv2 hop limit: 1 to 64."""
+    if 1 <= hop_limit <= MAX_IMDS_HOP_LIMIT:
+        return None
+    return (
+        f"must be between 1 and {MAX_IMDS_HOP_LIMIT} (1 keeps pods away from the node's credentials), "
+        f"got {hop_limit}"
+    )
+
+
+def root_volume_size_problem(size_gib: int) -> str | None:
+    """A nodegroup's root volume: at least the EKS AMI's own 20 GiB."""
+    if size_gib >= MIN_ROOT_VOLUME_GIB:
+        return None
+    return f"must be at least {MIN_ROOT_VOLUME_GIB} (the EKS AMI's own size), got {size_gib}"
+
+
+def nodegroup_sizes_problem(desired: int, minimum: int, maximum: int) -> tuple[str, str] | None:
+    """(field, problem) of a managed nodegroup's sizes: desired 0 or more, within min..max, max 1 or more."""
+    if desired < 0:
+        return "desired_size", f"must be 0 or more, got {desired}"
+    if not minimum <= desired <= maximum:
+        return "desired_size", f"must lie between min_size and max_size ({minimum}..{maximum}), got {desired}"
+    if maximum < 1:
+        return "max_size", f"must be 1 or more, got {maximum}"
+    return None
+
+
+def reserved_subnets_problem(reserved: str | None, subnets: int | None) -> str | None:
+    """Reserved capacity (``reserved`` describes it; None when the nodes are not reserved) lives in one AZ:
+    its nodegroup takes exactly one subnet (``subnets`` given, None for the VPC's private subnets)."""
+    if reserved is None or subnets == 1:
+        return None
+    got = "the VPC's private subnets" if subnets is None else f"{subnets} subnets"
+    return f"must be one subnet in the AZ of {reserved} (reserved capacity lives in one AZ), got {got}"
+
+
 def efa_nodegroup_problem(instance_type: InstanceType) -> str | None:
     """Why ``instance_type`` cannot host an EFA nodegroup, or None."""
     if instance_type.efa_supported:

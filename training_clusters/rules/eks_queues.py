@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from training_clusters.model.errors import excerpt
 from training_clusters.model.options import QueuePreemption, TopologyPlacement
@@ -168,3 +169,29 @@ def required_topology_problem(placement: TopologyPlacement, reporting_types: lis
         "must be preferred or off when no GPU node group's instance type reports EC2 network topology "
         "(p5, p5e, p5en, p6, trn2 and the like do; see DescribeInstanceTopology's supported types), got required"
     )
+
+
+def namespaces_problem(count: int) -> str | None:
+    """The team namespaces the queues serve: at least one."""
+    return None if count >= 1 else "must name at least one namespace, got none"
+
+
+def team_role_namespace_problem(namespace: str, namespaces: Sequence[str]) -> str | None:
+    """A team role is given for one of the team ``namespaces``."""
+    if namespace in namespaces:
+        return None
+    return f"must name one of the team namespaces ({', '.join(namespaces)}), got {namespace!r}"
+
+
+def gpu_nodegroups_problem(gpu: bool, nodegroups: Sequence[str]) -> str | None:
+    """The queues need a nodegroup with NVIDIA GPUs to queue for (``gpu``: one of ``nodegroups`` has them)."""
+    if gpu:
+        return None
+    return f"must include a nodegroup with NVIDIA GPUs to queue for, got {', '.join(nodegroups) or 'none'}"
+
+
+def efa_gpu_nodegroups_problem(found: bool, nodegroups: Sequence[str]) -> str | None:
+    """Training runtimes run over EFA: an EFA nodegroup with NVIDIA GPUs (``found``: one of ``nodegroups`` is)."""
+    if found:
+        return None
+    return f"must include an EFA nodegroup with NVIDIA GPUs, got {', '.join(nodegroups) or 'none'}"

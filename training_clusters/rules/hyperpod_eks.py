@@ -262,3 +262,13 @@ def node_resource_names_problem(groups: Sequence[str]) -> str | None:
                 f"NodeClass and NodePool take its name in lower case), got {other} and {name}"
             )
     return None
+
+
+def instance_types_problem(count: int) -> str | None:
+    """The health-monitoring agent's instance types: at least one."""
+    return None if count >= 1 else "must name at least one ml. instance type, got none"
+
+
+def fixed_count_problem(count: int) -> str | None:
+    """A group Karpenter does not scale has 1 node or more."""
+    return None if count >= 1 else f"must be 1 or more, got {count}"

@@ -219,3 +219,13 @@ MAX_ENTITY_NAME_LENGTH = 63
 def entity_name(*parts: str) -> str:
     """A SageMaker entity name from ``parts`` joined by '-', cut to 63 characters (never ending in '-')."""
     return "-".join(parts)[:MAX_ENTITY_NAME_LENGTH].rstrip("-")
+
+
+def teams_problem(count: int) -> str | None:
+    """Task governance shares a cluster between teams: at least one."""
+    return None if count >= 1 else "must hold at least one team, got none"
+
+
+def team_key_problem(name: str, teams: Sequence[str]) -> str | None:
+    """A setting given per team (``name``) names one of the ``teams``."""
+    return None if name in teams else f"must name one of the teams ({', '.join(teams)})"

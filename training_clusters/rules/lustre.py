@@ -16,6 +16,7 @@ a DNS name is any host name (FSx's are ``fs-<hex>.fsx.<region>.amazonaws.com``, 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from training_clusters.model.errors import excerpt
 from training_clusters.rules.common import pattern_problem
@@ -144,3 +145,30 @@ def root_squash_orchestrator_problem(orchestrator: str) -> str | None:
         "(the shared homes and their ~/.ssh, the mount point's mode), which root squash refuses, and FSx exempts "
         "clients only by IP address (NoSquashNids), which replaced nodes do not keep"
     )
+
+
+def exempt_nids_problem(root_squash: bool, nids: Sequence[str]) -> str | None:
+    """``NoSquashNids``: only beside root squash, at most 64, each a Lustre NID."""
+    if nids and not root_squash:
+        return "applies only when root_squash is on"
+    if len(nids) > MAX_NO_SQUASH_NIDS:
+        return f"must hold at most {MAX_NO_SQUASH_NIDS} NIDs, got {len(nids)}"
+    for nid in nids:
+        problem = no_squash_nid_problem(nid)
+        if problem:
+            return problem
+    return None
+
+
+def lustre_kms_key_problem(deployment_type: str) -> str | None:
+    """A customer-managed KMS key: PERSISTENT_2 only (a scratch file system uses an FSx-managed key)."""
+    if deployment_type == "PERSISTENT_2":
+        return None
+    return f"applies to PERSISTENT_2 only; {deployment_type} is always encrypted with an FSx-managed key"
+
+
+def adopted_root_squash_problem(adopted: bool) -> str | None:
+    """Root squash is set where a file system is made: not on one adopted from elsewhere."""
+    if not adopted:
+        return None
+    return "applies to a file system made here; set an adopted one's root squash where it is made"

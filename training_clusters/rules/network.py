@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from fractions import Fraction
 
 from training_clusters.model.errors import excerpt
@@ -119,3 +119,27 @@ def shared_efa_group_problem(group_path: str, other_cluster: str) -> str:
         "an EFA group admits all traffic between its members, so one shared by two clusters opens every "
         "port between their nodes; give each cluster its own (network.add_efa_security_group(id))"
     )
+
+
+#: A private subnet's prefix length: /16 (the largest a VPC holds) to /28 (the smallest AWS makes).
+PRIVATE_SUBNET_MASKS = (16, 28)
+
+
+def private_subnet_mask_problem(mask: int) -> str | None:
+    """The private subnets' prefix length: 16 to 28."""
+    low, high = PRIVATE_SUBNET_MASKS
+    return None if low <= mask <= high else f"must be between {low} and {high}, got {mask}"
+
+
+def placement_zone_problem(zone: str, zones: Sequence[str], named: str) -> str | None:
+    """The placement AZ (placement groups, FSx) is one of the VPC's zones (``named`` as the caller names them)."""
+    if zone in zones:
+        return None
+    return f"'{zone}' must be one of {named} ({', '.join(zones)})"
+
+
+def private_subnet_zone_problem(zone: str, zones: Sequence[str]) -> str | None:
+    """A subnet asked for by AZ: the VPC has a private subnet there (``zones``: those of its private subnets)."""
+    if zone in zones:
+        return None
+    return f"'{zone}' has no private subnet; available: {', '.join(zones)}"

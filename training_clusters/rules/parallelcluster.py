@@ -167,6 +167,60 @@ def ssh_allowed_ips_problem(allowed: str) -> str | None:
     return None
 
 
+def ssh_key_problem(key_name: str | None, key_field: str = "key_name") -> str | None:
+    """``ssh_allowed_ips`` opens SSH, which needs a key pair (``key_field`` names it as the caller writes it)."""
+    if key_name is not None:
+        return None
+    return f"applies only with {key_field} (without a key pair, use SSM)"
+
+
+def cluster_compute_resources_problem(total: int) -> str | None:
+    """``Scheduling.SlurmQueues[].ComputeResources``: at most 50 in the whole cluster."""
+    if total <= MAX_COMPUTE_RESOURCES_PER_CLUSTER:
+        return None
+    return (
+        f"hold {total} compute resources in all; ParallelCluster allows at most "
+        f"{MAX_COMPUTE_RESOURCES_PER_CLUSTER} per cluster"
+    )
+
+
+def efa_placement_problem(placement: str, efa_resources: Sequence[str]) -> str | None:
+    """A queue with EFA compute resources (``efa_resources``, by name) needs a placement group: ``placement``
+    (shared, managed or none) is not none."""
+    if not efa_resources or placement != "none":
+        return None
+    return (
+        f"is none, but compute resource '{efa_resources[0]}' uses EFA, which needs a placement group; "
+        "use shared or managed"
+    )
+
+
+def shared_placement_problem(placement: str, has_group: bool) -> str | None:
+    """``shared`` places the queue in the cluster's own placement group, so there must be one."""
+    if placement != "shared" or has_group:
+        return None
+    return "is shared, but the cluster has no placement_group; give one or use managed"
+
+
+def stack_name_problem(cluster_name: str, stack_name: str) -> str | None:
+    """ParallelCluster creates a CloudFormation stack named after the cluster: not the name of ours."""
+    if cluster_name != stack_name:
+        return None
+    return f"'{cluster_name}' must differ from the stack's name: ParallelCluster creates a stack of that name"
+
+
+def action_key_problem(key: str) -> str | None:
+    """A custom action's script: an S3 object key (relative, not empty)."""
+    if key and not key.startswith("/"):
+        return None
+    return f"must be an object key such as scripts/on-node-configured.sh, got '{key}'"
+
+
+def login_count_problem(count: int) -> str | None:
+    """A login node pool: 1 node or more."""
+    return None if count >= 1 else f"must be 1 or more, got {count}"
+
+
 def pcluster_log_retention_problem(days: int) -> str | None:
     """``RetentionInDays``: one of :data:`PCLUSTER_LOG_RETENTION_DAYS`."""
     if days in PCLUSTER_LOG_RETENTION_DAYS:

@@ -158,3 +158,25 @@ def pcs_mount_dir_problem(mount_dir: str) -> str | None:
         reserved_by="belongs to the operating system, Slurm or the PCS agent",
         example="/fsx",
     )
+
+
+def node_groups_problem(count: int) -> str | None:
+    """A PCS cluster runs its jobs on compute node groups: at least one."""
+    return None if count >= 1 else "must hold at least one compute node group"
+
+
+def efa_interfaces_enabled_problem(efa: bool, instance_type: str, group: str) -> str | None:
+    """``efa_interfaces`` counts EFA interfaces: only where the group's EFA is on."""
+    return None if efa else f"applies only with EFA, but {instance_type} in '{group}' has EFA off"
+
+
+def login_count_problem(count: int) -> str | None:
+    """The static login node group: 0 (none) or more."""
+    return None if count >= 0 else f"must be 0 or more, got {count}"
+
+
+def queues_problem(count: int | None) -> str | None:
+    """``queues`` when given (``count`` of them; None when omitted, one queue per group): at least one."""
+    if count is None or count >= 1:
+        return None
+    return "must hold at least one queue when given; omit it for one per group"

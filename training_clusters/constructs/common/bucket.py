@@ -7,9 +7,10 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.constructs.private.validation import checked_props, fail, to_removal_policy
+from training_clusters.constructs.private.validation import checked_props, refuse, to_removal_policy
 from training_clusters.gates.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.model.options import RemovalPolicy
+from training_clusters.rules.s3 import bucket_name_prefix_problem
 
 _BUCKET_NAME_MAX = 63
 
@@ -73,15 +74,8 @@ class SecureBucket(Construct):
         self._explain_checks(self.bucket, encrypted_with_kms=encryption_key is not None)
 
     def _check_name_prefix(self, prefix: str | None) -> None:
-        if prefix is None:
-            return
-        allowed = set("abcdefghijklmnopqrstuvwxyz0123456789-")
-        if not prefix or not set(prefix) <= allowed or not prefix[0].isalnum() or len(prefix) > 20:
-            raise fail(
-                self.node.path,
-                "name_prefix",
-                f"must be 1-20 lowercase letters, digits or hyphens starting with a letter or digit, got '{prefix}'",
-            )
+        if prefix is not None:
+            refuse(self, "name_prefix", bucket_name_prefix_problem(prefix))
 
     def _bucket_name(self, prefix: str) -> str:
         stack = cdk.Stack.of(self)

@@ -31,18 +31,19 @@ from training_clusters.model.options import LustreDeploymentType, RemovalPolicy
 from training_clusters.rules.lustre import (
     DAILY_BACKUP_START_UTC,
     LUSTRE_FIRST_STEP_GIB,
-    MAX_NO_SQUASH_NIDS,
     NO_ROOT_SQUASH_IDS,
     ROOT_SQUASH_IDS,
     WEEKLY_MAINTENANCE_START_UTC,
+    adopted_root_squash_problem,
+    exempt_nids_problem,
     file_system_path_problem,
     lustre_backup_retention_days,
     lustre_backup_retention_problem,
     lustre_capacity_problem,
     lustre_dns_name_problem,
+    lustre_kms_key_problem,
     lustre_mount_name_problem,
     lustre_throughput_problem,
-    no_squash_nid_problem,
     s3_prefix_problem,
 )
 
@@ -181,11 +182,8 @@ class SharedLustre(Construct):
         self.root_squash: cr.AwsCustomResource | None = None
         if existing is not None:
             if root_squash or root_squash_exempt_nids:
-                raise fail(
-                    self.node.path,
-                    "root_squash" if root_squash else "root_squash_exempt_nids",
-                    "applies to a file system made here; set an adopted one's root squash where it is made",
-                )
+                field = "root_squash" if root_squash else "root_squash_exempt_nids"
+                refuse(self, field, adopted_root_squash_problem(adopted=True))
             self._check_existing_names(existing)
             self.file_system = None
             self.security_group = existing.security_group
@@ -307,26 +305,11 @@ class SharedLustre(Construct):
         )
 
     def _check_kms_key(self, kms_key: kms.IKey | None) -> None:
-        if kms_key is not None and self.deployment_type is LustreDeploymentType.SCRATCH_2:
-            raise fail(
-                self.node.path,
-                "kms_key",
-                "applies to PERSISTENT_2 only; SCRATCH_2 is always encrypted with an FSx-managed key",
-            )
+        if kms_key is not None:
+            refuse(self, "kms_key", lustre_kms_key_problem(self.deployment_type.value))
 
     def _check_root_squash(self, root_squash: bool, exempt: Sequence[str]) -> None:
-        if exempt and not root_squash:
-            raise fail(self.node.path, "root_squash_exempt_nids", "applies only with root_squash=True")
-        if len(exempt) > MAX_NO_SQUASH_NIDS:
-            raise fail(
-                self.node.path,
-                "root_squash_exempt_nids",
-                f"must hold at most {MAX_NO_SQUASH_NIDS} NIDs, got {len(exempt)}",
-            )
-        for nid in exempt:
-            problem = no_squash_nid_problem(nid)
-            if problem:
-                raise fail(self.node.path, "root_squash_exempt_nids", problem)
+        refuse(self, "root_squash_exempt_nids", exempt_nids_problem(root_squash, exempt))
 
     def _squash_root(self, exempt: Sequence[str]) -> None:
         """Root squash through FSx's UpdateFileSystem when the stack deploys: CloudFormation's

@@ -25,7 +25,6 @@ from training_clusters.constructs.private.security_groups import (
 )
 from training_clusters.constructs.private.validation import (
     checked_props,
-    fail,
     is_unresolved,
     refuse,
     refuse_alongside,
@@ -41,6 +40,9 @@ from training_clusters.rules.network import (
     PUBLIC_SUBNET_MASK,
     nat_gateways_fit_problem,
     nat_gateways_problem,
+    placement_zone_problem,
+    private_subnet_mask_problem,
+    private_subnet_zone_problem,
     vpc_cidr_problem,
 )
 
@@ -191,13 +193,9 @@ class TrainingNetwork(Construct):
         subnets = self.private_subnets
         if wanted is None:
             return subnets[0]
-        for subnet in subnets:
-            if subnet.availability_zone == wanted:
-                return subnet
-        available = ", ".join(s.availability_zone for s in subnets)
-        raise fail(
-            self.node.path, "availability_zone", f"'{wanted}' has no private subnet; available: {available}"
-        )
+        zones = [subnet.availability_zone for subnet in subnets]
+        refuse(self, "availability_zone", private_subnet_zone_problem(wanted, zones))
+        return subnets[zones.index(wanted)]
 
     def retain(self, subnet: ec2.ISubnet) -> None:
         """Keep the VPC and ``subnet`` when the stack is deleted: something retained still lives there.
@@ -252,8 +250,7 @@ class TrainingNetwork(Construct):
         refuse(self, "nat_gateways", nat_gateways_fit_problem(nat_count, az_count))
 
     def _check_private_subnet_mask(self, mask: int) -> None:
-        if not 16 <= mask <= 28:
-            raise fail(self.node.path, "private_subnet_mask", f"must be between 16 and 28, got {mask}")
+        refuse(self, "private_subnet_mask", private_subnet_mask_problem(mask))
 
     def _check_cidr(
         self, cidr: str, private_mask: int, availability_zones: Sequence[str] | None, max_azs: int | None
@@ -267,12 +264,11 @@ class TrainingNetwork(Construct):
         azs = [s.availability_zone for s in self.private_subnets]
         if any(is_unresolved(az) for az in azs) or is_unresolved(availability_zone):
             return
-        if availability_zone not in azs:
-            raise fail(
-                self.node.path,
-                "placement_availability_zone",
-                f"'{availability_zone}' is not one of the VPC's AZs: {', '.join(azs)}",
-            )
+        refuse(
+            self,
+            "placement_availability_zone",
+            placement_zone_problem(availability_zone, azs, "the VPC's AZs"),
+        )
 
     # ----------------------------------------------------------------------------------------------
     # building

@@ -7,10 +7,13 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option
+from training_clusters.constructs.private.validation import checked_props, is_unresolved, option, refuse
 from training_clusters.model.options import PlacementStrategy, SpreadLevel
-
-_MAX_PARTITIONS = 7
+from training_clusters.rules.placement import (
+    placement_partitions_problem,
+    placement_spread_level_problem,
+    placement_zones_problem,
+)
 
 
 @checked_props
@@ -66,37 +69,12 @@ class TrainingPlacementGroup(Construct):
 
     def check_subnets(self, subnets: Sequence[ec2.ISubnet], *, field: str = "subnets") -> None:
         """Refuse subnets in more than one AZ for a CLUSTER group (EC2 would fail the launch)."""
-        if self.strategy is not PlacementStrategy.CLUSTER:
-            return
-        zones = sorted({s.availability_zone for s in subnets if not is_unresolved(s.availability_zone)})
-        if len(zones) > 1:
-            raise fail(
-                self.node.path,
-                field,
-                f"span {len(zones)} Availability Zones ({', '.join(zones)}); a CLUSTER placement group "
-                "keeps its instances in one AZ, so give subnets of a single AZ",
-            )
+        zones = [s.availability_zone for s in subnets if not is_unresolved(s.availability_zone)]
+        refuse(self, field, placement_zones_problem(self.strategy.name, zones))
 
     def _check_partitions(self, partitions: int | None) -> None:
-        if partitions is None:
-            return
-        if self.strategy is not PlacementStrategy.PARTITION:
-            raise fail(
-                self.node.path,
-                "partitions",
-                f"applies to the PARTITION strategy only, got {partitions} with {self.strategy.name}",
-            )
-        if not 1 <= partitions <= _MAX_PARTITIONS:
-            raise fail(
-                self.node.path,
-                "partitions",
-                f"must be between 1 and {_MAX_PARTITIONS} per AZ, got {partitions}",
-            )
+        refuse(self, "partitions", placement_partitions_problem(self.strategy.name, partitions))
 
     def _check_spread_level(self, spread_level: SpreadLevel | None) -> None:
-        if spread_level is not None and self.strategy is not PlacementStrategy.SPREAD:
-            raise fail(
-                self.node.path,
-                "spread_level",
-                f"applies to the SPREAD strategy only, got {spread_level.name} with {self.strategy.name}",
-            )
+        level = spread_level.name if spread_level is not None else None
+        refuse(self, "spread_level", placement_spread_level_problem(self.strategy.name, level))

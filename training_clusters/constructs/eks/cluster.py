@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import json
-import re
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 
@@ -61,7 +60,17 @@ from training_clusters.model.capacity import Capacity, Orchestrator
 from training_clusters.model.errors import ConfigurationError
 from training_clusters.model.options import AccessMode, EfaInterfaceType, RemovalPolicy
 from training_clusters.model.releases import EKS_KUBERNETES_VERSION
-from training_clusters.rules.eks import efa_nodegroup_problem, public_access_cidrs_problem
+from training_clusters.rules.eks import (
+    accelerated_nodegroup_problem,
+    admin_role_arn_problem,
+    efa_nodegroup_problem,
+    imds_hop_limit_problem,
+    nodegroup_sizes_problem,
+    public_access_cidrs_problem,
+    reserved_subnets_problem,
+    root_volume_size_problem,
+    system_node_count_problem,
+)
 from training_clusters.rules.instance_types import efa_interfaces_problem, instance_type_name_problem
 from training_clusters.rules.versions import KUBERNETES_EXTENDED_SUPPORT, kubernetes_support_advice
 from training_clusters.workloads.tenancy import SYSTEM_NODE_LABELS as SYSTEM_NODE_LABELS
@@ -94,7 +103,6 @@ VPC_CNI_SERVICE_ACCOUNT = "aws-node"
 #: default; "Limit Pod traffic with Kubernetes network policies" in the EKS user guide,
 #: https://docs.aws.amazon.com/eks/latest/userguide/cni-network-policy-configure.html).
 VPC_CNI_CONFIGURATION: Mapping[str, str] = {"enableNetworkPolicy": "true"}
-_MAX_IMDS_HOP_LIMIT = 64
 
 #: The EKS add-on that reports GPU (XID, DCGM), kernel and network problems as node conditions.
 NODE_MONITORING_AGENT = "eks-node-monitoring-agent"
@@ -122,8 +130,6 @@ SYSTEM_NODE_TAINTS = (
     ),
 )
 NEURON_TAINT_KEY = "aws.amazon.com/neuron"
-_ROLE_ARN = re.compile(r"^arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]+$")
-_MIN_ROOT_VOLUME_GIB = 20
 
 
 @checked_props
@@ -438,12 +444,7 @@ class GpuEksCluster(Construct):
     def _check_admin_role_arn(self, admin_role_arn: str | None) -> None:
         if admin_role_arn is None or is_unresolved(admin_role_arn):
             return
-        if not _ROLE_ARN.fullmatch(admin_role_arn):
-            raise fail(
-                self.node.path,
-                "admin_role_arn",
-                f"must be an IAM role ARN such as arn:aws:iam::111122223333:role/Admin, got '{admin_role_arn}'",
-            )
+        refuse(self, "admin_role_arn", admin_role_arn_problem(admin_role_arn))
 
     def _check_public_access_cidrs(self, cidrs: Sequence[str] | None) -> None:
         if cidrs is not None:
@@ -455,8 +456,7 @@ class GpuEksCluster(Construct):
             )
 
     def _check_system_node_count(self, count: int) -> None:
-        if count < 1:
-            raise fail(self.node.path, "system_node_count", f"must be 1 or more, got {count}")
+        refuse(self, "system_node_count", system_node_count_problem(count))
 
     # ----------------------------------------------------------------------------------------------
     # building
@@ -513,24 +513,12 @@ def _checked_capacity(scope: Construct, capacity: Capacity) -> Capacity:
 
 
 def _check_imds_hop_limit(scope: Construct, hop_limit: int) -> None:
-    if is_unresolved(hop_limit):
-        return
-    if not 1 <= hop_limit <= _MAX_IMDS_HOP_LIMIT:
-        raise fail(
-            scope.node.path,
-            "imds_hop_limit",
-            f"must be between 1 and {_MAX_IMDS_HOP_LIMIT} (1 keeps pods away from the node's credentials), "
-            f"got {hop_limit}",
-        )
+    if not is_unresolved(hop_limit):
+        refuse(scope, "imds_hop_limit", imds_hop_limit_problem(hop_limit))
 
 
 def _check_root_volume(scope: Construct, size_gib: int) -> None:
-    if size_gib < _MIN_ROOT_VOLUME_GIB:
-        raise fail(
-            scope.node.path,
-            "root_volume_size_gib",
-            f"must be at least {_MIN_ROOT_VOLUME_GIB} (the EKS AMI's own size), got {size_gib}",
-        )
+    refuse(scope, "root_volume_size_gib", root_volume_size_problem(size_gib))
 
 
 def _private_subnets(vpc: ec2.IVpc) -> list[ec2.ISubnet]:
@@ -621,16 +609,9 @@ class _Sizes:
         self.desired = desired
         self.min = desired if minimum is None else minimum
         self.max = desired if maximum is None else maximum
-        if desired < 0:
-            raise fail(path, "desired_size", f"must be 0 or more, got {desired}")
-        if not self.min <= desired <= self.max:
-            raise fail(
-                path,
-                "desired_size",
-                f"must lie between min_size and max_size ({self.min}..{self.max}), got {desired}",
-            )
-        if self.max < 1:
-            raise fail(path, "max_size", f"must be 1 or more, got {self.max}")
+        problem = nodegroup_sizes_problem(desired, self.min, self.max)
+        if problem:
+            refuse(path, *problem)
 
 
 class _LaunchTemplateNodegroup(Construct):
@@ -885,23 +866,11 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
         )
 
     def _check_accelerated(self) -> None:
-        if self.instance_type.accelerators is None:
-            raise fail(
-                self.node.path,
-                "instance_type",
-                f"'{self.instance_type.name}' has no GPU or Trainium accelerator; use a type such as g5.2xlarge",
-            )
+        refuse(self, "instance_type", accelerated_nodegroup_problem(self.instance_type))
 
     def _check_reserved_in_one_subnet(self, subnets: Sequence[ec2.ISubnet] | None) -> None:
-        if not self.capacity.is_reserved or (subnets is not None and len(subnets) == 1):
-            return
-        got = "the VPC's private subnets" if subnets is None else f"{len(subnets)} subnets"
-        raise fail(
-            self.node.path,
-            "subnets",
-            f"must be one subnet in the AZ of {self.capacity.described} (reserved capacity lives in one AZ), "
-            f"got {got}",
-        )
+        reserved = self.capacity.described if self.capacity.is_reserved else None
+        refuse(self, "subnets", reserved_subnets_problem(reserved, None if subnets is None else len(subnets)))
 
 
 def pod_identity_principal(cluster_arn: str, namespace: str, service_account: str) -> iam.IPrincipal:

@@ -15,7 +15,6 @@ Example::
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,7 @@ from constructs import Construct
 
 from training_clusters.constructs.eks.cluster import GpuEksCluster
 from training_clusters.constructs.private.handlers import vpc_interface_statement
-from training_clusters.constructs.private.validation import checked_props, fail
+from training_clusters.constructs.private.validation import checked_props, refuse
 from training_clusters.gates.compliance import (
     accept_handler_findings,
     accept_inline_policy,
@@ -46,14 +45,18 @@ from training_clusters.model.releases import (
     MPI_OPERATOR_VERSION,
     mpi_operator_manifest_url,
 )
+from training_clusters.rules.downloads import (
+    mpi_operator_digest_problem,
+    release_tag_problem,
+    release_url_problem,
+    sha256_problem,
+)
 from training_clusters.workloads.tenancy import system_placement
 
 __all__ = ["DeploymentPatch", "MpiOperator", "ReleaseManifest", "mpi_operator_placement"]
 
 HANDLER_DIR = Path(__file__).resolve().parents[2] / "node_scripts" / "handlers" / "release_manifest"
 #: Moving references: a manifest behind one of these could change under a deployed stack.
-_UNPINNED = re.compile(r"/(master|main|latest|HEAD)/")
-_SHA256 = re.compile(r"^[0-9a-fA-F]{64}$")
 _HANDLER_REASON = (
     "the release-manifest handler runs in the cluster's private subnets; Lambda needs these EC2 "
     "network-interface actions on any resource to attach and detach its VPC interfaces"
@@ -200,18 +203,10 @@ class ReleaseManifest(Construct):
         self._explain_checks(log_group)
 
     def _check_url(self, url: str) -> None:
-        if not url.startswith("https://"):
-            raise fail(self.node.path, "url", f"must be an https:// URL, got '{url}'")
-        if _UNPINNED.search(url):
-            raise fail(
-                self.node.path,
-                "url",
-                f"must point at a release tag, not master/main/latest/HEAD, got '{url}'",
-            )
+        refuse(self, "url", release_url_problem(url))
 
     def _check_sha256(self, sha256: str) -> None:
-        if not _SHA256.fullmatch(sha256):
-            raise fail(self.node.path, "sha256", f"must be 64 hexadecimal digits, got '{sha256}'")
+        refuse(self, "sha256", sha256_problem(sha256))
 
     def _acknowledge(self, role: iam.Role, provider: cr.Provider) -> None:
         policy = role.node.find_child("DefaultPolicy").node.default_child
@@ -262,16 +257,10 @@ class MpiOperator(ReleaseManifest):
             version pinned there is none for.
         """
         path = f"{scope.node.path}/{id}"
-        if not re.fullmatch(r"v\d+\.\d+\.\d+", version):
-            raise fail(path, "version", f"must be a release tag such as v0.7.0, got '{version}'")
+        refuse(path, "version", release_tag_problem(version))
         digest = sha256 or MPI_OPERATOR_SHA256.get(version)
-        if digest is None:
-            raise fail(
-                path,
-                "sha256",
-                f"is required for version '{version}', which has no pinned digest (pinned: "
-                f"{', '.join(sorted(MPI_OPERATOR_SHA256))}): pass the SHA-256 of its mpi-operator.yaml",
-            )
+        refuse(path, "sha256", mpi_operator_digest_problem(version, digest, MPI_OPERATOR_SHA256))
+        assert digest is not None
         super().__init__(
             scope,
             id,

@@ -63,13 +63,17 @@ from training_clusters.rules.eks_queues import (
     borrow_needs_reclaim_problem,
     cohort_name_problem,
     cohort_needed_problem,
+    efa_gpu_nodegroups_problem,
     flavor_labels_problem,
+    gpu_nodegroups_problem,
     kubernetes_name_problem,
     limit_percent_problem,
+    namespaces_problem,
     pods_ready_timeout_problem,
     preemption_problem,
     required_topology_problem,
     team_namespace_problem,
+    team_role_namespace_problem,
     unique_names_problem,
 )
 from training_clusters.workloads.scheduling import (
@@ -550,12 +554,9 @@ class TrainingQueues(Construct):
         access policy: what the group may do is the namespace's RoleBinding)."""
         entries = {}
         for namespace, role in roles.items():
-            if namespace not in self.namespaces:
-                raise fail(
-                    self.node.path,
-                    f"team_roles[{namespace!r}]",
-                    f"must name one of the team namespaces ({', '.join(self.namespaces)}), got {namespace!r}",
-                )
+            refuse(
+                self, f"team_roles[{namespace!r}]", team_role_namespace_problem(namespace, self.namespaces)
+            )
             entry = eks.CfnAccessEntry(
                 self,
                 f"TeamAccessEntry-{namespace}",
@@ -582,12 +583,7 @@ class TrainingQueues(Construct):
             for name, group in nodegroups.items()
             if group.instance_type.is_gpu
         }
-        if not capacities:
-            raise fail(
-                self.node.path,
-                "nodegroups",
-                f"must include a nodegroup with NVIDIA GPUs to queue for, got {', '.join(nodegroups) or 'none'}",
-            )
+        refuse(self, "nodegroups", gpu_nodegroups_problem(bool(capacities), list(nodegroups)))
         for name, capacity in capacities.items():
             refuse(self, f"nodegroups.{name}.labels", flavor_labels_problem(capacity.node_labels()))
         return capacities
@@ -598,8 +594,7 @@ class TrainingQueues(Construct):
     def _check_names(
         self, namespaces: Sequence[str], cluster_queue: str, local_queue: str, cohort: str | None
     ) -> None:
-        if not namespaces:
-            raise fail(self.node.path, "namespaces", "must name at least one namespace, got none")
+        refuse(self, "namespaces", namespaces_problem(len(namespaces)))
         for namespace in namespaces:
             refuse(
                 self, "namespaces", kubernetes_name_problem(namespace) or team_namespace_problem(namespace)
@@ -691,12 +686,7 @@ class TrainingRuntimes(Construct):
             for capacity in (nodegroup_capacity(name, g) for name, g in nodegroups.items())
             if capacity.instance_type.is_gpu and capacity.efa_interfaces
         ]
-        if not capacities:
-            raise fail(
-                self.node.path,
-                "nodegroups",
-                f"must include an EFA nodegroup with NVIDIA GPUs, got {', '.join(nodegroups) or 'none'}",
-            )
+        refuse(self, "nodegroups", efa_gpu_nodegroups_problem(bool(capacities), list(nodegroups)))
         self.names = {c.name: (torchrun_runtime_name(c.name), mpi_runtime_name(c.name)) for c in capacities}
         self.manifests = runtime_manifests(
             capacities, torchrun_image=torchrun_image, mpi_image=mpi_image, topology=placement

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from aws_cdk import aws_sagemaker as sagemaker
 from constructs import Construct, IConstruct
 
-from training_clusters.catalog import CATALOG, HYPERPOD_PREFIX, hyperpod_offer_problem
+from training_clusters.catalog import hyperpod_offer_problem
 from training_clusters.constructs.common.bucket import SecureBucket
 from training_clusters.constructs.common.session_manager import CHANNEL_ACTIONS
 from training_clusters.constructs.private.grants import grant_passed_role
@@ -62,6 +61,9 @@ from training_clusters.rules.common import mount_dir_problem
 from training_clusters.rules.downloads import (
     LIFECYCLE_DOWNLOAD_OPTIONS,
     UNPINNED_DOWNLOAD_WARNING,
+    download_pins_problem,
+    pinned_url_problem,
+    sha256_problem,
     unpinned_download_advice,
 )
 from training_clusters.rules.hyperpod import (
@@ -70,11 +72,36 @@ from training_clusters.rules.hyperpod import (
     api_accounting_problem,
     cluster_name_problem,
     continuous_slurm_problem,
+    controller_count_problem,
+    deep_health_checks_problem,
+    extra_key_problem,
+    extra_steps_problem,
+    extra_volume_key_problem,
+    extra_volume_problem,
     fsx_lustre_dns_name_problem,
+    group_count_problem,
+    group_names_problem,
+    groups_problem,
     image_id_problem,
     instance_group_name_problem,
+    is_accelerated,
+    lifecycle_scripts_required_problem,
+    owned_keys_problem,
     partition_name_problem,
+    root_volume_problem,
+    scripts_folder_problem,
+    shipped_step_problem,
     slurm_config_strategy_problem,
+    slurm_lifecycle_problem,
+    slurm_only_problem,
+    slurm_partition_problem,
+    slurm_roles_problem,
+    slurm_workers_problem,
+    step_name_problem,
+    step_roles_problem,
+    step_script_problem,
+    threads_per_core_problem,
+    users_problem,
 )
 from training_clusters.rules.instance_types import hyperpod_instance_type_name_problem
 from training_clusters.rules.lustre import lustre_dns_name_problem, lustre_mount_name_problem
@@ -125,8 +152,6 @@ OWNED_KEYS = {
 SLURM_NODE_TYPES = {NodeRole.CONTROLLER: "Controller", NodeRole.LOGIN: "Login", NodeRole.WORKER: "Compute"}
 #: Where :class:`LifecycleStep` scripts are uploaded, under the lifecycle prefix.
 USER_STEPS_FOLDER = "user_steps"
-_STEP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$")
-_MAX_EBS_GIB = 16384
 
 
 @dataclass(frozen=True)
@@ -560,49 +585,36 @@ class HyperPodCluster(Construct):
             )
 
     def _check_lifecycle_scripts(self, scripts_dir: str | Path | None) -> None:
-        if not self._orchestrator.is_slurm and scripts_dir is None:
-            raise fail(
-                self.node.path,
-                "lifecycle_scripts_dir",
-                "is required with the EKS orchestrator: the shipped lifecycle scripts configure Slurm nodes",
-            )
+        refuse(
+            self,
+            "lifecycle_scripts_dir",
+            lifecycle_scripts_required_problem(self._orchestrator.is_slurm, scripts_dir is not None),
+        )
         if scripts_dir is not None:
             self._check_scripts_folder(scripts_dir)
 
     def _check_scripts_folder(self, scripts_dir: str | Path) -> None:
         folder = Path(scripts_dir)
         entry = self.entry_script
-        wanted = f"a folder holding {entry}, the script HyperPod runs on every node"
-        if not folder.exists():
-            raise fail(
-                self.node.path,
-                "lifecycle_scripts_dir",
-                f"must be {wanted}, got '{scripts_dir}', which does not exist",
-            )
-        if not folder.is_dir():
-            raise fail(
-                self.node.path, "lifecycle_scripts_dir", f"must be {wanted}, got '{scripts_dir}', a file"
-            )
-        if not (folder / entry).is_file():
-            raise fail(
-                self.node.path,
-                "lifecycle_scripts_dir",
-                f"must be {wanted}, got '{scripts_dir}', which has no {entry}",
-            )
+        state = (
+            "missing"
+            if not folder.exists()
+            else "file"
+            if not folder.is_dir()
+            else "no entry"
+            if not (folder / entry).is_file()
+            else None
+        )
+        refuse(self, "lifecycle_scripts_dir", scripts_folder_problem(str(scripts_dir), entry, state))
 
     def _lifecycle_options(
         self, options: LifecycleOptions, scripts_dir: str | Path | None
     ) -> LifecycleOptions:
         """The options with each step's roles as members, every step and extra key checked."""
         self._check_extra_keys(options, scripts_dir)
-        if options.extra_steps and scripts_dir is not None:
-            raise fail(
-                self.node.path,
-                "lifecycle.extra_steps",
-                f"are run by the shipped {ON_CREATE_SCRIPT}, so they cannot go with lifecycle_scripts_dir "
-                f"'{scripts_dir}': call your scripts from your own {ON_CREATE_SCRIPT}, or leave "
-                "lifecycle_scripts_dir out",
-            )
+        if options.extra_steps:
+            given = None if scripts_dir is None else str(scripts_dir)
+            refuse(self, "lifecycle.extra_steps", extra_steps_problem(given, ON_CREATE_SCRIPT))
         steps = tuple(
             self._step_options(f"lifecycle.extra_steps[{i}]", s) for i, s in enumerate(options.extra_steps)
         )
@@ -610,14 +622,8 @@ class HyperPodCluster(Construct):
         return replace(options, extra_steps=steps)
 
     def _check_extra_keys(self, options: LifecycleOptions, scripts_dir: str | Path | None) -> None:
-        owned = [key for key in options.extra if key in OWNED_KEYS]
-        if owned:
-            raise fail(
-                self.node.path,
-                "lifecycle.extra",
-                f"sets {', '.join(f'{key} (set by {OWNED_KEYS[key]})' for key in owned)}, which the construct "
-                "writes itself from the props that check them; set those props instead",
-            )
+        owned = [(key, OWNED_KEYS[key]) for key in options.extra if key in OWNED_KEYS]
+        refuse(self, "lifecycle.extra", owned_keys_problem(owned))
         if scripts_dir is not None:
             return
         known = (
@@ -626,91 +632,44 @@ class HyperPodCluster(Construct):
             else PROVISIONING_PARAMETER_KEYS | LIFECYCLE_SETTING_KEYS
         )
         for key in options.extra:
-            if key in PROVISIONING_PARAMETER_KEYS and self.is_api_driven:
-                raise fail(
-                    self.node.path,
-                    "lifecycle.extra",
-                    f"holds '{key}', a key of provisioning_parameters.json, which an API-driven cluster "
-                    "(slurm_config api) does not upload",
-                )
-            if key not in known:
-                raise fail(
-                    self.node.path,
-                    "lifecycle.extra",
-                    f"holds '{key}', which the shipped lifecycle scripts do not read; allowed: "
-                    f"{', '.join(sorted(known))}",
-                )
+            refuse(
+                self,
+                "lifecycle.extra",
+                extra_key_problem(key, self.is_api_driven, PROVISIONING_PARAMETER_KEYS, known),
+            )
         self._check_download_pins(options.extra.get("download_sha256", {}))
 
     def _check_download_pins(self, pins: Any) -> None:
         """``download_sha256``: https:// URL to 64 hex digits, as the nodes' preflight checks it."""
-        if not isinstance(pins, Mapping):
-            raise fail(
-                self.node.path,
-                "lifecycle.extra['download_sha256']",
-                f"must map https:// URLs to SHA-256 digests, got {pins!r}",
-            )
+        field = "lifecycle.extra['download_sha256']"
+        refuse(self, field, download_pins_problem(pins))
         for url, digest in pins.items():
-            if not isinstance(url, str) or not re.fullmatch(r"https://[!-~]+", url):
-                raise fail(
-                    self.node.path,
-                    "lifecycle.extra['download_sha256']",
-                    f"keys must be https:// URLs without spaces, got {url!r}",
-                )
-            if is_unresolved(digest):
-                continue
-            if not isinstance(digest, str) or not re.fullmatch(r"[0-9a-fA-F]{64}", digest):
-                raise fail(
-                    self.node.path,
-                    f"lifecycle.extra['download_sha256'][{url!r}]",
-                    f"must be 64 hexadecimal digits, got {digest!r}",
-                )
+            refuse(self, field, pinned_url_problem(url))
+            if not is_unresolved(digest):
+                refuse(self, f"{field}[{url!r}]", sha256_problem(digest))
 
     def _step_options(self, where: str, step: LifecycleStep) -> LifecycleStep:
         if not isinstance(step, LifecycleStep):
             raise fail(self.node.path, where, f"must be a LifecycleStep, got {type(step).__name__}")
-        if not isinstance(step.name, str) or not _STEP_NAME.fullmatch(step.name):
-            raise fail(
-                self.node.path,
-                f"{where}.name",
-                f"must be 1-63 letters, digits, '-' or '_' starting with a letter or digit, got '{step.name}'",
-            )
+        refuse(self, f"{where}.name", step_name_problem(step.name))
         script = Path(step.script)
-        if not script.is_file():
-            state = "a folder" if script.is_dir() else "which does not exist"
-            raise fail(
-                self.node.path, f"{where}.script", f"must be a script file, got '{step.script}', {state}"
-            )
-        if script.name == ON_CREATE_SCRIPT or any(
-            script.resolve().is_relative_to(shipped.resolve())
-            for shipped in (HYPERPOD_DIR, SHARED_DIR, lifecycle_scripts_path())
-        ):
-            raise fail(
-                self.node.path,
-                f"{where}.script",
-                f"must be a script of your own, not {ON_CREATE_SCRIPT} or another shipped lifecycle script "
-                f"(the shipped {ON_CREATE_SCRIPT} runs every step, so the step would run it again without "
-                f"end), got '{step.script}'",
-            )
-        if step.roles is not None and (isinstance(step.roles, str) or not step.roles):
-            raise fail(
-                self.node.path,
-                f"{where}.roles",
-                f"must be a list of {NodeRole.allowed()} (leave it out for every role), got {step.roles!r}",
-            )
+        state = None if script.is_file() else "folder" if script.is_dir() else "missing"
+        refuse(self, f"{where}.script", step_script_problem(str(step.script), state))
+        shipped = script.name == ON_CREATE_SCRIPT or any(
+            script.resolve().is_relative_to(folder.resolve())
+            for folder in (HYPERPOD_DIR, SHARED_DIR, lifecycle_scripts_path())
+        )
+        refuse(self, f"{where}.script", shipped_step_problem(str(step.script), shipped, ON_CREATE_SCRIPT))
+        refuse(self, f"{where}.roles", step_roles_problem(step.roles, NodeRole.allowed()))
         roles = tuple(NodeRole) if step.roles is None else step.roles
         return replace(
             step, roles=tuple(option(self, f"{where}.roles[{i}]", NodeRole, r) for i, r in enumerate(roles))
         )
 
     def _check_step_names(self, steps: Sequence[LifecycleStep]) -> None:
-        seen: set[str] = set()
-        for index, step in enumerate(steps):
-            if step.name in seen:
-                raise fail(
-                    self.node.path, f"lifecycle.extra_steps[{index}].name", f"'{step.name}' is used twice"
-                )
-            seen.add(step.name)
+        repeated = group_names_problem([step.name for step in steps])
+        if repeated:
+            refuse(self, f"lifecycle.extra_steps[{repeated[0]}].name", repeated[1])
 
     def _accounting_option(
         self,
@@ -732,26 +691,18 @@ class HyperPodCluster(Construct):
                     "EXTERNAL needs the database itself: pass the SlurmAccountingDatabase, got the option "
                     "EXTERNAL",
                 )
-        if mode is not HyperPodAccounting.NONE and (
-            scripts_dir is not None or not self._orchestrator.is_slurm
-        ):
-            raise fail(
-                self.node.path,
+        if mode is not HyperPodAccounting.NONE:
+            refuse(
+                self,
                 "accounting",
-                f"is set up by the shipped Slurm lifecycle scripts, so it cannot go with lifecycle_scripts_dir "
-                f"or the EKS orchestrator, got {mode.name}",
+                slurm_lifecycle_problem(mode.name, scripts_dir is not None, self._orchestrator.is_slurm),
             )
         return mode
 
     def _slurm_config_option(self, value: SlurmConfigMode | str | None) -> SlurmConfigMode | None:
         """The Slurm configuration mode (None with EKS); API with a warning when none was given."""
         if not self._orchestrator.is_slurm:
-            if value is not None:
-                raise fail(
-                    self.node.path,
-                    "slurm_config",
-                    f"applies to the Slurm orchestrator only, got {value} with the EKS orchestrator",
-                )
+            refuse(self, "slurm_config", slurm_only_problem(value, slurm=False))
             return None
         if value is None:
             advise(
@@ -802,21 +753,14 @@ class HyperPodCluster(Construct):
     def _check_users(self, users: Sequence[TeamUser], scripts_dir: str | Path | None) -> None:
         if not users:
             return
-        if scripts_dir is not None or not self._orchestrator.is_slurm:
-            raise fail(
-                self.node.path,
-                "users",
-                "are created by the shipped Slurm lifecycle scripts, so they cannot go with lifecycle_scripts_dir "
-                "or the EKS orchestrator",
-            )
+        refuse(self, "users", users_problem(scripts_dir is not None, self._orchestrator.is_slurm))
         problem = team_problem(users)
         if problem is not None:
             where, sentence = problem
             raise fail(self.node.path, f"users{where}", sentence)
 
     def _check_groups(self, groups: Sequence[InstanceGroup]) -> None:
-        if not groups:
-            raise fail(self.node.path, "instance_groups", "must hold at least one group, got none")
+        refuse(self, "instance_groups", groups_problem(len(groups)))
         self._check_group_names(groups)
         for index, group in enumerate(groups):
             self._check_group(f"instance_groups[{index}]", group)
@@ -824,12 +768,11 @@ class HyperPodCluster(Construct):
             self._check_slurm_roles(groups)
 
     def _check_group_names(self, groups: Sequence[InstanceGroup]) -> None:
-        seen: set[str] = set()
         for index, group in enumerate(groups):
             refuse(self, f"instance_groups[{index}].name", instance_group_name_problem(group.name))
-            if group.name in seen:
-                raise fail(self.node.path, f"instance_groups[{index}].name", f"'{group.name}' is used twice")
-            seen.add(group.name)
+        repeated = group_names_problem([group.name for group in groups])
+        if repeated:
+            refuse(self, f"instance_groups[{repeated[0]}].name", repeated[1])
 
     def _check_group(self, where: str, group: InstanceGroup) -> None:
         if group.role is NodeRole.WORKER or not self._orchestrator.is_slurm:
@@ -843,86 +786,39 @@ class HyperPodCluster(Construct):
             )
         # An EKS group may start at 0 (Karpenter autoscaling): HyperPodEksCluster checks its counts itself.
         least = 1 if self._orchestrator.is_slurm else 0
-        if group.instance_count < least:
-            raise fail(
-                self.node.path,
-                f"{where}.instance_count",
-                f"must be {least} or more, got {group.instance_count}",
-            )
-        if group.threads_per_core not in (1, 2):
-            raise fail(
-                self.node.path, f"{where}.threads_per_core", f"must be 1 or 2, got {group.threads_per_core}"
-            )
-        if group.extra_volume_gib is not None and not 1 <= group.extra_volume_gib <= _MAX_EBS_GIB:
-            raise fail(
-                self.node.path,
-                f"{where}.extra_volume_gib",
-                f"must be between 1 and {_MAX_EBS_GIB}, got {group.extra_volume_gib}",
-            )
+        refuse(self, f"{where}.instance_count", group_count_problem(group.instance_count, least))
+        refuse(self, f"{where}.threads_per_core", threads_per_core_problem(group.threads_per_core))
+        refuse(self, f"{where}.extra_volume_gib", extra_volume_problem(group.extra_volume_gib))
         image_problem = (
             None
             if group.image_id is None or is_unresolved(group.image_id)
             else image_id_problem(group.image_id)
         )
-        if image_problem:
-            raise fail(self.node.path, f"{where}.image_id", image_problem)
-        if group.root_volume_gib is not None and not 100 <= group.root_volume_gib <= _MAX_EBS_GIB:
-            raise fail(
-                self.node.path,
-                f"{where}.root_volume_gib",
-                f"must be between 100 (HyperPod's root volume) and {_MAX_EBS_GIB}, got {group.root_volume_gib}",
-            )
-        if group.extra_volume_kms_key is not None and not group.extra_volume_gib:
-            raise fail(
-                self.node.path,
-                f"{where}.extra_volume_kms_key",
-                "encrypts the extra volume, so it needs extra_volume_gib",
-            )
-        if group.deep_health_checks and not _is_accelerated(group.instance_type):
-            raise fail(
-                self.node.path,
-                f"{where}.deep_health_checks",
-                f"run on GPU and Trainium instances only, got {group.instance_type}",
-            )
+        refuse(self, f"{where}.image_id", image_problem)
+        refuse(self, f"{where}.root_volume_gib", root_volume_problem(group.root_volume_gib))
+        if group.extra_volume_kms_key is not None:
+            refuse(self, f"{where}.extra_volume_kms_key", extra_volume_key_problem(group.extra_volume_gib))
+        refuse(
+            self,
+            f"{where}.deep_health_checks",
+            deep_health_checks_problem([str(c) for c in group.deep_health_checks or ()], group.instance_type),
+        )
 
     def _check_slurm_roles(self, groups: Sequence[InstanceGroup]) -> None:
-        controllers = [g.name for g in groups if g.role is NodeRole.CONTROLLER]
-        if len(controllers) != 1:
-            found = ", ".join(controllers) if controllers else "none"
-            raise fail(
-                self.node.path,
-                "instance_groups",
-                f"need exactly one CONTROLLER group under Slurm, got {len(controllers)} ({found})",
-            )
-        logins = [g.name for g in groups if g.role is NodeRole.LOGIN]
-        if len(logins) > 1:
-            raise fail(
-                self.node.path,
-                "instance_groups",
-                f"allow at most one LOGIN group, got {len(logins)} ({', '.join(logins)})",
-            )
+        roles = [NodeRole.parse(g.role).name for g in groups]
+        refuse(
+            self,
+            "instance_groups",
+            slurm_roles_problem([(g.name, r) for g, r in zip(groups, roles, strict=True)]),
+        )
         for index, group in enumerate(groups):
             self._check_slurm_group(f"instance_groups[{index}]", group)
-        if not any(g.role is NodeRole.WORKER for g in groups):
-            raise fail(
-                self.node.path, "instance_groups", "need at least one WORKER group to run jobs, got none"
-            )
+        refuse(self, "instance_groups", slurm_workers_problem(roles))
 
     def _check_slurm_group(self, where: str, group: InstanceGroup) -> None:
-        if group.role is NodeRole.CONTROLLER and group.instance_count != 1:
-            raise fail(
-                self.node.path,
-                f"{where}.instance_count",
-                f"of the CONTROLLER group must be 1, got {group.instance_count}",
-            )
-        if group.role is NodeRole.WORKER and not group.partition:
-            raise fail(self.node.path, f"{where}.partition", f"is required for WORKER group '{group.name}'")
-        if group.role is not NodeRole.WORKER and group.partition:
-            raise fail(
-                self.node.path,
-                f"{where}.partition",
-                f"applies to WORKER groups only, got '{group.partition}' on {NodeRole.parse(group.role).name} group '{group.name}'",
-            )
+        role = NodeRole.parse(group.role).name
+        refuse(self, f"{where}.instance_count", controller_count_problem(role, group.instance_count))
+        refuse(self, f"{where}.partition", slurm_partition_problem(role, group.partition, group.name))
         refuse(
             self, f"{where}.partition", partition_name_problem(group.partition) if group.partition else None
         )
@@ -1362,7 +1258,7 @@ class HyperPodCluster(Construct):
     ) -> sagemaker.CfnCluster.ClusterInstanceGroupProperty:
         checks = group.deep_health_checks
         if checks is None:
-            checks = tuple(DeepHealthCheck) if _is_accelerated(group.instance_type) else ()
+            checks = tuple(DeepHealthCheck) if is_accelerated(group.instance_type) else ()
         return sagemaker.CfnCluster.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_type=group.instance_type,
@@ -1474,13 +1370,6 @@ def cluster_instance_statements(stack: cdk.Stack, cluster_name: str) -> list[iam
 def ssm_target_hint(cluster_id: str, group: str) -> str:
     """The SSM target of a HyperPod node: ``sagemaker-cluster:<cluster-id>_<group>-<instance-id>``."""
     return f"sagemaker-cluster:{cluster_id}_{group}-<instance-id>"
-
-
-def _is_accelerated(instance_type: str) -> bool:
-    """Whether the catalogue knows the type to carry accelerators (a controller or login group of a type it
-    does not know is taken as CPU-only)."""
-    known = CATALOG.get(instance_type.removeprefix(HYPERPOD_PREFIX))
-    return known is not None and known.accelerators is not None
 
 
 def _cfn(construct: IConstruct) -> Any:

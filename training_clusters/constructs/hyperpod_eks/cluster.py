@@ -98,7 +98,7 @@ from training_clusters.model.releases import (
     eks_registry,
 )
 from training_clusters.rules.eks import kubernetes_labels
-from training_clusters.rules.hyperpod import MAX_INSTANCE_COUNT
+from training_clusters.rules.hyperpod import MAX_INSTANCE_COUNT, groups_problem
 from training_clusters.rules.hyperpod_eks import (
     HEALTH_STATUS_KEY,
     autoscaled_capacity_problem,
@@ -109,6 +109,8 @@ from training_clusters.rules.hyperpod_eks import (
     autoscaling_provisioning_problem,
     autoscaling_recovery_problem,
     efa_only_problem,
+    fixed_count_problem,
+    instance_types_problem,
     kubernetes_version_problem,
     max_count_without_autoscaling_problem,
     node_resource_names_problem,
@@ -493,8 +495,7 @@ class HyperPodEksDependencies(Construct):
         return chart
 
     def _checked_types(self, instance_types: Sequence[str]) -> list[InstanceType]:
-        if not instance_types:
-            raise fail(self.node.path, "instance_types", "must name at least one ml. instance type, got none")
+        refuse(self, "instance_types", instance_types_problem(len(instance_types)))
         found = []
         for name in instance_types:
             try:
@@ -602,8 +603,7 @@ class HyperPodEksCluster(Construct):
             self, "eks_cluster.kubernetes_version", kubernetes_version_problem(eks_cluster.kubernetes_version)
         )
         groups = [self._checked_group(i, g, vpc_cni_version) for i, g in enumerate(instance_groups)]
-        if not groups:
-            raise fail(self.node.path, "instance_groups", "must hold at least one group, got none")
+        refuse(self, "instance_groups", groups_problem(len(groups)))
         self._check_autoscaling(groups, node_recovery, node_provisioning_mode)
         self.instance_groups = tuple(groups)
         self.autoscaling = HyperPodAutoscaling(self, "Autoscaling") if self.autoscaler is not None else None
@@ -681,12 +681,7 @@ class HyperPodEksCluster(Construct):
     def _check_count(self, where: str, group: EksInstanceGroup) -> None:
         """A fixed group has 1 or more nodes; an autoscaled one starts at 0 and has its ``max_instance_count``."""
         if self.autoscaler is None:
-            if group.instance_count < 1:
-                raise fail(
-                    self.node.path,
-                    f"{where}.instance_count",
-                    f"must be 1 or more, got {group.instance_count}",
-                )
+            refuse(self, f"{where}.instance_count", fixed_count_problem(group.instance_count))
             refuse(
                 self,
                 f"{where}.max_instance_count",

@@ -114,8 +114,7 @@ class HyperPodTaskGovernance(Construct):
                 "that no other Kueue is installed",
             )
         self.teams = tuple(self._checked_team(i, t, hyperpod) for i, t in enumerate(teams))
-        if not self.teams:
-            raise fail(self.node.path, "teams", "must hold at least one team, got none")
+        refuse(self, "teams", rules.teams_problem(len(self.teams)))
         refuse(self, "teams", rules.unique_problem([t.name for t in self.teams]))
         self.priority_classes = tuple(self._checked_classes(priority_classes))
         refuse(self, "addon_version", rules.addon_version_problem(addon_version))
@@ -256,10 +255,7 @@ class HyperPodTaskGovernance(Construct):
     def _check_team_keys(self, field: str, by_team: Mapping[str, Any]) -> None:
         names = [t.name for t in self.teams]
         for name in by_team:
-            if name not in names:
-                raise fail(
-                    self.node.path, f"{field}[{name!r}]", f"must name one of the teams ({', '.join(names)})"
-                )
+            refuse(self, f"{field}[{name!r}]", rules.team_key_problem(name, names))
 
     # ----------------------------------------------------------------------------------------------
     # building

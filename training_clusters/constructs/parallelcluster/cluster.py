@@ -98,11 +98,12 @@ from training_clusters.node_scripts.parallelcluster.topology import hostlist
 from training_clusters.rules.instance_types import instance_type_name_problem
 from training_clusters.rules.lustre import lustre_capacity_problem, lustre_throughput_problem
 from training_clusters.rules.parallelcluster import (
-    MAX_COMPUTE_RESOURCES_PER_CLUSTER,
     MAX_COMPUTE_RESOURCES_PER_QUEUE,
     MAX_QUEUES,
     PCLUSTER_VERSION,
+    action_key_problem,
     ami_problem,
+    cluster_compute_resources_problem,
     cluster_name_problem,
     cluster_tags_problem,
     compute_resource_capacity_problem,
@@ -110,9 +111,11 @@ from training_clusters.rules.parallelcluster import (
     custom_slurm_setting_problem,
     duplicates_problem,
     efa_enabled_problem,
+    efa_placement_problem,
     gdr_problem,
     gpu_health_check_problem,
     ldap_tls_req_cert_problem,
+    login_count_problem,
     login_gracetime_problem,
     max_count_problem,
     min_count_problem,
@@ -123,8 +126,11 @@ from training_clusters.rules.parallelcluster import (
     placement_may_be_left_out,
     queue_capacity_problem,
     scaledown_idletime_problem,
+    shared_placement_problem,
     slurm_name_problem,
     ssh_allowed_ips_problem,
+    ssh_key_problem,
+    stack_name_problem,
     topology_plugin_problem,
 )
 from training_clusters.rules.versions import PARALLELCLUSTER_CVE_2026, parallelcluster_cve_advice
@@ -817,12 +823,7 @@ class ParallelCluster(Construct):
         stack_name = cdk.Stack.of(self).stack_name
         if is_unresolved(name) or is_unresolved(stack_name):
             return
-        if name == stack_name:
-            raise fail(
-                self.node.path,
-                "cluster_name",
-                f"'{name}' must differ from the stack's name: ParallelCluster creates a stack of that name",
-            )
+        refuse(self, "cluster_name", stack_name_problem(name, stack_name))
 
     def _check_provider_role(self, role: iam.IRole | None, policies: Sequence[iam.IManagedPolicy]) -> None:
         if role is not None and policies:
@@ -899,13 +900,7 @@ class ParallelCluster(Construct):
                 count_problem(len(queue.compute_resources), MAX_COMPUTE_RESOURCES_PER_QUEUE),
             )
         total = sum(len(q.compute_resources) for q in self.queues)
-        if total > MAX_COMPUTE_RESOURCES_PER_CLUSTER:
-            raise fail(
-                self.node.path,
-                "queues",
-                f"hold {total} compute resources in all; ParallelCluster allows at most "
-                f"{MAX_COMPUTE_RESOURCES_PER_CLUSTER} per cluster",
-            )
+        refuse(self, "queues", cluster_compute_resources_problem(total))
 
     def _check_compute_resource_names(self) -> None:
         for field, resource in self._compute_resources():
@@ -982,24 +977,15 @@ class ParallelCluster(Construct):
             if _reserved_without_placement(queue):
                 continue  # ParallelCluster only warns: the reservation decides where nodes go
             efa = [r.name for r in queue.compute_resources if _efa_enabled(r, instances[r.instance_type])]
-            if efa and _placement(queue, instances, group) is QueuePlacement.NONE:
-                raise fail(
-                    self.node.path,
-                    f"queues[{i}].placement",
-                    f"is NONE, but compute resource '{efa[0]}' uses EFA, which needs a placement group; "
-                    "use SHARED or MANAGED",
-                )
+            placement = _placement(queue, instances, group).value
+            refuse(self, f"queues[{i}].placement", efa_placement_problem(placement, efa))
 
     def _check_shared_placement_has_group(
         self, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
     ) -> None:
         for i, queue in enumerate(self.queues):
-            if group is None and _placement(queue, instances, group) is QueuePlacement.SHARED:
-                raise fail(
-                    self.node.path,
-                    f"queues[{i}].placement",
-                    "is SHARED, but the cluster has no placement_group; give one or use MANAGED",
-                )
+            placement = _placement(queue, instances, group).value
+            refuse(self, f"queues[{i}].placement", shared_placement_problem(placement, group is not None))
 
     def _check_private_subnets(self, vpc: ec2.IVpc, subnet: ec2.ISubnet) -> None:
         public = {s.subnet_id for s in vpc.public_subnets}
@@ -1015,12 +1001,9 @@ class ParallelCluster(Construct):
         allowed = self.head_node.ssh_allowed_ips
         if allowed is None or is_unresolved(allowed):
             return
-        if self.head_node.key_name is None:
-            raise fail(
-                self.node.path,
-                "head_node.ssh_allowed_ips",
-                "applies only with head_node.key_name (without a key pair, reach the head node with SSM)",
-            )
+        refuse(
+            self, "head_node.ssh_allowed_ips", ssh_key_problem(self.head_node.key_name, "head_node.key_name")
+        )
         refuse(self, "head_node.ssh_allowed_ips", ssh_allowed_ips_problem(allowed))
 
     def _check_storage_exclusive(
@@ -1082,13 +1065,8 @@ class ParallelCluster(Construct):
             for j, script in enumerate(scripts):
                 if is_unresolved(script.key):
                     continue
-                if not script.key or script.key.startswith("/"):
-                    name = field if field == "on_node_configured" and len(scripts) == 1 else f"{field}[{j}]"
-                    raise fail(
-                        self.node.path,
-                        f"{name}.key",
-                        f"must be an object key such as scripts/on-node-configured.sh, got '{script.key}'",
-                    )
+                name = field if field == "on_node_configured" and len(scripts) == 1 else f"{field}[{j}]"
+                refuse(self, f"{name}.key", action_key_problem(script.key))
 
     def _check_custom_amis(self, custom_ami: str | None) -> None:
         amis = [("custom_ami", custom_ami), ("head_node.custom_ami", self.head_node.custom_ami)]
@@ -1104,8 +1082,8 @@ class ParallelCluster(Construct):
         for i, pool in enumerate(self.login_nodes):
             refuse(self, f"login_nodes[{i}].name", slurm_name_problem(pool.name))
             refuse(self, f"login_nodes[{i}].instance_type", instance_type_name_problem(pool.instance_type))
-            if not is_unresolved(pool.count) and pool.count < 1:
-                raise fail(self.node.path, f"login_nodes[{i}].count", f"must be 1 or more, got {pool.count}")
+            if not is_unresolved(pool.count):
+                refuse(self, f"login_nodes[{i}].count", login_count_problem(pool.count))
             minutes = pool.gracetime_period_minutes
             refuse(
                 self,

@@ -384,8 +384,7 @@ class PcsCluster(Construct):
             refuse(self, "cluster_name", rules.pcs_cluster_name_problem(name))
 
     def _check_compute_node_groups(self, groups: Sequence[PcsComputeNodeGroup]) -> None:
-        if not groups:
-            raise fail(self.node.path, "compute_node_groups", "must hold at least one compute node group")
+        refuse(self, "compute_node_groups", rules.node_groups_problem(len(groups)))
         for index, group in enumerate(groups):
             field = f"compute_node_groups[{index}]"
             refuse(self, f"{field}.name", rules.pcs_name_problem(group.name))
@@ -402,11 +401,11 @@ class PcsCluster(Construct):
             if group.efa is not None:
                 refuse(self, f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa))
             enabled = group.efa if group.efa is not None else instance.efa_supported
-            if not enabled and group.efa_interfaces is not None:
-                raise fail(
-                    self.node.path,
+            if group.efa_interfaces is not None:
+                refuse(
+                    self,
                     f"compute_node_groups[{index}].efa_interfaces",
-                    f"applies only with EFA, but {instance.name} in '{group.name}' has EFA off",
+                    rules.efa_interfaces_enabled_problem(enabled, instance.name, group.name),
                 )
             uses.append(enabled)
         return uses
@@ -454,8 +453,7 @@ class PcsCluster(Construct):
 
     def _check_login_nodes(self) -> str | None:
         login = self.login
-        if login.count < 0:
-            raise fail(self.node.path, "login_nodes.count", f"must be 0 or more, got {login.count}")
+        refuse(self, "login_nodes.count", rules.login_count_problem(login.count))
         if login.count == 0:
             return None
         refuse(self, "login_nodes.name", rules.pcs_name_problem(login.name))
@@ -475,10 +473,7 @@ class PcsCluster(Construct):
     ) -> list[PcsQueue]:
         if queues is None:
             return [PcsQueue(name=g.name, compute_node_groups=[g.name]) for g in groups]
-        if not queues:
-            raise fail(
-                self.node.path, "queues", "must hold at least one queue when given; omit it for one per group"
-            )
+        refuse(self, "queues", rules.queues_problem(len(queues)))
         known = [g.name for g in groups]
         for index, queue in enumerate(queues):
             refuse(self, f"queues[{index}].name", rules.pcs_name_problem(queue.name))

@@ -31,6 +31,7 @@ from training_clusters.constructs.private.validation import (
     checked_props,
     fail,
     is_unresolved,
+    refuse,
     to_removal_policy,
 )
 from training_clusters.gates.compliance import (
@@ -45,32 +46,31 @@ from training_clusters.gates.compliance import (
 )
 from training_clusters.model.options import RemovalPolicy
 from training_clusters.node_scripts.handlers.slurmdbd_user import staged_asset
+from training_clusters.rules.accounting import (
+    SLURMDBD_USERNAME,
+    backup_retention_problem,
+    capacity_acu_problem,
+    capacity_range_problem,
+    databases_problem,
+    master_username_problem,
+    rotation_days_problem,
+)
 
 #: Aurora MySQL 3.10, a long-term-support release (MySQL 8.0 compatible), supported by Serverless v2. The
 #: engine itself is looked up when a database is built (:func:`_engine`): a jsii call at import time would
 #: start jsii for anyone importing the module.
 ENGINE_VERSION = "VER_3_10_0"
-#: Secrets Manager rotates a secret every 1 to 1000 days (RotationRules.AutomaticallyAfterDays).
-MIN_ROTATION_DAYS, MAX_ROTATION_DAYS = 1, 1000
-#: Serverless v2 capacity bounds, in Aurora capacity units (ACU, about 2 GiB of memory each).
-MIN_ACU, MAX_ACU = 0.5, 256.0
-#: RDS keeps automated backups 1 to 35 days.
-MIN_BACKUP_DAYS, MAX_BACKUP_DAYS = 1, 35
 #: Automated backups and maintenance, both in UTC, never overlapping.
 BACKUP_WINDOW = "05:00-06:00"
 MAINTENANCE_WINDOW = "Sun:02:00-Sun:03:00"
 #: What the database writes to CloudWatch Logs (the audit log records connections and DDL/DCL statements).
 LOG_EXPORTS = ("audit", "error", "general", "slowquery")
-_USERNAME_MAX = 16  # MySQL's limit for the master user name
-#: The database user slurmdbd connects as (made by the slurmdbd-user handler, never the master user).
-SLURMDBD_USERNAME = "slurmdbd"
 #: slurmdbd's database (its StorageLoc) when none is named: Slurm's default and HyperPod's lifecycle's.
 DEFAULT_DATABASES = ("slurm_acct_db",)
 #: AWS's bundle of the RDS certificate authorities of every commercial Region
 #: (https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/UsingWithRDS.SSL.html): what clients verify
 #: the database's certificate against.
 RDS_CA_BUNDLE_URL = "https://truststore.pki.rds.amazonaws.com/global/global-bundle.pem"
-_DATABASE_NAME_MAX = 64
 _HANDLER_ENI_REASON = (
     "the slurmdbd-user handler runs in the database's private subnets; Lambda needs these EC2 "
     "network-interface actions on any resource to attach and detach its VPC interfaces"
@@ -383,79 +383,28 @@ class SlurmAccountingDatabase(Construct):
     # validation, one rule per method
 
     def _check_username(self, username: str) -> None:
-        if is_unresolved(username):
-            return
-        valid = (
-            0 < len(username) <= _USERNAME_MAX
-            and username[0].isascii()
-            and username[0].isalpha()
-            and all(c.isascii() and (c.isalnum() or c == "_") for c in username)
-        )
-        if not valid:
-            raise fail(
-                self.node.path,
-                "username",
-                f"must be 1 to {_USERNAME_MAX} letters, digits or '_', starting with a letter, got '{username}'",
-            )
-        if username.lower() in _RESERVED_USERNAMES:
-            raise fail(self.node.path, "username", f"is reserved by RDS, got '{username}'")
-        if username.lower() == SLURMDBD_USERNAME:
-            raise fail(self.node.path, "username", f"is slurmdbd's own database user, got '{username}'")
+        if not is_unresolved(username):
+            refuse(self, "username", master_username_problem(username))
 
     def _check_databases(self, databases: Sequence[str]) -> None:
-        if isinstance(databases, str) or not databases:
-            raise fail(self.node.path, "databases", f"must name at least one database, got {databases!r}")
-        for name in databases:
-            if is_unresolved(name):
-                raise fail(self.node.path, "databases", "must be names known at synth time, got a token")
-            if not (
-                0 < len(name) <= _DATABASE_NAME_MAX
-                and all(c.isascii() and (c.isalnum() or c == "_") for c in name)
-            ):
-                raise fail(
-                    self.node.path,
-                    "databases",
-                    f"must be 1 to {_DATABASE_NAME_MAX} letters, digits or '_' each, got '{name}'",
-                )
+        if not isinstance(databases, str) and any(is_unresolved(name) for name in databases):
+            raise fail(self.node.path, "databases", "must be names known at synth time, got a token")
+        refuse(self, "databases", databases_problem(databases))
 
     def _check_capacity(self, low: float, high: float) -> None:
         for field, value in (("min_capacity_acu", low), ("max_capacity_acu", high)):
-            if is_unresolved(value):
-                continue
-            if not MIN_ACU <= value <= MAX_ACU or (value * 2) != int(value * 2):
-                raise fail(
-                    self.node.path,
-                    field,
-                    f"must be {MIN_ACU:g} to {MAX_ACU:g} in steps of 0.5 ACU, got {value:g}",
-                )
-        if not is_unresolved(low) and not is_unresolved(high) and low > high:
-            raise fail(
-                self.node.path,
-                "min_capacity_acu",
-                f"must not exceed max_capacity_acu ({high:g}), got {low:g}",
-            )
+            if not is_unresolved(value):
+                refuse(self, field, capacity_acu_problem(value))
+        if not is_unresolved(low) and not is_unresolved(high):
+            refuse(self, "min_capacity_acu", capacity_range_problem(low, high))
 
     def _check_backup_retention(self, days: int) -> None:
-        if is_unresolved(days):
-            return
-        if not MIN_BACKUP_DAYS <= days <= MAX_BACKUP_DAYS:
-            raise fail(
-                self.node.path,
-                "backup_retention_days",
-                f"must be {MIN_BACKUP_DAYS} to {MAX_BACKUP_DAYS} (RDS keeps automated backups at least a day), "
-                f"got {days}",
-            )
+        if not is_unresolved(days):
+            refuse(self, "backup_retention_days", backup_retention_problem(days))
 
     def _check_rotation_days(self, days: int | None) -> None:
-        if days is None or is_unresolved(days):
-            return
-        if isinstance(days, bool) or not MIN_ROTATION_DAYS <= days <= MAX_ROTATION_DAYS:
-            raise fail(
-                self.node.path,
-                "slurmdbd_rotation_days",
-                f"must be {MIN_ROTATION_DAYS} to {MAX_ROTATION_DAYS} days (Secrets Manager's rotation schedule), "
-                f"got {days}",
-            )
+        if days is not None and not is_unresolved(days):
+            refuse(self, "slurmdbd_rotation_days", rotation_days_problem(days))
 
     # ----------------------------------------------------------------------------------------------
     # building
@@ -878,7 +827,6 @@ class SlurmAccountingDatabase(Construct):
 
 
 #: Master user names RDS keeps for itself.
-_RESERVED_USERNAMES = frozenset({"rdsadmin"})
 
 
 @jsii.implements(cdk.IStableStringProducer)
