@@ -41,6 +41,7 @@ hyperpod = HyperPodCluster(
     cdk.Stack(app, "HyperPod", env=env),
     "Cluster",
     cluster_name="team-hyperpod",
+    slurm_config="api",  # HyperPod configures Slurm from the groups; docs/hyperpod-slurm.md
     vpc=network.vpc,
     subnet=network.placement_subnet(),
     instance_groups=[
@@ -56,7 +57,6 @@ hyperpod = HyperPodCluster(
     ],
     lustre=LustreMount(dns_name=fs.dns_name, mount_name=fs.mount_name),
     additional_security_groups=[network.efa_security_group],
-    slurm_config="api",  # HyperPod configures Slurm from the groups; docs/hyperpod-slurm.md
 )
 pcluster = ParallelCluster(
     cdk.Stack(app, "Pcluster", env=env),

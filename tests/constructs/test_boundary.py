@@ -46,9 +46,18 @@ from training_clusters.constructs import (
     TrainingPlacementGroup,
 )
 from training_clusters.model.errors import ConfigurationError
-from training_clusters.model.options import Choice, RemovalPolicy, TopologyPlacement
+from training_clusters.model.options import (
+    Choice,
+    RemovalPolicy,
+    ResourceSharingStrategy,
+    TeamPreemption,
+    TopologyPlacement,
+)
 
 from ..conftest import AZS, CDK_CONTEXT, REGION, PinnedStack
+from .test_hyperpod_eks import build
+from .test_hyperpod_eks_autoscaling import G5 as AUTOSCALED_G5
+from .test_hyperpod_governance import RESEARCH, governed
 
 ADMIN = "arn:aws:iam::111122223333:role/Admin"
 C5N = ComputeResource(name="c5n", instance_type="c5n.18xlarge", max_count=2)
@@ -412,6 +421,26 @@ CASES: dict[str, tuple[Build, Any, str]] = {
         ),
         package.CapacityKind.TRAINING_PLAN,
         "training_plan",
+    ),
+    "HyperPodEksCluster.autoscaling": (
+        lambda s, v: build(s, [AUTOSCALED_G5], autoscaling=v),
+        package.AutoScaler.KARPENTER,
+        "Karpenter",
+    ),
+    "HyperPodEksCluster.instance_groups[].efa_interface_type": (
+        lambda s, v: _hyperpod_eks(s, instance_groups=[dataclasses.replace(EKS_G5, efa_interface_type=v)]),
+        package.EfaInterfaceType.EFA,
+        "EFA",
+    ),
+    "HyperPodTaskGovernance.teams[].sharing": (
+        lambda s, v: governed(s, teams=[dataclasses.replace(RESEARCH, sharing=v)]),
+        ResourceSharingStrategy.LEND_AND_BORROW,
+        "lendandborrow",
+    ),
+    "HyperPodTaskGovernance.teams[].preempt_team_tasks": (
+        lambda s, v: governed(s, teams=[dataclasses.replace(RESEARCH, preempt_team_tasks=v)]),
+        TeamPreemption.NEVER,
+        "NEVER",
     ),
     "TrainingQueues.within_cluster_queue": (
         lambda s, v: _queues(s, within_cluster_queue=v),

@@ -69,7 +69,8 @@ def test_the_team_settings_reach_the_lifecycle_scripts(environment_gates: Enviro
     stack, _ = environment_gates.get(TEAM)
     assert isinstance(stack, HyperPodEnvironment)
     settings = stack.cluster.lifecycle_settings
-    assert settings["accounting"]["mode"] == "external"
+    # API-driven Slurm under continuous provisioning: HyperPod's AccountingDatabase, not our controller's
+    assert "accounting" not in settings and settings["slurm_config"] == "api"
     assert [(u["name"], u["uid"], u["gid"], u["groups"]) for u in settings["users"]] == [
         ("alice", 2001, 2001, [{"name": "ml-team", "gid": 3000}]),
         ("bob", 2002, 2002, [{"name": "ml-team", "gid": 3000}]),
@@ -77,9 +78,37 @@ def test_the_team_settings_reach_the_lifecycle_scripts(environment_gates: Enviro
     assert settings["enable_docker"] is True and settings["enable_pam_slurm_adopt"] is True
     [cluster] = _of_type(environment_gates.template(TEAM), "AWS::SageMaker::Cluster").values()
     assert cluster["Properties"]["NodeProvisioningMode"] == "Continuous"
+    assert stack.accounting_database is not None
+    assert cluster["Properties"]["Orchestrator"] == {
+        "Slurm": {
+            "AccountingDatabase": {
+                "Endpoint": {
+                    "Fn::GetAtt": [
+                        stack.get_logical_id(stack.accounting_database.cluster.node.default_child),
+                        "Endpoint.Address",
+                    ]  # type: ignore[arg-type]
+                },
+                "Name": "slurm_acct_db",
+                "Port": 3306,
+                "SecretArn": {"Ref": "AccountingSlurmdbdSecretAttachmentD9EBB3BE"},
+            }
+        }
+    }
     groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
     assert groups["controller-machine"]["InstanceStorageConfigs"] == [
-        {"EbsVolumeConfig": {"RootVolume": True, "VolumeSizeInGB": 200}}
+        {"EbsVolumeConfig": {"RootVolume": True, "VolumeSizeInGB": 200}},
+        {  # API-driven: HyperPod mounts FSx on every group
+            "FsxLustreConfig": {
+                "DnsName": {
+                    "Fn::Join": [
+                        "",
+                        [{"Ref": "SharedStorageA8297BFB"}, ".fsx.us-east-1.", {"Ref": "AWS::URLSuffix"}],
+                    ]
+                },
+                "MountName": {"Fn::GetAtt": ["SharedStorageA8297BFB", "LustreMountName"]},
+                "MountPath": "/fsx",
+            }
+        },
     ]
     assert set(groups) == {"controller-machine", "login-group", "gpu-workers"}
 
