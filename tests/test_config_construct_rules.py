@@ -342,3 +342,46 @@ def test_download_pins_load_and_a_bad_one_is_refused() -> None:
         document = hyperpod(CONTROLLER, WORKER)
         document["hyperpod"]["download_sha256"] = bad
         assert problem(document) == f"hyperpod.download_sha256: {message}"
+
+
+# --------------------------------------------------------------------------------------------------
+# eks.addons and hyperpod_eks.addons
+
+
+@pytest.mark.parametrize(
+    ("monitoring", "loads"),
+    [
+        ({}, True),
+        ({"prometheus": True, "grafana": False}, True),
+        ({"prometheus": False, "grafana": False}, True),
+        ({"prometheus": False, "grafana": True}, False),
+        ({"prometheus": False}, False),  # grafana's default is true
+    ],
+)
+def test_grafana_loads_with_prometheus_and_is_refused_at_its_field_without(
+    monitoring: dict[str, Any], loads: bool
+) -> None:
+    document = {**MINIMAL, "eks": {"addons": {"gpu_monitoring": monitoring}}}
+    if loads:
+        environment = parse_environment(document)
+        assert environment.eks is not None and environment.eks.addons.gpu_monitoring is not None
+    else:
+        assert problem(document) == (
+            "eks.addons.gpu_monitoring.grafana: needs prometheus (Grafana's data source), got prometheus=False"
+        )
+
+
+@pytest.mark.parametrize("section", ["eks", "hyperpod_eks"])
+def test_an_fsx_csi_driver_version_in_eks_form_loads_and_another_is_refused(section: str) -> None:
+    def document(version: str) -> dict[str, Any]:
+        base = hyperpod_eks({}) if section == "hyperpod_eks" else {**MINIMAL, "eks": {}}
+        base[section] = {**base[section], "addons": {"fsx_csi_driver_version": version}}
+        return base
+
+    environment = parse_environment(document("v1.6.0-eksbuild.1"))
+    settings = getattr(environment, section)
+    assert settings.addons.fsx_csi_driver_version == "v1.6.0-eksbuild.1"
+    assert problem(document("1.6.0")) == (
+        f"{section}.addons.fsx_csi_driver_version: must look like v1.6.0-eksbuild.1 "
+        "(aws eks describe-addon-versions), got '1.6.0'"
+    )

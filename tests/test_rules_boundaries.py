@@ -23,6 +23,7 @@ from training_clusters.rules import (
     common,
     downloads,
     eks,
+    eks_addons,
     eks_queues,
     hyperpod,
     hyperpod_eks,
@@ -2350,3 +2351,177 @@ def test_eks_queue_namespaces_and_nodegroups() -> None:
     assert eks_queues.efa_gpu_nodegroups_problem(False, ["g5", "m5"]) == (
         "must include an EFA nodegroup with NVIDIA GPUs, got g5, m5"
     )
+
+
+# --------------------------------------------------------------------------------------------------
+# eks_addons
+
+
+@pytest.mark.parametrize(
+    ("version", "expected"),
+    [
+        ("v1.6.0-eksbuild.1", None),
+        ("v10.20.30-eksbuild.40", None),
+        ("1.6.0", "must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got '1.6.0'"),
+        ("v1.6.0", "must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got 'v1.6.0'"),
+        (
+            "v1.6-eksbuild.1",
+            "must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got 'v1.6-eksbuild.1'",
+        ),
+        # the whole value, not a part of it
+        (
+            "v1.6.0-eksbuild.1 ",
+            "must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got 'v1.6.0-eksbuild.1 '",
+        ),
+        (
+            "xv1.6.0-eksbuild.1",
+            "must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got 'xv1.6.0-eksbuild.1'",
+        ),
+    ],
+)
+def test_an_addon_version_is_in_the_form_eks_lists(version: str, expected: str | None) -> None:
+    assert eks_addons.addon_version_problem(version) == expected
+
+
+def test_an_addon_version_of_a_hostile_length_is_quoted_as_an_excerpt() -> None:
+    version = "v" * 10_000
+    assert eks_addons.addon_version_problem(version) == (
+        f"must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got {excerpt(version)}"
+    )
+
+
+def test_task_governance_and_the_csi_drivers_share_one_addon_version_rule() -> None:
+    assert hyperpod_governance.addon_version_problem is eks_addons.addon_version_problem
+
+
+def test_a_device_plugin_serves_at_least_one_instance_type_each_with_its_feature() -> None:
+    assert eks_addons.addon_instance_types_problem("GPU", ["g5.xlarge"]) is None
+    assert eks_addons.addon_instance_types_problem("GPU", []) == (
+        "must name at least one GPU instance type, got none"
+    )
+    assert eks_addons.addon_instance_types_problem("EFA", ()) == (
+        "must name at least one EFA instance type, got none"
+    )
+    assert eks_addons.addon_instance_type_problem("g5.xlarge", "GPU", "NVIDIA GPU", has_feature=True) is None
+    assert eks_addons.addon_instance_type_problem("m5.large", "GPU", "NVIDIA GPU", has_feature=False) == (
+        "'m5.large' has no NVIDIA GPU; give GPU instance types (`training-clusters catalog` lists them)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("k", "", None),
+        ("k" * 128, "v" * 256, None),
+        ("AWS", "v", None),  # only the aws: prefix is reserved
+        ("team:aws:x", "v", None),
+        (
+            "",
+            "v",
+            "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got ''",
+        ),
+        (
+            "k" * 129,
+            "v",
+            f"keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got {'k' * 129!r}",
+        ),
+        (
+            "aws:owner",
+            "v",
+            "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'aws:owner'",
+        ),
+        (
+            "AWS:owner",
+            "v",
+            "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'AWS:owner'",
+        ),
+        ("a=b", "v", "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'a=b'"),
+        ("a,b", "v", "keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got 'a,b'"),
+        (
+            "k",
+            "v" * 257,
+            f"values must be at most 256 characters without '=' or ',', got 'k': {'v' * 257!r}",
+        ),
+        ("k", "a=b", "values must be at most 256 characters without '=' or ',', got 'k': 'a=b'"),
+        ("k", "a,b", "values must be at most 256 characters without '=' or ',', got 'k': 'a,b'"),
+    ],
+)
+def test_an_ebs_volume_tag_keeps_ec2s_limits_and_the_drivers_pairs(
+    key: str, value: str, expected: str | None
+) -> None:
+    assert eks_addons.volume_tag_problem(key, value) == expected
+
+
+def test_the_efa_device_plugin_needs_a_known_registry_or_a_repository() -> None:
+    assert (
+        eks_addons.efa_registry_problem("us-east-1", "602401143452.dkr.ecr.us-east-1.amazonaws.com") is None
+    )
+    assert eks_addons.efa_registry_problem("xx-nowhere-1", None) == (
+        "is required in xx-nowhere-1, a region without an EKS add-on registry in this library's table; "
+        "give the EFA device plugin's repository in your region's EKS registry "
+        "(https://docs.aws.amazon.com/eks/latest/userguide/add-ons-images.html)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("capacity", "known", "expected"),
+    [
+        (None, 1200, None),
+        (1200, 1200, None),
+        (2400, None, None),
+        (
+            None,
+            None,
+            "is required for an adopted file system whose ExistingLustre gives no storage_capacity_gib",
+        ),
+        (2400, 1200, "must match the file system's storage_capacity_gib (1200) or be omitted, got 2400"),
+        (1199, 1200, "must match the file system's storage_capacity_gib (1200) or be omitted, got 1199"),
+    ],
+)
+def test_the_fsx_volume_capacity_is_the_file_systems(
+    capacity: int | None, known: int | None, expected: str | None
+) -> None:
+    assert eks_addons.fsx_volume_capacity_problem(capacity, known) == expected
+
+
+def test_grafana_needs_prometheus() -> None:
+    assert eks_addons.grafana_problem(grafana=True, prometheus=True) is None
+    assert eks_addons.grafana_problem(grafana=False, prometheus=True) is None
+    assert eks_addons.grafana_problem(grafana=False, prometheus=False) is None
+    assert eks_addons.grafana_problem(grafana=True, prometheus=False) == (
+        "needs prometheus (Grafana's data source), got prometheus=False"
+    )
+
+
+def test_monitoring_mig_layouts_need_a_mig_strategy() -> None:
+    for strategy in (MigStrategy.SINGLE, MigStrategy.MIXED):
+        assert eks_addons.monitoring_mig_strategy_problem(strategy, has_layouts=True) is None
+    assert eks_addons.monitoring_mig_strategy_problem(MigStrategy.NONE, has_layouts=False) is None
+    assert eks_addons.monitoring_mig_strategy_problem(MigStrategy.NONE, has_layouts=True) == (
+        "must be SINGLE or MIXED with mig_layouts, got NONE"
+    )
+
+
+def test_monitoring_takes_a_file_system_only_for_grafana() -> None:
+    assert eks_addons.monitoring_lustre_problem(lustre=True, grafana=True) is None
+    assert eks_addons.monitoring_lustre_problem(lustre=False, grafana=False) is None
+    assert eks_addons.monitoring_lustre_problem(lustre=True, grafana=False) == (
+        "is shown on Grafana's FSx dashboard and needs grafana=True, got grafana=False"
+    )
+
+
+def test_monitoring_takes_an_ebs_csi_driver_only_for_persistent_storage() -> None:
+    assert eks_addons.monitoring_ebs_csi_driver_problem(ebs_csi_driver=True, persistent_storage=True) is None
+    assert (
+        eks_addons.monitoring_ebs_csi_driver_problem(ebs_csi_driver=False, persistent_storage=False) is None
+    )
+    assert eks_addons.monitoring_ebs_csi_driver_problem(ebs_csi_driver=False, persistent_storage=True) is None
+    assert eks_addons.monitoring_ebs_csi_driver_problem(ebs_csi_driver=True, persistent_storage=False) == (
+        "is only used to persist metrics; got one with persistent_storage=False"
+    )
+
+
+def test_a_monitoring_volume_is_one_gib_or_more() -> None:
+    assert eks_addons.monitoring_volume_problem(1) is None
+    assert eks_addons.monitoring_volume_problem(0) == "must be 1 or more, got 0"
+    assert eks_addons.monitoring_volume_problem(-5) == "must be 1 or more, got -5"

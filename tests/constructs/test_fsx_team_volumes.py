@@ -19,10 +19,11 @@ from typing import Any
 
 import aws_cdk as cdk
 import pytest
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk.assertions import Annotations, Match, Template
 
 from training_clusters.config import load_environment
-from training_clusters.constructs.common.lustre import SharedLustre
+from training_clusters.constructs.common.lustre import ExistingLustre, SharedLustre
 from training_clusters.constructs.common.network import TrainingNetwork
 from training_clusters.constructs.eks.addons import (
     CSI_CONTROLLER_CONFIGURATION,
@@ -273,6 +274,81 @@ def test_the_commands_for_an_exempt_client_make_what_the_job_makes(tmp_path: Pat
 def test_namespaces_are_checked(stack: cdk.Stack, namespaces: list[str], message: str) -> None:
     with pytest.raises(ConfigurationError, match=re.escape(message)):
         _driver(stack, namespaces=namespaces)
+
+
+def _adopted_driver(stack: cdk.Stack, known_gib: int | None, **kwargs: Any) -> FsxCsiDriver:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+    existing = ExistingLustre(
+        file_system_id=FS["file_system_id"],
+        dns_name=FS["dns_name"],
+        mount_name=FS["mount_name"],
+        security_group=ec2.SecurityGroup.from_security_group_id(stack, "FsxGroup", "sg-0123456789abcdef0"),
+        storage_capacity_gib=known_gib,
+    )
+    storage = SharedLustre(stack, "Fsx", vpc=network.vpc, existing=existing)
+    return FsxCsiDriver(stack, "FsxCsi", cluster=cluster, storage=storage, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("known_gib", "capacity_gib", "advertised"),
+    [(2400, None, "2400Gi"), (2400, 2400, "2400Gi"), (None, 4800, "4800Gi")],
+)
+def test_the_volume_advertises_the_file_systems_capacity(
+    stack: cdk.Stack, known_gib: int | None, capacity_gib: int | None, advertised: str
+) -> None:
+    _adopted_driver(stack, known_gib, capacity_gib=capacity_gib)
+    volumes = [
+        obj for obj in _objects(Template.from_stack(stack).to_json()) if obj["kind"] == "PersistentVolume"
+    ]
+    assert volumes and {volume["spec"]["capacity"]["storage"] for volume in volumes} == {advertised}
+
+
+@pytest.mark.parametrize(
+    ("known_gib", "capacity_gib", "message"),
+    [
+        (
+            None,
+            None,
+            "Test/FsxCsi: capacity_gib is required for an adopted file system whose ExistingLustre gives no "
+            "storage_capacity_gib",
+        ),
+        (
+            2400,
+            1200,
+            "Test/FsxCsi: capacity_gib must match the file system's storage_capacity_gib (2400) or be omitted, "
+            "got 1200",
+        ),
+    ],
+)
+def test_a_capacity_unknown_or_unlike_the_file_systems_is_refused(
+    stack: cdk.Stack, known_gib: int | None, capacity_gib: int | None, message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as error:
+        _adopted_driver(stack, known_gib, capacity_gib=capacity_gib)
+    assert str(error.value) == message
+
+
+@pytest.mark.parametrize("driver", ["fsx", "ebs"])
+def test_a_csi_driver_pins_an_addon_version_in_eks_form_only(stack: cdk.Stack, driver: str) -> None:
+    network = TrainingNetwork(stack, "Network", availability_zones=AZS)
+    cluster = GpuEksCluster(stack, "Eks", vpc=network.vpc)
+
+    def make(id: str, version: str) -> None:
+        if driver == "fsx":
+            storage = SharedLustre(stack, f"{id}Fsx", vpc=network.vpc)
+            FsxCsiDriver(stack, id, cluster=cluster, storage=storage, addon_version=version)
+        else:
+            EbsCsiDriver(stack, id, cluster=cluster, addon_version=version)
+
+    make("Pinned", "v1.6.0-eksbuild.1")
+    addons = Template.from_stack(stack).find_resources("AWS::EKS::Addon")
+    assert "v1.6.0-eksbuild.1" in {addon["Properties"].get("AddonVersion") for addon in addons.values()}
+    with pytest.raises(ConfigurationError) as error:
+        make("Bare", "1.6.0")
+    assert str(error.value) == (
+        "Test/Bare: addon_version must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got '1.6.0'"
+    )
 
 
 # --------------------------------------------------------------------------------------------------

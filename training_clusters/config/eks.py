@@ -53,6 +53,11 @@ from training_clusters.rules.eks import (
     mig_strategy_problem,
     public_access_cidrs_problem,
 )
+from training_clusters.rules.eks_addons import (
+    EKS_ADDON_VERSION_PATTERN,
+    addon_version_problem,
+    grafana_problem,
+)
 from training_clusters.rules.instance_types import (
     efa_interfaces_problem,
 )
@@ -203,6 +208,11 @@ class EksMonitoringConfig(_Model):
     prometheus: bool = True
     grafana: bool = True
 
+    @model_validator(mode="after")
+    def _grafana_needs_prometheus(self) -> EksMonitoringConfig:
+        _raise_at("grafana", grafana_problem(grafana=self.grafana, prometheus=self.prometheus))
+        return self
+
 
 class EksAddonsConfig(_Model):
     """``eks.addons``."""
@@ -213,9 +223,10 @@ class EksAddonsConfig(_Model):
         default=True, description="AWS Neuron's device plugin, installed when a nodegroup has Trainium."
     )
     fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
-    fsx_csi_driver_version: str | None = Field(
+    fsx_csi_driver_version: (
+        Annotated[str, Field(json_schema_extra={"pattern": EKS_ADDON_VERSION_PATTERN})] | None
+    ) = Field(
         default=None,
-        pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
         description="Pin the aws-fsx-csi-driver add-on (e.g. v1.6.0-eksbuild.1). Default: EKS's default.",
     )
     gpu_monitoring: EksMonitoringConfig | None = None
@@ -234,6 +245,8 @@ class EksAddonsConfig(_Model):
         description="The eks-node-monitoring-agent add-on (GPU XID/DCGM, kernel and network problems as node "
         "conditions, acted on by node auto-repair), installed when there are EFA or GPU nodegroups.",
     )
+
+    _fsx_csi_driver_version = field_validator("fsx_csi_driver_version")(_follows(addon_version_problem))
 
 
 class EksNcclTestConfig(_Model):

@@ -53,6 +53,7 @@ from training_clusters.rules.eks import (
     kubernetes_labels,
     public_access_cidrs_problem,
 )
+from training_clusters.rules.eks_addons import EKS_ADDON_VERSION_PATTERN, addon_version_problem
 from training_clusters.rules.network import (
     usable_addresses,
 )
@@ -162,9 +163,10 @@ class HyperPodEksAddonsConfig(_Model):
         "TrainJob runtimes torchrun-efa-<group> and mpi-efa-<group> (on its Schedulable nodes).",
     )
     fsx_csi_driver: bool = Field(default=True, description="Installed when storage.lustre is set.")
-    fsx_csi_driver_version: str | None = Field(
+    fsx_csi_driver_version: (
+        Annotated[str, Field(json_schema_extra={"pattern": EKS_ADDON_VERSION_PATTERN})] | None
+    ) = Field(
         default=None,
-        pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$",
         description="Pin the aws-fsx-csi-driver add-on (e.g. v1.6.0-eksbuild.1). Default: EKS's default.",
     )
     vpc_cni_version: str = Field(
@@ -173,6 +175,7 @@ class HyperPodEksAddonsConfig(_Model):
     )
 
     _vpc_cni = field_validator("vpc_cni_version")(_follows(hyperpod_eks_rules.vpc_cni_version_problem))
+    _fsx_csi_driver_version = field_validator("fsx_csi_driver_version")(_follows(addon_version_problem))
 
 
 class HyperPodEksNcclTestConfig(_Model):

@@ -17,6 +17,9 @@ from collections.abc import Sequence
 from training_clusters.catalog import InstanceType
 from training_clusters.model.errors import excerpt
 from training_clusters.model.options import ResourceSharingStrategy
+from training_clusters.rules.eks_addons import (
+    addon_version_problem as addon_version_problem,  # the add-on's version is any EKS add-on's
+)
 from training_clusters.workloads.task_governance import PRIORITY_CLASS_SUFFIX, TEAM_NAMESPACE_PREFIX
 
 #: The service's pattern for a team name and a priority class name (``[a-z0-9]([-a-z0-9]*[a-z0-9]){0,39}?``).
@@ -200,16 +203,6 @@ def own_kueue_problem(*, kueue_set: bool, queues_set: bool) -> tuple[str, str] |
     if queues_set:
         return "queues", why
     return None
-
-
-_ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
-
-
-def addon_version_problem(version: str) -> str | None:
-    """Why ``version`` is not shaped like an EKS add-on version, or None."""
-    if _ADDON_VERSION.fullmatch(version):
-        return None
-    return f"must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got {excerpt(version)}"
 
 
 #: ``Name`` of a ``ClusterSchedulerConfig`` or ``ComputeQuota``: 1 to 63 letters, digits and '-'.

@@ -22,8 +22,9 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.constructs.eks.cluster import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster
-from training_clusters.constructs.private.validation import catalog_entry, fail
+from training_clusters.constructs.private.validation import catalog_entry, refuse
 from training_clusters.model.releases import HelmChartSpec
+from training_clusters.rules.eks_addons import addon_instance_type_problem, addon_instance_types_problem
 
 #: The label every EKS node carries with its instance type: what the device plugins are scheduled by.
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -63,18 +64,14 @@ def check_instance_types(
     has: Callable[[InstanceType], bool],
 ) -> list[InstanceType]:
     """The catalogue entries of ``instance_types``: at least one, each with ``feature``."""
-    if not instance_types:
-        raise fail(
-            scope.node.path, "instance_types", f"must name at least one {kind} instance type, got none"
-        )
+    refuse(scope, "instance_types", addon_instance_types_problem(kind, instance_types))
     entries = [catalog_entry(scope, name, "instance_types") for name in instance_types]
     for entry in entries:
-        if not has(entry):
-            raise fail(
-                scope.node.path,
-                "instance_types",
-                f"'{entry.name}' has no {feature}; give {kind} instance types (`training-clusters catalog` lists them)",
-            )
+        refuse(
+            scope,
+            "instance_types",
+            addon_instance_type_problem(entry.name, kind, feature, has_feature=has(entry)),
+        )
     return entries
 
 

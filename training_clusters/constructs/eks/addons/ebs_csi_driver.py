@@ -15,9 +15,10 @@ from training_clusters.constructs.eks.addons.managed_addon import (
     pod_identity_role,
 )
 from training_clusters.constructs.eks.cluster import GpuEksCluster
-from training_clusters.constructs.private.validation import checked_props, fail, to_removal_policy
+from training_clusters.constructs.private.validation import checked_props, refuse, to_removal_policy
 from training_clusters.gates.compliance import acknowledge
 from training_clusters.model.options import RemovalPolicy
+from training_clusters.rules.eks_addons import volume_tag_problem
 from training_clusters.workloads.storage import gp3_storage_class_manifest
 
 #: EKS add-on name and the service account of the EBS CSI driver's controller.
@@ -114,15 +115,4 @@ def _check_volume_tags(scope: Construct, volume_tags: Mapping[str, str]) -> None
     """EC2's tag limits (keys up to 128 characters, values up to 256, none under ``aws:``) and the driver's
     ``key=value`` form (``=`` and ``,`` would split a pair)."""
     for key, value in volume_tags.items():
-        if not key or len(key) > 128 or key.lower().startswith("aws:") or "=" in key or "," in key:
-            raise fail(
-                scope.node.path,
-                "volume_tags",
-                f"keys must be 1-128 characters without '=' or ',' and not start with 'aws:', got {key!r}",
-            )
-        if len(value) > 256 or "=" in value or "," in value:
-            raise fail(
-                scope.node.path,
-                "volume_tags",
-                f"values must be at most 256 characters without '=' or ',', got {key!r}: {value!r}",
-            )
+        refuse(scope, "volume_tags", volume_tag_problem(key, value))

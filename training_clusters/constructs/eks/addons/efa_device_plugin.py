@@ -16,7 +16,7 @@ from training_clusters.constructs.eks.addons.base import (
     check_instance_types,
 )
 from training_clusters.constructs.eks.cluster import DevicePluginKind, GpuEksCluster
-from training_clusters.constructs.private.validation import checked_props, fail
+from training_clusters.constructs.private.validation import checked_props, refuse
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
@@ -25,6 +25,7 @@ from training_clusters.model.releases import (
     HelmChartSpec,
     eks_registry,
 )
+from training_clusters.rules.eks_addons import efa_registry_problem
 
 
 def efa_device_plugin_values(
@@ -60,14 +61,7 @@ def efa_device_plugin_repository(scope: Construct) -> str:
     region = stack.region
     if not cdk.Token.is_unresolved(region):
         registry = eks_registry(region)
-        if registry is None:
-            raise fail(
-                scope.node.path,
-                "image_repository",
-                f"is required in {region}, a region without an EKS add-on registry in this library's table; "
-                "give the EFA device plugin's repository in your region's EKS registry "
-                "(https://docs.aws.amazon.com/eks/latest/userguide/add-ons-images.html)",
-            )
+        refuse(scope, "image_repository", efa_registry_problem(region, registry))
         return f"{registry}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
     mapping = stack.node.try_find_child(_REGISTRY_MAPPING_ID)
     if not isinstance(mapping, cdk.CfnMapping):

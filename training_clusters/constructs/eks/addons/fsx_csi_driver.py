@@ -18,9 +18,14 @@ from training_clusters.constructs.eks.addons.managed_addon import (
     pod_identity_role,
 )
 from training_clusters.constructs.eks.cluster import GpuEksCluster
-from training_clusters.constructs.private.validation import checked_props, fail, refuse
+from training_clusters.constructs.private.validation import checked_props, refuse
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge
-from training_clusters.rules.eks_queues import kubernetes_name_problem, unique_names_problem
+from training_clusters.rules.eks_addons import fsx_volume_capacity_problem
+from training_clusters.rules.eks_queues import (
+    kubernetes_name_problem,
+    namespaces_problem,
+    unique_names_problem,
+)
 from training_clusters.workloads.storage import (
     team_directory_commands,
     team_directory_manifests,
@@ -141,26 +146,15 @@ class FsxCsiDriver(Construct):
         self.manifest.node.add_dependency(self.addon)
 
     def _check_namespaces(self, namespaces: Sequence[str]) -> None:
-        if not namespaces:
-            raise fail(self.node.path, "namespaces", "must name at least one namespace, got none")
+        refuse(self, "namespaces", namespaces_problem(len(namespaces)))
         for namespace in namespaces:  # each reaches the directory job's shell: DNS labels only
             refuse(self, "namespaces", kubernetes_name_problem(namespace))
         refuse(self, "namespaces", unique_names_problem(list(namespaces)))
 
     def _capacity(self, storage: SharedLustre, capacity_gib: int | None) -> int:
         known = storage.storage_capacity_gib
+        refuse(self, "capacity_gib", fsx_volume_capacity_problem(capacity_gib, known))
         if capacity_gib is None:
-            if known is None:
-                raise fail(
-                    self.node.path,
-                    "capacity_gib",
-                    "is required for an adopted file system whose ExistingLustre gives no storage_capacity_gib",
-                )
+            assert known is not None  # refused above otherwise
             return known
-        if known is not None and capacity_gib != known:
-            raise fail(
-                self.node.path,
-                "capacity_gib",
-                f"must match the file system's storage_capacity_gib ({known}) or be omitted, got {capacity_gib}",
-            )
         return capacity_gib

@@ -17,7 +17,7 @@ from training_clusters.constructs.eks.addons.base import helm_chart
 from training_clusters.constructs.eks.addons.ebs_csi_driver import EbsCsiDriver
 from training_clusters.constructs.eks.addons.gpu_operator import gpu_operator_values
 from training_clusters.constructs.eks.cluster import GpuEksCluster, pod_identity_principal
-from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option
+from training_clusters.constructs.private.validation import checked_props, is_unresolved, option, refuse
 from training_clusters.gates.compliance import accept_inline_policy
 from training_clusters.model.options import MigStrategy
 from training_clusters.model.releases import GPU_OPERATOR_CHART, KUBE_PROMETHEUS_STACK_CHART, HelmChartSpec
@@ -28,6 +28,13 @@ from training_clusters.monitoring.cloudwatch import (
 )
 from training_clusters.monitoring.dashboards import dashboard_configmaps
 from training_clusters.monitoring.efa import node_exporter_values
+from training_clusters.rules.eks_addons import (
+    grafana_problem,
+    monitoring_ebs_csi_driver_problem,
+    monitoring_lustre_problem,
+    monitoring_mig_strategy_problem,
+    monitoring_volume_problem,
+)
 from training_clusters.workloads.tenancy import monitoring_ingress, system_placement
 
 #: kube-prometheus-stack's components for the control plane EKS runs out of the cluster's reach.
@@ -183,10 +190,7 @@ class GpuMonitoring(Construct):
             here (:class:`EbsCsiDriver`'s ``volume_tags``). Default: none.
         """
         super().__init__(scope, id)
-        if grafana and not prometheus:
-            raise fail(
-                self.node.path, "grafana", "needs prometheus (Grafana's data source), got prometheus=False"
-            )
+        refuse(self, "grafana", grafana_problem(grafana=grafana, prometheus=prometheus))
         self._check_lustre(grafana, lustre)
         self._check_ebs_csi_driver(persistent_storage, ebs_csi_driver)
         self._check_volume("prometheus_volume_gib", prometheus_volume_gib)
@@ -238,8 +242,9 @@ class GpuMonitoring(Construct):
                 )
                 self.dashboards.node.add_dependency(self.prometheus)
         mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
-        if mig_layouts and mig_strategy is MigStrategy.NONE:
-            raise fail(self.node.path, "mig_strategy", "must be SINGLE or MIXED with mig_layouts, got NONE")
+        refuse(
+            self, "mig_strategy", monitoring_mig_strategy_problem(mig_strategy, has_layouts=bool(mig_layouts))
+        )
         self.gpu_operator_values = gpu_operator_values(
             service_monitor=prometheus, mig_layouts=mig_layouts, mig_strategy=mig_strategy
         )
@@ -287,21 +292,17 @@ class GpuMonitoring(Construct):
         self.prometheus.node.add_dependency(self.grafana_pod_identity)
 
     def _check_lustre(self, grafana: bool, lustre: SharedLustre | None) -> None:
-        if lustre is not None and not grafana:
-            raise fail(
-                self.node.path,
-                "lustre",
-                "is shown on Grafana's FSx dashboard and needs grafana=True, got grafana=False",
-            )
+        refuse(self, "lustre", monitoring_lustre_problem(lustre=lustre is not None, grafana=grafana))
 
     def _check_ebs_csi_driver(self, persistent_storage: bool, ebs_csi_driver: EbsCsiDriver | None) -> None:
-        if ebs_csi_driver is not None and not persistent_storage:
-            raise fail(
-                self.node.path,
-                "ebs_csi_driver",
-                "is only used to persist metrics; got one with persistent_storage=False",
-            )
+        refuse(
+            self,
+            "ebs_csi_driver",
+            monitoring_ebs_csi_driver_problem(
+                ebs_csi_driver=ebs_csi_driver is not None, persistent_storage=persistent_storage
+            ),
+        )
 
     def _check_volume(self, field: str, size_gib: int) -> None:
-        if not is_unresolved(size_gib) and size_gib < 1:
-            raise fail(self.node.path, field, f"must be 1 or more, got {size_gib}")
+        if not is_unresolved(size_gib):
+            refuse(self, field, monitoring_volume_problem(size_gib))

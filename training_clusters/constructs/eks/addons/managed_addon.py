@@ -9,7 +9,6 @@ form (:func:`check_addon_version`).
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,8 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.constructs.eks.cluster import GpuEksCluster, pod_identity_principal
-from training_clusters.constructs.private.validation import fail
+from training_clusters.constructs.private.validation import refuse
+from training_clusters.rules.eks_addons import addon_version_problem
 from training_clusters.workloads.tenancy import system_placement
 
 #: The CSI add-ons' configuration (``aws eks describe-addon-configuration``; the keys of the drivers' charts,
@@ -28,18 +28,12 @@ from training_clusters.workloads.tenancy import system_placement
 CSI_CONTROLLER_CONFIGURATION: Mapping[str, Any] = {"controller": system_placement()}
 #: Where EKS add-ons run their controllers (and so their service accounts).
 ADDON_NAMESPACE = "kube-system"
-#: EKS's form of an add-on version (``aws eks describe-addon-versions``).
-EKS_ADDON_VERSION = re.compile(r"v\d+\.\d+\.\d+-eksbuild\.\d+")
 
 
 def check_addon_version(scope: Construct, addon_version: str | None) -> None:
-    """Refuse a pinned ``addon_version`` that is not in EKS's form (:data:`EKS_ADDON_VERSION`)."""
-    if addon_version is not None and not EKS_ADDON_VERSION.fullmatch(addon_version):
-        raise fail(
-            scope.node.path,
-            "addon_version",
-            f"must look like v1.6.0-eksbuild.1 (aws eks describe-addon-versions), got '{addon_version}'",
-        )
+    """Refuse a pinned ``addon_version`` that is not in EKS's form (:data:`~training_clusters.rules.eks_addons.EKS_ADDON_VERSION`)."""
+    if addon_version is not None:
+        refuse(scope, "addon_version", addon_version_problem(addon_version))
 
 
 def pod_identity_role(
