@@ -1,9 +1,9 @@
 """Validation messages written inline in the constructs, instead of returned by a rule in ``rules/``.
 
-A construct raises what a rule returns (``refuse(self, "field", rules.x_problem(...))``) so that the
+A construct raises what a rule returns (``raise_if_problem(self, "field", rules.x_problem(...))``) so that the
 environment-file model can apply the same rule and report the mistake at FILE:LINE. This scanner finds the
-exceptions: a string literal with words in it passed as the message of ``fail(path, field, message)``,
-``refuse(scope, field, problem)`` or ``ConfigurationError(message)`` inside ``training_clusters/constructs``.
+exceptions: a string literal with words in it passed as the message of ``prop_error(path, field, message)``,
+``raise_if_problem(scope, field, problem)`` or ``ConfigurationError(message)`` inside ``training_clusters/constructs``.
 
 ``python -m tests.inline_messages`` prints the count per module (``-v``: every message, with its line).
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 CONSTRUCTS = Path(__file__).resolve().parent.parent / "training_clusters" / "constructs"
 #: The calls whose message argument is looked at, and the position of that argument.
-MESSAGE_ARGUMENT = {"fail": 2, "refuse": 2, "ConfigurationError": 0}
+MESSAGE_ARGUMENT = {"prop_error": 2, "raise_if_problem": 2, "ConfigurationError": 0}
 _WORD = re.compile(r"[A-Za-z]{2}")
 
 

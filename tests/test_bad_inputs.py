@@ -251,10 +251,10 @@ def test_an_alias_bomb_is_refused_within_a_memory_bound(bomb: str, message: str,
 
 def test_a_message_quoting_a_pasted_log_is_one_short_line_a_terminal_cannot_act_on() -> None:
     """Construct checks quote the value they refuse; whatever it holds, the error is one escaped line."""
-    from training_clusters.constructs.private.validation import fail
+    from training_clusters.constructs.private.validation import prop_error
 
     pasted = "\x1b[31m" + "A" * 150_000 + "\nB\u202e"
-    message = str(fail("Team/Cluster", "public_access_cidrs", f"must hold IPv4 ranges, got '{pasted}'"))
+    message = str(prop_error("Team/Cluster", "public_access_cidrs", f"must hold IPv4 ranges, got '{pasted}'"))
 
     assert "\n" not in message and len(message) <= 1000
     assert message.startswith("Team/Cluster: public_access_cidrs must hold IPv4 ranges, got '\\x1b[31mAAA")

@@ -101,7 +101,7 @@ def _wiring(message: InlineMessage) -> bool:
 
 def test_constructs_gain_no_inline_message() -> None:
     """A new message goes into ``rules/<service>.py`` as a ``*_problem`` function; the construct raises what
-    it returns with ``refuse(self, field, problem)``, and the file model applies it too."""
+    it returns with ``raise_if_problem(self, field, problem)``, and the file model applies it too."""
     waiting: dict[str, list[str]] = {}
     for message in inline_messages():
         if not _wiring(message):

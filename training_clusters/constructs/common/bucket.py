@@ -7,7 +7,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from training_clusters.constructs.private.validation import checked_props, refuse, to_removal_policy
+from training_clusters.constructs.private.validation import checked_props, raise_if_problem, to_removal_policy
 from training_clusters.gates.compliance import acknowledge, acknowledge_nist, skip_checkov
 from training_clusters.model.options import RemovalPolicy
 from training_clusters.rules.s3 import bucket_name_prefix_problem
@@ -75,7 +75,7 @@ class SecureBucket(Construct):
 
     def _check_name_prefix(self, prefix: str | None) -> None:
         if prefix is not None:
-            refuse(self, "name_prefix", bucket_name_prefix_problem(prefix))
+            raise_if_problem(self, "name_prefix", bucket_name_prefix_problem(prefix))
 
     def _bucket_name(self, prefix: str) -> str:
         stack = cdk.Stack.of(self)

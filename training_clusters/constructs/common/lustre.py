@@ -19,10 +19,10 @@ from constructs import Construct
 from training_clusters.constructs.private.security_groups import ClientSideConnections
 from training_clusters.constructs.private.validation import (
     checked_props,
-    fail,
     is_unresolved,
-    option,
-    refuse,
+    parse_option,
+    prop_error,
+    raise_if_problem,
     refuse_alongside,
     to_removal_policy,
 )
@@ -172,7 +172,7 @@ class SharedLustre(Construct):
         later too). ``tests/test_replacement.py`` pins them for the shipped environments.
         """
         super().__init__(scope, id)
-        self.deployment_type = option(self, "deployment_type", LustreDeploymentType, deployment_type)
+        self.deployment_type = parse_option(self, "deployment_type", LustreDeploymentType, deployment_type)
         removal = to_removal_policy(self, "removal_policy", removal_policy)
         self._check_existing_exclusive(
             existing, storage_capacity_gib, per_unit_storage_throughput_mbps, data_repository, kms_key, subnet
@@ -183,7 +183,7 @@ class SharedLustre(Construct):
         if existing is not None:
             if root_squash or root_squash_exempt_nids:
                 field = "root_squash" if root_squash else "root_squash_exempt_nids"
-                refuse(self, field, adopted_root_squash_problem(adopted=True))
+                raise_if_problem(self, field, adopted_root_squash_problem(adopted=True))
             self._check_existing_names(existing)
             self.file_system = None
             self.security_group = existing.security_group
@@ -286,19 +286,21 @@ class SharedLustre(Construct):
     def _check_existing_names(self, existing: ExistingLustre) -> None:
         """The names go into the nodes' root scripts (fstab lines, user data): only the shapes FSx gives."""
         if not is_unresolved(existing.dns_name):
-            refuse(self, "existing.dns_name", lustre_dns_name_problem(existing.dns_name))
+            raise_if_problem(self, "existing.dns_name", lustre_dns_name_problem(existing.dns_name))
         if not is_unresolved(existing.mount_name):
-            refuse(self, "existing.mount_name", lustre_mount_name_problem(existing.mount_name))
+            raise_if_problem(self, "existing.mount_name", lustre_mount_name_problem(existing.mount_name))
 
     def _check_capacity(self, capacity: int) -> None:
         if is_unresolved(capacity):
             return
-        refuse(self, "storage_capacity_gib", lustre_capacity_problem(self.deployment_type.value, capacity))
+        raise_if_problem(
+            self, "storage_capacity_gib", lustre_capacity_problem(self.deployment_type.value, capacity)
+        )
 
     def _check_throughput(self, throughput: int | None) -> None:
         if is_unresolved(throughput):
             return
-        refuse(
+        raise_if_problem(
             self,
             "per_unit_storage_throughput_mbps",
             lustre_throughput_problem(self.deployment_type.value, throughput),
@@ -306,10 +308,10 @@ class SharedLustre(Construct):
 
     def _check_kms_key(self, kms_key: kms.IKey | None) -> None:
         if kms_key is not None:
-            refuse(self, "kms_key", lustre_kms_key_problem(self.deployment_type.value))
+            raise_if_problem(self, "kms_key", lustre_kms_key_problem(self.deployment_type.value))
 
     def _check_root_squash(self, root_squash: bool, exempt: Sequence[str]) -> None:
-        refuse(self, "root_squash_exempt_nids", exempt_nids_problem(root_squash, exempt))
+        raise_if_problem(self, "root_squash_exempt_nids", exempt_nids_problem(root_squash, exempt))
 
     def _squash_root(self, exempt: Sequence[str]) -> None:
         """Root squash through FSx's UpdateFileSystem when the stack deploys: CloudFormation's
@@ -372,15 +374,15 @@ class SharedLustre(Construct):
             return
         problem = lustre_backup_retention_problem(self.deployment_type.value, days)
         if problem:
-            raise fail(self.node.path, "backup_retention_days", problem)
+            raise prop_error(self.node.path, "backup_retention_days", problem)
 
     def _check_data_repository(self, repository: DataRepository | None) -> None:
         if repository is None:
             return
-        refuse(
+        raise_if_problem(
             self, "data_repository.file_system_path", file_system_path_problem(repository.file_system_path)
         )
-        refuse(self, "data_repository.prefix", s3_prefix_problem(repository.prefix))
+        raise_if_problem(self, "data_repository.prefix", s3_prefix_problem(repository.prefix))
 
     # ----------------------------------------------------------------------------------------------
     # building

@@ -26,7 +26,7 @@ from training_clusters.constructs.private.security_groups import (
 from training_clusters.constructs.private.validation import (
     checked_props,
     is_unresolved,
-    refuse,
+    raise_if_problem,
     refuse_alongside,
 )
 from training_clusters.gates.compliance import (
@@ -194,7 +194,7 @@ class TrainingNetwork(Construct):
         if wanted is None:
             return subnets[0]
         zones = [subnet.availability_zone for subnet in subnets]
-        refuse(self, "availability_zone", private_subnet_zone_problem(wanted, zones))
+        raise_if_problem(self, "availability_zone", private_subnet_zone_problem(wanted, zones))
         return subnets[zones.index(wanted)]
 
     def retain(self, subnet: ec2.ISubnet) -> None:
@@ -241,16 +241,16 @@ class TrainingNetwork(Construct):
         )
 
     def _check_nat_gateways(self, nat_gateways: int | None, endpoint_only: bool) -> None:
-        refuse(self, "nat_gateways", nat_gateways_problem(nat_gateways, endpoint_only))
+        raise_if_problem(self, "nat_gateways", nat_gateways_problem(nat_gateways, endpoint_only))
 
     def _check_nat_gateways_fit_azs(
         self, nat_count: int, availability_zones: Sequence[str] | None, max_azs: int | None
     ) -> None:
         az_count = _az_count(availability_zones, max_azs)
-        refuse(self, "nat_gateways", nat_gateways_fit_problem(nat_count, az_count))
+        raise_if_problem(self, "nat_gateways", nat_gateways_fit_problem(nat_count, az_count))
 
     def _check_private_subnet_mask(self, mask: int) -> None:
-        refuse(self, "private_subnet_mask", private_subnet_mask_problem(mask))
+        raise_if_problem(self, "private_subnet_mask", private_subnet_mask_problem(mask))
 
     def _check_cidr(
         self, cidr: str, private_mask: int, availability_zones: Sequence[str] | None, max_azs: int | None
@@ -258,13 +258,13 @@ class TrainingNetwork(Construct):
         if is_unresolved(cidr):
             return
         az_count = _az_count(availability_zones, max_azs)
-        refuse(self, "cidr", vpc_cidr_problem(cidr, az_count, private_mask))
+        raise_if_problem(self, "cidr", vpc_cidr_problem(cidr, az_count, private_mask))
 
     def _check_placement_az(self, availability_zone: str) -> None:
         azs = [s.availability_zone for s in self.private_subnets]
         if any(is_unresolved(az) for az in azs) or is_unresolved(availability_zone):
             return
-        refuse(
+        raise_if_problem(
             self,
             "placement_availability_zone",
             placement_zone_problem(availability_zone, azs, "the VPC's AZs"),

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
-from training_clusters.constructs.private.validation import checked_props, is_unresolved, option, refuse
+from training_clusters.constructs.private.validation import (
+    checked_props,
+    is_unresolved,
+    parse_option,
+    raise_if_problem,
+)
 from training_clusters.model.options import PlacementStrategy, SpreadLevel
 from training_clusters.rules.placement import (
     placement_partitions_problem,
@@ -47,9 +52,9 @@ class TrainingPlacementGroup(Construct):
             Default: not checked here (orchestrator constructs call :meth:`check_subnets`).
         """
         super().__init__(scope, id)
-        self.strategy = strategy = option(self, "strategy", PlacementStrategy, strategy)
+        self.strategy = strategy = parse_option(self, "strategy", PlacementStrategy, strategy)
         if spread_level is not None:
-            spread_level = option(self, "spread_level", SpreadLevel, spread_level)
+            spread_level = parse_option(self, "spread_level", SpreadLevel, spread_level)
         self._check_partitions(partitions)
         self._check_spread_level(spread_level)
         if subnets is not None:
@@ -70,11 +75,11 @@ class TrainingPlacementGroup(Construct):
     def check_subnets(self, subnets: Sequence[ec2.ISubnet], *, field: str = "subnets") -> None:
         """Refuse subnets in more than one AZ for a CLUSTER group (EC2 would fail the launch)."""
         zones = [s.availability_zone for s in subnets if not is_unresolved(s.availability_zone)]
-        refuse(self, field, placement_zones_problem(self.strategy.name, zones))
+        raise_if_problem(self, field, placement_zones_problem(self.strategy.name, zones))
 
     def _check_partitions(self, partitions: int | None) -> None:
-        refuse(self, "partitions", placement_partitions_problem(self.strategy.name, partitions))
+        raise_if_problem(self, "partitions", placement_partitions_problem(self.strategy.name, partitions))
 
     def _check_spread_level(self, spread_level: SpreadLevel | None) -> None:
         level = spread_level.name if spread_level is not None else None
-        refuse(self, "spread_level", placement_spread_level_problem(self.strategy.name, level))
+        raise_if_problem(self, "spread_level", placement_spread_level_problem(self.strategy.name, level))

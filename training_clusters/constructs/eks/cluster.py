@@ -48,10 +48,10 @@ from training_clusters.constructs.private.validation import (
     advise,
     catalog_entry,
     checked_props,
-    fail,
     is_unresolved,
-    option,
-    refuse,
+    parse_option,
+    prop_error,
+    raise_if_problem,
     refuse_misplaced,
     to_removal_policy,
 )
@@ -229,13 +229,13 @@ class GpuEksCluster(Construct):
             :data:`KUBERNETES_VERSION`.
         """
         super().__init__(scope, id)
-        access_mode = option(self, "access_mode", AccessMode, access_mode)
+        access_mode = parse_option(self, "access_mode", AccessMode, access_mode)
         removal_policy = to_removal_policy(self, "removal_policy", removal_policy)
         self._check_admin_role_arn(admin_role_arn)
         self._check_public_access_cidrs(public_access_cidrs)
         self._check_system_node_count(system_node_count)
         # system nodes may be any type EC2 sells: the catalogue's facts where it knows the type, else its name
-        refuse(self, "system_instance_type", instance_type_name_problem(system_instance_type))
+        raise_if_problem(self, "system_instance_type", instance_type_name_problem(system_instance_type))
         system_type = CATALOG.get(system_instance_type)
 
         self.secrets_key: kms.IKey = secrets_key or kms.Key(
@@ -412,7 +412,7 @@ class GpuEksCluster(Construct):
         """
         if self.vpc_cni is not None:
             if addon_version is not None and addon_version != self.vpc_cni.addon_version:
-                raise fail(
+                raise prop_error(
                     self.node.path,
                     "add_vpc_cni.addon_version",
                     f"must be the version the add-on was made with ({self.vpc_cni.addon_version or 'EKS default'}), "
@@ -444,19 +444,19 @@ class GpuEksCluster(Construct):
     def _check_admin_role_arn(self, admin_role_arn: str | None) -> None:
         if admin_role_arn is None or is_unresolved(admin_role_arn):
             return
-        refuse(self, "admin_role_arn", admin_role_arn_problem(admin_role_arn))
+        raise_if_problem(self, "admin_role_arn", admin_role_arn_problem(admin_role_arn))
 
     def _check_public_access_cidrs(self, cidrs: Sequence[str] | None) -> None:
         if cidrs is not None:
             known = [cidr for cidr in cidrs if not is_unresolved(cidr)]
-            refuse(
+            raise_if_problem(
                 self,
                 "public_access_cidrs",
                 public_access_cidrs_problem(known) if known or not cidrs else None,
             )
 
     def _check_system_node_count(self, count: int) -> None:
-        refuse(self, "system_node_count", system_node_count_problem(count))
+        raise_if_problem(self, "system_node_count", system_node_count_problem(count))
 
     # ----------------------------------------------------------------------------------------------
     # building
@@ -514,11 +514,11 @@ def _checked_capacity(scope: Construct, capacity: Capacity) -> Capacity:
 
 def _check_imds_hop_limit(scope: Construct, hop_limit: int) -> None:
     if not is_unresolved(hop_limit):
-        refuse(scope, "imds_hop_limit", imds_hop_limit_problem(hop_limit))
+        raise_if_problem(scope, "imds_hop_limit", imds_hop_limit_problem(hop_limit))
 
 
 def _check_root_volume(scope: Construct, size_gib: int) -> None:
-    refuse(scope, "root_volume_size_gib", root_volume_size_problem(size_gib))
+    raise_if_problem(scope, "root_volume_size_gib", root_volume_size_problem(size_gib))
 
 
 def _private_subnets(vpc: ec2.IVpc) -> list[ec2.ISubnet]:
@@ -611,7 +611,7 @@ class _Sizes:
         self.max = desired if maximum is None else maximum
         problem = nodegroup_sizes_problem(desired, self.min, self.max)
         if problem:
-            refuse(path, *problem)
+            raise_if_problem(path, *problem)
 
 
 class _LaunchTemplateNodegroup(Construct):
@@ -733,7 +733,7 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
         """
         super().__init__(scope, id)
         claim_efa_groups([efa_security_group], cluster=cluster, owner=self, prop="efa_security_group")
-        efa_interface_type = option(self, "efa_interface_type", EfaInterfaceType, efa_interface_type)
+        efa_interface_type = parse_option(self, "efa_interface_type", EfaInterfaceType, efa_interface_type)
         self.instance_type = catalog_entry(self, instance_type, "instance_type")
         self._check_efa_supported()
         self.efa_interfaces = self._check_efa_interfaces(efa_interfaces)
@@ -778,12 +778,12 @@ class EfaNodegroup(_LaunchTemplateNodegroup):
     # validation, one rule per method
 
     def _check_efa_supported(self) -> None:
-        refuse(self, "instance_type", efa_nodegroup_problem(self.instance_type))
+        raise_if_problem(self, "instance_type", efa_nodegroup_problem(self.instance_type))
 
     def _check_efa_interfaces(self, wanted: int | None) -> int:
         if wanted is None:
             return min(self.instance_type.max_efa_interfaces, self.instance_type.max_network_cards)
-        refuse(self, "efa_interfaces", efa_interfaces_problem(self.instance_type, wanted))
+        raise_if_problem(self, "efa_interfaces", efa_interfaces_problem(self.instance_type, wanted))
         return wanted
 
 
@@ -866,11 +866,13 @@ class GpuNodegroup(_LaunchTemplateNodegroup):
         )
 
     def _check_accelerated(self) -> None:
-        refuse(self, "instance_type", accelerated_nodegroup_problem(self.instance_type))
+        raise_if_problem(self, "instance_type", accelerated_nodegroup_problem(self.instance_type))
 
     def _check_reserved_in_one_subnet(self, subnets: Sequence[ec2.ISubnet] | None) -> None:
         reserved = self.capacity.described if self.capacity.is_reserved else None
-        refuse(self, "subnets", reserved_subnets_problem(reserved, None if subnets is None else len(subnets)))
+        raise_if_problem(
+            self, "subnets", reserved_subnets_problem(reserved, None if subnets is None else len(subnets))
+        )
 
 
 def pod_identity_principal(cluster_arn: str, namespace: str, service_account: str) -> iam.IPrincipal:

@@ -31,7 +31,7 @@ from constructs import Construct
 
 from training_clusters.constructs.eks.cluster import GpuEksCluster
 from training_clusters.constructs.private.handlers import vpc_interface_statement
-from training_clusters.constructs.private.validation import checked_props, refuse
+from training_clusters.constructs.private.validation import checked_props, raise_if_problem
 from training_clusters.gates.compliance import (
     accept_handler_findings,
     accept_inline_policy,
@@ -203,10 +203,10 @@ class ReleaseManifest(Construct):
         self._explain_checks(log_group)
 
     def _check_url(self, url: str) -> None:
-        refuse(self, "url", release_url_problem(url))
+        raise_if_problem(self, "url", release_url_problem(url))
 
     def _check_sha256(self, sha256: str) -> None:
-        refuse(self, "sha256", sha256_problem(sha256))
+        raise_if_problem(self, "sha256", sha256_problem(sha256))
 
     def _acknowledge(self, role: iam.Role, provider: cr.Provider) -> None:
         policy = role.node.find_child("DefaultPolicy").node.default_child
@@ -257,9 +257,9 @@ class MpiOperator(ReleaseManifest):
             version pinned there is none for.
         """
         path = f"{scope.node.path}/{id}"
-        refuse(path, "version", release_tag_problem(version))
+        raise_if_problem(path, "version", release_tag_problem(version))
         digest = sha256 or MPI_OPERATOR_SHA256.get(version)
-        refuse(path, "sha256", mpi_operator_digest_problem(version, digest, MPI_OPERATOR_SHA256))
+        raise_if_problem(path, "sha256", mpi_operator_digest_problem(version, digest, MPI_OPERATOR_SHA256))
         assert digest is not None
         super().__init__(
             scope,

@@ -40,7 +40,13 @@ from training_clusters.constructs.eks.cluster import (
     GpuEksCluster,
     GpuNodegroup,
 )
-from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option, refuse
+from training_clusters.constructs.private.validation import (
+    checked_props,
+    is_unresolved,
+    parse_option,
+    prop_error,
+    raise_if_problem,
+)
 from training_clusters.model.options import (
     Mps,
     PodSecurityLevel,
@@ -258,7 +264,9 @@ class Kueue(HelmAddon):
         """
         super().__init__(scope, id)
         if not is_unresolved(pods_ready_timeout_minutes):
-            refuse(self, "pods_ready_timeout_minutes", pods_ready_timeout_problem(pods_ready_timeout_minutes))
+            raise_if_problem(
+                self, "pods_ready_timeout_minutes", pods_ready_timeout_problem(pods_ready_timeout_minutes)
+            )
         values = kueue_values(pods_ready_timeout_minutes=pods_ready_timeout_minutes, image=image)
         self._install(cluster, chart, values, wait_minutes=CHART_READY_TIMEOUT_MINUTES)
 
@@ -448,11 +456,11 @@ class TrainingQueues(Construct):
             Default: none (map users to the group yourself).
         """
         super().__init__(scope, id)
-        self.pod_security = option(self, "pod_security", PodSecurityLevel, pod_security)
-        within = option(self, "within_cluster_queue", QueuePreemption, within_cluster_queue)
-        reclaim = option(self, "reclaim_within_cohort", QueuePreemption, reclaim_within_cohort)
-        borrow = option(self, "borrow_within_cohort", QueuePreemption, borrow_within_cohort)
-        placement = option(self, "topology", TopologyPlacement, topology)
+        self.pod_security = parse_option(self, "pod_security", PodSecurityLevel, pod_security)
+        within = parse_option(self, "within_cluster_queue", QueuePreemption, within_cluster_queue)
+        reclaim = parse_option(self, "reclaim_within_cohort", QueuePreemption, reclaim_within_cohort)
+        borrow = parse_option(self, "borrow_within_cohort", QueuePreemption, borrow_within_cohort)
+        placement = parse_option(self, "topology", TopologyPlacement, topology)
         self._check_names(namespaces, cluster_queue_name, local_queue_name, cohort)
         self._check_preemption(within, reclaim, borrow)
         self._check_limits(lending_limit_percent, borrowing_limit_percent)
@@ -467,7 +475,7 @@ class TrainingQueues(Construct):
         self._check_cohort(policy)
         self.capacities = self._capacities(nodegroups, time_slicing, mps, mig_devices or {})
         reporting = [c.instance_type.name for c in self.capacities.values() if c.reports_topology]
-        refuse(self, "topology", required_topology_problem(placement, reporting))
+        raise_if_problem(self, "topology", required_topology_problem(placement, reporting))
         self.topology = placement
         self.namespaces = list(namespaces)
         self.local_queue_name = local_queue_name
@@ -554,7 +562,7 @@ class TrainingQueues(Construct):
         access policy: what the group may do is the namespace's RoleBinding)."""
         entries = {}
         for namespace, role in roles.items():
-            refuse(
+            raise_if_problem(
                 self, f"team_roles[{namespace!r}]", team_role_namespace_problem(namespace, self.namespaces)
             )
             entry = eks.CfnAccessEntry(
@@ -583,9 +591,9 @@ class TrainingQueues(Construct):
             for name, group in nodegroups.items()
             if group.instance_type.is_gpu
         }
-        refuse(self, "nodegroups", gpu_nodegroups_problem(bool(capacities), list(nodegroups)))
+        raise_if_problem(self, "nodegroups", gpu_nodegroups_problem(bool(capacities), list(nodegroups)))
         for name, capacity in capacities.items():
-            refuse(self, f"nodegroups.{name}.labels", flavor_labels_problem(capacity.node_labels()))
+            raise_if_problem(self, f"nodegroups.{name}.labels", flavor_labels_problem(capacity.node_labels()))
         return capacities
 
     # ----------------------------------------------------------------------------------------------
@@ -594,28 +602,28 @@ class TrainingQueues(Construct):
     def _check_names(
         self, namespaces: Sequence[str], cluster_queue: str, local_queue: str, cohort: str | None
     ) -> None:
-        refuse(self, "namespaces", namespaces_problem(len(namespaces)))
+        raise_if_problem(self, "namespaces", namespaces_problem(len(namespaces)))
         for namespace in namespaces:
-            refuse(
+            raise_if_problem(
                 self, "namespaces", kubernetes_name_problem(namespace) or team_namespace_problem(namespace)
             )
-        refuse(self, "namespaces", unique_names_problem(list(namespaces)))
-        refuse(self, "cluster_queue_name", kubernetes_name_problem(cluster_queue))
-        refuse(self, "local_queue_name", kubernetes_name_problem(local_queue))
+        raise_if_problem(self, "namespaces", unique_names_problem(list(namespaces)))
+        raise_if_problem(self, "cluster_queue_name", kubernetes_name_problem(cluster_queue))
+        raise_if_problem(self, "local_queue_name", kubernetes_name_problem(local_queue))
         if cohort is not None:
-            refuse(self, "cohort", cohort_name_problem(cohort))
+            raise_if_problem(self, "cohort", cohort_name_problem(cohort))
 
     def _check_preemption(
         self, within: QueuePreemption, reclaim: QueuePreemption, borrow: QueuePreemption
     ) -> None:
-        refuse(self, "within_cluster_queue", preemption_problem("within_cluster_queue", within))
-        refuse(self, "reclaim_within_cohort", preemption_problem("reclaim_within_cohort", reclaim))
-        refuse(self, "borrow_within_cohort", preemption_problem("borrow_within_cohort", borrow))
-        refuse(self, "borrow_within_cohort", borrow_needs_reclaim_problem(reclaim, borrow))
+        raise_if_problem(self, "within_cluster_queue", preemption_problem("within_cluster_queue", within))
+        raise_if_problem(self, "reclaim_within_cohort", preemption_problem("reclaim_within_cohort", reclaim))
+        raise_if_problem(self, "borrow_within_cohort", preemption_problem("borrow_within_cohort", borrow))
+        raise_if_problem(self, "borrow_within_cohort", borrow_needs_reclaim_problem(reclaim, borrow))
 
     def _check_limits(self, lending: int | None, borrowing: int | None) -> None:
-        refuse(self, "lending_limit_percent", limit_percent_problem(lending))
-        refuse(self, "borrowing_limit_percent", limit_percent_problem(borrowing))
+        raise_if_problem(self, "lending_limit_percent", limit_percent_problem(lending))
+        raise_if_problem(self, "borrowing_limit_percent", limit_percent_problem(borrowing))
 
     def _check_cohort(self, policy: QueuePolicy) -> None:
         problem = cohort_needed_problem(
@@ -626,7 +634,7 @@ class TrainingQueues(Construct):
             borrowing_limit_percent=policy.borrowing_limit_percent,
         )
         if problem:
-            raise fail(self.node.path, *problem)
+            raise prop_error(self.node.path, *problem)
 
 
 @checked_props
@@ -680,13 +688,13 @@ class TrainingRuntimes(Construct):
             Default: PREFERRED.
         """
         super().__init__(scope, id)
-        placement = option(self, "topology", TopologyPlacement, topology)
+        placement = parse_option(self, "topology", TopologyPlacement, topology)
         capacities = [
             capacity
             for capacity in (nodegroup_capacity(name, g) for name, g in nodegroups.items())
             if capacity.instance_type.is_gpu and capacity.efa_interfaces
         ]
-        refuse(self, "nodegroups", efa_gpu_nodegroups_problem(bool(capacities), list(nodegroups)))
+        raise_if_problem(self, "nodegroups", efa_gpu_nodegroups_problem(bool(capacities), list(nodegroups)))
         self.names = {c.name: (torchrun_runtime_name(c.name), mpi_runtime_name(c.name)) for c in capacities}
         self.manifests = runtime_manifests(
             capacities, torchrun_image=torchrun_image, mpi_image=mpi_image, topology=placement

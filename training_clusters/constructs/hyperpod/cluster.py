@@ -30,10 +30,10 @@ from training_clusters.constructs.private.validation import (
     advise,
     catalog_entry,
     checked_props,
-    fail,
     is_unresolved,
-    option,
-    refuse,
+    parse_option,
+    prop_error,
+    raise_if_problem,
     refuse_misplaced,
 )
 from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
@@ -424,13 +424,13 @@ class HyperPodCluster(Construct):
         self.node_provisioning_mode = (
             None
             if node_provisioning_mode is None
-            else option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
+            else parse_option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
         )
         #: ``API`` or ``LEGACY`` under Slurm (see ``slurm_config``); None with EKS.
         self.slurm_config: SlurmConfigMode | None = self._slurm_config_option(slurm_config)
         #: The ``SlurmConfigStrategy`` sent, or None (legacy, EKS, continuous provisioning).
         self.slurm_config_strategy: SlurmConfigStrategy | None = self._strategy_option(slurm_config_strategy)
-        node_recovery = option(self, "node_recovery", NodeRecovery, node_recovery)
+        node_recovery = parse_option(self, "node_recovery", NodeRecovery, node_recovery)
         instance_groups = [self._group_options(i, g) for i, g in enumerate(instance_groups)]
         self._check_cluster_name(cluster_name)
         self._check_groups(instance_groups)
@@ -498,7 +498,7 @@ class HyperPodCluster(Construct):
         from, so ``db.connections.allow_default_port_from(cluster.controller_connections)`` opens the
         database to the controller and to no other node."""
         if self.controller_security_group is None:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "controller_connections",
                 "exist only with an accounting database (accounting=SlurmAccountingDatabase), got accounting "
@@ -531,30 +531,32 @@ class HyperPodCluster(Construct):
     def _group_options(self, index: int, group: InstanceGroup) -> InstanceGroup:
         """The group with its options as members (a string names one), checked with their field paths."""
         if not isinstance(group, InstanceGroup):
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 f"instance_groups[{index}]",
                 f"must be an InstanceGroup, got {type(group).__name__}",
             )
         where = f"instance_groups[{index}]"
         if group.capacity is not None:
-            refuse(self, f"{where}.capacity", group.capacity.problem_for(CapacityOrchestrator.HYPERPOD))
+            raise_if_problem(
+                self, f"{where}.capacity", group.capacity.problem_for(CapacityOrchestrator.HYPERPOD)
+            )
             refuse_misplaced(self, f"{where}.capacity", group.capacity)
         checks = group.deep_health_checks
         if isinstance(checks, str):
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 f"{where}.deep_health_checks",
                 f"must be a list of {DeepHealthCheck.allowed()}, got the single string {checks!r}",
             )
         return replace(
             group,
-            role=option(self, f"{where}.role", NodeRole, group.role),
+            role=parse_option(self, f"{where}.role", NodeRole, group.role),
             deep_health_checks=(
                 None
                 if checks is None
                 else tuple(
-                    option(self, f"{where}.deep_health_checks[{i}]", DeepHealthCheck, check)
+                    parse_option(self, f"{where}.deep_health_checks[{i}]", DeepHealthCheck, check)
                     for i, check in enumerate(checks)
                 )
             ),
@@ -563,18 +565,18 @@ class HyperPodCluster(Construct):
     def _check_cluster_name(self, name: str) -> None:
         if is_unresolved(name):
             return
-        refuse(self, "cluster_name", cluster_name_problem(name))
+        raise_if_problem(self, "cluster_name", cluster_name_problem(name))
 
     def _check_lustre(self, lustre: LustreMount | None) -> None:
         """The names and folder go into the nodes' root lifecycle scripts: only the shapes FSx gives."""
         if lustre is None:
             return
         if not is_unresolved(lustre.dns_name):
-            refuse(self, "lustre.dns_name", lustre_dns_name_problem(lustre.dns_name))
+            raise_if_problem(self, "lustre.dns_name", lustre_dns_name_problem(lustre.dns_name))
         if not is_unresolved(lustre.mount_name):
-            refuse(self, "lustre.mount_name", lustre_mount_name_problem(lustre.mount_name))
+            raise_if_problem(self, "lustre.mount_name", lustre_mount_name_problem(lustre.mount_name))
         if not is_unresolved(lustre.mount_dir):
-            refuse(
+            raise_if_problem(
                 self,
                 "lustre.mount_dir",
                 mount_dir_problem(
@@ -585,7 +587,7 @@ class HyperPodCluster(Construct):
             )
 
     def _check_lifecycle_scripts(self, scripts_dir: str | Path | None) -> None:
-        refuse(
+        raise_if_problem(
             self,
             "lifecycle_scripts_dir",
             lifecycle_scripts_required_problem(self._orchestrator.is_slurm, scripts_dir is not None),
@@ -605,7 +607,9 @@ class HyperPodCluster(Construct):
             if not (folder / entry).is_file()
             else None
         )
-        refuse(self, "lifecycle_scripts_dir", scripts_folder_problem(str(scripts_dir), entry, state))
+        raise_if_problem(
+            self, "lifecycle_scripts_dir", scripts_folder_problem(str(scripts_dir), entry, state)
+        )
 
     def _lifecycle_options(
         self, options: LifecycleOptions, scripts_dir: str | Path | None
@@ -614,7 +618,7 @@ class HyperPodCluster(Construct):
         self._check_extra_keys(options, scripts_dir)
         if options.extra_steps:
             given = None if scripts_dir is None else str(scripts_dir)
-            refuse(self, "lifecycle.extra_steps", extra_steps_problem(given, ON_CREATE_SCRIPT))
+            raise_if_problem(self, "lifecycle.extra_steps", extra_steps_problem(given, ON_CREATE_SCRIPT))
         steps = tuple(
             self._step_options(f"lifecycle.extra_steps[{i}]", s) for i, s in enumerate(options.extra_steps)
         )
@@ -623,7 +627,7 @@ class HyperPodCluster(Construct):
 
     def _check_extra_keys(self, options: LifecycleOptions, scripts_dir: str | Path | None) -> None:
         owned = [(key, OWNED_KEYS[key]) for key in options.extra if key in OWNED_KEYS]
-        refuse(self, "lifecycle.extra", owned_keys_problem(owned))
+        raise_if_problem(self, "lifecycle.extra", owned_keys_problem(owned))
         if scripts_dir is not None:
             return
         known = (
@@ -632,7 +636,7 @@ class HyperPodCluster(Construct):
             else PROVISIONING_PARAMETER_KEYS | LIFECYCLE_SETTING_KEYS
         )
         for key in options.extra:
-            refuse(
+            raise_if_problem(
                 self,
                 "lifecycle.extra",
                 extra_key_problem(key, self.is_api_driven, PROVISIONING_PARAMETER_KEYS, known),
@@ -642,34 +646,37 @@ class HyperPodCluster(Construct):
     def _check_download_pins(self, pins: Any) -> None:
         """``download_sha256``: https:// URL to 64 hex digits, as the nodes' preflight checks it."""
         field = "lifecycle.extra['download_sha256']"
-        refuse(self, field, download_pins_problem(pins))
+        raise_if_problem(self, field, download_pins_problem(pins))
         for url, digest in pins.items():
-            refuse(self, field, pinned_url_problem(url))
+            raise_if_problem(self, field, pinned_url_problem(url))
             if not is_unresolved(digest):
-                refuse(self, f"{field}[{url!r}]", sha256_problem(digest))
+                raise_if_problem(self, f"{field}[{url!r}]", sha256_problem(digest))
 
     def _step_options(self, where: str, step: LifecycleStep) -> LifecycleStep:
         if not isinstance(step, LifecycleStep):
-            raise fail(self.node.path, where, f"must be a LifecycleStep, got {type(step).__name__}")
-        refuse(self, f"{where}.name", step_name_problem(step.name))
+            raise prop_error(self.node.path, where, f"must be a LifecycleStep, got {type(step).__name__}")
+        raise_if_problem(self, f"{where}.name", step_name_problem(step.name))
         script = Path(step.script)
         state = None if script.is_file() else "folder" if script.is_dir() else "missing"
-        refuse(self, f"{where}.script", step_script_problem(str(step.script), state))
+        raise_if_problem(self, f"{where}.script", step_script_problem(str(step.script), state))
         shipped = script.name == ON_CREATE_SCRIPT or any(
             script.resolve().is_relative_to(folder.resolve())
             for folder in (HYPERPOD_DIR, SHARED_DIR, lifecycle_scripts_path())
         )
-        refuse(self, f"{where}.script", shipped_step_problem(str(step.script), shipped, ON_CREATE_SCRIPT))
-        refuse(self, f"{where}.roles", step_roles_problem(step.roles, NodeRole.allowed()))
+        raise_if_problem(
+            self, f"{where}.script", shipped_step_problem(str(step.script), shipped, ON_CREATE_SCRIPT)
+        )
+        raise_if_problem(self, f"{where}.roles", step_roles_problem(step.roles, NodeRole.allowed()))
         roles = tuple(NodeRole) if step.roles is None else step.roles
         return replace(
-            step, roles=tuple(option(self, f"{where}.roles[{i}]", NodeRole, r) for i, r in enumerate(roles))
+            step,
+            roles=tuple(parse_option(self, f"{where}.roles[{i}]", NodeRole, r) for i, r in enumerate(roles)),
         )
 
     def _check_step_names(self, steps: Sequence[LifecycleStep]) -> None:
         repeated = group_names_problem([step.name for step in steps])
         if repeated:
-            refuse(self, f"lifecycle.extra_steps[{repeated[0]}].name", repeated[1])
+            raise_if_problem(self, f"lifecycle.extra_steps[{repeated[0]}].name", repeated[1])
 
     def _accounting_option(
         self,
@@ -683,16 +690,16 @@ class HyperPodCluster(Construct):
             self.accounting_database = accounting
             mode = HyperPodAccounting.EXTERNAL
         else:
-            mode = option(self, "accounting", HyperPodAccounting, accounting or HyperPodAccounting.NONE)
+            mode = parse_option(self, "accounting", HyperPodAccounting, accounting or HyperPodAccounting.NONE)
             if mode is HyperPodAccounting.EXTERNAL:
-                raise fail(
+                raise prop_error(
                     self.node.path,
                     "accounting",
                     "EXTERNAL needs the database itself: pass the SlurmAccountingDatabase, got the option "
                     "EXTERNAL",
                 )
         if mode is not HyperPodAccounting.NONE:
-            refuse(
+            raise_if_problem(
                 self,
                 "accounting",
                 slurm_lifecycle_problem(mode.name, scripts_dir is not None, self._orchestrator.is_slurm),
@@ -702,7 +709,7 @@ class HyperPodCluster(Construct):
     def _slurm_config_option(self, value: SlurmConfigMode | str | None) -> SlurmConfigMode | None:
         """The Slurm configuration mode (None with EKS); API with a warning when none was given."""
         if not self._orchestrator.is_slurm:
-            refuse(self, "slurm_config", slurm_only_problem(value, slurm=False))
+            raise_if_problem(self, "slurm_config", slurm_only_problem(value, slurm=False))
             return None
         if value is None:
             advise(
@@ -715,9 +722,9 @@ class HyperPodCluster(Construct):
                 "slurm_config api for a new one (docs/hyperpod-slurm.md).",
             )
             return SlurmConfigMode.API
-        mode = option(self, "slurm_config", SlurmConfigMode, value)
+        mode = parse_option(self, "slurm_config", SlurmConfigMode, value)
         continuous = self.node_provisioning_mode is NodeProvisioningMode.CONTINUOUS
-        refuse(
+        raise_if_problem(
             self, "node_provisioning_mode", continuous_slurm_problem(mode is SlurmConfigMode.API, continuous)
         )
         return mode
@@ -727,8 +734,8 @@ class HyperPodCluster(Construct):
         cluster without continuous provisioning (which takes none)."""
         continuous = self.node_provisioning_mode is NodeProvisioningMode.CONTINUOUS
         if value is not None:
-            strategy = option(self, "slurm_config_strategy", SlurmConfigStrategy, value)
-            refuse(
+            strategy = parse_option(self, "slurm_config_strategy", SlurmConfigStrategy, value)
+            raise_if_problem(
                 self,
                 "slurm_config_strategy",
                 slurm_config_strategy_problem(strategy.value, self.is_api_driven, continuous),
@@ -738,29 +745,29 @@ class HyperPodCluster(Construct):
 
     def _check_api_accounting(self) -> None:
         continuous = self.node_provisioning_mode is NodeProvisioningMode.CONTINUOUS
-        refuse(
+        raise_if_problem(
             self, "accounting", api_accounting_problem(self._accounting.value, self.is_api_driven, continuous)
         )
         database = self.accounting_database
         if self.is_api_driven and database is not None and not is_unresolved(database.databases[0]):
-            refuse(self, "accounting", accounting_database_name_problem(database.databases[0]))
+            raise_if_problem(self, "accounting", accounting_database_name_problem(database.databases[0]))
 
     def _check_api_lustre(self, lustre: LustreMount | None) -> None:
         """HyperPod's ``FsxLustreConfig.DnsName`` is narrower than a host name: an FSx file system's."""
         if lustre is not None and not is_unresolved(lustre.dns_name):
-            refuse(self, "lustre.dns_name", fsx_lustre_dns_name_problem(lustre.dns_name))
+            raise_if_problem(self, "lustre.dns_name", fsx_lustre_dns_name_problem(lustre.dns_name))
 
     def _check_users(self, users: Sequence[TeamUser], scripts_dir: str | Path | None) -> None:
         if not users:
             return
-        refuse(self, "users", users_problem(scripts_dir is not None, self._orchestrator.is_slurm))
+        raise_if_problem(self, "users", users_problem(scripts_dir is not None, self._orchestrator.is_slurm))
         problem = team_problem(users)
         if problem is not None:
             where, sentence = problem
-            raise fail(self.node.path, f"users{where}", sentence)
+            raise prop_error(self.node.path, f"users{where}", sentence)
 
     def _check_groups(self, groups: Sequence[InstanceGroup]) -> None:
-        refuse(self, "instance_groups", groups_problem(len(groups)))
+        raise_if_problem(self, "instance_groups", groups_problem(len(groups)))
         self._check_group_names(groups)
         for index, group in enumerate(groups):
             self._check_group(f"instance_groups[{index}]", group)
@@ -769,16 +776,16 @@ class HyperPodCluster(Construct):
 
     def _check_group_names(self, groups: Sequence[InstanceGroup]) -> None:
         for index, group in enumerate(groups):
-            refuse(self, f"instance_groups[{index}].name", instance_group_name_problem(group.name))
+            raise_if_problem(self, f"instance_groups[{index}].name", instance_group_name_problem(group.name))
         repeated = group_names_problem([group.name for group in groups])
         if repeated:
-            refuse(self, f"instance_groups[{repeated[0]}].name", repeated[1])
+            raise_if_problem(self, f"instance_groups[{repeated[0]}].name", repeated[1])
 
     def _check_group(self, where: str, group: InstanceGroup) -> None:
         if group.role is NodeRole.WORKER or not self._orchestrator.is_slurm:
             catalog_entry(self, group.instance_type, f"{where}.instance_type", hyperpod=True)
         else:  # a controller or login group may be any type HyperPod sells: its name is checked
-            refuse(
+            raise_if_problem(
                 self,
                 f"{where}.instance_type",
                 hyperpod_instance_type_name_problem(group.instance_type)
@@ -786,19 +793,21 @@ class HyperPodCluster(Construct):
             )
         # An EKS group may start at 0 (Karpenter autoscaling): HyperPodEksCluster checks its counts itself.
         least = 1 if self._orchestrator.is_slurm else 0
-        refuse(self, f"{where}.instance_count", group_count_problem(group.instance_count, least))
-        refuse(self, f"{where}.threads_per_core", threads_per_core_problem(group.threads_per_core))
-        refuse(self, f"{where}.extra_volume_gib", extra_volume_problem(group.extra_volume_gib))
+        raise_if_problem(self, f"{where}.instance_count", group_count_problem(group.instance_count, least))
+        raise_if_problem(self, f"{where}.threads_per_core", threads_per_core_problem(group.threads_per_core))
+        raise_if_problem(self, f"{where}.extra_volume_gib", extra_volume_problem(group.extra_volume_gib))
         image_problem = (
             None
             if group.image_id is None or is_unresolved(group.image_id)
             else image_id_problem(group.image_id)
         )
-        refuse(self, f"{where}.image_id", image_problem)
-        refuse(self, f"{where}.root_volume_gib", root_volume_problem(group.root_volume_gib))
+        raise_if_problem(self, f"{where}.image_id", image_problem)
+        raise_if_problem(self, f"{where}.root_volume_gib", root_volume_problem(group.root_volume_gib))
         if group.extra_volume_kms_key is not None:
-            refuse(self, f"{where}.extra_volume_kms_key", extra_volume_key_problem(group.extra_volume_gib))
-        refuse(
+            raise_if_problem(
+                self, f"{where}.extra_volume_kms_key", extra_volume_key_problem(group.extra_volume_gib)
+            )
+        raise_if_problem(
             self,
             f"{where}.deep_health_checks",
             deep_health_checks_problem([str(c) for c in group.deep_health_checks or ()], group.instance_type),
@@ -806,20 +815,24 @@ class HyperPodCluster(Construct):
 
     def _check_slurm_roles(self, groups: Sequence[InstanceGroup]) -> None:
         roles = [NodeRole.parse(g.role).name for g in groups]
-        refuse(
+        raise_if_problem(
             self,
             "instance_groups",
             slurm_roles_problem([(g.name, r) for g, r in zip(groups, roles, strict=True)]),
         )
         for index, group in enumerate(groups):
             self._check_slurm_group(f"instance_groups[{index}]", group)
-        refuse(self, "instance_groups", slurm_workers_problem(roles))
+        raise_if_problem(self, "instance_groups", slurm_workers_problem(roles))
 
     def _check_slurm_group(self, where: str, group: InstanceGroup) -> None:
         role = NodeRole.parse(group.role).name
-        refuse(self, f"{where}.instance_count", controller_count_problem(role, group.instance_count))
-        refuse(self, f"{where}.partition", slurm_partition_problem(role, group.partition, group.name))
-        refuse(
+        raise_if_problem(
+            self, f"{where}.instance_count", controller_count_problem(role, group.instance_count)
+        )
+        raise_if_problem(
+            self, f"{where}.partition", slurm_partition_problem(role, group.partition, group.name)
+        )
+        raise_if_problem(
             self, f"{where}.partition", partition_name_problem(group.partition) if group.partition else None
         )
 

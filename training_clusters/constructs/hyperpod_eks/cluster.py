@@ -75,7 +75,13 @@ from training_clusters.constructs.hyperpod_eks.autoscaling import (
     node_class_manifest,
     node_pool_manifest,
 )
-from training_clusters.constructs.private.validation import checked_props, fail, is_unresolved, option, refuse
+from training_clusters.constructs.private.validation import (
+    checked_props,
+    is_unresolved,
+    parse_option,
+    prop_error,
+    raise_if_problem,
+)
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge
 from training_clusters.model.capacity import Capacity
 from training_clusters.model.errors import ConfigurationError
@@ -441,7 +447,7 @@ class HyperPodEksDependencies(Construct):
             (:class:`~training_clusters.constructs.eks.scheduling.KubeflowTrainer`, on the system nodes). Default: True.
         """
         super().__init__(scope, id)
-        refuse(self, "vpc_cni_version", vpc_cni_version_problem(vpc_cni_version))
+        raise_if_problem(self, "vpc_cni_version", vpc_cni_version_problem(vpc_cni_version))
         types = self._checked_types(instance_types)
         image = self._agent_image()
         gpu = sorted({t.hyperpod_name or "" for t in types if t.is_gpu})
@@ -495,13 +501,13 @@ class HyperPodEksDependencies(Construct):
         return chart
 
     def _checked_types(self, instance_types: Sequence[str]) -> list[InstanceType]:
-        refuse(self, "instance_types", instance_types_problem(len(instance_types)))
+        raise_if_problem(self, "instance_types", instance_types_problem(len(instance_types)))
         found = []
         for name in instance_types:
             try:
                 found.append(lookup_hyperpod(name, field="instance_types"))
             except ConfigurationError as error:
-                raise fail(
+                raise prop_error(
                     self.node.path, "instance_types", str(error).removeprefix("instance_types: ")
                 ) from None
         return found
@@ -509,7 +515,7 @@ class HyperPodEksDependencies(Construct):
     def _agent_image(self) -> str:
         region = cdk.Stack.of(self).region
         if is_unresolved(region):
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "region",
                 "must be known at synth (cdk.Environment(region=...)): it picks the health-monitoring agent's "
@@ -518,7 +524,7 @@ class HyperPodEksDependencies(Construct):
         try:
             return health_monitoring_agent_image(region)
         except ValueError as error:
-            raise fail(self.node.path, "region", str(error)) from None
+            raise prop_error(self.node.path, "region", str(error)) from None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -597,13 +603,13 @@ class HyperPodEksCluster(Construct):
         """
         super().__init__(scope, id)
         self.autoscaler = (
-            None if autoscaling is None else option(self, "autoscaling", AutoScaler, autoscaling)
+            None if autoscaling is None else parse_option(self, "autoscaling", AutoScaler, autoscaling)
         )
-        refuse(
+        raise_if_problem(
             self, "eks_cluster.kubernetes_version", kubernetes_version_problem(eks_cluster.kubernetes_version)
         )
         groups = [self._checked_group(i, g, vpc_cni_version) for i, g in enumerate(instance_groups)]
-        refuse(self, "instance_groups", groups_problem(len(groups)))
+        raise_if_problem(self, "instance_groups", groups_problem(len(groups)))
         self._check_autoscaling(groups, node_recovery, node_provisioning_mode)
         self.instance_groups = tuple(groups)
         self.autoscaling = HyperPodAutoscaling(self, "Autoscaling") if self.autoscaler is not None else None
@@ -631,7 +637,7 @@ class HyperPodEksCluster(Construct):
             orchestrator=Orchestrator.eks(eks_cluster.cluster.cluster_arn),
             node_recovery=node_recovery,
             lifecycle_scripts_dir=lifecycle_scripts_path(),
-            node_provisioning_mode=option(
+            node_provisioning_mode=parse_option(
                 self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode
             ),
         )
@@ -660,9 +666,11 @@ class HyperPodEksCluster(Construct):
     def _checked_group(self, index: int, group: EksInstanceGroup, vpc_cni_version: str) -> EksInstanceGroup:
         where = f"instance_groups[{index}]"
         if not isinstance(group, EksInstanceGroup):
-            raise fail(self.node.path, where, f"must be an EksInstanceGroup, got {type(group).__name__}")
+            raise prop_error(
+                self.node.path, where, f"must be an EksInstanceGroup, got {type(group).__name__}"
+            )
         if not is_unresolved(group.volume_gib):
-            refuse(self, f"{where}.volume_gib", volume_problem(group.volume_gib))
+            raise_if_problem(self, f"{where}.volume_gib", volume_problem(group.volume_gib))
         self._check_labels(f"{where}.labels", group.labels)
         self._check_taints(f"{where}.taints", group.taints)
         self._check_count(where, group)
@@ -681,27 +689,27 @@ class HyperPodEksCluster(Construct):
     def _check_count(self, where: str, group: EksInstanceGroup) -> None:
         """A fixed group has 1 or more nodes; an autoscaled one starts at 0 and has its ``max_instance_count``."""
         if self.autoscaler is None:
-            refuse(self, f"{where}.instance_count", fixed_count_problem(group.instance_count))
-            refuse(
+            raise_if_problem(self, f"{where}.instance_count", fixed_count_problem(group.instance_count))
+            raise_if_problem(
                 self,
                 f"{where}.max_instance_count",
                 max_count_without_autoscaling_problem(group.max_instance_count),
             )
             return
-        refuse(self, f"{where}.instance_count", autoscaled_count_problem(group.instance_count))
-        refuse(
+        raise_if_problem(self, f"{where}.instance_count", autoscaled_count_problem(group.instance_count))
+        raise_if_problem(
             self,
             f"{where}.max_instance_count",
             autoscaled_max_count_problem(group.max_instance_count, MAX_INSTANCE_COUNT),
         )
         training_plan = group.capacity is not None and group.capacity.training_plan_arn is not None
-        refuse(self, f"{where}.capacity", autoscaled_capacity_problem(training_plan))
-        refuse(
+        raise_if_problem(self, f"{where}.capacity", autoscaled_capacity_problem(training_plan))
+        raise_if_problem(
             self,
             f"{where}.deep_health_checks",
             autoscaled_health_checks_problem(
                 [
-                    str(option(self, f"{where}.deep_health_checks", DeepHealthCheck, c))
+                    str(parse_option(self, f"{where}.deep_health_checks", DeepHealthCheck, c))
                     for c in group.deep_health_checks or ()
                 ]
             ),
@@ -712,10 +720,10 @@ class HyperPodEksCluster(Construct):
     ) -> EfaInterfaceType | None:
         if group.efa_interface_type is None:
             return None
-        chosen = option(self, f"{where}.efa_interface_type", EfaInterfaceType, group.efa_interface_type)
+        chosen = parse_option(self, f"{where}.efa_interface_type", EfaInterfaceType, group.efa_interface_type)
         if chosen is EfaInterfaceType.EFA_ONLY:
             instance_type = lookup_hyperpod(group.instance_type, field=f"{where}.instance_type")
-            refuse(
+            raise_if_problem(
                 self,
                 f"{where}.efa_interface_type",
                 efa_only_problem(group.instance_type, instance_type.max_efa_interfaces, vpc_cni_version),
@@ -734,35 +742,35 @@ class HyperPodEksCluster(Construct):
         mode = (
             None
             if node_provisioning_mode is None
-            else option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
+            else parse_option(self, "node_provisioning_mode", NodeProvisioningMode, node_provisioning_mode)
         )
-        refuse(
+        raise_if_problem(
             self,
             "node_provisioning_mode",
             autoscaling_provisioning_problem(None if mode is None else mode.value),
         )
-        recovery = option(self, "node_recovery", NodeRecovery, node_recovery)
-        refuse(self, "node_recovery", autoscaling_recovery_problem(recovery.value))
-        refuse(self, "instance_groups", autoscaled_groups_problem(len(groups)))
-        refuse(self, "instance_groups", node_resource_names_problem([g.name for g in groups]))
+        recovery = parse_option(self, "node_recovery", NodeRecovery, node_recovery)
+        raise_if_problem(self, "node_recovery", autoscaling_recovery_problem(recovery.value))
+        raise_if_problem(self, "instance_groups", autoscaled_groups_problem(len(groups)))
+        raise_if_problem(self, "instance_groups", node_resource_names_problem([g.name for g in groups]))
 
     def _check_labels(self, where: str, labels: Mapping[str, str]) -> None:
         try:
             kubernetes_labels(dict(labels))
         except ValueError as error:
-            raise fail(self.node.path, where, str(error)) from None
+            raise prop_error(self.node.path, where, str(error)) from None
         for key in labels:
-            refuse(self, where, reserved_key_problem(key))
+            raise_if_problem(self, where, reserved_key_problem(key))
 
     def _check_taints(self, where: str, taints: Sequence[KubernetesTaint]) -> None:
         for index, taint in enumerate(taints):
             if not isinstance(taint, KubernetesTaint):
-                raise fail(
+                raise prop_error(
                     self.node.path,
                     f"{where}[{index}]",
                     f"must be a KubernetesTaint, got {type(taint).__name__}",
                 )
-            refuse(self, f"{where}[{index}]", taint_problem(taint.key, taint.value, taint.effect))
+            raise_if_problem(self, f"{where}[{index}]", taint_problem(taint.key, taint.value, taint.effect))
 
     # ----------------------------------------------------------------------------------------------
     # building

@@ -40,7 +40,12 @@ from constructs import Construct
 from training_clusters.catalog import lookup_hyperpod
 from training_clusters.constructs.eks.cluster import GpuEksCluster
 from training_clusters.constructs.hyperpod_eks.cluster import HyperPodEksCluster
-from training_clusters.constructs.private.validation import checked_props, fail, option, refuse
+from training_clusters.constructs.private.validation import (
+    checked_props,
+    parse_option,
+    prop_error,
+    raise_if_problem,
+)
 from training_clusters.model.options import PodSecurityLevel, ResourceSharingStrategy, TeamPreemption
 from training_clusters.model.releases import HYPERPOD_TASK_GOVERNANCE_ADDON, HYPERPOD_TASK_GOVERNANCE_VERSION
 from training_clusters.rules import hyperpod_governance as rules
@@ -107,19 +112,19 @@ class HyperPodTaskGovernance(Construct):
         """
         super().__init__(scope, id)
         if hyperpod.dependencies.kueue is not None:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "hyperpod",
                 "must be made with kueue=False: the task governance add-on runs HyperPod's own Kueue and requires "
                 "that no other Kueue is installed",
             )
         self.teams = tuple(self._checked_team(i, t, hyperpod) for i, t in enumerate(teams))
-        refuse(self, "teams", rules.teams_problem(len(self.teams)))
-        refuse(self, "teams", rules.unique_problem([t.name for t in self.teams]))
+        raise_if_problem(self, "teams", rules.teams_problem(len(self.teams)))
+        raise_if_problem(self, "teams", rules.unique_problem([t.name for t in self.teams]))
         self.priority_classes = tuple(self._checked_classes(priority_classes))
-        refuse(self, "addon_version", rules.addon_version_problem(addon_version))
+        raise_if_problem(self, "addon_version", rules.addon_version_problem(addon_version))
         levels = {
-            name: option(self, f"pod_security[{name!r}]", PodSecurityLevel, level)
+            name: parse_option(self, f"pod_security[{name!r}]", PodSecurityLevel, level)
             for name, level in (pod_security or {}).items()
         }
         self._check_team_keys("pod_security", levels)
@@ -180,18 +185,20 @@ class HyperPodTaskGovernance(Construct):
     def _checked_team(self, index: int, team: Team, hyperpod: HyperPodEksCluster) -> Team:
         where = f"teams[{index}]"
         if not isinstance(team, Team):
-            raise fail(self.node.path, where, f"must be a Team, got {type(team).__name__}")
-        refuse(self, f"{where}.name", rules.team_name_problem(team.name))
-        refuse(self, f"{where}.fair_share_weight", rules.weight_problem(team.fair_share_weight))
-        sharing = option(self, f"{where}.sharing", ResourceSharingStrategy, team.sharing)
-        preempt = option(self, f"{where}.preempt_team_tasks", TeamPreemption, team.preempt_team_tasks)
-        refuse(self, f"{where}.borrow_limit_percent", rules.borrow_limit_problem(team.borrow_limit_percent))
-        refuse(
+            raise prop_error(self.node.path, where, f"must be a Team, got {type(team).__name__}")
+        raise_if_problem(self, f"{where}.name", rules.team_name_problem(team.name))
+        raise_if_problem(self, f"{where}.fair_share_weight", rules.weight_problem(team.fair_share_weight))
+        sharing = parse_option(self, f"{where}.sharing", ResourceSharingStrategy, team.sharing)
+        preempt = parse_option(self, f"{where}.preempt_team_tasks", TeamPreemption, team.preempt_team_tasks)
+        raise_if_problem(
+            self, f"{where}.borrow_limit_percent", rules.borrow_limit_problem(team.borrow_limit_percent)
+        )
+        raise_if_problem(
             self,
             f"{where}.borrow_limit_percent",
             rules.borrow_limit_needs_borrowing_problem(sharing, team.borrow_limit_percent),
         )
-        refuse(self, f"{where}.resources", rules.quota_resources_count_problem(len(team.resources)))
+        raise_if_problem(self, f"{where}.resources", rules.quota_resources_count_problem(len(team.resources)))
         cluster_types = [g.instance_type for g in hyperpod.instance_groups]
         for r, resource in enumerate(team.resources):
             self._check_resource(f"{where}.resources[{r}]", resource, cluster_types)
@@ -206,15 +213,15 @@ class HyperPodTaskGovernance(Construct):
 
     def _check_resource(self, where: str, resource: QuotaResource, cluster_types: Sequence[str]) -> None:
         if not isinstance(resource, QuotaResource):
-            raise fail(self.node.path, where, f"must be a QuotaResource, got {type(resource).__name__}")
-        refuse(
+            raise prop_error(self.node.path, where, f"must be a QuotaResource, got {type(resource).__name__}")
+        raise_if_problem(
             self,
             f"{where}.instance_type",
             rules.quota_instance_type_problem(resource.instance_type, cluster_types),
         )
         for name in ("count", "accelerators", "vcpu", "memory_gib"):
-            refuse(self, f"{where}.{name}", rules.amount_problem(getattr(resource, name)))
-        refuse(
+            raise_if_problem(self, f"{where}.{name}", rules.amount_problem(getattr(resource, name)))
+        raise_if_problem(
             self,
             where,
             rules.quota_amount_given_problem(
@@ -226,36 +233,36 @@ class HyperPodTaskGovernance(Construct):
             ),
         )
         instance_type = lookup_hyperpod(resource.instance_type)
-        refuse(
+        raise_if_problem(
             self, f"{where}.accelerators", rules.accelerators_problem(instance_type, resource.accelerators)
         )
         if resource.partition_type is not None:
-            refuse(
+            raise_if_problem(
                 self,
                 f"{where}.partition_type",
                 rules.accelerator_partition_problem(instance_type, resource.partition_type),
             )
-            refuse(
+            raise_if_problem(
                 self, f"{where}.partition_count", rules.partition_count_problem(resource.partition_count or 0)
             )
 
     def _checked_classes(self, classes: Sequence[PriorityClass]) -> list[PriorityClass]:
-        refuse(self, "priority_classes", rules.priority_classes_count_problem(len(classes)))
+        raise_if_problem(self, "priority_classes", rules.priority_classes_count_problem(len(classes)))
         for index, priority_class in enumerate(classes):
             where = f"priority_classes[{index}]"
             if not isinstance(priority_class, PriorityClass):
-                raise fail(
+                raise prop_error(
                     self.node.path, where, f"must be a PriorityClass, got {type(priority_class).__name__}"
                 )
-            refuse(self, f"{where}.name", rules.priority_class_name_problem(priority_class.name))
-            refuse(self, f"{where}.weight", rules.weight_problem(priority_class.weight))
-        refuse(self, "priority_classes", rules.unique_problem([c.name for c in classes]))
+            raise_if_problem(self, f"{where}.name", rules.priority_class_name_problem(priority_class.name))
+            raise_if_problem(self, f"{where}.weight", rules.weight_problem(priority_class.weight))
+        raise_if_problem(self, "priority_classes", rules.unique_problem([c.name for c in classes]))
         return list(classes)
 
     def _check_team_keys(self, field: str, by_team: Mapping[str, Any]) -> None:
         names = [t.name for t in self.teams]
         for name in by_team:
-            refuse(self, f"{field}[{name!r}]", rules.team_key_problem(name, names))
+            raise_if_problem(self, f"{field}[{name!r}]", rules.team_key_problem(name, names))
 
     # ----------------------------------------------------------------------------------------------
     # building

@@ -75,10 +75,10 @@ from training_clusters.constructs.private.validation import (
     advise,
     catalog_entry,
     checked_props,
-    fail,
     is_unresolved,
-    option,
-    refuse,
+    parse_option,
+    prop_error,
+    raise_if_problem,
     refuse_misplaced,
 )
 from training_clusters.constructs.slurm.accounting import SlurmAccountingDatabase
@@ -517,7 +517,7 @@ class ParallelCluster(Construct):
         self.slurm_settings = self._settings_options(slurm_settings or SlurmSettings())
         self.queues = [self._queue_options(i, q) for i, q in enumerate(queues)]
         os = self._os_option(os)
-        deletion_policy = option(self, "deletion_policy", DeletionPolicy, deletion_policy)
+        deletion_policy = parse_option(self, "deletion_policy", DeletionPolicy, deletion_policy)
         managed_file_system = self._managed_lustre_options(managed_file_system)
 
         self._check_cluster_name(cluster_name)
@@ -812,22 +812,22 @@ class ParallelCluster(Construct):
     def _check_cluster_name(self, name: str) -> None:
         if is_unresolved(name):
             return
-        refuse(self, "cluster_name", cluster_name_problem(name))
+        raise_if_problem(self, "cluster_name", cluster_name_problem(name))
 
     def _check_tags(self, tags: Mapping[str, str]) -> None:
         if any(is_unresolved(key) or is_unresolved(value) for key, value in tags.items()):
             return
-        refuse(self, "tags", cluster_tags_problem(tags))
+        raise_if_problem(self, "tags", cluster_tags_problem(tags))
 
     def _check_cluster_name_differs_from_stack(self, name: str) -> None:
         stack_name = cdk.Stack.of(self).stack_name
         if is_unresolved(name) or is_unresolved(stack_name):
             return
-        refuse(self, "cluster_name", stack_name_problem(name, stack_name))
+        raise_if_problem(self, "cluster_name", stack_name_problem(name, stack_name))
 
     def _check_provider_role(self, role: iam.IRole | None, policies: Sequence[iam.IManagedPolicy]) -> None:
         if role is not None and policies:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "provider_additional_policies",
                 "apply only to the role the provider makes itself; with provider_lambda_role, attach them to "
@@ -840,8 +840,8 @@ class ParallelCluster(Construct):
     def _os_option(self, os: object) -> OperatingSystem:
         retired = os_problem(os.strip().lower()) if isinstance(os, str) else None
         if retired and not isinstance(os, OperatingSystem):
-            raise fail(self.node.path, "os", retired)  # names a retired OS and why
-        return option(self, "os", OperatingSystem, os)
+            raise prop_error(self.node.path, "os", retired)  # names a retired OS and why
+        return parse_option(self, "os", OperatingSystem, os)
 
     def _queue_options(self, index: int, queue: SlurmQueue) -> SlurmQueue:
         where = f"queues[{index}]"
@@ -851,12 +851,14 @@ class ParallelCluster(Construct):
             capacity=self._queue_capacity(where, queue.capacity or Capacity.on_demand()),
             placement=None
             if placement is None
-            else option(self, f"{where}.placement", QueuePlacement, placement),
+            else parse_option(self, f"{where}.placement", QueuePlacement, placement),
         )
 
     def _queue_capacity(self, where: str, capacity: Capacity) -> Capacity:
         """``capacity``, when ParallelCluster supports it."""
-        refuse(self, f"{where}.capacity", capacity.problem_for(CapacityOrchestrator.PARALLELCLUSTER))
+        raise_if_problem(
+            self, f"{where}.capacity", capacity.problem_for(CapacityOrchestrator.PARALLELCLUSTER)
+        )
         refuse_misplaced(self, f"{where}.capacity", capacity)
         return capacity
 
@@ -864,7 +866,7 @@ class ParallelCluster(Construct):
         strategy = settings.queue_update_strategy
         return replace(
             settings,
-            queue_update_strategy=option(
+            queue_update_strategy=parse_option(
                 self, "slurm_settings.queue_update_strategy", QueueUpdateStrategy, strategy
             ),
         )
@@ -874,41 +876,41 @@ class ParallelCluster(Construct):
             return None
         return replace(
             managed,
-            deployment_type=option(
+            deployment_type=parse_option(
                 self, "managed_file_system.deployment_type", LustreDeploymentType, managed.deployment_type
             ),
-            deletion_policy=option(
+            deletion_policy=parse_option(
                 self, "managed_file_system.deletion_policy", DeletionPolicy, managed.deletion_policy
             ),
         )
 
     def _check_queue_count(self) -> None:
-        refuse(self, "queues", count_problem(len(self.queues), MAX_QUEUES))
+        raise_if_problem(self, "queues", count_problem(len(self.queues), MAX_QUEUES))
 
     def _check_queue_names(self) -> None:
         for i, queue in enumerate(self.queues):
-            refuse(self, f"queues[{i}].name", slurm_name_problem(queue.name))
+            raise_if_problem(self, f"queues[{i}].name", slurm_name_problem(queue.name))
 
     def _check_queue_names_unique(self) -> None:
-        refuse(self, "queues[].name", duplicates_problem(q.name for q in self.queues))
+        raise_if_problem(self, "queues[].name", duplicates_problem(q.name for q in self.queues))
 
     def _check_compute_resource_counts(self) -> None:
         for i, queue in enumerate(self.queues):
-            refuse(
+            raise_if_problem(
                 self,
                 f"queues[{i}].compute_resources",
                 count_problem(len(queue.compute_resources), MAX_COMPUTE_RESOURCES_PER_QUEUE),
             )
         total = sum(len(q.compute_resources) for q in self.queues)
-        refuse(self, "queues", cluster_compute_resources_problem(total))
+        raise_if_problem(self, "queues", cluster_compute_resources_problem(total))
 
     def _check_compute_resource_names(self) -> None:
         for field, resource in self._compute_resources():
-            refuse(self, f"{field}.name", slurm_name_problem(resource.name))
+            raise_if_problem(self, f"{field}.name", slurm_name_problem(resource.name))
 
     def _check_compute_resource_names_unique(self) -> None:
         for i, queue in enumerate(self.queues):
-            refuse(
+            raise_if_problem(
                 self,
                 f"queues[{i}].compute_resources[].name",
                 duplicates_problem(r.name for r in queue.compute_resources),
@@ -916,41 +918,47 @@ class ParallelCluster(Construct):
 
     def _check_min_max_counts(self) -> None:
         for field, resource in self._compute_resources():
-            refuse(self, f"{field}.max_count", max_count_problem(resource.max_count))
-            refuse(self, f"{field}.min_count", min_count_problem(resource.min_count, resource.max_count))
+            raise_if_problem(self, f"{field}.max_count", max_count_problem(resource.max_count))
+            raise_if_problem(
+                self, f"{field}.min_count", min_count_problem(resource.min_count, resource.max_count)
+            )
 
     def _check_instance_types(self) -> dict[str, InstanceType]:
         """The compute resources' catalogue entries; the head node may be any type (its name is checked)."""
-        refuse(self, "head_node.instance_type", instance_type_name_problem(self.head_node.instance_type))
+        raise_if_problem(
+            self, "head_node.instance_type", instance_type_name_problem(self.head_node.instance_type)
+        )
         fields = [(f"{field}.instance_type", r.instance_type) for field, r in self._compute_resources()]
         return {name: catalog_entry(self, name, field) for field, name in fields}
 
     def _check_efa_capable(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():
             if resource.efa:
-                refuse(self, f"{field}.efa", efa_enabled_problem(instances[resource.instance_type]))
+                raise_if_problem(self, f"{field}.efa", efa_enabled_problem(instances[resource.instance_type]))
 
     def _check_gdr_supported(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():
             if resource.gdr_support:
                 efa = _efa_enabled(resource, instances[resource.instance_type])
-                refuse(self, f"{field}.gdr_support", gdr_problem(instances[resource.instance_type], efa))
+                raise_if_problem(
+                    self, f"{field}.gdr_support", gdr_problem(instances[resource.instance_type], efa)
+                )
 
     def _check_compute_resource_capacities(self) -> None:
         for field, resource in self._compute_resources():
             if resource.capacity is None:
                 continue
-            refuse(self, f"{field}.capacity", compute_resource_capacity_problem(resource.capacity))
+            raise_if_problem(self, f"{field}.capacity", compute_resource_capacity_problem(resource.capacity))
 
     def _check_queue_capacities(self) -> None:
         for i, queue in enumerate(self.queues):
             resources = [(r.name, r.capacity, r.min_count, r.max_count) for r in queue.compute_resources]
-            refuse(self, f"queues[{i}]", queue_capacity_problem(_capacity(queue), resources))
+            raise_if_problem(self, f"queues[{i}]", queue_capacity_problem(_capacity(queue), resources))
 
     def _check_gpu_health_checks(self, instances: Mapping[str, InstanceType]) -> None:
         for field, resource in self._compute_resources():
             if resource.gpu_health_check:
-                refuse(
+                raise_if_problem(
                     self,
                     f"{field}.gpu_health_check",
                     gpu_health_check_problem(instances[resource.instance_type]),
@@ -978,20 +986,22 @@ class ParallelCluster(Construct):
                 continue  # ParallelCluster only warns: the reservation decides where nodes go
             efa = [r.name for r in queue.compute_resources if _efa_enabled(r, instances[r.instance_type])]
             placement = _placement(queue, instances, group).value
-            refuse(self, f"queues[{i}].placement", efa_placement_problem(placement, efa))
+            raise_if_problem(self, f"queues[{i}].placement", efa_placement_problem(placement, efa))
 
     def _check_shared_placement_has_group(
         self, instances: Mapping[str, InstanceType], group: TrainingPlacementGroup | None
     ) -> None:
         for i, queue in enumerate(self.queues):
             placement = _placement(queue, instances, group).value
-            refuse(self, f"queues[{i}].placement", shared_placement_problem(placement, group is not None))
+            raise_if_problem(
+                self, f"queues[{i}].placement", shared_placement_problem(placement, group is not None)
+            )
 
     def _check_private_subnets(self, vpc: ec2.IVpc, subnet: ec2.ISubnet) -> None:
         public = {s.subnet_id for s in vpc.public_subnets}
         for field, candidate in (("subnet", subnet), ("head_node.subnet", self.head_node.subnet)):
             if candidate is not None and candidate.subnet_id in public:
-                raise fail(
+                raise prop_error(
                     self.node.path,
                     field,
                     "is a public subnet; cluster nodes live in private subnets and never get a public IP",
@@ -1001,16 +1011,16 @@ class ParallelCluster(Construct):
         allowed = self.head_node.ssh_allowed_ips
         if allowed is None or is_unresolved(allowed):
             return
-        refuse(
+        raise_if_problem(
             self, "head_node.ssh_allowed_ips", ssh_key_problem(self.head_node.key_name, "head_node.key_name")
         )
-        refuse(self, "head_node.ssh_allowed_ips", ssh_allowed_ips_problem(allowed))
+        raise_if_problem(self, "head_node.ssh_allowed_ips", ssh_allowed_ips_problem(allowed))
 
     def _check_storage_exclusive(
         self, file_system: SharedLustre | None, managed: ManagedLustre | None
     ) -> None:
         if file_system is not None and managed is not None:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "managed_file_system",
                 "cannot be given together with file_system; mount our SharedLustre or let ParallelCluster "
@@ -1021,12 +1031,12 @@ class ParallelCluster(Construct):
         if managed is None:
             return
         deployment = str(managed.deployment_type)
-        refuse(
+        raise_if_problem(
             self,
             "managed_file_system.storage_capacity_gib",
             lustre_capacity_problem(deployment, managed.storage_capacity_gib),
         )
-        refuse(
+        raise_if_problem(
             self,
             "managed_file_system.per_unit_storage_throughput_mbps",
             lustre_throughput_problem(deployment, managed.per_unit_storage_throughput_mbps),
@@ -1037,13 +1047,13 @@ class ParallelCluster(Construct):
     ) -> None:
         if file_system is None and managed is None:
             return
-        refuse(self, "mount_dir", mount_dir_problem(mount_dir))
+        raise_if_problem(self, "mount_dir", mount_dir_problem(mount_dir))
 
     def _check_log_retention(self, days: int) -> None:
-        refuse(self, "log_retention_days", pcluster_log_retention_problem(days))
+        raise_if_problem(self, "log_retention_days", pcluster_log_retention_problem(days))
 
     def _check_scaledown_idletime(self) -> None:
-        refuse(
+        raise_if_problem(
             self,
             "slurm_settings.scaledown_idletime_minutes",
             scaledown_idletime_problem(self.slurm_settings.scaledown_idletime_minutes),
@@ -1066,7 +1076,7 @@ class ParallelCluster(Construct):
                 if is_unresolved(script.key):
                     continue
                 name = field if field == "on_node_configured" and len(scripts) == 1 else f"{field}[{j}]"
-                refuse(self, f"{name}.key", action_key_problem(script.key))
+                raise_if_problem(self, f"{name}.key", action_key_problem(script.key))
 
     def _check_custom_amis(self, custom_ami: str | None) -> None:
         amis = [("custom_ami", custom_ami), ("head_node.custom_ami", self.head_node.custom_ami)]
@@ -1075,35 +1085,39 @@ class ParallelCluster(Construct):
         for field, ami in amis:
             if ami is None or is_unresolved(ami):
                 continue
-            refuse(self, field, ami_problem(ami))
+            raise_if_problem(self, field, ami_problem(ami))
 
     def _check_login_nodes(self) -> None:
-        refuse(self, "login_nodes", duplicates_problem([p.name for p in self.login_nodes]))
+        raise_if_problem(self, "login_nodes", duplicates_problem([p.name for p in self.login_nodes]))
         for i, pool in enumerate(self.login_nodes):
-            refuse(self, f"login_nodes[{i}].name", slurm_name_problem(pool.name))
-            refuse(self, f"login_nodes[{i}].instance_type", instance_type_name_problem(pool.instance_type))
+            raise_if_problem(self, f"login_nodes[{i}].name", slurm_name_problem(pool.name))
+            raise_if_problem(
+                self, f"login_nodes[{i}].instance_type", instance_type_name_problem(pool.instance_type)
+            )
             if not is_unresolved(pool.count):
-                refuse(self, f"login_nodes[{i}].count", login_count_problem(pool.count))
+                raise_if_problem(self, f"login_nodes[{i}].count", login_count_problem(pool.count))
             minutes = pool.gracetime_period_minutes
-            refuse(
+            raise_if_problem(
                 self,
                 f"login_nodes[{i}].gracetime_period_minutes",
                 None if minutes is None else login_gracetime_problem(minutes),
             )
             if pool.ssh_allowed_ips is not None:
-                refuse(
+                raise_if_problem(
                     self, f"login_nodes[{i}].ssh_allowed_ips", ssh_allowed_ips_problem(pool.ssh_allowed_ips)
                 )
 
     def _check_custom_slurm_settings(self) -> None:
         for i, settings in enumerate(self.slurm_settings.custom_slurm_settings):
             for name in settings:
-                refuse(self, f"slurm_settings.custom_slurm_settings[{i}]", custom_slurm_setting_problem(name))
+                raise_if_problem(
+                    self, f"slurm_settings.custom_slurm_settings[{i}]", custom_slurm_setting_problem(name)
+                )
 
     def _check_directory_service(self, directory: DirectoryService | None) -> None:
         if directory is None or directory.ldap_tls_req_cert is None:
             return
-        refuse(
+        raise_if_problem(
             self,
             "directory_service.ldap_tls_req_cert",
             ldap_tls_req_cert_problem(directory.ldap_tls_req_cert),
@@ -1132,7 +1146,9 @@ class ParallelCluster(Construct):
         if not self.topology_queues:
             return
         for i, settings in enumerate(self.slurm_settings.custom_slurm_settings):
-            refuse(self, f"slurm_settings.custom_slurm_settings[{i}]", topology_plugin_problem(settings))
+            raise_if_problem(
+                self, f"slurm_settings.custom_slurm_settings[{i}]", topology_plugin_problem(settings)
+            )
 
     def _topology_policy(self, cluster_name: str) -> iam.ManagedPolicy:
         """``ec2:DescribeInstanceTopology``: EC2 has no resource-level permission for it, and ``ec2:Region`` is

@@ -61,10 +61,10 @@ from training_clusters.constructs.private.validation import (
     advise,
     catalog_entry,
     checked_props,
-    fail,
     is_unresolved,
-    option,
-    refuse,
+    parse_option,
+    prop_error,
+    raise_if_problem,
     refuse_misplaced,
 )
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge_cdk_made
@@ -246,10 +246,10 @@ class PcsCluster(Construct):
         super().__init__(scope, id)
         if efa_security_group is not None:
             claim_efa_groups([efa_security_group], cluster=self, owner=self, prop="efa_security_group")
-        size = option(self, "size", PcsClusterSize, size)
-        slurm_version = option(self, "slurm_version", SlurmVersion, slurm_version)
+        size = parse_option(self, "size", PcsClusterSize, size)
+        slurm_version = parse_option(self, "slurm_version", SlurmVersion, slurm_version)
         advise(self, SLURM_CVE_2026, slurm_cve_advice(slurm_version.value))
-        accounting = option(self, "accounting", SlurmAccounting, accounting)
+        accounting = parse_option(self, "accounting", SlurmAccounting, accounting)
         self.login = login_nodes if login_nodes is not None else PcsLoginNodes()
 
         self._check_cluster_name(cluster_name)
@@ -381,15 +381,15 @@ class PcsCluster(Construct):
 
     def _check_cluster_name(self, name: str | None) -> None:
         if name is not None and not is_unresolved(name):
-            refuse(self, "cluster_name", rules.pcs_cluster_name_problem(name))
+            raise_if_problem(self, "cluster_name", rules.pcs_cluster_name_problem(name))
 
     def _check_compute_node_groups(self, groups: Sequence[PcsComputeNodeGroup]) -> None:
-        refuse(self, "compute_node_groups", rules.node_groups_problem(len(groups)))
+        raise_if_problem(self, "compute_node_groups", rules.node_groups_problem(len(groups)))
         for index, group in enumerate(groups):
             field = f"compute_node_groups[{index}]"
-            refuse(self, f"{field}.name", rules.pcs_name_problem(group.name))
-            refuse(self, field, rules.node_counts_problem(group.min_count, group.max_count))
-            refuse(
+            raise_if_problem(self, f"{field}.name", rules.pcs_name_problem(group.name))
+            raise_if_problem(self, field, rules.node_counts_problem(group.min_count, group.max_count))
+            raise_if_problem(
                 self, f"{field}.root_volume_size_gib", rules.root_volume_problem(group.root_volume_size_gib)
             )
 
@@ -399,10 +399,12 @@ class PcsCluster(Construct):
         uses: list[bool] = []
         for index, (group, instance) in enumerate(zip(groups, instances, strict=True)):
             if group.efa is not None:
-                refuse(self, f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa))
+                raise_if_problem(
+                    self, f"compute_node_groups[{index}].efa", rules.efa_flag_problem(instance, group.efa)
+                )
             enabled = group.efa if group.efa is not None else instance.efa_supported
             if group.efa_interfaces is not None:
-                refuse(
+                raise_if_problem(
                     self,
                     f"compute_node_groups[{index}].efa_interfaces",
                     rules.efa_interfaces_enabled_problem(enabled, instance.name, group.name),
@@ -420,13 +422,13 @@ class PcsCluster(Construct):
         if not any(efa):
             return
         if placement_group is None:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "placement_group",
                 "is required: a compute node group uses EFA, which needs a cluster placement group",
             )
         if efa_security_group is None:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "efa_security_group",
                 "is required: a compute node group uses EFA, which needs a group allowing all traffic "
@@ -447,67 +449,71 @@ class PcsCluster(Construct):
         try:
             capacity.check_for(Orchestrator.PCS, "")
         except ConfigurationError as error:
-            raise fail(self.node.path, field, str(error).strip()) from None
+            raise prop_error(self.node.path, field, str(error).strip()) from None
         refuse_misplaced(self, field, capacity)
         return capacity
 
     def _check_login_nodes(self) -> str | None:
         login = self.login
-        refuse(self, "login_nodes.count", rules.login_count_problem(login.count))
+        raise_if_problem(self, "login_nodes.count", rules.login_count_problem(login.count))
         if login.count == 0:
             return None
-        refuse(self, "login_nodes.name", rules.pcs_name_problem(login.name))
-        refuse(
+        raise_if_problem(self, "login_nodes.name", rules.pcs_name_problem(login.name))
+        raise_if_problem(
             self, "login_nodes.root_volume_size_gib", rules.root_volume_problem(login.root_volume_size_gib)
         )
         # a login node may be any type PCS launches: its name is checked, no facts are needed
-        refuse(self, "login_nodes.instance_type", instance_type_name_problem(login.instance_type))
+        raise_if_problem(self, "login_nodes.instance_type", instance_type_name_problem(login.instance_type))
         return login.instance_type
 
     def _check_names_unique(self, groups: Sequence[PcsComputeNodeGroup]) -> None:
         names = [g.name for g in groups] + ([self.login.name] if self.login.count else [])
-        refuse(self, "compute_node_groups names (login_nodes.name included)", rules.duplicates_problem(names))
+        raise_if_problem(
+            self, "compute_node_groups names (login_nodes.name included)", rules.duplicates_problem(names)
+        )
 
     def _queues(
         self, queues: Sequence[PcsQueue] | None, groups: Sequence[PcsComputeNodeGroup]
     ) -> list[PcsQueue]:
         if queues is None:
             return [PcsQueue(name=g.name, compute_node_groups=[g.name]) for g in groups]
-        refuse(self, "queues", rules.queues_problem(len(queues)))
+        raise_if_problem(self, "queues", rules.queues_problem(len(queues)))
         known = [g.name for g in groups]
         for index, queue in enumerate(queues):
-            refuse(self, f"queues[{index}].name", rules.pcs_name_problem(queue.name))
-            refuse(
+            raise_if_problem(self, f"queues[{index}].name", rules.pcs_name_problem(queue.name))
+            raise_if_problem(
                 self,
                 f"queues[{index}].compute_node_groups",
                 rules.queue_node_groups_problem(queue.compute_node_groups, known),
             )
-        refuse(self, "queues names", rules.duplicates_problem(q.name for q in queues))
+        raise_if_problem(self, "queues names", rules.duplicates_problem(q.name for q in queues))
         return list(queues)
 
     def _check_size(self, size: PcsClusterSize, groups: Sequence[PcsComputeNodeGroup]) -> None:
         nodes = sum(g.max_count for g in groups) + self.login.count
-        refuse(self, "size", rules.cluster_size_problem(size, nodes))
+        raise_if_problem(self, "size", rules.cluster_size_problem(size, nodes))
 
     def _check_scale_down_idle_time(self, seconds: int) -> None:
         if not is_unresolved(seconds):
-            refuse(self, "scale_down_idle_time_seconds", rules.scale_down_idle_time_problem(seconds))
+            raise_if_problem(
+                self, "scale_down_idle_time_seconds", rules.scale_down_idle_time_problem(seconds)
+            )
 
     def _check_custom_settings(self, settings: Mapping[str, str] | None) -> None:
         if settings:
-            refuse(self, "slurm_custom_settings", rules.slurm_custom_settings_problem(settings))
+            raise_if_problem(self, "slurm_custom_settings", rules.slurm_custom_settings_problem(settings))
 
     def _check_ami(self, ami_id: str | None, ami_ssm_parameter: str | None) -> None:
         if ami_id is not None and is_unresolved(ami_id) and ami_ssm_parameter is None:
             return
-        refuse(self, "ami_id", rules.ami_problem(ami_id, ami_ssm_parameter))
+        raise_if_problem(self, "ami_id", rules.ami_problem(ami_id, ami_ssm_parameter))
         if ami_ssm_parameter is not None and not is_unresolved(ami_ssm_parameter):
-            refuse(self, "ami_ssm_parameter", rules.ssm_parameter_name_problem(ami_ssm_parameter))
+            raise_if_problem(self, "ami_ssm_parameter", rules.ssm_parameter_name_problem(ami_ssm_parameter))
 
     def _check_root_device_name(self, name: str | None) -> None:
         if name is None or is_unresolved(name):
             return
-        refuse(
+        raise_if_problem(
             self,
             "root_device_name",
             pattern_problem(name, _DEVICE_NAME, "must be a device name such as /dev/xvda or /dev/sda1"),
@@ -515,20 +521,20 @@ class PcsCluster(Construct):
 
     def _check_private_subnet(self, vpc: ec2.IVpc, subnet: ec2.ISubnet) -> None:
         if subnet.subnet_id in {s.subnet_id for s in vpc.public_subnets}:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "subnet",
                 "is a public subnet; PCS nodes live in private subnets and never get a public IP",
             )
 
     def _check_mount_dir(self, mount_dir: str) -> None:
-        refuse(self, "mount_dir", rules.pcs_mount_dir_problem(mount_dir))
+        raise_if_problem(self, "mount_dir", rules.pcs_mount_dir_problem(mount_dir))
 
     def _efa_interface_count(self, index: int, spec: PcsComputeNodeGroup, instance: InstanceType) -> int:
         wanted = spec.efa_interfaces
         if wanted is None:
             return min(instance.max_efa_interfaces, instance.max_network_cards)
-        refuse(
+        raise_if_problem(
             self,
             f"compute_node_groups[{index}].efa_interfaces",
             rules.efa_interfaces_problem(instance, wanted),

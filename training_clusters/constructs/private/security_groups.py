@@ -9,7 +9,7 @@ import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from constructs import Construct, IConstruct, Node
 
-from training_clusters.constructs.private.validation import fail, refuse_other_environment
+from training_clusters.constructs.private.validation import prop_error, refuse_other_environment
 from training_clusters.gates.compliance import accept_all_traffic_between_members
 from training_clusters.rules.network import shared_efa_group_problem
 
@@ -98,7 +98,7 @@ def claim_efa_groups(
         users = {str(e.data) for e in entries if e.type == EFA_CLUSTER}
         others = sorted(users - {cluster.node.path})
         if others:
-            raise fail(owner.node.path, prop, shared_efa_group_problem(group.node.path, others[0]))
+            raise prop_error(owner.node.path, prop, shared_efa_group_problem(group.node.path, others[0]))
         if not users:
             group.node.add_metadata(EFA_CLUSTER, cluster.node.path)
 

@@ -47,16 +47,16 @@ def advice_day(scope: IConstruct) -> date:
     return date.fromisoformat(chosen) if chosen else datetime.now(UTC).date()
 
 
-def fail(construct_path: str, field: str, message: str) -> ConfigurationError:
+def prop_error(construct_path: str, field: str, message: str) -> ConfigurationError:
     """Build the error for a bad prop: ``<construct path>: <field> <message>``, on one line (a value with a
     line break in it stays on that line)."""
     return ConfigurationError(" ".join(f"{construct_path}: {field} {message}".splitlines()))
 
 
-def refuse(scope: IConstruct | str, field: str, problem: str | None) -> None:
+def raise_if_problem(scope: IConstruct | str, field: str, problem: str | None) -> None:
     """Raise :func:`fail` for ``field`` when a rule (a ``rules.*_problem`` function) found a ``problem``."""
     if problem:
-        raise fail(_path(scope), field, problem)
+        raise prop_error(_path(scope), field, problem)
 
 
 def refuse_misplaced(scope: IConstruct, field: str, capacity: Capacity) -> None:
@@ -65,7 +65,7 @@ def refuse_misplaced(scope: IConstruct, field: str, capacity: Capacity) -> None:
     stack = cdk.Stack.of(scope)
     misplaced = capacity.place_problem(stack.region, stack.account)
     if misplaced:
-        raise fail(_path(scope), f"{field}.{misplaced[0]}", misplaced[1])
+        raise prop_error(_path(scope), f"{field}.{misplaced[0]}", misplaced[1])
 
 
 def refuse_alongside(
@@ -82,7 +82,7 @@ def refuse_alongside(
     """
     given = [name for name, value in others.items() if value is not None]
     if given:
-        raise fail(_path(scope), field, f"{adopted}, so {', '.join(given)} cannot also be given{why}")
+        raise prop_error(_path(scope), field, f"{adopted}, so {', '.join(given)} cannot also be given{why}")
 
 
 def catalog_entry(scope: IConstruct, name: str, field: str, *, hyperpod: bool = False) -> InstanceType:
@@ -99,7 +99,7 @@ def catalog_entry(scope: IConstruct, name: str, field: str, *, hyperpod: bool = 
         raise ConfigurationError(f"{_path(scope)}: {error}") from None
 
 
-def option(scope: IConstruct | str, field: str, choice: type[C], value: Any) -> C:
+def parse_option(scope: IConstruct | str, field: str, choice: type[C], value: Any) -> C:
     """``value`` as a member of ``choice``: the member itself, or its value or name as a string (any case).
 
     The constructs' one conversion point; the environment file uses the same :meth:`Choice.parse`.
@@ -107,14 +107,14 @@ def option(scope: IConstruct | str, field: str, choice: type[C], value: Any) -> 
     try:
         return choice.parse(value)
     except ConfigurationError as error:
-        raise fail(_path(scope), field, str(error)) from None
+        raise prop_error(_path(scope), field, str(error)) from None
 
 
 def to_removal_policy(scope: IConstruct | str, field: str, value: Any) -> cdk.RemovalPolicy:
     """A ``cdk.RemovalPolicy``, a :class:`~training_clusters.model.options.RemovalPolicy` or its spelling."""
     if isinstance(value, cdk.RemovalPolicy):  # CDK's own enum: only its members that we offer
         value = value.name
-    return cdk.RemovalPolicy[option(scope, field, RemovalPolicy, value).name]
+    return cdk.RemovalPolicy[parse_option(scope, field, RemovalPolicy, value).name]
 
 
 def _path(scope: IConstruct | str) -> str:
@@ -160,7 +160,7 @@ def check_value(path: str, field: str, value: Any, hint: Any) -> None:
     problem = _mismatch(field, value, hint)
     if problem is not None:
         where, message = problem
-        raise fail(path, where, message)
+        raise prop_error(path, where, message)
 
 
 def check_environment(scope: IConstruct, path: str, field: str, value: Any) -> None:
@@ -196,7 +196,7 @@ def refuse_other_environment(
     ]
     if differs:
         what = f"takes a value of {construct.node.path}, which is" if taken else "is"
-        raise fail(
+        raise prop_error(
             path,
             where,
             f"{what} in stack {other.node.path} ({_environment(other)}), but this construct's stack "

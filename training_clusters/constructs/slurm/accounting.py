@@ -29,9 +29,9 @@ from training_clusters.constructs.private.handlers import vpc_interface_statemen
 from training_clusters.constructs.private.security_groups import ClientSideConnections
 from training_clusters.constructs.private.validation import (
     checked_props,
-    fail,
     is_unresolved,
-    refuse,
+    prop_error,
+    raise_if_problem,
     to_removal_policy,
 )
 from training_clusters.gates.compliance import (
@@ -361,7 +361,7 @@ class SlurmAccountingDatabase(Construct):
         """slurmdbd's password as plain text (construct id ``SlurmdbdPasswordSecret``), made when first read:
         ParallelCluster's ``PasswordSecretArn`` for ``UserName`` ``slurmdbd_username``."""
         if self.slurmdbd_rotation_days is not None:
-            raise fail(
+            raise prop_error(
                 self.node.path,
                 "slurmdbd_password_secret",
                 "is a plain-text copy made at deploy time, which cannot follow slurmdbd's rotating secret "
@@ -384,27 +384,27 @@ class SlurmAccountingDatabase(Construct):
 
     def _check_username(self, username: str) -> None:
         if not is_unresolved(username):
-            refuse(self, "username", master_username_problem(username))
+            raise_if_problem(self, "username", master_username_problem(username))
 
     def _check_databases(self, databases: Sequence[str]) -> None:
         if not isinstance(databases, str) and any(is_unresolved(name) for name in databases):
-            raise fail(self.node.path, "databases", "must be names known at synth time, got a token")
-        refuse(self, "databases", databases_problem(databases))
+            raise prop_error(self.node.path, "databases", "must be names known at synth time, got a token")
+        raise_if_problem(self, "databases", databases_problem(databases))
 
     def _check_capacity(self, low: float, high: float) -> None:
         for field, value in (("min_capacity_acu", low), ("max_capacity_acu", high)):
             if not is_unresolved(value):
-                refuse(self, field, capacity_acu_problem(value))
+                raise_if_problem(self, field, capacity_acu_problem(value))
         if not is_unresolved(low) and not is_unresolved(high):
-            refuse(self, "min_capacity_acu", capacity_range_problem(low, high))
+            raise_if_problem(self, "min_capacity_acu", capacity_range_problem(low, high))
 
     def _check_backup_retention(self, days: int) -> None:
         if not is_unresolved(days):
-            refuse(self, "backup_retention_days", backup_retention_problem(days))
+            raise_if_problem(self, "backup_retention_days", backup_retention_problem(days))
 
     def _check_rotation_days(self, days: int | None) -> None:
         if days is not None and not is_unresolved(days):
-            refuse(self, "slurmdbd_rotation_days", rotation_days_problem(days))
+            raise_if_problem(self, "slurmdbd_rotation_days", rotation_days_problem(days))
 
     # ----------------------------------------------------------------------------------------------
     # building

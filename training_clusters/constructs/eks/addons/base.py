@@ -22,7 +22,7 @@ from constructs import Construct
 
 from training_clusters.catalog import InstanceType
 from training_clusters.constructs.eks.cluster import GPU_TAINT_KEY, NEURON_TAINT_KEY, GpuEksCluster
-from training_clusters.constructs.private.validation import catalog_entry, refuse
+from training_clusters.constructs.private.validation import catalog_entry, raise_if_problem
 from training_clusters.model.releases import HelmChartSpec
 from training_clusters.rules.eks_addons import addon_instance_type_problem, addon_instance_types_problem
 
@@ -64,10 +64,10 @@ def check_instance_types(
     has: Callable[[InstanceType], bool],
 ) -> list[InstanceType]:
     """The catalogue entries of ``instance_types``: at least one, each with ``feature``."""
-    refuse(scope, "instance_types", addon_instance_types_problem(kind, instance_types))
+    raise_if_problem(scope, "instance_types", addon_instance_types_problem(kind, instance_types))
     entries = [catalog_entry(scope, name, "instance_types") for name in instance_types]
     for entry in entries:
-        refuse(
+        raise_if_problem(
             scope,
             "instance_types",
             addon_instance_type_problem(entry.name, kind, feature, has_feature=has(entry)),

@@ -15,7 +15,7 @@ from training_clusters.constructs.eks.addons.managed_addon import (
     pod_identity_role,
 )
 from training_clusters.constructs.eks.cluster import GpuEksCluster
-from training_clusters.constructs.private.validation import checked_props, refuse, to_removal_policy
+from training_clusters.constructs.private.validation import checked_props, raise_if_problem, to_removal_policy
 from training_clusters.gates.compliance import acknowledge
 from training_clusters.model.options import RemovalPolicy
 from training_clusters.rules.eks_addons import volume_tag_problem
@@ -115,4 +115,4 @@ def _check_volume_tags(scope: Construct, volume_tags: Mapping[str, str]) -> None
     """EC2's tag limits (keys up to 128 characters, values up to 256, none under ``aws:``) and the driver's
     ``key=value`` form (``=`` and ``,`` would split a pair)."""
     for key, value in volume_tags.items():
-        refuse(scope, "volume_tags", volume_tag_problem(key, value))
+        raise_if_problem(scope, "volume_tags", volume_tag_problem(key, value))

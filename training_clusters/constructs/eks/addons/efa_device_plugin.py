@@ -16,7 +16,7 @@ from training_clusters.constructs.eks.addons.base import (
     check_instance_types,
 )
 from training_clusters.constructs.eks.cluster import DevicePluginKind, GpuEksCluster
-from training_clusters.constructs.private.validation import checked_props, refuse
+from training_clusters.constructs.private.validation import checked_props, raise_if_problem
 from training_clusters.model.releases import (
     EFA_DEVICE_PLUGIN_CHART,
     EFA_DEVICE_PLUGIN_IMAGE_TAG,
@@ -61,7 +61,7 @@ def efa_device_plugin_repository(scope: Construct) -> str:
     region = stack.region
     if not cdk.Token.is_unresolved(region):
         registry = eks_registry(region)
-        refuse(scope, "image_repository", efa_registry_problem(region, registry))
+        raise_if_problem(scope, "image_repository", efa_registry_problem(region, registry))
         return f"{registry}/{EFA_DEVICE_PLUGIN_REPOSITORY}"
     mapping = stack.node.try_find_child(_REGISTRY_MAPPING_ID)
     if not isinstance(mapping, cdk.CfnMapping):

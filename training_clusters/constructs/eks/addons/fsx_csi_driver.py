@@ -18,7 +18,7 @@ from training_clusters.constructs.eks.addons.managed_addon import (
     pod_identity_role,
 )
 from training_clusters.constructs.eks.cluster import GpuEksCluster
-from training_clusters.constructs.private.validation import checked_props, refuse
+from training_clusters.constructs.private.validation import checked_props, raise_if_problem
 from training_clusters.gates.compliance import accept_inline_policy, acknowledge
 from training_clusters.rules.eks_addons import fsx_volume_capacity_problem
 from training_clusters.rules.eks_queues import (
@@ -146,14 +146,14 @@ class FsxCsiDriver(Construct):
         self.manifest.node.add_dependency(self.addon)
 
     def _check_namespaces(self, namespaces: Sequence[str]) -> None:
-        refuse(self, "namespaces", namespaces_problem(len(namespaces)))
+        raise_if_problem(self, "namespaces", namespaces_problem(len(namespaces)))
         for namespace in namespaces:  # each reaches the directory job's shell: DNS labels only
-            refuse(self, "namespaces", kubernetes_name_problem(namespace))
-        refuse(self, "namespaces", unique_names_problem(list(namespaces)))
+            raise_if_problem(self, "namespaces", kubernetes_name_problem(namespace))
+        raise_if_problem(self, "namespaces", unique_names_problem(list(namespaces)))
 
     def _capacity(self, storage: SharedLustre, capacity_gib: int | None) -> int:
         known = storage.storage_capacity_gib
-        refuse(self, "capacity_gib", fsx_volume_capacity_problem(capacity_gib, known))
+        raise_if_problem(self, "capacity_gib", fsx_volume_capacity_problem(capacity_gib, known))
         if capacity_gib is None:
             assert known is not None  # refused above otherwise
             return known

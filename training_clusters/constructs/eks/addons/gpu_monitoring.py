@@ -17,7 +17,12 @@ from training_clusters.constructs.eks.addons.base import helm_chart
 from training_clusters.constructs.eks.addons.ebs_csi_driver import EbsCsiDriver
 from training_clusters.constructs.eks.addons.gpu_operator import gpu_operator_values
 from training_clusters.constructs.eks.cluster import GpuEksCluster, pod_identity_principal
-from training_clusters.constructs.private.validation import checked_props, is_unresolved, option, refuse
+from training_clusters.constructs.private.validation import (
+    checked_props,
+    is_unresolved,
+    parse_option,
+    raise_if_problem,
+)
 from training_clusters.gates.compliance import accept_inline_policy
 from training_clusters.model.options import MigStrategy
 from training_clusters.model.releases import GPU_OPERATOR_CHART, KUBE_PROMETHEUS_STACK_CHART, HelmChartSpec
@@ -190,7 +195,7 @@ class GpuMonitoring(Construct):
             here (:class:`EbsCsiDriver`'s ``volume_tags``). Default: none.
         """
         super().__init__(scope, id)
-        refuse(self, "grafana", grafana_problem(grafana=grafana, prometheus=prometheus))
+        raise_if_problem(self, "grafana", grafana_problem(grafana=grafana, prometheus=prometheus))
         self._check_lustre(grafana, lustre)
         self._check_ebs_csi_driver(persistent_storage, ebs_csi_driver)
         self._check_volume("prometheus_volume_gib", prometheus_volume_gib)
@@ -241,8 +246,8 @@ class GpuMonitoring(Construct):
                     ),
                 )
                 self.dashboards.node.add_dependency(self.prometheus)
-        mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
-        refuse(
+        mig_strategy = parse_option(self, "mig_strategy", MigStrategy, mig_strategy)
+        raise_if_problem(
             self, "mig_strategy", monitoring_mig_strategy_problem(mig_strategy, has_layouts=bool(mig_layouts))
         )
         self.gpu_operator_values = gpu_operator_values(
@@ -292,10 +297,12 @@ class GpuMonitoring(Construct):
         self.prometheus.node.add_dependency(self.grafana_pod_identity)
 
     def _check_lustre(self, grafana: bool, lustre: SharedLustre | None) -> None:
-        refuse(self, "lustre", monitoring_lustre_problem(lustre=lustre is not None, grafana=grafana))
+        raise_if_problem(
+            self, "lustre", monitoring_lustre_problem(lustre=lustre is not None, grafana=grafana)
+        )
 
     def _check_ebs_csi_driver(self, persistent_storage: bool, ebs_csi_driver: EbsCsiDriver | None) -> None:
-        refuse(
+        raise_if_problem(
             self,
             "ebs_csi_driver",
             monitoring_ebs_csi_driver_problem(
@@ -305,4 +312,4 @@ class GpuMonitoring(Construct):
 
     def _check_volume(self, field: str, size_gib: int) -> None:
         if not is_unresolved(size_gib):
-            refuse(self, field, monitoring_volume_problem(size_gib))
+            raise_if_problem(self, field, monitoring_volume_problem(size_gib))

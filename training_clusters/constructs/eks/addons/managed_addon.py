@@ -17,7 +17,7 @@ from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from training_clusters.constructs.eks.cluster import GpuEksCluster, pod_identity_principal
-from training_clusters.constructs.private.validation import refuse
+from training_clusters.constructs.private.validation import raise_if_problem
 from training_clusters.rules.eks_addons import addon_version_problem
 from training_clusters.workloads.tenancy import system_placement
 
@@ -33,7 +33,7 @@ ADDON_NAMESPACE = "kube-system"
 def check_addon_version(scope: Construct, addon_version: str | None) -> None:
     """Refuse a pinned ``addon_version`` that is not in EKS's form (:data:`~training_clusters.rules.eks_addons.EKS_ADDON_VERSION`)."""
     if addon_version is not None:
-        refuse(scope, "addon_version", addon_version_problem(addon_version))
+        raise_if_problem(scope, "addon_version", addon_version_problem(addon_version))
 
 
 def pod_identity_role(

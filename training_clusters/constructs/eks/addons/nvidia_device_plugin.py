@@ -17,7 +17,12 @@ from training_clusters.constructs.eks.addons.base import (
     instance_type_affinity,
 )
 from training_clusters.constructs.eks.cluster import GPU_TAINT_KEY, DevicePluginKind, GpuEksCluster
-from training_clusters.constructs.private.validation import checked_props, fail, option, refuse
+from training_clusters.constructs.private.validation import (
+    checked_props,
+    parse_option,
+    prop_error,
+    raise_if_problem,
+)
 from training_clusters.model.options import MigStrategy, Mps, TimeSlicing
 from training_clusters.model.releases import NVIDIA_DEVICE_PLUGIN_CHART, HelmChartSpec
 from training_clusters.rules.eks import gpu_sharing_problem, mig_problem, mps_replicas_problem
@@ -149,7 +154,7 @@ class NvidiaDevicePlugin(HelmAddon):
         :param chart: Default: :data:`NVIDIA_DEVICE_PLUGIN_CHART`.
         """
         super().__init__(scope, id)
-        mig_strategy = option(self, "mig_strategy", MigStrategy, mig_strategy)
+        mig_strategy = parse_option(self, "mig_strategy", MigStrategy, mig_strategy)
         types = check_instance_types(self, instance_types, "GPU", "NVIDIA GPU", lambda entry: entry.is_gpu)
         cluster.device_plugin_given(DevicePluginKind.NVIDIA)
         self._check_sharing(time_slicing, mps, mig_strategy)
@@ -169,14 +174,14 @@ class NvidiaDevicePlugin(HelmAddon):
     def _check_sharing(self, time_slicing: TimeSlicing | None, mps: Mps | None, mig: MigStrategy) -> None:
         problem = gpu_sharing_problem(time_slicing, mps, mig)
         if problem:
-            raise fail(self.node.path, *problem)
+            raise prop_error(self.node.path, *problem)
 
     def _check_mps_replicas(self, mps: Mps | None) -> None:
         problem = mps_replicas_problem(mps)
         if problem:
-            raise fail(self.node.path, *problem)
+            raise prop_error(self.node.path, *problem)
 
     def _check_mig_capable(self, types: Sequence[InstanceType], mig_strategy: MigStrategy) -> None:
         problems = [mig_problem(found, mig_strategy) for found in types]
         if problems and all(problems):
-            refuse(self, "mig_strategy", problems[0])
+            raise_if_problem(self, "mig_strategy", problems[0])
