@@ -249,8 +249,9 @@ class EksAddonsConfig(_Model):
     _fsx_csi_driver_version = field_validator("fsx_csi_driver_version")(_follows(addon_version_problem))
 
 
-class EksNcclTestConfig(_Model):
-    """``eks.nccl_test``: the MPIJob written for each EFA nodegroup, optionally applied by the stack."""
+class NcclTestImageConfig(_Model):
+    """Whether the NCCL MPIJob is written, and the image it runs: what ``eks.nccl_test`` and
+    ``hyperpod_eks.nccl_test`` share."""
 
     enabled: bool = True
     image: str = Field(
@@ -260,6 +261,11 @@ class EksNcclTestConfig(_Model):
         pattern=r"^\S+$",
         description="Container image reference (registry/repository:tag or @digest) with NCCL tests and EFA.",
     )
+
+
+class EksNcclTestConfig(NcclTestImageConfig):
+    """``eks.nccl_test``: the MPIJob written for each EFA nodegroup, optionally applied by the stack."""
+
     apply: bool = Field(
         default=False,
         description="Apply the MPIJob at deploy time (it runs once the nodes are up). Needs addons.mpi_operator.",

@@ -24,7 +24,7 @@ from training_clusters.config.base import (
     _raise_if,
 )
 from training_clusters.config.capacity import CapacityConfig, _capacity_for
-from training_clusters.config.eks import EksQueuesConfig, EksSystemNodegroupConfig
+from training_clusters.config.eks import EksQueuesConfig, EksSystemNodegroupConfig, NcclTestImageConfig
 from training_clusters.model.capacity import Orchestrator as CapacityOrchestrator
 from training_clusters.model.errors import excerpt
 from training_clusters.model.options import (
@@ -40,7 +40,6 @@ from training_clusters.model.options import (
     TeamPreemption,
 )
 from training_clusters.model.releases import (
-    DEFAULT_NCCL_TESTS_IMAGE,
     HYPERPOD_EKS_KUBERNETES_VERSION,
     HYPERPOD_TASK_GOVERNANCE_VERSION,
     HYPERPOD_VPC_CNI_VERSION,
@@ -178,17 +177,8 @@ class HyperPodEksAddonsConfig(_Model):
     _fsx_csi_driver_version = field_validator("fsx_csi_driver_version")(_follows(addon_version_problem))
 
 
-class HyperPodEksNcclTestConfig(_Model):
+class HyperPodEksNcclTestConfig(NcclTestImageConfig):
     """``hyperpod_eks.nccl_test``: the MPIJob `training-clusters acceptance` writes for each EFA GPU group."""
-
-    enabled: bool = True
-    image: str = Field(
-        default=DEFAULT_NCCL_TESTS_IMAGE,
-        min_length=1,
-        max_length=512,
-        pattern=r"^\S+$",
-        description="Container image reference (registry/repository:tag or @digest) with NCCL tests and EFA.",
-    )
 
 
 # --- HyperPod task governance (hyperpod_eks.task_governance) ---
