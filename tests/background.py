@@ -17,6 +17,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Generic, TypeVar
 
@@ -101,16 +102,38 @@ def submit_checkov(templates: list[Path], project_root: Path) -> Future[list[Che
     return start(lambda: checkov_scan(templates, executable=executable))
 
 
+#: Waits on the cfn-lint worker, apart from :data:`_threads` so a queue of lints never holds up other work.
+_lint_waiters = ThreadPoolExecutor(max_workers=2, thread_name_prefix="lint-wait")
+_pool_lock = threading.Lock()
+
+
+def _worker(broken: ProcessPoolExecutor | None = None) -> ProcessPoolExecutor:
+    """The cfn-lint worker; a new one when ``broken`` is the current one (its process died)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool is broken:
+            _pool = ProcessPoolExecutor(
+                max_workers=1,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_yield_to_the_main_process,
+            )
+        return _pool
+
+
+def _lint_in_worker(template: Path, regions: list[str]) -> list[LintMatch]:
+    """cfn-lint in the worker process. If the worker process dies (it did once, with nothing in its output, on
+    a fresh clone: ``BrokenProcessPool``), the template is linted again in a new worker, once: a finding is a
+    result, never a dead process, so this retries no verdict."""
+    pool = _worker()
+    try:
+        return pool.submit(cfn_lint, template, regions).result()
+    except BrokenProcessPool:
+        return _worker(broken=pool).submit(cfn_lint, template, regions).result()
+
+
 def submit_lint(template: Path, regions: Iterable[str]) -> Future[list[LintMatch]]:
     """cfn-lint ``template`` in the background worker."""
-    global _pool
-    if _pool is None:
-        _pool = ProcessPoolExecutor(
-            max_workers=1,
-            mp_context=multiprocessing.get_context("spawn"),
-            initializer=_yield_to_the_main_process,
-        )
-    return _pool.submit(cfn_lint, template, list(regions))
+    return _lint_waiters.submit(_lint_in_worker, template, list(regions))
 
 
 def lint(template: Path, regions: Iterable[str]) -> list[LintMatch]:
